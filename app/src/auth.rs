@@ -1,0 +1,93 @@
+//! Signing in and out, and who is signed in.
+
+use hero_shared::api::UserDto;
+use leptos::prelude::*;
+use leptos_router::components::Redirect;
+
+/// The signed-in user; answers 401 when nobody is.
+#[server(prefix = "/_fn")]
+pub async fn current_user() -> Result<UserDto, ServerFnError> {
+    let (_, user) = crate::guard::require_user().await?;
+    Ok(user.dto())
+}
+
+/// Checks the password and stores the sign-in token in an HttpOnly cookie.
+#[server(prefix = "/_fn")]
+pub async fn login(username: String, password: String) -> Result<(), ServerFnError> {
+    use crate::guard::{fail, state};
+    let st = state()?;
+    let l = hero_backend::auth::login(&st, &username, &password).await.map_err(fail)?;
+    let cookie = hero_backend::auth::session_cookie(
+        &l.token,
+        st.settings.token_ttl.whole_seconds(),
+        st.settings.secure_cookie,
+    );
+    let resp = expect_context::<leptos_axum::ResponseOptions>();
+    resp.append_header(
+        http::header::SET_COOKIE,
+        http::HeaderValue::from_str(&cookie).map_err(|e| ServerFnError::new(e.to_string()))?,
+    );
+    Ok(())
+}
+
+/// Ends this sign-in: the token is revoked on the server and the cookie cleared.
+#[server(prefix = "/_fn")]
+pub async fn logout() -> Result<(), ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    hero_backend::auth::logout(&st, &user).await.map_err(fail)?;
+    let resp = expect_context::<leptos_axum::ResponseOptions>();
+    resp.append_header(
+        http::header::SET_COOKIE,
+        http::HeaderValue::from_str(&hero_backend::auth::clear_cookie(st.settings.secure_cookie))
+            .map_err(|e| ServerFnError::new(e.to_string()))?,
+    );
+    Ok(())
+}
+
+/// Loads the page at `href` afresh, so every resource is fetched with the new cookie.
+pub(crate) fn reload_to(href: &str) {
+    let _ = window().location().set_href(href);
+}
+
+#[component]
+pub fn LoginPage() -> impl IntoView {
+    let user = Resource::new(|| (), |_| current_user());
+    let login = ServerAction::<Login>::new();
+    Effect::new(move |_| {
+        if let Some(Ok(())) = login.value().get() {
+            reload_to("/");
+        }
+    });
+    let error = move || match login.value().get() {
+        Some(Err(e)) => Some(view! { <p class="form-error" role="alert">{error_text(&e)}</p> }),
+        _ => None,
+    };
+    view! {
+        <Suspense>
+            {move || user.get().map(|u| match u {
+                Ok(_) => view! { <Redirect path="/"/> }.into_any(),
+                Err(_) => view! {
+                    <main class="login">
+                        <h1>"Hero"</h1>
+                        <p class="tagline">"Sign in to your workspace."</p>
+                        <ActionForm action=login attr:class="login-form">
+                            <label>"Username" <input type="text" name="username" autocomplete="username" required/></label>
+                            <label>"Password" <input type="password" name="password" autocomplete="current-password" required/></label>
+                            <button type="submit" disabled=move || login.pending().get()>"Sign in"</button>
+                            {error}
+                        </ActionForm>
+                    </main>
+                }.into_any(),
+            })}
+        </Suspense>
+    }
+}
+
+/// A server function error as a sentence for a person.
+pub(crate) fn error_text(e: &ServerFnError) -> String {
+    match e {
+        ServerFnError::ServerError(msg) => msg.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,36 @@
+//! The guard every server function starts with, and how domain errors reach the browser.
+//! Server functions are public HTTP endpoints: none runs its body without a signed-in user.
+
+use hero_backend::{AppState, auth::AuthUser};
+use leptos::prelude::*;
+
+/// The backend state and the signed-in user, or a 401 for the caller.
+pub async fn require_user() -> Result<(AppState, AuthUser), ServerFnError> {
+    let st = state()?;
+    let parts: http::request::Parts = leptos_axum::extract().await?;
+    match hero_backend::auth::authenticate_headers(&st, &parts.headers).await {
+        Ok(user) => Ok((st, user)),
+        Err(e) => Err(fail(e)),
+    }
+}
+
+pub fn state() -> Result<AppState, ServerFnError> {
+    use_context::<AppState>().ok_or_else(|| ServerFnError::new("server state is missing"))
+}
+
+/// Sets the HTTP status the error deserves and turns it into what the browser may read.
+pub fn fail(e: hero_backend::Error) -> ServerFnError {
+    if let Some(resp) = use_context::<leptos_axum::ResponseOptions>() {
+        resp.set_status(e.status());
+    }
+    if e.status().is_server_error() {
+        tracing_log(&e);
+    }
+    ServerFnError::new(e.public_message())
+}
+
+fn tracing_log(e: &hero_backend::Error) {
+    // Logged through the `log` facade leptos already pulls in would add a dependency; stderr
+    // is where the server's tracing subscriber writes too.
+    eprintln!("server function failed: {e}");
+}

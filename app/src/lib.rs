@@ -1,0 +1,63 @@
+//! Hero's user interface: the HTML shell, the routes, and the pages, rendered on the server
+//! and hydrated in the browser. Server functions here are thin: each checks the signed-in
+//! user and calls the same `hero_backend` function the JSON API calls.
+//!
+//! Layout:
+//! - [`auth`]: sign-in page, sign-out, the current user.
+//! - [`sessions`]: the sidebar tree of sessions and the session page.
+//! - `guard` (ssr only): `require_user()` and the error mapping every server function uses.
+
+#![recursion_limit = "256"]
+
+pub mod auth;
+#[cfg(feature = "ssr")]
+pub mod guard;
+pub mod sessions;
+
+use leptos::prelude::*;
+use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_router::components::{Route, Router, Routes};
+use leptos_router::{SsrMode, path};
+
+/// The HTML document around the app, rendered on the server only.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
+                <AutoReload options=options.clone()/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    // Effects run only in the browser: this attribute tells tests (and people debugging)
+    // that the page has hydrated and clicks now reach their handlers.
+    Effect::new(move |_| {
+        if let Some(body) = document().body() {
+            let _ = body.set_attribute("data-hydrated", "true");
+        }
+    });
+    view! {
+        <Stylesheet id="leptos" href="/pkg/hero.css"/>
+        <Title text="Hero"/>
+        <Router>
+            <Routes fallback=|| view! { <p class="not-found">"Page not found."</p> }>
+                <Route path=path!("/login") view=auth::LoginPage ssr=SsrMode::Async/>
+                <Route path=path!("/") view=sessions::Workspace ssr=SsrMode::Async/>
+                <Route path=path!("/s/:id") view=sessions::Workspace ssr=SsrMode::Async/>
+            </Routes>
+        </Router>
+    }
+}

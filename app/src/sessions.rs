@@ -1,0 +1,268 @@
+//! The workspace: a sidebar with the user's sessions (children indented under their parent,
+//! archived in red, agent sessions in blue) and the page of the session the route names.
+
+use std::collections::HashMap;
+
+use hero_shared::api::{SessionDto, SessionStatus, UserDto};
+use leptos::prelude::*;
+use leptos_router::components::{A, Redirect};
+use leptos_router::hooks::{use_navigate, use_params_map};
+
+use crate::auth::{Logout, current_user, error_text, reload_to};
+
+#[server(prefix = "/_fn")]
+pub async fn list_sessions() -> Result<Vec<SessionDto>, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    hero_backend::sessions::list(&st.db, &user).await.map_err(fail)
+}
+
+#[server(prefix = "/_fn")]
+pub async fn create_session(name: String, parent_session_id: Option<i64>) -> Result<SessionDto, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    let req = hero_shared::api::CreateSessionRequest { name, parent_session_id, status: None };
+    hero_backend::sessions::create(&st.db, &user, req).await.map_err(fail)
+}
+
+#[server(prefix = "/_fn")]
+pub async fn update_session(
+    id: i64,
+    name: Option<String>,
+    status: Option<SessionStatus>,
+) -> Result<SessionDto, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    let req = hero_shared::api::UpdateSessionRequest { name, status, parent_session_id: None };
+    hero_backend::sessions::update(&st.db, &user, id, req).await.map_err(fail)
+}
+
+/// A session and its depth in the parent/child tree, in display order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TreeRow {
+    pub session: SessionDto,
+    pub depth: usize,
+}
+
+/// Orders sessions as a tree: each parent followed by its children, depth-first. A session
+/// whose parent is not in the list is shown as a root, so nothing is ever hidden.
+pub fn tree(sessions: &[SessionDto]) -> Vec<TreeRow> {
+    let ids: std::collections::HashSet<i64> = sessions.iter().map(|s| s.id).collect();
+    let mut children: HashMap<Option<i64>, Vec<&SessionDto>> = HashMap::new();
+    for s in sessions {
+        let parent = s.parent_session_id.filter(|p| ids.contains(p) && *p != s.id);
+        children.entry(parent).or_default().push(s);
+    }
+    let mut out = Vec::with_capacity(sessions.len());
+    let mut seen = std::collections::HashSet::new();
+    // Explicit stack: a deep chain of sub-sessions must not overflow the wasm stack.
+    let mut stack: Vec<(&SessionDto, usize)> =
+        children.get(&None).map(|v| v.iter().rev().map(|s| (*s, 0)).collect()).unwrap_or_default();
+    while let Some((s, depth)) = stack.pop() {
+        if !seen.insert(s.id) {
+            continue;
+        }
+        out.push(TreeRow { session: s.clone(), depth });
+        if let Some(kids) = children.get(&Some(s.id)) {
+            stack.extend(kids.iter().rev().map(|k| (*k, depth + 1)));
+        }
+    }
+    // Sessions caught in a parent loop (the server refuses them; old data might hold one).
+    for s in sessions {
+        if !seen.contains(&s.id) {
+            out.push(TreeRow { session: s.clone(), depth: 0 });
+        }
+    }
+    out
+}
+
+#[component]
+pub fn Workspace() -> impl IntoView {
+    let user = Resource::new(|| (), |_| current_user());
+    view! {
+        <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
+            {move || user.get().map(|u| match u {
+                Ok(u) => view! { <SignedIn user=u/> }.into_any(),
+                Err(_) => view! { <Redirect path="/login"/> }.into_any(),
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn SignedIn(user: UserDto) -> impl IntoView {
+    let create = ServerAction::<CreateSession>::new();
+    let update = ServerAction::<UpdateSession>::new();
+    let logout = ServerAction::<Logout>::new();
+    let sessions = Resource::new(
+        move || (create.version().get(), update.version().get()),
+        |_| list_sessions(),
+    );
+    let params = use_params_map();
+    let current = Memo::new(move |_| params.read().get("id").and_then(|id| id.parse::<i64>().ok()));
+
+    let navigate = use_navigate();
+    Effect::new(move |_| {
+        if let Some(Ok(s)) = create.value().get() {
+            navigate(&format!("/s/{}", s.id), Default::default());
+        }
+    });
+    Effect::new(move |_| {
+        if let Some(Ok(())) = logout.value().get() {
+            reload_to("/login");
+        }
+    });
+
+    view! {
+        <div class="workspace">
+            <aside class="sidebar">
+                <header class="sidebar-head">
+                    <a class="brand" href="/">"Hero"</a>
+                    <span class="whoami" data-testid="whoami">{user.username.clone()}</span>
+                    <ActionForm action=logout attr:class="logout">
+                        <button type="submit" class="link-button">"Sign out"</button>
+                    </ActionForm>
+                </header>
+                <ActionForm action=create attr:class="new-session">
+                    <input type="text" name="name" placeholder="New session name" maxlength="200" required aria-label="New session name"/>
+                    <button type="submit">"New session"</button>
+                </ActionForm>
+                {move || match create.value().get() {
+                    Some(Err(e)) => Some(view! { <p class="form-error" role="alert">{error_text(&e)}</p> }),
+                    _ => None,
+                }}
+                <nav class="session-list" aria-label="Sessions">
+                    <Transition>
+                        {move || sessions.get().map(|r| match r {
+                            Ok(list) => view! { <SessionTree sessions=list current=current/> }.into_any(),
+                            Err(e) => view! { <p class="form-error">{error_text(&e)}</p> }.into_any(),
+                        })}
+                    </Transition>
+                </nav>
+            </aside>
+            <main class="content">
+                <Transition>
+                    {move || {
+                        let list = sessions.get().and_then(Result::ok);
+                        match (current.get(), list) {
+                            (None, _) => view! { <Welcome/> }.into_any(),
+                            (Some(id), Some(list)) => match list.into_iter().find(|s| s.id == id) {
+                                Some(s) => view! { <SessionPage session=s update=update/> }.into_any(),
+                                None => view! { <p class="not-found">"This session does not exist, or is not yours."</p> }.into_any(),
+                            },
+                            (Some(_), None) => view! { <p class="loading">"Loading…"</p> }.into_any(),
+                        }
+                    }}
+                </Transition>
+            </main>
+        </div>
+    }
+}
+
+#[component]
+fn SessionTree(sessions: Vec<SessionDto>, current: Memo<Option<i64>>) -> impl IntoView {
+    if sessions.is_empty() {
+        return view! { <p class="empty">"No sessions yet."</p> }.into_any();
+    }
+    let rows = tree(&sessions);
+    view! {
+        <ul>
+            {rows.into_iter().map(|row| {
+                let id = row.session.id;
+                let class = format!("session status-{}", row.session.status.as_str());
+                let style = format!("--depth: {}", row.depth);
+                view! {
+                    <li class=class style=style data-session-id=id data-status=row.session.status.as_str()>
+                        <A href=format!("/s/{id}") attr:aria-current=move || (current.get() == Some(id)).then_some("page")>
+                            {row.session.name}
+                        </A>
+                    </li>
+                }
+            }).collect_view()}
+        </ul>
+    }
+    .into_any()
+}
+
+#[component]
+fn Welcome() -> impl IntoView {
+    view! {
+        <section class="welcome">
+            <h1>"Welcome to Hero"</h1>
+            <p>"Create a session in the sidebar, or pick one to continue."</p>
+        </section>
+    }
+}
+
+#[component]
+fn SessionPage(session: SessionDto, update: ServerAction<UpdateSession>) -> impl IntoView {
+    let id = session.id;
+    let archived = session.status == SessionStatus::Archived;
+    let (next_status, toggle_label) = if archived {
+        (SessionStatus::Active, "Restore")
+    } else {
+        (SessionStatus::Archived, "Archive")
+    };
+    let error = move || match update.value().get() {
+        Some(Err(e)) => Some(view! { <p class="form-error" role="alert">{error_text(&e)}</p> }),
+        _ => None,
+    };
+    view! {
+        <section class="session-page" data-session-id=id>
+            <header class="session-head">
+                <h1 class="session-title" data-testid="session-title">{session.name.clone()}</h1>
+                <span class=format!("badge status-{}", session.status.as_str()) data-testid="session-status">
+                    {session.status.as_str()}
+                </span>
+            </header>
+            <div class="session-actions">
+                <ActionForm action=update attr:class="rename">
+                    <input type="hidden" name="id" value=id/>
+                    <input type="text" name="name" value=session.name.clone() maxlength="200" required aria-label="Session name"/>
+                    <button type="submit">"Rename"</button>
+                </ActionForm>
+                <ActionForm action=update attr:class="toggle-archive">
+                    <input type="hidden" name="id" value=id/>
+                    <input type="hidden" name="status" value=next_status.as_str()/>
+                    <button type="submit">{toggle_label}</button>
+                </ActionForm>
+            </div>
+            {error}
+            <p class="placeholder">"The conversation with this session's agent appears here."</p>
+        </section>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(id: i64, parent: Option<i64>) -> SessionDto {
+        SessionDto {
+            id,
+            name: format!("s{id}"),
+            status: SessionStatus::Active,
+            parent_session_id: parent,
+            created_at: String::new(),
+            updated_at: String::new(),
+        }
+    }
+
+    fn shape(rows: &[TreeRow]) -> Vec<(i64, usize)> {
+        rows.iter().map(|r| (r.session.id, r.depth)).collect()
+    }
+
+    #[test]
+    fn children_follow_their_parent_indented() {
+        let list = vec![s(1, None), s(2, None), s(3, Some(1)), s(4, Some(3)), s(5, Some(2))];
+        assert_eq!(shape(&tree(&list)), vec![(1, 0), (3, 1), (4, 2), (2, 0), (5, 1)]);
+    }
+
+    #[test]
+    fn orphans_and_loops_are_still_shown() {
+        let list = vec![s(1, Some(99)), s(2, Some(3)), s(3, Some(2)), s(4, Some(4))];
+        let rows = tree(&list);
+        assert_eq!(rows.len(), 4);
+        assert_eq!(shape(&rows)[..2], [(1, 0), (4, 0)]);
+    }
+}

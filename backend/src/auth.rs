@@ -1,0 +1,377 @@
+//! Sign-in: password check behind a brake on repeated failures, HS256 JWTs (algorithm,
+//! issuer and audience pinned) that the server can revoke, and the [`AuthUser`] that every
+//! other operation requires.
+//!
+//! A token is good only while its signature and expiry check out *and* its `jti` row in
+//! `auth_tokens` is present and not revoked *and* its account is not disabled: logout,
+//! password change and disabling take effect at the next request.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use http::HeaderMap;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use sqlx::{Sqlite, Transaction};
+
+use crate::{AppState, Error, Result, now_text, users};
+
+pub const COOKIE_NAME: &str = "hero_token";
+const ISSUER: &str = "hero";
+const AUDIENCE: &str = "hero";
+
+/// The signed-in user. Only this module constructs one, after checking a token or a
+/// password, so a function that takes `&AuthUser` cannot run for nobody.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthUser {
+    id: i64,
+    username: String,
+    is_admin: bool,
+    jti: String,
+}
+
+impl AuthUser {
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+    pub fn username(&self) -> &str {
+        &self.username
+    }
+    pub fn is_admin(&self) -> bool {
+        self.is_admin
+    }
+    pub fn dto(&self) -> hero_shared::api::UserDto {
+        hero_shared::api::UserDto {
+            id: self.id,
+            username: self.username.clone(),
+            is_admin: self.is_admin,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Claims {
+    sub: String,
+    jti: String,
+    iat: i64,
+    exp: i64,
+    iss: String,
+    aud: String,
+}
+
+/// A fresh sign-in.
+#[derive(Debug, Clone)]
+pub struct Login {
+    pub user: AuthUser,
+    pub token: String,
+    /// Unix seconds.
+    pub expires_at: i64,
+}
+
+/// Checks a username and password and issues a token.
+pub async fn login(st: &AppState, username: &str, password: &str) -> Result<Login> {
+    let key = username.trim().to_lowercase();
+    st.throttle.check(&key)?;
+    let row: Option<(i64, String, String, bool, bool)> = sqlx::query_as(
+        "SELECT id, username, password_hash, is_admin, disabled FROM users WHERE username = ?",
+    )
+    .bind(username.trim())
+    .fetch_optional(&st.db)
+    .await?;
+    let bad = || Error::Unauthorized("wrong username or password");
+    if password.len() > users::MAX_PASSWORD_BYTES {
+        st.throttle.record_failure(&key);
+        return Err(bad());
+    }
+    let Some((id, name, hash, is_admin, disabled)) = row else {
+        // Spend the same time as a real check, so timing does not tell which names exist.
+        users::verify_password(password, DUMMY_HASH).await;
+        st.throttle.record_failure(&key);
+        return Err(bad());
+    };
+    if !users::verify_password(password, &hash).await {
+        st.throttle.record_failure(&key);
+        return Err(bad());
+    }
+    if disabled {
+        return Err(Error::Unauthorized("this account is disabled"));
+    }
+    st.throttle.record_success(&key);
+    issue(st, id, name, is_admin).await
+}
+
+/// An argon2id hash of a random string, verified against when the username is unknown.
+const DUMMY_HASH: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$J0z7gPSt7zxHobVJ4lcV+VlgQ0oP8c8bUT6zC7rJ6pY";
+
+async fn issue(st: &AppState, id: i64, username: String, is_admin: bool) -> Result<Login> {
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let exp = now + st.settings.token_ttl.whole_seconds();
+    let jti = uuid::Uuid::new_v4().to_string();
+    let claims = Claims {
+        sub: id.to_string(),
+        jti: jti.clone(),
+        iat: now,
+        exp,
+        iss: ISSUER.into(),
+        aud: AUDIENCE.into(),
+    };
+    let token = jsonwebtoken::encode(
+        &Header::new(Algorithm::HS256),
+        &claims,
+        &EncodingKey::from_secret(st.keys.jwt_secret()),
+    )
+    .map_err(|e| Error::Internal(format!("token signing failed: {e}")))?;
+    sqlx::query("INSERT INTO auth_tokens (jti, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)")
+        .bind(&jti)
+        .bind(id)
+        .bind(now_text())
+        .bind(exp)
+        .execute(&st.db)
+        .await?;
+    Ok(Login { user: AuthUser { id, username, is_admin, jti }, token, expires_at: exp })
+}
+
+/// Turns a bearer or cookie token into the user it was issued to.
+pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
+    let mut v = Validation::new(Algorithm::HS256);
+    v.set_issuer(&[ISSUER]);
+    v.set_audience(&[AUDIENCE]);
+    v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+    v.leeway = 0;
+    let data = jsonwebtoken::decode::<Claims>(token, &DecodingKey::from_secret(st.keys.jwt_secret()), &v)
+        .map_err(|e| match e.kind() {
+            jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
+                Error::Unauthorized("your sign-in has expired; sign in again")
+            }
+            _ => Error::Unauthorized("invalid sign-in token"),
+        })?;
+    let c = data.claims;
+    let row: Option<(i64, String, bool, bool, Option<String>)> = sqlx::query_as(
+        "SELECT u.id, u.username, u.is_admin, u.disabled, t.revoked_at \
+         FROM auth_tokens t JOIN users u ON u.id = t.user_id WHERE t.jti = ?",
+    )
+    .bind(&c.jti)
+    .fetch_optional(&st.db)
+    .await?;
+    match row {
+        Some((id, username, is_admin, false, None)) if id.to_string() == c.sub => {
+            Ok(AuthUser { id, username, is_admin, jti: c.jti })
+        }
+        Some((_, _, _, true, _)) => Err(Error::Unauthorized("this account is disabled")),
+        _ => Err(Error::Unauthorized("this sign-in has ended; sign in again")),
+    }
+}
+
+/// Authenticates the request's `Authorization: Bearer` token, else its cookie.
+pub async fn authenticate_headers(st: &AppState, headers: &HeaderMap) -> Result<AuthUser> {
+    let token = token_from_headers(headers).ok_or(Error::Unauthorized("sign in first"))?;
+    authenticate(st, &token).await
+}
+
+pub fn token_from_headers(headers: &HeaderMap) -> Option<String> {
+    if let Some(v) = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+        if let Some(t) = v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")) {
+            return Some(t.trim().to_owned());
+        }
+    }
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE_NAME)
+        .map(|(_, v)| v.to_owned())
+}
+
+/// Ends this sign-in (the token's row is revoked).
+pub async fn logout(st: &AppState, user: &AuthUser) -> Result<()> {
+    sqlx::query("UPDATE auth_tokens SET revoked_at = ? WHERE jti = ? AND revoked_at IS NULL")
+        .bind(now_text())
+        .bind(&user.jti)
+        .execute(&st.db)
+        .await?;
+    Ok(())
+}
+
+/// Changes the signed-in user's password after checking the current one; every sign-in of
+/// the account ends, this one included.
+pub async fn change_password(st: &AppState, user: &AuthUser, current: &str, new: &str) -> Result<()> {
+    let (hash,): (String,) = sqlx::query_as("SELECT password_hash FROM users WHERE id = ?")
+        .bind(user.id)
+        .fetch_one(&st.db)
+        .await?;
+    if !users::verify_password(current, &hash).await {
+        return Err(Error::Invalid("the current password is wrong".into()));
+    }
+    users::set_password(&st.db, user.id, new).await
+}
+
+pub(crate) async fn revoke_all(tx: &mut Transaction<'_, Sqlite>, user_id: i64) -> Result<()> {
+    sqlx::query("UPDATE auth_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL")
+        .bind(now_text())
+        .bind(user_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// `Set-Cookie` value that stores the token: HttpOnly (scripts cannot read it) and
+/// SameSite=Lax (other sites' forms cannot post with it).
+pub fn session_cookie(token: &str, max_age_secs: i64, secure: bool) -> String {
+    format!(
+        "{COOKIE_NAME}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age_secs}{}",
+        if secure { "; Secure" } else { "" }
+    )
+}
+
+/// `Set-Cookie` value that removes the token cookie.
+pub fn clear_cookie(secure: bool) -> String {
+    session_cookie("", 0, secure)
+}
+
+/// Slows down guessing: after [`LoginThrottle::FREE_FAILURES`] failures in a row for one
+/// username, each further attempt must wait twice as long as the last, up to
+/// [`LoginThrottle::MAX_DELAY`]. A success clears the count.
+#[derive(Debug, Default)]
+pub struct LoginThrottle {
+    by_name: Mutex<HashMap<String, Failures>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Failures {
+    count: u32,
+    last: Instant,
+}
+
+impl LoginThrottle {
+    pub const FREE_FAILURES: u32 = 5;
+    pub const MAX_DELAY: Duration = Duration::from_secs(300);
+    /// Entries idle this long are forgotten, which also bounds the map's memory.
+    const FORGET_AFTER: Duration = Duration::from_secs(3600);
+    const MAX_ENTRIES: usize = 100_000;
+
+    fn delay_for(count: u32) -> Duration {
+        if count < Self::FREE_FAILURES {
+            return Duration::ZERO;
+        }
+        let exp = (count - Self::FREE_FAILURES).min(16);
+        Duration::from_secs(1u64 << exp).min(Self::MAX_DELAY)
+    }
+
+    pub fn check(&self, name: &str) -> Result<()> {
+        let map = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = map.get(name) {
+            let wait = Self::delay_for(f.count);
+            let elapsed = f.last.elapsed();
+            if elapsed < wait {
+                return Err(Error::TooManyAttempts { retry_after: wait - elapsed });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn record_failure(&self, name: &str) {
+        let mut map = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= Self::MAX_ENTRIES {
+            map.retain(|_, f| f.last.elapsed() < Self::FORGET_AFTER);
+        }
+        let now = Instant::now();
+        let e = map.entry(name.to_owned()).or_insert(Failures { count: 0, last: now });
+        if e.last.elapsed() >= Self::FORGET_AFTER {
+            e.count = 0;
+        }
+        e.count += 1;
+        e.last = now;
+    }
+
+    pub fn record_success(&self, name: &str) {
+        self.by_name.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::state;
+
+    #[tokio::test]
+    async fn login_issue_authenticate_logout() {
+        let (_dir, st) = state().await;
+        users::create(&st.db, &st.keys, "alice", "correct horse", false).await.unwrap();
+        let l = login(&st, "alice", "correct horse").await.unwrap();
+        let u = authenticate(&st, &l.token).await.unwrap();
+        assert_eq!(u.username(), "alice");
+        logout(&st, &u).await.unwrap();
+        let err = authenticate(&st, &l.token).await.unwrap_err();
+        assert!(matches!(err, Error::Unauthorized(_)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn forged_and_foreign_tokens_are_refused() {
+        let (_dir, st) = state().await;
+        users::create(&st.db, &st.keys, "alice", "correct horse", false).await.unwrap();
+        let l = login(&st, "alice", "correct horse").await.unwrap();
+        // Signed with another key (another instance's master key).
+        let (_d2, other) = state().await;
+        assert!(authenticate(&other, &l.token).await.is_err());
+        // `alg: none` and garbage.
+        let parts: Vec<&str> = l.token.split('.').collect();
+        let none = format!("eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.{}.", parts[1]);
+        assert!(authenticate(&st, &none).await.is_err());
+        assert!(authenticate(&st, "garbage").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn password_change_and_disable_revoke_tokens() {
+        let (_dir, st) = state().await;
+        let a = users::create(&st.db, &st.keys, "alice", "correct horse", false).await.unwrap();
+        let l1 = login(&st, "alice", "correct horse").await.unwrap();
+        let l2 = login(&st, "alice", "correct horse").await.unwrap();
+        let u = authenticate(&st, &l1.token).await.unwrap();
+        let wrong = change_password(&st, &u, "nope nope", "new password!").await.unwrap_err();
+        assert!(wrong.to_string().contains("current password"));
+        change_password(&st, &u, "correct horse", "new password!").await.unwrap();
+        assert!(authenticate(&st, &l1.token).await.is_err());
+        assert!(authenticate(&st, &l2.token).await.is_err());
+        assert!(login(&st, "alice", "correct horse").await.is_err());
+        let l3 = login(&st, "alice", "new password!").await.unwrap();
+        users::set_disabled(&st.db, a.id, true).await.unwrap();
+        assert!(authenticate(&st, &l3.token).await.is_err());
+        let err = login(&st, "alice", "new password!").await.unwrap_err();
+        assert!(err.to_string().contains("disabled"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn repeated_failures_are_slowed_down() {
+        let (_dir, st) = state().await;
+        users::create(&st.db, &st.keys, "alice", "correct horse", false).await.unwrap();
+        for _ in 0..LoginThrottle::FREE_FAILURES {
+            let e = login(&st, "alice", "wrong!!!!").await.unwrap_err();
+            assert!(matches!(e, Error::Unauthorized(_)), "{e}");
+        }
+        // Even the right password now waits: the brake does not reveal it.
+        let e = login(&st, "Alice", "correct horse").await.unwrap_err();
+        match e {
+            Error::TooManyAttempts { retry_after } => assert!(retry_after <= Duration::from_secs(1)),
+            other => panic!("expected TooManyAttempts, got {other}"),
+        }
+        assert_eq!(LoginThrottle::delay_for(6), Duration::from_secs(2));
+        assert_eq!(LoginThrottle::delay_for(40), LoginThrottle::MAX_DELAY);
+        // Another account is not affected.
+        users::create(&st.db, &st.keys, "bob", "battery staple", false).await.unwrap();
+        login(&st, "bob", "battery staple").await.unwrap();
+    }
+
+    #[test]
+    fn token_comes_from_bearer_then_cookie() {
+        let mut h = HeaderMap::new();
+        h.insert("cookie", "a=1; hero_token=from-cookie; b=2".parse().unwrap());
+        assert_eq!(token_from_headers(&h).as_deref(), Some("from-cookie"));
+        h.insert("authorization", "Bearer from-bearer".parse().unwrap());
+        assert_eq!(token_from_headers(&h).as_deref(), Some("from-bearer"));
+        assert_eq!(token_from_headers(&HeaderMap::new()), None);
+    }
+}

@@ -1,0 +1,86 @@
+//! The SQLite store: one file in the data directory, WAL mode, migrations embedded in the
+//! binary and applied at start-up.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+use crate::crypto::{self, Keyring};
+use crate::{Error, Result};
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+/// Opens (creating if missing) `<data_dir>/hero.db`. The data directory is created too.
+pub async fn open(data_dir: &Path) -> Result<SqlitePool> {
+    std::fs::create_dir_all(data_dir).map_err(|e| {
+        Error::Internal(format!("cannot create data directory {}: {e}", data_dir.display()))
+    })?;
+    let path = data_dir.join("hero.db");
+    let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .foreign_keys(true)
+        .busy_timeout(Duration::from_secs(5));
+    let pool = SqlitePoolOptions::new().max_connections(8).connect_with(opts).await?;
+    Ok(pool)
+}
+
+/// Applies every pending migration.
+pub async fn migrate(pool: &SqlitePool) -> Result<()> {
+    MIGRATOR.run(pool).await?;
+    Ok(())
+}
+
+/// Checks the master key against the one this database was first used with (recording it
+/// on first use), so a wrong key stops start-up with a clear message.
+pub async fn check_master_key(pool: &SqlitePool, keys: &Keyring) -> Result<()> {
+    const AAD: &[u8] = b"meta.master_key_check";
+    let row: Option<(Vec<u8>,)> =
+        sqlx::query_as("SELECT value FROM meta WHERE key = 'master_key_check'")
+            .fetch_optional(pool)
+            .await?;
+    match row {
+        Some((sealed,)) => crypto::open(keys.master(), AAD, &sealed).map(|_| ()).map_err(|_| {
+            Error::Internal(
+                "the master key does not match the one this data directory was created with \
+                 (check HERO_MASTER_KEY or <data dir>/master.key)"
+                    .into(),
+            )
+        }),
+        None => {
+            let sealed = crypto::seal(keys.master(), AAD, b"hero");
+            sqlx::query("INSERT INTO meta (key, value) VALUES ('master_key_check', ?)")
+                .bind(sealed)
+                .execute(pool)
+                .await?;
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::SecretKey;
+
+    #[tokio::test]
+    async fn opens_in_wal_mode_and_checks_the_master_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("nested/data");
+        let pool = open(&data).await.unwrap();
+        migrate(&pool).await.unwrap();
+        let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode").fetch_one(&pool).await.unwrap();
+        assert_eq!(mode, "wal");
+        let key = SecretKey::random();
+        check_master_key(&pool, &Keyring::new(key.clone())).await.unwrap();
+        check_master_key(&pool, &Keyring::new(key)).await.unwrap();
+        let err = check_master_key(&pool, &Keyring::new(SecretKey::random())).await.unwrap_err();
+        assert!(err.to_string().contains("master key does not match"), "{err}");
+        // Migrating again is a no-op.
+        migrate(&pool).await.unwrap();
+    }
+}

@@ -1,0 +1,60 @@
+//! The domain's error type. Each variant says what a caller may tell the person who asked;
+//! [`Error::Internal`] and the storage variants carry detail for logs only.
+
+use std::time::Duration;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Input that breaks a rule; the message says which, in words a person understands.
+    #[error("{0}")]
+    Invalid(String),
+    /// The thing does not exist *for this user*: another user's ids look exactly like
+    /// missing ones, so their existence does not leak.
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// Missing, expired, revoked or malformed credentials.
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    /// The request clashes with what is stored (a taken username).
+    #[error("{0}")]
+    Conflict(String),
+    /// Too many failed sign-ins for this account; try again after the delay.
+    #[error("too many failed sign-in attempts; try again in {} seconds", retry_after.as_secs().max(1))]
+    TooManyAttempts { retry_after: Duration },
+    #[error(transparent)]
+    Crypto(#[from] crate::crypto::CryptoError),
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("migration error: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// The HTTP status this error answers with.
+    pub fn status(&self) -> http::StatusCode {
+        use http::StatusCode as S;
+        match self {
+            Error::Invalid(_) => S::BAD_REQUEST,
+            Error::NotFound(_) => S::NOT_FOUND,
+            Error::Unauthorized(_) => S::UNAUTHORIZED,
+            Error::Conflict(_) => S::CONFLICT,
+            Error::TooManyAttempts { .. } => S::TOO_MANY_REQUESTS,
+            Error::Crypto(_) | Error::Db(_) | Error::Migrate(_) | Error::Internal(_) => {
+                S::INTERNAL_SERVER_ERROR
+            }
+        }
+    }
+
+    /// What the client may read: internal detail is replaced by a generic sentence.
+    pub fn public_message(&self) -> String {
+        if self.status().is_server_error() {
+            "internal error; the server log has the details".to_string()
+        } else {
+            self.to_string()
+        }
+    }
+}

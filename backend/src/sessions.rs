@@ -1,0 +1,253 @@
+//! A user's sessions. Every query names the user: another user's session is "not found",
+//! exactly like a missing one.
+
+use hero_shared::api::{
+    CreateSessionRequest, MAX_SESSION_NAME_CHARS, SessionDto, SessionStatus, UpdateSessionRequest,
+};
+use sqlx::{Sqlite, SqlitePool, Transaction};
+
+use crate::auth::AuthUser;
+use crate::{Error, Result, now_text};
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: i64,
+    name: String,
+    status: String,
+    parent_session_id: Option<i64>,
+    created_at: String,
+    updated_at: String,
+}
+
+impl Row {
+    fn dto(self) -> SessionDto {
+        SessionDto {
+            id: self.id,
+            name: self.name,
+            // The column's CHECK constraint admits only the three statuses.
+            status: SessionStatus::parse(&self.status).unwrap_or(SessionStatus::Active),
+            parent_session_id: self.parent_session_id,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
+const COLUMNS: &str = "id, name, status, parent_session_id, created_at, updated_at";
+
+/// Trims and checks a session name.
+pub fn validate_name(name: &str) -> Result<String> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(Error::Invalid("session name must not be empty".into()));
+    }
+    if name.chars().count() > MAX_SESSION_NAME_CHARS {
+        return Err(Error::Invalid(format!(
+            "session name is too long (at most {MAX_SESSION_NAME_CHARS} characters)"
+        )));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(Error::Invalid("session name must not contain control characters".into()));
+    }
+    Ok(name.to_owned())
+}
+
+/// All the user's sessions, oldest first (the UI groups children under parents).
+pub async fn list(db: &SqlitePool, user: &AuthUser) -> Result<Vec<SessionDto>> {
+    let rows: Vec<Row> =
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM sessions WHERE user_id = ? ORDER BY id"))
+            .bind(user.id())
+            .fetch_all(db)
+            .await?;
+    Ok(rows.into_iter().map(Row::dto).collect())
+}
+
+pub async fn get(db: &SqlitePool, user: &AuthUser, id: i64) -> Result<SessionDto> {
+    fetch(db, user.id(), id).await
+}
+
+async fn fetch<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
+    ex: E,
+    user_id: i64,
+    id: i64,
+) -> Result<SessionDto> {
+    let row: Option<Row> =
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM sessions WHERE id = ? AND user_id = ?"))
+            .bind(id)
+            .bind(user_id)
+            .fetch_optional(ex)
+            .await?;
+    row.map(Row::dto).ok_or(Error::NotFound("session"))
+}
+
+pub async fn create(db: &SqlitePool, user: &AuthUser, req: CreateSessionRequest) -> Result<SessionDto> {
+    let name = validate_name(&req.name)?;
+    let status = req.status.unwrap_or(SessionStatus::Active);
+    let mut tx = db.begin().await?;
+    if let Some(parent) = req.parent_session_id {
+        fetch(&mut *tx, user.id(), parent).await.map_err(|_| parent_not_found())?;
+    }
+    let now = now_text();
+    let row: Row = sqlx::query_as(&format!(
+        "INSERT INTO sessions (user_id, name, status, parent_session_id, created_at, updated_at) \
+         VALUES (?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}"
+    ))
+    .bind(user.id())
+    .bind(name)
+    .bind(status.as_str())
+    .bind(req.parent_session_id)
+    .bind(&now)
+    .bind(&now)
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(row.dto())
+}
+
+/// Applies a partial update in one transaction: all fields change, or none.
+pub async fn update(
+    db: &SqlitePool,
+    user: &AuthUser,
+    id: i64,
+    req: UpdateSessionRequest,
+) -> Result<SessionDto> {
+    let name = req.name.as_deref().map(validate_name).transpose()?;
+    let mut tx = db.begin().await?;
+    let current = fetch(&mut *tx, user.id(), id).await?;
+    let parent = match req.parent_session_id {
+        Some(Some(p)) => {
+            check_parent(&mut tx, user.id(), id, p).await?;
+            Some(p)
+        }
+        Some(None) => None,
+        None => current.parent_session_id,
+    };
+    let row: Row = sqlx::query_as(&format!(
+        "UPDATE sessions SET name = ?, status = ?, parent_session_id = ?, updated_at = ? \
+         WHERE id = ? AND user_id = ? RETURNING {COLUMNS}"
+    ))
+    .bind(name.unwrap_or(current.name))
+    .bind(req.status.unwrap_or(current.status).as_str())
+    .bind(parent)
+    .bind(now_text())
+    .bind(id)
+    .bind(user.id())
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(row.dto())
+}
+
+fn parent_not_found() -> Error {
+    Error::Invalid("parent_session_id names no session of yours".into())
+}
+
+/// A parent must be the user's, and making it the parent must not close a loop.
+async fn check_parent(tx: &mut Transaction<'_, Sqlite>, user_id: i64, id: i64, parent: i64) -> Result<()> {
+    let mut cursor = Some(parent);
+    // Depth is bounded by the number of the user's sessions; the walk stops at the root.
+    while let Some(p) = cursor {
+        if p == id {
+            return Err(Error::Invalid(
+                "a session cannot be its own parent or the parent of its ancestor".into(),
+            ));
+        }
+        cursor = fetch(&mut **tx, user_id, p).await.map_err(|_| parent_not_found())?.parent_session_id;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{signed_in, state};
+
+    #[tokio::test]
+    async fn create_rename_archive_restore() {
+        let (_dir, st) = state().await;
+        let alice = signed_in(&st, "alice").await;
+        let s = create(&st.db, &alice, CreateSessionRequest { name: "  Plans ".into(), ..Default::default() })
+            .await
+            .unwrap();
+        assert_eq!((s.name.as_str(), s.status), ("Plans", SessionStatus::Active));
+        let upd = |name: Option<&str>, status| UpdateSessionRequest {
+            name: name.map(str::to_owned),
+            status,
+            parent_session_id: None,
+        };
+        let r = update(&st.db, &alice, s.id, upd(Some("Trip"), None)).await.unwrap();
+        assert_eq!(r.name, "Trip");
+        let a = update(&st.db, &alice, s.id, upd(None, Some(SessionStatus::Archived))).await.unwrap();
+        assert_eq!((a.name.as_str(), a.status), ("Trip", SessionStatus::Archived));
+        let b = update(&st.db, &alice, s.id, upd(None, Some(SessionStatus::Active))).await.unwrap();
+        assert_eq!(b.status, SessionStatus::Active);
+        assert_eq!(list(&st.db, &alice).await.unwrap(), vec![b]);
+    }
+
+    #[tokio::test]
+    async fn sessions_are_private_to_their_user() {
+        let (_dir, st) = state().await;
+        let alice = signed_in(&st, "alice").await;
+        let bob = signed_in(&st, "bob").await;
+        let s = create(&st.db, &alice, CreateSessionRequest { name: "mine".into(), ..Default::default() })
+            .await
+            .unwrap();
+        assert!(list(&st.db, &bob).await.unwrap().is_empty());
+        assert!(matches!(get(&st.db, &bob, s.id).await, Err(Error::NotFound(_))));
+        let rename = UpdateSessionRequest { name: Some("stolen".into()), ..Default::default() };
+        assert!(matches!(update(&st.db, &bob, s.id, rename).await, Err(Error::NotFound(_))));
+        // Bob cannot hang his session under Alice's either.
+        let child = CreateSessionRequest { name: "c".into(), parent_session_id: Some(s.id), status: None };
+        assert!(matches!(create(&st.db, &bob, child).await, Err(Error::Invalid(_))));
+        assert_eq!(get(&st.db, &alice, s.id).await.unwrap().name, "mine");
+    }
+
+    #[tokio::test]
+    async fn parents_are_checked_and_loops_refused() {
+        let (_dir, st) = state().await;
+        let alice = signed_in(&st, "alice").await;
+        let mk = |name: &str, parent| CreateSessionRequest { name: name.into(), parent_session_id: parent, status: None };
+        let a = create(&st.db, &alice, mk("a", None)).await.unwrap();
+        let b = create(&st.db, &alice, mk("b", Some(a.id))).await.unwrap();
+        assert_eq!(b.parent_session_id, Some(a.id));
+        let to = |p| UpdateSessionRequest { parent_session_id: Some(p), ..Default::default() };
+        for bad in [Some(a.id), Some(b.id)] {
+            let e = update(&st.db, &alice, a.id, to(bad)).await.unwrap_err();
+            assert!(e.to_string().contains("parent"), "{e}");
+        }
+        let e = update(&st.db, &alice, a.id, to(Some(9999))).await.unwrap_err();
+        assert!(e.to_string().contains("names no session"), "{e}");
+        let detached = update(&st.db, &alice, b.id, to(None)).await.unwrap();
+        assert_eq!(detached.parent_session_id, None);
+    }
+
+    #[tokio::test]
+    async fn bad_names_change_nothing() {
+        let (_dir, st) = state().await;
+        let alice = signed_in(&st, "alice").await;
+        let s = create(&st.db, &alice, CreateSessionRequest { name: "ok".into(), ..Default::default() })
+            .await
+            .unwrap();
+        for (bad, want) in [("   ", "empty"), (&"x".repeat(201)[..], "too long"), ("a\u{7}b", "control")] {
+            let e = update(
+                &st.db,
+                &alice,
+                s.id,
+                UpdateSessionRequest {
+                    name: Some(bad.into()),
+                    status: Some(SessionStatus::Archived),
+                    parent_session_id: None,
+                },
+            )
+            .await
+            .unwrap_err();
+            assert!(e.to_string().contains(want), "{e}");
+        }
+        assert_eq!(get(&st.db, &alice, s.id).await.unwrap(), s);
+        let e = create(&st.db, &alice, CreateSessionRequest { name: "".into(), ..Default::default() })
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::Invalid(_)));
+        assert_eq!(list(&st.db, &alice).await.unwrap().len(), 1);
+    }
+}

@@ -1,0 +1,176 @@
+//! The JSON API under `/api`, for scripts and other clients. Each handler parses its input
+//! into a typed value, requires the signed-in user (cookie or bearer token) and calls the
+//! same `hero_backend` function the server functions call. Every failure is a JSON
+//! `{"error": "..."}` with a 4xx a person can act on (or a 5xx whose detail stays in the log).
+
+use axum::extract::{FromRef, FromRequest, FromRequestParts, State};
+use axum::http::{HeaderValue, StatusCode, header, request::Parts};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use hero_backend::auth::{self, AuthUser};
+use hero_backend::{AppState, Error, sessions};
+use hero_shared::api::{
+    ChangePasswordRequest, CreateSessionRequest, ErrorBody, LoginRequest, LoginResponse,
+    SessionDto, UpdateSessionRequest, UserDto,
+};
+
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    AppState: FromRef<S>,
+{
+    Router::new()
+        .route("/auth/login", post(login))
+        .route("/auth/logout", post(logout))
+        .route("/me", get(me))
+        .route("/me/password", post(change_password))
+        .route("/sessions", get(list_sessions).post(create_session))
+        .route("/sessions/{id}", get(get_session).patch(update_session))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such API route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "this route does not take that method")
+        })
+}
+
+/// An error answer: status plus a message the client may read.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+    retry_after: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError { status, message: message.into(), retry_after: None }
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        if e.status().is_server_error() {
+            tracing::error!(error = %e, "request failed");
+        }
+        let retry_after = match &e {
+            Error::TooManyAttempts { retry_after } => Some(retry_after.as_secs().max(1)),
+            _ => None,
+        };
+        ApiError { status: e.status(), message: e.public_message(), retry_after }
+    }
+}
+
+impl From<axum::extract::rejection::JsonRejection> for ApiError {
+    fn from(r: axum::extract::rejection::JsonRejection) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, format!("invalid JSON body: {}", r.body_text()))
+    }
+}
+
+impl From<axum::extract::rejection::PathRejection> for ApiError {
+    fn from(r: axum::extract::rejection::PathRejection) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, format!("invalid id in the URL: {}", r.body_text()))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut resp = (self.status, Json(ErrorBody { error: self.message })).into_response();
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
+    }
+}
+
+/// A JSON body whose rejection is an [`ApiError`] (axum's own answers in plain text).
+#[derive(FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct ApiJson<T>(pub T);
+
+/// A path parameter whose rejection is an [`ApiError`].
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct ApiPath<T>(pub T);
+
+/// The signed-in user; a handler that takes one cannot run without one.
+pub struct Authed(pub AuthUser);
+
+impl<S> FromRequestParts<S> for Authed
+where
+    S: Send + Sync,
+    AppState: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let st = AppState::from_ref(state);
+        Ok(Authed(auth::authenticate_headers(&st, &parts.headers).await?))
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+fn set_cookie(resp: &mut Response, value: &str) -> ApiResult<()> {
+    let v = HeaderValue::from_str(value)
+        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "cookie encoding failed"))?;
+    resp.headers_mut().append(header::SET_COOKIE, v);
+    Ok(())
+}
+
+async fn login(State(st): State<AppState>, ApiJson(req): ApiJson<LoginRequest>) -> ApiResult<Response> {
+    let l = auth::login(&st, &req.username, &req.password).await?;
+    let mut resp = Json(LoginResponse { user: l.user.dto(), token: l.token.clone(), expires_at: l.expires_at })
+        .into_response();
+    let cookie = auth::session_cookie(&l.token, st.settings.token_ttl.whole_seconds(), st.settings.secure_cookie);
+    set_cookie(&mut resp, &cookie)?;
+    Ok(resp)
+}
+
+async fn logout(State(st): State<AppState>, Authed(user): Authed) -> ApiResult<Response> {
+    auth::logout(&st, &user).await?;
+    let mut resp = StatusCode::NO_CONTENT.into_response();
+    set_cookie(&mut resp, &auth::clear_cookie(st.settings.secure_cookie))?;
+    Ok(resp)
+}
+
+async fn me(Authed(user): Authed) -> Json<UserDto> {
+    Json(user.dto())
+}
+
+async fn change_password(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiJson(req): ApiJson<ChangePasswordRequest>,
+) -> ApiResult<StatusCode> {
+    auth::change_password(&st, &user, &req.current_password, &req.new_password).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn list_sessions(State(st): State<AppState>, Authed(user): Authed) -> ApiResult<Json<Vec<SessionDto>>> {
+    Ok(Json(sessions::list(&st.db, &user).await?))
+}
+
+async fn create_session(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiJson(req): ApiJson<CreateSessionRequest>,
+) -> ApiResult<(StatusCode, Json<SessionDto>)> {
+    Ok((StatusCode::CREATED, Json(sessions::create(&st.db, &user, req).await?)))
+}
+
+async fn get_session(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(id): ApiPath<i64>,
+) -> ApiResult<Json<SessionDto>> {
+    Ok(Json(sessions::get(&st.db, &user, id).await?))
+}
+
+async fn update_session(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(id): ApiPath<i64>,
+    ApiJson(req): ApiJson<UpdateSessionRequest>,
+) -> ApiResult<Json<SessionDto>> {
+    Ok(Json(sessions::update(&st.db, &user, id, req).await?))
+}

@@ -1,0 +1,165 @@
+//! What each command does. `main` parses the command line; these functions do the work and
+//! return errors with context for `main` to print.
+
+use std::io::{BufRead, IsTerminal};
+
+use anyhow::{Context, bail};
+use hero_backend::{AppState, crypto, db, users};
+use rand::Rng;
+
+use crate::config::Config;
+
+/// Opens the data directory: database (created and migrated), master key, key check.
+pub async fn open_store(cfg: &Config) -> anyhow::Result<AppState> {
+    let pool = db::open(&cfg.data_dir)
+        .await
+        .with_context(|| format!("cannot open the database in {}", cfg.data_dir.display()))?;
+    db::migrate(&pool).await.context("cannot apply database migrations")?;
+    let (master, source) = crypto::load_master_key(cfg.master_key.as_deref(), &cfg.data_dir)?;
+    match &source {
+        crypto::KeySource::CreatedFile(p) => {
+            tracing::info!("created a new master key in {} (keep it safe: it opens every secret)", p.display())
+        }
+        crypto::KeySource::ExistingFile(p) => tracing::debug!("master key from {}", p.display()),
+        crypto::KeySource::Environment => tracing::debug!("master key from HERO_MASTER_KEY"),
+    }
+    let keys = crypto::Keyring::new(master);
+    db::check_master_key(&pool, &keys).await?;
+    Ok(AppState::new(pool, keys, cfg.backend_settings()))
+}
+
+pub async fn migrate(cfg: &Config) -> anyhow::Result<()> {
+    open_store(cfg).await?;
+    println!("database in {} is up to date", cfg.data_dir.display());
+    Ok(())
+}
+
+pub async fn serve(cfg: Config) -> anyhow::Result<()> {
+    let st = open_store(&cfg).await?;
+    let first_run_password = if users::count(&st.db).await? == 0 {
+        let pw = random_password();
+        users::create(&st.db, &st.keys, "admin", &pw, true).await?;
+        Some(pw)
+    } else {
+        None
+    };
+    let listener = tokio::net::TcpListener::bind(cfg.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", cfg.addr))?;
+    let addr = listener.local_addr()?;
+    if !cfg.site_root.join("pkg").is_dir() {
+        tracing::warn!(
+            "no built site in {} (pages will not hydrate): build with `cargo leptos build --release`",
+            cfg.site_root.display()
+        );
+    }
+    let app = crate::web::router(st, crate::web::leptos_options(addr, &cfg.site_root));
+    println!("Hero is serving on http://{addr}");
+    if let Some(pw) = first_run_password {
+        println!();
+        println!("First run: an administrator account was created.");
+        println!("  Sign in at http://{addr}/login");
+        println!("  username: admin");
+        println!("  password: {pw}");
+        println!("Change it with `hero user passwd admin`; this password is not shown again.");
+        println!();
+    }
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("server stopped with an error")?;
+    println!("Hero stopped.");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}
+
+fn random_password() -> String {
+    const CHARS: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
+    let mut rng = rand::thread_rng();
+    (0..20).map(|_| CHARS[rng.gen_range(0..CHARS.len())] as char).collect()
+}
+
+/// A password from the terminal (asked twice, not echoed) or, when standard input is not a
+/// terminal, its first line, so scripts can pipe one in.
+pub fn read_new_password() -> anyhow::Result<String> {
+    if std::io::stdin().is_terminal() {
+        let a = rpassword::prompt_password("New password: ")?;
+        let b = rpassword::prompt_password("Repeat it: ")?;
+        if a != b {
+            bail!("the two passwords differ");
+        }
+        Ok(a)
+    } else {
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line).context("cannot read the password from standard input")?;
+        let pw = line.trim_end_matches(['\n', '\r']).to_owned();
+        if pw.is_empty() {
+            bail!("no password on standard input (pipe one in: echo 'secret' | hero user add NAME)");
+        }
+        Ok(pw)
+    }
+}
+
+pub async fn user_add(cfg: &Config, name: &str, admin: bool) -> anyhow::Result<()> {
+    let st = open_store(cfg).await?;
+    users::validate_username(name)?;
+    let pw = read_new_password()?;
+    let u = users::create(&st.db, &st.keys, name, &pw, admin).await?;
+    println!("created user {} (id {}){}", u.username, u.id, if admin { ", administrator" } else { "" });
+    Ok(())
+}
+
+pub async fn user_list(cfg: &Config) -> anyhow::Result<()> {
+    let st = open_store(cfg).await?;
+    let list = users::list(&st.db).await?;
+    println!("{:>5}  {:<24} {:<6} {:<9} created", "id", "username", "admin", "state");
+    for u in list {
+        println!(
+            "{:>5}  {:<24} {:<6} {:<9} {}",
+            u.id,
+            u.username,
+            if u.is_admin { "yes" } else { "no" },
+            if u.disabled { "disabled" } else { "active" },
+            u.created_at
+        );
+    }
+    Ok(())
+}
+
+pub async fn user_passwd(cfg: &Config, name: &str) -> anyhow::Result<()> {
+    let st = open_store(cfg).await?;
+    let u = users::find_by_name(&st.db, name).await?;
+    let pw = read_new_password()?;
+    users::set_password(&st.db, u.id, &pw).await?;
+    println!("password of {} changed; their sign-ins have ended", u.username);
+    Ok(())
+}
+
+pub async fn user_set_disabled(cfg: &Config, name: &str, disabled: bool) -> anyhow::Result<()> {
+    let st = open_store(cfg).await?;
+    let u = users::find_by_name(&st.db, name).await?;
+    users::set_disabled(&st.db, u.id, disabled).await?;
+    if disabled {
+        println!("user {} disabled; their sign-ins have ended", u.username);
+    } else {
+        println!("user {} enabled", u.username);
+    }
+    Ok(())
+}

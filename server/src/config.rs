@@ -1,0 +1,163 @@
+//! Settings: command-line flags, then `HERO_*` environment variables, then a TOML file, then
+//! defaults — the first that gives a value wins. Flags and variables are read by clap (one
+//! `Option` per setting, so "not given" is visible); the file fills what both left empty.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+
+pub const DEFAULT_ADDR: &str = "127.0.0.1:3000";
+pub const DEFAULT_DATA_DIR: &str = "./data";
+pub const DEFAULT_TOKEN_TTL_HOURS: u32 = 24 * 7;
+
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct ConfigArgs {
+    /// Address and port to serve on [default: 127.0.0.1:3000]
+    #[arg(long, env = "HERO_ADDR", global = true, value_name = "HOST:PORT")]
+    pub addr: Option<SocketAddr>,
+
+    /// Directory for the database and the master key file; created if missing [default: ./data]
+    #[arg(long, env = "HERO_DATA_DIR", global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// Master key (64 hex digits or base64 of 32 bytes) that wraps every user's data key.
+    /// Prefer the environment variable to the flag (flags show in `ps`). When unset, the key
+    /// is read from DATA_DIR/master.key, which is created (mode 0600) on first run.
+    #[arg(long, env = "HERO_MASTER_KEY", hide_env_values = true, global = true, value_name = "KEY")]
+    pub master_key: Option<String>,
+
+    /// TOML file with any of these settings (keys as the flags, with '_' for '-')
+    /// [default: ./hero.toml when it exists]
+    #[arg(long, env = "HERO_CONFIG", global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// How long a sign-in lasts, in hours [default: 168]
+    #[arg(long, env = "HERO_TOKEN_TTL_HOURS", global = true, value_name = "HOURS")]
+    pub token_ttl_hours: Option<u32>,
+
+    /// Mark the sign-in cookie Secure; set this when Hero is served over HTTPS [default: false]
+    #[arg(long, env = "HERO_SECURE_COOKIE", global = true, value_name = "BOOL")]
+    pub secure_cookie: Option<bool>,
+
+    /// Directory of the built site (wasm, JS, CSS) [default: ../site beside the binary when it
+    /// exists, else target/site]
+    #[arg(long, env = "HERO_SITE_ROOT", global = true, value_name = "DIR")]
+    pub site_root: Option<PathBuf>,
+
+    /// Log filter, in tracing's env-filter syntax [default: info]
+    #[arg(long, env = "HERO_LOG", global = true, value_name = "FILTER")]
+    pub log: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    addr: Option<SocketAddr>,
+    data_dir: Option<PathBuf>,
+    master_key: Option<String>,
+    token_ttl_hours: Option<u32>,
+    secure_cookie: Option<bool>,
+    site_root: Option<PathBuf>,
+    log: Option<String>,
+}
+
+/// The settings in force.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    pub master_key: Option<String>,
+    pub token_ttl_hours: u32,
+    pub secure_cookie: bool,
+    pub site_root: PathBuf,
+    pub log: String,
+}
+
+impl ConfigArgs {
+    pub fn resolve(self) -> anyhow::Result<Config> {
+        let file = match &self.config {
+            Some(path) => read_file(path)?,
+            None if Path::new("hero.toml").exists() => read_file(Path::new("hero.toml"))?,
+            None => FileConfig::default(),
+        };
+        let token_ttl_hours = self
+            .token_ttl_hours
+            .or(file.token_ttl_hours)
+            .unwrap_or(DEFAULT_TOKEN_TTL_HOURS);
+        if token_ttl_hours == 0 {
+            bail!("token_ttl_hours must be at least 1");
+        }
+        Ok(Config {
+            addr: self.addr.or(file.addr).unwrap_or_else(|| DEFAULT_ADDR.parse().expect("default address")),
+            data_dir: self.data_dir.or(file.data_dir).unwrap_or_else(|| DEFAULT_DATA_DIR.into()),
+            master_key: self.master_key.or(file.master_key),
+            token_ttl_hours,
+            secure_cookie: self.secure_cookie.or(file.secure_cookie).unwrap_or(false),
+            site_root: self.site_root.or(file.site_root).unwrap_or_else(default_site_root),
+            log: self.log.or(file.log).unwrap_or_else(|| "info".into()),
+        })
+    }
+}
+
+fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read settings file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("settings file {} is not valid", path.display()))
+}
+
+/// `target/release/hero` finds `target/site`; a copied binary falls back to `./target/site`.
+fn default_site_root() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join("../site")))
+        .filter(|p| p.join("pkg").is_dir())
+        .unwrap_or_else(|| PathBuf::from("target/site"))
+}
+
+impl Config {
+    pub fn backend_settings(&self) -> hero_backend::Settings {
+        hero_backend::Settings {
+            token_ttl: time::Duration::hours(self.token_ttl_hours.into()),
+            secure_cookie: self.secure_cookie,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_beat_file_and_file_beats_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hero.toml");
+        std::fs::write(&path, "addr = \"0.0.0.0:9000\"\ndata_dir = \"/srv/hero\"\ntoken_ttl_hours = 5\n").unwrap();
+        let from_file = ConfigArgs { config: Some(path.clone()), ..Default::default() }.resolve().unwrap();
+        assert_eq!(from_file.addr.to_string(), "0.0.0.0:9000");
+        assert_eq!(from_file.data_dir, PathBuf::from("/srv/hero"));
+        assert_eq!(from_file.token_ttl_hours, 5);
+        assert!(!from_file.secure_cookie);
+        let flag = ConfigArgs {
+            config: Some(path),
+            addr: Some("127.0.0.1:4000".parse().unwrap()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(flag.addr.to_string(), "127.0.0.1:4000");
+        assert_eq!(flag.data_dir, PathBuf::from("/srv/hero"));
+    }
+
+    #[test]
+    fn bad_files_are_clear_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hero.toml");
+        std::fs::write(&path, "adr = \"x\"\n").unwrap();
+        let err = format!("{:#}", ConfigArgs { config: Some(path), ..Default::default() }.resolve().unwrap_err());
+        assert!(err.contains("not valid") && err.contains("adr"), "{err}");
+        let missing = ConfigArgs { config: Some(dir.path().join("nope.toml")), ..Default::default() };
+        assert!(format!("{:#}", missing.resolve().unwrap_err()).contains("cannot read"));
+    }
+}

@@ -1,0 +1,91 @@
+//! `hero`: the command line. Parsing only; the work is in `server::cli`.
+
+use clap::{Parser, Subcommand};
+use server::{cli, config::ConfigArgs};
+
+#[derive(Parser)]
+#[command(
+    name = "hero",
+    version,
+    about = "Hero: a self-hosted, multi-user workspace for AI agents",
+    long_about = "Hero: a self-hosted, multi-user workspace for AI agents.\n\n\
+        Start it with `hero serve` and open the address it prints. On the first run it \
+        creates an administrator account and prints its password.\n\n\
+        Every setting can be given as a flag, as a HERO_* environment variable, or in a TOML \
+        file (--config); flags win over variables, variables over the file.",
+    propagate_version = true
+)]
+struct Cli {
+    #[command(flatten)]
+    config: ConfigArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the web app and the JSON API (applies migrations first)
+    Serve,
+    /// Apply database migrations and exit
+    Migrate,
+    /// Manage user accounts
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Create a user; the password is asked for, or read from standard input when piped
+    /// (echo 'secret' | hero user add alice)
+    Add {
+        /// Username: letters, digits, '_', '-' and '.'
+        name: String,
+        /// Make the user an administrator
+        #[arg(long)]
+        admin: bool,
+    },
+    /// List users
+    List,
+    /// Set a user's password (read like `add`); ends all their sign-ins
+    Passwd { name: String },
+    /// Disable a user; ends all their sign-ins
+    Disable { name: String },
+    /// Enable a disabled user
+    Enable { name: String },
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = cli.config.resolve().and_then(|cfg| {
+        init_logging(&cfg.log);
+        let rt = tokio::runtime::Runtime::new()?;
+        rt.block_on(async {
+            match cli.command {
+                Command::Serve => cli::serve(cfg).await,
+                Command::Migrate => cli::migrate(&cfg).await,
+                Command::User { command } => match command {
+                    UserCommand::Add { name, admin } => cli::user_add(&cfg, &name, admin).await,
+                    UserCommand::List => cli::user_list(&cfg).await,
+                    UserCommand::Passwd { name } => cli::user_passwd(&cfg, &name).await,
+                    UserCommand::Disable { name } => cli::user_set_disabled(&cfg, &name, true).await,
+                    UserCommand::Enable { name } => cli::user_set_disabled(&cfg, &name, false).await,
+                },
+            }
+        })
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}

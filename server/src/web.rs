@@ -1,0 +1,60 @@
+//! The whole HTTP surface: the JSON API under `/api`, the Leptos pages and server functions,
+//! and the built site's static files.
+
+use app::{App, shell};
+use axum::Router;
+use axum::extract::FromRef;
+use hero_backend::AppState;
+use leptos::prelude::*;
+use leptos_axum::{LeptosRoutes, generate_route_list};
+
+/// The router's state: Leptos needs its options, handlers need the backend.
+#[derive(Clone)]
+pub struct ServerState {
+    pub leptos_options: LeptosOptions,
+    pub backend: AppState,
+}
+
+impl FromRef<ServerState> for LeptosOptions {
+    fn from_ref(s: &ServerState) -> Self {
+        s.leptos_options.clone()
+    }
+}
+
+impl FromRef<ServerState> for AppState {
+    fn from_ref(s: &ServerState) -> Self {
+        s.backend.clone()
+    }
+}
+
+pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
+    let routes = generate_route_list(App);
+    let state = ServerState { leptos_options: leptos_options.clone(), backend: backend.clone() };
+    Router::new()
+        .nest("/api", crate::api::router())
+        .leptos_routes_with_context(
+            &state,
+            routes,
+            move || provide_context(backend.clone()),
+            move || shell(leptos_options.clone()),
+        )
+        .fallback(leptos_axum::file_and_error_handler::<ServerState, _>(shell))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Leptos options for serving at `addr` from the built site in `site_root`.
+pub fn leptos_options(addr: std::net::SocketAddr, site_root: &std::path::Path) -> LeptosOptions {
+    let mut opts = LeptosOptions::builder()
+        .output_name("hero")
+        .site_root(site_root.to_string_lossy().to_string())
+        .site_pkg_dir("pkg")
+        .site_addr(addr)
+        .build();
+    // cargo-leptos's dev server sets LEPTOS_ENV=DEV for live reload; a plain run is PROD.
+    opts.env = match std::env::var("LEPTOS_ENV").as_deref() {
+        Ok("DEV") | Ok("dev") | Ok("development") => Env::DEV,
+        _ => Env::PROD,
+    };
+    opts
+}

@@ -1,0 +1,146 @@
+//! Request and response bodies of the JSON API and the server functions, shared by the
+//! server and the browser so both sides agree on one definition.
+//!
+//! No type here can hold a secret: API keys, password hashes and data keys never leave the
+//! server, so they have no field to travel in.
+
+use serde::{Deserialize, Serialize};
+
+/// Longest session name accepted, in characters.
+pub const MAX_SESSION_NAME_CHARS: usize = 200;
+
+/// The signed-in user, as the browser and API clients see them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserDto {
+    pub id: i64,
+    pub username: String,
+    pub is_admin: bool,
+}
+
+/// Where a session stands. `Agent` sessions are opened by agents (sub-sessions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionStatus {
+    Active,
+    Archived,
+    Agent,
+}
+
+impl SessionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Active => "active",
+            SessionStatus::Archived => "archived",
+            SessionStatus::Agent => "agent",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "active" => Some(SessionStatus::Active),
+            "archived" => Some(SessionStatus::Archived),
+            "agent" => Some(SessionStatus::Agent),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionDto {
+    pub id: i64,
+    pub name: String,
+    pub status: SessionStatus,
+    pub parent_session_id: Option<i64>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoginRequest {
+    pub username: String,
+    pub password: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoginResponse {
+    pub user: UserDto,
+    /// The same JWT the cookie carries, for clients that send `Authorization: Bearer`.
+    pub token: String,
+    /// Unix seconds.
+    pub expires_at: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangePasswordRequest {
+    pub current_password: String,
+    pub new_password: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSessionRequest {
+    pub name: String,
+    #[serde(default)]
+    pub parent_session_id: Option<i64>,
+    #[serde(default)]
+    pub status: Option<SessionStatus>,
+}
+
+/// A partial update: absent fields stay as they are. `parent_session_id: null` detaches the
+/// session from its parent, which is why it is a double option.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateSessionRequest {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub status: Option<SessionStatus>,
+    #[serde(default, with = "double_option")]
+    pub parent_session_id: Option<Option<i64>>,
+}
+
+/// The body of every 4xx and 5xx answer of the JSON API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: String,
+}
+
+mod double_option {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<Option<i64>>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            None => s.serialize_none(),
+            Some(inner) => inner.serialize(s),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {
+        Option::<i64>::deserialize(d).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parent_absent_null_and_set_are_three_different_updates() {
+        let absent: UpdateSessionRequest = serde_json::from_str(r#"{"name":"x"}"#).unwrap();
+        assert_eq!(absent.parent_session_id, None);
+        let null: UpdateSessionRequest =
+            serde_json::from_str(r#"{"parent_session_id":null}"#).unwrap();
+        assert_eq!(null.parent_session_id, Some(None));
+        let set: UpdateSessionRequest =
+            serde_json::from_str(r#"{"parent_session_id":7}"#).unwrap();
+        assert_eq!(set.parent_session_id, Some(Some(7)));
+    }
+
+    #[test]
+    fn unknown_fields_and_statuses_are_refused() {
+        assert!(serde_json::from_str::<UpdateSessionRequest>(r#"{"nam":"x"}"#).is_err());
+        assert!(serde_json::from_str::<UpdateSessionRequest>(r#"{"status":"gone"}"#).is_err());
+    }
+}
