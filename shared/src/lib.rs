@@ -1,0 +1,23 @@
+//! Hero's isomorphic core: the code that must give the same answer on the server, while a
+//! reply streams, and in the browser (wasm32), when a page renders.
+//!
+//! Layout:
+//! - [`hml`]: the Hero Markup Language: element vocabulary ([`hml::ElementKind`]), the
+//!   chunk-fed parser ([`hml::StreamParser`]) and the document tree ([`hml::parse`]).
+//! - [`interaction`]: finds `<interaction>` blocks and `@target(method, args)` calls in a
+//!   reply and turns them into validated [`interaction::InteractionCall`]s.
+//! - [`frame`]: the event log of a conversation and [`frame::compile_frames`], which
+//!   replays it into the messages the page and the agent see.
+//! - [`api`]: JSON API and server-function bodies (sessions, users); owned by the
+//!   server/app side, kept here so the browser shares one definition.
+//! - [`wire`]: SSE events and WebSocket messages, shared by server and browser.
+//!
+//! Invariants: this crate does no I/O, knows nothing of axum, sqlx, tokio or the DOM, and
+//! its parsers never fail: they return a value and diagnostics.
+
+pub mod api;
+pub mod fuzz;
+pub mod hml;
+pub mod interaction;
+pub mod frame;
+pub mod wire;
