@@ -1,0 +1,607 @@
+//! Frames: the immutable event log of a conversation, and its compilation into the
+//! messages that the page shows and the agent reads (reference 003).
+//!
+//! # Payload conventions
+//!
+//! Payloads reach this module already decrypted, as JSON.
+//! - `message`: `{ "role": "user" | "agent" | "system", "content": "...", "hidden"?: bool }`.
+//!   Without `role`, the role is the author type. Other keys are kept and passed through.
+//! - `request` / `result`: children (`parent_id`) of the agent message whose element or
+//!   interaction they execute; `{ "content": "..." , ... }`. Without a string `content`
+//!   the compiled content is the payload as JSON. They compile as `system` messages.
+//! - `update`: targets `frame:<id>` and *replaces* that frame's payload wholly (no
+//!   patches). One exception so that hiding never has to repeat a body: a payload whose
+//!   only key is `hidden` sets or clears the flag and keeps the rest. A target that is not
+//!   in view (before the last compact, or unknown) is ignored.
+//! - Hiding is an update with `"hidden": true`; hidden messages are kept, marked.
+//! - `compact`: `{ "content": "summary ..." }` (or `"summary"`): the checkpoint; the view
+//!   starts at the last one, which compiles as a `system` message.
+//! - Prompt answers: an `update` or `result` frame targeting `element:<prompt id>` with
+//!   `{ "answer": <string | array | any JSON> }`. Its `parent_id`, if set, names the
+//!   message frame holding the prompt; otherwise the latest message holding an
+//!   `hml-prompt` with that id gets it. The compiled content then reads
+//!   `<hml-prompt id=".." answered>question<response>answer</response></hml-prompt>`
+//!   (the answer entity-escaped), so the agent's context reads clean. A later answer wins.
+//!
+//! Order is `seq` (per session, strictly increasing); frames with the same id are one
+//! frame, so a frame delivered twice (a reconnect, a retry) changes nothing.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::hml::tag::{escape_text, write_start_tag};
+use crate::hml::{self, ElementKind, Node};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameType {
+    Message,
+    Request,
+    Result,
+    Update,
+    Compact,
+}
+
+impl FrameType {
+    pub const fn name(self) -> &'static str {
+        match self {
+            FrameType::Message => "message",
+            FrameType::Request => "request",
+            FrameType::Result => "result",
+            FrameType::Update => "update",
+            FrameType::Compact => "compact",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthorType {
+    User,
+    Agent,
+    System,
+}
+
+/// Who a compiled message speaks as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Agent,
+    System,
+}
+
+/// One frame, as stored (payload decrypted) and as sent to the browser.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Frame {
+    pub id: String,
+    pub session_id: i64,
+    /// Per-session, strictly increasing: the order that is sacred. Phantom frames carry
+    /// the seq they would follow.
+    pub seq: i64,
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub target_ids: Vec<TargetId>,
+    /// High-resolution UTC, RFC 3339.
+    pub timestamp: String,
+    #[serde(rename = "type")]
+    pub frame_type: FrameType,
+    pub author_type: AuthorType,
+    pub author_id: Option<i64>,
+    pub payload: Value,
+}
+
+/// What a frame addresses: `agent:123`, `user:456`, `frame:<id>`, `element:<id>`,
+/// `system:<name>`; read with or without a leading `@`, printed without.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TargetId {
+    Agent(String),
+    User(String),
+    Frame(String),
+    Element(String),
+    /// `system:websearch`; the bare `@system` of interactions has an empty name.
+    System(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetIdError(pub String);
+
+impl fmt::Display for TargetIdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "not a target id: {:?}", self.0)
+    }
+}
+
+impl std::error::Error for TargetIdError {}
+
+impl TargetId {
+    pub fn prefix(&self) -> &'static str {
+        match self {
+            TargetId::Agent(_) => "agent",
+            TargetId::User(_) => "user",
+            TargetId::Frame(_) => "frame",
+            TargetId::Element(_) => "element",
+            TargetId::System(_) => "system",
+        }
+    }
+
+    pub fn value(&self) -> &str {
+        match self {
+            TargetId::Agent(v) | TargetId::User(v) | TargetId::Frame(v) | TargetId::Element(v) | TargetId::System(v) => v,
+        }
+    }
+}
+
+impl FromStr for TargetId {
+    type Err = TargetIdError;
+
+    fn from_str(s: &str) -> Result<TargetId, TargetIdError> {
+        let t = s.trim();
+        let t = t.strip_prefix('@').unwrap_or(t);
+        let (prefix, value) = match t.split_once(':') {
+            Some((p, v)) => (p, v),
+            None if t.eq_ignore_ascii_case("system") => return Ok(TargetId::System(String::new())),
+            None => return Err(TargetIdError(s.to_owned())),
+        };
+        let value = value.trim();
+        if value.is_empty() && !prefix.eq_ignore_ascii_case("system") {
+            return Err(TargetIdError(s.to_owned()));
+        }
+        let v = value.to_owned();
+        Ok(match prefix.to_ascii_lowercase().as_str() {
+            "agent" => TargetId::Agent(v),
+            "user" => TargetId::User(v),
+            "frame" => TargetId::Frame(v),
+            "element" => TargetId::Element(v),
+            "system" => TargetId::System(v),
+            _ => return Err(TargetIdError(s.to_owned())),
+        })
+    }
+}
+
+impl fmt::Display for TargetId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TargetId::System(v) if v.is_empty() => f.write_str("system"),
+            _ => write!(f, "{}:{}", self.prefix(), self.value()),
+        }
+    }
+}
+
+impl Serialize for TargetId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for TargetId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<TargetId, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// One entry of the compiled view.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompiledMessage {
+    pub frame_id: String,
+    pub seq: i64,
+    #[serde(rename = "type")]
+    pub frame_type: FrameType,
+    pub parent_id: Option<String>,
+    pub author_type: AuthorType,
+    pub author_id: Option<i64>,
+    pub role: Role,
+    /// The text the page renders and the agent reads, prompts answered.
+    pub content: String,
+    /// Kept in the view and sent to the agent, but not shown by default.
+    pub hidden: bool,
+    /// An `update` replaced the original payload.
+    pub edited: bool,
+    pub timestamp: String,
+    /// The effective payload (after updates).
+    pub payload: Value,
+}
+
+/// Counts over a session's frames (all of them, not only the view).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameStats {
+    pub total: u64,
+    pub messages: u64,
+    pub requests: u64,
+    pub results: u64,
+    pub updates: u64,
+    pub compacts: u64,
+    /// `message` frames after the last compact: what triggers compaction.
+    pub messages_since_compact: u64,
+    pub last_seq: Option<i64>,
+    pub last_compact_seq: Option<i64>,
+}
+
+/// Frames in seq order, each id once.
+fn ordered(frames: &[Frame]) -> Vec<&Frame> {
+    let mut v: Vec<&Frame> = frames.iter().collect();
+    v.sort_by(|a, b| a.seq.cmp(&b.seq).then_with(|| a.id.cmp(&b.id)));
+    let mut seen = std::collections::HashSet::new();
+    v.retain(|f| seen.insert(f.id.as_str()));
+    v
+}
+
+pub fn frame_stats(frames: &[Frame]) -> FrameStats {
+    let mut st = FrameStats::default();
+    for f in ordered(frames) {
+        st.total += 1;
+        st.last_seq = Some(f.seq);
+        match f.frame_type {
+            FrameType::Message => {
+                st.messages += 1;
+                st.messages_since_compact += 1;
+            }
+            FrameType::Request => st.requests += 1,
+            FrameType::Result => st.results += 1,
+            FrameType::Update => st.updates += 1,
+            FrameType::Compact => {
+                st.compacts += 1;
+                st.messages_since_compact = 0;
+                st.last_compact_seq = Some(f.seq);
+            }
+        }
+    }
+    st
+}
+
+fn role_of(frame_type: FrameType, author_type: AuthorType, payload: &Value) -> Role {
+    match frame_type {
+        FrameType::Request | FrameType::Result | FrameType::Compact => return Role::System,
+        _ => {}
+    }
+    match payload.get("role").and_then(Value::as_str) {
+        Some("user") => Role::User,
+        Some("agent") | Some("assistant") => Role::Agent,
+        Some("system") => Role::System,
+        _ => match author_type {
+            AuthorType::User => Role::User,
+            AuthorType::Agent => Role::Agent,
+            AuthorType::System => Role::System,
+        },
+    }
+}
+
+fn content_of(frame_type: FrameType, payload: &Value) -> String {
+    let key = if frame_type == FrameType::Compact && payload.get("content").is_none() { "summary" } else { "content" };
+    match payload.get(key) {
+        Some(Value::String(s)) => s.clone(),
+        _ if frame_type == FrameType::Message || frame_type == FrameType::Compact => String::new(),
+        _ => payload.to_string(),
+    }
+}
+
+fn is_hide_toggle(payload: &Value) -> Option<bool> {
+    let obj = payload.as_object()?;
+    if obj.len() == 1 { obj.get("hidden").and_then(Value::as_bool) } else { None }
+}
+
+/// Renders an answer as the text inside `<response>`.
+pub fn answer_text(answer: &Value) -> String {
+    match answer {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Replays frames into the view (see the module doc for the conventions).
+pub fn compile_frames(frames: &[Frame]) -> Vec<CompiledMessage> {
+    let all = ordered(frames);
+    let start = all.iter().rposition(|f| f.frame_type == FrameType::Compact).unwrap_or(0);
+    let mut out: Vec<CompiledMessage> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    // (scope frame id, prompt id, answer), in seq order.
+    let mut answers: Vec<(Option<&str>, &str, &Value)> = Vec::new();
+    for f in &all[start..] {
+        let element_targets = f.target_ids.iter().filter_map(|t| match t {
+            TargetId::Element(e) => Some(e.as_str()),
+            _ => None,
+        });
+        if matches!(f.frame_type, FrameType::Update | FrameType::Result) {
+            if let Some(answer) = f.payload.get("answer") {
+                let mut any = false;
+                for e in element_targets {
+                    answers.push((f.parent_id.as_deref(), e, answer));
+                    any = true;
+                }
+                if any {
+                    continue;
+                }
+            }
+        }
+        if f.frame_type == FrameType::Update {
+            for t in &f.target_ids {
+                let TargetId::Frame(target) = t else { continue };
+                let Some(&i) = index.get(target.as_str()) else { continue };
+                let m = &mut out[i];
+                match is_hide_toggle(&f.payload) {
+                    Some(h) => {
+                        if let Some(obj) = m.payload.as_object_mut() {
+                            obj.insert("hidden".into(), Value::Bool(h));
+                        }
+                    }
+                    None => m.payload = f.payload.clone(),
+                }
+                m.edited = true;
+            }
+            continue;
+        }
+        index.insert(f.id.as_str(), out.len());
+        out.push(CompiledMessage {
+            frame_id: f.id.clone(),
+            seq: f.seq,
+            frame_type: f.frame_type,
+            parent_id: f.parent_id.clone(),
+            author_type: f.author_type,
+            author_id: f.author_id,
+            role: Role::System,
+            content: String::new(),
+            hidden: false,
+            edited: false,
+            timestamp: f.timestamp.clone(),
+            payload: f.payload.clone(),
+        });
+    }
+    for m in out.iter_mut() {
+        m.role = role_of(m.frame_type, m.author_type, &m.payload);
+        m.content = content_of(m.frame_type, &m.payload);
+        m.hidden = m.payload.get("hidden").and_then(Value::as_bool).unwrap_or(false);
+    }
+    if !answers.is_empty() {
+        apply_answers(&mut out, &answers);
+    }
+    out
+}
+
+fn apply_answers(out: &mut [CompiledMessage], answers: &[(Option<&str>, &str, &Value)]) {
+    // Which messages hold which prompts; parsed only if they mention one.
+    let mut docs: Vec<Option<hml::Document>> = out
+        .iter()
+        .map(|m| if m.content.contains("hml-prompt") { Some(hml::parse(&m.content)) } else { None })
+        .collect();
+    // (message index, prompt id) -> answer; later answers overwrite earlier ones.
+    let mut chosen: HashMap<(usize, &str), &Value> = HashMap::new();
+    for &(scope, prompt, answer) in answers {
+        let holder = (0..out.len()).rev().find(|&i| {
+            scope.is_none_or(|s| out[i].frame_id == s)
+                && docs[i].as_ref().is_some_and(|d| d.elements().any(|e| e.kind == ElementKind::HmlPrompt && e.id == prompt))
+        });
+        if let Some(i) = holder {
+            chosen.insert((i, prompt), answer);
+        }
+    }
+    for (i, m) in out.iter_mut().enumerate() {
+        let Some(doc) = docs[i].take() else { continue };
+        let mut edits: Vec<(std::ops::Range<usize>, String)> = doc
+            .elements()
+            .filter(|e| e.kind == ElementKind::HmlPrompt)
+            .filter_map(|e| chosen.get(&(i, e.id.as_str())).map(|a| (e, *a)))
+            .map(|(e, a)| (e.span.start as usize..e.span.end as usize, answered_prompt(&m.content, e, a)))
+            .collect();
+        if edits.is_empty() {
+            continue;
+        }
+        edits.sort_by_key(|(r, _)| std::cmp::Reverse(r.start));
+        for (r, text) in edits {
+            if m.content.is_char_boundary(r.start) && r.end <= m.content.len() && m.content.is_char_boundary(r.end) {
+                m.content.replace_range(r, &text);
+            }
+        }
+    }
+}
+
+/// `<hml-prompt .. answered>question<response>answer</response></hml-prompt>`.
+fn answered_prompt(source: &str, e: &hml::Element, answer: &Value) -> String {
+    let mut attrs = e.attributes.clone();
+    if !e.has_attr("answered") {
+        attrs.push(("answered".into(), String::new()));
+    }
+    let mut s = String::new();
+    write_start_tag(ElementKind::HmlPrompt.name(), &attrs, &mut s);
+    s.push('>');
+    // The question and other children, without an earlier response.
+    let (cs, ce) = (e.span.content_start as usize, e.span.content_end as usize);
+    let mut at = cs;
+    for c in &e.children {
+        if let Node::Element(r) = c {
+            if r.kind == ElementKind::Response {
+                s.push_str(source.get(at..r.span.start as usize).unwrap_or(""));
+                at = r.span.end as usize;
+            }
+        }
+    }
+    s.push_str(source.get(at..ce.max(at)).unwrap_or(""));
+    s.push_str("<response>");
+    escape_text(&answer_text(answer), &mut s);
+    s.push_str("</response></hml-prompt>");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use expect_test::{Expect, expect};
+    use serde_json::json;
+
+    pub(crate) fn frame(seq: i64, id: &str, ty: FrameType, author: AuthorType, targets: &[&str], payload: Value) -> Frame {
+        Frame {
+            id: id.into(),
+            session_id: 1,
+            seq,
+            parent_id: None,
+            target_ids: targets.iter().map(|t| t.parse().unwrap()).collect(),
+            timestamp: format!("2026-02-07T10:00:{seq:02}.000000Z"),
+            frame_type: ty,
+            author_type: author,
+            author_id: None,
+            payload,
+        }
+    }
+
+    fn render(msgs: &[CompiledMessage]) -> String {
+        msgs.iter()
+            .map(|m| {
+                format!(
+                    "{} {} {:?}{}{} {:?}\n",
+                    m.seq,
+                    m.frame_id,
+                    m.role,
+                    if m.hidden { " hidden" } else { "" },
+                    if m.edited { " edited" } else { "" },
+                    m.content
+                )
+            })
+            .collect()
+    }
+
+    fn check(frames: &[Frame], expect: Expect) {
+        let got = compile_frames(frames);
+        // Any duplication and any delivery order compile alike.
+        let mut dup: Vec<Frame> = frames.iter().rev().cloned().collect();
+        dup.extend(frames.iter().cloned());
+        assert_eq!(compile_frames(&dup), got);
+        expect.assert_eq(&render(&got));
+    }
+
+    use AuthorType::{Agent, System, User};
+    use FrameType::{Compact, Message, Request, Result, Update};
+
+    #[test]
+    fn target_ids() {
+        let got: Vec<String> = ["agent:123", "@user:456", "frame:ab-cd", "@element:prompt-1", "system:websearch", "@system", "SYSTEM:x"]
+            .iter()
+            .map(|s| s.parse::<TargetId>().map(|t| format!("{t:?} {t}")).unwrap())
+            .collect();
+        expect![[r#"
+            [
+                "Agent(\"123\") agent:123",
+                "User(\"456\") user:456",
+                "Frame(\"ab-cd\") frame:ab-cd",
+                "Element(\"prompt-1\") element:prompt-1",
+                "System(\"websearch\") system:websearch",
+                "System(\"\") system",
+                "System(\"x\") system:x",
+            ]
+        "#]]
+        .assert_debug_eq(&got);
+        for bad in ["", "agent", "agent:", "bogus:1", "@"] {
+            assert!(bad.parse::<TargetId>().is_err(), "{bad}");
+        }
+        let t: Vec<TargetId> = serde_json::from_value(json!(["agent:1", "@frame:x"])).unwrap();
+        assert_eq!(serde_json::to_value(&t).unwrap(), json!(["agent:1", "frame:x"]));
+    }
+
+    #[test]
+    fn messages_updates_and_hiding() {
+        check(
+            &[
+                frame(1, "a", Message, User, &[], json!({"role": "user", "content": "hi"})),
+                frame(2, "b", Message, Agent, &[], json!({"content": "hello"})),
+                frame(3, "c", Update, User, &["frame:b"], json!({"role": "agent", "content": "hello!"})),
+                frame(4, "d", Update, User, &["frame:a"], json!({"hidden": true})),
+                frame(5, "e", Update, User, &["frame:gone"], json!({"content": "x"})),
+                frame(6, "f", Request, Agent, &["system:websearch"], json!({"query": "boots"})),
+                frame(7, "g", Result, System, &["agent:1"], json!({"content": "3 results"})),
+                frame(8, "h", Message, System, &[], json!({"role": "system", "content": "startup", "hidden": true})),
+            ],
+            expect![[r#"
+                1 a User hidden edited "hi"
+                2 b Agent edited "hello!"
+                6 f System "{\"query\":\"boots\"}"
+                7 g System "3 results"
+                8 h System hidden "startup"
+            "#]],
+        );
+    }
+
+    #[test]
+    fn compact_is_a_checkpoint() {
+        check(
+            &[
+                frame(1, "a", Message, User, &[], json!({"content": "old"})),
+                frame(2, "k", Compact, Agent, &[], json!({"summary": "user said old"})),
+                frame(3, "b", Message, User, &[], json!({"content": "new"})),
+                frame(4, "u", Update, User, &["frame:a"], json!({"content": "edit before compact"})),
+            ],
+            expect![[r#"
+                2 k System "user said old"
+                3 b User "new"
+            "#]],
+        );
+        let st = frame_stats(&[
+            frame(1, "a", Message, User, &[], json!({})),
+            frame(2, "k", Compact, Agent, &[], json!({})),
+            frame(3, "b", Message, User, &[], json!({})),
+            frame(3, "b", Message, User, &[], json!({})),
+            frame(4, "c", Message, Agent, &[], json!({})),
+            frame(5, "u", Update, User, &["frame:a"], json!({})),
+        ]);
+        expect![[r#"
+            FrameStats {
+                total: 5,
+                messages: 3,
+                requests: 0,
+                results: 0,
+                updates: 1,
+                compacts: 1,
+                messages_since_compact: 2,
+                last_seq: Some(
+                    5,
+                ),
+                last_compact_seq: Some(
+                    2,
+                ),
+            }
+        "#]]
+        .assert_debug_eq(&st);
+    }
+
+    #[test]
+    fn answered_prompts_read_clean() {
+        let mut scoped = frame(5, "r2", Result, User, &["element:fav"], json!({"answer": "red"}));
+        scoped.parent_id = Some("m1".into());
+        check(
+            &[
+                frame(1, "m1", Message, Agent, &[], json!({"content": "Pick <hml-prompt id=\"fav\" type=\"radio\">Colour?<data>[\"red\",\"blue\"]</data></hml-prompt> and <hml-prompt id=q2>Tags?</hml-prompt>."})),
+                frame(2, "m2", Message, Agent, &[], json!({"content": "Again <hml-prompt id=\"fav\">Colour?</hml-prompt>"})),
+                frame(3, "r1", Update, User, &["element:fav"], json!({"answer": "blue <3"})),
+                frame(4, "r3", Update, User, &["@element:q2"], json!({"answer": ["a", "b"]})),
+                scoped,
+                frame(6, "r4", Result, User, &["element:q2"], json!({"answer": ["c"]})),
+                frame(7, "r5", Update, User, &["element:nowhere"], json!({"answer": "x"})),
+            ],
+            expect![[r#"
+                1 m1 Agent "Pick <hml-prompt id=\"fav\" type=\"radio\" answered>Colour?<data>[\"red\",\"blue\"]</data><response>red</response></hml-prompt> and <hml-prompt id=\"q2\" answered>Tags?<response>c</response></hml-prompt>."
+                2 m2 Agent "Again <hml-prompt id=\"fav\" answered>Colour?<response>blue &lt;3</response></hml-prompt>"
+            "#]],
+        );
+        // An already answered prompt gets the new answer, once.
+        check(
+            &[
+                frame(1, "m", Message, Agent, &[], json!({"content": "<hml-prompt id=p answered>Q<response>old</response></hml-prompt>"})),
+                frame(2, "u", Update, User, &["element:p"], json!({"answer": "new"})),
+            ],
+            expect![[r#"
+                1 m Agent "<hml-prompt id=\"p\" answered>Q<response>new</response></hml-prompt>"
+            "#]],
+        );
+    }
+}

@@ -1,0 +1,588 @@
+//! What travels between server and browser: SSE events, WebSocket messages, frame DTOs.
+//!
+//! Names and field names are reference 000's (camelCase data fields, snake_case event
+//! and message type names), so one definition serves both ends. The server writes an
+//! SSE event as `event: {event_name()}` / `data: {data_json()}`; the browser reads one
+//! back with [`SseEvent::from_parts`]. WebSocket messages are JSON objects tagged by
+//! `type`.
+//!
+//! Ids: message and frame ids are strings (the server's choice of format), session ids
+//! are integers, as in reference 003's frame schema.
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::frame::{CompiledMessage, Frame, FrameStats};
+
+pub type SessionId = i64;
+
+/// Attributes travel as a JSON object, as reference 000's `attributes`; order is kept.
+mod attrs_map {
+    use serde::de::{MapAccess, Visitor};
+    use serde::ser::SerializeMap;
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(attrs: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(attrs.len()))?;
+        for (k, v) in attrs {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, String)>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Vec<(String, String)>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of string attributes")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                let mut v = Vec::new();
+                while let Some((k, val)) = a.next_entry::<String, String>()? {
+                    v.push((k, val));
+                }
+                Ok(v)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageStart {
+    pub message_id: String,
+    pub session_id: SessionId,
+    pub agent_name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TextData {
+    pub message_id: String,
+    pub text: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ElementStart {
+    pub message_id: String,
+    pub id: String,
+    /// The element's tag name (`bash`, `hml-prompt`, ...).
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(with = "attrs_map")]
+    pub attributes: Vec<(String, String)>,
+    pub executable: bool,
+    /// The id of the element this one is nested in (not in reference 000; lets the
+    /// browser build the tree from events).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ElementUpdate {
+    pub message_id: String,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The content so far, when the server chooses to send it; the delta always comes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    pub delta: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ElementComplete {
+    pub message_id: String,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub content: String,
+    /// Whether the server will run it: false for display and truncated elements.
+    pub executable: bool,
+    /// Milliseconds from the element's start to its completion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<u64>,
+    /// The stream ended before the close tag.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ElementRef {
+    pub message_id: String,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ElementResult {
+    pub message_id: String,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub result: serde_json::Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ElementErrorData {
+    pub message_id: String,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub error: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolUseStart {
+    pub message_id: String,
+    pub tool_id: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    pub message_id: String,
+    pub tool_id: String,
+    pub content: String,
+}
+
+/// One executed element, as reported in `message_complete`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutedElement {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageComplete {
+    pub message_id: String,
+    pub content: String,
+    pub executed_elements: Vec<ExecutedElement>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorData {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    pub error: String,
+}
+
+/// Every SSE event of reference 000. As JSON (for mirroring over a WebSocket) it is
+/// `{"event": name, "data": {...}}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", content = "data", rename_all = "snake_case")]
+pub enum SseEvent {
+    MessageStart(MessageStart),
+    Text(TextData),
+    ElementStart(ElementStart),
+    ElementUpdate(ElementUpdate),
+    ElementComplete(ElementComplete),
+    ElementExecuting(ElementRef),
+    ElementResult(ElementResult),
+    ElementError(ElementErrorData),
+    ToolUseStart(ToolUseStart),
+    ToolResult(ToolResult),
+    MessageComplete(MessageComplete),
+    Error(ErrorData),
+}
+
+/// A wire message that could not be read.
+#[derive(Debug)]
+pub enum WireError {
+    UnknownEvent(String),
+    Json(serde_json::Error),
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WireError::UnknownEvent(e) => write!(f, "unknown SSE event {e:?}"),
+            WireError::Json(e) => write!(f, "malformed wire JSON: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for WireError {}
+
+impl SseEvent {
+    pub const NAMES: [&'static str; 12] = [
+        "message_start",
+        "text",
+        "element_start",
+        "element_update",
+        "element_complete",
+        "element_executing",
+        "element_result",
+        "element_error",
+        "tool_use_start",
+        "tool_result",
+        "message_complete",
+        "error",
+    ];
+
+    /// The SSE `event:` name.
+    pub fn event_name(&self) -> &'static str {
+        match self {
+            SseEvent::MessageStart(_) => "message_start",
+            SseEvent::Text(_) => "text",
+            SseEvent::ElementStart(_) => "element_start",
+            SseEvent::ElementUpdate(_) => "element_update",
+            SseEvent::ElementComplete(_) => "element_complete",
+            SseEvent::ElementExecuting(_) => "element_executing",
+            SseEvent::ElementResult(_) => "element_result",
+            SseEvent::ElementError(_) => "element_error",
+            SseEvent::ToolUseStart(_) => "tool_use_start",
+            SseEvent::ToolResult(_) => "tool_result",
+            SseEvent::MessageComplete(_) => "message_complete",
+            SseEvent::Error(_) => "error",
+        }
+    }
+
+    /// The SSE `data:` payload, one line of JSON.
+    pub fn data_json(&self) -> String {
+        let r = match self {
+            SseEvent::MessageStart(d) => serde_json::to_string(d),
+            SseEvent::Text(d) => serde_json::to_string(d),
+            SseEvent::ElementStart(d) => serde_json::to_string(d),
+            SseEvent::ElementUpdate(d) => serde_json::to_string(d),
+            SseEvent::ElementComplete(d) => serde_json::to_string(d),
+            SseEvent::ElementExecuting(d) => serde_json::to_string(d),
+            SseEvent::ElementResult(d) => serde_json::to_string(d),
+            SseEvent::ElementError(d) => serde_json::to_string(d),
+            SseEvent::ToolUseStart(d) => serde_json::to_string(d),
+            SseEvent::ToolResult(d) => serde_json::to_string(d),
+            SseEvent::MessageComplete(d) => serde_json::to_string(d),
+            SseEvent::Error(d) => serde_json::to_string(d),
+        };
+        // Serializing these plain structs cannot fail (string keys, no maps of non-strings).
+        r.unwrap_or_else(|_| "{}".to_owned())
+    }
+
+    /// Reads an event back from its SSE name and data.
+    pub fn from_parts(event: &str, data: &str) -> Result<SseEvent, WireError> {
+        fn p<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, WireError> {
+            serde_json::from_str(data).map_err(WireError::Json)
+        }
+        Ok(match event {
+            "message_start" => SseEvent::MessageStart(p(data)?),
+            "text" => SseEvent::Text(p(data)?),
+            "element_start" => SseEvent::ElementStart(p(data)?),
+            "element_update" => SseEvent::ElementUpdate(p(data)?),
+            "element_complete" => SseEvent::ElementComplete(p(data)?),
+            "element_executing" => SseEvent::ElementExecuting(p(data)?),
+            "element_result" => SseEvent::ElementResult(p(data)?),
+            "element_error" => SseEvent::ElementError(p(data)?),
+            "tool_use_start" => SseEvent::ToolUseStart(p(data)?),
+            "tool_result" => SseEvent::ToolResult(p(data)?),
+            "message_complete" => SseEvent::MessageComplete(p(data)?),
+            "error" => SseEvent::Error(p(data)?),
+            other => return Err(WireError::UnknownEvent(other.to_owned())),
+        })
+    }
+
+    /// The whole SSE frame: `event: ..\ndata: ..\n\n`.
+    pub fn to_sse(&self) -> String {
+        format!("event: {}\ndata: {}\n\n", self.event_name(), self.data_json())
+    }
+
+    /// Maps a parser event of message `message_id` to its SSE event, if it has one
+    /// (diagnostics have none). `duration` is the server's measure, if any.
+    pub fn from_parser_event(message_id: &str, event: &crate::hml::Event<'_>, duration: Option<u64>) -> Option<SseEvent> {
+        use crate::hml::Event;
+        let mid = message_id.to_owned();
+        Some(match *event {
+            Event::Text { text, .. } => SseEvent::Text(TextData { message_id: mid, text: text.to_owned() }),
+            Event::Start { id, kind, parent, attributes, .. } => SseEvent::ElementStart(ElementStart {
+                message_id: mid,
+                id: id.to_owned(),
+                kind: kind.name().to_owned(),
+                attributes: attributes.to_vec(),
+                executable: kind.is_executable(),
+                parent: parent.map(str::to_owned),
+            }),
+            Event::Update { id, kind, delta } => SseEvent::ElementUpdate(ElementUpdate {
+                message_id: mid,
+                id: id.to_owned(),
+                kind: kind.name().to_owned(),
+                content: None,
+                delta: delta.to_owned(),
+            }),
+            Event::Complete { id, kind, content, truncated, .. } => SseEvent::ElementComplete(ElementComplete {
+                message_id: mid,
+                id: id.to_owned(),
+                kind: kind.name().to_owned(),
+                content: content.to_owned(),
+                executable: event.is_executable_completion(),
+                duration,
+                truncated,
+            }),
+            Event::Error { id, kind, limit } => SseEvent::ElementError(ElementErrorData {
+                message_id: mid,
+                id: id.to_owned(),
+                kind: kind.name().to_owned(),
+                error: format!("element larger than {limit} bytes"),
+            }),
+            Event::Diagnostic(_) => return None,
+        })
+    }
+}
+
+/// Client → server over the WebSocket.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+pub enum WsClientMessage {
+    /// Stop the session's running turn.
+    Abort { session_id: SessionId },
+    /// The answer to a `question_prompt` (an `ask` element).
+    QuestionResponse { assertion_id: String, answer: serde_json::Value },
+    /// The user's decision on an ASK-permission execution.
+    AbilityApprovalResponse { execution_id: String, approved: bool },
+    /// Receive the session's frames after `after_seq` (omitted: only new ones); a
+    /// reconnecting tab resumes from the last seq it saw.
+    Subscribe {
+        session_id: SessionId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after_seq: Option<i64>,
+    },
+    Unsubscribe { session_id: SessionId },
+}
+
+/// Server → client over the WebSocket: reference 000's messages plus frames.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+pub enum WsServerMessage {
+    MessageStart { session_id: SessionId, message_id: String },
+    MessageChunk { session_id: SessionId, message_id: String, content: String },
+    MessageEnd { session_id: SessionId, message_id: String },
+    AssertionUpdate { message_id: String, assertion_id: String, status: String, result: serde_json::Value },
+    QuestionPrompt {
+        message_id: String,
+        assertion_id: String,
+        question: String,
+        /// `demand` (wait for the answer) or `timeout` (use the default after `timeout` ms).
+        mode: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout: Option<u64>,
+    },
+    OperationStart { session_id: SessionId, operation_id: String, command: String },
+    OperationComplete { session_id: SessionId, operation_id: String, result: serde_json::Value },
+    OperationError { session_id: SessionId, operation_id: String, error: String },
+    StreamText { session_id: SessionId, message_id: String, text: String },
+    /// The SSE `element_start` data, nested (flattened, its `type` would clash with ours).
+    StreamElementStart { session_id: SessionId, element: ElementStart },
+    StreamElementComplete { session_id: SessionId, element: ElementComplete },
+    /// An execution waits for the user's approval (answered by `ability_approval_response`).
+    AbilityApprovalRequest {
+        session_id: SessionId,
+        execution_id: String,
+        ability: String,
+        summary: String,
+        #[serde(default)]
+        details: serde_json::Value,
+    },
+    /// A frame: persisted (it has a seq) or phantom (live preview, never stored, replaced
+    /// when the persisted frame arrives).
+    Frame { frame: Frame, phantom: bool },
+    Error { error: String },
+}
+
+/// `GET /api/sessions/{id}/frames`: persisted frames from the last compact on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FramesPage {
+    pub session_id: SessionId,
+    pub frames: Vec<Frame>,
+    /// The highest seq in the session, to subscribe from.
+    pub last_seq: Option<i64>,
+}
+
+/// `GET /api/sessions/{id}/frames/stats`.
+pub type FrameStatsDto = FrameStats;
+
+/// A session's compiled view, as the page renders it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompiledView {
+    pub session_id: SessionId,
+    pub messages: Vec<CompiledMessage>,
+    pub stats: FrameStats,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use expect_test::{Expect, expect};
+    use serde_json::json;
+
+    fn check_sse(e: SseEvent, expect: Expect) {
+        let line = format!("{} {}", e.event_name(), e.data_json());
+        let back = SseEvent::from_parts(e.event_name(), &e.data_json()).expect("round trip");
+        assert_eq!(back, e);
+        let tagged: SseEvent = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        assert_eq!(tagged, e);
+        expect.assert_eq(&line);
+    }
+
+    #[test]
+    fn sse_events_have_reference_names_and_fields() {
+        let m = || "m1".to_owned();
+        check_sse(
+            SseEvent::MessageStart(MessageStart { message_id: m(), session_id: 7, agent_name: "Ada".into() }),
+            expect![[r#"message_start {"messageId":"m1","sessionId":7,"agentName":"Ada"}"#]],
+        );
+        check_sse(SseEvent::Text(TextData { message_id: m(), text: "hi".into() }), expect![[r#"text {"messageId":"m1","text":"hi"}"#]]);
+        check_sse(
+            SseEvent::ElementStart(ElementStart {
+                message_id: m(),
+                id: "e1".into(),
+                kind: "bash".into(),
+                attributes: vec![("timeout".into(), "5".into()), ("cwd".into(), "/tmp".into())],
+                executable: true,
+                parent: None,
+            }),
+            expect![[r#"element_start {"messageId":"m1","id":"e1","type":"bash","attributes":{"timeout":"5","cwd":"/tmp"},"executable":true}"#]],
+        );
+        check_sse(
+            SseEvent::ElementUpdate(ElementUpdate { message_id: m(), id: "e1".into(), kind: "bash".into(), content: Some("ls -".into()), delta: "-".into() }),
+            expect![[r#"element_update {"messageId":"m1","id":"e1","type":"bash","content":"ls -","delta":"-"}"#]],
+        );
+        check_sse(
+            SseEvent::ElementComplete(ElementComplete {
+                message_id: m(),
+                id: "e1".into(),
+                kind: "bash".into(),
+                content: "ls".into(),
+                executable: true,
+                duration: Some(12),
+                truncated: false,
+            }),
+            expect![[r#"element_complete {"messageId":"m1","id":"e1","type":"bash","content":"ls","executable":true,"duration":12}"#]],
+        );
+        check_sse(
+            SseEvent::ElementExecuting(ElementRef { message_id: m(), id: "e1".into(), kind: "bash".into() }),
+            expect![[r#"element_executing {"messageId":"m1","id":"e1","type":"bash"}"#]],
+        );
+        check_sse(
+            SseEvent::ElementResult(ElementResult { message_id: m(), id: "e1".into(), kind: "bash".into(), result: json!({"exitCode": 0}) }),
+            expect![[r#"element_result {"messageId":"m1","id":"e1","type":"bash","result":{"exitCode":0}}"#]],
+        );
+        check_sse(
+            SseEvent::ElementError(ElementErrorData { message_id: m(), id: "e1".into(), kind: "bash".into(), error: "denied".into() }),
+            expect![[r#"element_error {"messageId":"m1","id":"e1","type":"bash","error":"denied"}"#]],
+        );
+        check_sse(
+            SseEvent::ToolUseStart(ToolUseStart { message_id: m(), tool_id: "t1".into(), name: "search".into() }),
+            expect![[r#"tool_use_start {"messageId":"m1","toolId":"t1","name":"search"}"#]],
+        );
+        check_sse(
+            SseEvent::ToolResult(ToolResult { message_id: m(), tool_id: "t1".into(), content: "ok".into() }),
+            expect![[r#"tool_result {"messageId":"m1","toolId":"t1","content":"ok"}"#]],
+        );
+        check_sse(
+            SseEvent::MessageComplete(MessageComplete {
+                message_id: m(),
+                content: "done".into(),
+                executed_elements: vec![ExecutedElement { id: "e1".into(), kind: "bash".into(), result: Some(json!("ok")), error: None }],
+            }),
+            expect![[r#"message_complete {"messageId":"m1","content":"done","executedElements":[{"id":"e1","type":"bash","result":"ok"}]}"#]],
+        );
+        check_sse(SseEvent::Error(ErrorData { message_id: Some(m()), error: "boom".into() }), expect![[r#"error {"messageId":"m1","error":"boom"}"#]]);
+        assert!(matches!(SseEvent::from_parts("nope", "{}"), Err(WireError::UnknownEvent(_))));
+        assert!(matches!(SseEvent::from_parts("text", "{"), Err(WireError::Json(_))));
+    }
+
+    #[test]
+    fn parser_events_map_to_sse() {
+        let mut lines = Vec::new();
+        let mut p = crate::hml::StreamParser::new();
+        let mut sink = |e: crate::hml::Event<'_>| {
+            if let Some(s) = SseEvent::from_parser_event("m", &e, None) {
+                lines.push(s.to_sse());
+            }
+        };
+        p.feed_with(b"a<bash cwd=/>ls</bash><ask>q", &mut sink);
+        p.finish_with(&mut sink);
+        expect![[r#"
+            event: text
+            data: {"messageId":"m","text":"a"}
+
+            event: element_start
+            data: {"messageId":"m","id":"e1","type":"bash","attributes":{"cwd":""},"executable":true}
+
+            event: element_complete
+            data: {"messageId":"m","id":"e1","type":"bash","content":"","executable":true}
+
+            event: text
+            data: {"messageId":"m","text":"ls"}
+
+            event: element_start
+            data: {"messageId":"m","id":"e2","type":"ask","attributes":{},"executable":true}
+
+            event: element_update
+            data: {"messageId":"m","id":"e2","type":"ask","delta":"q"}
+
+            event: element_complete
+            data: {"messageId":"m","id":"e2","type":"ask","content":"q","executable":false,"truncated":true}
+
+        "#]]
+        .assert_eq(&lines.concat());
+    }
+
+    fn check_ws<T: Serialize + for<'de> Deserialize<'de> + PartialEq + std::fmt::Debug>(m: T, expect: Expect) {
+        let s = serde_json::to_string(&m).unwrap();
+        let back: T = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, m);
+        expect.assert_eq(&s);
+    }
+
+    #[test]
+    fn websocket_messages() {
+        check_ws(WsClientMessage::Abort { session_id: 3 }, expect![[r#"{"type":"abort","sessionId":3}"#]]);
+        check_ws(
+            WsClientMessage::QuestionResponse { assertion_id: "a1".into(), answer: json!("yes") },
+            expect![[r#"{"type":"question_response","assertionId":"a1","answer":"yes"}"#]],
+        );
+        check_ws(
+            WsClientMessage::AbilityApprovalResponse { execution_id: "x1".into(), approved: true },
+            expect![[r#"{"type":"ability_approval_response","executionId":"x1","approved":true}"#]],
+        );
+        check_ws(WsClientMessage::Subscribe { session_id: 3, after_seq: Some(41) }, expect![[r#"{"type":"subscribe","sessionId":3,"afterSeq":41}"#]]);
+        check_ws(
+            WsServerMessage::QuestionPrompt { message_id: "m".into(), assertion_id: "a".into(), question: "Go?".into(), mode: "timeout".into(), timeout: Some(30000) },
+            expect![[r#"{"type":"question_prompt","messageId":"m","assertionId":"a","question":"Go?","mode":"timeout","timeout":30000}"#]],
+        );
+        check_ws(
+            WsServerMessage::StreamElementStart {
+                session_id: 3,
+                element: ElementStart { message_id: "m".into(), id: "e1".into(), kind: "todo".into(), attributes: vec![], executable: false, parent: None },
+            },
+            expect![[r#"{"type":"stream_element_start","sessionId":3,"element":{"messageId":"m","id":"e1","type":"todo","attributes":{},"executable":false}}"#]],
+        );
+        let frame: Frame = serde_json::from_value(json!({
+            "id": "f1", "session_id": 3, "seq": 1, "parent_id": null, "target_ids": ["agent:1"],
+            "timestamp": "2026-01-01T00:00:00.000001Z", "type": "message", "author_type": "user",
+            "author_id": 9, "payload": {"role": "user", "content": "hi"}
+        }))
+        .unwrap();
+        check_ws(
+            WsServerMessage::Frame { frame, phantom: false },
+            expect![[r#"{"type":"frame","frame":{"id":"f1","session_id":3,"seq":1,"parent_id":null,"target_ids":["agent:1"],"timestamp":"2026-01-01T00:00:00.000001Z","type":"message","author_type":"user","author_id":9,"payload":{"content":"hi","role":"user"}},"phantom":false}"#]],
+        );
+    }
+}
