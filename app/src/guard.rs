@@ -18,10 +18,21 @@ pub fn state() -> Result<AppState, ServerFnError> {
     use_context::<AppState>().ok_or_else(|| ServerFnError::new("server state is missing"))
 }
 
+/// Where server functions are served; see the `prefix` of each `#[server]`.
+pub const SERVER_FN_PREFIX: &str = "/_fn/";
+
 /// Sets the HTTP status the error deserves and turns it into what the browser may read.
+///
+/// The status is set only when a server function is called over HTTP: while a page renders
+/// on the server, the same function runs in-process and its error is the page's to show (a
+/// sign-in redirect, a message), not a status for the whole page.
 pub fn fail(e: hero_backend::Error) -> ServerFnError {
-    if let Some(resp) = use_context::<leptos_axum::ResponseOptions>() {
-        resp.set_status(e.status());
+    let called_over_http = use_context::<http::request::Parts>()
+        .is_some_and(|p| p.uri.path().starts_with(SERVER_FN_PREFIX));
+    if called_over_http {
+        if let Some(resp) = use_context::<leptos_axum::ResponseOptions>() {
+            resp.set_status(e.status());
+        }
     }
     if e.status().is_server_error() {
         tracing_log(&e);

@@ -62,7 +62,9 @@ impl From<Error> for ApiError {
 
 impl From<axum::extract::rejection::JsonRejection> for ApiError {
     fn from(r: axum::extract::rejection::JsonRejection) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, format!("invalid JSON body: {}", r.body_text()))
+        // The rejection knows the right 4xx: 415 without a JSON content type, 400 for broken
+        // syntax, 422 for a body of the wrong shape.
+        ApiError::new(r.status(), format!("invalid JSON body: {}", r.body_text()))
     }
 }
 

@@ -1,0 +1,32 @@
+import { defineConfig } from "@playwright/test";
+
+// Browser tests run Debian's Chromium (no browser download) against the real `hero` binary,
+// started by serve-for-tests.sh with a fresh data directory and two users.
+const port = Number(process.env.HERO_E2E_PORT ?? 3210);
+
+export default defineConfig({
+  testDir: "./tests",
+  timeout: 30_000,
+  expect: { timeout: 10_000 },
+  fullyParallel: false,
+  workers: 1,
+  retries: 0,
+  reporter: [["list"]],
+  use: {
+    baseURL: `http://127.0.0.1:${port}`,
+    launchOptions: {
+      executablePath: process.env.HERO_CHROMIUM ?? "/usr/bin/chromium",
+      args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    },
+    trace: "off",
+  },
+  webServer: {
+    command: `sh ./serve-for-tests.sh ${port}`,
+    url: `http://127.0.0.1:${port}/login`,
+    reuseExistingServer: false,
+    timeout: 60_000,
+    stdout: "pipe",
+    stderr: "pipe",
+  },
+});

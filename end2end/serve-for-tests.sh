@@ -1,0 +1,13 @@
+#!/bin/sh
+# Starts the built `hero` for the browser tests: a fresh data directory, users alice and bob
+# created through the command line (password on standard input, as scripts do), then serve.
+set -eu
+port="$1"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bin="${HERO_BIN:-$root/target/debug/hero}"
+data="$(mktemp -d)"
+export HERO_DATA_DIR="$data" HERO_CONFIG=/dev/null
+unset HERO_MASTER_KEY || true
+printf 'alice-password\n' | "$bin" user add alice --admin
+printf 'bob-password\n' | "$bin" user add bob
+exec "$bin" serve --addr "127.0.0.1:$port" --site-root "$root/target/site"

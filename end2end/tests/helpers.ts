@@ -1,0 +1,29 @@
+import { expect, type Page } from "@playwright/test";
+
+/** Waits until the page has hydrated: before that, clicks reach no handler. */
+export async function hydrated(page: Page) {
+  await expect(page.locator("body")).toHaveAttribute("data-hydrated", "true");
+}
+
+export async function signIn(page: Page, user: string, password: string) {
+  await page.goto("/login");
+  await hydrated(page);
+  await page.getByLabel("Username").fill(user);
+  await page.getByLabel("Password").fill(password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page.getByTestId("whoami")).toHaveText(user);
+  await hydrated(page);
+}
+
+export async function createSession(page: Page, name: string): Promise<number> {
+  await page.getByLabel("New session name").fill(name);
+  await page.getByRole("button", { name: "New session" }).click();
+  await expect(page.getByTestId("session-title")).toHaveText(name);
+  const m = /\/s\/(\d+)$/.exec(page.url());
+  expect(m, `URL ${page.url()} names a session`).not.toBeNull();
+  return Number(m![1]);
+}
+
+export function sidebarItem(page: Page, id: number) {
+  return page.locator(`.session-list li[data-session-id="${id}"]`);
+}

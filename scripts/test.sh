@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every test: Rust unit and integration tests (real SQLite files, real loopback HTTP),
+# the wasm32 build of the shared core, and the browser tests (Playwright + Debian's Chromium)
+# against the built `hero`. Installs what a fresh machine lacks first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh browser
+source scripts/env.sh
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "build (cargo leptos build: server binary, wasm, site)"
+# cargo-leptos exits 0 even when the build fails (TOOLCHAIN.md), so check what it made.
+cargo leptos build
+test -x target/debug/hero && test -f target/site/pkg/hero.wasm || { echo "build failed"; exit 1; }
+
+step "the shared core builds for the browser"
+cargo build -p hero-shared --target wasm32-unknown-unknown
+
+step "Rust tests"
+cargo test --workspace --exclude frontend
+
+step "browser tests"
+cd end2end
+npx playwright test

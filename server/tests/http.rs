@@ -1,0 +1,109 @@
+//! The whole router on a real loopback socket: server-rendered pages, the sign-in redirect,
+//! server functions and the JSON API sharing one cookie.
+
+use hero_backend::{AppState, Settings, crypto, db, users};
+use reqwest::StatusCode;
+use reqwest::redirect::Policy;
+use serde_json::{Value, json};
+
+struct Running {
+    _dir: tempfile::TempDir,
+    base: String,
+    st: AppState,
+}
+
+async fn start() -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = db::open(dir.path()).await.unwrap();
+    db::migrate(&pool).await.unwrap();
+    let st = AppState::new(pool, crypto::Keyring::new(crypto::SecretKey::random()), Settings::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = server::web::router(st.clone(), server::web::leptos_options(addr, &dir.path().join("site")));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Running { _dir: dir, base: format!("http://{addr}"), st }
+}
+
+fn client() -> reqwest::Client {
+    // A browser's navigation: pages answer redirects to those with a real 302.
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("accept", "text/html,application/xhtml+xml".parse().unwrap());
+    reqwest::Client::builder()
+        .cookie_store(true)
+        .redirect(Policy::none())
+        .default_headers(headers)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn pages_redirect_to_sign_in_and_render_sessions_on_the_server() {
+    let r = start().await;
+    users::create(&r.st.db, &r.st.keys, "alice", "alice-password", false).await.unwrap();
+    let c = client();
+
+    let home = c.get(format!("{}/", r.base)).send().await.unwrap();
+    assert_eq!(home.status(), StatusCode::FOUND);
+    assert_eq!(home.headers()["location"], "/login");
+    let login_page = c.get(format!("{}/login", r.base)).send().await.unwrap();
+    assert_eq!(login_page.status(), StatusCode::OK);
+    let html = login_page.text().await.unwrap();
+    assert!(html.contains("Sign in") && html.contains("name=\"password\""), "{html}");
+
+    // Sign in through the JSON API; the cookie it sets also opens the pages.
+    let resp = c
+        .post(format!("{}/api/auth/login", r.base))
+        .json(&json!({"username": "alice", "password": "alice-password"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let s: Value = c
+        .post(format!("{}/api/sessions", r.base))
+        .json(&json!({"name": "Rendered <on> the server"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let page = c.get(format!("{}/s/{}", r.base, s["id"])).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let html = page.text().await.unwrap();
+    // Escaped, in the sidebar and as the page title.
+    assert!(html.matches("Rendered &lt;on&gt; the server").count() >= 2, "{html}");
+    assert!(html.contains("data-testid=\"whoami\""), "{html}");
+    // Signed in, /login sends you home.
+    let again = c.get(format!("{}/login", r.base)).send().await.unwrap();
+    assert_eq!(again.status(), StatusCode::FOUND);
+}
+
+#[tokio::test]
+async fn server_functions_and_the_api_need_a_sign_in() {
+    use leptos::server_fn::ServerFn;
+    let r = start().await;
+    let c = client();
+    for path in [
+        app::auth::CurrentUser::PATH,
+        app::auth::Logout::PATH,
+        app::sessions::ListSessions::PATH,
+        app::sessions::CreateSession::PATH,
+        app::sessions::UpdateSession::PATH,
+    ] {
+        let resp = c
+            .post(format!("{}{path}", r.base))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json")
+            .body("id=1&name=x")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "{path}");
+    }
+    let me = c.get(format!("{}/api/me", r.base)).send().await.unwrap();
+    assert_eq!(me.status(), StatusCode::UNAUTHORIZED);
+    let body: Value = me.json().await.unwrap();
+    assert_eq!(body["error"], "sign in first");
+    let nothing = c.get(format!("{}/api/nothing", r.base)).send().await.unwrap();
+    assert_eq!(nothing.status(), StatusCode::NOT_FOUND);
+}
