@@ -861,6 +861,10 @@ impl StreamParser {
                             i += 1;
                         }
                         Some(false) => {
+                            // Text before the tag goes first, whatever the chunking was.
+                            let start = cand.max(run_start);
+                            self.emit_run(&s[run_start..start], false, sink);
+                            run_start = start;
                             self.diagnose(self.cand_off, DiagnosticKind::UnterminatedTag { element: kind.name().into() }, sink);
                             self.reject_tag(sink)
                         }

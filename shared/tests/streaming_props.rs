@@ -1,0 +1,141 @@
+//! Property tests: streaming equals batch for any input and any chunking; compiled frames
+//! do not depend on duplication or delivery order.
+
+use hero_shared::frame::{AuthorType, Frame, FrameType, compile_frames, frame_stats};
+use hero_shared::hml::{Document, OwnedEvent, ParserOptions, StreamParser, TreeBuilder, parse_with};
+use proptest::prelude::*;
+use serde_json::json;
+
+const FRAGMENTS: &[&str] = &[
+    "<", ">", "/", "`", "``", "```", "~~~", "\n", "   ", " ", "\"", "'", "\\", "=", "&amp;", "&#60;", "abc", "é", "日本", "🚀",
+    "<bash>", "</bash>", "<BASH cwd='/t'>", "</bash >", "<websearch>", "</websearch>", "<ask timeout=3>", "</ask>",
+    "<thinking>", "</thinking>", "<todo title=\"t\">", "<item status=done>", "</item>", "</todo>", "<link href=x>", "</link>",
+    "<copy>", "</copy>", "<result for=e1>", "</result>", "<progress value=1 max=2/>", "<progress value=1>", "</progress>",
+    "<interaction>", "</interaction>", "{\"a\": \"", "\"}", "<hml-prompt id=p type=select>", "<data>", "</data>",
+    "<response>", "</response>", "</hml-prompt>", "<div>", "Vec<T>", "a < b", "</ todo>", "<!-- c -->", "<ask id=e2>", "@system(websearch, {q: 'x'})",
+];
+
+fn text_strategy() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(FRAGMENTS), 0..40).prop_map(|v| v.concat())
+}
+
+/// Cut points into `len` bytes, anywhere (also inside UTF-8 sequences).
+fn cuts(len: usize, raw: &[usize]) -> Vec<usize> {
+    let mut c: Vec<usize> = raw.iter().map(|r| if len == 0 { 0 } else { r % (len + 1) }).collect();
+    c.sort_unstable();
+    c
+}
+
+fn stream(bytes: &[u8], cut_points: &[usize], opts: ParserOptions) -> (Document, Vec<(String, String, String, bool)>) {
+    let mut p = StreamParser::with_options(opts);
+    let mut tree = TreeBuilder::new();
+    let mut completions = Vec::new();
+    let mut owned = Vec::new();
+    let mut last = 0;
+    let mut pieces: Vec<&[u8]> = Vec::new();
+    for &c in cut_points {
+        pieces.push(&bytes[last..c]);
+        last = c;
+    }
+    pieces.push(&bytes[last..]);
+    for piece in pieces {
+        p.feed_with(piece, |e| {
+            tree.event(e);
+            owned.push(e.to_owned());
+        });
+    }
+    p.finish_with(|e| {
+        tree.event(e);
+        owned.push(e.to_owned());
+    });
+    for e in owned {
+        if let OwnedEvent::Complete { id, kind, content, truncated, .. } = e {
+            completions.push((id, kind.name().to_owned(), content, truncated));
+        }
+    }
+    (tree.finish(), completions)
+}
+
+fn opts(small: bool) -> ParserOptions {
+    if small { ParserOptions { max_element_bytes: 24, max_tag_bytes: 20 } } else { ParserOptions::default() }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, .. ProptestConfig::default() })]
+
+    #[test]
+    fn streaming_equals_batch(text in text_strategy(), raw in prop::collection::vec(any::<usize>(), 0..12), small in any::<bool>()) {
+        let o = opts(small);
+        let batch = parse_with(&text, o);
+        let (whole, whole_completions) = stream(text.as_bytes(), &[], o);
+        prop_assert_eq!(&whole, &batch);
+        let (chunked, chunked_completions) = stream(text.as_bytes(), &cuts(text.len(), &raw), o);
+        prop_assert_eq!(&chunked, &batch);
+        prop_assert_eq!(chunked_completions, whole_completions);
+    }
+
+    #[test]
+    fn byte_at_a_time_equals_batch(text in text_strategy(), small in any::<bool>()) {
+        let o = opts(small);
+        let all: Vec<usize> = (1..text.len()).collect();
+        prop_assert_eq!(stream(text.as_bytes(), &all, o).0, parse_with(&text, o));
+    }
+
+    #[test]
+    fn any_bytes_any_chunks(bytes in prop::collection::vec(any::<u8>(), 0..200), raw in prop::collection::vec(any::<usize>(), 0..12)) {
+        let o = ParserOptions::default();
+        let (whole, wc) = stream(&bytes, &[], o);
+        let (chunked, cc) = stream(&bytes, &cuts(bytes.len(), &raw), o);
+        prop_assert_eq!(&chunked, &whole);
+        prop_assert_eq!(cc, wc);
+        prop_assert_eq!(whole, parse_with(&String::from_utf8_lossy(&bytes), o));
+    }
+
+    #[test]
+    fn compile_ignores_duplication_and_delivery_order(
+        ops in prop::collection::vec((0u8..6, 0usize..8, any::<bool>()), 1..24),
+        dups in prop::collection::vec(any::<usize>(), 0..24),
+        perm in any::<u64>(),
+    ) {
+        let mut frames = Vec::new();
+        for (seq, (op, target, flag)) in ops.into_iter().enumerate() {
+            let seq = seq as i64 + 1;
+            let (ty, targets, payload) = match op {
+                0 => (FrameType::Message, vec![], json!({"role": "user", "content": format!("m{seq} <hml-prompt id=p{target}>Q?</hml-prompt>")})),
+                1 => (FrameType::Message, vec![], json!({"role": "agent", "content": format!("a{seq}"), "hidden": flag})),
+                2 => (FrameType::Update, vec![format!("frame:f{target}")], if flag { json!({"hidden": true}) } else { json!({"content": format!("u{seq}")}) }),
+                3 => (FrameType::Update, vec![format!("element:p{target}")], json!({"answer": format!("ans{seq}")})),
+                4 => (FrameType::Compact, vec![], json!({"content": format!("summary {seq}")})),
+                _ => (FrameType::Result, vec![format!("agent:{target}")], json!({"content": format!("r{seq}")})),
+            };
+            frames.push(Frame {
+                id: format!("f{seq}"),
+                session_id: 1,
+                seq,
+                parent_id: None,
+                target_ids: targets.iter().map(|t| t.parse().unwrap()).collect(),
+                timestamp: String::new(),
+                frame_type: ty,
+                author_type: AuthorType::User,
+                author_id: None,
+                payload,
+            });
+        }
+        let expected = compile_frames(&frames);
+        let stats = frame_stats(&frames);
+        let mut shuffled = frames.clone();
+        for d in &dups {
+            shuffled.push(frames[d % frames.len()].clone());
+        }
+        // A deterministic shuffle from `perm`.
+        let mut state = perm | 1;
+        for i in (1..shuffled.len()).rev() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            shuffled.swap(i, (state % (i as u64 + 1)) as usize);
+        }
+        prop_assert_eq!(compile_frames(&shuffled), expected);
+        prop_assert_eq!(frame_stats(&shuffled), stats);
+    }
+}
