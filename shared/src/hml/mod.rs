@@ -109,31 +109,29 @@ impl ElementKind {
     }
 
     /// Looks a tag name up, ASCII case-insensitively (models write `<THINKING>` too).
+    #[inline]
     pub fn from_name(name: &[u8]) -> Option<ElementKind> {
-        if name.is_empty() || name.len() > Self::MAX_NAME_LEN {
-            return None;
-        }
-        let mut buf = [0u8; Self::MAX_NAME_LEN];
-        for (d, s) in buf.iter_mut().zip(name) {
-            *d = s.to_ascii_lowercase();
-        }
-        Some(match &buf[..name.len()] {
-            b"websearch" => ElementKind::Websearch,
-            b"bash" => ElementKind::Bash,
-            b"ask" => ElementKind::Ask,
-            b"interaction" => ElementKind::Interaction,
-            b"thinking" => ElementKind::Thinking,
-            b"todo" => ElementKind::Todo,
-            b"item" => ElementKind::Item,
-            b"progress" => ElementKind::Progress,
-            b"link" => ElementKind::Link,
-            b"copy" => ElementKind::Copy,
-            b"result" => ElementKind::Result,
-            b"hml-prompt" => ElementKind::HmlPrompt,
-            b"data" => ElementKind::Data,
-            b"response" => ElementKind::Response,
+        // One candidate per (length, first letter), then one comparison: this runs for
+        // every `<` in prose.
+        let first = name.first()?.to_ascii_lowercase();
+        let kind = match (name.len(), first) {
+            (9, b'w') => ElementKind::Websearch,
+            (4, b'b') => ElementKind::Bash,
+            (3, b'a') => ElementKind::Ask,
+            (11, b'i') => ElementKind::Interaction,
+            (8, b't') => ElementKind::Thinking,
+            (4, b't') => ElementKind::Todo,
+            (4, b'i') => ElementKind::Item,
+            (8, b'p') => ElementKind::Progress,
+            (4, b'l') => ElementKind::Link,
+            (4, b'c') => ElementKind::Copy,
+            (6, b'r') => ElementKind::Result,
+            (10, b'h') => ElementKind::HmlPrompt,
+            (4, b'd') => ElementKind::Data,
+            (8, b'r') => ElementKind::Response,
             _ => return None,
-        })
+        };
+        kind.name().as_bytes().eq_ignore_ascii_case(name).then_some(kind)
     }
 
     /// Whether the server runs this element when it completes. A truncated one never runs.

@@ -257,6 +257,8 @@ pub struct StreamParser {
     pos: u64,
     ordinal: u64,
     explicit_ids: HashSet<String>,
+    /// Some explicit id starts with `e`, so auto ids must be checked against them.
+    explicit_auto_like: bool,
     diag: Diagnostic,
 }
 
@@ -297,6 +299,7 @@ impl StreamParser {
             pos: 0,
             ordinal: 0,
             explicit_ids: HashSet::new(),
+            explicit_auto_like: false,
             diag: Diagnostic { offset: 0, kind: DiagnosticKind::Truncated { id: String::new() } },
         }
     }
@@ -543,10 +546,20 @@ impl StreamParser {
         let explicit = attrs.iter().find(|(k, _)| k == "id").map(|(_, v)| v.trim()).filter(|v| !v.is_empty());
         let mut id = match explicit {
             Some(v) if !looks_auto(v, n) => v.to_owned(),
-            Some(v) => format!("{v}-{n}"),
+            Some(v) => {
+                let mut id = String::with_capacity(v.len() + 8);
+                id.push_str(v);
+                id.push('-');
+                push_u64(&mut id, n);
+                id
+            }
             None => {
-                let auto = format!("e{n}");
-                if self.explicit_ids.is_empty() || !self.explicit_ids.contains(&auto) {
+                let mut auto = String::with_capacity(8);
+                auto.push('e');
+                push_u64(&mut auto, n);
+                // Hashing every id would cost more than the rest of the tag; only an
+                // explicit id of the form `e<n>` can collide with an auto id.
+                if !self.explicit_auto_like || !self.explicit_ids.contains(&auto) {
                     return auto;
                 }
                 auto
@@ -554,7 +567,10 @@ impl StreamParser {
         };
         while self.explicit_ids.contains(&id) {
             id.push('-');
-            id.push_str(&n.to_string());
+            push_u64(&mut id, n);
+        }
+        if id.starts_with('e') {
+            self.explicit_auto_like = true;
         }
         self.explicit_ids.insert(id.clone());
         id
@@ -659,10 +675,15 @@ impl StreamParser {
             }
             match self.sub {
                 Sub::Mid => match self.md {
-                    Md::Prose => match memchr3(b'<', b'`', b'\n', &b[i..]) {
+                    Md::Prose => match find3(b'<', b'`', b'\n', &b[i..]) {
                         None => i = n,
                         Some(k) => {
                             i += k;
+                            if b[i] == b'\n' && i + 1 < n && !matches!(b[i + 1], b' ' | b'`' | b'~' | b'\n') {
+                                // The common newline: the next line cannot open a fence.
+                                i += 1;
+                                continue;
+                            }
                             match b[i] {
                                 b'<' => {
                                     cand = i;
@@ -682,7 +703,7 @@ impl StreamParser {
                             }
                         }
                     },
-                    Md::Code(_) => match memchr2(b'`', b'\n', &b[i..]) {
+                    Md::Code(_) => match find2(b'`', b'\n', &b[i..]) {
                         None => i = n,
                         Some(k) => {
                             i += k;
@@ -698,10 +719,14 @@ impl StreamParser {
                             }
                         }
                     },
-                    Md::Fence { .. } => match memchr(b'\n', &b[i..]) {
+                    Md::Fence { tilde, .. } => match find1(b'\n', &b[i..]) {
                         None => i = n,
                         Some(k) => {
                             i += k + 1;
+                            let fence_char = if tilde { b'~' } else { b'`' };
+                            if i < n && b[i] != b' ' && b[i] != fence_char {
+                                continue;
+                            }
                             self.sub = Sub::LineStart { spaces: 0 };
                         }
                     },
@@ -947,7 +972,7 @@ impl StreamParser {
         while *i < n {
             match raw.sub {
                 RawSub::Body => {
-                    let hit = if raw.json { memchr2(b'"', b'<', &b[*i..]) } else { memchr(b'<', &b[*i..]) };
+                    let hit = if raw.json { find2(b'"', b'<', &b[*i..]) } else { find1(b'<', &b[*i..]) };
                     match hit {
                         None => *i = n,
                         Some(k) => {
@@ -963,7 +988,7 @@ impl StreamParser {
                         }
                     }
                 }
-                RawSub::InStr => match memchr3(b'"', b'\\', b'\n', &b[*i..]) {
+                RawSub::InStr => match find3(b'"', b'\\', b'\n', &b[*i..]) {
                     None => *i = n,
                     Some(k) => {
                         *i += k;
@@ -1023,6 +1048,38 @@ impl StreamParser {
         }
         self.raw = Some(raw);
     }
+}
+
+fn push_u64(s: &mut String, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &buf[i..] {
+        s.push(d as char);
+    }
+}
+
+/// The first of three bytes in `hay`; short haystacks (small chunks) skip the SIMD setup.
+#[inline(always)]
+fn find3(a: u8, b: u8, c: u8, hay: &[u8]) -> Option<usize> {
+    if hay.len() < 16 { hay.iter().position(|&x| x == a || x == b || x == c) } else { memchr3(a, b, c, hay) }
+}
+
+#[inline(always)]
+fn find2(a: u8, b: u8, hay: &[u8]) -> Option<usize> {
+    if hay.len() < 16 { hay.iter().position(|&x| x == a || x == b) } else { memchr2(a, b, hay) }
+}
+
+#[inline(always)]
+fn find1(a: u8, hay: &[u8]) -> Option<usize> {
+    if hay.len() < 16 { hay.iter().position(|&x| x == a) } else { memchr(a, hay) }
 }
 
 /// Returns true if `v` could be an id this parser generates (`e<number>`, up to `n`).
