@@ -329,6 +329,14 @@ impl StreamParser {
     /// [`Self::feed`] without copying: each event borrows from the chunk or the parser
     /// and lives only for the callback.
     pub fn feed_with<F: FnMut(Event<'_>)>(&mut self, chunk: &[u8], mut sink: F) {
+        if self.utf8_len == 0 && chunk.len() <= 16 && chunk.iter().fold(0, |a, &c| a | c) < 0x80 {
+            // Small chunks are the streaming case; an inline ASCII check is much cheaper
+            // than a call to the general validator.
+            // SAFETY: ASCII bytes are valid UTF-8.
+            let s = unsafe { std::str::from_utf8_unchecked(chunk) };
+            self.run(s, &mut sink);
+            return;
+        }
         let mut rest = chunk;
         if self.utf8_len > 0 {
             rest = self.complete_utf8(rest, &mut sink);
@@ -470,29 +478,34 @@ impl StreamParser {
         if text.is_empty() {
             return;
         }
-        if let Some(raw) = self.raw {
-            if raw.discard {
-                return;
-            }
-        }
         let Some(top) = self.stack.last() else {
-            sink(Event::Text { text, code });
+            // With no element open, a raw body being read is one that overflowed.
+            if !self.raw.is_some_and(|r| r.discard) {
+                sink(Event::Text { text, code });
+            }
             return;
         };
-        let room = self.opts.max_element_bytes.saturating_sub(self.content.len());
-        if text.len() <= room {
-            self.content.push_str(text);
-            sink(Event::Update { id: &top.id, kind: top.kind, delta: text });
+        if self.content.len() + text.len() > self.opts.max_element_bytes {
+            self.emit_run_overflowing(text, code, sink);
             return;
         }
-        let mut cut = room;
+        self.content.push_str(text);
+        sink(Event::Update { id: &top.id, kind: top.kind, delta: text });
+    }
+
+    #[cold]
+    fn emit_run_overflowing<F: FnMut(Event<'_>)>(&mut self, text: &str, code: bool, sink: &mut F) {
+        let room = self.opts.max_element_bytes.saturating_sub(self.content.len());
+        let mut cut = room.min(text.len());
         while !text.is_char_boundary(cut) {
             cut -= 1;
         }
         let (fits, rest) = text.split_at(cut);
         if !fits.is_empty() {
             self.content.push_str(fits);
-            sink(Event::Update { id: &top.id, kind: top.kind, delta: fits });
+            if let Some(top) = self.stack.last() {
+                sink(Event::Update { id: &top.id, kind: top.kind, delta: fits });
+            }
         }
         self.overflow(sink);
         self.emit_run(rest, code, sink);
@@ -661,7 +674,32 @@ impl StreamParser {
     }
 
     /// The scanner: consumes all of `s`, carrying an unfinished construct in `hold`.
+    #[inline]
     fn run<F: FnMut(Event<'_>)>(&mut self, s: &str, sink: &mut F) {
+        let b = s.as_bytes();
+        if b.len() <= 16 {
+            // Streaming feeds small pieces, most of which change no state: say so in a
+            // few compares instead of running the scanner.
+            let quiet = match (self.raw, self.sub, self.md) {
+                (None, Sub::Mid, Md::Prose) => !b.iter().any(|&c| c == b'<' || c == b'`' || c == b'\n'),
+                (None, Sub::Mid, Md::Fence { .. }) => !b.contains(&b'\n'),
+                (None, Sub::Mid, Md::Code(_)) => !b.iter().any(|&c| c == b'`' || c == b'\n'),
+                (Some(Raw { sub: RawSub::Body, json: false, .. }), _, _) => !b.contains(&b'<'),
+                (Some(Raw { sub: RawSub::Body, json: true, .. }), _, _) => !b.iter().any(|&c| c == b'<' || c == b'"'),
+                (Some(Raw { sub: RawSub::InStr, .. }), _, _) => !b.iter().any(|&c| c == b'"' || c == b'\\' || c == b'\n'),
+                _ => false,
+            };
+            if quiet {
+                let code = self.raw.is_none() && !matches!(self.md, Md::Prose);
+                self.emit_run(s, code, sink);
+                self.pos += b.len() as u64;
+                return;
+            }
+        }
+        self.scan(s, sink);
+    }
+
+    fn scan<F: FnMut(Event<'_>)>(&mut self, s: &str, sink: &mut F) {
         let b = s.as_bytes();
         let n = b.len();
         let mut i = 0usize;
