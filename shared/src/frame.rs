@@ -315,8 +315,8 @@ pub fn compile_frames(frames: &[Frame]) -> Vec<CompiledMessage> {
             TargetId::Element(e) => Some(e.as_str()),
             _ => None,
         });
-        if matches!(f.frame_type, FrameType::Update | FrameType::Result) {
-            if let Some(answer) = f.payload.get("answer") {
+        if matches!(f.frame_type, FrameType::Update | FrameType::Result)
+            && let Some(answer) = f.payload.get("answer") {
                 let mut any = false;
                 for e in element_targets {
                     answers.push((f.parent_id.as_deref(), e, answer));
@@ -326,7 +326,6 @@ pub fn compile_frames(frames: &[Frame]) -> Vec<CompiledMessage> {
                     continue;
                 }
             }
-        }
         if f.frame_type == FrameType::Update {
             for t in &f.target_ids {
                 let TargetId::Frame(target) = t else { continue };
@@ -421,12 +420,11 @@ fn answered_prompt(source: &str, e: &hml::Element, answer: &Value) -> String {
     let (cs, ce) = (e.span.content_start as usize, e.span.content_end as usize);
     let mut at = cs;
     for c in &e.children {
-        if let Node::Element(r) = c {
-            if r.kind == ElementKind::Response {
+        if let Node::Element(r) = c
+            && r.kind == ElementKind::Response {
                 s.push_str(source.get(at..r.span.start as usize).unwrap_or(""));
                 at = r.span.end as usize;
             }
-        }
     }
     s.push_str(source.get(at..ce.max(at)).unwrap_or(""));
     s.push_str("<response>");

@@ -231,13 +231,12 @@ pub fn find_calls(prose: &str) -> Vec<(usize, Call)> {
     while let Some(k) = memchr::memchr(b'@', &b[i..]) {
         let at = i + k;
         let boundary = at == 0 || !(b[at - 1].is_ascii_alphanumeric() || matches!(b[at - 1], b'_' | b'.' | b'-' | b'@'));
-        if boundary {
-            if let Ok((rest, c)) = call(&prose[at..], false) {
+        if boundary
+            && let Ok((rest, c)) = call(&prose[at..], false) {
                 out.push((at, c));
                 i = prose.len() - rest.len();
                 continue;
             }
-        }
         i = at + 1;
     }
     out

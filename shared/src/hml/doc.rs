@@ -144,11 +144,10 @@ impl TreeBuilder {
                 span: Span { start: offset, ..Span::default() },
             }),
             Event::Update { delta, kind, .. } => {
-                if let Some(e) = self.open.last_mut() {
-                    if kind.body() == Body::Markup {
+                if let Some(e) = self.open.last_mut()
+                    && kind.body() == Body::Markup {
                         push_text(&mut e.children, delta);
                     }
-                }
             }
             Event::Complete { content, truncated, span, .. } => {
                 if let Some(mut e) = self.open.pop() {

@@ -10,6 +10,7 @@
 //! prose (`<div>`, `Vec<T>`, `a < b` stay text), which is why there is no `Unknown` kind.
 
 pub mod doc;
+pub mod prompt;
 pub mod stream;
 pub mod tag;
 
@@ -18,6 +19,7 @@ pub use stream::{
     DEFAULT_MAX_TAG_BYTES, Diagnostic, DiagnosticKind, Event, OwnedEvent, ParserOptions, Span, StreamParser,
     DEFAULT_MAX_ELEMENT_BYTES,
 };
+pub use prompt::{Prompt, PromptOption};
 pub use tag::decode_entities;
 
 /// Every HML element. Closed on purpose: adding one is a decision about execution and
@@ -186,7 +188,8 @@ impl std::fmt::Display for ElementKind {
 }
 
 /// The input types of `hml-prompt` (reference 003). Anything else renders as `text`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PromptType {
     Text,
     Number,
