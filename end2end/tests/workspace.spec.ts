@@ -24,7 +24,7 @@ test("alice creates, renames, archives and restores a session", async ({ page })
   alphaId = await createSession(page, "Alpha");
   await expect(sidebarItem(page, alphaId)).toHaveText("Alpha");
 
-  const rename = page.getByLabel("Session name");
+  const rename = page.getByLabel("Session name", { exact: true });
   await rename.fill("Alpha renamed");
   await page.getByRole("button", { name: "Rename" }).click();
   await expect(page.getByTestId("session-title")).toHaveText("Alpha renamed");
@@ -61,7 +61,7 @@ test("two tabs hold two different sessions", async ({ page, context }) => {
   await expect(tab2.getByTestId("session-title")).toHaveText("Beta");
   // Each tab keeps its own session while the other moves on.
   await hydrated(tab2);
-  await tab2.getByLabel("Session name").fill("Beta in tab two");
+  await tab2.getByLabel("Session name", { exact: true }).fill("Beta in tab two");
   await tab2.getByRole("button", { name: "Rename" }).click();
   await expect(tab2.getByTestId("session-title")).toHaveText("Beta in tab two");
   await expect(tab1.getByTestId("session-title")).toHaveText("Alpha renamed");
