@@ -273,6 +273,34 @@ fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'\x0c')
 }
 
+// Byte classes for the quiet-chunk check: which bytes can change which state.
+const C_NON_ASCII: u8 = 1;
+const C_LT: u8 = 2; // `<`
+const C_TICK: u8 = 4; // backtick
+const C_NEWLINE: u8 = 8;
+const C_QUOTE: u8 = 16; // `"`
+const C_BACKSLASH: u8 = 32;
+const C_ALWAYS: u8 = 128; // set for every byte
+const C_PROSE: u8 = C_LT | C_TICK | C_NEWLINE;
+const C_CODE: u8 = C_TICK | C_NEWLINE;
+const C_JSON: u8 = C_LT | C_QUOTE;
+const C_IN_STR: u8 = C_QUOTE | C_BACKSLASH | C_NEWLINE;
+
+static CLASS: [u8; 256] = {
+    let mut t = [C_ALWAYS; 256];
+    let mut i = 128;
+    while i < 256 {
+        t[i] |= C_NON_ASCII;
+        i += 1;
+    }
+    t[b'<' as usize] |= C_LT;
+    t[b'`' as usize] |= C_TICK;
+    t[b'\n' as usize] |= C_NEWLINE;
+    t[b'"' as usize] |= C_QUOTE;
+    t[b'\\' as usize] |= C_BACKSLASH;
+    t
+};
+
 /// What the markup scanner decided about the candidate tag ending at the current byte.
 enum TagEnd {
     Start { kind: ElementKind, name_len: u8 },
@@ -329,13 +357,22 @@ impl StreamParser {
     /// [`Self::feed`] without copying: each event borrows from the chunk or the parser
     /// and lives only for the callback.
     pub fn feed_with<F: FnMut(Event<'_>)>(&mut self, chunk: &[u8], mut sink: F) {
-        if self.utf8_len == 0 && chunk.len() <= 16 && chunk.iter().fold(0, |a, &c| a | c) < 0x80 {
-            // Small chunks are the streaming case; an inline ASCII check is much cheaper
-            // than a call to the general validator.
-            // SAFETY: ASCII bytes are valid UTF-8.
-            let s = unsafe { std::str::from_utf8_unchecked(chunk) };
-            self.run(s, &mut sink);
-            return;
+        if self.utf8_len == 0 && chunk.len() <= 16 {
+            // Small chunks are the streaming case: one pass over a byte-class table says
+            // whether the piece is ASCII and whether it can change any state.
+            let acc = chunk.iter().fold(0u8, |a, &c| a | CLASS[c as usize]);
+            if acc & C_NON_ASCII == 0 {
+                // SAFETY: every byte is ASCII, so the chunk is valid UTF-8.
+                let s = unsafe { std::str::from_utf8_unchecked(chunk) };
+                if acc & self.quiet_mask() == 0 {
+                    let code = self.raw.is_none() && !matches!(self.md, Md::Prose);
+                    self.emit_run(s, code, &mut sink);
+                    self.pos += chunk.len() as u64;
+                } else {
+                    self.scan(s, &mut sink);
+                }
+                return;
+            }
         }
         let mut rest = chunk;
         if self.utf8_len > 0 {
@@ -673,32 +710,29 @@ impl StreamParser {
         }
     }
 
-    /// The scanner: consumes all of `s`, carrying an unfinished construct in `hold`.
-    #[inline]
-    fn run<F: FnMut(Event<'_>)>(&mut self, s: &str, sink: &mut F) {
-        let b = s.as_bytes();
-        if b.len() <= 16 {
-            // Streaming feeds small pieces, most of which change no state: say so in a
-            // few compares instead of running the scanner.
-            let quiet = match (self.raw, self.sub, self.md) {
-                (None, Sub::Mid, Md::Prose) => !b.iter().any(|&c| c == b'<' || c == b'`' || c == b'\n'),
-                (None, Sub::Mid, Md::Fence { .. }) => !b.contains(&b'\n'),
-                (None, Sub::Mid, Md::Code(_)) => !b.iter().any(|&c| c == b'`' || c == b'\n'),
-                (Some(Raw { sub: RawSub::Body, json: false, .. }), _, _) => !b.contains(&b'<'),
-                (Some(Raw { sub: RawSub::Body, json: true, .. }), _, _) => !b.iter().any(|&c| c == b'<' || c == b'"'),
-                (Some(Raw { sub: RawSub::InStr, .. }), _, _) => !b.iter().any(|&c| c == b'"' || c == b'\\' || c == b'\n'),
-                _ => false,
-            };
-            if quiet {
-                let code = self.raw.is_none() && !matches!(self.md, Md::Prose);
-                self.emit_run(s, code, sink);
-                self.pos += b.len() as u64;
-                return;
-            }
+    /// The byte classes that would change the current state; `C_ALWAYS` when the state
+    /// is one the quiet path does not handle.
+    #[inline(always)]
+    fn quiet_mask(&self) -> u8 {
+        match (self.raw, self.sub, self.md) {
+            (None, Sub::Mid, Md::Prose) => C_PROSE,
+            (None, Sub::Mid, Md::Fence { .. }) => C_NEWLINE,
+            (None, Sub::Mid, Md::Code(_)) => C_CODE,
+            (Some(Raw { sub: RawSub::Body, json: false, .. }), _, _) => C_LT,
+            (Some(Raw { sub: RawSub::Body, json: true, .. }), _, _) => C_JSON,
+            (Some(Raw { sub: RawSub::InStr, .. }), _, _) => C_IN_STR,
+            _ => C_ALWAYS,
         }
+    }
+
+    /// The scanner: consumes all of `s`, carrying an unfinished construct in `hold`.
+    #[inline(always)]
+    fn run<F: FnMut(Event<'_>)>(&mut self, s: &str, sink: &mut F) {
         self.scan(s, sink);
     }
 
+    // Out of line, so that the quiet path above stays small where it is inlined.
+    #[inline(never)]
     fn scan<F: FnMut(Event<'_>)>(&mut self, s: &str, sink: &mut F) {
         let b = s.as_bytes();
         let n = b.len();
@@ -724,6 +758,38 @@ impl StreamParser {
                             }
                             match b[i] {
                                 b'<' => {
+                                    // Fast path: the name and the byte after it are in this
+                                    // chunk, so decide here instead of byte by byte.
+                                    let mut j = i + 1;
+                                    let close = j < n && b[j] == b'/';
+                                    j += close as usize;
+                                    let name_start = j;
+                                    while j < n && j - name_start <= ElementKind::MAX_NAME_LEN && (b[j].is_ascii_alphanumeric() || b[j] == b'-') {
+                                        j += 1;
+                                    }
+                                    if j < n {
+                                        let name = &b[name_start..j];
+                                        let kind = if name.first().is_some_and(u8::is_ascii_alphabetic)
+                                            && (is_ws(b[j]) || b[j] == b'/' || b[j] == b'>')
+                                        {
+                                            ElementKind::from_name(name)
+                                        } else {
+                                            None
+                                        };
+                                        if let Some(kind) = kind {
+                                            cand = i;
+                                            self.cand_off = self.pos + i as u64;
+                                            self.sub = if close {
+                                                Sub::CloseGt { kind }
+                                            } else {
+                                                let len = name.len() as u8;
+                                                Sub::Attrs { kind, name_len: len, quote: Quote::None, len: 1 + len as usize }
+                                            };
+                                        }
+                                        // Not HML: the bytes skipped are prose, none special.
+                                        i = j;
+                                        continue;
+                                    }
                                     cand = i;
                                     self.cand_off = self.pos + i as u64;
                                     self.sub = Sub::Lt { close: false, name: [0; ElementKind::MAX_NAME_LEN], len: 0 };
