@@ -51,6 +51,10 @@ pub struct SessionDto {
     pub name: String,
     pub status: SessionStatus,
     pub parent_session_id: Option<i64>,
+    /// The agent this session talks to.
+    pub agent_id: Option<i64>,
+    /// Replies stream (SSE) when true; batch otherwise. `/stream on|off` switches it.
+    pub streaming: bool,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -86,6 +90,9 @@ pub struct CreateSessionRequest {
     pub parent_session_id: Option<i64>,
     #[serde(default)]
     pub status: Option<SessionStatus>,
+    /// Omitted: the user's first agent (the offline demo for a new user).
+    #[serde(default)]
+    pub agent_id: Option<i64>,
 }
 
 /// A partial update: absent fields stay as they are. `parent_session_id: null` detaches the
@@ -99,12 +106,124 @@ pub struct UpdateSessionRequest {
     pub status: Option<SessionStatus>,
     #[serde(default, with = "double_option")]
     pub parent_session_id: Option<Option<i64>>,
+    #[serde(default, with = "double_option")]
+    pub agent_id: Option<Option<i64>>,
+}
+
+/// Which wire format and service an agent talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ProviderKind {
+    #[serde(rename = "anthropic")]
+    Anthropic,
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// Any server speaking OpenAI's Chat Completions (Ollama, vLLM, llama.cpp); needs a base URL.
+    #[serde(rename = "openai-compatible")]
+    OpenAiCompatible,
+    /// Plays a built-in script in-process: the offline demo, no key, no network.
+    #[serde(rename = "scripted")]
+    Scripted,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::OpenAiCompatible => "openai-compatible",
+            ProviderKind::Scripted => "scripted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Anthropic, Self::OpenAi, Self::OpenAiCompatible, Self::Scripted]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+/// An agent as clients see it: whether a key is set, never the key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentDto {
+    pub id: i64,
+    pub name: String,
+    pub provider: ProviderKind,
+    pub model: String,
+    pub base_url: Option<String>,
+    pub has_api_key: bool,
+    /// Merged into every provider request (max_tokens, temperature, …).
+    pub config: serde_json::Value,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateAgentRequest {
+    pub name: String,
+    pub provider: ProviderKind,
+    pub model: String,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    #[serde(default)]
+    pub config: Option<serde_json::Value>,
+}
+
+/// A partial update; `api_key: null` removes the key, `base_url: null` the URL.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateAgentRequest {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub provider: Option<ProviderKind>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default, with = "double_option_string")]
+    pub base_url: Option<Option<String>>,
+    #[serde(default, with = "double_option_string")]
+    pub api_key: Option<Option<String>>,
+    #[serde(default)]
+    pub config: Option<serde_json::Value>,
+}
+
+/// `POST /api/sessions/{id}/messages[/stream]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostMessageRequest {
+    pub content: String,
+}
+
+/// The batch answer of `POST /api/sessions/{id}/messages`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PostMessageResponse {
+    pub message_id: String,
+    pub content: String,
+    /// Set when the turn ended early (provider error, abort); `content` is what arrived.
+    pub error: Option<String>,
 }
 
 /// The body of every 4xx and 5xx answer of the JSON API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
     pub error: String,
+}
+
+mod double_option_string {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<Option<String>>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            None => s.serialize_none(),
+            Some(inner) => inner.serialize(s),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+        Option::<String>::deserialize(d).map(Some)
+    }
 }
 
 mod double_option {

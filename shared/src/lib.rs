@@ -12,6 +12,29 @@
 //!   server/app side, kept here so the browser shares one definition.
 //! - [`wire`]: SSE events and WebSocket messages, shared by server and browser.
 //!
+//! ```
+//! use hero_shared::hml::{Event, StreamParser, parse};
+//!
+//! // The server, while a reply streams: events as the text arrives, in any pieces.
+//! let mut parser = StreamParser::new();
+//! let mut run = Vec::new();
+//! for piece in ["Let me look. <bash cwd=/tmp>ls -", "la</bash> and `<bash>` is quoted."] {
+//!     parser.feed_with(piece.as_bytes(), |e| {
+//!         if e.is_executable_completion() {
+//!             if let Event::Complete { id, content, .. } = e {
+//!                 run.push((id.to_owned(), content.to_owned()));
+//!             }
+//!         }
+//!     });
+//! }
+//! parser.finish_with(|_| {});
+//! assert_eq!(run, [("e1".to_owned(), "ls -la".to_owned())]);
+//!
+//! // The page: the same text gives the same tree, ids included.
+//! let doc = parse("Let me look. <bash cwd=/tmp>ls -la</bash> and `<bash>` is quoted.");
+//! assert_eq!(doc.find("e1").map(|e| e.content.as_str()), Some("ls -la"));
+//! ```
+//!
 //! Invariants: this crate does no I/O, knows nothing of axum, sqlx, tokio or the DOM, and
 //! its parsers never fail: they return a value and diagnostics.
 

@@ -11,20 +11,21 @@ use serde::{Deserialize, Serialize};
 use super::stream::{Diagnostic, Event, ParserOptions, Span, StreamParser};
 use super::{Body, ElementKind};
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Document {
     pub nodes: Vec<Node>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Node {
     /// Markdown prose, verbatim (code fences and spans included).
     Text(String),
     Element(Element),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Element {
     /// Deterministic: the `id` attribute, else `e<n>` for the n-th element of the text.
     pub id: String,

@@ -24,7 +24,8 @@ pub use tag::decode_entities;
 
 /// Every HML element. Closed on purpose: adding one is a decision about execution and
 /// nesting, made here once for the server and the browser alike.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ElementKind {
     /// Executable: a web search; body is the query.
     Websearch,

@@ -160,6 +160,22 @@ pub enum OwnedEvent {
 }
 
 impl OwnedEvent {
+    /// The borrowed view, e.g. for [`crate::wire::SseEvent::from_parser_event`].
+    pub fn as_event(&self) -> Event<'_> {
+        match self {
+            OwnedEvent::Text { text, code } => Event::Text { text, code: *code },
+            OwnedEvent::Start { id, kind, parent, attributes, offset } => {
+                Event::Start { id, kind: *kind, parent: parent.as_deref(), attributes, offset: *offset }
+            }
+            OwnedEvent::Update { id, kind, delta } => Event::Update { id, kind: *kind, delta },
+            OwnedEvent::Complete { id, kind, attributes, content, truncated, span } => {
+                Event::Complete { id, kind: *kind, attributes, content, truncated: *truncated, span: *span }
+            }
+            OwnedEvent::Error { id, kind, limit } => Event::Error { id, kind: *kind, limit: *limit },
+            OwnedEvent::Diagnostic(d) => Event::Diagnostic(d),
+        }
+    }
+
     pub fn is_executable_completion(&self) -> bool {
         matches!(self, OwnedEvent::Complete { kind, truncated: false, .. } if kind.is_executable())
     }

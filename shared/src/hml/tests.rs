@@ -401,3 +401,18 @@ fn code_flag_marks_quoted_text() {
     "#]]
     .assert_debug_eq(&out);
 }
+
+#[test]
+fn documents_and_events_round_trip() {
+    let doc = parse("a <todo title=T><item status=done>x</item></todo> <hml-prompt id=p>Q</hml-prompt>");
+    let json = serde_json::to_string(&doc).unwrap();
+    assert_eq!(serde_json::from_str::<Document>(&json).unwrap(), doc);
+    assert!(json.contains(r#""kind":"hml-prompt""#), "{json}");
+    let mut p = StreamParser::new();
+    let mut out = Vec::new();
+    p.feed(b"<bash>ls</bash>", &mut out);
+    p.finish(&mut out);
+    for e in &out {
+        assert_eq!(&e.as_event().to_owned(), e);
+    }
+}
