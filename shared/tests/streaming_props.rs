@@ -16,7 +16,7 @@ const FRAGMENTS: &[&str] = &[
 ];
 
 fn text_strategy() -> impl Strategy<Value = String> {
-    prop::collection::vec(prop::sample::select(FRAGMENTS), 0..40).prop_map(|v| v.concat())
+    prop::collection::vec(prop::sample::select(FRAGMENTS), 0..120).prop_map(|v| v.concat())
 }
 
 /// Cut points into `len` bytes, anywhere (also inside UTF-8 sequences).
@@ -61,7 +61,11 @@ fn opts(small: bool) -> ParserOptions {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, .. ProptestConfig::default() })]
+    // PROPTEST_CASES=N for a longer run.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512),
+        .. ProptestConfig::default()
+    })]
 
     #[test]
     fn streaming_equals_batch(text in text_strategy(), raw in prop::collection::vec(any::<usize>(), 0..12), small in any::<bool>()) {
