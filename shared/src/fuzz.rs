@@ -13,7 +13,7 @@ pub fn fuzz_parse(data: &[u8]) {
     let Some((&knob, bytes)) = data.split_first() else { return };
     let chunk = (knob as usize % 17) + 1;
     let opts = if knob & 0x80 != 0 {
-        ParserOptions { max_element_bytes: 32 + (knob as usize & 0x3f), max_tag_bytes: 24 }
+        ParserOptions { max_element_bytes: 32 + (knob as usize & 0x3f), max_tag_bytes: 24, max_depth: 1 + (knob as usize & 3) }
     } else {
         ParserOptions::default()
     };

@@ -57,7 +57,7 @@ fn stream(bytes: &[u8], cut_points: &[usize], opts: ParserOptions) -> (Document,
 }
 
 fn opts(small: bool) -> ParserOptions {
-    if small { ParserOptions { max_element_bytes: 24, max_tag_bytes: 20 } } else { ParserOptions::default() }
+    if small { ParserOptions { max_element_bytes: 24, max_tag_bytes: 20, max_depth: 2 } } else { ParserOptions::default() }
 }
 
 proptest! {

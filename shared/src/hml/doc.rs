@@ -34,7 +34,8 @@ pub struct Element {
     pub attributes: Vec<(String, String)>,
     /// Prose and nested elements of a markup body; empty for raw and JSON bodies.
     pub children: Vec<Node>,
-    /// The inner source, verbatim: the command of a `bash`, the JSON of an `interaction`.
+    /// The inner source, verbatim (less dropped stray tags): the command of a `bash`,
+    /// the JSON of an `interaction`.
     pub content: String,
     /// The stream ended before the close tag. A truncated executable never runs.
     pub truncated: bool,

@@ -37,6 +37,9 @@ use super::{Body, ElementKind};
 pub const DEFAULT_MAX_ELEMENT_BYTES: usize = 1 << 20;
 /// Default bound on one tag, attributes included; longer, the `<` was prose after all.
 pub const DEFAULT_MAX_TAG_BYTES: usize = 8 << 10;
+/// Default bound on nesting. Deeper start tags are prose: without a bound, a reply of
+/// nested tags and stray close tags would cost time quadratic in its length.
+pub const DEFAULT_MAX_DEPTH: usize = 32;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ParserOptions {
@@ -46,11 +49,17 @@ pub struct ParserOptions {
     pub max_element_bytes: usize,
     /// Bound on one tag's length.
     pub max_tag_bytes: usize,
+    /// Bound on the number of elements open at once.
+    pub max_depth: usize,
 }
 
 impl Default for ParserOptions {
     fn default() -> Self {
-        ParserOptions { max_element_bytes: DEFAULT_MAX_ELEMENT_BYTES, max_tag_bytes: DEFAULT_MAX_TAG_BYTES }
+        ParserOptions {
+            max_element_bytes: DEFAULT_MAX_ELEMENT_BYTES,
+            max_tag_bytes: DEFAULT_MAX_TAG_BYTES,
+            max_depth: DEFAULT_MAX_DEPTH,
+        }
     }
 }
 
@@ -89,6 +98,8 @@ pub enum DiagnosticKind {
     Misplaced { element: String },
     /// The stream ended inside, or a tag outgrew the bound before, an HML tag's `>`.
     UnterminatedTag { element: String },
+    /// A start tag past the nesting bound: left as prose.
+    TooDeep { element: String, limit: usize },
 }
 
 /// A parser event, borrowing from the chunk being fed and from the parser.
@@ -102,7 +113,8 @@ pub enum Event<'a> {
     /// Content of the innermost open element: its raw body, or prose between its
     /// children. Concatenated, the deltas of a raw element are its content.
     Update { id: &'a str, kind: ElementKind, delta: &'a str },
-    /// The element ended; `content` is its inner source text verbatim.
+    /// The element ended; `content` is its inner source text verbatim, less the tags the
+    /// parser dropped (stray close tags, misplaced `item`/`data`/`response`).
     Complete {
         id: &'a str,
         kind: ElementKind,
@@ -655,6 +667,11 @@ impl StreamParser {
                 self.diagnose(at, DiagnosticKind::ImplicitlyClosed { id }, sink);
             }
         }
+        if self.stack.len() >= self.opts.max_depth {
+            let limit = self.opts.max_depth;
+            self.diagnose(at, DiagnosticKind::TooDeep { element: kind.name().into(), limit }, sink);
+            return false;
+        }
         let inner = tag.get(1 + name_len as usize..tag.len() - 1).unwrap_or("");
         let (attributes, self_closing) = parse_attributes(inner);
         self.append_tag(tag, sink);
@@ -1067,7 +1084,7 @@ impl StreamParser {
                 if misplaced {
                     self.diagnose(at, DiagnosticKind::Misplaced { element: kind.name().into() }, sink);
                 } else if !self.open(kind, name_len, tag.as_str(), at, sink) {
-                    // Only after an overflow: the tag is text at top level.
+                    // Too deep, or its parent lost to an overflow: the tag is text.
                     self.emit_run(tag.as_str(), false, sink);
                 }
             }

@@ -304,6 +304,17 @@ fn bounded_memory() {
             ! 119: StrayCloseTag { element: "todo" }
         "#]],
     );
+    let deep = ParserOptions { max_depth: 2, ..ParserOptions::default() };
+    check_with("<thinking><todo><item>x</item><thinking>y</thinking></todo></thinking>", deep, expect![[r#"
+        <thinking#e1>
+          <todo#e2> "<item>x<thinking>y"
+        ! 16: TooDeep { element: "item", limit: 2 }
+        ! 23: StrayCloseTag { element: "item" }
+        ! 30: TooDeep { element: "thinking", limit: 2 }
+        ! 41: ImplicitlyClosed { id: "e2" }
+        ! 52: StrayCloseTag { element: "todo" }
+        ! 59: StrayCloseTag { element: "thinking" }
+    "#]]);
     let tag = ParserOptions { max_tag_bytes: 16, ..ParserOptions::default() };
     check_with("<bash a=\"0123456789abcdef\">x</bash>", tag, expect![[r#"
         "<bash a=\"0123456789abcdef\">x"
