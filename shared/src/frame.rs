@@ -407,6 +407,29 @@ fn apply_answers(out: &mut [CompiledMessage], answers: &[(Option<&str>, &str, &V
     }
 }
 
+/// An `hml-prompt` still waiting for its answer (what the `prompt_response_handler`
+/// conditional ability of reference 000 looks for).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnansweredPrompt {
+    pub frame_id: String,
+    pub prompt_id: String,
+    pub question: String,
+}
+
+/// The unanswered prompts of agent messages in a compiled view, oldest first.
+pub fn unanswered_prompts(messages: &[CompiledMessage]) -> Vec<UnansweredPrompt> {
+    let mut out = Vec::new();
+    for m in messages.iter().filter(|m| m.role == Role::Agent && m.content.contains("hml-prompt")) {
+        let doc = hml::parse(&m.content);
+        for p in doc.elements().filter_map(hml::Prompt::from_element) {
+            if !p.answered {
+                out.push(UnansweredPrompt { frame_id: m.frame_id.clone(), prompt_id: p.id, question: p.question });
+            }
+        }
+    }
+    out
+}
+
 /// `<hml-prompt .. answered>question<response>answer</response></hml-prompt>`.
 fn answered_prompt(source: &str, e: &hml::Element, answer: &Value) -> String {
     let mut attrs = e.attributes.clone();
@@ -591,6 +614,21 @@ mod tests {
                 2 m2 Agent "Again <hml-prompt id=\"fav\" answered>Colour?<response>blue &lt;3</response></hml-prompt>"
             "#]],
         );
+        let view = compile_frames(&[
+            frame(1, "m", Message, Agent, &[], json!({"content": "<hml-prompt id=a>Colour?</hml-prompt><hml-prompt id=b>Size\n in cm?</hml-prompt>"})),
+            frame(2, "u", Update, User, &["element:a"], json!({"answer": "red"})),
+            frame(3, "n", Message, User, &[], json!({"content": "<hml-prompt id=c>not the agent's</hml-prompt>"})),
+        ]);
+        expect![[r#"
+            [
+                UnansweredPrompt {
+                    frame_id: "m",
+                    prompt_id: "b",
+                    question: "Size in cm?",
+                },
+            ]
+        "#]]
+        .assert_debug_eq(&unanswered_prompts(&view));
         // An already answered prompt gets the new answer, once.
         check(
             &[
