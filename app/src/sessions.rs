@@ -21,7 +21,7 @@ pub async fn list_sessions() -> Result<Vec<SessionDto>, ServerFnError> {
 pub async fn create_session(name: String, parent_session_id: Option<i64>) -> Result<SessionDto, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    let req = hero_shared::api::CreateSessionRequest { name, parent_session_id, status: None };
+    let req = hero_shared::api::CreateSessionRequest { name, parent_session_id, status: None, agent_id: None };
     hero_backend::sessions::create(&st.db, &user, req).await.map_err(fail)
 }
 
@@ -33,7 +33,7 @@ pub async fn update_session(
 ) -> Result<SessionDto, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    let req = hero_shared::api::UpdateSessionRequest { name, status, parent_session_id: None };
+    let req = hero_shared::api::UpdateSessionRequest { name, status, ..Default::default() };
     hero_backend::sessions::update(&st.db, &user, id, req).await.map_err(fail)
 }
 
@@ -243,6 +243,8 @@ mod tests {
             name: format!("s{id}"),
             status: SessionStatus::Active,
             parent_session_id: parent,
+            agent_id: None,
+            streaming: true,
             created_at: String::new(),
             updated_at: String::new(),
         }

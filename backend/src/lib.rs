@@ -6,15 +6,25 @@
 //! - [`users`]: accounts (create, list, password, disable).
 //! - [`auth`]: password checks, JWTs, revocation and the failed-login brake.
 //! - [`sessions`]: the user's sessions, every query scoped by the user.
+//! - [`agents`]: the user's AI backends; keys sealed, never returned.
+//! - [`frames`]: the conversation log's storage (sealed payloads, per-session seq).
+//! - [`providers`]: Anthropic, OpenAI(-compatible) and the scripted demo, as streams of deltas.
+//! - [`turn`]: one turn, from the user's message to the agent's frame.
+//! - [`hub`]: live fan-out to subscribers, and the abort handles of turns in flight.
 //!
 //! Nothing here knows about HTTP routing or Leptos; callers pass an authenticated
 //! [`auth::AuthUser`], which only [`auth`] can make.
 
+pub mod agents;
 pub mod auth;
 pub mod crypto;
 pub mod db;
 pub mod error;
+pub mod frames;
+pub mod hub;
+pub mod providers;
 pub mod sessions;
+pub mod turn;
 pub mod users;
 
 use std::sync::Arc;
@@ -28,11 +38,17 @@ pub struct Settings {
     pub token_ttl: time::Duration,
     /// Mark the auth cookie `Secure` (set when Hero is served over HTTPS).
     pub secure_cookie: bool,
+    /// Timeouts and retries of provider calls.
+    pub call_options: providers::CallOptions,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { token_ttl: time::Duration::days(7), secure_cookie: false }
+        Settings {
+            token_ttl: time::Duration::days(7),
+            secure_cookie: false,
+            call_options: providers::CallOptions::default(),
+        }
     }
 }
 
@@ -43,6 +59,10 @@ pub struct AppState {
     pub keys: Arc<crypto::Keyring>,
     pub throttle: Arc<auth::LoginThrottle>,
     pub settings: Arc<Settings>,
+    pub hub: Arc<hub::Hub>,
+    /// One HTTP client for every provider call: connection pools are shared.
+    pub http: reqwest::Client,
+    pub call_options: Arc<providers::CallOptions>,
 }
 
 impl AppState {
@@ -51,6 +71,12 @@ impl AppState {
             db,
             keys: Arc::new(keys),
             throttle: Arc::new(auth::LoginThrottle::default()),
+            hub: Arc::new(hub::Hub::default()),
+            http: reqwest::Client::builder()
+                .connect_timeout(std::time::Duration::from_secs(10))
+                .build()
+                .unwrap_or_default(),
+            call_options: Arc::new(settings.call_options.clone()),
             settings: Arc::new(settings),
         }
     }

@@ -15,6 +15,8 @@ struct Row {
     name: String,
     status: String,
     parent_session_id: Option<i64>,
+    agent_id: Option<i64>,
+    streaming: bool,
     created_at: String,
     updated_at: String,
 }
@@ -27,13 +29,16 @@ impl Row {
             // The column's CHECK constraint admits only the three statuses.
             status: SessionStatus::parse(&self.status).unwrap_or(SessionStatus::Active),
             parent_session_id: self.parent_session_id,
+            agent_id: self.agent_id,
+            streaming: self.streaming,
             created_at: self.created_at,
             updated_at: self.updated_at,
         }
     }
 }
 
-const COLUMNS: &str = "id, name, status, parent_session_id, created_at, updated_at";
+const COLUMNS: &str =
+    "id, name, status, parent_session_id, agent_id, streaming, created_at, updated_at";
 
 /// Trims and checks a session name.
 pub fn validate_name(name: &str) -> Result<String> {
@@ -87,15 +92,20 @@ pub async fn create(db: &SqlitePool, user: &AuthUser, req: CreateSessionRequest)
     if let Some(parent) = req.parent_session_id {
         fetch(&mut *tx, user.id(), parent).await.map_err(|_| parent_not_found())?;
     }
+    let agent_id = match req.agent_id {
+        Some(a) => Some(crate::agents::check_usable(&mut *tx, user.id(), a).await?),
+        None => crate::agents::first_usable(&mut *tx, user.id()).await?,
+    };
     let now = now_text();
     let row: Row = sqlx::query_as(&format!(
-        "INSERT INTO sessions (user_id, name, status, parent_session_id, created_at, updated_at) \
-         VALUES (?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}"
+        "INSERT INTO sessions (user_id, name, status, parent_session_id, agent_id, created_at, updated_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}"
     ))
     .bind(user.id())
     .bind(name)
     .bind(status.as_str())
     .bind(req.parent_session_id)
+    .bind(agent_id)
     .bind(&now)
     .bind(&now)
     .fetch_one(&mut *tx)
@@ -122,13 +132,19 @@ pub async fn update(
         Some(None) => None,
         None => current.parent_session_id,
     };
+    let agent_id = match req.agent_id {
+        Some(Some(a)) => Some(crate::agents::check_usable(&mut *tx, user.id(), a).await?),
+        Some(None) => None,
+        None => current.agent_id,
+    };
     let row: Row = sqlx::query_as(&format!(
-        "UPDATE sessions SET name = ?, status = ?, parent_session_id = ?, updated_at = ? \
+        "UPDATE sessions SET name = ?, status = ?, parent_session_id = ?, agent_id = ?, updated_at = ? \
          WHERE id = ? AND user_id = ? RETURNING {COLUMNS}"
     ))
     .bind(name.unwrap_or(current.name))
     .bind(req.status.unwrap_or(current.status).as_str())
     .bind(parent)
+    .bind(agent_id)
     .bind(now_text())
     .bind(id)
     .bind(user.id())
@@ -140,6 +156,20 @@ pub async fn update(
 
 fn parent_not_found() -> Error {
     Error::Invalid("parent_session_id names no session of yours".into())
+}
+
+/// Switches batch/stream mode (`/stream on|off`).
+pub async fn set_streaming(db: &SqlitePool, user: &AuthUser, id: i64, on: bool) -> Result<SessionDto> {
+    let row: Option<Row> = sqlx::query_as(&format!(
+        "UPDATE sessions SET streaming = ?, updated_at = ? WHERE id = ? AND user_id = ? RETURNING {COLUMNS}"
+    ))
+    .bind(on)
+    .bind(now_text())
+    .bind(id)
+    .bind(user.id())
+    .fetch_optional(db)
+    .await?;
+    row.map(Row::dto).ok_or(Error::NotFound("session"))
 }
 
 /// A parent must be the user's, and making it the parent must not close a loop.
@@ -173,7 +203,7 @@ mod tests {
         let upd = |name: Option<&str>, status| UpdateSessionRequest {
             name: name.map(str::to_owned),
             status,
-            parent_session_id: None,
+            ..Default::default()
         };
         let r = update(&st.db, &alice, s.id, upd(Some("Trip"), None)).await.unwrap();
         assert_eq!(r.name, "Trip");
@@ -197,7 +227,7 @@ mod tests {
         let rename = UpdateSessionRequest { name: Some("stolen".into()), ..Default::default() };
         assert!(matches!(update(&st.db, &bob, s.id, rename).await, Err(Error::NotFound(_))));
         // Bob cannot hang his session under Alice's either.
-        let child = CreateSessionRequest { name: "c".into(), parent_session_id: Some(s.id), status: None };
+        let child = CreateSessionRequest { name: "c".into(), parent_session_id: Some(s.id), status: None, agent_id: None };
         assert!(matches!(create(&st.db, &bob, child).await, Err(Error::Invalid(_))));
         assert_eq!(get(&st.db, &alice, s.id).await.unwrap().name, "mine");
     }
@@ -206,7 +236,7 @@ mod tests {
     async fn parents_are_checked_and_loops_refused() {
         let (_dir, st) = state().await;
         let alice = signed_in(&st, "alice").await;
-        let mk = |name: &str, parent| CreateSessionRequest { name: name.into(), parent_session_id: parent, status: None };
+        let mk = |name: &str, parent| CreateSessionRequest { name: name.into(), parent_session_id: parent, status: None, agent_id: None };
         let a = create(&st.db, &alice, mk("a", None)).await.unwrap();
         let b = create(&st.db, &alice, mk("b", Some(a.id))).await.unwrap();
         assert_eq!(b.parent_session_id, Some(a.id));
@@ -236,7 +266,7 @@ mod tests {
                 UpdateSessionRequest {
                     name: Some(bad.into()),
                     status: Some(SessionStatus::Archived),
-                    parent_session_id: None,
+                    ..Default::default()
                 },
             )
             .await

@@ -119,12 +119,13 @@ pub async fn create(
     .bind(&now)
     .fetch_one(&mut *tx)
     .await?;
-    let wrapped = keys.wrap_data_key(id, &SecretKey::random());
+    let data_key = SecretKey::random();
     sqlx::query("UPDATE users SET data_key = ? WHERE id = ?")
-        .bind(wrapped)
+        .bind(keys.wrap_data_key(id, &data_key))
         .bind(id)
         .execute(&mut *tx)
         .await?;
+    crate::agents::insert_demo(&mut tx, id, &data_key).await?;
     tx.commit().await?;
     Ok(UserRow { id, username: username.to_owned(), is_admin, disabled: false, created_at: now })
 }

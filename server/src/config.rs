@@ -121,6 +121,7 @@ impl Config {
         hero_backend::Settings {
             token_ttl: time::Duration::hours(self.token_ttl_hours.into()),
             secure_cookie: self.secure_cookie,
+            call_options: Default::default(),
         }
     }
 }

@@ -32,6 +32,7 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
     let state = ServerState { leptos_options: leptos_options.clone(), backend: backend.clone() };
     Router::new()
         .nest("/api", crate::api::router())
+        .route("/ws", axum::routing::get(crate::api::ws::ws))
         .leptos_routes_with_context(
             &state,
             routes,

@@ -15,6 +15,10 @@ use hero_shared::api::{
     SessionDto, UpdateSessionRequest, UserDto,
 };
 
+mod agents;
+mod chat;
+pub mod ws;
+
 pub fn router<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
@@ -27,6 +31,15 @@ where
         .route("/me/password", post(change_password))
         .route("/sessions", get(list_sessions).post(create_session))
         .route("/sessions/{id}", get(get_session).patch(update_session))
+        .route("/agents", get(agents::list).post(agents::create))
+        .route("/agents/{id}", get(agents::get).patch(agents::update).delete(agents::delete))
+        .route("/sessions/{id}/messages", post(chat::post_batch))
+        .route("/sessions/{id}/messages/stream", post(chat::post_stream))
+        .route("/sessions/{id}/events", get(chat::events))
+        .route("/sessions/{id}/frames", get(chat::list_frames))
+        .route("/sessions/{id}/frames/stats", get(chat::frame_stats))
+        .route("/sessions/{id}/frames/{frame_id}", get(chat::get_frame))
+        .route("/sessions/{id}/view", get(chat::view))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such API route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "this route does not take that method")
@@ -68,6 +81,12 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
     }
 }
 
+impl From<axum::extract::rejection::QueryRejection> for ApiError {
+    fn from(r: axum::extract::rejection::QueryRejection) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, format!("invalid query: {}", r.body_text()))
+    }
+}
+
 impl From<axum::extract::rejection::PathRejection> for ApiError {
     fn from(r: axum::extract::rejection::PathRejection) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, format!("invalid id in the URL: {}", r.body_text()))
@@ -94,6 +113,11 @@ pub struct ApiJson<T>(pub T);
 #[from_request(via(axum::extract::Path), rejection(ApiError))]
 pub struct ApiPath<T>(pub T);
 
+/// Query parameters whose rejection is an [`ApiError`].
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct ApiQuery<T>(pub T);
+
 /// The signed-in user; a handler that takes one cannot run without one.
 pub struct Authed(pub AuthUser);
 
@@ -110,7 +134,7 @@ where
     }
 }
 
-type ApiResult<T> = Result<T, ApiError>;
+pub type ApiResult<T> = Result<T, ApiError>;
 
 fn set_cookie(resp: &mut Response, value: &str) -> ApiResult<()> {
     let v = HeaderValue::from_str(value)

@@ -1,0 +1,466 @@
+//! Agents: a user's configured AI backends. The API key and the JSON config are sealed with
+//! the user's data key; no function here returns the key to a caller outside the server —
+//! [`AgentDto`] only says whether one is set, and [`AgentRuntime`] (which holds it) is
+//! neither `Serialize` nor printable.
+
+use hero_shared::api::{AgentDto, CreateAgentRequest, ProviderKind, UpdateAgentRequest};
+use serde_json::{Map, Value};
+use sqlx::{Sqlite, SqlitePool};
+
+use crate::auth::AuthUser;
+use crate::crypto::{self, Keyring, SecretKey};
+use crate::{Error, Result, now_text, users};
+
+pub const MAX_NAME_CHARS: usize = 100;
+pub const MAX_MODEL_CHARS: usize = 200;
+pub const MAX_API_KEY_BYTES: usize = 4096;
+pub const MAX_CONFIG_BYTES: usize = 16 * 1024;
+/// Config keys Hero sets itself on every call; letting a config override them would break
+/// the call (a non-streaming reply to a streaming reader) or the conversation.
+pub const RESERVED_CONFIG_KEYS: &[&str] =
+    &["stream", "stream_options", "messages", "model", "system", "prompt"];
+
+pub const DEMO_NAME: &str = "Hero demo (offline)";
+pub const DEMO_MODEL: &str = "showcase";
+
+fn key_aad(id: i64) -> Vec<u8> {
+    format!("agents.api_key:{id}").into_bytes()
+}
+fn config_aad(id: i64) -> Vec<u8> {
+    format!("agents.config:{id}").into_bytes()
+}
+
+/// What the turn pipeline needs to call the provider. Holds the API key in clear.
+pub struct AgentRuntime {
+    pub id: i64,
+    pub name: String,
+    pub provider: ProviderKind,
+    pub model: String,
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+    pub config: Map<String, Value>,
+}
+
+impl std::fmt::Debug for AgentRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentRuntime")
+            .field("id", &self.id)
+            .field("provider", &self.provider)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "…"))
+            .finish()
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: i64,
+    name: String,
+    provider: String,
+    model: String,
+    base_url: Option<String>,
+    api_key: Option<Vec<u8>>,
+    config: Vec<u8>,
+    created_at: String,
+    updated_at: String,
+}
+
+const COLUMNS: &str = "id, name, provider, model, base_url, api_key, config, created_at, updated_at";
+
+impl Row {
+    fn provider(&self) -> Result<ProviderKind> {
+        ProviderKind::parse(&self.provider)
+            .ok_or_else(|| Error::Internal(format!("agent {} has unknown provider", self.id)))
+    }
+
+    fn config(&self, dk: &SecretKey) -> Result<Map<String, Value>> {
+        let bytes = crypto::open(dk, &config_aad(self.id), &self.config)?;
+        match serde_json::from_slice(&bytes) {
+            Ok(Value::Object(m)) => Ok(m),
+            _ => Err(Error::Internal(format!("agent {} config is not a JSON object", self.id))),
+        }
+    }
+
+    fn dto(self, dk: &SecretKey) -> Result<AgentDto> {
+        Ok(AgentDto {
+            id: self.id,
+            provider: self.provider()?,
+            config: Value::Object(self.config(dk)?),
+            name: self.name,
+            model: self.model,
+            base_url: self.base_url,
+            has_api_key: self.api_key.is_some(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+fn validate_text(what: &str, value: &str, max: usize) -> Result<String> {
+    let v = value.trim();
+    if v.is_empty() {
+        return Err(Error::Invalid(format!("{what} must not be empty")));
+    }
+    if v.chars().count() > max {
+        return Err(Error::Invalid(format!("{what} is too long (at most {max} characters)")));
+    }
+    if v.chars().any(char::is_control) {
+        return Err(Error::Invalid(format!("{what} must not contain control characters")));
+    }
+    Ok(v.to_owned())
+}
+
+fn validate_base_url(url: Option<&str>) -> Result<Option<String>> {
+    let Some(url) = url.map(str::trim).filter(|u| !u.is_empty()) else { return Ok(None) };
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| Error::Invalid(format!("base_url is not a URL ({e}): {url}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+        return Err(Error::Invalid("base_url must be an http:// or https:// URL with a host".into()));
+    }
+    Ok(Some(url.trim_end_matches('/').to_owned()))
+}
+
+fn validate_api_key(key: Option<&str>) -> Result<Option<String>> {
+    let Some(key) = key.map(str::trim).filter(|k| !k.is_empty()) else { return Ok(None) };
+    if key.len() > MAX_API_KEY_BYTES {
+        return Err(Error::Invalid(format!("api_key is too long (at most {MAX_API_KEY_BYTES} bytes)")));
+    }
+    if key.chars().any(|c| c.is_control() || c == ' ') {
+        return Err(Error::Invalid("api_key must not contain spaces or control characters".into()));
+    }
+    Ok(Some(key.to_owned()))
+}
+
+/// A config must be a JSON object without the keys Hero sets itself.
+pub fn validate_config(config: Option<&Value>) -> Result<Map<String, Value>> {
+    let map = match config {
+        None | Some(Value::Null) => return Ok(Map::new()),
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => return Err(Error::Invalid("config must be a JSON object".into())),
+    };
+    if let Some(k) = map.keys().find(|k| RESERVED_CONFIG_KEYS.contains(&k.as_str())) {
+        return Err(Error::Invalid(format!(
+            "config may not set \"{k}\": Hero sets it on every call (reserved: {})",
+            RESERVED_CONFIG_KEYS.join(", ")
+        )));
+    }
+    if serde_json::to_vec(&map).map(|v| v.len()).unwrap_or(usize::MAX) > MAX_CONFIG_BYTES {
+        return Err(Error::Invalid(format!("config is too large (at most {MAX_CONFIG_BYTES} bytes)")));
+    }
+    Ok(map)
+}
+
+/// Rules that tie fields together: each provider's needs.
+fn check_combination(provider: ProviderKind, base_url: &Option<String>) -> Result<()> {
+    if provider == ProviderKind::OpenAiCompatible && base_url.is_none() {
+        return Err(Error::Invalid(
+            "an openai-compatible agent needs a base_url (for example http://127.0.0.1:11434/v1 for Ollama)".into(),
+        ));
+    }
+    Ok(())
+}
+
+struct Fields {
+    name: String,
+    provider: ProviderKind,
+    model: String,
+    base_url: Option<String>,
+    api_key: Option<String>,
+    config: Map<String, Value>,
+}
+
+async fn insert<'c>(
+    tx: &mut sqlx::Transaction<'c, Sqlite>,
+    user_id: i64,
+    dk: &SecretKey,
+    f: &Fields,
+) -> Result<i64> {
+    let now = now_text();
+    let (id,): (i64,) = sqlx::query_as(
+        "INSERT INTO agents (user_id, name, provider, model, base_url, config, created_at, updated_at) \
+         VALUES (?, ?, ?, ?, ?, x'', ?, ?) RETURNING id",
+    )
+    .bind(user_id)
+    .bind(&f.name)
+    .bind(f.provider.as_str())
+    .bind(&f.model)
+    .bind(&f.base_url)
+    .bind(&now)
+    .bind(&now)
+    .fetch_one(&mut **tx)
+    .await?;
+    write_secrets(tx, id, dk, f).await?;
+    Ok(id)
+}
+
+async fn write_secrets<'c>(
+    tx: &mut sqlx::Transaction<'c, Sqlite>,
+    id: i64,
+    dk: &SecretKey,
+    f: &Fields,
+) -> Result<()> {
+    let config = serde_json::to_vec(&f.config).map_err(|e| Error::Internal(e.to_string()))?;
+    let sealed_key = f.api_key.as_ref().map(|k| crypto::seal(dk, &key_aad(id), k.as_bytes()));
+    sqlx::query("UPDATE agents SET api_key = ?, config = ? WHERE id = ?")
+        .bind(sealed_key)
+        .bind(crypto::seal(dk, &config_aad(id), &config))
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// The offline demo every new account starts with (called inside account creation).
+pub(crate) async fn insert_demo<'c>(
+    tx: &mut sqlx::Transaction<'c, Sqlite>,
+    user_id: i64,
+    dk: &SecretKey,
+) -> Result<i64> {
+    let f = Fields {
+        name: DEMO_NAME.into(),
+        provider: ProviderKind::Scripted,
+        model: DEMO_MODEL.into(),
+        base_url: None,
+        api_key: None,
+        config: Map::new(),
+    };
+    insert(tx, user_id, dk, &f).await
+}
+
+pub async fn create(db: &SqlitePool, keys: &Keyring, user: &AuthUser, req: CreateAgentRequest) -> Result<AgentDto> {
+    let f = Fields {
+        name: validate_text("name", &req.name, MAX_NAME_CHARS)?,
+        provider: req.provider,
+        model: validate_text("model", &req.model, MAX_MODEL_CHARS)?,
+        base_url: validate_base_url(req.base_url.as_deref())?,
+        api_key: validate_api_key(req.api_key.as_deref())?,
+        config: validate_config(req.config.as_ref())?,
+    };
+    check_combination(f.provider, &f.base_url)?;
+    let dk = users::data_key(db, keys, user.id()).await?;
+    let mut tx = db.begin().await?;
+    let id = insert(&mut tx, user.id(), &dk, &f).await?;
+    tx.commit().await?;
+    get(db, keys, user, id).await
+}
+
+async fn fetch<'e, E: sqlx::Executor<'e, Database = Sqlite>>(ex: E, user_id: i64, id: i64) -> Result<Row> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM agents WHERE id = ? AND user_id = ? AND deleted_at IS NULL"
+    ))
+    .bind(id)
+    .bind(user_id)
+    .fetch_optional(ex)
+    .await?
+    .ok_or(Error::NotFound("agent"))
+}
+
+pub async fn get(db: &SqlitePool, keys: &Keyring, user: &AuthUser, id: i64) -> Result<AgentDto> {
+    let dk = users::data_key(db, keys, user.id()).await?;
+    fetch(db, user.id(), id).await?.dto(&dk)
+}
+
+pub async fn list(db: &SqlitePool, keys: &Keyring, user: &AuthUser) -> Result<Vec<AgentDto>> {
+    let dk = users::data_key(db, keys, user.id()).await?;
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM agents WHERE user_id = ? AND deleted_at IS NULL ORDER BY id"
+    ))
+    .bind(user.id())
+    .fetch_all(db)
+    .await?;
+    rows.into_iter().map(|r| r.dto(&dk)).collect()
+}
+
+pub async fn update(
+    db: &SqlitePool,
+    keys: &Keyring,
+    user: &AuthUser,
+    id: i64,
+    req: UpdateAgentRequest,
+) -> Result<AgentDto> {
+    let dk = users::data_key(db, keys, user.id()).await?;
+    let mut tx = db.begin().await?;
+    let row = fetch(&mut *tx, user.id(), id).await?;
+    let current_key = match &row.api_key {
+        Some(sealed) => Some(
+            String::from_utf8(crypto::open(&dk, &key_aad(id), sealed)?)
+                .map_err(|_| Error::Internal("stored api key is not text".into()))?,
+        ),
+        None => None,
+    };
+    let f = Fields {
+        name: match &req.name {
+            Some(n) => validate_text("name", n, MAX_NAME_CHARS)?,
+            None => row.name.clone(),
+        },
+        provider: req.provider.unwrap_or(row.provider()?),
+        model: match &req.model {
+            Some(m) => validate_text("model", m, MAX_MODEL_CHARS)?,
+            None => row.model.clone(),
+        },
+        base_url: match &req.base_url {
+            Some(u) => validate_base_url(u.as_deref())?,
+            None => row.base_url.clone(),
+        },
+        api_key: match &req.api_key {
+            Some(k) => validate_api_key(k.as_deref())?,
+            None => current_key,
+        },
+        config: match &req.config {
+            Some(c) => validate_config(Some(c))?,
+            None => row.config(&dk)?,
+        },
+    };
+    check_combination(f.provider, &f.base_url)?;
+    sqlx::query("UPDATE agents SET name = ?, provider = ?, model = ?, base_url = ?, updated_at = ? WHERE id = ?")
+        .bind(&f.name)
+        .bind(f.provider.as_str())
+        .bind(&f.model)
+        .bind(&f.base_url)
+        .bind(now_text())
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    write_secrets(&mut tx, id, &dk, &f).await?;
+    tx.commit().await?;
+    get(db, keys, user, id).await
+}
+
+/// Soft delete: the row stays for the sessions and usage that name it.
+pub async fn delete(db: &SqlitePool, user: &AuthUser, id: i64) -> Result<()> {
+    let done = sqlx::query(
+        "UPDATE agents SET deleted_at = ? WHERE id = ? AND user_id = ? AND deleted_at IS NULL",
+    )
+    .bind(now_text())
+    .bind(id)
+    .bind(user.id())
+    .execute(db)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Err(Error::NotFound("agent"));
+    }
+    Ok(())
+}
+
+/// `id` if it names a live agent of the user; a clear 400 otherwise.
+pub(crate) async fn check_usable<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
+    ex: E,
+    user_id: i64,
+    id: i64,
+) -> Result<i64> {
+    fetch(ex, user_id, id)
+        .await
+        .map(|r| r.id)
+        .map_err(|_| Error::Invalid("agent_id names no agent of yours".into()))
+}
+
+/// The user's first live agent, the default for a new session.
+pub(crate) async fn first_usable<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
+    ex: E,
+    user_id: i64,
+) -> Result<Option<i64>> {
+    let row: Option<(i64,)> = sqlx::query_as(
+        "SELECT id FROM agents WHERE user_id = ? AND deleted_at IS NULL ORDER BY id LIMIT 1",
+    )
+    .bind(user_id)
+    .fetch_optional(ex)
+    .await?;
+    Ok(row.map(|r| r.0))
+}
+
+/// Everything needed to call the agent's provider, key unsealed. Server-side only.
+pub async fn runtime(db: &SqlitePool, keys: &Keyring, user: &AuthUser, id: i64) -> Result<AgentRuntime> {
+    let dk = users::data_key(db, keys, user.id()).await?;
+    let row = fetch(db, user.id(), id).await.map_err(|_| {
+        Error::Invalid("this session's agent was deleted; choose another agent for it".into())
+    })?;
+    let api_key = match &row.api_key {
+        Some(sealed) => Some(
+            String::from_utf8(crypto::open(&dk, &key_aad(id), sealed)?)
+                .map_err(|_| Error::Internal("stored api key is not text".into()))?,
+        ),
+        None => None,
+    };
+    Ok(AgentRuntime {
+        id: row.id,
+        provider: row.provider()?,
+        config: row.config(&dk)?,
+        name: row.name,
+        model: row.model,
+        base_url: row.base_url,
+        api_key,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{signed_in, state};
+    use serde_json::json;
+
+    fn req(v: Value) -> CreateAgentRequest {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[tokio::test]
+    async fn new_users_get_the_offline_demo() {
+        let (_dir, st) = state().await;
+        let alice = signed_in(&st, "alice").await;
+        let list = list(&st.db, &st.keys, &alice).await.unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!((list[0].name.as_str(), list[0].provider), (DEMO_NAME, ProviderKind::Scripted));
+    }
+
+    #[tokio::test]
+    async fn keys_are_sealed_and_never_in_a_dto() {
+        let (_dir, st) = state().await;
+        let alice = signed_in(&st, "alice").await;
+        let a = create(&st.db, &st.keys, &alice, req(json!({
+            "name": "Claude", "provider": "anthropic", "model": "claude-x",
+            "api_key": "sk-secret-123", "config": {"max_tokens": 1000}
+        }))).await.unwrap();
+        assert!(a.has_api_key);
+        assert!(!serde_json::to_string(&a).unwrap().contains("sk-secret-123"));
+        let (raw,): (Vec<u8>,) = sqlx::query_as("SELECT api_key FROM agents WHERE id = ?").bind(a.id).fetch_one(&st.db).await.unwrap();
+        assert!(!raw.windows(13).any(|w| w == b"sk-secret-123"));
+        assert_eq!(runtime(&st.db, &st.keys, &alice, a.id).await.unwrap().api_key.as_deref(), Some("sk-secret-123"));
+        // Partial update keeps the key; null removes it.
+        let renamed = update(&st.db, &st.keys, &alice, a.id, serde_json::from_value(json!({"name": "C2"})).unwrap()).await.unwrap();
+        assert!(renamed.has_api_key);
+        let cleared = update(&st.db, &st.keys, &alice, a.id, serde_json::from_value(json!({"api_key": null})).unwrap()).await.unwrap();
+        assert!(!cleared.has_api_key);
+    }
+
+    #[tokio::test]
+    async fn bad_agents_are_refused_with_reasons() {
+        let (_dir, st) = state().await;
+        let alice = signed_in(&st, "alice").await;
+        for (body, want) in [
+            (json!({"name": "x", "provider": "openai", "model": "m", "config": {"stream": false}}), "may not set \"stream\""),
+            (json!({"name": "x", "provider": "openai", "model": "m", "config": {"messages": []}}), "may not set \"messages\""),
+            (json!({"name": "x", "provider": "openai", "model": "m", "config": [1]}), "JSON object"),
+            (json!({"name": "x", "provider": "openai-compatible", "model": "m"}), "needs a base_url"),
+            (json!({"name": "x", "provider": "openai", "model": "m", "base_url": "ftp://h"}), "http:// or https://"),
+            (json!({"name": " ", "provider": "openai", "model": "m"}), "name must not be empty"),
+            (json!({"name": "x", "provider": "openai", "model": ""}), "model must not be empty"),
+        ] {
+            let e = create(&st.db, &st.keys, &alice, req(body)).await.unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
+        assert_eq!(list(&st.db, &st.keys, &alice).await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn agents_are_private_and_soft_deleted() {
+        let (_dir, st) = state().await;
+        let alice = signed_in(&st, "alice").await;
+        let bob = signed_in(&st, "bob").await;
+        let a = create(&st.db, &st.keys, &alice, req(json!({"name": "A", "provider": "openai", "model": "m"}))).await.unwrap();
+        assert!(matches!(get(&st.db, &st.keys, &bob, a.id).await, Err(Error::NotFound(_))));
+        assert!(matches!(delete(&st.db, &bob, a.id).await, Err(Error::NotFound(_))));
+        delete(&st.db, &alice, a.id).await.unwrap();
+        assert!(matches!(get(&st.db, &st.keys, &alice, a.id).await, Err(Error::NotFound(_))));
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM agents WHERE id = ?").bind(a.id).fetch_one(&st.db).await.unwrap();
+        assert_eq!(n, 1);
+    }
+}

@@ -1,0 +1,293 @@
+//! The frame log's storage: append (with the per-session `seq` assigned inside the insert,
+//! so concurrent appends never share or skip a number) and reads. Payloads are sealed with
+//! the session owner's data key, bound to the frame id. Rows are never updated or deleted.
+//!
+//! Callers check that the session belongs to the user first (`sessions::get`); these
+//! functions take a session id that is already known to be the user's.
+
+use hero_shared::frame::{AuthorType, Frame, FrameType, TargetId};
+use serde_json::Value;
+use sqlx::SqlitePool;
+
+use crate::crypto::{self, SecretKey};
+use crate::{Error, Result};
+
+fn payload_aad(id: &str) -> Vec<u8> {
+    format!("frames.payload:{id}").into_bytes()
+}
+
+/// A frame to append; the store assigns `seq` and the timestamp.
+#[derive(Debug, Clone)]
+pub struct NewFrame {
+    pub id: String,
+    pub session_id: i64,
+    pub parent_id: Option<String>,
+    pub target_ids: Vec<TargetId>,
+    pub frame_type: FrameType,
+    pub author_type: AuthorType,
+    pub author_id: Option<i64>,
+    pub payload: Value,
+}
+
+impl NewFrame {
+    pub fn message(session_id: i64, author_type: AuthorType, author_id: Option<i64>, payload: Value) -> Self {
+        NewFrame {
+            id: new_id(),
+            session_id,
+            parent_id: None,
+            target_ids: Vec::new(),
+            frame_type: FrameType::Message,
+            author_type,
+            author_id,
+            payload,
+        }
+    }
+}
+
+/// Frame ids are UUID v7: unique, and sortable by creation time for people reading logs.
+pub fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+fn now_precise() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+fn type_str(t: FrameType) -> &'static str {
+    match t {
+        FrameType::Message => "message",
+        FrameType::Request => "request",
+        FrameType::Result => "result",
+        FrameType::Update => "update",
+        FrameType::Compact => "compact",
+    }
+}
+
+fn author_str(a: AuthorType) -> &'static str {
+    match a {
+        AuthorType::User => "user",
+        AuthorType::Agent => "agent",
+        AuthorType::System => "system",
+    }
+}
+
+pub async fn append(db: &SqlitePool, dk: &SecretKey, f: NewFrame) -> Result<Frame> {
+    let timestamp = now_precise();
+    let plain = serde_json::to_vec(&f.payload).map_err(|e| Error::Internal(e.to_string()))?;
+    let sealed = crypto::seal(dk, &payload_aad(&f.id), &plain);
+    let targets = serde_json::to_string(&f.target_ids).map_err(|e| Error::Internal(e.to_string()))?;
+    // One statement: SQLite runs it under the write lock, so the MAX(seq)+1 it reads is
+    // the one it writes; UNIQUE(session_id, seq) guards the invariant regardless.
+    let (seq,): (i64,) = sqlx::query_as(
+        "INSERT INTO frames (id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload) \
+         VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM frames WHERE session_id = ?), ?, ?, ?, ?, ?, ?, ?) \
+         RETURNING seq",
+    )
+    .bind(&f.id)
+    .bind(f.session_id)
+    .bind(f.session_id)
+    .bind(&f.parent_id)
+    .bind(&targets)
+    .bind(&timestamp)
+    .bind(type_str(f.frame_type))
+    .bind(author_str(f.author_type))
+    .bind(f.author_id)
+    .bind(sealed)
+    .fetch_one(db)
+    .await?;
+    Ok(Frame {
+        id: f.id,
+        session_id: f.session_id,
+        seq,
+        parent_id: f.parent_id,
+        target_ids: f.target_ids,
+        timestamp,
+        frame_type: f.frame_type,
+        author_type: f.author_type,
+        author_id: f.author_id,
+        payload: f.payload,
+    })
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: String,
+    session_id: i64,
+    seq: i64,
+    parent_id: Option<String>,
+    target_ids: String,
+    timestamp: String,
+    #[sqlx(rename = "type")]
+    frame_type: String,
+    author_type: String,
+    author_id: Option<i64>,
+    payload: Vec<u8>,
+}
+
+impl Row {
+    fn open(self, dk: &SecretKey) -> Result<Frame> {
+        let bad = |what: &str| Error::Internal(format!("frame {} has a bad {what}", self.id));
+        let plain = crypto::open(dk, &payload_aad(&self.id), &self.payload)?;
+        let payload: Value = serde_json::from_slice(&plain).map_err(|_| bad("payload"))?;
+        let frame_type = serde_json::from_value(Value::String(self.frame_type.clone())).map_err(|_| bad("type"))?;
+        let author_type = serde_json::from_value(Value::String(self.author_type.clone())).map_err(|_| bad("author"))?;
+        let target_ids: Vec<TargetId> = serde_json::from_str(&self.target_ids).map_err(|_| bad("target list"))?;
+        Ok(Frame {
+            id: self.id,
+            session_id: self.session_id,
+            seq: self.seq,
+            parent_id: self.parent_id,
+            target_ids,
+            timestamp: self.timestamp,
+            frame_type,
+            author_type,
+            author_id: self.author_id,
+            payload,
+        })
+    }
+}
+
+const COLUMNS: &str = "id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload";
+
+/// What `list` returns.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub frame_type: Option<FrameType>,
+    pub after_seq: Option<i64>,
+    pub limit: Option<i64>,
+}
+
+pub const MAX_LIST_LIMIT: i64 = 1000;
+
+pub async fn list(db: &SqlitePool, dk: &SecretKey, session_id: i64, f: &Filter) -> Result<Vec<Frame>> {
+    let limit = f.limit.unwrap_or(MAX_LIST_LIMIT).clamp(1, MAX_LIST_LIMIT);
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND seq > ? AND (? IS NULL OR type = ?) \
+         ORDER BY seq LIMIT ?"
+    ))
+    .bind(session_id)
+    .bind(f.after_seq.unwrap_or(0))
+    .bind(f.frame_type.map(type_str))
+    .bind(f.frame_type.map(type_str))
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    rows.into_iter().map(|r| r.open(dk)).collect()
+}
+
+/// Every frame from the last `compact` on (all of them when there is none): the view the
+/// page starts from and the context the agent is sent.
+pub async fn since_last_compact(db: &SqlitePool, dk: &SecretKey, session_id: i64) -> Result<Vec<Frame>> {
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND seq >= COALESCE( \
+           (SELECT MAX(seq) FROM frames WHERE session_id = ? AND type = 'compact'), 0) ORDER BY seq"
+    ))
+    .bind(session_id)
+    .bind(session_id)
+    .fetch_all(db)
+    .await?;
+    rows.into_iter().map(|r| r.open(dk)).collect()
+}
+
+/// Every frame of the session (for statistics).
+pub async fn all(db: &SqlitePool, dk: &SecretKey, session_id: i64) -> Result<Vec<Frame>> {
+    let rows: Vec<Row> = sqlx::query_as(&format!("SELECT {COLUMNS} FROM frames WHERE session_id = ? ORDER BY seq"))
+        .bind(session_id)
+        .fetch_all(db)
+        .await?;
+    rows.into_iter().map(|r| r.open(dk)).collect()
+}
+
+/// The session's highest seq, 0 when it has no frame.
+pub async fn last_seq(db: &SqlitePool, session_id: i64) -> Result<i64> {
+    let (seq,): (i64,) = sqlx::query_as("SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?")
+        .bind(session_id)
+        .fetch_one(db)
+        .await?;
+    Ok(seq)
+}
+
+pub async fn get(db: &SqlitePool, dk: &SecretKey, session_id: i64, frame_id: &str) -> Result<Frame> {
+    let row: Option<Row> = sqlx::query_as(&format!("SELECT {COLUMNS} FROM frames WHERE session_id = ? AND id = ?"))
+        .bind(session_id)
+        .bind(frame_id)
+        .fetch_optional(db)
+        .await?;
+    row.ok_or(Error::NotFound("frame"))?.open(dk)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{signed_in, state};
+    use hero_shared::api::CreateSessionRequest;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn seq_is_strictly_increasing_under_concurrent_appends() {
+        let (_dir, st) = state().await;
+        let alice = signed_in(&st, "alice").await;
+        let s = crate::sessions::create(&st.db, &alice, CreateSessionRequest { name: "s".into(), ..Default::default() })
+            .await
+            .unwrap();
+        let dk = crate::users::data_key(&st.db, &st.keys, alice.id()).await.unwrap();
+        let mut tasks = Vec::new();
+        for i in 0..40 {
+            let (db, dk) = (st.db.clone(), dk.clone());
+            tasks.push(tokio::spawn(async move {
+                let f = NewFrame::message(s.id, AuthorType::User, Some(1), json!({"role": "user", "content": format!("m{i}")}));
+                append(&db, &dk, f).await.unwrap().seq
+            }));
+        }
+        let mut seqs = Vec::new();
+        for t in tasks {
+            seqs.push(t.await.unwrap());
+        }
+        seqs.sort();
+        assert_eq!(seqs, (1..=40).collect::<Vec<_>>());
+        let listed = list(&st.db, &dk, s.id, &Filter { after_seq: Some(35), ..Default::default() }).await.unwrap();
+        assert_eq!(listed.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![36, 37, 38, 39, 40]);
+        // Payloads are sealed at rest.
+        let (raw,): (Vec<u8>,) = sqlx::query_as("SELECT payload FROM frames LIMIT 1").fetch_one(&st.db).await.unwrap();
+        assert!(!raw.windows(7).any(|w| w == b"content"));
+    }
+
+    #[tokio::test]
+    async fn views_start_at_the_last_compact() {
+        let (_dir, st) = state().await;
+        let alice = signed_in(&st, "alice").await;
+        let s = crate::sessions::create(&st.db, &alice, CreateSessionRequest { name: "s".into(), ..Default::default() })
+            .await
+            .unwrap();
+        let dk = crate::users::data_key(&st.db, &st.keys, alice.id()).await.unwrap();
+        let msg = |c: &str| NewFrame::message(s.id, AuthorType::User, None, json!({"role": "user", "content": c}));
+        append(&st.db, &dk, msg("old")).await.unwrap();
+        let mut compact = msg("");
+        compact.frame_type = FrameType::Compact;
+        compact.payload = json!({"content": "summary"});
+        append(&st.db, &dk, compact).await.unwrap();
+        let newest = append(&st.db, &dk, msg("new")).await.unwrap();
+        let view = since_last_compact(&st.db, &dk, s.id).await.unwrap();
+        assert_eq!(view.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(get(&st.db, &dk, s.id, &newest.id).await.unwrap(), newest);
+        assert!(matches!(get(&st.db, &dk, s.id + 1, &newest.id).await, Err(Error::NotFound(_))));
+    }
+}
+
+/// The page's view of a session: compiled from the last compact on, with statistics over
+/// every frame. Checks that the session is the user's.
+pub async fn view(st: &crate::AppState, user: &crate::auth::AuthUser, session_id: i64) -> Result<hero_shared::wire::CompiledView> {
+    crate::sessions::get(&st.db, user, session_id).await?;
+    let dk = crate::users::data_key(&st.db, &st.keys, user.id()).await?;
+    let all = all(&st.db, &dk, session_id).await?;
+    let stats = hero_shared::frame::frame_stats(&all);
+    let from = stats.last_compact_seq.unwrap_or(0);
+    let in_view: Vec<Frame> = all.into_iter().filter(|f| f.seq >= from).collect();
+    Ok(hero_shared::wire::CompiledView {
+        session_id,
+        messages: hero_shared::frame::compile_frames(&in_view),
+        stats,
+    })
+}

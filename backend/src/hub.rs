@@ -1,0 +1,98 @@
+//! Live fan-out: one broadcast channel per session (for `GET /api/sessions/{id}/events`)
+//! and one per user (for the WebSocket, which mirrors every session of the user), plus the
+//! cancel handles of the turns in flight (for `abort`).
+//!
+//! Backpressure: channels are bounded ([`CHANNEL_CAPACITY`]); publishing never waits. A
+//! subscriber that falls more than that many events behind gets `Lagged` from its receiver
+//! and is dropped and told so by the endpoint that serves it — it never holds up the reply
+//! or the other subscribers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use hero_shared::frame::Frame;
+use hero_shared::wire::SseEvent;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+pub const CHANNEL_CAPACITY: usize = 4096;
+
+/// What subscribers receive.
+#[derive(Debug, Clone)]
+pub enum HubEvent {
+    /// A persisted frame.
+    Frame(Frame),
+    /// A live event of a reply in flight (a phantom frame): never stored.
+    Stream { session_id: i64, event: SseEvent },
+}
+
+#[derive(Default)]
+pub struct Hub {
+    sessions: Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>,
+    users: Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>,
+    turns: Mutex<HashMap<i64, HashMap<String, CancellationToken>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn subscribe_in(map: &Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>, key: i64) -> broadcast::Receiver<Arc<HubEvent>> {
+    lock(map).entry(key).or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0).subscribe()
+}
+
+fn send_in(map: &Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>, key: i64, ev: &Arc<HubEvent>) {
+    let mut m = lock(map);
+    if let Some(tx) = m.get(&key) {
+        if tx.send(ev.clone()).is_err() {
+            // Nobody listens any more: forget the channel so idle sessions cost nothing.
+            m.remove(&key);
+        }
+    }
+}
+
+impl Hub {
+    pub fn subscribe_session(&self, session_id: i64) -> broadcast::Receiver<Arc<HubEvent>> {
+        subscribe_in(&self.sessions, session_id)
+    }
+
+    pub fn subscribe_user(&self, user_id: i64) -> broadcast::Receiver<Arc<HubEvent>> {
+        subscribe_in(&self.users, user_id)
+    }
+
+    /// Sends to the session's and the owner's subscribers. Never waits.
+    pub fn publish(&self, user_id: i64, session_id: i64, ev: HubEvent) {
+        let ev = Arc::new(ev);
+        send_in(&self.sessions, session_id, &ev);
+        send_in(&self.users, user_id, &ev);
+    }
+
+    /// Registers a turn in flight; the token is cancelled by [`Hub::abort`].
+    pub fn begin_turn(&self, session_id: i64, message_id: &str) -> CancellationToken {
+        let token = CancellationToken::new();
+        lock(&self.turns).entry(session_id).or_default().insert(message_id.to_owned(), token.clone());
+        token
+    }
+
+    pub fn end_turn(&self, session_id: i64, message_id: &str) {
+        let mut turns = lock(&self.turns);
+        if let Some(m) = turns.get_mut(&session_id) {
+            m.remove(message_id);
+            if m.is_empty() {
+                turns.remove(&session_id);
+            }
+        }
+    }
+
+    /// Stops every turn in flight on the session; returns how many.
+    pub fn abort(&self, session_id: i64) -> usize {
+        lock(&self.turns).get(&session_id).map_or(0, |m| {
+            m.values().for_each(CancellationToken::cancel);
+            m.len()
+        })
+    }
+
+    pub fn turns_in_flight(&self, session_id: i64) -> usize {
+        lock(&self.turns).get(&session_id).map_or(0, HashMap::len)
+    }
+}

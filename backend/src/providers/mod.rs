@@ -1,0 +1,239 @@
+//! Calling a model: one module per wire format, a closed enum to dispatch on
+//! ([`ProviderKind`]). Each turns a provider's stream into [`Delta`]s, decoding SSE with
+//! `eventsource-stream` (a real decoder: events split across reads, multi-line data, CRLF).
+//!
+//! Failure policy: a 429 before the first byte is retried (honouring `retry-after`, with
+//! backoff, a few times); every other failure ends the call with a [`ProviderError`] whose
+//! text a person can act on. What streamed before a failure is the caller's to keep.
+
+pub mod anthropic;
+pub mod openai;
+pub mod scripted;
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures::Stream;
+use hero_shared::api::ProviderKind;
+
+use crate::agents::AgentRuntime;
+
+/// One piece of a reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delta {
+    Text(String),
+    Thinking(String),
+    ToolUseStart { id: String, name: String },
+    ToolInput { id: String, json: String },
+    /// Token counts; either may come alone (Anthropic sends input first, output last).
+    Usage { input: Option<u64>, output: Option<u64> },
+    /// The provider ended the reply normally.
+    Done { stop_reason: Option<String> },
+}
+
+pub type DeltaStream = Pin<Box<dyn Stream<Item = Result<Delta, ProviderError>> + Send>>;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    #[error("the provider refused the API key ({status}): {message}")]
+    Unauthorized { status: u16, message: String },
+    #[error("the provider is rate-limiting this key (429) and still was after {attempts} tries: {message}")]
+    RateLimited { attempts: u32, message: String },
+    #[error("the provider rejected the request ({status}): {message}")]
+    BadRequest { status: u16, message: String },
+    #[error("the provider failed ({status}): {message}")]
+    Server { status: u16, message: String },
+    #[error("the provider reported an error mid-reply: {0}")]
+    Midstream(String),
+    #[error("the provider did not answer within {0} seconds")]
+    Timeout(u64),
+    #[error("the provider went silent for {0} seconds mid-reply; the reply was ended")]
+    Stalled(u64),
+    #[error("could not reach the provider: {0}")]
+    Connect(String),
+    #[error("the connection to the provider was cut mid-reply")]
+    Cut,
+    #[error("the provider sent something unreadable: {0}")]
+    Protocol(String),
+    #[error("{0}")]
+    Config(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMessage {
+    pub role: Role,
+    pub content: String,
+}
+
+/// Knobs shared by every call; from the server's settings.
+#[derive(Debug, Clone)]
+pub struct CallOptions {
+    /// Connect + first byte of the answer.
+    pub first_byte_timeout: Duration,
+    /// Silence allowed between two pieces of a streaming reply.
+    pub idle_timeout: Duration,
+    pub max_retries: u32,
+    /// Longest wait for one retry, whatever `retry-after` says.
+    pub max_retry_wait: Duration,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        CallOptions {
+            first_byte_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(90),
+            max_retries: 3,
+            max_retry_wait: Duration::from_secs(30),
+        }
+    }
+}
+
+pub struct Call<'a> {
+    pub agent: &'a AgentRuntime,
+    pub system: String,
+    pub messages: Vec<ChatMessage>,
+}
+
+/// Starts a streaming call; the returned stream yields the reply as it arrives.
+pub async fn stream(client: &reqwest::Client, opts: &CallOptions, call: Call<'_>) -> Result<DeltaStream, ProviderError> {
+    let inner = match call.agent.provider {
+        ProviderKind::Anthropic => anthropic::stream(client, opts, &call).await?,
+        ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => openai::stream(client, opts, &call).await?,
+        ProviderKind::Scripted => scripted::stream(&call),
+    };
+    Ok(with_idle_timeout(inner, opts.idle_timeout))
+}
+
+/// Ends the stream with [`ProviderError::Stalled`] when nothing arrives for `idle`.
+fn with_idle_timeout(inner: DeltaStream, idle: Duration) -> DeltaStream {
+    use futures::StreamExt;
+    Box::pin(futures::stream::unfold((inner, false), move |(mut s, done)| async move {
+        if done {
+            return None;
+        }
+        match tokio::time::timeout(idle, s.next()).await {
+            Ok(Some(item)) => Some((item, (s, false))),
+            Ok(None) => None,
+            Err(_) => Some((Err(ProviderError::Stalled(idle.as_secs().max(1))), (s, true))),
+        }
+    }))
+}
+
+/// Merges consecutive messages of one role and makes the first one the user's, as both
+/// APIs expect a conversation to read.
+pub fn normalize(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
+    let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len());
+    for m in messages.into_iter().filter(|m| !m.content.trim().is_empty()) {
+        match out.last_mut() {
+            Some(last) if last.role == m.role => {
+                last.content.push_str("\n\n");
+                last.content.push_str(&m.content);
+            }
+            _ => out.push(m),
+        }
+    }
+    if out.first().is_some_and(|m| m.role == Role::Assistant) {
+        out.insert(0, ChatMessage { role: Role::User, content: "(conversation continues)".into() });
+    }
+    out
+}
+
+/// Sends `req`, retrying 429s before any byte of an answer arrived.
+async fn send_with_retry(
+    opts: &CallOptions,
+    make: impl Fn() -> reqwest::RequestBuilder,
+    read_error: fn(&str) -> String,
+) -> Result<reqwest::Response, ProviderError> {
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let resp = tokio::time::timeout(opts.first_byte_timeout, make().send())
+            .await
+            .map_err(|_| ProviderError::Timeout(opts.first_byte_timeout.as_secs()))?
+            .map_err(|e| {
+                if e.is_timeout() {
+                    ProviderError::Timeout(opts.first_byte_timeout.as_secs())
+                } else {
+                    ProviderError::Connect(without_url_secrets(&e))
+                }
+            })?;
+        let status = resp.status().as_u16();
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map(|s| Duration::from_secs_f64(s.max(0.0)));
+        let body = resp.text().await.unwrap_or_default();
+        let message = read_error(&body);
+        match status {
+            429 if attempt <= opts.max_retries => {
+                let backoff = Duration::from_millis(500 * 2u64.pow(attempt - 1));
+                let wait = retry_after.unwrap_or(backoff).min(opts.max_retry_wait);
+                tracing::info!(attempt, wait_ms = wait.as_millis() as u64, "provider answered 429; retrying");
+                tokio::time::sleep(wait).await;
+            }
+            429 => return Err(ProviderError::RateLimited { attempts: attempt, message }),
+            401 | 403 => return Err(ProviderError::Unauthorized { status, message }),
+            400..=499 => return Err(ProviderError::BadRequest { status, message }),
+            _ => return Err(ProviderError::Server { status, message }),
+        }
+    }
+}
+
+/// reqwest errors print the URL; a base URL may carry credentials, so print only the cause.
+fn without_url_secrets(e: &reqwest::Error) -> String {
+    use std::error::Error as _;
+    let mut msg = String::new();
+    let mut cur: Option<&dyn std::error::Error> = e.source();
+    while let Some(c) = cur {
+        msg = c.to_string();
+        cur = c.source();
+    }
+    if msg.is_empty() { "connection failed".into() } else { msg }
+}
+
+/// The `message` of a JSON error body, or a short excerpt of whatever came.
+fn error_message_from(body: &str, pointer: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.pointer(pointer).and_then(|m| m.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| {
+            let t: String = body.chars().take(200).collect();
+            if t.trim().is_empty() { "no details given".into() } else { t }
+        })
+}
+
+/// Joins a base URL and a path.
+fn endpoint(base: &str, path: &str) -> String {
+    format!("{}{}", base.trim_end_matches('/'), path)
+}
+
+/// Maps the SSE decoder's errors: a body that ends or breaks early is a cut connection.
+fn sse_error<E: std::fmt::Display>(e: eventsource_stream::EventStreamError<E>) -> ProviderError {
+    match e {
+        eventsource_stream::EventStreamError::Transport(_) => ProviderError::Cut,
+        other => ProviderError::Protocol(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conversations_are_normalized() {
+        let m = |role, c: &str| ChatMessage { role, content: c.into() };
+        let out = normalize(vec![m(Role::Assistant, "hi"), m(Role::User, "a"), m(Role::User, "b"), m(Role::Assistant, " ")]);
+        assert_eq!(out, vec![m(Role::User, "(conversation continues)"), m(Role::Assistant, "hi"), m(Role::User, "a\n\nb")]);
+    }
+}

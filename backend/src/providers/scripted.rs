@@ -1,0 +1,83 @@
+//! The `scripted` provider: plays a built-in showcase in-process, with no key and no
+//! network, so a newcomer's first session shows every display element of HML while it
+//! streams. It is labelled as the offline demo wherever it appears.
+
+use std::time::Duration;
+
+use super::anthropic::async_stream_like;
+use super::{Call, Delta, DeltaStream, Role};
+
+/// Bytes per piece and the pause between pieces: fast enough not to bore, slow enough to
+/// watch the elements build up.
+const CHUNK_BYTES: usize = 24;
+const PAUSE: Duration = Duration::from_millis(12);
+
+pub fn showcase(user_text: &str) -> String {
+    let quoted: String = user_text.chars().take(200).collect::<String>().replace(['<', '>'], "");
+    format!(
+        r#"<thinking>Reading your message and picking something to show.</thinking>
+
+**This is Hero's offline demo agent.** It plays a fixed script, so you can see how agents
+answer in *Hero Markup Language* without an API key. You wrote: “{quoted}”.
+
+To talk to a real model, add an agent on the **Agents** page (Anthropic, OpenAI, or any
+OpenAI-compatible server such as Ollama) and pick it for this session.
+
+<todo title="What this demo shows">
+<item status="done">Markdown prose, rendered as it streams</item>
+<item status="done">A thinking indicator</item>
+<item status="in_progress">Display elements: todo, progress, link, copy, result</item>
+<item status="pending">Executable elements, shown as cards</item>
+</todo>
+
+<progress value="3" max="4" status="Showing elements"/>
+
+Read more in the <link href="https://github.com/">project documentation</link>.
+
+A command you could copy: <copy label="Copy the command">cargo leptos build --release</copy>
+
+<bash cwd="/tmp" timeout="10">echo "hello from Hero" > greeting.txt && cat greeting.txt</bash>
+
+<result for="demo" status="ok">hello from Hero</result>
+
+```rust
+// Tags inside code are just text: <bash>rm -rf /</bash> does nothing here.
+fn main() {{ println!("Vec<T> stays text"); }}
+```
+
+<hml-prompt id="demo-color" type="select">Which colour do you like best?<data>["blue", "green", "orange"]</data></hml-prompt>
+"#
+    )
+}
+
+pub fn stream(call: &Call<'_>) -> DeltaStream {
+    let last_user = call
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .map(|m| m.content.clone())
+        .unwrap_or_default();
+    let text = showcase(&last_user);
+    let input = (call.messages.iter().map(|m| m.content.len()).sum::<usize>() / 4).max(1) as u64;
+    let output = (text.len() / 4).max(1) as u64;
+    Box::pin(async_stream_like(move |mut emit| async move {
+        emit.ok(Delta::Usage { input: Some(input), output: None }).await;
+        let mut rest = text.as_str();
+        while !rest.is_empty() {
+            let mut cut = CHUNK_BYTES.min(rest.len());
+            while !rest.is_char_boundary(cut) {
+                cut += 1;
+            }
+            let (piece, tail) = rest.split_at(cut);
+            if emit.is_closed() {
+                return;
+            }
+            emit.ok(Delta::Text(piece.to_owned())).await;
+            rest = tail;
+            tokio::time::sleep(PAUSE).await;
+        }
+        emit.ok(Delta::Usage { input: None, output: Some(output) }).await;
+        emit.ok(Delta::Done { stop_reason: Some("end_turn".into()) }).await;
+    }))
+}

@@ -1,0 +1,277 @@
+//! One turn (DESIGN.md "One turn"): the user's message becomes a frame; the agent's context
+//! is compiled from the frames; the provider's stream goes through the shared HML parser;
+//! its events go to the poster (SSE) and, as phantom frames, to every subscriber of the
+//! session; the agent's answer becomes a frame; `message_complete` fires on every path —
+//! success, provider error and abort alike.
+//!
+//! The turn runs in its own task: a poster that goes away does not stop it (other tabs are
+//! still watching); an `abort` does, through the hub's cancel handle, which drops the
+//! provider request. What streamed before an abort or a failure is kept in the frame.
+
+use hero_shared::api::ProviderKind;
+use hero_shared::frame::{AuthorType, Role as FrameRole, compile_frames};
+use hero_shared::hml::StreamParser;
+use hero_shared::wire::{ErrorData, MessageComplete, MessageStart, SseEvent, ToolUseStart};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::agents::{self, AgentRuntime};
+use crate::auth::AuthUser;
+use crate::crypto::SecretKey;
+use crate::frames::{self, NewFrame};
+use crate::hub::HubEvent;
+use crate::providers::{self, ChatMessage, Delta, Role};
+use crate::{AppState, Error, Result, sessions, users};
+
+pub const MAX_MESSAGE_CHARS: usize = 100_000;
+
+/// How agents are told to answer. Abilities, skills and memory extend this later.
+pub const SYSTEM_PROMPT: &str = "You are an agent in Hero, a workspace where people work with AI agents. \
+Answer in Markdown. You may use Hero Markup Language elements, which the user's browser renders: \
+<thinking>…</thinking> for your reasoning, <todo title=\"…\"><item status=\"done|pending|in_progress|failed\">…</item></todo>, \
+<progress value=\"3\" max=\"10\" status=\"…\"/>, <link href=\"…\">…</link>, <copy label=\"…\">text to copy</copy>, \
+<result for=\"…\" status=\"ok|error\">…</result>, and <hml-prompt id=\"…\" type=\"text|number|select|…\">question</hml-prompt> to ask the user.";
+
+/// A started turn: its id (the agent frame's id) and the events for the poster.
+pub struct TurnHandle {
+    pub message_id: String,
+    pub events: mpsc::UnboundedReceiver<SseEvent>,
+}
+
+/// What a posted message asks for.
+enum Posted {
+    Message(String),
+    Streaming(bool),
+}
+
+fn read_post(content: &str) -> Result<Posted> {
+    if content.trim().is_empty() {
+        return Err(Error::Invalid("the message is empty".into()));
+    }
+    if content.chars().count() > MAX_MESSAGE_CHARS {
+        return Err(Error::Invalid(format!("the message is too long (at most {MAX_MESSAGE_CHARS} characters)")));
+    }
+    Ok(match content.trim() {
+        "/stream on" => Posted::Streaming(true),
+        "/stream off" => Posted::Streaming(false),
+        _ => Posted::Message(content.to_owned()),
+    })
+}
+
+/// Validates, stores the user's message and starts the agent's reply.
+pub async fn post(st: &AppState, user: &AuthUser, session_id: i64, content: String) -> Result<TurnHandle> {
+    let posted = read_post(&content)?;
+    let session = sessions::get(&st.db, user, session_id).await?;
+    let dk = users::data_key(&st.db, &st.keys, user.id()).await?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let message_id = frames::new_id();
+    let out = Out { st: st.clone(), user_id: user.id(), session_id, tx };
+
+    let content = match posted {
+        Posted::Streaming(on) => {
+            sessions::set_streaming(&st.db, user, session_id, on).await?;
+            let note = if on { "Streaming is on for this session." } else { "Streaming is off: replies arrive whole." };
+            let mut f = NewFrame::message(session_id, AuthorType::System, None, json!({"role": "system", "content": note}));
+            f.id = message_id.clone();
+            let frame = frames::append(&st.db, &dk, f).await?;
+            out.emit(SseEvent::MessageStart(MessageStart { message_id: message_id.clone(), session_id, agent_name: "Hero".into() }));
+            out.emit(SseEvent::Text(hero_shared::wire::TextData { message_id: message_id.clone(), text: note.into() }));
+            st.hub.publish(user.id(), session_id, HubEvent::Frame(frame));
+            out.emit(complete(&message_id, note));
+            return Ok(TurnHandle { message_id, events: rx });
+        }
+        Posted::Message(c) => c,
+    };
+
+    let agent_id = session.agent_id.ok_or_else(|| {
+        Error::Invalid("this session has no agent; choose one for it first".into())
+    })?;
+    let agent = agents::runtime(&st.db, &st.keys, user, agent_id).await?;
+    let user_frame = frames::append(
+        &st.db,
+        &dk,
+        NewFrame::message(session_id, AuthorType::User, Some(user.id()), json!({"role": "user", "content": content})),
+    )
+    .await?;
+    st.hub.publish(user.id(), session_id, HubEvent::Frame(user_frame));
+
+    let cancel = st.hub.begin_turn(session_id, &message_id);
+    let mid = message_id.clone();
+    tokio::spawn(async move {
+        run(out, agent, dk, mid.clone(), cancel).await;
+    });
+    Ok(TurnHandle { message_id, events: rx })
+}
+
+/// Where a turn's events go: the poster (if still there) and the session's subscribers.
+struct Out {
+    st: AppState,
+    user_id: i64,
+    session_id: i64,
+    tx: mpsc::UnboundedSender<SseEvent>,
+}
+
+impl Out {
+    fn emit(&self, ev: SseEvent) {
+        self.st.hub.publish(self.user_id, self.session_id, HubEvent::Stream { session_id: self.session_id, event: ev.clone() });
+        let _ = self.tx.send(ev);
+    }
+}
+
+fn complete(message_id: &str, content: &str) -> SseEvent {
+    SseEvent::MessageComplete(MessageComplete {
+        message_id: message_id.to_owned(),
+        content: content.to_owned(),
+        executed_elements: Vec::new(),
+    })
+}
+
+/// The conversation as the provider reads it: compiled from the frames since the last
+/// compact. System entries (results, summaries, notes) reach the model as user-side text.
+async fn context(st: &AppState, dk: &SecretKey, session_id: i64) -> Result<Vec<ChatMessage>> {
+    let frames = frames::since_last_compact(&st.db, dk, session_id).await?;
+    Ok(compile_frames(&frames)
+        .into_iter()
+        .map(|m| match m.role {
+            FrameRole::Agent => ChatMessage { role: Role::Assistant, content: m.content },
+            FrameRole::User => ChatMessage { role: Role::User, content: m.content },
+            FrameRole::System => ChatMessage { role: Role::User, content: format!("[System] {}", m.content) },
+        })
+        .collect())
+}
+
+async fn run(out: Out, agent: AgentRuntime, dk: SecretKey, message_id: String, cancel: tokio_util::sync::CancellationToken) {
+    use futures::StreamExt;
+    let st = out.st.clone();
+    let session_id = out.session_id;
+    out.emit(SseEvent::MessageStart(MessageStart {
+        message_id: message_id.clone(),
+        session_id,
+        agent_name: agent.name.clone(),
+    }));
+
+    let mut text = String::new();
+    let mut thinking = String::new();
+    let mut error: Option<String> = None;
+    let mut aborted = false;
+    let (mut input_tokens, mut output_tokens) = (0u64, 0u64);
+    let mut stop_reason: Option<String> = None;
+    let mut parser = StreamParser::new();
+    let emit_parsed = |out: &Out, ev: hero_shared::hml::Event<'_>| {
+        if let Some(sse) = SseEvent::from_parser_event(&message_id, &ev, None) {
+            out.emit(sse);
+        }
+    };
+
+    let started = match context(&st, &dk, session_id).await {
+        Err(e) => Err(e.public_message()),
+        Ok(messages) => {
+            let call = providers::Call { agent: &agent, system: SYSTEM_PROMPT.to_owned(), messages };
+            tokio::select! {
+                r = providers::stream(&st.http, &st.call_options, call) => r.map_err(|e| e.to_string()),
+                _ = cancel.cancelled() => { aborted = true; Err(String::new()) }
+            }
+        }
+    };
+    match started {
+        Err(e) if !aborted => error = Some(e),
+        Err(_) => {}
+        Ok(mut stream) => loop {
+            let item = tokio::select! {
+                item = stream.next() => item,
+                _ = cancel.cancelled() => { aborted = true; break; }
+            };
+            match item {
+                None => break,
+                Some(Ok(Delta::Text(t))) => {
+                    parser.feed_str_with(&t, |ev| emit_parsed(&out, ev));
+                    text.push_str(&t);
+                }
+                Some(Ok(Delta::Thinking(t))) => thinking.push_str(&t),
+                Some(Ok(Delta::ToolUseStart { id, name })) => out.emit(SseEvent::ToolUseStart(ToolUseStart {
+                    message_id: message_id.clone(),
+                    tool_id: id,
+                    name,
+                })),
+                Some(Ok(Delta::ToolInput { .. })) => {}
+                Some(Ok(Delta::Usage { input, output })) => {
+                    input_tokens = input.unwrap_or(input_tokens);
+                    output_tokens = output.unwrap_or(output_tokens);
+                }
+                Some(Ok(Delta::Done { stop_reason: r })) => stop_reason = r.or(stop_reason),
+                Some(Err(e)) => {
+                    error = Some(e.to_string());
+                    break;
+                }
+            }
+        },
+    }
+    // Elements still open complete as truncated: never offered for execution.
+    parser.finish_with(|ev| emit_parsed(&out, ev));
+
+    let mut payload = json!({
+        "role": "agent",
+        "content": text,
+        "agent_id": agent.id,
+        "agent_name": agent.name,
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+    });
+    if !thinking.is_empty() {
+        payload["thinking"] = json!(thinking);
+    }
+    if let Some(r) = &stop_reason {
+        payload["stop_reason"] = json!(r);
+    }
+    if aborted {
+        payload["aborted"] = json!(true);
+    }
+    if let Some(e) = &error {
+        payload["error"] = json!(e);
+    }
+    let mut f = NewFrame::message(session_id, AuthorType::Agent, Some(agent.id), payload);
+    f.id = message_id.clone();
+    match frames::append(&st.db, &dk, f).await {
+        Ok(frame) => st.hub.publish(out.user_id, session_id, HubEvent::Frame(frame)),
+        Err(e) => {
+            tracing::error!(error = %e, "could not store the agent's reply");
+            error.get_or_insert_with(|| "the reply could not be stored".into());
+        }
+    }
+    if agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0 {
+        if let Err(e) = record_usage(&st, out.user_id, &agent, session_id, &message_id, input_tokens, output_tokens).await {
+            tracing::error!(error = %e, "could not record usage");
+        }
+    }
+    if let Some(e) = &error {
+        out.emit(SseEvent::Error(ErrorData { message_id: Some(message_id.clone()), error: e.clone() }));
+    }
+    out.emit(complete(&message_id, &text));
+    st.hub.end_turn(session_id, &message_id);
+}
+
+async fn record_usage(
+    st: &AppState,
+    user_id: i64,
+    agent: &AgentRuntime,
+    session_id: i64,
+    frame_id: &str,
+    input: u64,
+    output: u64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO usage (user_id, agent_id, session_id, frame_id, provider, model, input_tokens, output_tokens, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(user_id)
+    .bind(agent.id)
+    .bind(session_id)
+    .bind(frame_id)
+    .bind(agent.provider.as_str())
+    .bind(&agent.model)
+    .bind(input as i64)
+    .bind(output as i64)
+    .bind(crate::now_text())
+    .execute(&st.db)
+    .await?;
+    Ok(())
+}
