@@ -1,0 +1,205 @@
+//! Response bodies as a stream of `Bytes` the mock controls frame by frame, so chunk
+//! boundaries, pauses and the way a stream ends are exactly what was asked for.
+//!
+//! A body ends in one of four ways: complete (terminating events), cut (the stream yields an
+//! error, and hyper drops the connection without the final chunk), stall (nothing more until
+//! the client leaves or the server shuts down) or a mid-stream error event. Every pause also
+//! watches the server's closing signal, so shutdown never waits on a slow or stalled stream.
+
+use std::{collections::VecDeque, io, time::Duration};
+
+use axum::body::Bytes;
+use futures_util::Stream;
+use tokio::{sync::watch, time::Instant};
+
+use crate::{
+    anthropic, openai,
+    reply::{Cursor, Event, Reply},
+};
+
+/// How the body ends once its content (or its content budget) is spent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ending {
+    Complete,
+    Cut,
+    Stall,
+    MidstreamError,
+}
+
+/// The wire format of one stream, with what every frame repeats.
+pub(crate) enum Encoder {
+    Anthropic { id: String },
+    OpenAi { id: String, created: u64, include_usage: bool },
+}
+
+impl Encoder {
+    fn head(&self, reply: &Reply, out: &mut Vec<Bytes>) {
+        match self {
+            Encoder::Anthropic { id } => anthropic::head(id, reply, out),
+            Encoder::OpenAi { .. } => self.chunker(reply, |c| c.head(out)),
+        }
+    }
+
+    fn event(&self, ev: Event<'_>, reply: &Reply, out: &mut Vec<Bytes>) {
+        match self {
+            Encoder::Anthropic { .. } => anthropic::event(ev, reply, out),
+            Encoder::OpenAi { .. } => self.chunker(reply, |c| c.event(ev, reply, out)),
+        }
+    }
+
+    fn tail(&self, reply: &Reply, out: &mut Vec<Bytes>) {
+        match self {
+            Encoder::Anthropic { .. } => anthropic::tail(reply, out),
+            Encoder::OpenAi { .. } => self.chunker(reply, |c| c.tail(reply, out)),
+        }
+    }
+
+    fn midstream_error(&self, out: &mut Vec<Bytes>) {
+        match self {
+            Encoder::Anthropic { .. } => anthropic::midstream_error(out),
+            Encoder::OpenAi { .. } => openai::midstream_error(out),
+        }
+    }
+
+    fn chunker(&self, reply: &Reply, f: impl FnOnce(&openai::Chunker<'_>)) {
+        if let Encoder::OpenAi { id, created, include_usage } = self {
+            f(&openai::Chunker { id, created: *created, model: &reply.model, include_usage: *include_usage });
+        }
+    }
+}
+
+/// Paces deltas: the first goes at once, each next one `delay` after the previous one was
+/// due. A stream that fell behind (a slow reader) resumes at the pace instead of bursting.
+struct Pacer {
+    delay: Duration,
+    next: Option<Instant>,
+}
+
+impl Pacer {
+    /// Waits for the next delta's turn; false when the server is closing.
+    async fn wait(&mut self, closing: &mut watch::Receiver<bool>) -> bool {
+        if self.delay.is_zero() {
+            return true;
+        }
+        let now = Instant::now();
+        let Some(at) = self.next else {
+            self.next = Some(now + self.delay);
+            return true;
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(at) => {}
+            _ = closed(closing) => return false,
+        }
+        self.next = Some((at + self.delay).max(Instant::now()));
+        true
+    }
+}
+
+async fn closed(rx: &mut watch::Receiver<bool>) {
+    if rx.wait_for(|c| *c).await.is_err() {
+        // The server handle is gone without closing: nothing will ever close this stream.
+        std::future::pending::<()>().await;
+    }
+}
+
+fn cut() -> io::Error {
+    io::Error::new(io::ErrorKind::ConnectionAborted, "mock-llm: connection cut on purpose")
+}
+
+struct Live {
+    reply: Reply,
+    cursor: Cursor,
+    encoder: Encoder,
+}
+
+struct State {
+    queue: VecDeque<Bytes>,
+    scratch: Vec<Bytes>,
+    live: Option<Live>,
+    ending: Ending,
+    pacer: Pacer,
+    closing: watch::Receiver<bool>,
+    done: bool,
+}
+
+/// An SSE body playing `reply`; with an ending other than `Complete`, the content stops
+/// after `after_bytes` bytes of deltas.
+pub(crate) fn events(
+    reply: Reply,
+    encoder: Encoder,
+    chunk: usize,
+    delay: Duration,
+    ending: Ending,
+    after_bytes: usize,
+    closing: watch::Receiver<bool>,
+) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
+    let mut scratch = Vec::new();
+    encoder.head(&reply, &mut scratch);
+    let budget = (ending != Ending::Complete).then_some(after_bytes);
+    let live = Live { reply, cursor: Cursor::new(chunk, budget), encoder };
+    play(State {
+        queue: scratch.drain(..).collect(),
+        scratch,
+        live: Some(live),
+        ending,
+        pacer: Pacer { delay, next: None },
+        closing,
+        done: false,
+    })
+}
+
+/// A body of fixed bytes (a non-streaming answer), ending as asked after `prefix`.
+pub(crate) fn fixed(prefix: Bytes, ending: Ending, closing: watch::Receiver<bool>) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
+    play(State {
+        queue: VecDeque::from([prefix]),
+        scratch: Vec::new(),
+        live: None,
+        ending,
+        pacer: Pacer { delay: Duration::ZERO, next: None },
+        closing,
+        done: false,
+    })
+}
+
+fn play(state: State) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
+    futures_util::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(b) = st.queue.pop_front() {
+                return Some((Ok(b), st));
+            }
+            if st.done {
+                return None;
+            }
+            if let Some(live) = &mut st.live {
+                match live.cursor.next(&live.reply) {
+                    Some(ev) => {
+                        if matches!(ev, Event::Delta(..)) && !st.pacer.wait(&mut st.closing).await {
+                            st.done = true;
+                            return Some((Err(cut()), st));
+                        }
+                        live.encoder.event(ev, &live.reply, &mut st.scratch);
+                    }
+                    None => {
+                        match st.ending {
+                            Ending::Complete => live.encoder.tail(&live.reply, &mut st.scratch),
+                            Ending::MidstreamError => live.encoder.midstream_error(&mut st.scratch),
+                            Ending::Cut | Ending::Stall => {}
+                        }
+                        st.live = None;
+                    }
+                }
+                st.queue.extend(st.scratch.drain(..));
+                continue;
+            }
+            st.done = true;
+            match st.ending {
+                Ending::Complete | Ending::MidstreamError => return None,
+                Ending::Cut => return Some((Err(cut()), st)),
+                Ending::Stall => {
+                    closed(&mut st.closing).await;
+                    return Some((Err(cut()), st));
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,159 @@
+//! OpenAI Chat Completions (`POST /v1/chat/completions`): request validation, the chunk
+//! sequence ending in `data: [DONE]`, the non-streaming completion and error bodies.
+//!
+//! Thinking, which OpenAI itself does not stream, goes out as `delta.reasoning_content`, the
+//! field OpenAI-compatible servers (vLLM, DeepSeek) use; a client that ignores it sees
+//! exactly OpenAI's stream.
+
+use axum::body::Bytes;
+use serde_json::{Value, json};
+
+use crate::{
+    reply::{Block, Event, Reply},
+    request::{Request, last_user_text, prompt_chars},
+    script::StopReason,
+};
+
+pub(crate) fn validate(body: Option<&Value>) -> Result<Request, String> {
+    let body = body.filter(|b| b.is_object()).ok_or("We could not parse the JSON body of your request.")?;
+    let model = body.get("model").and_then(Value::as_str).ok_or("you must provide a model parameter")?;
+    let messages = body.get("messages").and_then(Value::as_array).ok_or("Missing required parameter: 'messages'.")?;
+    if messages.is_empty() {
+        return Err("Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.".into());
+    }
+    for (i, m) in messages.iter().enumerate() {
+        if m.get("role").and_then(Value::as_str).is_none() {
+            return Err(format!("Missing required parameter: 'messages[{i}].role'."));
+        }
+    }
+    let include_usage = body
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Ok(Request {
+        model: model.to_string(),
+        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        include_usage,
+        prompt_chars: prompt_chars(messages),
+        last_user_text: last_user_text(messages),
+        context: messages.clone(),
+    })
+}
+
+pub(crate) fn finish_reason(stop: StopReason) -> &'static str {
+    match stop {
+        StopReason::EndTurn => "stop",
+        StopReason::ToolUse => "tool_calls",
+        StopReason::MaxTokens => "length",
+    }
+}
+
+/// What every chunk of one stream has in common.
+pub(crate) struct Chunker<'a> {
+    pub id: &'a str,
+    pub created: u64,
+    pub model: &'a str,
+    /// With `stream_options.include_usage`, OpenAI sends `"usage": null` on every chunk and
+    /// the numbers on a last chunk with no choices.
+    pub include_usage: bool,
+}
+
+impl Chunker<'_> {
+    fn chunk(&self, delta: Value, finish: Option<&str>) -> Bytes {
+        let mut c = json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+            "system_fingerprint": null,
+            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+        });
+        if self.include_usage {
+            c["usage"] = Value::Null;
+        }
+        data(&c)
+    }
+
+    pub fn head(&self, out: &mut Vec<Bytes>) {
+        out.push(self.chunk(json!({"role": "assistant", "content": ""}), None));
+    }
+
+    pub fn event(&self, ev: Event<'_>, reply: &Reply, out: &mut Vec<Bytes>) {
+        let delta = match (ev, &reply.blocks[block_of(ev)]) {
+            (Event::Delta(_, s), Block::Thinking(_)) => json!({"reasoning_content": s}),
+            (Event::Delta(_, s), Block::Text(_)) => json!({"content": s}),
+            (Event::BlockStart(i), Block::ToolUse { id, name, .. }) => json!({"tool_calls": [{
+                "index": reply.tool_index(i), "id": id, "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }]}),
+            (Event::Delta(i, s), Block::ToolUse { .. }) => {
+                json!({"tool_calls": [{"index": reply.tool_index(i), "function": {"arguments": s}}]})
+            }
+            _ => return,
+        };
+        out.push(self.chunk(delta, None));
+    }
+
+    pub fn tail(&self, reply: &Reply, out: &mut Vec<Bytes>) {
+        out.push(self.chunk(json!({}), Some(finish_reason(reply.stop))));
+        if self.include_usage {
+            out.push(data(&json!({
+                "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "system_fingerprint": null, "choices": [], "usage": usage(reply),
+            })));
+        }
+        out.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    }
+}
+
+fn block_of(ev: Event<'_>) -> usize {
+    match ev {
+        Event::BlockStart(i) | Event::Delta(i, _) | Event::BlockStop(i) => i,
+    }
+}
+
+fn data(v: &Value) -> Bytes {
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+pub(crate) fn midstream_error(out: &mut Vec<Bytes>) {
+    out.push(data(&error_body("Overloaded", "server_error", None)));
+}
+
+fn usage(reply: &Reply) -> Value {
+    let (p, c) = (reply.usage.input, reply.usage.output);
+    json!({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c})
+}
+
+/// The whole completion, for `stream: false`.
+pub(crate) fn completion(id: &str, created: u64, reply: &Reply) -> Value {
+    let text = reply.text();
+    let tools: Vec<Value> = reply
+        .blocks
+        .iter()
+        .filter_map(|b| match b {
+            Block::ToolUse { id, name, input } => {
+                Some(json!({"id": id, "type": "function", "function": {"name": name, "arguments": input}}))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut message = json!({
+        "role": "assistant",
+        "content": if text.is_empty() && !tools.is_empty() { Value::Null } else { Value::String(text) },
+        "refusal": null,
+    });
+    if !tools.is_empty() {
+        message["tool_calls"] = Value::Array(tools);
+    }
+    if let Some(t) = reply.thinking() {
+        message["reasoning_content"] = Value::String(t.to_string());
+    }
+    json!({
+        "id": id, "object": "chat.completion", "created": created, "model": reply.model,
+        "system_fingerprint": null,
+        "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish_reason(reply.stop)}],
+        "usage": usage(reply),
+    })
+}
+
+pub(crate) fn error_body(message: &str, kind: &str, code: Option<&str>) -> Value {
+    json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+}

@@ -1,0 +1,69 @@
+//! What the handlers need from a chat request, whichever wire format it came in.
+
+use serde_json::Value;
+
+/// A validated chat request: made only by `anthropic::validate` and `openai::validate`.
+#[derive(Clone, Debug)]
+pub(crate) struct Request {
+    pub model: String,
+    pub stream: bool,
+    /// OpenAI's `stream_options.include_usage`; Anthropic always reports usage.
+    pub include_usage: bool,
+    /// The messages as received (Anthropic's `system` first, as a system message): what
+    /// echo answers with.
+    pub context: Vec<Value>,
+    /// Text of the last user message: where directives are read.
+    pub last_user_text: String,
+    /// Characters of prompt text, for the default input-token count.
+    pub prompt_chars: usize,
+}
+
+/// The text of the last message with role `user`: its string content, or its text blocks
+/// (Anthropic `{"type":"text"}`, OpenAI `{"type":"text"}` parts) joined by newlines.
+pub(crate) fn last_user_text(messages: &[Value]) -> String {
+    let Some(last) = messages.iter().rev().find(|m| m.get("role").and_then(Value::as_str) == Some("user")) else {
+        return String::new();
+    };
+    match last.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Characters of every string in the messages except the structural `role` and `type`
+/// fields: close enough to "prompt text" for a made-up token count.
+pub(crate) fn prompt_chars(messages: &[Value]) -> usize {
+    fn walk(v: &Value) -> usize {
+        match v {
+            Value::String(s) => s.chars().count(),
+            Value::Array(a) => a.iter().map(walk).sum(),
+            Value::Object(o) => o.iter().filter(|(k, _)| *k != "role" && *k != "type").map(|(_, v)| walk(v)).sum(),
+            _ => 0,
+        }
+    }
+    messages.iter().map(walk).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn last_user_text_reads_strings_and_text_blocks() {
+        let m = [
+            json!({"role": "user", "content": "first"}),
+            json!({"role": "assistant", "content": "reply"}),
+            json!({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]}),
+        ];
+        assert_eq!(last_user_text(&m), "a\nb");
+        assert_eq!(last_user_text(&m[..2]), "first");
+        assert_eq!(prompt_chars(&m), 5 + 5 + 2);
+    }
+}
