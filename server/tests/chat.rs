@@ -1,0 +1,433 @@
+//! Turns end to end on loopback: Hero's real HTTP routes, a real SQLite file, and the
+//! repository's mock LLM speaking Anthropic's and OpenAI's wire formats.
+
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::{SinkExt, StreamExt};
+use hero_backend::providers::CallOptions;
+use hero_backend::{AppState, Settings, crypto, db, users};
+use mock_llm::{Answer, Config};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const KEY: &str = "sk-test-5ecret-key-0123456789";
+
+struct Hero {
+    _dir: tempfile::TempDir,
+    base: String,
+    st: AppState,
+    c: reqwest::Client,
+    /// Every response body read, to check no key ever leaves the server.
+    seen: std::sync::Mutex<Vec<String>>,
+}
+
+async fn hero() -> Hero {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = db::open(dir.path()).await.unwrap();
+    db::migrate(&pool).await.unwrap();
+    let settings = Settings {
+        call_options: CallOptions {
+            first_byte_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_millis(800),
+            max_retries: 2,
+            max_retry_wait: Duration::from_secs(2),
+        },
+        ..Settings::default()
+    };
+    let st = AppState::new(pool, crypto::Keyring::new(crypto::SecretKey::random()), settings);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = server::web::router(st.clone(), server::web::leptos_options(addr, &dir.path().join("site")));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    users::create(&st.db, &st.keys, "alice", "alice-password", false).await.unwrap();
+    let c = reqwest::Client::builder().cookie_store(true).build().unwrap();
+    let h = Hero { _dir: dir, base: format!("http://{addr}"), st, c, seen: Default::default() };
+    let r = h.c.post(h.url("/api/auth/login")).json(&json!({"username": "alice", "password": "alice-password"})).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    h
+}
+
+impl Hero {
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn json(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut req = self.c.request(method, self.url(path));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let text = resp.text().await.unwrap();
+        self.seen.lock().unwrap().push(text.clone());
+        (status, if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap() })
+    }
+
+    /// An agent of `provider` pointed at the mock, and a session talking to it.
+    async fn session_with(&self, provider: &str, mock: &mock_llm::MockServer, key: &str) -> (i64, i64) {
+        let base = if provider == "anthropic" { mock.url() } else { format!("{}/v1", mock.url()) };
+        let (s, agent) = self
+            .json(reqwest::Method::POST, "/api/agents", Some(json!({
+                "name": format!("{provider} agent"), "provider": provider, "model": "mock-model",
+                "base_url": base, "api_key": key, "config": {"max_tokens": 321, "temperature": 0.25}
+            })))
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{agent}");
+        let (s, session) = self
+            .json(reqwest::Method::POST, "/api/sessions", Some(json!({"name": "chat", "agent_id": agent["id"]})))
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{session}");
+        (session["id"].as_i64().unwrap(), agent["id"].as_i64().unwrap())
+    }
+
+    /// Posts a message to the streaming endpoint and reads every SSE event of the answer.
+    async fn stream(&self, session: i64, content: &str) -> Vec<(String, Value)> {
+        let resp = self
+            .c
+            .post(self.url(&format!("/api/sessions/{session}/messages/stream")))
+            .json(&json!({"content": content}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+        let mut events = resp.bytes_stream().eventsource();
+        let mut out = Vec::new();
+        while let Some(ev) = tokio::time::timeout(Duration::from_secs(20), events.next()).await.expect("SSE stalled") {
+            let ev = ev.unwrap();
+            self.seen.lock().unwrap().push(ev.data.clone());
+            let done = ev.event == "message_complete";
+            out.push((ev.event, serde_json::from_str(&ev.data).unwrap()));
+            if done {
+                break;
+            }
+        }
+        out
+    }
+
+    async fn frames(&self, session: i64) -> Vec<Value> {
+        let (s, page) = self.json(reqwest::Method::GET, &format!("/api/sessions/{session}/frames"), None).await;
+        assert_eq!(s, StatusCode::OK);
+        page["frames"].as_array().unwrap().clone()
+    }
+}
+
+fn names(events: &[(String, Value)]) -> Vec<&str> {
+    events.iter().map(|(n, _)| n.as_str()).collect()
+}
+
+fn last_data<'a>(events: &'a [(String, Value)], name: &str) -> &'a Value {
+    &events.iter().rev().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no {name} in {:?}", names(events))).1
+}
+
+const ANSWER: &str = "Let me look. <thinking>checking files</thinking>\nHere: <bash cwd=\"/tmp\">ls -l > out.txt</bash> done.\n<progress value=\"1\" max=\"2\"/>";
+
+async fn check_full_turn(provider: &str) {
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text(ANSWER)]).chunk_bytes(5).api_key(Some(KEY.into())))
+        .await
+        .unwrap();
+    let (session, agent) = h.session_with(provider, &mock, KEY).await;
+    let events = h.stream(session, "What is in /tmp?").await;
+    let n = names(&events);
+    assert_eq!(n.first(), Some(&"message_start"), "{n:?}");
+    assert_eq!(n.last(), Some(&"message_complete"), "{n:?}");
+    assert!(!n.contains(&"error"), "{events:?}");
+    let start = last_data(&events, "message_start");
+    assert_eq!(start["sessionId"], session);
+    assert_eq!(start["agentName"], format!("{provider} agent"));
+    let message_id = start["messageId"].as_str().unwrap().to_owned();
+    // Elements recognised while streaming; executable ones shown, not run.
+    let starts: Vec<&str> = events.iter().filter(|(n, _)| n == "element_start").map(|(_, d)| d["type"].as_str().unwrap()).collect();
+    assert_eq!(starts, vec!["thinking", "bash", "progress"]);
+    let bash = events.iter().find(|(n, d)| n == "element_complete" && d["type"] == "bash").unwrap();
+    assert_eq!((bash.1["content"].as_str(), bash.1["executable"].as_bool()), (Some("ls -l > out.txt"), Some(true)));
+    assert!(!n.contains(&"element_executing"));
+    let complete = last_data(&events, "message_complete");
+    assert_eq!(complete["content"], ANSWER);
+    assert_eq!(complete["messageId"], message_id.as_str());
+    let text: String = events.iter().filter(|(n, _)| n == "text").map(|(_, d)| d["text"].as_str().unwrap()).collect();
+    assert!(text.starts_with("Let me look. ") && text.contains(" done."), "{text}");
+
+    // Both turns are frames: the user's and the agent's, seq 1 and 2.
+    let frames = h.frames(session).await;
+    assert_eq!(frames.len(), 2);
+    assert_eq!((frames[0]["seq"].as_i64(), frames[0]["author_type"].as_str()), (Some(1), Some("user")));
+    assert_eq!(frames[1]["id"], message_id.as_str());
+    assert_eq!(frames[1]["payload"]["content"], ANSWER);
+    assert_eq!(frames[1]["author_id"], agent);
+    let usage = &frames[1]["payload"]["usage"];
+    assert!(usage["input_tokens"].as_u64().unwrap() > 0 && usage["output_tokens"].as_u64().unwrap() > 0, "{usage}");
+    let (rows,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM usage WHERE output_tokens > 0").fetch_one(&h.st.db).await.unwrap();
+    assert_eq!(rows, 1);
+
+    // What the provider was sent: the agent's config merged in, the key in the right header.
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 1);
+    let body = &reqs[0]["body"];
+    assert_eq!((body["max_tokens"].as_i64(), body["temperature"].as_f64(), body["stream"].as_bool()), (Some(321), Some(0.25), Some(true)));
+    assert_eq!(body["model"], "mock-model");
+    let msgs = body["messages"].as_array().unwrap();
+    assert_eq!(msgs.last().unwrap()["content"], "What is in /tmp?");
+    if provider == "openai" {
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        assert_eq!(msgs[0]["role"], "system");
+    } else {
+        assert!(body["system"].as_str().unwrap().contains("Hero"));
+    }
+    assert_no_key_seen(&h);
+}
+
+fn assert_no_key_seen(h: &Hero) {
+    for body in h.seen.lock().unwrap().iter() {
+        assert!(!body.contains(KEY), "a response carried the API key: {body}");
+    }
+}
+
+#[tokio::test]
+async fn anthropic_turn_streams_parses_and_stores_frames() {
+    check_full_turn("anthropic").await;
+}
+
+#[tokio::test]
+async fn openai_turn_streams_parses_and_stores_frames() {
+    check_full_turn("openai").await;
+}
+
+#[tokio::test]
+async fn context_is_compiled_from_frames() {
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("first answer")])).await.unwrap();
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(session, "first question").await;
+    let events = h.stream(session, "second question [[mock echo]]").await;
+    assert!(!names(&events).contains(&"error"), "{events:?}");
+    let sent = &mock.requests()[1]["body"]["messages"];
+    let roles: Vec<&str> = sent.as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, vec!["user", "assistant", "user"]);
+    assert_eq!(sent[1]["content"], "first answer");
+}
+
+/// One fault: what the events say, and what the stored agent frame kept.
+async fn check_fault(provider: &str, directive: &str, want_error: &str, want_partial: bool) {
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("abcdefghij".repeat(10))]).chunk_bytes(5))
+        .await
+        .unwrap();
+    let (session, _) = h.session_with(provider, &mock, KEY).await;
+    let events = h.stream(session, &format!("go {directive}")).await;
+    let n = names(&events);
+    assert_eq!(n.last(), Some(&"message_complete"), "{directive}: {n:?}");
+    let err = last_data(&events, "error")["error"].as_str().unwrap().to_owned();
+    assert!(err.contains(want_error), "{directive}: {err}");
+    let frames = h.frames(session).await;
+    let agent = &frames.last().unwrap()["payload"];
+    assert_eq!(agent["error"].as_str(), Some(err.as_str()));
+    let kept = agent["content"].as_str().unwrap();
+    assert_eq!(!kept.is_empty(), want_partial, "{directive}: kept {kept:?}");
+    assert!("abcdefghij".repeat(10).starts_with(kept));
+}
+
+#[tokio::test]
+async fn each_fault_ends_the_turn_with_a_clear_message() {
+    for provider in ["anthropic", "openai"] {
+        check_fault(provider, "[[mock fault=500]]", "the provider failed (500)", false).await;
+        check_fault(provider, "[[mock fault=cut after_bytes=20 delay_ms=5]]", "cut mid-reply", true).await;
+        check_fault(provider, "[[mock fault=stall after_bytes=10 delay_ms=5]]", "went silent", true).await;
+        check_fault(provider, "[[mock fault=overloaded_midstream after_bytes=10 delay_ms=5]]", "mid-reply", true).await;
+        check_fault(provider, "[[mock fault=429 times=5 retry_after=0]]", "rate-limiting", false).await;
+    }
+}
+
+#[tokio::test]
+async fn a_rejected_key_is_explained() {
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default().api_key(Some("the-right-key".into()))).await.unwrap();
+    for provider in ["anthropic", "openai"] {
+        let (session, _) = h.session_with(provider, &mock, KEY).await;
+        let events = h.stream(session, "hello").await;
+        let err = last_data(&events, "error")["error"].as_str().unwrap().to_owned();
+        assert!(err.contains("refused the API key (401)"), "{err}");
+        assert_eq!(names(&events).last(), Some(&"message_complete"));
+    }
+}
+
+#[tokio::test]
+async fn a_429_is_retried_before_the_first_byte() {
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("after the wait")])).await.unwrap();
+    let (session, _) = h.session_with("openai", &mock, KEY).await;
+    let events = h.stream(session, "hi [[mock fault=429 times=1 retry_after=1]]").await;
+    assert!(!names(&events).contains(&"error"), "{events:?}");
+    assert_eq!(last_data(&events, "message_complete")["content"], "after the wait");
+    assert_eq!(mock.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn batch_mode_and_the_stream_switch() {
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("whole answer")])).await.unwrap();
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let path = format!("/api/sessions/{session}/messages");
+    let (s, r) = h.json(reqwest::Method::POST, &path, Some(json!({"content": "hi"}))).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!((r["content"].as_str(), r["error"].is_null()), (Some("whole answer"), true));
+    let (_, r) = h.json(reqwest::Method::POST, &path, Some(json!({"content": "/stream off"}))).await;
+    assert!(r["content"].as_str().unwrap().contains("off"), "{r}");
+    let (_, sess) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}"), None).await;
+    assert_eq!(sess["streaming"], false);
+    h.json(reqwest::Method::POST, &path, Some(json!({"content": "/stream on"}))).await;
+    let (_, sess) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}"), None).await;
+    assert_eq!(sess["streaming"], true);
+    // The switches are not sent to the agent; they are system notes in the log.
+    assert_eq!(mock.requests().len(), 1);
+    let frames = h.frames(session).await;
+    assert_eq!(frames.len(), 4);
+    assert_eq!(frames[2]["author_type"], "system");
+}
+
+#[tokio::test]
+async fn concurrent_posts_keep_seq_strictly_increasing() {
+    let h = std::sync::Arc::new(hero().await);
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("ok")]).chunk_bytes(1)).await.unwrap();
+    let (session, _) = h.session_with("openai", &mock, KEY).await;
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let h = h.clone();
+        tasks.push(tokio::spawn(async move { h.stream(session, &format!("message {i}")).await }));
+    }
+    for t in tasks {
+        assert_eq!(names(&t.await.unwrap()).last(), Some(&"message_complete"));
+    }
+    let seqs: Vec<i64> = h.frames(session).await.iter().map(|f| f["seq"].as_i64().unwrap()).collect();
+    assert_eq!(seqs, (1..=12).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn the_event_stream_resumes_without_gap_or_duplicate() {
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("live answer")]).chunk_bytes(3)).await.unwrap();
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(session, "one").await; // frames 1, 2
+
+    // A second tab, subscribed before the next message: it sees the whole turn live.
+    let resp = h.c.get(h.url(&format!("/api/sessions/{session}/events"))).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut tab = resp.bytes_stream().eventsource();
+    h.stream(session, "two").await; // frames 3, 4
+    let mut seen = Vec::new();
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(10), tab.next()).await.unwrap() {
+        let ev = ev.unwrap();
+        let last = ev.event == "frame" && ev.id == "4";
+        seen.push((ev.event, ev.id));
+        if last {
+            break;
+        }
+    }
+    let frame_ids: Vec<&str> = seen.iter().filter(|(e, _)| e == "frame").map(|(_, id)| id.as_str()).collect();
+    assert_eq!(frame_ids, vec!["3", "4"]);
+    assert!(seen.iter().any(|(e, _)| e == "text") && seen.iter().any(|(e, _)| e == "message_start"));
+
+    // Reconnecting after seq 1: frames 2, 3, 4 from the log, each once, in order.
+    let resp = h.c.get(h.url(&format!("/api/sessions/{session}/events"))).header("Last-Event-ID", "1").send().await.unwrap();
+    let mut again = resp.bytes_stream().eventsource();
+    let mut ids = Vec::new();
+    while ids.len() < 3 {
+        let ev = tokio::time::timeout(Duration::from_secs(10), again.next()).await.unwrap().unwrap().unwrap();
+        assert_eq!(ev.event, "frame");
+        ids.push(ev.id);
+    }
+    assert_eq!(ids, vec!["2", "3", "4"]);
+}
+
+#[tokio::test]
+async fn abort_over_the_websocket_keeps_the_partial_answer() {
+    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("x".repeat(10_000))]).chunk_bytes(10).delay(Duration::from_millis(20)))
+        .await
+        .unwrap();
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    // The WebSocket authenticates with the same cookie.
+    let login: Value = h.c.post(h.url("/api/auth/login")).json(&json!({"username": "alice", "password": "alice-password"})).send().await.unwrap().json().await.unwrap();
+    let mut req = format!("ws{}/ws", h.base.trim_start_matches("http")).into_client_request().unwrap();
+    req.headers_mut().insert("cookie", format!("hero_token={}", login["token"].as_str().unwrap()).parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+
+    let resp = h.c.post(h.url(&format!("/api/sessions/{session}/messages/stream"))).json(&json!({"content": "long please"})).send().await.unwrap();
+    let mut events = resp.bytes_stream().eventsource();
+    // Wait for some text, seen both on the poster's stream and mirrored on the WebSocket.
+    loop {
+        let ev = events.next().await.unwrap().unwrap();
+        if ev.event == "text" {
+            break;
+        }
+    }
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next()).await.unwrap().unwrap().unwrap();
+        if let Message::Text(t) = msg {
+            if serde_json::from_str::<Value>(&t).unwrap()["type"] == "stream_text" {
+                break;
+            }
+        }
+    }
+    ws.send(Message::Text(json!({"type": "abort", "sessionId": session}).to_string().into())).await.unwrap();
+    let mut rest = Vec::new();
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(10), events.next()).await.unwrap() {
+        let ev = ev.unwrap();
+        let done = ev.event == "message_complete";
+        rest.push(ev.event);
+        if done {
+            break;
+        }
+    }
+    assert_eq!(rest.last().map(String::as_str), Some("message_complete"));
+    let frames = h.frames(session).await;
+    let agent = &frames.last().unwrap()["payload"];
+    assert_eq!(agent["aborted"], true);
+    let kept = agent["content"].as_str().unwrap();
+    assert!(!kept.is_empty() && kept.len() < 10_000, "kept {} bytes", kept.len());
+    // An unreadable message gets a clear error, not a dropped connection.
+    ws.send(Message::Text("not json".into())).await.unwrap();
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next()).await.unwrap().unwrap().unwrap();
+        if let Message::Text(t) = msg {
+            let v: Value = serde_json::from_str(&t).unwrap();
+            if v["type"] == "error" && v["error"].as_str().unwrap().contains("unreadable") {
+                break;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn bad_chat_input_is_refused_clearly() {
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default()).await.unwrap();
+    let (session, agent) = h.session_with("openai", &mock, KEY).await;
+    let post = |content: &str| json!({"content": content});
+    let path = format!("/api/sessions/{session}/messages/stream");
+    let (s, r) = h.json(reqwest::Method::POST, &path, Some(post("   "))).await;
+    assert_eq!((s, r["error"].as_str()), (StatusCode::BAD_REQUEST, Some("the message is empty")));
+    let (s, _) = h.json(reqwest::Method::POST, "/api/sessions/999/messages/stream", Some(post("hi"))).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, r) = h.json(reqwest::Method::PATCH, &format!("/api/agents/{agent}"), Some(json!({"config": {"stream": false}}))).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(r["error"].as_str().unwrap().contains("may not set \"stream\""));
+    let (s, _) = h.json(reqwest::Method::DELETE, &format!("/api/agents/{agent}"), None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, r) = h.json(reqwest::Method::POST, &path, Some(post("hi"))).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(r["error"].as_str().unwrap().contains("agent was deleted"), "{r}");
+    assert_eq!(h.frames(session).await.len(), 0);
+    // The demo agent answers with no key and no network.
+    let (_, agents) = h.json(reqwest::Method::GET, "/api/agents", None).await;
+    let demo = agents.as_array().unwrap().iter().find(|a| a["provider"] == "scripted").unwrap()["id"].clone();
+    h.json(reqwest::Method::PATCH, &format!("/api/sessions/{session}"), Some(json!({"agent_id": demo}))).await;
+    let events = h.stream(session, "show me").await;
+    let done = last_data(&events, "message_complete")["content"].as_str().unwrap().to_owned();
+    assert!(done.contains("offline demo") && done.contains("<todo"), "{done}");
+    assert_no_key_seen(&h);
+}
