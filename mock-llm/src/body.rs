@@ -194,7 +194,12 @@ fn play(state: State) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static 
             st.done = true;
             match st.ending {
                 Ending::Complete | Ending::MidstreamError => return None,
-                Ending::Cut => return Some((Err(cut()), st)),
+                Ending::Cut => {
+                    // Give hyper a pending poll to flush what was written, so the bytes before
+                    // the cut reach the client instead of dying in its write buffer.
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    return Some((Err(cut()), st));
+                }
                 Ending::Stall => {
                     closed(&mut st.closing).await;
                     return Some((Err(cut()), st));

@@ -156,6 +156,7 @@ impl Shared {
     }
 
     pub(crate) fn reset(&self) {
+        self.next_answer.store(0, Ordering::Relaxed);
         *self.log.lock().unwrap_or_else(|e| e.into_inner()) = Log::default();
         self.counters.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
@@ -247,7 +248,8 @@ impl MockServer {
         self.shared.stats()
     }
 
-    /// Clears the log, the counters and the `times=` directive counts.
+    /// Clears the log, the counters and the `times=` directive counts, and restarts the
+    /// script at its first answer.
     pub fn reset(&self) {
         self.shared.reset()
     }
