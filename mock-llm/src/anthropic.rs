@@ -13,21 +13,33 @@ use crate::{
 /// Reads a request body as the real API checks it: `model`, `max_tokens` and a non-empty
 /// `messages` array are required.
 pub(crate) fn validate(body: Option<&Value>) -> Result<Request, String> {
-    let body = body.filter(|b| b.is_object()).ok_or("The request body is not valid JSON.")?;
-    let model = body.get("model").and_then(Value::as_str).ok_or("model: Field required")?;
+    let body = body
+        .filter(|b| b.is_object())
+        .ok_or("The request body is not valid JSON.")?;
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .ok_or("model: Field required")?;
     match body.get("max_tokens") {
         Some(v) if v.as_u64().is_some_and(|n| n >= 1) => {}
         Some(_) => return Err("max_tokens: Input should be a valid positive integer".into()),
         None => return Err("max_tokens: Field required".into()),
     }
-    let messages = body.get("messages").and_then(Value::as_array).ok_or("messages: Field required")?;
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or("messages: Field required")?;
     if messages.is_empty() {
         return Err("messages: at least one message is required".into());
     }
     for (i, m) in messages.iter().enumerate() {
         match m.get("role").and_then(Value::as_str) {
             Some("user" | "assistant") => {}
-            _ => return Err(format!("messages.{i}.role: Input should be 'user' or 'assistant'")),
+            _ => {
+                return Err(format!(
+                    "messages.{i}.role: Input should be 'user' or 'assistant'"
+                ));
+            }
         }
         if m.get("content").is_none() {
             return Err(format!("messages.{i}.content: Field required"));
@@ -68,7 +80,10 @@ pub(crate) fn head(id: &str, reply: &Reply, out: &mut Vec<Bytes>) {
         "stop_reason": null, "stop_sequence": null,
         "usage": {"input_tokens": reply.usage.input, "output_tokens": 1},
     });
-    out.push(frame("message_start", &json!({"type": "message_start", "message": message})));
+    out.push(frame(
+        "message_start",
+        &json!({"type": "message_start", "message": message}),
+    ));
     out.push(frame("ping", &json!({"type": "ping"})));
 }
 
@@ -78,9 +93,14 @@ pub(crate) fn event(ev: Event<'_>, reply: &Reply, out: &mut Vec<Bytes>) {
             let block = match &reply.blocks[i] {
                 Block::Thinking(_) => json!({"type": "thinking", "thinking": ""}),
                 Block::Text(_) => json!({"type": "text", "text": ""}),
-                Block::ToolUse { id, name, .. } => json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+                Block::ToolUse { id, name, .. } => {
+                    json!({"type": "tool_use", "id": id, "name": name, "input": {}})
+                }
             };
-            out.push(frame("content_block_start", &json!({"type": "content_block_start", "index": i, "content_block": block})));
+            out.push(frame(
+                "content_block_start",
+                &json!({"type": "content_block_start", "index": i, "content_block": block}),
+            ));
         }
         Event::Delta(i, piece) => {
             let delta = match &reply.blocks[i] {
@@ -88,14 +108,23 @@ pub(crate) fn event(ev: Event<'_>, reply: &Reply, out: &mut Vec<Bytes>) {
                 Block::Text(_) => json!({"type": "text_delta", "text": piece}),
                 Block::ToolUse { .. } => json!({"type": "input_json_delta", "partial_json": piece}),
             };
-            out.push(frame("content_block_delta", &json!({"type": "content_block_delta", "index": i, "delta": delta})));
+            out.push(frame(
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": i, "delta": delta}),
+            ));
         }
         Event::BlockStop(i) => {
             if let Block::Thinking(_) = reply.blocks[i] {
                 let delta = json!({"type": "signature_delta", "signature": SIGNATURE});
-                out.push(frame("content_block_delta", &json!({"type": "content_block_delta", "index": i, "delta": delta})));
+                out.push(frame(
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": i, "delta": delta}),
+                ));
             }
-            out.push(frame("content_block_stop", &json!({"type": "content_block_stop", "index": i})));
+            out.push(frame(
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": i}),
+            ));
         }
     }
 }
@@ -107,7 +136,10 @@ pub(crate) fn tail(reply: &Reply, out: &mut Vec<Bytes>) {
 }
 
 pub(crate) fn midstream_error(out: &mut Vec<Bytes>) {
-    out.push(frame("error", &error_body("overloaded_error", "Overloaded")));
+    out.push(frame(
+        "error",
+        &error_body("overloaded_error", "Overloaded"),
+    ));
 }
 
 /// The whole message, for `stream: false`.
@@ -116,7 +148,9 @@ pub(crate) fn message(id: &str, reply: &Reply) -> Value {
         .blocks
         .iter()
         .map(|b| match b {
-            Block::Thinking(t) => json!({"type": "thinking", "thinking": t, "signature": SIGNATURE}),
+            Block::Thinking(t) => {
+                json!({"type": "thinking", "thinking": t, "signature": SIGNATURE})
+            }
             Block::Text(t) => json!({"type": "text", "text": t}),
             Block::ToolUse { id, name, input } => json!({
                 "type": "tool_use", "id": id, "name": name,

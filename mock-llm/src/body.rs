@@ -28,8 +28,14 @@ pub(crate) enum Ending {
 
 /// The wire format of one stream, with what every frame repeats.
 pub(crate) enum Encoder {
-    Anthropic { id: String },
-    OpenAi { id: String, created: u64, include_usage: bool },
+    Anthropic {
+        id: String,
+    },
+    OpenAi {
+        id: String,
+        created: u64,
+        include_usage: bool,
+    },
 }
 
 impl Encoder {
@@ -62,8 +68,18 @@ impl Encoder {
     }
 
     fn chunker(&self, reply: &Reply, f: impl FnOnce(&openai::Chunker<'_>)) {
-        if let Encoder::OpenAi { id, created, include_usage } = self {
-            f(&openai::Chunker { id, created: *created, model: &reply.model, include_usage: *include_usage });
+        if let Encoder::OpenAi {
+            id,
+            created,
+            include_usage,
+        } = self
+        {
+            f(&openai::Chunker {
+                id,
+                created: *created,
+                model: &reply.model,
+                include_usage: *include_usage,
+            });
         }
     }
 }
@@ -103,7 +119,10 @@ async fn closed(rx: &mut watch::Receiver<bool>) {
 }
 
 fn cut() -> io::Error {
-    io::Error::new(io::ErrorKind::ConnectionAborted, "mock-llm: connection cut on purpose")
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        "mock-llm: connection cut on purpose",
+    )
 }
 
 struct Live {
@@ -136,7 +155,11 @@ pub(crate) fn events(
     let mut scratch = Vec::new();
     encoder.head(&reply, &mut scratch);
     let budget = (ending != Ending::Complete).then_some(after_bytes);
-    let live = Live { reply, cursor: Cursor::new(chunk, budget), encoder };
+    let live = Live {
+        reply,
+        cursor: Cursor::new(chunk, budget),
+        encoder,
+    };
     play(State {
         queue: scratch.drain(..).collect(),
         scratch,
@@ -149,13 +172,20 @@ pub(crate) fn events(
 }
 
 /// A body of fixed bytes (a non-streaming answer), ending as asked after `prefix`.
-pub(crate) fn fixed(prefix: Bytes, ending: Ending, closing: watch::Receiver<bool>) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
+pub(crate) fn fixed(
+    prefix: Bytes,
+    ending: Ending,
+    closing: watch::Receiver<bool>,
+) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
     play(State {
         queue: VecDeque::from([prefix]),
         scratch: Vec::new(),
         live: None,
         ending,
-        pacer: Pacer { delay: Duration::ZERO, next: None },
+        pacer: Pacer {
+            delay: Duration::ZERO,
+            next: None,
+        },
         closing,
         done: false,
     })

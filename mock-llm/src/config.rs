@@ -59,7 +59,11 @@ impl fmt::Debug for Config {
 impl Config {
     /// Scripted answers, played in order and cycling. An empty list keeps the default answer.
     pub fn answers(mut self, answers: Vec<Answer>) -> Self {
-        self.script = if answers.is_empty() { Script::Default } else { Script::Answers(answers) };
+        self.script = if answers.is_empty() {
+            Script::Default
+        } else {
+            Script::Answers(answers)
+        };
         self
     }
 
@@ -156,6 +160,9 @@ mod tests {
     #[test]
     fn fifty_tokens_per_second_is_four_bytes_every_20ms() {
         let c = super::Config::default().tokens_per_sec(50.0);
-        assert_eq!((c.pacing.chunk_bytes, c.pacing.delay), (4, std::time::Duration::from_millis(20)));
+        assert_eq!(
+            (c.pacing.chunk_bytes, c.pacing.delay),
+            (4, std::time::Duration::from_millis(20))
+        );
     }
 }

@@ -87,7 +87,8 @@ impl Raw<'_> {
             Raw::Json(Value::String(s)) => s,
             Raw::Json(_) => String::new(),
         };
-        s.parse().map_err(|_| format!("{key}= takes a number, not `{s}`"))
+        s.parse()
+            .map_err(|_| format!("{key}= takes a number, not `{s}`"))
     }
 }
 
@@ -102,9 +103,14 @@ fn parse_items(s: &str, d: &mut Directive) -> Result<usize, String> {
         if i >= s.len() {
             return Err("a [[mock directive is not closed with ]]".into());
         }
-        let key_len = s[i..].find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(s.len() - i);
+        let key_len = s[i..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(s.len() - i);
         if key_len == 0 {
-            return Err(format!("unexpected `{}` in a [[mock directive", s[i..].chars().next().unwrap_or(' ')));
+            return Err(format!(
+                "unexpected `{}` in a [[mock directive",
+                s[i..].chars().next().unwrap_or(' ')
+            ));
         }
         let key = &s[i..i + key_len];
         i += key_len;
@@ -123,7 +129,10 @@ fn parse_items(s: &str, d: &mut Directive) -> Result<usize, String> {
 fn value(s: &str) -> Result<(Raw<'_>, usize), String> {
     if s.starts_with(['"', '{', '[']) {
         let mut it = serde_json::Deserializer::from_str(s).into_iter::<Value>();
-        let v = it.next().ok_or("a value is missing")?.map_err(|e| format!("bad JSON value: {e}"))?;
+        let v = it
+            .next()
+            .ok_or("a value is missing")?
+            .map_err(|e| format!("bad JSON value: {e}"))?;
         return Ok((Raw::Json(v), it.byte_offset()));
     }
     let end = s.find(|c: char| c.is_whitespace()).unwrap_or(s.len());
@@ -144,8 +153,9 @@ fn apply(d: &mut Directive, key: &str, value: Option<Raw<'_>>) -> Result<(), Str
     match key {
         "fault" => {
             let name = v.string(key)?;
-            let kind = FaultKind::parse(&name)
-                .ok_or_else(|| format!("fault={name} is not one of {}", FaultKind::NAMES.join(", ")))?;
+            let kind = FaultKind::parse(&name).ok_or_else(|| {
+                format!("fault={name} is not one of {}", FaultKind::NAMES.join(", "))
+            })?;
             let old = d.fault.unwrap_or(FaultSpec::new(kind));
             d.fault = Some(FaultSpec { kind, ..old });
         }
@@ -164,17 +174,26 @@ fn apply(d: &mut Directive, key: &str, value: Option<Raw<'_>>) -> Result<(), Str
         "tokens_per_sec" => d.tokens_per_sec = Some(v.number(key)?),
         "text" => d.text = Some(v.string(key)?),
         "thinking" => d.thinking = Some(v.string(key)?),
-        "tool" => d.tools.push(ToolCall { name: v.string(key)?, input: Value::Object(Default::default()) }),
+        "tool" => d.tools.push(ToolCall {
+            name: v.string(key)?,
+            input: Value::Object(Default::default()),
+        }),
         "input" => {
             let input = match v {
                 Raw::Json(j) => j,
                 Raw::Bare(s) => return Err(format!("input= takes a JSON value, not `{s}`")),
             };
-            d.tools.last_mut().ok_or("input= must follow a tool=")?.input = input;
+            d.tools
+                .last_mut()
+                .ok_or("input= must follow a tool=")?
+                .input = input;
         }
         "stop" => {
             let s = v.string(key)?;
-            d.stop = Some(StopReason::parse(&s).ok_or_else(|| format!("stop={s} is not end_turn, tool_use or max_tokens"))?);
+            d.stop = Some(
+                StopReason::parse(&s)
+                    .ok_or_else(|| format!("stop={s} is not end_turn, tool_use or max_tokens"))?,
+            );
         }
         "usage_input" => d.usage_input = Some(v.number(key)?),
         "usage_output" => d.usage_output = Some(v.number(key)?),
@@ -184,7 +203,9 @@ fn apply(d: &mut Directive, key: &str, value: Option<Raw<'_>>) -> Result<(), Str
 }
 
 fn fault_mut<'d>(d: &'d mut Directive, key: &str) -> Result<&'d mut FaultSpec, String> {
-    d.fault.as_mut().ok_or_else(|| format!("{key}= must follow a fault="))
+    d.fault
+        .as_mut()
+        .ok_or_else(|| format!("{key}= must follow a fault="))
 }
 
 #[cfg(test)]
@@ -205,22 +226,53 @@ mod tests {
         check("hello [[mockery]] there", expect![[r#"none"#]]);
         check(
             "go [[mock fault=429 times=1 retry_after=2]] now",
-            expect![[r#"Directive { key: "[[mock fault=429 times=1 retry_after=2]]", fault: Some(FaultSpec { kind: RateLimited, retry_after: Some(2), after_bytes: None }), times: Some(1), echo: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: None, thinking: None, tools: [], stop: None, usage_input: None, usage_output: None }"#]],
+            expect![[
+                r#"Directive { key: "[[mock fault=429 times=1 retry_after=2]]", fault: Some(FaultSpec { kind: RateLimited, retry_after: Some(2), after_bytes: None }), times: Some(1), echo: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: None, thinking: None, tools: [], stop: None, usage_input: None, usage_output: None }"#
+            ]],
         );
         check(
             "[[mock chunk=3 fault=cut after_bytes=10]][[mock echo]]",
-            expect![[r#"Directive { key: "[[mock chunk=3 fault=cut after_bytes=10]] [[mock echo]]", fault: Some(FaultSpec { kind: Cut, retry_after: None, after_bytes: Some(10) }), times: None, echo: true, chunk: Some(3), delay_ms: None, tokens_per_sec: None, text: None, thinking: None, tools: [], stop: None, usage_input: None, usage_output: None }"#]],
+            expect![[
+                r#"Directive { key: "[[mock chunk=3 fault=cut after_bytes=10]] [[mock echo]]", fault: Some(FaultSpec { kind: Cut, retry_after: None, after_bytes: Some(10) }), times: None, echo: true, chunk: Some(3), delay_ms: None, tokens_per_sec: None, text: None, thinking: None, tools: [], stop: None, usage_input: None, usage_output: None }"#
+            ]],
         );
         check(
             r#"[[mock text="say \"hi\" ]] <b>\n" thinking=hmm tool=get_weather input={"city": "Paris"} stop=max_tokens]]"#,
-            expect![[r#"Directive { key: "[[mock text=\"say \\\"hi\\\" ]] <b>\\n\" thinking=hmm tool=get_weather input={\"city\": \"Paris\"} stop=max_tokens]]", fault: None, times: None, echo: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: Some("say \"hi\" ]] <b>\n"), thinking: Some("hmm"), tools: [ToolCall { name: "get_weather", input: Object {"city": String("Paris")} }], stop: Some(MaxTokens), usage_input: None, usage_output: None }"#]],
+            expect![[
+                r#"Directive { key: "[[mock text=\"say \\\"hi\\\" ]] <b>\\n\" thinking=hmm tool=get_weather input={\"city\": \"Paris\"} stop=max_tokens]]", fault: None, times: None, echo: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: Some("say \"hi\" ]] <b>\n"), thinking: Some("hmm"), tools: [ToolCall { name: "get_weather", input: Object {"city": String("Paris")} }], stop: Some(MaxTokens), usage_input: None, usage_output: None }"#
+            ]],
         );
-        check("[[mock text=plain]]", expect![[r#"Directive { key: "[[mock text=plain]]", fault: None, times: None, echo: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: Some("plain"), thinking: None, tools: [], stop: None, usage_input: None, usage_output: None }"#]]);
-        check("[[mock fualt=429]]", expect![[r#"error: unknown [[mock key `fualt`"#]]);
-        check("[[mock fault=418]]", expect![[r#"error: fault=418 is not one of 401, 429, 500, 529, cut, stall, overloaded_midstream"#]]);
-        check("[[mock fault=500", expect![[r#"error: a [[mock directive is not closed with ]]"#]]);
-        check("[[mock after_bytes=3 fault=cut]]", expect![[r#"error: after_bytes= must follow a fault="#]]);
-        check("[[mock chunk=0]]", expect![[r#"error: chunk= must be at least 1"#]]);
-        check("[[mock times=2]]", expect![[r#"error: times= needs a fault="#]]);
+        check(
+            "[[mock text=plain]]",
+            expect![[
+                r#"Directive { key: "[[mock text=plain]]", fault: None, times: None, echo: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: Some("plain"), thinking: None, tools: [], stop: None, usage_input: None, usage_output: None }"#
+            ]],
+        );
+        check(
+            "[[mock fualt=429]]",
+            expect![[r#"error: unknown [[mock key `fualt`"#]],
+        );
+        check(
+            "[[mock fault=418]]",
+            expect![[
+                r#"error: fault=418 is not one of 401, 429, 500, 529, cut, stall, overloaded_midstream"#
+            ]],
+        );
+        check(
+            "[[mock fault=500",
+            expect![[r#"error: a [[mock directive is not closed with ]]"#]],
+        );
+        check(
+            "[[mock after_bytes=3 fault=cut]]",
+            expect![[r#"error: after_bytes= must follow a fault="#]],
+        );
+        check(
+            "[[mock chunk=0]]",
+            expect![[r#"error: chunk= must be at least 1"#]],
+        );
+        check(
+            "[[mock times=2]]",
+            expect![[r#"error: times= needs a fault="#]],
+        );
     }
 }

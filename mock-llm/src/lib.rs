@@ -32,5 +32,7 @@ mod script;
 mod server;
 
 pub use config::Config;
-pub use script::{Answer, Corpus, DEFAULT_ANSWER, FaultKind, FaultSpec, LoadError, Pacing, StopReason, ToolCall};
+pub use script::{
+    Answer, Corpus, DEFAULT_ANSWER, FaultKind, FaultSpec, LoadError, Pacing, StopReason, ToolCall,
+};
 pub use server::{MockServer, serve, serve_until, spawn, spawn_on};

@@ -91,7 +91,12 @@ struct Args {
 
     /// The only API key accepted (any other gets 401). Unset: any non-empty key is accepted,
     /// a missing one gets 401.
-    #[arg(long, value_name = "KEY", env = "MOCK_LLM_API_KEY", hide_env_values = true)]
+    #[arg(
+        long,
+        value_name = "KEY",
+        env = "MOCK_LLM_API_KEY",
+        hide_env_values = true
+    )]
     api_key: Option<String>,
 
     /// A model name for GET /v1/models (repeat for more). Requests may name any model.
@@ -114,7 +119,9 @@ fn config(args: Args) -> Result<Config, mock_llm::LoadError> {
         .models(args.models);
     config = match args.tokens_per_sec {
         Some(rate) => config.tokens_per_sec(rate),
-        None => config.chunk_bytes(args.chunk_bytes as usize).delay(Duration::from_millis(args.delay_ms)),
+        None => config
+            .chunk_bytes(args.chunk_bytes as usize)
+            .delay(Duration::from_millis(args.delay_ms)),
     };
     if let Some(path) = args.answers {
         config = config.answers(Answer::load_file(&path)?);

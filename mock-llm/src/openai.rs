@@ -15,9 +15,17 @@ use crate::{
 };
 
 pub(crate) fn validate(body: Option<&Value>) -> Result<Request, String> {
-    let body = body.filter(|b| b.is_object()).ok_or("We could not parse the JSON body of your request.")?;
-    let model = body.get("model").and_then(Value::as_str).ok_or("you must provide a model parameter")?;
-    let messages = body.get("messages").and_then(Value::as_array).ok_or("Missing required parameter: 'messages'.")?;
+    let body = body
+        .filter(|b| b.is_object())
+        .ok_or("We could not parse the JSON body of your request.")?;
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .ok_or("you must provide a model parameter")?;
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or("Missing required parameter: 'messages'.")?;
     if messages.is_empty() {
         return Err("Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.".into());
     }

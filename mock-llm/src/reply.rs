@@ -15,7 +15,11 @@ pub(crate) enum Block {
     Thinking(String),
     Text(String),
     /// `input` is the JSON text streamed as `input_json_delta` / `arguments` pieces.
-    ToolUse { id: String, name: String, input: String },
+    ToolUse {
+        id: String,
+        name: String,
+        input: String,
+    },
 }
 
 impl Block {
@@ -45,16 +49,34 @@ pub(crate) struct Reply {
 
 impl Reply {
     pub fn text(&self) -> String {
-        self.blocks.iter().filter_map(|b| if let Block::Text(t) = b { Some(t.as_str()) } else { None }).collect()
+        self.blocks
+            .iter()
+            .filter_map(|b| {
+                if let Block::Text(t) = b {
+                    Some(t.as_str())
+                } else {
+                    None
+                }
+            })
+            .collect()
     }
 
     pub fn thinking(&self) -> Option<&str> {
-        self.blocks.iter().find_map(|b| if let Block::Thinking(t) = b { Some(t.as_str()) } else { None })
+        self.blocks.iter().find_map(|b| {
+            if let Block::Thinking(t) = b {
+                Some(t.as_str())
+            } else {
+                None
+            }
+        })
     }
 
     /// The index among tool blocks only (OpenAI numbers tool calls from 0).
     pub fn tool_index(&self, block: usize) -> usize {
-        self.blocks[..block].iter().filter(|b| matches!(b, Block::ToolUse { .. })).count()
+        self.blocks[..block]
+            .iter()
+            .filter(|b| matches!(b, Block::ToolUse { .. }))
+            .count()
     }
 }
 
@@ -84,7 +106,12 @@ pub(crate) struct Cursor {
 
 impl Cursor {
     pub fn new(chunk: usize, budget: Option<usize>) -> Self {
-        Self { block: 0, phase: Phase::Start, chunk: chunk.max(1), budget }
+        Self {
+            block: 0,
+            phase: Phase::Start,
+            chunk: chunk.max(1),
+            budget,
+        }
     }
 
     pub fn next<'a>(&mut self, reply: &'a Reply) -> Option<Event<'a>> {
@@ -161,10 +188,17 @@ mod tests {
             blocks: vec![
                 Block::Thinking("hmm".into()),
                 Block::Text("né😀x".into()),
-                Block::ToolUse { id: "t".into(), name: "f".into(), input: r#"{"a":1}"#.into() },
+                Block::ToolUse {
+                    id: "t".into(),
+                    name: "f".into(),
+                    input: r#"{"a":1}"#.into(),
+                },
             ],
             stop: StopReason::ToolUse,
-            usage: Usage { input: 1, output: 1 },
+            usage: Usage {
+                input: 1,
+                output: 1,
+            },
         }
     }
 
@@ -184,14 +218,32 @@ mod tests {
 
     #[test]
     fn cursor() {
-        check(16, None, expect![[r#"<0 "hmm" 0> <1 "né😀x" 1> <2 "{\"a\":1}" 2>"#]]);
+        check(
+            16,
+            None,
+            expect![[r#"<0 "hmm" 0> <1 "né😀x" 1> <2 "{\"a\":1}" 2>"#]],
+        );
         // The 4-byte emoji is never split, even with 1- or 3-byte chunks.
-        check(1, None, expect![[r#"<0 "h" "m" "m" 0> <1 "n" "é" "😀" "x" 1> <2 "{" "\"" "a" "\"" ":" "1" "}" 2>"#]]);
-        check(3, None, expect![[r#"<0 "hmm" 0> <1 "né" "😀" "x" 1> <2 "{\"a" "\":1" "}" 2>"#]]);
+        check(
+            1,
+            None,
+            expect![[
+                r#"<0 "h" "m" "m" 0> <1 "n" "é" "😀" "x" 1> <2 "{" "\"" "a" "\"" ":" "1" "}" 2>"#
+            ]],
+        );
+        check(
+            3,
+            None,
+            expect![[r#"<0 "hmm" 0> <1 "né" "😀" "x" 1> <2 "{\"a" "\":1" "}" 2>"#]],
+        );
         check(4, Some(0), expect![[r#""#]]);
         check(4, Some(5), expect![[r#"<0 "hmm" 0> <1 "n""#]]);
         // A budget ending inside the emoji stops before it.
         check(4, Some(7), expect![[r#"<0 "hmm" 0> <1 "né""#]]);
-        check(4, Some(100), expect![[r#"<0 "hmm" 0> <1 "né" "😀" "x" 1> <2 "{\"a\"" ":1}" 2>"#]]);
+        check(
+            4,
+            Some(100),
+            expect![[r#"<0 "hmm" 0> <1 "né" "😀" "x" 1> <2 "{\"a\"" ":1}" 2>"#]],
+        );
     }
 }

@@ -21,7 +21,11 @@ pub(crate) struct Request {
 /// The text of the last message with role `user`: its string content, or its text blocks
 /// (Anthropic `{"type":"text"}`, OpenAI `{"type":"text"}` parts) joined by newlines.
 pub(crate) fn last_user_text(messages: &[Value]) -> String {
-    let Some(last) = messages.iter().rev().find(|m| m.get("role").and_then(Value::as_str) == Some("user")) else {
+    let Some(last) = messages
+        .iter()
+        .rev()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+    else {
         return String::new();
     };
     match last.get("content") {
@@ -43,7 +47,11 @@ pub(crate) fn prompt_chars(messages: &[Value]) -> usize {
         match v {
             Value::String(s) => s.chars().count(),
             Value::Array(a) => a.iter().map(walk).sum(),
-            Value::Object(o) => o.iter().filter(|(k, _)| *k != "role" && *k != "type").map(|(_, v)| walk(v)).sum(),
+            Value::Object(o) => o
+                .iter()
+                .filter(|(k, _)| *k != "role" && *k != "type")
+                .map(|(_, v)| walk(v))
+                .sum(),
             _ => 0,
         }
     }

@@ -13,10 +13,16 @@ use serde_json::Value;
 pub enum LoadError {
     /// The file could not be read.
     #[error("cannot read {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     /// The file is not the JSON the mock expects (answers array, or index of `[start, end)`).
     #[error("{path} is not valid: {source}")]
-    Json { path: String, source: serde_json::Error },
+    Json {
+        path: String,
+        source: serde_json::Error,
+    },
     /// The content parsed but makes no sense (empty list, range outside the corpus, …).
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
@@ -45,8 +51,15 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// The names used by `--fault`, directives and answer files.
-    pub const NAMES: &'static [&'static str] =
-        &["401", "429", "500", "529", "cut", "stall", "overloaded_midstream"];
+    pub const NAMES: &'static [&'static str] = &[
+        "401",
+        "429",
+        "500",
+        "529",
+        "cut",
+        "stall",
+        "overloaded_midstream",
+    ];
 
     pub fn parse(name: &str) -> Option<Self> {
         Some(match name {
@@ -75,7 +88,10 @@ impl FaultKind {
 
     /// Faults that answer with an error status before any body byte.
     pub fn is_status(self) -> bool {
-        matches!(self, Self::Unauthorized | Self::RateLimited | Self::ServerError | Self::Overloaded)
+        matches!(
+            self,
+            Self::Unauthorized | Self::RateLimited | Self::ServerError | Self::Overloaded
+        )
     }
 }
 
@@ -90,7 +106,11 @@ pub struct FaultSpec {
 
 impl FaultSpec {
     pub fn new(kind: FaultKind) -> Self {
-        Self { kind, retry_after: None, after_bytes: None }
+        Self {
+            kind,
+            retry_after: None,
+            after_bytes: None,
+        }
     }
 }
 
@@ -114,15 +134,25 @@ pub struct Pacing {
 
 impl Default for Pacing {
     fn default() -> Self {
-        Self { chunk_bytes: 16, delay: Duration::ZERO }
+        Self {
+            chunk_bytes: 16,
+            delay: Duration::ZERO,
+        }
     }
 }
 
 impl Pacing {
     /// A "token" is 4 bytes of text: 50 tokens/s is one 4-byte delta every 20 ms.
     pub fn tokens_per_sec(rate: f64) -> Self {
-        let delay = if rate > 0.0 { Duration::from_secs_f64(1.0 / rate) } else { Duration::ZERO };
-        Self { chunk_bytes: 4, delay }
+        let delay = if rate > 0.0 {
+            Duration::from_secs_f64(1.0 / rate)
+        } else {
+            Duration::ZERO
+        };
+        Self {
+            chunk_bytes: 4,
+            delay,
+        }
     }
 }
 
@@ -176,17 +206,29 @@ pub struct Answer {
 
 impl Answer {
     pub fn text(text: impl Into<String>) -> Self {
-        Self { text: text.into(), ..Self::default() }
+        Self {
+            text: text.into(),
+            ..Self::default()
+        }
     }
 
     /// Reads a JSON array whose items are a string (the text) or an object
     /// `{text, thinking, tool_calls, stop, fault, chunk_bytes, delay_ms, usage: {input, output}}`.
     pub fn load_file(path: &Path) -> Result<Vec<Answer>, LoadError> {
         let shown = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Io { path: shown.clone(), source })?;
-        let answers = Self::parse_list(&bytes).map_err(|source| LoadError::Json { path: shown.clone(), source })?;
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
+            path: shown.clone(),
+            source,
+        })?;
+        let answers = Self::parse_list(&bytes).map_err(|source| LoadError::Json {
+            path: shown.clone(),
+            source,
+        })?;
         if answers.is_empty() {
-            return Err(LoadError::Invalid { path: shown, message: "the answers array is empty".into() });
+            return Err(LoadError::Invalid {
+                path: shown,
+                message: "the answers array is empty".into(),
+            });
         }
         Ok(answers)
     }
@@ -233,7 +275,11 @@ struct RawUsage {
 enum RawFault {
     Code(u16),
     Name(String),
-    Full { kind: Value, retry_after: Option<u64>, after_bytes: Option<usize> },
+    Full {
+        kind: Value,
+        retry_after: Option<u64>,
+        after_bytes: Option<usize>,
+    },
 }
 
 fn fault_kind(v: &Value) -> Option<FaultKind> {
@@ -253,18 +299,36 @@ impl TryFrom<RawAnswer> for Answer {
             RawAnswer::Text(text) => return Ok(Answer::text(text)),
             RawAnswer::Full(o) => o,
         };
-        let bad_fault = || serde_json::Error::custom(format!("fault must be one of {}", FaultKind::NAMES.join(", ")));
+        let bad_fault = || {
+            serde_json::Error::custom(format!(
+                "fault must be one of {}",
+                FaultKind::NAMES.join(", ")
+            ))
+        };
         let fault = match o.fault {
             None => None,
-            Some(RawFault::Code(c)) => Some(FaultSpec::new(FaultKind::parse(&c.to_string()).ok_or_else(bad_fault)?)),
-            Some(RawFault::Name(n)) => Some(FaultSpec::new(FaultKind::parse(&n).ok_or_else(bad_fault)?)),
-            Some(RawFault::Full { kind, retry_after, after_bytes }) => {
-                Some(FaultSpec { kind: fault_kind(&kind).ok_or_else(bad_fault)?, retry_after, after_bytes })
+            Some(RawFault::Code(c)) => Some(FaultSpec::new(
+                FaultKind::parse(&c.to_string()).ok_or_else(bad_fault)?,
+            )),
+            Some(RawFault::Name(n)) => {
+                Some(FaultSpec::new(FaultKind::parse(&n).ok_or_else(bad_fault)?))
             }
+            Some(RawFault::Full {
+                kind,
+                retry_after,
+                after_bytes,
+            }) => Some(FaultSpec {
+                kind: fault_kind(&kind).ok_or_else(bad_fault)?,
+                retry_after,
+                after_bytes,
+            }),
         };
         let stop = match o.stop {
             None => None,
-            Some(s) => Some(StopReason::parse(&s).ok_or_else(|| serde_json::Error::custom(format!("unknown stop `{s}`")))?),
+            Some(s) => Some(
+                StopReason::parse(&s)
+                    .ok_or_else(|| serde_json::Error::custom(format!("unknown stop `{s}`")))?,
+            ),
         };
         if o.chunk_bytes == Some(0) {
             return Err(serde_json::Error::custom("chunk_bytes must be at least 1"));
@@ -293,16 +357,27 @@ pub struct Corpus {
 
 impl Corpus {
     pub fn load(corpus: &Path, index: &Path) -> Result<Self, LoadError> {
-        let read = |p: &Path| std::fs::read(p).map_err(|source| LoadError::Io { path: p.display().to_string(), source });
+        let read = |p: &Path| {
+            std::fs::read(p).map_err(|source| LoadError::Io {
+                path: p.display().to_string(),
+                source,
+            })
+        };
         let text = read(corpus)?;
         let index_bytes = read(index)?;
-        let ranges: Vec<(usize, usize)> = serde_json::from_slice(&index_bytes)
-            .map_err(|source| LoadError::Json { path: index.display().to_string(), source })?;
+        let ranges: Vec<(usize, usize)> =
+            serde_json::from_slice(&index_bytes).map_err(|source| LoadError::Json {
+                path: index.display().to_string(),
+                source,
+            })?;
         let text = String::from_utf8(text).map_err(|e| LoadError::Invalid {
             path: corpus.display().to_string(),
             message: format!("not UTF-8: {e}"),
         })?;
-        Self::new(text, ranges).map_err(|message| LoadError::Invalid { path: index.display().to_string(), message })
+        Self::new(text, ranges).map_err(|message| LoadError::Invalid {
+            path: index.display().to_string(),
+            message,
+        })
     }
 
     pub fn new(text: String, ranges: Vec<(usize, usize)>) -> Result<Self, String> {
@@ -311,10 +386,16 @@ impl Corpus {
         }
         for (i, &(s, e)) in ranges.iter().enumerate() {
             if s > e || e > text.len() || !text.is_char_boundary(s) || !text.is_char_boundary(e) {
-                return Err(format!("response {i}: [{s}, {e}) is not a range of whole characters in a {}-byte corpus", text.len()));
+                return Err(format!(
+                    "response {i}: [{s}, {e}) is not a range of whole characters in a {}-byte corpus",
+                    text.len()
+                ));
             }
         }
-        Ok(Self { text, ranges: ranges.into_iter().map(|(s, e)| s..e).collect() })
+        Ok(Self {
+            text,
+            ranges: ranges.into_iter().map(|(s, e)| s..e).collect(),
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -370,9 +451,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(list[0], Answer::text("plain"));
-        assert_eq!(list[1].fault, Some(FaultSpec { kind: FaultKind::Cut, retry_after: None, after_bytes: Some(3) }));
+        assert_eq!(
+            list[1].fault,
+            Some(FaultSpec {
+                kind: FaultKind::Cut,
+                retry_after: None,
+                after_bytes: Some(3)
+            })
+        );
         assert_eq!(list[1].tool_calls[0].input, serde_json::json!({"a": 1}));
-        assert_eq!((list[1].usage_input, list[1].usage_output, list[1].stop), (Some(7), Some(8), Some(StopReason::MaxTokens)));
+        assert_eq!(
+            (list[1].usage_input, list[1].usage_output, list[1].stop),
+            (Some(7), Some(8), Some(StopReason::MaxTokens))
+        );
         assert_eq!(list[2].fault.unwrap().kind, FaultKind::RateLimited);
         assert_eq!(list[3].fault.unwrap().kind, FaultKind::Stall);
         assert!(Answer::parse_list(br#"[{"txt": "typo"}]"#).is_err());
@@ -384,6 +475,9 @@ mod tests {
         assert!(Corpus::new("héllo".into(), vec![(0, 2)]).is_err());
         assert!(Corpus::new("héllo".into(), vec![(0, 9)]).is_err());
         let c = Corpus::new("ab\n\ncd".into(), vec![(0, 2), (4, 6)]).unwrap();
-        assert_eq!([c.response(0), c.response(1), c.response(2)], ["ab", "cd", "ab"]);
+        assert_eq!(
+            [c.response(0), c.response(1), c.response(2)],
+            ["ab", "cd", "ab"]
+        );
     }
 }

@@ -111,7 +111,14 @@ impl Shared {
         Auth { present, matched }
     }
 
-    fn record(&self, method: &Method, uri: &Uri, headers: &HeaderMap, auth: Auth, body: Option<&Value>) {
+    fn record(
+        &self,
+        method: &Method,
+        uri: &Uri,
+        headers: &HeaderMap,
+        auth: Auth,
+        body: Option<&Value>,
+    ) {
         let shown: BTreeMap<&str, String> = headers
             .iter()
             .map(|(name, value)| {
@@ -144,7 +151,13 @@ impl Shared {
     }
 
     pub(crate) fn requests(&self) -> Vec<Value> {
-        self.log.lock().unwrap_or_else(|e| e.into_inner()).requests.iter().cloned().collect()
+        self.log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .requests
+            .iter()
+            .cloned()
+            .collect()
     }
 
     pub(crate) fn stats(&self) -> Value {
@@ -158,7 +171,10 @@ impl Shared {
     pub(crate) fn reset(&self) {
         self.next_answer.store(0, Ordering::Relaxed);
         *self.log.lock().unwrap_or_else(|e| e.into_inner()) = Log::default();
-        self.counters.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.counters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     /// Whether a directive's fault applies to this request: always without `times=`, else to
@@ -190,7 +206,9 @@ pub async fn serve_until(
         shutdown.await;
         let _ = close.send(true);
     };
-    axum::serve(listener, router(shared)).with_graceful_shutdown(signal).await
+    axum::serve(listener, router(shared))
+        .with_graceful_shutdown(signal)
+        .await
 }
 
 /// Serves forever (the binary stops on Ctrl-C by ending the process).
@@ -225,7 +243,12 @@ pub fn spawn_on(config: Config, listener: TcpListener) -> io::Result<MockServer>
             })
             .await
     });
-    Ok(MockServer { addr, shared, close, task: Some(task) })
+    Ok(MockServer {
+        addr,
+        shared,
+        close,
+        task: Some(task),
+    })
 }
 
 impl MockServer {
@@ -275,8 +298,14 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/messages", post(anthropic_messages))
         .route("/v1/chat/completions", post(openai_chat))
         .route("/v1/models", get(models))
-        .route("/mock/requests", get(|State(s): State<Arc<Shared>>| async move { axum::Json(s.requests()) }))
-        .route("/mock/stats", get(|State(s): State<Arc<Shared>>| async move { axum::Json(s.stats()) }))
+        .route(
+            "/mock/requests",
+            get(|State(s): State<Arc<Shared>>| async move { axum::Json(s.requests()) }),
+        )
+        .route(
+            "/mock/stats",
+            get(|State(s): State<Arc<Shared>>| async move { axum::Json(s.stats()) }),
+        )
         .route(
             "/mock/reset",
             post(|State(s): State<Arc<Shared>>| async move {
@@ -289,17 +318,38 @@ fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
-async fn anthropic_messages(State(s): State<Arc<Shared>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn anthropic_messages(
+    State(s): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     chat(s, Wire::Anthropic, method, uri, headers, body).await
 }
 
-async fn openai_chat(State(s): State<Arc<Shared>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn openai_chat(
+    State(s): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     chat(s, Wire::OpenAi, method, uri, headers, body).await
 }
 
 /// `GET /v1/models`: Anthropic's list when asked with `x-api-key`, OpenAI's otherwise.
-async fn models(State(s): State<Arc<Shared>>, method: Method, uri: Uri, headers: HeaderMap) -> Response {
-    let wire = if headers.contains_key("x-api-key") { Wire::Anthropic } else { Wire::OpenAi };
+async fn models(
+    State(s): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let wire = if headers.contains_key("x-api-key") {
+        Wire::Anthropic
+    } else {
+        Wire::OpenAi
+    };
     let auth = s.auth(wire, &headers);
     s.record(&method, &uri, &headers, auth, None);
     if !auth.matched {
@@ -319,7 +369,14 @@ async fn models(State(s): State<Arc<Shared>>, method: Method, uri: Uri, headers:
     axum::Json(body).into_response()
 }
 
-async fn chat(s: Arc<Shared>, wire: Wire, method: Method, uri: Uri, headers: HeaderMap, raw: Bytes) -> Response {
+async fn chat(
+    s: Arc<Shared>,
+    wire: Wire,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> Response {
     let body: Option<Value> = serde_json::from_slice(&raw).ok();
     let auth = s.auth(wire, &headers);
     s.record(&method, &uri, &headers, auth, body.as_ref());
@@ -342,7 +399,11 @@ async fn chat(s: Arc<Shared>, wire: Wire, method: Method, uri: Uri, headers: Hea
     // A directive's fault wins, then the answer's, then `--fault`. A status fault from the
     // directive or the flag is served before an answer is taken, so a retried request gets
     // the answer the refused one would have had.
-    let early = s.directive_fault(&directive).or_else(|| s.config.fault.map(|k| s.config.resolve(crate::script::FaultSpec::new(k))));
+    let early = s.directive_fault(&directive).or_else(|| {
+        s.config
+            .fault
+            .map(|k| s.config.resolve(crate::script::FaultSpec::new(k)))
+    });
     if let Some(f) = early.filter(|f| f.kind.is_status()) {
         s.count_fault(f.kind);
         return status_fault(wire, f);
@@ -357,7 +418,9 @@ async fn chat(s: Arc<Shared>, wire: Wire, method: Method, uri: Uri, headers: Hea
     } else if directive.echo || s.config.echo {
         Answer::text(serde_json::to_string(&req.context).unwrap_or_default())
     } else {
-        s.config.script.answer(s.next_answer.fetch_add(1, Ordering::Relaxed))
+        s.config
+            .script
+            .answer(s.next_answer.fetch_add(1, Ordering::Relaxed))
     };
     let fault = early.or_else(|| answer.fault.map(|f| s.config.resolve(f)));
     if let Some(f) = fault {
@@ -393,7 +456,9 @@ async fn chat(s: Arc<Shared>, wire: Wire, method: Method, uri: Uri, headers: Hea
     };
     let after_bytes = fault.map_or(0, |f| f.after_bytes);
     let n = s.id();
-    let created = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let created = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     let id = match wire {
         Wire::Anthropic => format!("msg_mock{n:016}"),
         Wire::OpenAi => format!("chatcmpl-mock{n:016}"),
@@ -402,12 +467,27 @@ async fn chat(s: Arc<Shared>, wire: Wire, method: Method, uri: Uri, headers: Hea
     if req.stream {
         let encoder = match wire {
             Wire::Anthropic => Encoder::Anthropic { id },
-            Wire::OpenAi => Encoder::OpenAi { id, created, include_usage: req.include_usage },
+            Wire::OpenAi => Encoder::OpenAi {
+                id,
+                created,
+                include_usage: req.include_usage,
+            },
         };
-        let stream = body::events(reply, encoder, pacing.chunk_bytes, pacing.delay, ending, after_bytes, s.closing.clone());
+        let stream = body::events(
+            reply,
+            encoder,
+            pacing.chunk_bytes,
+            pacing.delay,
+            ending,
+            after_bytes,
+            s.closing.clone(),
+        );
         let mut res = Response::new(Body::from_stream(stream));
         let h = res.headers_mut();
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream; charset=utf-8"),
+        );
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         add_request_id(wire, n, h);
         return res;
@@ -415,7 +495,14 @@ async fn chat(s: Arc<Shared>, wire: Wire, method: Method, uri: Uri, headers: Hea
 
     if ending == Ending::MidstreamError {
         // A whole-message answer has no "middle": the real API answers overloaded instead.
-        return status_fault(wire, Fault { kind: FaultKind::Overloaded, retry_after: 0, after_bytes: 0 });
+        return status_fault(
+            wire,
+            Fault {
+                kind: FaultKind::Overloaded,
+                retry_after: 0,
+                after_bytes: 0,
+            },
+        );
     }
     // The real API takes as long to write a whole answer as to stream it.
     let pieces = count_deltas(&reply, pacing.chunk_bytes);
@@ -435,9 +522,16 @@ async fn chat(s: Arc<Shared>, wire: Wire, method: Method, uri: Uri, headers: Hea
     if ending != Ending::Complete {
         bytes.truncate(after_bytes.min(bytes.len()));
     }
-    let mut res = Response::new(Body::from_stream(body::fixed(Bytes::from(bytes), ending, s.closing.clone())));
+    let mut res = Response::new(Body::from_stream(body::fixed(
+        Bytes::from(bytes),
+        ending,
+        s.closing.clone(),
+    )));
     let h = res.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     add_request_id(wire, n, h);
     res
 }
@@ -456,20 +550,43 @@ fn build_reply(s: &Shared, wire: Wire, req: &Request, d: &Directive, a: &Answer)
             Wire::Anthropic => format!("toolu_mock{n:012}"),
             Wire::OpenAi => format!("call_mock{n:012}"),
         };
-        blocks.push(Block::ToolUse { id, name: call.name.clone(), input: call.input.to_string() });
+        blocks.push(Block::ToolUse {
+            id,
+            name: call.name.clone(),
+            input: call.input.to_string(),
+        });
     }
-    let stop = d.stop.or(a.stop).unwrap_or(if a.tool_calls.is_empty() { StopReason::EndTurn } else { StopReason::ToolUse });
+    let stop = d.stop.or(a.stop).unwrap_or(if a.tool_calls.is_empty() {
+        StopReason::EndTurn
+    } else {
+        StopReason::ToolUse
+    });
     let answer_chars: usize = blocks.iter().map(|b| b.content().chars().count()).sum();
     let usage = Usage {
-        input: d.usage_input.or(a.usage_input).or(s.config.usage_input).unwrap_or((req.prompt_chars / 4).max(1) as u64),
-        output: d.usage_output.or(a.usage_output).or(s.config.usage_output).unwrap_or((answer_chars / 4).max(1) as u64),
+        input: d
+            .usage_input
+            .or(a.usage_input)
+            .or(s.config.usage_input)
+            .unwrap_or((req.prompt_chars / 4).max(1) as u64),
+        output: d
+            .usage_output
+            .or(a.usage_output)
+            .or(s.config.usage_output)
+            .unwrap_or((answer_chars / 4).max(1) as u64),
     };
-    Reply { model: req.model.clone(), blocks, stop, usage }
+    Reply {
+        model: req.model.clone(),
+        blocks,
+        stop,
+        usage,
+    }
 }
 
 fn count_deltas(reply: &Reply, chunk: usize) -> usize {
     let mut c = Cursor::new(chunk, None);
-    std::iter::from_fn(|| c.next(reply)).filter(|e| matches!(e, Event::Delta(..))).count()
+    std::iter::from_fn(|| c.next(reply))
+        .filter(|e| matches!(e, Event::Delta(..)))
+        .count()
 }
 
 fn add_request_id(wire: Wire, n: u64, h: &mut HeaderMap) {
@@ -496,14 +613,22 @@ fn invalid(wire: Wire, message: &str) -> Response {
 
 fn unauthorized(wire: Wire, present: bool) -> Response {
     let body = match (wire, present) {
-        (Wire::Anthropic, false) => anthropic::error_body("authentication_error", "x-api-key header is required"),
-        (Wire::Anthropic, true) => anthropic::error_body("authentication_error", "invalid x-api-key"),
+        (Wire::Anthropic, false) => {
+            anthropic::error_body("authentication_error", "x-api-key header is required")
+        }
+        (Wire::Anthropic, true) => {
+            anthropic::error_body("authentication_error", "invalid x-api-key")
+        }
         (Wire::OpenAi, false) => openai::error_body(
             "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
             "invalid_request_error",
             None,
         ),
-        (Wire::OpenAi, true) => openai::error_body("Incorrect API key provided.", "invalid_request_error", Some("invalid_api_key")),
+        (Wire::OpenAi, true) => openai::error_body(
+            "Incorrect API key provided.",
+            "invalid_request_error",
+            Some("invalid_api_key"),
+        ),
     };
     error(StatusCode::UNAUTHORIZED, body)
 }
@@ -513,29 +638,48 @@ fn status_fault(wire: Wire, f: Fault) -> Response {
         (_, FaultKind::Unauthorized) => return unauthorized(wire, true),
         (Wire::Anthropic, FaultKind::RateLimited) => (
             StatusCode::TOO_MANY_REQUESTS,
-            anthropic::error_body("rate_limit_error", "Number of requests has exceeded your rate limit (mock-llm)."),
+            anthropic::error_body(
+                "rate_limit_error",
+                "Number of requests has exceeded your rate limit (mock-llm).",
+            ),
         ),
-        (Wire::Anthropic, FaultKind::ServerError) => (StatusCode::INTERNAL_SERVER_ERROR, anthropic::error_body("api_error", "Internal server error")),
+        (Wire::Anthropic, FaultKind::ServerError) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            anthropic::error_body("api_error", "Internal server error"),
+        ),
         (Wire::Anthropic, _) => (
             StatusCode::from_u16(529).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
             anthropic::error_body("overloaded_error", "Overloaded"),
         ),
         (Wire::OpenAi, FaultKind::RateLimited) => (
             StatusCode::TOO_MANY_REQUESTS,
-            openai::error_body("Rate limit reached for requests (mock-llm).", "rate_limit_exceeded", Some("rate_limit_exceeded")),
+            openai::error_body(
+                "Rate limit reached for requests (mock-llm).",
+                "rate_limit_exceeded",
+                Some("rate_limit_exceeded"),
+            ),
         ),
         (Wire::OpenAi, FaultKind::ServerError) => (
             StatusCode::INTERNAL_SERVER_ERROR,
-            openai::error_body("The server had an error while processing your request. Sorry about that!", "server_error", None),
+            openai::error_body(
+                "The server had an error while processing your request. Sorry about that!",
+                "server_error",
+                None,
+            ),
         ),
         (Wire::OpenAi, _) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            openai::error_body("The engine is currently overloaded, please try again later.", "server_error", None),
+            openai::error_body(
+                "The engine is currently overloaded, please try again later.",
+                "server_error",
+                None,
+            ),
         ),
     };
     let mut res = error(status, body);
     if f.kind == FaultKind::RateLimited {
-        res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(f.retry_after));
+        res.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(f.retry_after));
     }
     res
 }

@@ -39,13 +39,20 @@ async fn send(server: &MockServer, wire: Wire, body: &Value) -> reqwest::Respons
     send_with(&reqwest::Client::new(), server, wire, body).await
 }
 
-async fn send_with(client: &reqwest::Client, server: &MockServer, wire: Wire, body: &Value) -> reqwest::Response {
+async fn send_with(
+    client: &reqwest::Client,
+    server: &MockServer,
+    wire: Wire,
+    body: &Value,
+) -> reqwest::Response {
     let req = match wire {
         Wire::Anthropic => client
             .post(format!("{}/v1/messages", server.url()))
             .header("x-api-key", "sk-test")
             .header("anthropic-version", "2023-06-01"),
-        Wire::OpenAi => client.post(format!("{}/v1/chat/completions", server.url())).bearer_auth("sk-test"),
+        Wire::OpenAi => client
+            .post(format!("{}/v1/chat/completions", server.url()))
+            .bearer_auth("sk-test"),
     };
     req.json(body).send().await.expect("request sent")
 }
@@ -57,7 +64,8 @@ async fn events(resp: reqwest::Response) -> (Vec<(String, Value)>, Option<String
     while let Some(item) = stream.next().await {
         match item {
             Ok(ev) => {
-                let mut data = serde_json::from_str(&ev.data).unwrap_or(Value::String(ev.data.clone()));
+                let mut data =
+                    serde_json::from_str(&ev.data).unwrap_or(Value::String(ev.data.clone()));
                 // The only field that changes from run to run.
                 if data.get("created").is_some() {
                     data["created"] = json!(0);
@@ -71,7 +79,10 @@ async fn events(resp: reqwest::Response) -> (Vec<(String, Value)>, Option<String
 }
 
 fn render(events: &[(String, Value)]) -> String {
-    events.iter().map(|(name, data)| format!("{name} {data}\n")).collect()
+    events
+        .iter()
+        .map(|(name, data)| format!("{name} {data}\n"))
+        .collect()
 }
 
 /// The text, thinking and tool inputs a client would assemble from the deltas.
@@ -102,7 +113,10 @@ async fn check_stream(wire: Wire, config: Config, user: &str, expect: Expect) {
     let server = start(config).await;
     let resp = send(&server, wire, &body(wire, user, true)).await;
     assert_eq!(resp.status(), 200);
-    assert_eq!(resp.headers()["content-type"], "text/event-stream; charset=utf-8");
+    assert_eq!(
+        resp.headers()["content-type"],
+        "text/event-stream; charset=utf-8"
+    );
     let (events, err) = events(resp).await;
     assert_eq!(err, None);
     expect.assert_eq(&render(&events));
@@ -184,7 +198,11 @@ async fn openai_stream_with_tool_calls_and_usage() {
 #[tokio::test]
 async fn openai_stream_without_include_usage_and_with_thinking() {
     let server = start(Config::default()).await;
-    let mut b = body(Wire::OpenAi, r#"[[mock thinking="hm" text="ok" stop=max_tokens]]"#, true);
+    let mut b = body(
+        Wire::OpenAi,
+        r#"[[mock thinking="hm" text="ok" stop=max_tokens]]"#,
+        true,
+    );
     b.as_object_mut().unwrap().remove("stream_options");
     let (events, err) = events(send(&server, Wire::OpenAi, &b).await).await;
     assert_eq!(err, None);
@@ -203,7 +221,11 @@ async fn openai_stream_without_include_usage_and_with_thinking() {
 async fn frames_are_exact_on_the_wire() {
     let server = start(Config::default().answers(vec![Answer::text("ab")])).await;
     for wire in BOTH {
-        let raw = send(&server, wire, &body(wire, "x", true)).await.text().await.unwrap();
+        let raw = send(&server, wire, &body(wire, "x", true))
+            .await
+            .text()
+            .await
+            .unwrap();
         assert!(raw.ends_with("\n\n"), "{raw}");
         for frame in raw.trim_end_matches("\n\n").split("\n\n") {
             let lines: Vec<&str> = frame.split('\n').collect();
@@ -211,7 +233,9 @@ async fn frames_are_exact_on_the_wire() {
                 Wire::Anthropic => {
                     assert_eq!(lines.len(), 2, "{frame}");
                     let name = lines[0].strip_prefix("event: ").expect(frame);
-                    let data: Value = serde_json::from_str(lines[1].strip_prefix("data: ").expect(frame)).unwrap();
+                    let data: Value =
+                        serde_json::from_str(lines[1].strip_prefix("data: ").expect(frame))
+                            .unwrap();
                     assert_eq!(data["type"], name);
                 }
                 Wire::OpenAi => {
@@ -323,8 +347,15 @@ async fn openai_whole_completion() {
     .await;
     // With neither answers nor corpus, the mock says it is the mock.
     let server = start(Config::default()).await;
-    let v: Value = send(&server, Wire::OpenAi, &body(Wire::OpenAi, "hi", false)).await.json().await.unwrap();
-    assert_eq!(v["choices"][0]["message"]["content"], mock_llm::DEFAULT_ANSWER);
+    let v: Value = send(&server, Wire::OpenAi, &body(Wire::OpenAi, "hi", false))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        v["choices"][0]["message"]["content"],
+        mock_llm::DEFAULT_ANSWER
+    );
     assert_eq!(v["choices"][0]["finish_reason"], "stop");
 }
 
@@ -338,17 +369,25 @@ async fn check_chunks(server: &MockServer, wire: Wire, text: &str, chunk: usize)
         .iter()
         .filter_map(|(_, d)| match wire {
             Wire::Anthropic => d["delta"]["text"].as_str(),
-            Wire::OpenAi => d["choices"][0]["delta"]["content"].as_str().filter(|s| !s.is_empty()),
+            Wire::OpenAi => d["choices"][0]["delta"]["content"]
+                .as_str()
+                .filter(|s| !s.is_empty()),
         })
         .map(str::to_string)
         .collect();
     assert_eq!(pieces.concat(), text, "{wire:?} chunk={chunk}");
     for (i, p) in pieces.iter().enumerate() {
         // Never split a character; only a single character may exceed the chunk size.
-        assert!(p.len() <= chunk || p.chars().count() == 1, "{wire:?} chunk={chunk}: {p:?}");
+        assert!(
+            p.len() <= chunk || p.chars().count() == 1,
+            "{wire:?} chunk={chunk}: {p:?}"
+        );
         // And each piece is as long as it can be: the next character would not have fitted.
         if let Some(next) = pieces.get(i + 1) {
-            assert!(p.len() + next.chars().next().unwrap().len_utf8() > chunk, "{wire:?} chunk={chunk}: {p:?} {next:?}");
+            assert!(
+                p.len() + next.chars().next().unwrap().len_utf8() > chunk,
+                "{wire:?} chunk={chunk}: {p:?} {next:?}"
+            );
         }
     }
 }
@@ -375,22 +414,49 @@ async fn pacing_spaces_deltas() {
         ("[[mock text=abcdefghijkl tokens_per_sec=50]]", 3, 40),
     ] {
         let started = Instant::now();
-        let (events, _) = events(send(&server, Wire::Anthropic, &body(Wire::Anthropic, directive, true)).await).await;
+        let (events, _) = events(
+            send(
+                &server,
+                Wire::Anthropic,
+                &body(Wire::Anthropic, directive, true),
+            )
+            .await,
+        )
+        .await;
         let elapsed = started.elapsed();
-        let deltas = events.iter().filter(|(_, d)| d["delta"]["type"] == "text_delta").count();
+        let deltas = events
+            .iter()
+            .filter(|(_, d)| d["delta"]["type"] == "text_delta")
+            .count();
         assert_eq!(deltas, pieces, "{directive}");
-        assert!(elapsed >= Duration::from_millis(at_least), "{directive}: {elapsed:?}");
+        assert!(
+            elapsed >= Duration::from_millis(at_least),
+            "{directive}: {elapsed:?}"
+        );
     }
 }
 
 // ---------------------------------------------------------------- faults
 
 /// A status fault: the status, the error body's type, and `retry-after` for 429.
-async fn check_status(server: &MockServer, wire: Wire, user: &str, status: u16, kind: &str, retry_after: Option<&str>) {
+async fn check_status(
+    server: &MockServer,
+    wire: Wire,
+    user: &str,
+    status: u16,
+    kind: &str,
+    retry_after: Option<&str>,
+) {
     for stream in [true, false] {
         let resp = send(server, wire, &body(wire, user, stream)).await;
         assert_eq!(resp.status().as_u16(), status, "{wire:?} {user}");
-        assert_eq!(resp.headers().get("retry-after").map(|v| v.to_str().unwrap()), retry_after, "{wire:?} {user}");
+        assert_eq!(
+            resp.headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap()),
+            retry_after,
+            "{wire:?} {user}"
+        );
         let v: Value = resp.json().await.unwrap();
         match wire {
             Wire::Anthropic => {
@@ -401,7 +467,10 @@ async fn check_status(server: &MockServer, wire: Wire, user: &str, status: u16, 
             Wire::OpenAi => {
                 assert_eq!(v["error"]["type"], kind, "{v}");
                 assert!(v["error"]["message"].is_string());
-                assert!(v["error"].get("param").is_some() && v["error"].get("code").is_some(), "{v}");
+                assert!(
+                    v["error"].get("param").is_some() && v["error"].get("code").is_some(),
+                    "{v}"
+                );
             }
         }
     }
@@ -411,22 +480,66 @@ async fn check_status(server: &MockServer, wire: Wire, user: &str, status: u16, 
 async fn status_faults_from_directives() {
     let server = start(Config::default().retry_after(3)).await;
     for (user, a_status, a_kind, o_status, o_kind, retry) in [
-        ("[[mock fault=401]]", 401, "authentication_error", 401, "invalid_request_error", None),
-        ("[[mock fault=429 retry_after=7]]", 429, "rate_limit_error", 429, "rate_limit_exceeded", Some("7")),
-        ("[[mock fault=429]]", 429, "rate_limit_error", 429, "rate_limit_exceeded", Some("3")),
-        ("[[mock fault=500]]", 500, "api_error", 500, "server_error", None),
-        ("[[mock fault=529]]", 529, "overloaded_error", 503, "server_error", None),
+        (
+            "[[mock fault=401]]",
+            401,
+            "authentication_error",
+            401,
+            "invalid_request_error",
+            None,
+        ),
+        (
+            "[[mock fault=429 retry_after=7]]",
+            429,
+            "rate_limit_error",
+            429,
+            "rate_limit_exceeded",
+            Some("7"),
+        ),
+        (
+            "[[mock fault=429]]",
+            429,
+            "rate_limit_error",
+            429,
+            "rate_limit_exceeded",
+            Some("3"),
+        ),
+        (
+            "[[mock fault=500]]",
+            500,
+            "api_error",
+            500,
+            "server_error",
+            None,
+        ),
+        (
+            "[[mock fault=529]]",
+            529,
+            "overloaded_error",
+            503,
+            "server_error",
+            None,
+        ),
     ] {
         check_status(&server, Wire::Anthropic, user, a_status, a_kind, retry).await;
         check_status(&server, Wire::OpenAi, user, o_status, o_kind, retry).await;
     }
-    let v: Value = send(&server, Wire::OpenAi, &body(Wire::OpenAi, "[[mock fault=401]]", false)).await.json().await.unwrap();
+    let v: Value = send(
+        &server,
+        Wire::OpenAi,
+        &body(Wire::OpenAi, "[[mock fault=401]]", false),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
     assert_eq!(v["error"]["code"], "invalid_api_key");
 }
 
 #[tokio::test]
 async fn rate_limit_times_then_success() {
-    let server = start(Config::default().answers(vec![Answer::text("first"), Answer::text("second")])).await;
+    let server =
+        start(Config::default().answers(vec![Answer::text("first"), Answer::text("second")])).await;
     for wire in BOTH {
         let user = format!("[[mock fault=429 times=2 retry_after=1]] {wire:?}");
         for _ in 0..2 {
@@ -453,10 +566,23 @@ async fn rate_limit_times_then_success() {
 async fn status_faults_from_flag_and_answers() {
     let server = start(Config::default().fault(Some(FaultKind::ServerError))).await;
     check_status(&server, Wire::Anthropic, "hi", 500, "api_error", None).await;
-    let answers = Answer::parse_list(br#"[{"fault": 429}, "after the 429", {"fault": {"kind": "529"}}, "after the 529"]"#).unwrap();
+    let answers = Answer::parse_list(
+        br#"[{"fault": 429}, "after the 429", {"fault": {"kind": "529"}}, "after the 529"]"#,
+    )
+    .unwrap();
     let server = start(Config::default().answers(answers)).await;
-    for (status, text) in [(429, None), (200, Some("after the 429")), (529, None), (200, Some("after the 529"))] {
-        let resp = send(&server, Wire::Anthropic, &body(Wire::Anthropic, "hi", false)).await;
+    for (status, text) in [
+        (429, None),
+        (200, Some("after the 429")),
+        (529, None),
+        (200, Some("after the 529")),
+    ] {
+        let resp = send(
+            &server,
+            Wire::Anthropic,
+            &body(Wire::Anthropic, "hi", false),
+        )
+        .await;
         assert_eq!(resp.status().as_u16(), status);
         if let Some(t) = text {
             let v: Value = resp.json().await.unwrap();
@@ -467,31 +593,73 @@ async fn status_faults_from_flag_and_answers() {
 
 /// A broken stream: what a client assembles before the break, whether the stream ended in
 /// an error, and whether the terminating events came.
-async fn check_broken(server: &MockServer, client: &reqwest::Client, wire: Wire, user: &str, want_text: &str, want_error: bool) -> Vec<(String, Value)> {
+async fn check_broken(
+    server: &MockServer,
+    client: &reqwest::Client,
+    wire: Wire,
+    user: &str,
+    want_text: &str,
+    want_error: bool,
+) -> Vec<(String, Value)> {
     let started = Instant::now();
-    let (events, err) = events(send_with(client, server, wire, &body(wire, user, true)).await).await;
+    let (events, err) =
+        events(send_with(client, server, wire, &body(wire, user, true)).await).await;
     assert_eq!(assemble(wire, &events).0, want_text, "{wire:?} {user}");
     assert_eq!(err.is_some(), want_error, "{wire:?} {user}: {err:?}");
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
-    assert!(!names.contains(&"message_stop") && !names.contains(&"message_delta"), "{names:?}");
-    assert!(!events.iter().any(|(_, d)| d == "[DONE]" || !d["choices"][0]["finish_reason"].is_null() && wire == Wire::OpenAi));
+    assert!(
+        !names.contains(&"message_stop") && !names.contains(&"message_delta"),
+        "{names:?}"
+    );
+    assert!(!events.iter().any(|(_, d)| d == "[DONE]"
+        || !d["choices"][0]["finish_reason"].is_null() && wire == Wire::OpenAi));
     assert!(started.elapsed() < Duration::from_secs(5));
     events
 }
 
-const LONG: &str = "The quick brown fox jumps over the lazy dog. Pack my box with five dozen liquor jugs.";
+const LONG: &str =
+    "The quick brown fox jumps over the lazy dog. Pack my box with five dozen liquor jugs.";
 
 #[tokio::test]
 async fn cut_drops_the_connection() {
     let server = start(Config::default().answers(vec![Answer::text(LONG)])).await;
     let client = reqwest::Client::new();
     for wire in BOTH {
-        check_broken(&server, &client, wire, "[[mock fault=cut after_bytes=40]]", &LONG[..40], true).await;
-        check_broken(&server, &client, wire, "[[mock chunk=3 fault=cut after_bytes=10]]", &LONG[..10], true).await;
-        check_broken(&server, &client, wire, "[[mock fault=cut after_bytes=0]]", "", true).await;
+        check_broken(
+            &server,
+            &client,
+            wire,
+            "[[mock fault=cut after_bytes=40]]",
+            &LONG[..40],
+            true,
+        )
+        .await;
+        check_broken(
+            &server,
+            &client,
+            wire,
+            "[[mock chunk=3 fault=cut after_bytes=10]]",
+            &LONG[..10],
+            true,
+        )
+        .await;
+        check_broken(
+            &server,
+            &client,
+            wire,
+            "[[mock fault=cut after_bytes=0]]",
+            "",
+            true,
+        )
+        .await;
     }
     // A whole (non-streaming) answer is cut mid-JSON.
-    let resp = send(&server, Wire::Anthropic, &body(Wire::Anthropic, "[[mock fault=cut after_bytes=20]]", false)).await;
+    let resp = send(
+        &server,
+        Wire::Anthropic,
+        &body(Wire::Anthropic, "[[mock fault=cut after_bytes=20]]", false),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
     assert!(resp.bytes().await.is_err());
 }
@@ -499,11 +667,25 @@ async fn cut_drops_the_connection() {
 #[tokio::test]
 async fn stall_keeps_the_connection_silent() {
     let server = start(Config::default().answers(vec![Answer::text(LONG)])).await;
-    let client = reqwest::Client::builder().timeout(Duration::from_millis(600)).build().unwrap();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_millis(600))
+        .build()
+        .unwrap();
     for wire in BOTH {
         let started = Instant::now();
-        check_broken(&server, &client, wire, "[[mock fault=stall after_bytes=20]]", &LONG[..20], true).await;
-        assert!(started.elapsed() >= Duration::from_millis(550), "the stall ended early");
+        check_broken(
+            &server,
+            &client,
+            wire,
+            "[[mock fault=stall after_bytes=20]]",
+            &LONG[..20],
+            true,
+        )
+        .await;
+        assert!(
+            started.elapsed() >= Duration::from_millis(550),
+            "the stall ended early"
+        );
     }
 }
 
@@ -513,11 +695,19 @@ async fn overloaded_midstream_sends_an_error_event() {
     let client = reqwest::Client::new();
     let user = "[[mock fault=overloaded_midstream after_bytes=30]]";
     let events = check_broken(&server, &client, Wire::Anthropic, user, &LONG[..30], false).await;
-    expect![[r#"error {"error":{"message":"Overloaded","type":"overloaded_error"},"type":"error"}"#]]
-        .assert_eq(&format!("{} {}", events.last().unwrap().0, events.last().unwrap().1));
+    expect![[
+        r#"error {"error":{"message":"Overloaded","type":"overloaded_error"},"type":"error"}"#
+    ]]
+    .assert_eq(&format!(
+        "{} {}",
+        events.last().unwrap().0,
+        events.last().unwrap().1
+    ));
     let events = check_broken(&server, &client, Wire::OpenAi, user, &LONG[..30], false).await;
-    expect![[r#"{"error":{"code":null,"message":"Overloaded","param":null,"type":"server_error"}}"#]]
-        .assert_eq(&events.last().unwrap().1.to_string());
+    expect![[
+        r#"{"error":{"code":null,"message":"Overloaded","param":null,"type":"server_error"}}"#
+    ]]
+    .assert_eq(&events.last().unwrap().1.to_string());
     assert_eq!(server.stats()["faults"]["overloaded_midstream"], 2);
 }
 
@@ -527,7 +717,10 @@ async fn shutdown_ends_stalled_streams() {
     let resp = send(&server, Wire::Anthropic, &body(Wire::Anthropic, "hi", true)).await;
     let reading = tokio::spawn(events(resp));
     tokio::time::sleep(Duration::from_millis(100)).await;
-    tokio::time::timeout(Duration::from_secs(5), server.shutdown()).await.expect("shutdown does not wait on the stall").unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server.shutdown())
+        .await
+        .expect("shutdown does not wait on the stall")
+        .unwrap();
     let (_, err) = reading.await.unwrap();
     assert!(err.is_some());
 }
@@ -564,9 +757,12 @@ async fn authentication() {
         assert_eq!(resp.status().as_u16(), status, "{wire:?} {key:?}");
         if status == 401 {
             let v: Value = resp.json().await.unwrap();
-            let kind = if wire == Wire::Anthropic { &v["error"]["type"] } else { &v["error"]["type"] };
-            let want = if wire == Wire::Anthropic { "authentication_error" } else { "invalid_request_error" };
-            assert_eq!(kind, want);
+            let want = if wire == Wire::Anthropic {
+                "authentication_error"
+            } else {
+                "invalid_request_error"
+            };
+            assert_eq!(v["error"]["type"], want);
         }
     }
 }
@@ -602,9 +798,25 @@ async fn models_lists_the_configured_names() {
     let server = start(Config::default().models(vec!["a".into(), "b".into()])).await;
     let client = reqwest::Client::new();
     let url = format!("{}/v1/models", server.url());
-    let v: Value = client.get(&url).bearer_auth("k").send().await.unwrap().json().await.unwrap();
+    let v: Value = client
+        .get(&url)
+        .bearer_auth("k")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     expect![[r#"{"data":[{"created":0,"id":"a","object":"model","owned_by":"mock-llm"},{"created":0,"id":"b","object":"model","owned_by":"mock-llm"}],"object":"list"}"#]].assert_eq(&v.to_string());
-    let v: Value = client.get(&url).header("x-api-key", "k").send().await.unwrap().json().await.unwrap();
+    let v: Value = client
+        .get(&url)
+        .header("x-api-key", "k")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(v["data"][1]["id"], "b");
     assert_eq!(v["data"][0]["type"], "model");
     assert_eq!(client.get(&url).send().await.unwrap().status(), 401);
@@ -631,7 +843,8 @@ async fn echo_returns_the_context() {
     let server = start(Config::default().echo(true)).await;
     let b = json!({"model": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]});
     let v: Value = send(&server, Wire::OpenAi, &b).await.json().await.unwrap();
-    let echoed: Value = serde_json::from_str(v["choices"][0]["message"]["content"].as_str().unwrap()).unwrap();
+    let echoed: Value =
+        serde_json::from_str(v["choices"][0]["message"]["content"].as_str().unwrap()).unwrap();
     assert_eq!(echoed, b["messages"]);
 }
 
@@ -643,8 +856,19 @@ async fn answers_file_cycles() {
     let server = start(Config::default().answers(Answer::load_file(&path).unwrap())).await;
     let mut got = Vec::new();
     for _ in 0..3 {
-        let v: Value = send(&server, Wire::Anthropic, &body(Wire::Anthropic, "hi", false)).await.json().await.unwrap();
-        got.push(format!("{} {} {}", v["content"][0]["text"], v["stop_reason"], v["usage"]));
+        let v: Value = send(
+            &server,
+            Wire::Anthropic,
+            &body(Wire::Anthropic, "hi", false),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+        got.push(format!(
+            "{} {} {}",
+            v["content"][0]["text"], v["stop_reason"], v["usage"]
+        ));
     }
     expect![[r#"
         "one" "end_turn" {"input_tokens":1,"output_tokens":1}
@@ -660,7 +884,8 @@ fn small_corpus() -> (std::path::PathBuf, std::path::PathBuf) {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("mock-llm-corpus");
     std::fs::create_dir_all(&dir).unwrap();
     let (hml, index) = (dir.join("small.hml"), dir.join("small.index.json"));
-    let generator = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/bench/gen_hml_corpus.py");
+    let generator = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/bench/gen_hml_corpus.py");
     let status = std::process::Command::new("python3")
         .arg(&generator)
         .args(["--seed", "7", "--size", "60000", "-o"])
@@ -678,9 +903,15 @@ fn small_corpus() -> (std::path::PathBuf, std::path::PathBuf) {
 async fn corpus_replays_in_index_order() {
     let (hml, index) = small_corpus();
     let bytes = std::fs::read(&hml).unwrap();
-    let ranges: Vec<(usize, usize)> = serde_json::from_slice(&std::fs::read(&index).unwrap()).unwrap();
+    let ranges: Vec<(usize, usize)> =
+        serde_json::from_slice(&std::fs::read(&index).unwrap()).unwrap();
     assert!(ranges.len() >= 3);
-    let server = start(Config::default().corpus(Corpus::load(&hml, &index).unwrap()).chunk_bytes(64)).await;
+    let server = start(
+        Config::default()
+            .corpus(Corpus::load(&hml, &index).unwrap())
+            .chunk_bytes(64),
+    )
+    .await;
     for i in 0..ranges.len() + 1 {
         let (s, e) = ranges[i % ranges.len()];
         let want = std::str::from_utf8(&bytes[s..e]).unwrap();
@@ -697,10 +928,32 @@ async fn corpus_replays_in_index_order() {
 async fn requests_and_stats() {
     let server = start(Config::default()).await;
     let client = reqwest::Client::new();
-    send(&server, Wire::Anthropic, &body(Wire::Anthropic, "hello", false)).await;
-    send(&server, Wire::OpenAi, &body(Wire::OpenAi, "[[mock fault=500]]", false)).await;
-    client.post(format!("{}/v1/messages", server.url())).json(&json!({})).send().await.unwrap();
-    let log: Vec<Value> = client.get(format!("{}/mock/requests", server.url())).send().await.unwrap().json().await.unwrap();
+    send(
+        &server,
+        Wire::Anthropic,
+        &body(Wire::Anthropic, "hello", false),
+    )
+    .await;
+    send(
+        &server,
+        Wire::OpenAi,
+        &body(Wire::OpenAi, "[[mock fault=500]]", false),
+    )
+    .await;
+    client
+        .post(format!("{}/v1/messages", server.url()))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    let log: Vec<Value> = client
+        .get(format!("{}/mock/requests", server.url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(log.len(), 3);
     assert_eq!(log[0]["path"], "/v1/messages");
     assert_eq!(log[0]["headers"]["x-api-key"], "<redacted>");
@@ -709,18 +962,37 @@ async fn requests_and_stats() {
     assert_eq!(log[0]["body"]["messages"][0]["content"], "hello");
     assert_eq!(log[1]["headers"]["authorization"], "<redacted>");
     assert_eq!(log[2]["auth"], json!({"present": false, "matched": false}));
-    assert!(!serde_json::to_string(&log).unwrap().contains("sk-test"), "a key leaked into the log");
-    let stats: Value = client.get(format!("{}/mock/stats", server.url())).send().await.unwrap().json().await.unwrap();
+    assert!(
+        !serde_json::to_string(&log).unwrap().contains("sk-test"),
+        "a key leaked into the log"
+    );
+    let stats: Value = client
+        .get(format!("{}/mock/stats", server.url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     expect![[r#"{"faults":{"500":1},"faults_served":1,"per_path":{"/v1/chat/completions":1,"/v1/messages":2},"requests_total":3}"#]]
         .assert_eq(&stats.to_string());
-    let reset = client.post(format!("{}/mock/reset", server.url())).send().await.unwrap();
+    let reset = client
+        .post(format!("{}/mock/reset", server.url()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(reset.status(), 204);
     assert_eq!(server.requests().len(), 0);
     assert_eq!(server.stats()["requests_total"], 0);
 
     // Only the last 100 are kept.
     for i in 0..105 {
-        send(&server, Wire::OpenAi, &body(Wire::OpenAi, &format!("n{i}"), false)).await;
+        send(
+            &server,
+            Wire::OpenAi,
+            &body(Wire::OpenAi, &format!("n{i}"), false),
+        )
+        .await;
     }
     let log = server.requests();
     assert_eq!(log.len(), 100);
@@ -745,7 +1017,11 @@ async fn binary_prints_its_address_and_serves() {
         .spawn()
         .unwrap();
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await.unwrap().unwrap().unwrap();
+    let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     let url = line.strip_prefix("mock-llm listening on ").expect(&line);
     assert!(!url.ends_with(":0"), "{line}");
     let v: Value = reqwest::Client::new()
@@ -761,11 +1037,27 @@ async fn binary_prints_its_address_and_serves() {
     assert_eq!(v["content"][0]["text"], "from the binary");
     child.kill().await.unwrap();
 
-    let help = std::process::Command::new(env!("CARGO_BIN_EXE_mock-llm")).arg("--help").output().unwrap();
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_mock-llm"))
+        .arg("--help")
+        .output()
+        .unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
     for flag in [
-        "--addr", "--answers", "--corpus", "--index", "--echo", "--chunk-bytes", "--delay-ms", "--tokens-per-sec",
-        "--usage-input", "--usage-output", "--fault", "--retry-after", "--cut-after-bytes", "--api-key", "--model",
+        "--addr",
+        "--answers",
+        "--corpus",
+        "--index",
+        "--echo",
+        "--chunk-bytes",
+        "--delay-ms",
+        "--tokens-per-sec",
+        "--usage-input",
+        "--usage-output",
+        "--fault",
+        "--retry-after",
+        "--cut-after-bytes",
+        "--api-key",
+        "--model",
         "[[mock fault=429 times=1",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}");
