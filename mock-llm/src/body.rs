@@ -6,7 +6,15 @@
 //! the client leaves or the server shuts down) or a mid-stream error event. Every pause also
 //! watches the server's closing signal, so shutdown never waits on a slow or stalled stream.
 
-use std::{collections::VecDeque, io, time::Duration};
+use std::{
+    collections::VecDeque,
+    io,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
 
 use axum::body::Bytes;
 use futures_util::Stream;
@@ -16,6 +24,48 @@ use crate::{
     anthropic, openai,
     reply::{Cursor, Event, Reply},
 };
+
+/// Counts response bodies, so a test can see that a client went away (Hero's abort drops
+/// the provider request) and a benchmark can see how many streams are open.
+#[derive(Debug, Default)]
+pub(crate) struct Gauge {
+    pub started: AtomicU64,
+    pub open: AtomicU64,
+    /// Bodies dropped before the server finished them: the client closed the connection.
+    pub client_gone: AtomicU64,
+}
+
+/// One body's place in the gauge; dropped with the body.
+pub(crate) struct Tracked {
+    gauge: Arc<Gauge>,
+    finished: bool,
+}
+
+impl Tracked {
+    pub fn new(gauge: Arc<Gauge>) -> Self {
+        gauge.started.fetch_add(1, Ordering::Relaxed);
+        gauge.open.fetch_add(1, Ordering::Relaxed);
+        Self {
+            gauge,
+            finished: false,
+        }
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.gauge.open.fetch_sub(1, Ordering::Relaxed);
+        if !self.finished {
+            self.gauge.client_gone.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What ties a body to the server: the closing signal and its place in the gauge.
+pub(crate) struct Life {
+    pub closing: watch::Receiver<bool>,
+    pub tracked: Tracked,
+}
 
 /// How the body ends once its content (or its content budget) is spent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,8 +187,17 @@ struct State {
     live: Option<Live>,
     ending: Ending,
     pacer: Pacer,
-    closing: watch::Receiver<bool>,
+    life: Life,
     done: bool,
+}
+
+impl State {
+    /// The server ends the body here (whole, cut, stalled out or shut down): not a client
+    /// going away.
+    fn finish(&mut self) {
+        self.done = true;
+        self.life.tracked.finished = true;
+    }
 }
 
 /// An SSE body playing `reply`; with an ending other than `Complete`, the content stops
@@ -150,7 +209,7 @@ pub(crate) fn events(
     delay: Duration,
     ending: Ending,
     after_bytes: usize,
-    closing: watch::Receiver<bool>,
+    life: Life,
 ) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
     let mut scratch = Vec::new();
     encoder.head(&reply, &mut scratch);
@@ -166,7 +225,7 @@ pub(crate) fn events(
         live: Some(live),
         ending,
         pacer: Pacer { delay, next: None },
-        closing,
+        life,
         done: false,
     })
 }
@@ -175,7 +234,7 @@ pub(crate) fn events(
 pub(crate) fn fixed(
     prefix: Bytes,
     ending: Ending,
-    closing: watch::Receiver<bool>,
+    life: Life,
 ) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
     play(State {
         queue: VecDeque::from([prefix]),
@@ -186,7 +245,7 @@ pub(crate) fn fixed(
             delay: Duration::ZERO,
             next: None,
         },
-        closing,
+        life,
         done: false,
     })
 }
@@ -203,8 +262,10 @@ fn play(state: State) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static 
             if let Some(live) = &mut st.live {
                 match live.cursor.next(&live.reply) {
                     Some(ev) => {
-                        if matches!(ev, Event::Delta(..)) && !st.pacer.wait(&mut st.closing).await {
-                            st.done = true;
+                        if matches!(ev, Event::Delta(..))
+                            && !st.pacer.wait(&mut st.life.closing).await
+                        {
+                            st.finish();
                             return Some((Err(cut()), st));
                         }
                         live.encoder.event(ev, &live.reply, &mut st.scratch);
@@ -221,17 +282,22 @@ fn play(state: State) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static 
                 st.queue.extend(st.scratch.drain(..));
                 continue;
             }
-            st.done = true;
             match st.ending {
-                Ending::Complete | Ending::MidstreamError => return None,
+                Ending::Complete | Ending::MidstreamError => {
+                    st.finish();
+                    return None;
+                }
                 Ending::Cut => {
                     // Give hyper a pending poll to flush what was written, so the bytes before
                     // the cut reach the client instead of dying in its write buffer.
                     tokio::time::sleep(Duration::from_millis(5)).await;
+                    st.finish();
                     return Some((Err(cut()), st));
                 }
                 Ending::Stall => {
-                    closed(&mut st.closing).await;
+                    // Until the server closes, or the client leaves and hyper drops this body.
+                    closed(&mut st.life.closing).await;
+                    st.finish();
                     return Some((Err(cut()), st));
                 }
             }

@@ -26,7 +26,7 @@ use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 
 use crate::{
     anthropic,
-    body::{self, Encoder, Ending},
+    body::{self, Encoder, Ending, Gauge, Life, Tracked},
     config::Config,
     directive::{self, Directive},
     openai,
@@ -56,6 +56,7 @@ pub(crate) struct Shared {
     counters: Mutex<HashMap<String, u64>>,
     log: Mutex<Log>,
     closing: watch::Receiver<bool>,
+    gauge: Arc<Gauge>,
 }
 
 #[derive(Default)]
@@ -82,6 +83,7 @@ impl Shared {
             counters: Mutex::default(),
             log: Mutex::default(),
             closing,
+            gauge: Arc::default(),
         }
     }
 
@@ -150,6 +152,13 @@ impl Shared {
         *log.faults.entry(kind.name()).or_default() += 1;
     }
 
+    fn life(&self) -> Life {
+        Life {
+            closing: self.closing.clone(),
+            tracked: Tracked::new(self.gauge.clone()),
+        }
+    }
+
     pub(crate) fn requests(&self) -> Vec<Value> {
         self.log
             .lock()
@@ -165,6 +174,11 @@ impl Shared {
         json!({
             "requests_total": log.total, "per_path": log.per_path,
             "faults_served": log.faults_served, "faults": log.faults,
+            "streams": {
+                "started": self.gauge.started.load(Ordering::Relaxed),
+                "open": self.gauge.open.load(Ordering::Relaxed),
+                "client_gone": self.gauge.client_gone.load(Ordering::Relaxed),
+            },
         })
     }
 
@@ -175,6 +189,9 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
+        // `open` counts live bodies, which a reset does not end.
+        self.gauge.started.store(0, Ordering::Relaxed);
+        self.gauge.client_gone.store(0, Ordering::Relaxed);
     }
 
     /// Whether a directive's fault applies to this request: always without `times=`, else to
@@ -480,7 +497,7 @@ async fn chat(
             pacing.delay,
             ending,
             after_bytes,
-            s.closing.clone(),
+            s.life(),
         );
         let mut res = Response::new(Body::from_stream(stream));
         let h = res.headers_mut();
@@ -525,7 +542,7 @@ async fn chat(
     let mut res = Response::new(Body::from_stream(body::fixed(
         Bytes::from(bytes),
         ending,
-        s.closing.clone(),
+        s.life(),
     )));
     let h = res.headers_mut();
     h.insert(

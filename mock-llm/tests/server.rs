@@ -711,6 +711,52 @@ async fn overloaded_midstream_sends_an_error_event() {
     assert_eq!(server.stats()["faults"]["overloaded_midstream"], 2);
 }
 
+/// Waits until `/mock/stats` says no body is open; returns how many clients left early.
+async fn settle(server: &MockServer) -> u64 {
+    for _ in 0..200 {
+        let stats = server.stats();
+        if stats["streams"]["open"] == 0 {
+            return stats["streams"]["client_gone"].as_u64().unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("a stream stayed open: {}", server.stats());
+}
+
+#[tokio::test]
+async fn a_client_leaving_is_seen() {
+    let server = start(Config::default().answers(vec![Answer::text(LONG)])).await;
+    for wire in BOTH {
+        server.reset();
+        // Complete, cut and mid-stream-error streams are ended by the server.
+        for user in [
+            "hi",
+            "[[mock fault=cut]]",
+            "[[mock fault=overloaded_midstream]]",
+        ] {
+            events(send(&server, wire, &body(wire, user, true)).await).await;
+        }
+        assert_eq!(settle(&server).await, 0, "{wire:?}");
+        // A client that stops reading a slow stream, or leaves a stalled one, is noticed.
+        for user in [
+            "[[mock chunk=1 delay_ms=20]]",
+            "[[mock fault=stall after_bytes=5]]",
+        ] {
+            server.reset();
+            let resp = send(&server, wire, &body(wire, user, true)).await;
+            let mut stream = resp.bytes_stream();
+            stream.next().await.unwrap().unwrap();
+            drop(stream);
+            assert_eq!(
+                settle(&server).await,
+                1,
+                "{wire:?} {user} {}",
+                server.stats()
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn shutdown_ends_stalled_streams() {
     let server = start(Config::default().fault(Some(FaultKind::Stall))).await;
@@ -974,7 +1020,7 @@ async fn requests_and_stats() {
         .json()
         .await
         .unwrap();
-    expect![[r#"{"faults":{"500":1},"faults_served":1,"per_path":{"/v1/chat/completions":1,"/v1/messages":2},"requests_total":3}"#]]
+    expect![[r#"{"faults":{"500":1},"faults_served":1,"per_path":{"/v1/chat/completions":1,"/v1/messages":2},"requests_total":3,"streams":{"client_gone":0,"open":0,"started":1}}"#]]
         .assert_eq(&stats.to_string());
     let reset = client
         .post(format!("{}/mock/reset", server.url()))
