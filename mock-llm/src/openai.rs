@@ -67,16 +67,23 @@ pub(crate) struct Chunker<'a> {
 }
 
 impl Chunker<'_> {
+    /// Written by hand rather than through a `Value`: this is the hot path of a benchmark
+    /// (thousands of chunks a second), and it keeps OpenAI's field order.
     fn chunk(&self, delta: Value, finish: Option<&str>) -> Bytes {
-        let mut c = json!({
-            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-            "system_fingerprint": null,
-            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
-        });
-        if self.include_usage {
-            c["usage"] = Value::Null;
-        }
-        data(&c)
+        let finish = finish.map_or("null".to_string(), json_str);
+        let usage = if self.include_usage {
+            ",\"usage\":null"
+        } else {
+            ""
+        };
+        Bytes::from(format!(
+            "data: {{\"id\":{},\"object\":\"chat.completion.chunk\",\"created\":{},\"model\":{},\
+             \"system_fingerprint\":null,\"choices\":[{{\"index\":0,\"delta\":{delta},\"logprobs\":null,\
+             \"finish_reason\":{finish}}}]{usage}}}\n\n",
+            json_str(self.id),
+            self.created,
+            json_str(self.model),
+        ))
     }
 
     pub fn head(&self, out: &mut Vec<Bytes>) {
@@ -115,6 +122,10 @@ fn block_of(ev: Event<'_>) -> usize {
     match ev {
         Event::BlockStart(i) | Event::Delta(i, _) | Event::BlockStop(i) => i,
     }
+}
+
+fn json_str(s: &str) -> String {
+    Value::from(s).to_string()
 }
 
 fn data(v: &Value) -> Bytes {
