@@ -10,7 +10,9 @@ use mock_llm::{Answer, Config, Corpus, FaultKind};
 /// Speaks Anthropic's Messages API (POST /v1/messages, key in x-api-key) and OpenAI's Chat
 /// Completions API (POST /v1/chat/completions, key as Authorization: Bearer), streaming
 /// (stream: true) or not, plus GET /v1/models. Introspection: GET /mock/requests (last 100
-/// requests, keys redacted), GET /mock/stats, POST /mock/reset.
+/// requests, key values redacted), GET /mock/stats (requests per path, faults served, streams
+/// started / open / left by their client), POST /mock/reset (clears them and restarts the
+/// script at its first answer).
 ///
 /// The last user message may carry directives that override the flags for that request:
 ///   [[mock fault=429 times=1 retry_after=1]]  the first `times` requests with this exact
@@ -18,6 +20,7 @@ use mock_llm::{Answer, Config, Corpus, FaultKind};
 ///   [[mock fault=500]] [[mock fault=401]] [[mock fault=529]]
 ///   [[mock fault=cut after_bytes=40]]         stream 40 content bytes, then drop the connection
 ///   [[mock fault=stall after_bytes=20]]       stream 20 content bytes, then send nothing
+///                                             until the client goes away
 ///   [[mock fault=overloaded_midstream after_bytes=30]]  then an error event
 ///   [[mock echo]]                             answer with the JSON of the messages received
 ///   [[mock chunk=4 delay_ms=5]]  [[mock tokens_per_sec=50]]
