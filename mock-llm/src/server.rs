@@ -536,14 +536,17 @@ async fn chat(
         Wire::OpenAi => openai::completion(&id, created, &reply),
     };
     let mut bytes = json.to_string().into_bytes();
-    if ending != Ending::Complete {
+    let mut res = if ending == Ending::Complete {
+        // A plain body, so the response has a content-length as the real APIs' do.
+        Response::new(Body::from(bytes))
+    } else {
         bytes.truncate(after_bytes.min(bytes.len()));
-    }
-    let mut res = Response::new(Body::from_stream(body::fixed(
-        Bytes::from(bytes),
-        ending,
-        s.life(),
-    )));
+        Response::new(Body::from_stream(body::fixed(
+            Bytes::from(bytes),
+            ending,
+            s.life(),
+        )))
+    };
     let h = res.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
