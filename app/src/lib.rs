@@ -5,11 +5,15 @@
 //! Layout:
 //! - [`auth`]: sign-in page, sign-out, the current user.
 //! - [`sessions`]: the sidebar tree of sessions and the session page.
+//! - [`chat`]: the conversation: stored messages, the live reply, the composer.
+//! - [`agents`]: the Agents page.
 //! - `guard` (ssr only): `require_user()` and the error mapping every server function uses.
 
 #![recursion_limit = "256"]
 
+pub mod agents;
 pub mod auth;
+pub mod chat;
 #[cfg(feature = "ssr")]
 pub mod guard;
 pub mod sessions;
@@ -57,6 +61,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/login") view=auth::LoginPage ssr=SsrMode::Async/>
                 <Route path=path!("/") view=sessions::Workspace ssr=SsrMode::Async/>
                 <Route path=path!("/s/:id") view=sessions::Workspace ssr=SsrMode::Async/>
+                <Route path=path!("/agents") view=agents::AgentsPage ssr=SsrMode::Async/>
             </Routes>
         </Router>
     }

@@ -197,6 +197,7 @@ fn Welcome() -> impl IntoView {
 #[component]
 fn SessionPage(session: SessionDto, update: ServerAction<UpdateSession>) -> impl IntoView {
     let id = session.id;
+    let for_chat = session.clone();
     let archived = session.status == SessionStatus::Archived;
     let (next_status, toggle_label) = if archived {
         (SessionStatus::Active, "Restore")
@@ -228,7 +229,7 @@ fn SessionPage(session: SessionDto, update: ServerAction<UpdateSession>) -> impl
                 </ActionForm>
             </div>
             {error}
-            <p class="placeholder">"The conversation with this session's agent appears here."</p>
+            <crate::chat::ChatView session=for_chat/>
         </section>
     }
 }

@@ -24,6 +24,9 @@ pub enum HubEvent {
     Frame(Frame),
     /// A live event of a reply in flight (a phantom frame): never stored.
     Stream { session_id: i64, event: SseEvent },
+    /// The raw text the provider just sent for a reply in flight (reference 000's
+    /// `message_chunk`), so a browser can run the shared parser on it itself.
+    Chunk { session_id: i64, message_id: String, delta: String },
 }
 
 #[derive(Default)]

@@ -185,6 +185,11 @@ async fn run(out: Out, agent: AgentRuntime, dk: SecretKey, message_id: String, c
                 None => break,
                 Some(Ok(Delta::Text(t))) => {
                     parser.feed_str_with(&t, |ev| emit_parsed(&out, ev));
+                    st.hub.publish(out.user_id, session_id, HubEvent::Chunk {
+                        session_id,
+                        message_id: message_id.clone(),
+                        delta: t.clone(),
+                    });
                     text.push_str(&t);
                 }
                 Some(Ok(Delta::Thinking(t))) => thinking.push_str(&t),

@@ -81,3 +81,41 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
         emit.ok(Delta::Done { stop_reason: Some("end_turn".into()) }).await;
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hero_shared::hml::{ElementKind, StreamParser};
+
+    /// The showcase, cut as the demo streams it, parses to the same elements as whole: every
+    /// display element, and the bash card complete (shown, never run by the demo).
+    #[test]
+    fn the_showcase_shows_every_display_element_however_it_is_cut() {
+        for user in ["Hello demo", "show me", "", "a much longer message with ünïcödé — to move the cuts"] {
+            let text = showcase(user);
+            let whole = hero_shared::hml::parse(&text);
+            let kinds: std::collections::BTreeSet<ElementKind> = whole.elements().map(|e| e.kind).collect();
+            for k in [ElementKind::Thinking, ElementKind::Todo, ElementKind::Item, ElementKind::Progress, ElementKind::Link,
+                      ElementKind::Copy, ElementKind::Result, ElementKind::HmlPrompt, ElementKind::Data, ElementKind::Bash] {
+                assert!(kinds.contains(&k), "{k:?} missing for {user:?}");
+            }
+            assert!(whole.elements().all(|e| !e.truncated), "{user:?}");
+            for chunk in [1, 3, CHUNK_BYTES, 100] {
+                let mut p = StreamParser::new();
+                let mut tree = hero_shared::hml::TreeBuilder::new();
+                let mut rest = text.as_str();
+                while !rest.is_empty() {
+                    let mut cut = chunk.min(rest.len());
+                    while !rest.is_char_boundary(cut) {
+                        cut += 1;
+                    }
+                    let (piece, tail) = rest.split_at(cut);
+                    p.feed_str_with(piece, |e| tree.event(e));
+                    rest = tail;
+                }
+                p.finish_with(|e| tree.event(e));
+                assert_eq!(tree.finish().nodes, whole.nodes, "{user:?} in {chunk}-byte pieces");
+            }
+        }
+    }
+}

@@ -132,6 +132,9 @@ pub async fn events(
                     frame_event(f)
                 }
                 HubEvent::Stream { event, .. } => sse_event(event),
+                HubEvent::Chunk { session_id, message_id, delta } => Event::default().event("message_chunk").data(
+                    serde_json::json!({"sessionId": session_id, "messageId": message_id, "content": delta}).to_string(),
+                ),
             };
             if tx.send(out).await.is_err() {
                 return;

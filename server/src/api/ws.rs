@@ -25,6 +25,11 @@ pub async fn ws(State(st): State<AppState>, Authed(user): Authed, upgrade: WebSo
 pub fn to_ws(ev: &HubEvent) -> Option<WsServerMessage> {
     Some(match ev {
         HubEvent::Frame(f) => WsServerMessage::Frame { frame: f.clone(), phantom: false },
+        HubEvent::Chunk { session_id, message_id, delta } => WsServerMessage::MessageChunk {
+            session_id: *session_id,
+            message_id: message_id.clone(),
+            content: delta.clone(),
+        },
         HubEvent::Stream { session_id, event } => {
             let session_id = *session_id;
             match event {

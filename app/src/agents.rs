@@ -1,0 +1,164 @@
+//! The Agents page: a user's AI backends. Keys can be set or replaced, never read back.
+
+use hero_shared::api::AgentDto;
+#[cfg(feature = "ssr")]
+use hero_shared::api::{CreateAgentRequest, ProviderKind, UpdateAgentRequest};
+use leptos::prelude::*;
+use leptos_router::components::Redirect;
+
+use crate::auth::{current_user, error_text};
+use crate::chat::list_agents;
+
+/// Reads the config textarea: empty means `{}`.
+#[cfg(feature = "ssr")]
+fn parse_config(text: &str) -> Result<Option<serde_json::Value>, String> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(text).map(Some).map_err(|e| format!("config is not valid JSON: {e}"))
+}
+
+#[server(prefix = "/_fn")]
+pub async fn create_agent(
+    name: String,
+    provider: String,
+    model: String,
+    base_url: String,
+    api_key: String,
+    config: String,
+) -> Result<AgentDto, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    let bad = |m: String| fail(hero_backend::Error::Invalid(m));
+    let provider = ProviderKind::parse(&provider).ok_or_else(|| bad(format!("unknown provider {provider:?}")))?;
+    let req = CreateAgentRequest {
+        name,
+        provider,
+        model,
+        base_url: Some(base_url).filter(|u| !u.trim().is_empty()),
+        api_key: Some(api_key).filter(|k| !k.trim().is_empty()),
+        config: parse_config(&config).map_err(bad)?,
+    };
+    hero_backend::agents::create(&st.db, &st.keys, &user, req).await.map_err(fail)
+}
+
+/// Updates an agent; an empty key field keeps the stored key.
+#[server(prefix = "/_fn")]
+pub async fn update_agent(
+    id: i64,
+    name: String,
+    model: String,
+    base_url: String,
+    api_key: String,
+    config: String,
+) -> Result<AgentDto, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    let bad = |m: String| fail(hero_backend::Error::Invalid(m));
+    let req = UpdateAgentRequest {
+        name: Some(name),
+        model: Some(model),
+        base_url: Some(Some(base_url).filter(|u| !u.trim().is_empty())),
+        api_key: Some(api_key).filter(|k| !k.trim().is_empty()).map(Some),
+        config: Some(parse_config(&config).map_err(bad)?.unwrap_or_else(|| serde_json::json!({}))),
+        provider: None,
+    };
+    hero_backend::agents::update(&st.db, &st.keys, &user, id, req).await.map_err(fail)
+}
+
+#[server(prefix = "/_fn")]
+pub async fn delete_agent(id: i64) -> Result<(), ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    hero_backend::agents::delete(&st.db, &user, id).await.map_err(fail)
+}
+
+#[component]
+pub fn AgentsPage() -> impl IntoView {
+    let user = Resource::new(|| (), |_| current_user());
+    view! {
+        <Suspense>
+            {move || user.get().map(|u| match u {
+                Ok(_) => view! { <Agents/> }.into_any(),
+                Err(_) => view! { <Redirect path="/login"/> }.into_any(),
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn Agents() -> impl IntoView {
+    let create = ServerAction::<CreateAgent>::new();
+    let update = ServerAction::<UpdateAgent>::new();
+    let delete = ServerAction::<DeleteAgent>::new();
+    let agents = Resource::new(
+        move || (create.version().get(), update.version().get(), delete.version().get()),
+        |_| list_agents(),
+    );
+    let error = move || {
+        [create.value().get().and_then(Result::err), update.value().get().and_then(Result::err), delete.value().get().and_then(Result::err)]
+            .into_iter()
+            .flatten()
+            .next()
+            .map(|e| view! { <p class="form-error" role="alert">{error_text(&e)}</p> })
+    };
+    view! {
+        <main class="agents-page">
+            <p><a href="/">"← Back to sessions"</a></p>
+            <h1>"Agents"</h1>
+            <p class="muted">"API keys are stored encrypted and never shown again; leave the key empty to keep the stored one."</p>
+            {error}
+            <Transition>
+                {move || agents.get().map(|r| match r {
+                    Ok(list) => list.into_iter().map(|a| view! { <AgentCard a update delete/> }).collect_view().into_any(),
+                    Err(e) => view! { <p class="form-error">{error_text(&e)}</p> }.into_any(),
+                })}
+            </Transition>
+            <h2>"New agent"</h2>
+            <ActionForm action=create attr:class="agent-form new-agent">
+                <label>"Name" <input type="text" name="name" required maxlength="100"/></label>
+                <label>"Provider"
+                    <select name="provider">
+                        <option value="anthropic">"Anthropic"</option>
+                        <option value="openai">"OpenAI"</option>
+                        <option value="openai-compatible">"OpenAI-compatible (Ollama, vLLM, llama.cpp)"</option>
+                        <option value="scripted">"Offline demo (scripted)"</option>
+                    </select>
+                </label>
+                <label>"Model" <input type="text" name="model" required placeholder="claude-sonnet-4-5, gpt-4o, llama3…"/></label>
+                <label>"Base URL" <input type="text" name="base_url" placeholder="optional; needed for OpenAI-compatible servers"/></label>
+                <label>"API key" <input type="password" name="api_key" autocomplete="off"/></label>
+                <label>"Config (JSON, merged into every request)" <textarea name="config" rows="3" placeholder="{\"max_tokens\": 4096, \"temperature\": 0.7}"></textarea></label>
+                <button type="submit">"Add agent"</button>
+            </ActionForm>
+        </main>
+    }
+}
+
+#[component]
+fn AgentCard(a: AgentDto, update: ServerAction<UpdateAgent>, delete: ServerAction<DeleteAgent>) -> impl IntoView {
+    let id = a.id;
+    let config = if a.config.as_object().is_some_and(|m| m.is_empty()) { String::new() } else { a.config.to_string() };
+    view! {
+        <section class="agent-card" data-agent-id=id>
+            <header>
+                <strong class="agent-name">{a.name.clone()}</strong>
+                <span class="badge">{a.provider.as_str()}</span>
+                <span class="muted">{if a.has_api_key { "key set" } else { "no key" }}</span>
+            </header>
+            <ActionForm action=update attr:class="agent-form">
+                <input type="hidden" name="id" value=id/>
+                <label>"Name" <input type="text" name="name" value=a.name.clone() required/></label>
+                <label>"Model" <input type="text" name="model" value=a.model.clone() required/></label>
+                <label>"Base URL" <input type="text" name="base_url" value=a.base_url.clone().unwrap_or_default()/></label>
+                <label>"New API key" <input type="password" name="api_key" autocomplete="off" placeholder="leave empty to keep"/></label>
+                <label>"Config" <textarea name="config" rows="2">{config}</textarea></label>
+                <button type="submit">"Save"</button>
+            </ActionForm>
+            <ActionForm action=delete attr:class="agent-delete">
+                <input type="hidden" name="id" value=id/>
+                <button type="submit" class="danger">"Delete"</button>
+            </ActionForm>
+        </section>
+    }
+}

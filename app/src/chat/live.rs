@@ -1,0 +1,150 @@
+//! A reply while it streams, rendered through the shared parser in the browser. The raw
+//! text is fed chunk by chunk; top-level prose grows markdown blocks (a new block after each
+//! paragraph break outside code, so re-rendering costs the current paragraph, not the
+//! message) and each top-level element re-renders only itself from its own source. The
+//! work per chunk is bounded by the chunk plus the block it lands in, never the whole reply.
+
+use hero_shared::hml::{Event, StreamParser};
+use leptos::prelude::*;
+
+use super::elements::element_view;
+use super::markdown::Markdown;
+
+#[derive(Clone, Copy)]
+pub enum LiveBlock {
+    Text(RwSignal<String>),
+    /// The element's source so far, and whether it has closed.
+    Element { src: RwSignal<String>, done: RwSignal<bool> },
+}
+
+pub struct LiveReply {
+    pub message_id: String,
+    pub agent_name: String,
+    pub blocks: RwSignal<Vec<LiveBlock>>,
+    pub error: RwSignal<Option<String>>,
+    pub finished: RwSignal<bool>,
+    parser: StreamParser,
+    raw: String,
+    depth: usize,
+    /// Index in `blocks` and byte offset in `raw` of the top-level element being written.
+    open_top: Option<(usize, usize)>,
+    /// The last text block ended a paragraph outside code: the next text starts a new one.
+    split_next: bool,
+}
+
+impl LiveReply {
+    pub fn new(message_id: String, agent_name: String) -> Self {
+        LiveReply {
+            message_id,
+            agent_name,
+            blocks: RwSignal::new(Vec::new()),
+            error: RwSignal::new(None),
+            finished: RwSignal::new(false),
+            parser: StreamParser::new(),
+            raw: String::new(),
+            depth: 0,
+            open_top: None,
+            split_next: false,
+        }
+    }
+
+    pub fn feed(&mut self, delta: &str) {
+        self.raw.push_str(delta);
+        let mut parser = std::mem::replace(&mut self.parser, StreamParser::new());
+        parser.feed_str_with(delta, |ev| self.on_event(ev));
+        self.parser = parser;
+        self.refresh_open();
+    }
+
+    pub fn finish(&mut self) {
+        let mut parser = std::mem::replace(&mut self.parser, StreamParser::new());
+        parser.finish_with(|ev| self.on_event(ev));
+        self.refresh_open();
+        self.finished.set(true);
+    }
+
+    fn refresh_open(&self) {
+        if let Some((idx, start)) = self.open_top {
+            if let Some(LiveBlock::Element { src, .. }) = self.blocks.read_untracked().get(idx).copied() {
+                src.set(self.raw.get(start..).unwrap_or_default().to_owned());
+            }
+        }
+    }
+
+    fn on_event(&mut self, ev: Event<'_>) {
+        match ev {
+            Event::Text { text, code } if self.depth == 0 => {
+                let last = self.blocks.read_untracked().last().copied();
+                match last {
+                    Some(LiveBlock::Text(s)) if !self.split_next => s.update(|t| t.push_str(text)),
+                    _ => self.blocks.update(|b| b.push(LiveBlock::Text(RwSignal::new(text.to_owned())))),
+                }
+                self.split_next = !code && text.ends_with("\n\n");
+            }
+            Event::Start { offset, .. } => {
+                if self.depth == 0 {
+                    let block = LiveBlock::Element { src: RwSignal::new(String::new()), done: RwSignal::new(false) };
+                    let idx = self.blocks.read_untracked().len();
+                    self.blocks.update(|b| b.push(block));
+                    self.open_top = Some((idx, offset as usize));
+                }
+                self.depth += 1;
+            }
+            Event::Complete { span, .. } => {
+                self.depth = self.depth.saturating_sub(1);
+                if self.depth == 0 {
+                    self.close_top(Some((span.start as usize, span.end as usize)));
+                }
+            }
+            Event::Error { .. } => {
+                self.depth = self.depth.saturating_sub(1);
+                if self.depth == 0 {
+                    self.close_top(None);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn close_top(&mut self, range: Option<(usize, usize)>) {
+        if let Some((idx, start)) = self.open_top.take() {
+            if let Some(LiveBlock::Element { src, done }) = self.blocks.read_untracked().get(idx).copied() {
+                let end = range.map_or(self.raw.len(), |(_, e)| e.min(self.raw.len()));
+                src.set(self.raw.get(start..end).unwrap_or_default().to_owned());
+                done.set(true);
+            }
+        }
+        self.split_next = true;
+    }
+}
+
+#[component]
+pub fn LiveBlocks(blocks: RwSignal<Vec<LiveBlock>>) -> impl IntoView {
+    // Keyed by position: a new block adds one view; existing blocks keep theirs and update
+    // through their own signals.
+    view! {
+        <For
+            each=move || blocks.get().into_iter().enumerate()
+            key=|(i, _)| *i
+            children=move |(_, b)| block_view(b)
+        />
+    }
+}
+
+fn block_view(b: LiveBlock) -> AnyView {
+    match b {
+                LiveBlock::Text(s) => view! { <Markdown src=s/> }.into_any(),
+                LiveBlock::Element { src, done } => (move || {
+                    let doc = hero_shared::hml::parse(&src.get());
+                    let live = !done.get();
+                    doc.nodes
+                        .into_iter()
+                        .map(|n| match n {
+                            hero_shared::hml::Node::Element(e) => element_view(e, live),
+                            hero_shared::hml::Node::Text(t) => view! { <Markdown src=Signal::stored(t)/> }.into_any(),
+                        })
+                        .collect_view()
+                })
+                .into_any(),
+    }
+}
