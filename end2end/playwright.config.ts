@@ -3,6 +3,7 @@ import { defineConfig } from "@playwright/test";
 // Browser tests run Debian's Chromium (no browser download) against the real `hero` binary,
 // started by serve-for-tests.sh with a fresh data directory and two users.
 const port = Number(process.env.HERO_E2E_PORT ?? 3210);
+process.env.HERO_E2E_MOCK = `http://127.0.0.1:${port + 1}`;
 
 export default defineConfig({
   testDir: "./tests",
@@ -21,12 +22,21 @@ export default defineConfig({
     },
     trace: "off",
   },
-  webServer: {
-    command: `sh ./serve-for-tests.sh ${port}`,
-    url: `http://127.0.0.1:${port}/login`,
-    reuseExistingServer: false,
-    timeout: 60_000,
-    stdout: "pipe",
-    stderr: "pipe",
-  },
+  webServer: [
+    {
+      command: `sh ./serve-for-tests.sh ${port}`,
+      url: `http://127.0.0.1:${port}/login`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: "pipe",
+      stderr: "pipe",
+    },
+    {
+      // The repository's mock LLM: agents in the chat tests point at it.
+      command: `../target/debug/mock-llm --addr 127.0.0.1:${port + 1}`,
+      port: port + 1,
+      reuseExistingServer: false,
+      timeout: 30_000,
+    },
+  ],
 });

@@ -10,4 +10,5 @@ export HERO_DATA_DIR="$data" HERO_CONFIG=/dev/null
 unset HERO_MASTER_KEY || true
 printf 'alice-password\n' | "$bin" user add alice --admin
 printf 'bob-password\n' | "$bin" user add bob
+printf 'carol-password\n' | "$bin" user add carol
 exec "$bin" serve --addr "127.0.0.1:$port" --site-root "$root/target/site"

@@ -12,6 +12,7 @@ step() { printf '\n== %s\n' "$*"; }
 step "build (cargo leptos build: server binary, wasm, site)"
 # cargo-leptos exits 0 even when the build fails (TOOLCHAIN.md), so check what it made.
 cargo leptos build
+cargo build -p mock-llm
 test -x target/debug/hero && test -f target/site/pkg/hero.wasm || { echo "build failed"; exit 1; }
 
 step "the shared core builds for the browser"

@@ -100,6 +100,18 @@ fn SignedIn(user: UserDto) -> impl IntoView {
     );
     let params = use_params_map();
     let current = Memo::new(move |_| params.read().get("id").and_then(|id| id.parse::<i64>().ok()));
+    // The open session's conversation and the user's agents load with the page, beside the
+    // session list (not inside its suspended view, see `ChatView`).
+    let chat = Resource::new(
+        move || current.get(),
+        |id| async move {
+            match id {
+                Some(id) => crate::chat::session_view(id).await.map(Some),
+                None => Ok(None),
+            }
+        },
+    );
+    let agents = Resource::new(|| (), |_| crate::chat::list_agents());
 
     let navigate = use_navigate();
     Effect::new(move |_| {
@@ -144,11 +156,16 @@ fn SignedIn(user: UserDto) -> impl IntoView {
                 <Transition>
                     {move || {
                         let list = sessions.get().and_then(Result::ok);
+                        let loaded = chat.get().and_then(Result::ok).flatten();
+                        let agents = agents.get().and_then(Result::ok);
                         match (current.get(), list) {
                             (None, _) => view! { <Welcome/> }.into_any(),
-                            (Some(id), Some(list)) => match list.into_iter().find(|s| s.id == id) {
-                                Some(s) => view! { <SessionPage session=s update=update/> }.into_any(),
-                                None => view! { <p class="not-found">"This session does not exist, or is not yours."</p> }.into_any(),
+                            (Some(id), Some(list)) => match (list.into_iter().find(|s| s.id == id), loaded, agents) {
+                                (Some(s), Some(view), Some(agents)) if view.session_id == id => {
+                                    view! { <SessionPage session=s update=update view agents/> }.into_any()
+                                }
+                                (Some(_), _, _) => view! { <p class="loading">"Loading…"</p> }.into_any(),
+                                (None, _, _) => view! { <p class="not-found">"This session does not exist, or is not yours."</p> }.into_any(),
                             },
                             (Some(_), None) => view! { <p class="loading">"Loading…"</p> }.into_any(),
                         }
@@ -195,7 +212,12 @@ fn Welcome() -> impl IntoView {
 }
 
 #[component]
-fn SessionPage(session: SessionDto, update: ServerAction<UpdateSession>) -> impl IntoView {
+fn SessionPage(
+    session: SessionDto,
+    update: ServerAction<UpdateSession>,
+    view: hero_shared::wire::CompiledView,
+    agents: Vec<hero_shared::api::AgentDto>,
+) -> impl IntoView {
     let id = session.id;
     let for_chat = session.clone();
     let archived = session.status == SessionStatus::Archived;
@@ -229,7 +251,7 @@ fn SessionPage(session: SessionDto, update: ServerAction<UpdateSession>) -> impl
                 </ActionForm>
             </div>
             {error}
-            <crate::chat::ChatView session=for_chat/>
+            <crate::chat::ChatView session=for_chat initial=view agents/>
         </section>
     }
 }

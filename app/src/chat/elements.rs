@@ -190,12 +190,17 @@ fn prompt_view(e: &Element) -> AnyView {
         .into_any();
     }
     let input = match p.input {
-        PromptType::Select => view! {
-            <select aria-label=p.question.clone()>
-                {p.options.iter().map(|o| view! { <option value=o.value.clone()>{o.label.clone()}</option> }).collect_view()}
-            </select>
+        PromptType::Select => {
+            let (label, options) = (p.question.clone(), p.options.clone());
+            view! {
+                <ClientOnly fallback=|| view! { <span class="hml-prompt-pending">"…"</span> }>
+                    <select aria-label=label.clone()>
+                        {options.iter().map(|o| view! { <option value=o.value.clone()>{o.label.clone()}</option> }).collect_view()}
+                    </select>
+                </ClientOnly>
+            }
+            .into_any()
         }
-        .into_any(),
         PromptType::Radio | PromptType::Checkboxes => {
             let ty = if p.input == PromptType::Radio { "radio" } else { "checkbox" };
             let name = format!("prompt-{id}");
@@ -223,4 +228,20 @@ fn prompt_view(e: &Element) -> AnyView {
         </span>
     }
     .into_any()
+}
+
+/// Renders `fallback` on the server and while hydrating, then `children` in the browser.
+///
+/// For `<select>`: Chromium's parser (customizable select) moves the comment markers Leptos
+/// leaves in server-rendered markup out of a `<select>`, so hydrating one fails; a select
+/// made in the browser has no such problem.
+#[component]
+pub fn ClientOnly<F, FV>(fallback: F, children: ChildrenFn) -> impl IntoView
+where
+    F: Fn() -> FV + Send + Sync + 'static,
+    FV: IntoView + 'static,
+{
+    let mounted = RwSignal::new(false);
+    Effect::new(move |_| mounted.set(true));
+    move || if mounted.get() { children().into_any() } else { fallback().into_any() }
 }

@@ -106,12 +106,13 @@ fn MessageView(m: CompiledMessage) -> impl IntoView {
     }
 }
 
+/// The conversation. Its data is loaded by the page (`initial`, `agents`): resources created
+/// inside a suspended part of the page would be created anew on each server render pass and
+/// no longer line up with the browser's when it hydrates.
 #[component]
-pub fn ChatView(session: SessionDto) -> impl IntoView {
+pub fn ChatView(session: SessionDto, initial: CompiledView, agents: Vec<AgentDto>) -> impl IntoView {
     let session_id = session.id;
-    let version = RwSignal::new(0u32);
-    let view_res = Resource::new(move || version.get(), move |_| session_view(session_id));
-    let agents = Resource::new(|| (), |_| list_agents());
+    let conversation = RwSignal::new(initial);
     let live: RwSignal<Option<LiveView>> = RwSignal::new(None);
     let connected = RwSignal::new(false);
     let near_bottom = RwSignal::new(true);
@@ -127,7 +128,8 @@ pub fn ChatView(session: SessionDto) -> impl IntoView {
 
     // A stored message replaces the live one once the view that holds it has loaded.
     Effect::new(move |_| {
-        if let (Some(Ok(v)), Some(l)) = (view_res.get(), live.get_untracked()) {
+        let v = conversation.read();
+        if let Some(l) = live.get_untracked() {
             let id = l.message_id.get_value();
             if v.messages.iter().any(|m| m.frame_id == id) {
                 live.set(None);
@@ -180,19 +182,24 @@ pub fn ChatView(session: SessionDto) -> impl IntoView {
         // it re-runs, which would close the stream on the first refresh of the view.
         let source = StoredValue::new_local(None::<web_sys::EventSource>);
         on_cleanup(move || source.with_value(|s| if let Some(es) = s { es.close() }));
-        let subscribed = StoredValue::new(false);
+        // Refreshes the compiled view; answers that arrive out of order never roll it back.
+        let refresh = move || {
+            leptos::task::spawn_local(async move {
+                if let Ok(v) = session_view(session_id).await {
+                    if v.stats.last_seq >= conversation.get_untracked().stats.last_seq {
+                        conversation.set(v);
+                    }
+                }
+            });
+        };
         Effect::new(move |_| {
-            // Subscribe once, as soon as the page knows the last seq it rendered.
-            let after = match view_res.get() {
-                Some(Ok(v)) if !subscribed.get_value() => v.stats.last_seq.unwrap_or(0),
-                _ => return,
-            };
-            subscribed.set_value(true);
+            // Subscribe after the frames the page was rendered with: nothing in between is lost.
+            let after = conversation.get_untracked().stats.last_seq.unwrap_or(0);
             let on_event = move |name: &str, data: &str| {
                 let v: serde_json::Value = serde_json::from_str(data).unwrap_or_default();
                 let mid = v.get("messageId").and_then(|m| m.as_str()).unwrap_or_default().to_owned();
                 match name {
-                    "frame" => version.update(|n| *n += 1),
+                    "frame" => refresh(),
                     "message_start" => {
                         flush();
                         let agent = v.get("agentName").and_then(|m| m.as_str()).unwrap_or("Agent").to_owned();
@@ -230,7 +237,7 @@ pub fn ChatView(session: SessionDto) -> impl IntoView {
                                 r.finish();
                             }
                         });
-                        version.update(|n| *n += 1);
+                        refresh();
                     }
                     _ => {}
                 }
@@ -252,40 +259,42 @@ pub fn ChatView(session: SessionDto) -> impl IntoView {
     view! {
         <div class="chat" data-connected=move || connected.get().to_string()>
             <div class="chat-agent">
-                <label>
-                    "Agent "
-                    <Transition>
-                        {move || agents.get().map(|r| match r {
-                            Ok(list) => {
-                                let current = session.agent_id;
-                                view! {
+                <span>"Agent"</span>
+                {
+                            let list = agents;
+                            let current = session.agent_id;
+                            let mut options: Vec<(String, String, bool)> = Vec::new();
+                            if current.is_none() {
+                                options.push((String::new(), "(choose an agent)".into(), true));
+                            }
+                            options.extend(list.into_iter().map(|a| (a.id.to_string(), a.name, current == Some(a.id))));
+                            let shown = options.iter().find(|o| o.2).map(|o| o.1.clone()).unwrap_or_default();
+                            view! {
+                                <elements::ClientOnly fallback=move || view! { <span class="agent-name">{shown.clone()}</span> }>
                                     <select aria-label="Agent" on:change=move |ev| {
                                         if let Ok(id) = event_target_value(&ev).parse::<i64>() {
                                             choose.dispatch(SetSessionAgent { session_id, agent_id: id });
                                         }
                                     }>
-                                        {current.is_none().then(|| view! { <option value="" selected>"(choose an agent)"</option> })}
-                                        {list.into_iter().map(|a| view! {
-                                            <option value=a.id.to_string() selected=current == Some(a.id)>{a.name}</option>
+                                        {options.clone().into_iter().map(|(value, name, selected)| view! {
+                                            <option value=value selected=selected>{name}</option>
                                         }).collect_view()}
                                     </select>
-                                }.into_any()
+                                </elements::ClientOnly>
                             }
-                            Err(e) => view! { <span class="form-error">{error_text(&e)}</span> }.into_any(),
-                        })}
-                    </Transition>
-                </label>
+                }
                 <a href="/agents" class="manage-agents">"Manage agents"</a>
                 {(!streaming).then(|| view! { <span class="badge">"batch mode"</span> })}
             </div>
             <div class="messages" node_ref=scroller on:scroll=on_scroll data-testid="messages">
-                <Transition>
-                    {move || view_res.get().map(|r| match r {
-                        Ok(v) if v.messages.is_empty() => view! { <p class="empty">"No messages yet. Say hello below."</p> }.into_any(),
-                        Ok(v) => v.messages.into_iter().filter(|m| !m.hidden).map(|m| view! { <MessageView m/> }).collect_view().into_any(),
-                        Err(e) => view! { <p class="form-error">{error_text(&e)}</p> }.into_any(),
-                    })}
-                </Transition>
+                {move || {
+                    let v = conversation.get();
+                    if v.messages.is_empty() {
+                        view! { <p class="empty">"No messages yet. Say hello below."</p> }.into_any()
+                    } else {
+                        v.messages.into_iter().filter(|m| !m.hidden).map(|m| view! { <MessageView m/> }).collect_view().into_any()
+                    }
+                }}
                 {move || live.get().map(|l| view! {
                     <div class="msg msg-agent live" data-message-id=l.message_id.get_value()>
                         <div class="msg-who">{l.agent_name.get_value()}</div>

@@ -1,0 +1,148 @@
+import { test, expect, type Page } from "@playwright/test";
+import { createSession, hydrated, signIn } from "./helpers";
+
+// Carol's conversations: the offline demo, and agents pointed at the repository's mock LLM.
+test.describe.configure({ mode: "serial" });
+
+const mock = process.env.HERO_E2E_MOCK ?? "http://127.0.0.1:3211";
+
+async function connected(page: Page) {
+  await hydrated(page);
+  await expect(page.locator(".chat")).toHaveAttribute("data-connected", "true");
+}
+
+async function send(page: Page, text: string) {
+  const box = page.getByLabel("Message", { exact: true });
+  await box.fill(text);
+  await box.press("Enter");
+}
+
+/** A session whose agent is an Anthropic-format agent at the mock LLM. */
+async function mockSession(page: Page, name: string): Promise<number> {
+  const agent = await page.request.post("/api/agents", {
+    data: { name: `Mock ${name}`, provider: "anthropic", model: "mock-model", base_url: mock, api_key: "e2e-key-123456" },
+  });
+  expect(agent.status()).toBe(201);
+  const id = await createSession(page, name);
+  const patch = await page.request.patch(`/api/sessions/${id}`, { data: { agent_id: (await agent.json()).id } });
+  expect(patch.status()).toBe(200);
+  await page.reload();
+  await connected(page);
+  return id;
+}
+
+/** A directive asking the mock for `text`, slowly. */
+function slowly(text: string, delayMs = 40, chunk = 6) {
+  return `[[mock chunk=${chunk} delay_ms=${delayMs} text=${JSON.stringify(text)}]]`;
+}
+
+test("the offline demo shows every element while it streams", async ({ page }) => {
+  await signIn(page, "carol", "carol-password");
+  await createSession(page, "Demo");
+  await connected(page);
+  await send(page, "Hello demo");
+  // While it streams: the composer is locked and offers Stop.
+  await expect(page.getByRole("button", { name: "Stop" })).toBeVisible();
+  await expect(page.getByLabel("Message", { exact: true })).toBeDisabled();
+  const reply = page.locator(".msg-agent:not(.live)").last();
+  await expect(reply).toBeVisible({ timeout: 15_000 });
+  await expect(page.locator(".msg-user").last()).toHaveText(/Hello demo/);
+  await expect(reply.getByTestId("agent-name")).toHaveText("Hero demo (offline)");
+  for (const kind of ["thinking", "todo", "progress", "link", "copy", "result", "hml-prompt", "bash"]) {
+    await expect(reply.locator(`[data-hml="${kind}"]`).first(), kind).toBeVisible();
+  }
+  await expect(reply.locator(".hml-item")).toHaveCount(4);
+  await expect(reply.locator('[data-hml="bash"]')).toContainText("recognised: not run");
+  await expect(reply.locator(".code-block")).toContainText("<bash>rm -rf /</bash>");
+  await expect(reply.locator('[data-hml="progress"] progress')).toHaveAttribute("value", "3");
+  await expect(page.getByRole("button", { name: "Send" })).toBeVisible();
+});
+
+test("model text never becomes live HTML", async ({ page }) => {
+  await signIn(page, "carol", "carol-password");
+  await mockSession(page, "Untrusted");
+  await send(page, slowly('Look: <img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> and [x](javascript:alert(1)) **bold**', 1, 50));
+  const reply = page.locator(".msg-agent:not(.live)").last();
+  await expect(reply).toContainText("bold");
+  await expect(reply.locator("img, script")).toHaveCount(0);
+  await expect(reply.locator("a[href^='javascript']")).toHaveCount(0);
+  expect(await page.evaluate(() => (window as any).__pwned)).toBeUndefined();
+});
+
+test("a second tab watches the reply live, and a reload shows the same conversation", async ({ page, context }) => {
+  await signIn(page, "carol", "carol-password");
+  const id = await mockSession(page, "Shared");
+  const other = await context.newPage();
+  await other.goto(`/s/${id}`);
+  await connected(other);
+  const words = Array.from({ length: 40 }, (_, i) => `word${i}`).join(" ");
+  await send(page, slowly(`Streaming to everyone: ${words} THE-END`, 30, 8));
+  // The other tab sees the reply while it is still being written...
+  await expect(other.locator(".msg-agent.live")).toContainText("Streaming to everyone", { timeout: 10_000 });
+  await expect(other.locator(".msg-agent.live")).not.toContainText("THE-END");
+  // ...and then the finished message.
+  await expect(other.locator(".msg-agent:not(.live)").last()).toContainText("THE-END", { timeout: 15_000 });
+  await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("THE-END");
+  const before = await page.getByTestId("messages").innerText();
+  await page.reload();
+  await connected(page);
+  expect(await page.getByTestId("messages").innerText()).toBe(before);
+});
+
+test("stop ends the reply and keeps what arrived", async ({ page }) => {
+  await signIn(page, "carol", "carol-password");
+  await mockSession(page, "Stoppable");
+  const long = Array.from({ length: 300 }, (_, i) => `part${i}`).join(" ");
+  await send(page, slowly(long + " NEVER-SHOWN", 40, 6));
+  await expect(page.locator(".msg-agent.live")).toContainText("part3", { timeout: 10_000 });
+  await page.getByRole("button", { name: "Stop" }).click();
+  const reply = page.locator(".msg-agent:not(.live)").last();
+  await expect(reply).toContainText("Stopped", { timeout: 10_000 });
+  await expect(reply).toContainText("part3");
+  await expect(reply).not.toContainText("NEVER-SHOWN");
+  await expect(page.getByRole("button", { name: "Send" })).toBeVisible();
+});
+
+test("the view follows new text only while the reader is near the bottom", async ({ page }) => {
+  await signIn(page, "carol", "carol-password");
+  await mockSession(page, "Scrolling");
+  const lines = Array.from({ length: 150 }, (_, i) => `Line ${i}`).join("\n\n");
+  await send(page, slowly(lines + "\n\nLAST-LINE", 25, 12));
+  const box = page.getByTestId("messages");
+  await expect(page.locator(".msg-agent.live")).toContainText("Line 40", { timeout: 10_000 });
+  // Following: the newest text is in view.
+  const atBottom = () => box.evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight < 100);
+  expect(await atBottom()).toBe(true);
+  // The reader scrolls up: the view stays where they are, and offers a way down.
+  await box.evaluate((el) => { el.scrollTop = 0; el.dispatchEvent(new Event("scroll")); });
+  await expect(page.getByRole("button", { name: "Jump to the newest message" })).toBeVisible();
+  await page.waitForTimeout(600);
+  expect(await box.evaluate((el) => el.scrollTop)).toBeLessThan(50);
+  await page.getByRole("button", { name: "Jump to the newest message" }).click();
+  await expect(page.getByRole("button", { name: "Jump to the newest message" })).toBeHidden();
+  await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("LAST-LINE", { timeout: 20_000 });
+  await page.waitForTimeout(300);
+  expect(await atBottom()).toBe(true);
+});
+
+test("agents are managed on their page and their keys never come back", async ({ page }) => {
+  await signIn(page, "carol", "carol-password");
+  await page.goto("/agents");
+  await hydrated(page);
+  const form = page.locator("form.new-agent");
+  await form.getByLabel("Name").fill("My Claude");
+  await form.getByLabel("Provider").selectOption("anthropic");
+  await form.getByLabel("Model").fill("claude-test");
+  await form.getByLabel("API key").fill("sk-ui-secret-987654321");
+  await form.getByLabel("Config").fill('{"max_tokens": 2000}');
+  await form.getByRole("button", { name: "Add agent" }).click();
+  const card = page.locator(".agent-card", { hasText: "My Claude" });
+  await expect(card).toContainText("key set");
+  expect(await page.content()).not.toContain("sk-ui-secret-987654321");
+  // A config that would break the call is refused with a reason.
+  await card.getByLabel("Config").fill('{"stream": false}');
+  await card.getByRole("button", { name: "Save" }).click();
+  await expect(page.getByRole("alert")).toContainText('may not set "stream"');
+  await card.getByRole("button", { name: "Delete" }).click();
+  await expect(page.locator(".agent-card", { hasText: "My Claude" })).toHaveCount(0);
+});
