@@ -99,3 +99,48 @@ impl Hub {
         lock(&self.turns).get(&session_id).map_or(0, HashMap::len)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hero_shared::wire::TextData;
+
+    fn text(i: usize) -> HubEvent {
+        HubEvent::Stream { session_id: 1, event: SseEvent::Text(TextData { message_id: "m".into(), text: i.to_string() }) }
+    }
+
+    #[tokio::test]
+    async fn a_slow_subscriber_is_dropped_without_holding_up_anyone() {
+        let hub = Hub::default();
+        let mut slow = hub.subscribe_session(1);
+        let mut fast = hub.subscribe_session(1);
+        for i in 0..CHANNEL_CAPACITY + 10 {
+            hub.publish(7, 1, text(i));
+            // The fast one keeps up; publishing never waited for the slow one.
+            assert!(fast.recv().await.is_ok());
+        }
+        assert!(matches!(slow.recv().await, Err(broadcast::error::RecvError::Lagged(10))));
+    }
+
+    #[tokio::test]
+    async fn user_channels_mirror_every_session_and_abort_cancels_turns() {
+        let hub = Hub::default();
+        let mut user = hub.subscribe_user(7);
+        hub.publish(7, 1, text(1));
+        hub.publish(7, 2, text(2));
+        hub.publish(8, 3, text(3));
+        for want in [1, 2] {
+            match &*user.recv().await.unwrap() {
+                HubEvent::Stream { session_id, .. } => assert_eq!(*session_id, want),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(user.try_recv().is_err());
+        let t = hub.begin_turn(1, "a");
+        assert_eq!((hub.turns_in_flight(1), hub.abort(2)), (1, 0));
+        assert_eq!(hub.abort(1), 1);
+        assert!(t.is_cancelled());
+        hub.end_turn(1, "a");
+        assert_eq!(hub.turns_in_flight(1), 0);
+    }
+}

@@ -28,7 +28,7 @@ async fn hero() -> Hero {
     db::migrate(&pool).await.unwrap();
     let settings = Settings {
         call_options: CallOptions {
-            first_byte_timeout: Duration::from_secs(5),
+            first_byte_timeout: Duration::from_secs(2),
             idle_timeout: Duration::from_millis(800),
             max_retries: 2,
             max_retry_wait: Duration::from_secs(2),
@@ -430,4 +430,72 @@ async fn bad_chat_input_is_refused_clearly() {
     let done = last_data(&events, "message_complete")["content"].as_str().unwrap().to_owned();
     assert!(done.contains("offline demo") && done.contains("<todo"), "{done}");
     assert_no_key_seen(&h);
+}
+
+#[tokio::test]
+async fn a_provider_that_never_answers_times_out() {
+    let h = hero().await;
+    // Accepts connections and never answers a byte.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = silent.accept().await {
+            held.push(sock);
+        }
+    });
+    let (s, agent) = h
+        .json(reqwest::Method::POST, "/api/agents", Some(json!({
+            "name": "silent", "provider": "openai-compatible", "model": "m", "base_url": format!("http://{addr}/v1")
+        })))
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (_, session) = h.json(reqwest::Method::POST, "/api/sessions", Some(json!({"name": "t", "agent_id": agent["id"]}))).await;
+    let events = h.stream(session["id"].as_i64().unwrap(), "anyone there?").await;
+    let err = last_data(&events, "error")["error"].as_str().unwrap().to_owned();
+    assert!(err.contains("did not answer within 2 seconds"), "{err}");
+    assert_eq!(names(&events).last(), Some(&"message_complete"));
+}
+
+#[tokio::test]
+async fn frames_routes_filter_and_stay_private() {
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("fine")])).await.unwrap();
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(session, "one").await;
+    h.stream(session, "two").await;
+    let (_, page) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}/frames?after=1&limit=2"), None).await;
+    let seqs: Vec<i64> = page["frames"].as_array().unwrap().iter().map(|f| f["seq"].as_i64().unwrap()).collect();
+    assert_eq!((seqs, page["last_seq"].as_i64()), (vec![2, 3], Some(4)));
+    let (_, only) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}/frames?type=compact"), None).await;
+    assert_eq!(only["frames"], json!([]));
+    let (s, bad) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}/frames?type=nonsense"), None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}");
+    let (_, stats) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}/frames/stats"), None).await;
+    assert_eq!((stats["total"].as_u64(), stats["messages"].as_u64(), stats["messages_since_compact"].as_u64()), (Some(4), Some(4), Some(4)));
+    let first_id = page["frames"][0]["id"].as_str().unwrap().to_owned();
+    let (s, one) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}/frames/{first_id}"), None).await;
+    assert_eq!((s, one["seq"].as_i64()), (StatusCode::OK, Some(2)));
+    let (_, view) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}/view"), None).await;
+    assert_eq!(view["messages"].as_array().unwrap().len(), 4);
+
+    // Bob sees none of it.
+    users::create(&h.st.db, &h.st.keys, "bob", "bob-password", false).await.unwrap();
+    let bob = reqwest::Client::builder().cookie_store(true).build().unwrap();
+    bob.post(h.url("/api/auth/login")).json(&json!({"username": "bob", "password": "bob-password"})).send().await.unwrap();
+    for path in [
+        format!("/api/sessions/{session}/frames"),
+        format!("/api/sessions/{session}/frames/stats"),
+        format!("/api/sessions/{session}/frames/{first_id}"),
+        format!("/api/sessions/{session}/view"),
+        format!("/api/sessions/{session}/events"),
+    ] {
+        let r = bob.get(h.url(&path)).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "{path}");
+    }
+    let r = bob.post(h.url(&format!("/api/sessions/{session}/messages"))).json(&json!({"content": "hi"})).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = bob.get(h.url("/api/agents")).send().await.unwrap();
+    let agents: Value = r.json().await.unwrap();
+    assert!(agents.as_array().unwrap().iter().all(|a| a["provider"] == "scripted"), "{agents}");
 }
