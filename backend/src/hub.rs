@@ -105,8 +105,8 @@ mod tests {
     use super::*;
     use hero_shared::wire::TextData;
 
-    fn text(i: usize) -> HubEvent {
-        HubEvent::Stream { session_id: 1, event: SseEvent::Text(TextData { message_id: "m".into(), text: i.to_string() }) }
+    fn text(session_id: i64, i: usize) -> HubEvent {
+        HubEvent::Stream { session_id, event: SseEvent::Text(TextData { message_id: "m".into(), text: i.to_string() }) }
     }
 
     #[tokio::test]
@@ -115,7 +115,7 @@ mod tests {
         let mut slow = hub.subscribe_session(1);
         let mut fast = hub.subscribe_session(1);
         for i in 0..CHANNEL_CAPACITY + 10 {
-            hub.publish(7, 1, text(i));
+            hub.publish(7, 1, text(1, i));
             // The fast one keeps up; publishing never waited for the slow one.
             assert!(fast.recv().await.is_ok());
         }
@@ -126,9 +126,9 @@ mod tests {
     async fn user_channels_mirror_every_session_and_abort_cancels_turns() {
         let hub = Hub::default();
         let mut user = hub.subscribe_user(7);
-        hub.publish(7, 1, text(1));
-        hub.publish(7, 2, text(2));
-        hub.publish(8, 3, text(3));
+        hub.publish(7, 1, text(1, 1));
+        hub.publish(7, 2, text(2, 2));
+        hub.publish(8, 3, text(3, 3));
         for want in [1, 2] {
             match &*user.recv().await.unwrap() {
                 HubEvent::Stream { session_id, .. } => assert_eq!(*session_id, want),
