@@ -1,0 +1,339 @@
+//! Streaming benchmark: N concurrent replies at 50 tokens/s from the mock LLM, three ways in
+//! one run, and what Hero adds.
+//!
+//! 1. direct: N clients stream straight from the mock (the floor);
+//! 2. relay:  N clients through a bare pass-through relay (axum + reqwest, bytes copied, no
+//!    parsing, no storage): what any proxy costs;
+//! 3. hero:   N clients post to Hero's `/api/sessions/{id}/messages/stream`, which calls the
+//!    mock, parses HML, fans out to the hub, stores frames, and answers in SSE.
+//!
+//! Per token it prints the lateness against the stream's own schedule (arrival − first
+//! token's arrival − k × interval), p50 and p99, for each way; "added" is Hero's minus
+//! direct. Time to first token (which for Hero includes storing the user's frame and
+//! compiling the context) is printed apart. CPU per token is
+//! the process CPU time of the phase (all parts run in this process, so the mock and the
+//! clients are counted in every phase; the difference between phases is what the middle
+//! adds). Memory per stream is the growth of RSS at the busiest moment, over N.
+//!
+//! Run: `cargo run --release -p server --example stream_bench -- --streams 100 --tokens 200`
+//! (a "token" is 4 bytes; 200 tokens take 4 s at 50 tokens/s).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use hero_backend::{AppState, Settings, crypto, db, users};
+use mock_llm::{Answer, Config};
+use serde_json::{Value, json};
+
+const RATE: f64 = 50.0;
+
+struct Args {
+    streams: usize,
+    tokens: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args { streams: 100, tokens: 200 };
+    let v: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < v.len() {
+        let n = v.get(i + 1).and_then(|s| s.parse().ok());
+        match (v[i].as_str(), n) {
+            ("--streams", Some(n)) => a.streams = n,
+            ("--tokens", Some(n)) => a.tokens = n,
+            _ => {
+                eprintln!("usage: stream_bench [--streams N] [--tokens N]");
+                std::process::exit(2);
+            }
+        }
+        i += 2;
+    }
+    a
+}
+
+/// utime + stime of this process, in seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[derive(Default)]
+struct Outcome {
+    lateness_ms: Vec<f64>,
+    first_token_ms: Vec<f64>,
+    tokens: u64,
+    cpu: f64,
+    peak_rss_growth_kib: u64,
+    failed_streams: usize,
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Reads one SSE reply; `text_of` says how much answer text an event carries.
+async fn read_stream(resp: reqwest::Response, start: Instant, text_of: fn(&str, &Value) -> usize) -> Option<(Vec<f64>, u64, f64)> {
+    let interval = 1000.0 / RATE;
+    let mut events = resp.bytes_stream().eventsource();
+    let mut bytes = 0usize;
+    let mut late = Vec::new();
+    let mut first: Option<(f64, f64)> = None;
+    while let Some(ev) = events.next().await {
+        let ev = ev.ok()?;
+        let data: Value = serde_json::from_str(&ev.data).unwrap_or(Value::Null);
+        let n = text_of(&ev.event, &data);
+        if n > 0 {
+            bytes += n;
+            let k = (bytes / 4) as f64;
+            let now = start.elapsed().as_secs_f64() * 1000.0;
+            let (t0, k0) = *first.get_or_insert((now, k));
+            late.push(now - t0 - (k - k0) * interval);
+        }
+        if ev.event == "message_stop" || ev.event == "message_complete" {
+            break;
+        }
+    }
+    Some((late, (bytes / 4) as u64, first.map_or(f64::NAN, |f| f.0)))
+}
+
+fn anthropic_text(event: &str, d: &Value) -> usize {
+    if event == "content_block_delta" {
+        d.pointer("/delta/text").and_then(Value::as_str).map_or(0, str::len)
+    } else {
+        0
+    }
+}
+
+fn hero_text(event: &str, d: &Value) -> usize {
+    match event {
+        "text" => d.get("text").and_then(Value::as_str).map_or(0, str::len),
+        _ => 0,
+    }
+}
+
+async fn phase<F, Fut>(n: usize, go: F) -> Outcome
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = Option<(Vec<f64>, u64, f64)>> + Send + 'static,
+{
+    let base_rss = rss_kib();
+    let peak = Arc::new(AtomicU64::new(0));
+    let running = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (peak, running) = (peak.clone(), running.clone());
+        tokio::spawn(async move {
+            while running.load(Ordering::Relaxed) {
+                peak.fetch_max(rss_kib(), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let cpu0 = cpu_seconds();
+    let tasks: Vec<_> = (0..n).map(|i| tokio::spawn(go(i))).collect();
+    let mut out = Outcome::default();
+    for t in tasks {
+        match t.await.ok().flatten() {
+            Some((late, tokens, first)) => {
+                out.lateness_ms.extend(late);
+                out.first_token_ms.push(first);
+                out.tokens += tokens;
+            }
+            None => out.failed_streams += 1,
+        }
+    }
+    out.cpu = cpu_seconds() - cpu0;
+    running.store(false, Ordering::Relaxed);
+    let _ = sampler.await;
+    out.peak_rss_growth_kib = peak.load(Ordering::Relaxed).saturating_sub(base_rss);
+    out
+}
+
+fn answer_text(tokens: usize) -> String {
+    // Plain prose: every byte reaches Hero's clients as `text`, so delivery is countable.
+    "word ".repeat(tokens).chars().take(tokens * 4).collect()
+}
+
+fn main() {
+    let a = args();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    rt.block_on(run(a));
+}
+
+async fn run(a: Args) {
+    let text = answer_text(a.tokens);
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text(text.clone())]).tokens_per_sec(RATE))
+        .await
+        .expect("mock");
+    let mock_url = mock.url();
+    let client = reqwest::Client::builder().pool_max_idle_per_host(4096).build().expect("client");
+    let body = json!({"model": "mock-model", "max_tokens": 4096, "stream": true, "messages": [{"role": "user", "content": "go"}]});
+
+    // Phase 1: direct.
+    let direct = phase(a.streams, |_| {
+        let (c, url, body) = (client.clone(), format!("{mock_url}/v1/messages"), body.clone());
+        async move {
+            let start = Instant::now();
+            let r = c.post(url).header("x-api-key", "k").json(&body).send().await.ok()?;
+            read_stream(r, start, anthropic_text).await
+        }
+    })
+    .await;
+
+    // Phase 2: a bare relay.
+    let relay_addr = {
+        let upstream = format!("{mock_url}/v1/messages");
+        let c = client.clone();
+        let app = axum::Router::new().route(
+            "/relay",
+            axum::routing::post(move |b: axum::body::Bytes| {
+                let (c, upstream) = (c.clone(), upstream.clone());
+                async move {
+                    let r = c.post(upstream).header("x-api-key", "k").header("content-type", "application/json").body(b).send().await.unwrap();
+                    axum::response::Response::builder()
+                        .header("content-type", "text/event-stream")
+                        .body(axum::body::Body::from_stream(r.bytes_stream()))
+                        .unwrap()
+                }
+            }),
+        );
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        addr
+    };
+    let relay = phase(a.streams, |_| {
+        let (c, url, body) = (client.clone(), format!("http://{relay_addr}/relay"), body.clone());
+        async move {
+            let start = Instant::now();
+            let r = c.post(url).json(&body).send().await.ok()?;
+            read_stream(r, start, anthropic_text).await
+        }
+    })
+    .await;
+
+    // Phase 3: Hero.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pool = db::open(dir.path()).await.expect("db");
+    db::migrate(&pool).await.expect("migrate");
+    let st = AppState::new(pool, crypto::Keyring::new(crypto::SecretKey::random()), Settings::default());
+    users::create(&st.db, &st.keys, "bench", "bench-password", false).await.expect("user");
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hero_addr = l.local_addr().unwrap();
+    let app = server::web::router(st.clone(), server::web::leptos_options(hero_addr, &dir.path().join("site")));
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    let hero = format!("http://{hero_addr}");
+    let login: Value = client
+        .post(format!("{hero}/api/auth/login"))
+        .json(&json!({"username": "bench", "password": "bench-password"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = login["token"].as_str().unwrap().to_owned();
+    let agent: Value = client
+        .post(format!("{hero}/api/agents"))
+        .bearer_auth(&token)
+        .json(&json!({"name": "bench", "provider": "anthropic", "model": "mock-model", "base_url": mock_url, "api_key": "k"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut sessions = Vec::new();
+    for i in 0..a.streams {
+        let s: Value = client
+            .post(format!("{hero}/api/sessions"))
+            .bearer_auth(&token)
+            .json(&json!({"name": format!("s{i}"), "agent_id": agent["id"]}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        sessions.push(s["id"].as_i64().unwrap());
+    }
+    let sessions = Arc::new(sessions);
+    let hero_out = phase(a.streams, |i| {
+        let (c, token, hero, sessions) = (client.clone(), token.clone(), hero.clone(), sessions.clone());
+        async move {
+            let start = Instant::now();
+            let r = c
+                .post(format!("{hero}/api/sessions/{}/messages/stream", sessions[i]))
+                .bearer_auth(&token)
+                .json(&json!({"content": "go"}))
+                .send()
+                .await
+                .ok()?;
+            read_stream(r, start, hero_text).await
+        }
+    })
+    .await;
+
+    let expected = (a.streams * a.tokens) as f64;
+    let report = |name: &str, o: &mut Outcome| {
+        let p50 = pct(&mut o.lateness_ms, 0.5);
+        let p99 = pct(&mut o.lateness_ms, 0.99);
+        let f50 = pct(&mut o.first_token_ms, 0.5);
+        let f99 = pct(&mut o.first_token_ms, 0.99);
+        println!(
+            "{name:<6} streams={} delivered={:.2}% failed_streams={} lateness_ms p50={p50:.2} p99={p99:.2} first_token_ms p50={f50:.1} p99={f99:.1} cpu_s={:.2} cpu_us_per_token={:.2} rss_growth_kib_per_stream={:.1}",
+            a.streams,
+            100.0 * o.tokens as f64 / expected,
+            o.failed_streams,
+            o.cpu,
+            o.cpu * 1e6 / (o.tokens.max(1) as f64),
+            o.peak_rss_growth_kib as f64 / a.streams as f64
+        );
+        (p50, p99)
+    };
+    let mut direct = direct;
+    let mut relay = relay;
+    let mut hero_out = hero_out;
+    let (d50, d99) = report("direct", &mut direct);
+    let (r50, r99) = report("relay", &mut relay);
+    let (h50, h99) = report("hero", &mut hero_out);
+    let per_token = |o: &Outcome| o.cpu / (o.tokens.max(1) as f64);
+    let relay_added = per_token(&relay) - per_token(&direct);
+    let hero_added = per_token(&hero_out) - per_token(&direct);
+    println!(
+        "added_by_relay_ms p50={:.2} p99={:.2}; added_by_hero_ms p50={:.2} p99={:.2}",
+        r50 - d50,
+        r99 - d99,
+        h50 - d50,
+        h99 - d99
+    );
+    println!(
+        "summary streams={} hero_added_p50_ms={:.2} hero_added_p99_ms={:.2} hero_delivered_pct={:.2} hero_added_cpu_us_per_token={:.2} relay_added_cpu_us_per_token={:.2} cpu_ratio_hero_to_relay={:.2} hero_rss_kib_per_stream={:.1}",
+        a.streams,
+        h50 - d50,
+        h99 - d99,
+        100.0 * hero_out.tokens as f64 / expected,
+        hero_added * 1e6,
+        relay_added * 1e6,
+        if relay_added > 0.0 { hero_added / relay_added } else { f64::NAN },
+        hero_out.peak_rss_growth_kib as f64 / a.streams as f64
+    );
+}
