@@ -63,6 +63,12 @@ impl Hub {
         subscribe_in(&self.users, user_id)
     }
 
+    /// Whether anyone listens to the session or its owner: lets the hot path skip building
+    /// an event nobody would read.
+    pub fn has_listeners(&self, user_id: i64, session_id: i64) -> bool {
+        lock(&self.sessions).contains_key(&session_id) || lock(&self.users).contains_key(&user_id)
+    }
+
     /// Sends to the session's and the owner's subscribers. Never waits.
     pub fn publish(&self, user_id: i64, session_id: i64, ev: HubEvent) {
         let ev = Arc::new(ev);

@@ -113,7 +113,9 @@ struct Out {
 
 impl Out {
     fn emit(&self, ev: SseEvent) {
-        self.st.hub.publish(self.user_id, self.session_id, HubEvent::Stream { session_id: self.session_id, event: ev.clone() });
+        if self.st.hub.has_listeners(self.user_id, self.session_id) {
+            self.st.hub.publish(self.user_id, self.session_id, HubEvent::Stream { session_id: self.session_id, event: ev.clone() });
+        }
         let _ = self.tx.send(ev);
     }
 }
@@ -185,11 +187,13 @@ async fn run(out: Out, agent: AgentRuntime, dk: SecretKey, message_id: String, c
                 None => break,
                 Some(Ok(Delta::Text(t))) => {
                     parser.feed_str_with(&t, |ev| emit_parsed(&out, ev));
-                    st.hub.publish(out.user_id, session_id, HubEvent::Chunk {
-                        session_id,
-                        message_id: message_id.clone(),
-                        delta: t.clone(),
-                    });
+                    if st.hub.has_listeners(out.user_id, session_id) {
+                        st.hub.publish(out.user_id, session_id, HubEvent::Chunk {
+                            session_id,
+                            message_id: message_id.clone(),
+                            delta: t.clone(),
+                        });
+                    }
                     text.push_str(&t);
                 }
                 Some(Ok(Delta::Thinking(t))) => thinking.push_str(&t),

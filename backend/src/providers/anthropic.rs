@@ -64,6 +64,15 @@ pub async fn stream(client: &reqwest::Client, opts: &CallOptions, call: &Call<'_
                 Ok(ev) => ev,
                 Err(e) => return emit.err(sse_error(e)).await,
             };
+            // The hot path, once per token: a text delta read into borrowed fields, no tree.
+            if ev.event == "content_block_delta" {
+                if let Ok(TextDeltaEvent { delta: TextDelta { kind: "text_delta", text: Some(t) } }) =
+                    serde_json::from_str::<TextDeltaEvent<'_>>(&ev.data)
+                {
+                    emit.ok(Delta::Text(t.into_owned())).await;
+                    continue;
+                }
+            }
             let data: Value = match serde_json::from_str(&ev.data) {
                 Ok(v) => v,
                 Err(_) if ev.event == "ping" => continue,
@@ -135,6 +144,20 @@ pub async fn stream(client: &reqwest::Client, opts: &CallOptions, call: &Call<'_
         }
         emit.err(ProviderError::Cut).await
     })))
+}
+
+#[derive(serde::Deserialize)]
+struct TextDeltaEvent<'a> {
+    #[serde(borrow)]
+    delta: TextDelta<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct TextDelta<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: &'a str,
+    #[serde(borrow, default)]
+    text: Option<std::borrow::Cow<'a, str>>,
 }
 
 /// A tiny generator: runs `f` with an emitter feeding a channel-backed stream.
