@@ -181,9 +181,9 @@ pub struct UpdateAgentRequest {
     pub provider: Option<ProviderKind>,
     #[serde(default)]
     pub model: Option<String>,
-    #[serde(default, with = "double_option_string")]
+    #[serde(default, with = "double_option")]
     pub base_url: Option<Option<String>>,
-    #[serde(default, with = "double_option_string")]
+    #[serde(default, with = "double_option")]
     pub api_key: Option<Option<String>>,
     #[serde(default)]
     pub config: Option<serde_json::Value>,
@@ -211,33 +211,19 @@ pub struct ErrorBody {
     pub error: String,
 }
 
-mod double_option_string {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &Option<Option<String>>, s: S) -> Result<S::Ok, S::Error> {
-        match v {
-            None => s.serialize_none(),
-            Some(inner) => inner.serialize(s),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-        Option::<String>::deserialize(d).map(Some)
-    }
-}
-
+/// A field that can be absent (leave as is), `null` (clear) or a value (set).
 mod double_option {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    pub fn serialize<S: Serializer>(v: &Option<Option<i64>>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<T: Serialize, S: Serializer>(v: &Option<Option<T>>, s: S) -> Result<S::Ok, S::Error> {
         match v {
             None => s.serialize_none(),
             Some(inner) => inner.serialize(s),
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {
-        Option::<i64>::deserialize(d).map(Some)
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+        Option::<T>::deserialize(d).map(Some)
     }
 }
 
