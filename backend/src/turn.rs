@@ -49,7 +49,9 @@ fn read_post(content: &str) -> Result<Posted> {
         return Err(Error::Invalid("the message is empty".into()));
     }
     if content.chars().count() > MAX_MESSAGE_CHARS {
-        return Err(Error::Invalid(format!("the message is too long (at most {MAX_MESSAGE_CHARS} characters)")));
+        return Err(Error::Invalid(format!(
+            "the message is too long (at most {MAX_MESSAGE_CHARS} characters)"
+        )));
     }
     Ok(match content.trim() {
         "/stream on" => Posted::Streaming(true),
@@ -59,26 +61,56 @@ fn read_post(content: &str) -> Result<Posted> {
 }
 
 /// Validates, stores the user's message and starts the agent's reply.
-pub async fn post(st: &AppState, user: &AuthUser, session_id: i64, content: String) -> Result<TurnHandle> {
+pub async fn post(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    content: String,
+) -> Result<TurnHandle> {
     let posted = read_post(&content)?;
     let session = sessions::get(&st.db, user, session_id).await?;
     let dk = users::data_key(&st.db, &st.keys, user.id()).await?;
     let (tx, rx) = mpsc::unbounded_channel();
     let message_id = frames::new_id();
-    let out = Out { st: st.clone(), user_id: user.id(), session_id, tx };
+    let out = Out {
+        st: st.clone(),
+        user_id: user.id(),
+        session_id,
+        tx,
+    };
 
     let content = match posted {
         Posted::Streaming(on) => {
             sessions::set_streaming(&st.db, user, session_id, on).await?;
-            let note = if on { "Streaming is on for this session." } else { "Streaming is off: replies arrive whole." };
-            let mut f = NewFrame::message(session_id, AuthorType::System, None, json!({"role": "system", "content": note}));
+            let note = if on {
+                "Streaming is on for this session."
+            } else {
+                "Streaming is off: replies arrive whole."
+            };
+            let mut f = NewFrame::message(
+                session_id,
+                AuthorType::System,
+                None,
+                json!({"role": "system", "content": note}),
+            );
             f.id = message_id.clone();
             let frame = frames::append(&st.db, &dk, f).await?;
-            out.emit(SseEvent::MessageStart(MessageStart { message_id: message_id.clone(), session_id, agent_name: "Hero".into() }));
-            out.emit(SseEvent::Text(hero_shared::wire::TextData { message_id: message_id.clone(), text: note.into() }));
-            st.hub.publish(user.id(), session_id, HubEvent::Frame(frame));
+            out.emit(SseEvent::MessageStart(MessageStart {
+                message_id: message_id.clone(),
+                session_id,
+                agent_name: "Hero".into(),
+            }));
+            out.emit(SseEvent::Text(hero_shared::wire::TextData {
+                message_id: message_id.clone(),
+                text: note.into(),
+            }));
+            st.hub
+                .publish(user.id(), session_id, HubEvent::Frame(frame));
             out.emit(complete(&message_id, note));
-            return Ok(TurnHandle { message_id, events: rx });
+            return Ok(TurnHandle {
+                message_id,
+                events: rx,
+            });
         }
         Posted::Message(c) => c,
     };
@@ -90,17 +122,26 @@ pub async fn post(st: &AppState, user: &AuthUser, session_id: i64, content: Stri
     let user_frame = frames::append(
         &st.db,
         &dk,
-        NewFrame::message(session_id, AuthorType::User, Some(user.id()), json!({"role": "user", "content": content})),
+        NewFrame::message(
+            session_id,
+            AuthorType::User,
+            Some(user.id()),
+            json!({"role": "user", "content": content}),
+        ),
     )
     .await?;
-    st.hub.publish(user.id(), session_id, HubEvent::Frame(user_frame));
+    st.hub
+        .publish(user.id(), session_id, HubEvent::Frame(user_frame));
 
     let cancel = st.hub.begin_turn(session_id, &message_id);
     let mid = message_id.clone();
     tokio::spawn(async move {
         run(out, agent, dk, mid.clone(), cancel).await;
     });
-    Ok(TurnHandle { message_id, events: rx })
+    Ok(TurnHandle {
+        message_id,
+        events: rx,
+    })
 }
 
 /// Where a turn's events go: the poster (if still there) and the session's subscribers.
@@ -114,7 +155,14 @@ struct Out {
 impl Out {
     fn emit(&self, ev: SseEvent) {
         if self.st.hub.has_listeners(self.user_id, self.session_id) {
-            self.st.hub.publish(self.user_id, self.session_id, HubEvent::Stream { session_id: self.session_id, event: ev.clone() });
+            self.st.hub.publish(
+                self.user_id,
+                self.session_id,
+                HubEvent::Stream {
+                    session_id: self.session_id,
+                    event: ev.clone(),
+                },
+            );
         }
         let _ = self.tx.send(ev);
     }
@@ -135,14 +183,29 @@ async fn context(st: &AppState, dk: &SecretKey, session_id: i64) -> Result<Vec<C
     Ok(compile_frames(&frames)
         .into_iter()
         .map(|m| match m.role {
-            FrameRole::Agent => ChatMessage { role: Role::Assistant, content: m.content },
-            FrameRole::User => ChatMessage { role: Role::User, content: m.content },
-            FrameRole::System => ChatMessage { role: Role::User, content: format!("[System] {}", m.content) },
+            FrameRole::Agent => ChatMessage {
+                role: Role::Assistant,
+                content: m.content,
+            },
+            FrameRole::User => ChatMessage {
+                role: Role::User,
+                content: m.content,
+            },
+            FrameRole::System => ChatMessage {
+                role: Role::User,
+                content: format!("[System] {}", m.content),
+            },
         })
         .collect())
 }
 
-async fn run(out: Out, agent: AgentRuntime, dk: SecretKey, message_id: String, cancel: tokio_util::sync::CancellationToken) {
+async fn run(
+    out: Out,
+    agent: AgentRuntime,
+    dk: SecretKey,
+    message_id: String,
+    cancel: tokio_util::sync::CancellationToken,
+) {
     use futures::StreamExt;
     let st = out.st.clone();
     let session_id = out.session_id;
@@ -168,7 +231,11 @@ async fn run(out: Out, agent: AgentRuntime, dk: SecretKey, message_id: String, c
     let started = match context(&st, &dk, session_id).await {
         Err(e) => Err(e.public_message()),
         Ok(messages) => {
-            let call = providers::Call { agent: &agent, system: SYSTEM_PROMPT.to_owned(), messages };
+            let call = providers::Call {
+                agent: &agent,
+                system: SYSTEM_PROMPT.to_owned(),
+                messages,
+            };
             tokio::select! {
                 r = providers::stream(&st.http, &st.call_options, call) => r.map_err(|e| e.to_string()),
                 _ = cancel.cancelled() => { aborted = true; Err(String::new()) }
@@ -178,42 +245,56 @@ async fn run(out: Out, agent: AgentRuntime, dk: SecretKey, message_id: String, c
     match started {
         Err(e) if !aborted => error = Some(e),
         Err(_) => {}
-        Ok(mut stream) => loop {
-            let item = tokio::select! {
-                item = stream.next() => item,
-                _ = cancel.cancelled() => { aborted = true; break; }
-            };
-            match item {
-                None => break,
-                Some(Ok(Delta::Text(t))) => {
-                    parser.feed_str_with(&t, |ev| emit_parsed(&out, ev));
-                    if st.hub.has_listeners(out.user_id, session_id) {
-                        st.hub.publish(out.user_id, session_id, HubEvent::Chunk {
-                            session_id,
-                            message_id: message_id.clone(),
-                            delta: t.clone(),
-                        });
+        Ok(mut stream) => {
+            // Made once, not per token: both register with the runtime when first polled.
+            let cancelled = cancel.cancelled();
+            tokio::pin!(cancelled);
+            let mut idle = providers::IdleWatch::new(st.call_options.idle_timeout);
+            loop {
+                let item = tokio::select! {
+                    item = stream.next() => item,
+                    _ = &mut cancelled => { aborted = true; break; }
+                    e = idle.expired() => Some(Err(e)),
+                };
+                idle.touch();
+                match item {
+                    None => break,
+                    Some(Ok(Delta::Text(t))) => {
+                        parser.feed_str_with(&t, |ev| emit_parsed(&out, ev));
+                        if st.hub.has_listeners(out.user_id, session_id) {
+                            st.hub.publish(
+                                out.user_id,
+                                session_id,
+                                HubEvent::Chunk {
+                                    session_id,
+                                    message_id: message_id.clone(),
+                                    delta: t.clone(),
+                                },
+                            );
+                        }
+                        text.push_str(&t);
                     }
-                    text.push_str(&t);
-                }
-                Some(Ok(Delta::Thinking(t))) => thinking.push_str(&t),
-                Some(Ok(Delta::ToolUseStart { id, name })) => out.emit(SseEvent::ToolUseStart(ToolUseStart {
-                    message_id: message_id.clone(),
-                    tool_id: id,
-                    name,
-                })),
-                Some(Ok(Delta::ToolInput { .. })) => {}
-                Some(Ok(Delta::Usage { input, output })) => {
-                    input_tokens = input.unwrap_or(input_tokens);
-                    output_tokens = output.unwrap_or(output_tokens);
-                }
-                Some(Ok(Delta::Done { stop_reason: r })) => stop_reason = r.or(stop_reason),
-                Some(Err(e)) => {
-                    error = Some(e.to_string());
-                    break;
+                    Some(Ok(Delta::Thinking(t))) => thinking.push_str(&t),
+                    Some(Ok(Delta::ToolUseStart { id, name })) => {
+                        out.emit(SseEvent::ToolUseStart(ToolUseStart {
+                            message_id: message_id.clone(),
+                            tool_id: id,
+                            name,
+                        }))
+                    }
+                    Some(Ok(Delta::ToolInput { .. })) => {}
+                    Some(Ok(Delta::Usage { input, output })) => {
+                        input_tokens = input.unwrap_or(input_tokens);
+                        output_tokens = output.unwrap_or(output_tokens);
+                    }
+                    Some(Ok(Delta::Done { stop_reason: r })) => stop_reason = r.or(stop_reason),
+                    Some(Err(e)) => {
+                        error = Some(e.to_string());
+                        break;
+                    }
                 }
             }
-        },
+        }
     }
     // Elements still open complete as truncated: never offered for execution.
     parser.finish_with(|ev| emit_parsed(&out, ev));
@@ -240,19 +321,34 @@ async fn run(out: Out, agent: AgentRuntime, dk: SecretKey, message_id: String, c
     let mut f = NewFrame::message(session_id, AuthorType::Agent, Some(agent.id), payload);
     f.id = message_id.clone();
     match frames::append(&st.db, &dk, f).await {
-        Ok(frame) => st.hub.publish(out.user_id, session_id, HubEvent::Frame(frame)),
+        Ok(frame) => st
+            .hub
+            .publish(out.user_id, session_id, HubEvent::Frame(frame)),
         Err(e) => {
             tracing::error!(error = %e, "could not store the agent's reply");
             error.get_or_insert_with(|| "the reply could not be stored".into());
         }
     }
     if agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0 {
-        if let Err(e) = record_usage(&st, out.user_id, &agent, session_id, &message_id, input_tokens, output_tokens).await {
+        if let Err(e) = record_usage(
+            &st,
+            out.user_id,
+            &agent,
+            session_id,
+            &message_id,
+            input_tokens,
+            output_tokens,
+        )
+        .await
+        {
             tracing::error!(error = %e, "could not record usage");
         }
     }
     if let Some(e) = &error {
-        out.emit(SseEvent::Error(ErrorData { message_id: Some(message_id.clone()), error: e.clone() }));
+        out.emit(SseEvent::Error(ErrorData {
+            message_id: Some(message_id.clone()),
+            error: e.clone(),
+        }));
     }
     out.emit(complete(&message_id, &text));
     st.hub.end_turn(session_id, &message_id);

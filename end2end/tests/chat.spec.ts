@@ -112,7 +112,7 @@ test("the view follows new text only while the reader is near the bottom", async
   await expect(page.locator(".msg-agent.live")).toContainText("Line 40", { timeout: 10_000 });
   // Following: the newest text is in view.
   const atBottom = () => box.evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight < 100);
-  expect(await atBottom()).toBe(true);
+  await expect.poll(atBottom).toBe(true);
   // The reader scrolls up: the view stays where they are, and offers a way down.
   await box.evaluate((el) => { el.scrollTop = 0; el.dispatchEvent(new Event("scroll")); });
   await expect(page.getByRole("button", { name: "Jump to the newest message" })).toBeVisible();
@@ -121,8 +121,7 @@ test("the view follows new text only while the reader is near the bottom", async
   await page.getByRole("button", { name: "Jump to the newest message" }).click();
   await expect(page.getByRole("button", { name: "Jump to the newest message" })).toBeHidden();
   await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("LAST-LINE", { timeout: 20_000 });
-  await page.waitForTimeout(300);
-  expect(await atBottom()).toBe(true);
+  await expect.poll(atBottom).toBe(true);
 });
 
 test("agents are managed on their page and their keys never come back", async ({ page }) => {

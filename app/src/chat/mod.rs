@@ -143,7 +143,12 @@ pub fn ChatView(session: SessionDto, initial: CompiledView, agents: Vec<AgentDto
         tick.get();
         if near_bottom.get_untracked() {
             if let Some(el) = scroller.get_untracked() {
-                request_animation_frame(move || el.set_scroll_top(el.scroll_height()));
+                // Checked again when the frame comes: the reader may have scrolled up since.
+                request_animation_frame(move || {
+                    if near_bottom.get_untracked() {
+                        el.set_scroll_top(el.scroll_height());
+                    }
+                });
             }
         }
     });

@@ -5,7 +5,10 @@
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::{Call, CallOptions, Delta, DeltaStream, ProviderError, Role, endpoint, error_message_from, normalize, send_with_retry, sse_error};
+use super::{
+    Call, CallOptions, Delta, DeltaStream, ProviderError, Role, endpoint, error_message_from,
+    normalize, send_with_retry, sse_error,
+};
 use eventsource_stream::Eventsource;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -37,11 +40,18 @@ fn read_error(body: &str) -> String {
     error_message_from(body, "/error/message")
 }
 
-pub async fn stream(client: &reqwest::Client, opts: &CallOptions, call: &Call<'_>) -> Result<DeltaStream, ProviderError> {
+pub async fn stream(
+    client: &reqwest::Client,
+    opts: &CallOptions,
+    call: &Call<'_>,
+) -> Result<DeltaStream, ProviderError> {
     let key = call.agent.api_key.clone().ok_or_else(|| {
         ProviderError::Config("this agent has no API key; set one on the Agents page".into())
     })?;
-    let url = endpoint(call.agent.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL), "/v1/messages");
+    let url = endpoint(
+        call.agent.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL),
+        "/v1/messages",
+    );
     let body = body(call);
     let resp = send_with_retry(
         opts,
@@ -66,8 +76,13 @@ pub async fn stream(client: &reqwest::Client, opts: &CallOptions, call: &Call<'_
             };
             // The hot path, once per token: a text delta read into borrowed fields, no tree.
             if ev.event == "content_block_delta" {
-                if let Ok(TextDeltaEvent { delta: TextDelta { kind: "text_delta", text: Some(t) } }) =
-                    serde_json::from_str::<TextDeltaEvent<'_>>(&ev.data)
+                if let Ok(TextDeltaEvent {
+                    delta:
+                        TextDelta {
+                            kind: "text_delta",
+                            text: Some(t),
+                        },
+                }) = serde_json::from_str::<TextDeltaEvent<'_>>(&ev.data)
                 {
                     emit.ok(Delta::Text(t.into_owned())).await;
                     continue;
@@ -76,23 +91,49 @@ pub async fn stream(client: &reqwest::Client, opts: &CallOptions, call: &Call<'_
             let data: Value = match serde_json::from_str(&ev.data) {
                 Ok(v) => v,
                 Err(_) if ev.event == "ping" => continue,
-                Err(e) => return emit.err(ProviderError::Protocol(format!("{} event: {e}", ev.event))).await,
+                Err(e) => {
+                    return emit
+                        .err(ProviderError::Protocol(format!("{} event: {e}", ev.event)))
+                        .await;
+                }
             };
-            let kind = data.get("type").and_then(Value::as_str).unwrap_or(&ev.event).to_owned();
+            let kind = data
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or(&ev.event)
+                .to_owned();
             match kind.as_str() {
                 "message_start" => {
-                    let input = data.pointer("/message/usage/input_tokens").and_then(Value::as_u64);
-                    emit.ok(Delta::Usage { input, output: None }).await;
+                    let input = data
+                        .pointer("/message/usage/input_tokens")
+                        .and_then(Value::as_u64);
+                    emit.ok(Delta::Usage {
+                        input,
+                        output: None,
+                    })
+                    .await;
                 }
                 "content_block_start" => {
                     let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
                     let block = data.get("content_block").cloned().unwrap_or(Value::Null);
                     if block.get("type").and_then(Value::as_str) == Some("tool_use") {
-                        let id = block.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
-                        let name = block.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+                        let id = block
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned();
+                        let name = block
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned();
                         blocks.insert(index, id.clone());
                         emit.ok(Delta::ToolUseStart { id, name }).await;
-                    } else if let Some(t) = block.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                    } else if let Some(t) = block
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .filter(|t| !t.is_empty())
+                    {
                         emit.ok(Delta::Text(t.to_owned())).await;
                     }
                 }
@@ -101,17 +142,30 @@ pub async fn stream(client: &reqwest::Client, opts: &CallOptions, call: &Call<'_
                     let delta = data.get("delta").cloned().unwrap_or(Value::Null);
                     match delta.get("type").and_then(Value::as_str) {
                         Some("text_delta") => {
-                            let t = delta.get("text").and_then(Value::as_str).unwrap_or_default();
+                            let t = delta
+                                .get("text")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default();
                             emit.ok(Delta::Text(t.to_owned())).await;
                         }
                         Some("thinking_delta") => {
-                            let t = delta.get("thinking").and_then(Value::as_str).unwrap_or_default();
+                            let t = delta
+                                .get("thinking")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default();
                             emit.ok(Delta::Thinking(t.to_owned())).await;
                         }
                         Some("input_json_delta") => {
-                            let j = delta.get("partial_json").and_then(Value::as_str).unwrap_or_default();
+                            let j = delta
+                                .get("partial_json")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default();
                             let id = blocks.get(&index).cloned().unwrap_or_default();
-                            emit.ok(Delta::ToolInput { id, json: j.to_owned() }).await;
+                            emit.ok(Delta::ToolInput {
+                                id,
+                                json: j.to_owned(),
+                            })
+                            .await;
                         }
                         _ => {} // signature_delta and future kinds carry nothing to show
                     }
@@ -124,7 +178,10 @@ pub async fn stream(client: &reqwest::Client, opts: &CallOptions, call: &Call<'_
                         emit.ok(Delta::Usage { input, output }).await;
                     }
                     if let Some(r) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                        emit.ok(Delta::Done { stop_reason: Some(r.to_owned()) }).await;
+                        emit.ok(Delta::Done {
+                            stop_reason: Some(r.to_owned()),
+                        })
+                        .await;
                         stopped = true;
                     }
                 }
@@ -135,9 +192,17 @@ pub async fn stream(client: &reqwest::Client, opts: &CallOptions, call: &Call<'_
                     return;
                 }
                 "error" => {
-                    let msg = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("unknown error");
-                    let ty = data.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
-                    return emit.err(ProviderError::Midstream(format!("{ty}: {msg}"))).await;
+                    let msg = data
+                        .pointer("/error/message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("unknown error");
+                    let ty = data
+                        .pointer("/error/type")
+                        .and_then(Value::as_str)
+                        .unwrap_or("error");
+                    return emit
+                        .err(ProviderError::Midstream(format!("{ty}: {msg}")))
+                        .await;
                 }
                 _ => {}
             }
@@ -161,7 +226,9 @@ struct TextDelta<'a> {
 }
 
 /// A tiny generator: runs `f` with an emitter feeding a channel-backed stream.
-pub(super) fn async_stream_like<F, Fut>(f: F) -> impl futures::Stream<Item = Result<Delta, ProviderError>> + Send
+pub(super) fn async_stream_like<F, Fut>(
+    f: F,
+) -> impl futures::Stream<Item = Result<Delta, ProviderError>> + Send
 where
     F: FnOnce(Emitter) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
@@ -182,7 +249,10 @@ impl Emitter {
 
     /// The next item of `fut`, or `None` once the reader has gone: the provider's body is
     /// then dropped, which closes the request (how an abort reaches the provider).
-    pub async fn next_or_closed<T>(&self, fut: impl std::future::Future<Output = Option<T>>) -> Option<T> {
+    pub async fn next_or_closed<T>(
+        &self,
+        fut: impl std::future::Future<Output = Option<T>>,
+    ) -> Option<T> {
         tokio::select! {
             item = fut => item,
             _ = self.0.closed() => None,

@@ -23,12 +23,23 @@ use crate::agents::AgentRuntime;
 pub enum Delta {
     Text(String),
     Thinking(String),
-    ToolUseStart { id: String, name: String },
-    ToolInput { id: String, json: String },
+    ToolUseStart {
+        id: String,
+        name: String,
+    },
+    ToolInput {
+        id: String,
+        json: String,
+    },
     /// Token counts; either may come alone (Anthropic sends input first, output last).
-    Usage { input: Option<u64>, output: Option<u64> },
+    Usage {
+        input: Option<u64>,
+        output: Option<u64>,
+    },
     /// The provider ended the reply normally.
-    Done { stop_reason: Option<String> },
+    Done {
+        stop_reason: Option<String>,
+    },
 }
 
 pub type DeltaStream = Pin<Box<dyn Stream<Item = Result<Delta, ProviderError>> + Send>>;
@@ -37,7 +48,9 @@ pub type DeltaStream = Pin<Box<dyn Stream<Item = Result<Delta, ProviderError>> +
 pub enum ProviderError {
     #[error("the provider refused the API key ({status}): {message}")]
     Unauthorized { status: u16, message: String },
-    #[error("the provider is rate-limiting this key (429) and still was after {attempts} tries: {message}")]
+    #[error(
+        "the provider is rate-limiting this key (429) and still was after {attempts} tries: {message}"
+    )]
     RateLimited { attempts: u32, message: String },
     #[error("the provider rejected the request ({status}): {message}")]
     BadRequest { status: u16, message: String },
@@ -100,36 +113,66 @@ pub struct Call<'a> {
     pub messages: Vec<ChatMessage>,
 }
 
-/// Starts a streaming call; the returned stream yields the reply as it arrives.
-pub async fn stream(client: &reqwest::Client, opts: &CallOptions, call: Call<'_>) -> Result<DeltaStream, ProviderError> {
-    let inner = match call.agent.provider {
+/// Starts a streaming call; the returned stream yields the reply as it arrives. Silence
+/// mid-reply is the caller's to bound ([`IdleWatch`]).
+pub async fn stream(
+    client: &reqwest::Client,
+    opts: &CallOptions,
+    call: Call<'_>,
+) -> Result<DeltaStream, ProviderError> {
+    Ok(match call.agent.provider {
         ProviderKind::Anthropic => anthropic::stream(client, opts, &call).await?,
-        ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => openai::stream(client, opts, &call).await?,
+        ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {
+            openai::stream(client, opts, &call).await?
+        }
         ProviderKind::Scripted => scripted::stream(&call),
-    };
-    Ok(with_idle_timeout(inner, opts.idle_timeout))
+    })
 }
 
-/// Ends the stream with [`ProviderError::Stalled`] when nothing arrives for `idle`.
-fn with_idle_timeout(inner: DeltaStream, idle: Duration) -> DeltaStream {
-    use futures::StreamExt;
-    Box::pin(futures::stream::unfold((inner, false), move |(mut s, done)| async move {
-        if done {
-            return None;
+/// Notices a reply that went silent for `idle`, without touching the timer for every
+/// token: the one sleep is re-armed only when it fires early.
+pub struct IdleWatch {
+    idle: Duration,
+    last: tokio::time::Instant,
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl IdleWatch {
+    pub fn new(idle: Duration) -> Self {
+        let now = tokio::time::Instant::now();
+        IdleWatch {
+            idle,
+            last: now,
+            sleep: Box::pin(tokio::time::sleep_until(now + idle)),
         }
-        match tokio::time::timeout(idle, s.next()).await {
-            Ok(Some(item)) => Some((item, (s, false))),
-            Ok(None) => None,
-            Err(_) => Some((Err(ProviderError::Stalled(idle.as_secs().max(1))), (s, true))),
+    }
+
+    /// Something arrived.
+    pub fn touch(&mut self) {
+        self.last = tokio::time::Instant::now();
+    }
+
+    /// Resolves once nothing has arrived for `idle`.
+    pub async fn expired(&mut self) -> ProviderError {
+        loop {
+            self.sleep.as_mut().await;
+            let deadline = self.last + self.idle;
+            if tokio::time::Instant::now() >= deadline {
+                return ProviderError::Stalled(self.idle.as_secs().max(1));
+            }
+            self.sleep.as_mut().reset(deadline);
         }
-    }))
+    }
 }
 
 /// Merges consecutive messages of one role and makes the first one the user's, as both
 /// APIs expect a conversation to read.
 pub fn normalize(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
     let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len());
-    for m in messages.into_iter().filter(|m| !m.content.trim().is_empty()) {
+    for m in messages
+        .into_iter()
+        .filter(|m| !m.content.trim().is_empty())
+    {
         match out.last_mut() {
             Some(last) if last.role == m.role => {
                 last.content.push_str("\n\n");
@@ -139,7 +182,13 @@ pub fn normalize(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
         }
     }
     if out.first().is_some_and(|m| m.role == Role::Assistant) {
-        out.insert(0, ChatMessage { role: Role::User, content: "(conversation continues)".into() });
+        out.insert(
+            0,
+            ChatMessage {
+                role: Role::User,
+                content: "(conversation continues)".into(),
+            },
+        );
     }
     out
 }
@@ -179,10 +228,19 @@ async fn send_with_retry(
             429 if attempt <= opts.max_retries => {
                 let backoff = Duration::from_millis(500 * 2u64.pow(attempt - 1));
                 let wait = retry_after.unwrap_or(backoff).min(opts.max_retry_wait);
-                tracing::info!(attempt, wait_ms = wait.as_millis() as u64, "provider answered 429; retrying");
+                tracing::info!(
+                    attempt,
+                    wait_ms = wait.as_millis() as u64,
+                    "provider answered 429; retrying"
+                );
                 tokio::time::sleep(wait).await;
             }
-            429 => return Err(ProviderError::RateLimited { attempts: attempt, message }),
+            429 => {
+                return Err(ProviderError::RateLimited {
+                    attempts: attempt,
+                    message,
+                });
+            }
             401 | 403 => return Err(ProviderError::Unauthorized { status, message }),
             400..=499 => return Err(ProviderError::BadRequest { status, message }),
             _ => return Err(ProviderError::Server { status, message }),
@@ -199,17 +257,29 @@ fn without_url_secrets(e: &reqwest::Error) -> String {
         msg = c.to_string();
         cur = c.source();
     }
-    if msg.is_empty() { "connection failed".into() } else { msg }
+    if msg.is_empty() {
+        "connection failed".into()
+    } else {
+        msg
+    }
 }
 
 /// The `message` of a JSON error body, or a short excerpt of whatever came.
 fn error_message_from(body: &str, pointer: &str) -> String {
     serde_json::from_str::<serde_json::Value>(body)
         .ok()
-        .and_then(|v| v.pointer(pointer).and_then(|m| m.as_str()).map(str::to_owned))
+        .and_then(|v| {
+            v.pointer(pointer)
+                .and_then(|m| m.as_str())
+                .map(str::to_owned)
+        })
         .unwrap_or_else(|| {
             let t: String = body.chars().take(200).collect();
-            if t.trim().is_empty() { "no details given".into() } else { t }
+            if t.trim().is_empty() {
+                "no details given".into()
+            } else {
+                t
+            }
         })
 }
 
@@ -232,8 +302,23 @@ mod tests {
 
     #[test]
     fn conversations_are_normalized() {
-        let m = |role, c: &str| ChatMessage { role, content: c.into() };
-        let out = normalize(vec![m(Role::Assistant, "hi"), m(Role::User, "a"), m(Role::User, "b"), m(Role::Assistant, " ")]);
-        assert_eq!(out, vec![m(Role::User, "(conversation continues)"), m(Role::Assistant, "hi"), m(Role::User, "a\n\nb")]);
+        let m = |role, c: &str| ChatMessage {
+            role,
+            content: c.into(),
+        };
+        let out = normalize(vec![
+            m(Role::Assistant, "hi"),
+            m(Role::User, "a"),
+            m(Role::User, "b"),
+            m(Role::Assistant, " "),
+        ]);
+        assert_eq!(
+            out,
+            vec![
+                m(Role::User, "(conversation continues)"),
+                m(Role::Assistant, "hi"),
+                m(Role::User, "a\n\nb")
+            ]
+        );
     }
 }

@@ -8,7 +8,10 @@ use hero_shared::api::ProviderKind;
 use serde_json::{Value, json};
 
 use super::anthropic::async_stream_like;
-use super::{Call, CallOptions, Delta, DeltaStream, ProviderError, Role, endpoint, error_message_from, normalize, send_with_retry, sse_error};
+use super::{
+    Call, CallOptions, Delta, DeltaStream, ProviderError, Role, endpoint, error_message_from,
+    normalize, send_with_retry, sse_error,
+};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -37,10 +40,16 @@ fn read_error(body: &str) -> String {
     error_message_from(body, "/error/message")
 }
 
-pub async fn stream(client: &reqwest::Client, opts: &CallOptions, call: &Call<'_>) -> Result<DeltaStream, ProviderError> {
+pub async fn stream(
+    client: &reqwest::Client,
+    opts: &CallOptions,
+    call: &Call<'_>,
+) -> Result<DeltaStream, ProviderError> {
     let key = call.agent.api_key.clone();
     if key.is_none() && call.agent.provider == ProviderKind::OpenAi {
-        return Err(ProviderError::Config("this agent has no API key; set one on the Agents page".into()));
+        return Err(ProviderError::Config(
+            "this agent has no API key; set one on the Agents page".into(),
+        ));
     }
     let base = call.agent.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
     let url = endpoint(base, "/chat/completions");
@@ -74,10 +83,17 @@ pub async fn stream(client: &reqwest::Client, opts: &CallOptions, call: &Call<'_
             }
             let chunk: Value = match serde_json::from_str(&ev.data) {
                 Ok(v) => v,
-                Err(e) => return emit.err(ProviderError::Protocol(format!("chunk: {e}"))).await,
+                Err(e) => {
+                    return emit
+                        .err(ProviderError::Protocol(format!("chunk: {e}")))
+                        .await;
+                }
             };
             if let Some(err) = chunk.get("error") {
-                let msg = err.get("message").and_then(Value::as_str).unwrap_or("unknown error");
+                let msg = err
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown error");
                 return emit.err(ProviderError::Midstream(msg.to_owned())).await;
             }
             if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
@@ -85,29 +101,65 @@ pub async fn stream(client: &reqwest::Client, opts: &CallOptions, call: &Call<'_
                 let output = u.get("completion_tokens").and_then(Value::as_u64);
                 emit.ok(Delta::Usage { input, output }).await;
             }
-            for choice in chunk.get("choices").and_then(Value::as_array).into_iter().flatten() {
+            for choice in chunk
+                .get("choices")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 let delta = choice.get("delta").cloned().unwrap_or(Value::Null);
-                if let Some(t) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                if let Some(t) = delta
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                {
                     emit.ok(Delta::Text(t.to_owned())).await;
                 }
                 // Some compatible servers stream reasoning separately.
-                if let Some(t) = delta.get("reasoning_content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                if let Some(t) = delta
+                    .get("reasoning_content")
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                {
                     emit.ok(Delta::Thinking(t.to_owned())).await;
                 }
-                for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+                for call in delta
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
                     let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
                     if let Some(id) = call.get("id").and_then(Value::as_str) {
-                        let name = call.pointer("/function/name").and_then(Value::as_str).unwrap_or_default();
+                        let name = call
+                            .pointer("/function/name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
                         tool_ids.insert(index, id.to_owned());
-                        emit.ok(Delta::ToolUseStart { id: id.to_owned(), name: name.to_owned() }).await;
+                        emit.ok(Delta::ToolUseStart {
+                            id: id.to_owned(),
+                            name: name.to_owned(),
+                        })
+                        .await;
                     }
-                    if let Some(args) = call.pointer("/function/arguments").and_then(Value::as_str).filter(|a| !a.is_empty()) {
+                    if let Some(args) = call
+                        .pointer("/function/arguments")
+                        .and_then(Value::as_str)
+                        .filter(|a| !a.is_empty())
+                    {
                         let id = tool_ids.get(&index).cloned().unwrap_or_default();
-                        emit.ok(Delta::ToolInput { id, json: args.to_owned() }).await;
+                        emit.ok(Delta::ToolInput {
+                            id,
+                            json: args.to_owned(),
+                        })
+                        .await;
                     }
                 }
                 if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
-                    emit.ok(Delta::Done { stop_reason: Some(r.to_owned()) }).await;
+                    emit.ok(Delta::Done {
+                        stop_reason: Some(r.to_owned()),
+                    })
+                    .await;
                     finished = true;
                 }
             }

@@ -13,7 +13,11 @@ const CHUNK_BYTES: usize = 24;
 const PAUSE: Duration = Duration::from_millis(12);
 
 pub fn showcase(user_text: &str) -> String {
-    let quoted: String = user_text.chars().take(200).collect::<String>().replace(['<', '>'], "");
+    let quoted: String = user_text
+        .chars()
+        .take(200)
+        .collect::<String>()
+        .replace(['<', '>'], "");
     format!(
         r#"<thinking>Reading your message and picking something to show.</thinking>
 
@@ -62,7 +66,11 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
     let input = (call.messages.iter().map(|m| m.content.len()).sum::<usize>() / 4).max(1) as u64;
     let output = (text.len() / 4).max(1) as u64;
     Box::pin(async_stream_like(move |mut emit| async move {
-        emit.ok(Delta::Usage { input: Some(input), output: None }).await;
+        emit.ok(Delta::Usage {
+            input: Some(input),
+            output: None,
+        })
+        .await;
         let mut rest = text.as_str();
         while !rest.is_empty() {
             let mut cut = CHUNK_BYTES.min(rest.len());
@@ -77,8 +85,15 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
             rest = tail;
             tokio::time::sleep(PAUSE).await;
         }
-        emit.ok(Delta::Usage { input: None, output: Some(output) }).await;
-        emit.ok(Delta::Done { stop_reason: Some("end_turn".into()) }).await;
+        emit.ok(Delta::Usage {
+            input: None,
+            output: Some(output),
+        })
+        .await;
+        emit.ok(Delta::Done {
+            stop_reason: Some("end_turn".into()),
+        })
+        .await;
     }))
 }
 
@@ -91,12 +106,28 @@ mod tests {
     /// display element, and the bash card complete (shown, never run by the demo).
     #[test]
     fn the_showcase_shows_every_display_element_however_it_is_cut() {
-        for user in ["Hello demo", "show me", "", "a much longer message with ünïcödé — to move the cuts"] {
+        for user in [
+            "Hello demo",
+            "show me",
+            "",
+            "a much longer message with ünïcödé — to move the cuts",
+        ] {
             let text = showcase(user);
             let whole = hero_shared::hml::parse(&text);
-            let kinds: std::collections::BTreeSet<ElementKind> = whole.elements().map(|e| e.kind).collect();
-            for k in [ElementKind::Thinking, ElementKind::Todo, ElementKind::Item, ElementKind::Progress, ElementKind::Link,
-                      ElementKind::Copy, ElementKind::Result, ElementKind::HmlPrompt, ElementKind::Data, ElementKind::Bash] {
+            let kinds: std::collections::BTreeSet<ElementKind> =
+                whole.elements().map(|e| e.kind).collect();
+            for k in [
+                ElementKind::Thinking,
+                ElementKind::Todo,
+                ElementKind::Item,
+                ElementKind::Progress,
+                ElementKind::Link,
+                ElementKind::Copy,
+                ElementKind::Result,
+                ElementKind::HmlPrompt,
+                ElementKind::Data,
+                ElementKind::Bash,
+            ] {
                 assert!(kinds.contains(&k), "{k:?} missing for {user:?}");
             }
             assert!(whole.elements().all(|e| !e.truncated), "{user:?}");
@@ -114,7 +145,11 @@ mod tests {
                     rest = tail;
                 }
                 p.finish_with(|e| tree.event(e));
-                assert_eq!(tree.finish().nodes, whole.nodes, "{user:?} in {chunk}-byte pieces");
+                assert_eq!(
+                    tree.finish().nodes,
+                    whole.nodes,
+                    "{user:?} in {chunk}-byte pieces"
+                );
             }
         }
     }
