@@ -288,6 +288,67 @@ fn endpoint(base: &str, path: &str) -> String {
     format!("{}{}", base.trim_end_matches('/'), path)
 }
 
+/// What a provider's decoder makes of one SSE event.
+pub(crate) enum Step {
+    More,
+    /// The reply ended normally.
+    End,
+}
+
+/// Reads a provider's SSE events into deltas, one wire format's rules per implementation.
+pub(crate) trait Decoder: Send + 'static {
+    fn event(&mut self, ev: &eventsource_stream::Event, out: &mut std::collections::VecDeque<Result<Delta, ProviderError>>) -> Step;
+}
+
+/// Turns an SSE stream into a [`DeltaStream`] in the caller's task: no task and no channel
+/// between the provider's bytes and the turn (one wake-up per token, not two). Dropping the
+/// stream drops the response body, which closes the provider request (how abort reaches it).
+/// A body that ends before the decoder saw the end is a cut connection.
+pub(crate) fn drive<S, E, D>(events: S, decoder: D) -> DeltaStream
+where
+    S: futures::Stream<Item = Result<eventsource_stream::Event, eventsource_stream::EventStreamError<E>>> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+    D: Decoder,
+{
+    use futures::StreamExt;
+    struct State<S, D> {
+        events: std::pin::Pin<Box<S>>,
+        decoder: D,
+        out: std::collections::VecDeque<Result<Delta, ProviderError>>,
+        ended: bool,
+    }
+    let st = State { events: Box::pin(events), decoder, out: Default::default(), ended: false };
+    Box::pin(futures::stream::unfold(st, |mut st| async move {
+        loop {
+            if let Some(item) = st.out.pop_front() {
+                if item.is_err() {
+                    st.ended = true;
+                    st.out.clear();
+                }
+                return Some((item, st));
+            }
+            if st.ended {
+                return None;
+            }
+            match st.events.next().await {
+                None => {
+                    st.ended = true;
+                    return Some((Err(ProviderError::Cut), st));
+                }
+                Some(Err(e)) => {
+                    st.ended = true;
+                    return Some((Err(sse_error(e)), st));
+                }
+                Some(Ok(ev)) => {
+                    if let Step::End = st.decoder.event(&ev, &mut st.out) {
+                        st.ended = true;
+                    }
+                }
+            }
+        }
+    }))
+}
+
 /// Maps the SSE decoder's errors: a body that ends or breaks early is a cut connection.
 fn sse_error<E: std::fmt::Display>(e: eventsource_stream::EventStreamError<E>) -> ProviderError {
     match e {

@@ -2,15 +2,15 @@
 //! `choices[].delta` (content, tool_calls), a usage chunk when `stream_options.include_usage`
 //! is set, and `data: [DONE]`.
 
+use std::collections::VecDeque;
+
 use eventsource_stream::Eventsource;
-use futures::StreamExt;
 use hero_shared::api::ProviderKind;
 use serde_json::{Value, json};
 
-use super::anthropic::async_stream_like;
 use super::{
-    Call, CallOptions, Delta, DeltaStream, ProviderError, Role, endpoint, error_message_from,
-    normalize, send_with_retry, sse_error,
+    Call, CallOptions, Decoder, Delta, DeltaStream, ProviderError, Role, Step, drive, endpoint,
+    error_message_from, normalize, send_with_retry,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -66,104 +66,67 @@ pub async fn stream(
         read_error,
     )
     .await?;
-    let mut events = resp.bytes_stream().eventsource();
-    Ok(Box::pin(async_stream_like(move |mut emit| async move {
-        let mut tool_ids: std::collections::HashMap<u64, String> = Default::default();
-        let mut finished = false;
-        while let Some(ev) = emit.next_or_closed(events.next()).await {
-            let ev = match ev {
-                Ok(ev) => ev,
-                Err(e) => return emit.err(sse_error(e)).await,
-            };
-            if ev.data.trim() == "[DONE]" {
-                if !finished {
-                    emit.ok(Delta::Done { stop_reason: None }).await;
-                }
-                return;
+    Ok(drive(resp.bytes_stream().eventsource(), OpenAiDecoder::default()))
+}
+
+#[derive(Default)]
+struct OpenAiDecoder {
+    /// Tool call index → id, for argument deltas that name only the index.
+    tool_ids: std::collections::HashMap<u64, String>,
+    finished: bool,
+}
+
+impl Decoder for OpenAiDecoder {
+    fn event(&mut self, ev: &eventsource_stream::Event, out: &mut VecDeque<Result<Delta, ProviderError>>) -> Step {
+        if ev.data.trim() == "[DONE]" {
+            if !self.finished {
+                out.push_back(Ok(Delta::Done { stop_reason: None }));
             }
-            let chunk: Value = match serde_json::from_str(&ev.data) {
-                Ok(v) => v,
-                Err(e) => {
-                    return emit
-                        .err(ProviderError::Protocol(format!("chunk: {e}")))
-                        .await;
-                }
-            };
-            if let Some(err) = chunk.get("error") {
-                let msg = err
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("unknown error");
-                return emit.err(ProviderError::Midstream(msg.to_owned())).await;
+            return Step::End;
+        }
+        let chunk: Value = match serde_json::from_str(&ev.data) {
+            Ok(v) => v,
+            Err(e) => {
+                out.push_back(Err(ProviderError::Protocol(format!("chunk: {e}"))));
+                return Step::End;
             }
-            if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
-                let input = u.get("prompt_tokens").and_then(Value::as_u64);
-                let output = u.get("completion_tokens").and_then(Value::as_u64);
-                emit.ok(Delta::Usage { input, output }).await;
+        };
+        if let Some(err) = chunk.get("error") {
+            let msg = err.get("message").and_then(Value::as_str).unwrap_or("unknown error");
+            out.push_back(Err(ProviderError::Midstream(msg.to_owned())));
+            return Step::End;
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
+            let input = u.get("prompt_tokens").and_then(Value::as_u64);
+            let output = u.get("completion_tokens").and_then(Value::as_u64);
+            out.push_back(Ok(Delta::Usage { input, output }));
+        }
+        for choice in chunk.get("choices").and_then(Value::as_array).into_iter().flatten() {
+            let delta = choice.get("delta").cloned().unwrap_or(Value::Null);
+            if let Some(t) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                out.push_back(Ok(Delta::Text(t.to_owned())));
             }
-            for choice in chunk
-                .get("choices")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let delta = choice.get("delta").cloned().unwrap_or(Value::Null);
-                if let Some(t) = delta
-                    .get("content")
-                    .and_then(Value::as_str)
-                    .filter(|t| !t.is_empty())
-                {
-                    emit.ok(Delta::Text(t.to_owned())).await;
+            // Some compatible servers stream reasoning separately.
+            if let Some(t) = delta.get("reasoning_content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                out.push_back(Ok(Delta::Thinking(t.to_owned())));
+            }
+            for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+                let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
+                if let Some(id) = call.get("id").and_then(Value::as_str) {
+                    let name = call.pointer("/function/name").and_then(Value::as_str).unwrap_or_default();
+                    self.tool_ids.insert(index, id.to_owned());
+                    out.push_back(Ok(Delta::ToolUseStart { id: id.to_owned(), name: name.to_owned() }));
                 }
-                // Some compatible servers stream reasoning separately.
-                if let Some(t) = delta
-                    .get("reasoning_content")
-                    .and_then(Value::as_str)
-                    .filter(|t| !t.is_empty())
-                {
-                    emit.ok(Delta::Thinking(t.to_owned())).await;
+                if let Some(args) = call.pointer("/function/arguments").and_then(Value::as_str).filter(|a| !a.is_empty()) {
+                    let id = self.tool_ids.get(&index).cloned().unwrap_or_default();
+                    out.push_back(Ok(Delta::ToolInput { id, json: args.to_owned() }));
                 }
-                for call in delta
-                    .get("tool_calls")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
-                    if let Some(id) = call.get("id").and_then(Value::as_str) {
-                        let name = call
-                            .pointer("/function/name")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default();
-                        tool_ids.insert(index, id.to_owned());
-                        emit.ok(Delta::ToolUseStart {
-                            id: id.to_owned(),
-                            name: name.to_owned(),
-                        })
-                        .await;
-                    }
-                    if let Some(args) = call
-                        .pointer("/function/arguments")
-                        .and_then(Value::as_str)
-                        .filter(|a| !a.is_empty())
-                    {
-                        let id = tool_ids.get(&index).cloned().unwrap_or_default();
-                        emit.ok(Delta::ToolInput {
-                            id,
-                            json: args.to_owned(),
-                        })
-                        .await;
-                    }
-                }
-                if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
-                    emit.ok(Delta::Done {
-                        stop_reason: Some(r.to_owned()),
-                    })
-                    .await;
-                    finished = true;
-                }
+            }
+            if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
+                out.push_back(Ok(Delta::Done { stop_reason: Some(r.to_owned()) }));
+                self.finished = true;
             }
         }
-        emit.err(ProviderError::Cut).await
-    })))
+        Step::More
+    }
 }

@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-use super::anthropic::async_stream_like;
-use super::{Call, Delta, DeltaStream, Role};
+use super::{Call, Delta, DeltaStream, ProviderError, Role};
 
 /// Bytes per piece and the pause between pieces: fast enough not to bore, slow enough to
 /// watch the elements build up.
@@ -95,6 +94,32 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
         })
         .await;
     }))
+}
+
+/// Runs the demo's script in its own task (it sleeps between pieces), feeding a stream.
+fn async_stream_like<F, Fut>(
+    f: F,
+) -> impl futures::Stream<Item = Result<Delta, ProviderError>> + Send
+where
+    F: FnOnce(Emitter) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(f(Emitter(tx)));
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// Sends the demo's pieces to the stream; it stops when the reader has gone.
+struct Emitter(tokio::sync::mpsc::Sender<Result<Delta, ProviderError>>);
+
+impl Emitter {
+    fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+
+    async fn ok(&mut self, d: Delta) {
+        let _ = self.0.send(Ok(d)).await;
+    }
 }
 
 #[cfg(test)]
