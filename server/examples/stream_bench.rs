@@ -7,6 +7,10 @@
 //! 3. hero:   N clients post to Hero's `/api/sessions/{id}/messages/stream`, which calls the
 //!    mock, parses HML, fans out to the hub, stores frames, and answers in SSE.
 //!
+//! The middle (relay or Hero) runs on a runtime of its own, on threads named `middle-*`;
+//! its CPU is read per thread from /proc (with the SQLite worker threads, which only Hero
+//! uses), so the mock and the clients, on the main runtime, do not blur the figure.
+//!
 //! Per token it prints the lateness against the stream's own schedule (arrival − first
 //! token's arrival − k × interval), p50 and p99, for each way; "added" is Hero's minus
 //! direct. Time to first token (which for Hero includes storing the user's frame and
@@ -54,13 +58,29 @@ fn args() -> Args {
     a
 }
 
-/// utime + stime of this process, in seconds.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+fn stat_cpu(path: &str) -> f64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
     let f: Vec<&str> = after.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// utime + stime of this process, in seconds.
+fn cpu_seconds() -> f64 {
+    stat_cpu("/proc/self/stat")
+}
+
+/// utime + stime of the middle's threads (and SQLite's workers), in seconds.
+fn middle_cpu_seconds() -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0.0 };
+    dir.flatten()
+        .filter(|t| {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            comm.starts_with("middle") || comm.starts_with("sqlx-sqlite")
+        })
+        .map(|t| stat_cpu(&t.path().join("stat").to_string_lossy()))
+        .sum()
 }
 
 fn rss_kib() -> u64 {
@@ -78,6 +98,7 @@ struct Outcome {
     first_token_ms: Vec<f64>,
     tokens: u64,
     cpu: f64,
+    middle_cpu: f64,
     peak_rss_growth_kib: u64,
     failed_streams: usize,
 }
@@ -148,6 +169,7 @@ where
         })
     };
     let cpu0 = cpu_seconds();
+    let mid0 = middle_cpu_seconds();
     let tasks: Vec<_> = (0..n).map(|i| tokio::spawn(go(i))).collect();
     let mut out = Outcome::default();
     for t in tasks {
@@ -161,6 +183,7 @@ where
         }
     }
     out.cpu = cpu_seconds() - cpu0;
+    out.middle_cpu = middle_cpu_seconds() - mid0;
     running.store(false, Ordering::Relaxed);
     let _ = sampler.await;
     out.peak_rss_growth_kib = peak.load(Ordering::Relaxed).saturating_sub(base_rss);
@@ -175,10 +198,16 @@ fn answer_text(tokens: usize) -> String {
 fn main() {
     let a = args();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    rt.block_on(run(a));
+    let middle = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("middle")
+        .enable_all()
+        .build()
+        .expect("middle runtime");
+    rt.block_on(run(a, middle.handle().clone()));
 }
 
-async fn run(a: Args) {
+async fn run(a: Args, middle: tokio::runtime::Handle) {
     let text = answer_text(a.tokens);
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text(text.clone())]).tokens_per_sec(RATE))
         .await
@@ -217,7 +246,7 @@ async fn run(a: Args) {
         );
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        middle.spawn(async move { axum::serve(l, app).await.unwrap() });
         addr
     };
     let relay = phase(a.streams, |_| {
@@ -239,7 +268,7 @@ async fn run(a: Args) {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hero_addr = l.local_addr().unwrap();
     let app = server::web::router(st.clone(), server::web::leptos_options(hero_addr, &dir.path().join("site")));
-    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    middle.spawn(async move { axum::serve(l, app).await.unwrap() });
     let hero = format!("http://{hero_addr}");
     let login: Value = client
         .post(format!("{hero}/api/auth/login"))
@@ -299,11 +328,12 @@ async fn run(a: Args) {
         let f50 = pct(&mut o.first_token_ms, 0.5);
         let f99 = pct(&mut o.first_token_ms, 0.99);
         println!(
-            "{name:<6} streams={} delivered={:.2}% failed_streams={} lateness_ms p50={p50:.2} p99={p99:.2} first_token_ms p50={f50:.1} p99={f99:.1} cpu_s={:.2} cpu_us_per_token={:.2} rss_growth_kib_per_stream={:.1}",
+            "{name:<6} streams={} delivered={:.2}% failed_streams={} lateness_ms p50={p50:.2} p99={p99:.2} first_token_ms p50={f50:.1} p99={f99:.1} cpu_s={:.2} middle_cpu_s={:.2} cpu_us_per_token={:.2} rss_growth_kib_per_stream={:.1}",
             a.streams,
             100.0 * o.tokens as f64 / expected,
             o.failed_streams,
             o.cpu,
+            o.middle_cpu,
             o.cpu * 1e6 / (o.tokens.max(1) as f64),
             o.peak_rss_growth_kib as f64 / a.streams as f64
         );
@@ -315,9 +345,9 @@ async fn run(a: Args) {
     let (d50, d99) = report("direct", &mut direct);
     let (r50, r99) = report("relay", &mut relay);
     let (h50, h99) = report("hero", &mut hero_out);
-    let per_token = |o: &Outcome| o.cpu / (o.tokens.max(1) as f64);
-    let relay_added = per_token(&relay) - per_token(&direct);
-    let hero_added = per_token(&hero_out) - per_token(&direct);
+    let per_token = |o: &Outcome| o.middle_cpu / (o.tokens.max(1) as f64);
+    let relay_added = per_token(&relay);
+    let hero_added = per_token(&hero_out);
     println!(
         "added_by_relay_ms p50={:.2} p99={:.2}; added_by_hero_ms p50={:.2} p99={:.2}",
         r50 - d50,
