@@ -152,9 +152,19 @@ pub fn ChatView(session: SessionDto, initial: CompiledView, agents: Vec<AgentDto
             }
         }
     });
+    // Only the reader moving up stops the following, and reaching the bottom resumes it: a
+    // scroll event caused by our own scrolling, while more text keeps arriving, must not
+    // look like the reader leaving.
+    let last_top = StoredValue::new(0i32);
     let on_scroll = move |_| {
         if let Some(el) = scroller.get_untracked() {
-            near_bottom.set(el.scroll_height() - el.scroll_top() - el.client_height() < 80);
+            let top = el.scroll_top();
+            if el.scroll_height() - top - el.client_height() < 80 {
+                near_bottom.set(true);
+            } else if top < last_top.get_value() - 2 {
+                near_bottom.set(false);
+            }
+            last_top.set_value(top);
         }
     };
     let jump = move |_| {
