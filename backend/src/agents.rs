@@ -288,6 +288,9 @@ pub async fn update(
         ),
         None => None,
     };
+    let new_base = req.base_url.as_ref().map(|u| validate_base_url(u.as_deref())).transpose()?;
+    let moved = new_base.as_ref().is_some_and(|u| *u != row.base_url)
+        || req.provider.is_some_and(|p| Some(p) != ProviderKind::parse(&row.provider));
     let f = Fields {
         name: match &req.name {
             Some(n) => validate_text("name", n, MAX_NAME_CHARS)?,
@@ -298,12 +301,12 @@ pub async fn update(
             Some(m) => validate_text("model", m, MAX_MODEL_CHARS)?,
             None => row.model.clone(),
         },
-        base_url: match &req.base_url {
-            Some(u) => validate_base_url(u.as_deref())?,
-            None => row.base_url.clone(),
-        },
+        base_url: new_base.unwrap_or_else(|| row.base_url.clone()),
+        // A stored key goes only where it was meant to go: changing the base URL or the
+        // provider forgets it unless the update sends a key again.
         api_key: match &req.api_key {
             Some(k) => validate_api_key(k.as_deref())?,
+            None if moved => None,
             None => current_key,
         },
         config: match &req.config {
@@ -429,6 +432,12 @@ mod tests {
         assert!(renamed.has_api_key);
         let cleared = update(&st.db, &st.keys, &alice, a.id, serde_json::from_value(json!({"api_key": null})).unwrap()).await.unwrap();
         assert!(!cleared.has_api_key);
+        // A key does not follow the agent to another host.
+        update(&st.db, &st.keys, &alice, a.id, serde_json::from_value(json!({"api_key": "sk-again-123"})).unwrap()).await.unwrap();
+        let same_host = update(&st.db, &st.keys, &alice, a.id, serde_json::from_value(json!({"base_url": null})).unwrap()).await.unwrap();
+        assert!(same_host.has_api_key);
+        let moved = update(&st.db, &st.keys, &alice, a.id, serde_json::from_value(json!({"base_url": "https://elsewhere.example"})).unwrap()).await.unwrap();
+        assert!(!moved.has_api_key);
     }
 
     #[tokio::test]

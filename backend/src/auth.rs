@@ -81,17 +81,14 @@ pub async fn login(st: &AppState, username: &str, password: &str) -> Result<Logi
     .await?;
     let bad = || Error::Unauthorized("wrong username or password");
     if password.len() > users::MAX_PASSWORD_BYTES {
-        st.throttle.record_failure(&key);
         return Err(bad());
     }
     let Some((id, name, hash, is_admin, disabled)) = row else {
         // Spend the same time as a real check, so timing does not tell which names exist.
         users::verify_password(password, DUMMY_HASH).await;
-        st.throttle.record_failure(&key);
         return Err(bad());
     };
     if !users::verify_password(password, &hash).await {
-        st.throttle.record_failure(&key);
         return Err(bad());
     }
     if disabled {
@@ -163,6 +160,22 @@ pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
         _ => Err(Error::Unauthorized("this sign-in has ended; sign in again")),
     }
 }
+
+/// Whether this sign-in still stands (not logged out, password unchanged, account enabled):
+/// long-lived streams ask again from time to time.
+pub async fn still_valid(st: &AppState, user: &AuthUser) -> bool {
+    let row: Option<(bool, Option<String>)> = sqlx::query_as(
+        "SELECT u.disabled, t.revoked_at FROM auth_tokens t JOIN users u ON u.id = t.user_id WHERE t.jti = ?",
+    )
+    .bind(&user.jti)
+    .fetch_optional(&st.db)
+    .await
+    .unwrap_or(None);
+    matches!(row, Some((false, None)))
+}
+
+/// How often a live stream (events, WebSocket) re-checks its sign-in.
+pub const RECHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Authenticates the request's `Authorization: Bearer` token, else its cookie.
 pub async fn authenticate_headers(st: &AppState, headers: &HeaderMap) -> Result<AuthUser> {
@@ -261,8 +274,11 @@ impl LoginThrottle {
         Duration::from_secs(1u64 << exp).min(Self::MAX_DELAY)
     }
 
+    /// Refuses while the wait is running; otherwise counts this attempt as a failure until
+    /// [`LoginThrottle::record_success`] says otherwise, so parallel guesses cannot all slip
+    /// past one check.
     pub fn check(&self, name: &str) -> Result<()> {
-        let map = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = map.get(name) {
             let wait = Self::delay_for(f.count);
             let elapsed = f.last.elapsed();
@@ -270,11 +286,11 @@ impl LoginThrottle {
                 return Err(Error::TooManyAttempts { retry_after: wait - elapsed });
             }
         }
+        Self::count_failure(&mut map, name);
         Ok(())
     }
 
-    pub fn record_failure(&self, name: &str) {
-        let mut map = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
+    fn count_failure(map: &mut HashMap<String, Failures>, name: &str) {
         if map.len() >= Self::MAX_ENTRIES {
             map.retain(|_, f| f.last.elapsed() < Self::FORGET_AFTER);
         }

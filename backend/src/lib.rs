@@ -74,6 +74,8 @@ impl AppState {
             hub: Arc::new(hub::Hub::default()),
             http: reqwest::Client::builder()
                 .connect_timeout(std::time::Duration::from_secs(10))
+                // A redirect would carry the key header to whatever host it names.
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .unwrap_or_default(),
             call_options: Arc::new(settings.call_options.clone()),

@@ -24,6 +24,8 @@ use crate::providers::{self, ChatMessage, Delta, Role};
 use crate::{AppState, Error, Result, sessions, users};
 
 pub const MAX_MESSAGE_CHARS: usize = 100_000;
+/// A reply longer than this is ended: a provider that never stops must not fill memory.
+pub const MAX_REPLY_BYTES: usize = 4 << 20;
 
 /// How agents are told to answer. Abilities, skills and memory extend this later.
 pub const SYSTEM_PROMPT: &str = "You are an agent in Hero, a workspace where people work with AI agents. \
@@ -135,8 +137,20 @@ pub async fn post(
 
     let cancel = st.hub.begin_turn(session_id, &message_id);
     let mid = message_id.clone();
+    let guard = out.clone();
     tokio::spawn(async move {
-        run(out, agent, dk, mid.clone(), cancel).await;
+        use futures::FutureExt;
+        // Whatever happens inside, the turn ends with `message_complete` and leaves the hub.
+        let turn = std::panic::AssertUnwindSafe(run(out, agent, dk, mid.clone(), cancel));
+        if turn.catch_unwind().await.is_err() {
+            tracing::error!("a turn failed unexpectedly");
+            guard.emit(SseEvent::Error(ErrorData {
+                message_id: Some(mid.clone()),
+                error: "the reply failed unexpectedly; the server log has the details".into(),
+            }));
+            guard.emit(complete(&mid, ""));
+            guard.st.hub.end_turn(guard.session_id, &mid);
+        }
     });
     Ok(TurnHandle {
         message_id,
@@ -145,6 +159,7 @@ pub async fn post(
 }
 
 /// Where a turn's events go: the poster (if still there) and the session's subscribers.
+#[derive(Clone)]
 struct Out {
     st: AppState,
     user_id: i64,
@@ -259,7 +274,14 @@ async fn run(
                 idle.touch();
                 match item {
                     None => break,
-                    Some(Ok(Delta::Text(t))) => {
+                    Some(Ok(Delta::Text(t))) if text.len() + t.len() > MAX_REPLY_BYTES => {
+                    error = Some(format!(
+                        "the reply grew past {} MiB and was ended",
+                        MAX_REPLY_BYTES >> 20
+                    ));
+                    break;
+                }
+                Some(Ok(Delta::Text(t))) => {
                         parser.feed_str_with(&t, |ev| emit_parsed(&out, ev));
                         if st.hub.has_listeners(out.user_id, session_id) {
                             st.hub.publish(

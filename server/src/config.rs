@@ -12,7 +12,7 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:3000";
 pub const DEFAULT_DATA_DIR: &str = "./data";
 pub const DEFAULT_TOKEN_TTL_HOURS: u32 = 24 * 7;
 
-#[derive(clap::Args, Debug, Default, Clone)]
+#[derive(clap::Args, Default, Clone)]
 pub struct ConfigArgs {
     /// Address and port to serve on [default: 127.0.0.1:3000]
     #[arg(long, env = "HERO_ADDR", global = true, value_name = "HOST:PORT")]
@@ -51,7 +51,7 @@ pub struct ConfigArgs {
     pub log: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     addr: Option<SocketAddr>,
@@ -63,8 +63,8 @@ struct FileConfig {
     log: Option<String>,
 }
 
-/// The settings in force.
-#[derive(Debug, Clone)]
+/// The settings in force. Its `Debug` hides the master key.
+#[derive(Clone)]
 pub struct Config {
     pub addr: SocketAddr,
     pub data_dir: PathBuf,
@@ -73,6 +73,20 @@ pub struct Config {
     pub secure_cookie: bool,
     pub site_root: PathBuf,
     pub log: String,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("addr", &self.addr)
+            .field("data_dir", &self.data_dir)
+            .field("master_key", &self.master_key.as_ref().map(|_| "<set>"))
+            .field("token_ttl_hours", &self.token_ttl_hours)
+            .field("secure_cookie", &self.secure_cookie)
+            .field("site_root", &self.site_root)
+            .field("log", &self.log)
+            .finish()
+    }
 }
 
 impl ConfigArgs {

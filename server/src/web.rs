@@ -40,6 +40,7 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
             move || shell(leptos_options.clone()),
         )
         .fallback(leptos_axum::file_and_error_handler::<ServerState, _>(shell))
+        .layer(axum::middleware::from_fn(same_origin))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
@@ -58,4 +59,30 @@ pub fn leptos_options(addr: std::net::SocketAddr, site_root: &std::path::Path) -
         _ => Env::PROD,
     };
     opts
+}
+
+/// Refuses cross-origin writes and WebSocket upgrades. The cookie is SameSite=Lax, but
+/// another origin of the same site (another port on this host) still sends it; browsers
+/// always name the origin of such requests, so a mismatch is refused. Requests without an
+/// `Origin` (scripts, curl) are not browsers' and pass. Behind a proxy that rewrites `Host`,
+/// `X-Forwarded-Host` names the public host.
+async fn same_origin(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    use axum::http::{Method, StatusCode, header};
+    use axum::response::IntoResponse;
+    let checked = req.uri().path() == "/ws" || !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if checked {
+        if let Some(origin) = req.headers().get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("null");
+            let origin_host = origin.split_once("://").map(|(_, h)| h.trim_end_matches('/'));
+            let allowed = ["x-forwarded-host", "host"]
+                .iter()
+                .filter_map(|h| req.headers().get(*h)?.to_str().ok())
+                .any(|h| Some(h) == origin_host);
+            if !allowed {
+                let body = hero_shared::api::ErrorBody { error: "cross-origin request refused".into() };
+                return (StatusCode::FORBIDDEN, axum::Json(body)).into_response();
+            }
+        }
+    }
+    next.run(req).await
 }

@@ -107,3 +107,29 @@ async fn server_functions_and_the_api_need_a_sign_in() {
     let nothing = c.get(format!("{}/api/nothing", r.base)).send().await.unwrap();
     assert_eq!(nothing.status(), StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn cross_origin_writes_and_sockets_are_refused() {
+    let r = start().await;
+    users::create(&r.st.db, &r.st.keys, "alice", "alice-password", false).await.unwrap();
+    let c = client();
+    let login = json!({"username": "alice", "password": "alice-password"});
+    let evil = c.post(format!("{}/api/auth/login", r.base)).header("origin", "http://127.0.0.1:1").json(&login).send().await.unwrap();
+    assert_eq!(evil.status(), StatusCode::FORBIDDEN);
+    let same = c.post(format!("{}/api/auth/login", r.base)).header("origin", r.base.clone()).json(&login).send().await.unwrap();
+    assert_eq!(same.status(), StatusCode::OK);
+    let ws = c
+        .get(format!("{}/ws", r.base))
+        .header("origin", "http://evil.example")
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ws.status(), StatusCode::FORBIDDEN);
+    // Reads from another origin are the browser's to block; they still need the cookie.
+    let read = c.get(format!("{}/api/me", r.base)).header("origin", "http://evil.example").send().await.unwrap();
+    assert_eq!(read.status(), StatusCode::OK);
+}

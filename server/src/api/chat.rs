@@ -93,28 +93,37 @@ pub async fn events(
         .and_then(|v| v.trim().parse::<i64>().ok())
         .or(q.after);
     let dk = users::data_key(&st.db, &st.keys, user.id()).await?;
-    // Subscribe before reading the backlog: a frame stored in between is then in both, and
-    // the seq filter below drops the second copy, instead of being in neither.
+    // Subscribe before reading the log: a frame stored in between is then in both, and the
+    // seq check below drops the second copy, instead of being in neither.
     let mut live = st.hub.subscribe_session(id);
-    let backlog = match last_seen {
-        Some(after) => frames::list(&st.db, &dk, id, &frames::Filter { after_seq: Some(after), ..Default::default() }).await?,
-        None => Vec::new(),
+    let sent = match last_seen {
+        Some(after) => after,
+        // A new subscriber starts after what is stored now; it read the rest over HTTP.
+        None => frames::last_seq(&st.db, id).await?,
     };
     let (tx, rx) = mpsc::channel::<Event>(FORWARD_BUFFER);
     tokio::spawn(async move {
-        let mut sent = last_seen.unwrap_or(i64::MIN);
-        if last_seen.is_none() {
-            // A new subscriber starts after what is stored now; it read the rest over HTTP.
-            sent = frames::last_seq(&st.db, id).await.unwrap_or(0);
+        let mut sent = sent;
+        // Everything stored after `sent`, from the log, in pages.
+        if !catch_up(&st, &dk, id, &mut sent, i64::MAX, &tx).await {
+            return;
         }
-        for f in &backlog {
-            if tx.send(frame_event(f)).await.is_err() {
-                return;
-            }
-            sent = sent.max(f.seq);
-        }
+        let mut recheck = tokio::time::interval(hero_backend::auth::RECHECK_EVERY);
+        recheck.tick().await;
         loop {
-            let ev = match live.recv().await {
+            let ev = tokio::select! {
+                ev = live.recv() => ev,
+                // A reader that left is noticed even on a quiet session.
+                _ = tx.closed() => return,
+                _ = recheck.tick() => {
+                    if hero_backend::auth::still_valid(&st, &user).await {
+                        continue;
+                    }
+                    let _ = tx.send(Event::default().event("error").data("{\"error\":\"this sign-in has ended\"}")).await;
+                    return;
+                }
+            };
+            let ev = match ev {
                 Ok(ev) => ev,
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     let msg = format!(
@@ -127,6 +136,14 @@ pub async fn events(
             };
             let out = match &*ev {
                 HubEvent::Frame(f) if f.seq <= sent => continue,
+                HubEvent::Frame(f) if f.seq > sent + 1 => {
+                    // Frames are published after they are stored, by different tasks, so
+                    // a later one can arrive first: the ones in between come from the log.
+                    if !catch_up(&st, &dk, id, &mut sent, f.seq, &tx).await {
+                        return;
+                    }
+                    continue;
+                }
                 HubEvent::Frame(f) => {
                     sent = f.seq;
                     frame_event(f)
@@ -142,6 +159,32 @@ pub async fn events(
         }
     });
     Ok(Sse::new(ReceiverStream::new(rx).map(Ok)).keep_alive(KeepAlive::default()))
+}
+
+/// Sends the stored frames with `sent < seq <= upto`, in order, page by page; false when
+/// the reader has gone or the log cannot be read.
+async fn catch_up(
+    st: &AppState,
+    dk: &hero_backend::crypto::SecretKey,
+    session: i64,
+    sent: &mut i64,
+    upto: i64,
+    tx: &mpsc::Sender<Event>,
+) -> bool {
+    loop {
+        let filter = frames::Filter { after_seq: Some(*sent), limit: Some(frames::MAX_LIST_LIMIT), ..Default::default() };
+        let Ok(page) = frames::list(&st.db, dk, session, &filter).await else { return false };
+        let full = page.len() as i64 == frames::MAX_LIST_LIMIT;
+        for f in page.iter().take_while(|f| f.seq <= upto) {
+            if tx.send(frame_event(f)).await.is_err() {
+                return false;
+            }
+            *sent = f.seq;
+        }
+        if !full || *sent >= upto {
+            return true;
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -55,8 +55,18 @@ async fn send(sink: &mut futures::stream::SplitSink<WebSocket, Message>, msg: &W
 async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
     let (mut sink, mut incoming) = socket.split();
     let mut live = st.hub.subscribe_user(user.id());
+    let mut recheck = tokio::time::interval(hero_backend::auth::RECHECK_EVERY);
+    recheck.tick().await;
     loop {
         tokio::select! {
+            _ = recheck.tick() => {
+                // Logout, a password change or a disabled account ends the socket too.
+                if !hero_backend::auth::still_valid(&st, &user).await {
+                    let _ = send(&mut sink, &WsServerMessage::Error { error: "this sign-in has ended".into() }).await;
+                    let _ = sink.close().await;
+                    return;
+                }
+            }
             msg = incoming.next() => {
                 let text = match msg {
                     Some(Ok(Message::Text(t))) => t,
