@@ -73,7 +73,8 @@ fn author_str(a: AuthorType) -> &'static str {
     }
 }
 
-pub async fn append(db: &SqlitePool, dk: &SecretKey, f: NewFrame) -> Result<Frame> {
+/// Appends a frame; `ex` is the pool, or a transaction the frame must commit with.
+pub async fn append<'e, E: sqlx::Executor<'e, Database = sqlx::Sqlite>>(ex: E, dk: &SecretKey, f: NewFrame) -> Result<Frame> {
     let timestamp = now_precise();
     let plain = serde_json::to_vec(&f.payload).map_err(|e| Error::Internal(e.to_string()))?;
     let sealed = crypto::seal(dk, &payload_aad(&f.id), &plain);
@@ -95,7 +96,7 @@ pub async fn append(db: &SqlitePool, dk: &SecretKey, f: NewFrame) -> Result<Fram
     .bind(author_str(f.author_type))
     .bind(f.author_id)
     .bind(sealed)
-    .fetch_one(db)
+    .fetch_one(ex)
     .await?;
     Ok(Frame {
         id: f.id,

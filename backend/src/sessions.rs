@@ -159,7 +159,12 @@ fn parent_not_found() -> Error {
 }
 
 /// Switches batch/stream mode (`/stream on|off`).
-pub async fn set_streaming(db: &SqlitePool, user: &AuthUser, id: i64, on: bool) -> Result<SessionDto> {
+pub async fn set_streaming<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
+    ex: E,
+    user: &AuthUser,
+    id: i64,
+    on: bool,
+) -> Result<SessionDto> {
     let row: Option<Row> = sqlx::query_as(&format!(
         "UPDATE sessions SET streaming = ?, updated_at = ? WHERE id = ? AND user_id = ? RETURNING {COLUMNS}"
     ))
@@ -167,7 +172,7 @@ pub async fn set_streaming(db: &SqlitePool, user: &AuthUser, id: i64, on: bool) 
     .bind(now_text())
     .bind(id)
     .bind(user.id())
-    .fetch_optional(db)
+    .fetch_optional(ex)
     .await?;
     row.map(Row::dto).ok_or(Error::NotFound("session"))
 }

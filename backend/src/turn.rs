@@ -83,7 +83,9 @@ pub async fn post(
 
     let content = match posted {
         Posted::Streaming(on) => {
-            sessions::set_streaming(&st.db, user, session_id, on).await?;
+            // The switch and its note in the log commit together.
+            let mut db_tx = st.db.begin().await?;
+            sessions::set_streaming(&mut *db_tx, user, session_id, on).await?;
             let note = if on {
                 "Streaming is on for this session."
             } else {
@@ -96,7 +98,8 @@ pub async fn post(
                 json!({"role": "system", "content": note}),
             );
             f.id = message_id.clone();
-            let frame = frames::append(&st.db, &dk, f).await?;
+            let frame = frames::append(&mut *db_tx, &dk, f).await?;
+            db_tx.commit().await?;
             out.emit(SseEvent::MessageStart(MessageStart {
                 message_id: message_id.clone(),
                 session_id,
@@ -275,13 +278,13 @@ async fn run(
                 match item {
                     None => break,
                     Some(Ok(Delta::Text(t))) if text.len() + t.len() > MAX_REPLY_BYTES => {
-                    error = Some(format!(
-                        "the reply grew past {} MiB and was ended",
-                        MAX_REPLY_BYTES >> 20
-                    ));
-                    break;
-                }
-                Some(Ok(Delta::Text(t))) => {
+                        error = Some(format!(
+                            "the reply grew past {} MiB and was ended",
+                            MAX_REPLY_BYTES >> 20
+                        ));
+                        break;
+                    }
+                    Some(Ok(Delta::Text(t))) => {
                         parser.feed_str_with(&t, |ev| emit_parsed(&out, ev));
                         if st.hub.has_listeners(out.user_id, session_id) {
                             st.hub.publish(
@@ -342,28 +345,34 @@ async fn run(
     }
     let mut f = NewFrame::message(session_id, AuthorType::Agent, Some(agent.id), payload);
     f.id = message_id.clone();
-    match frames::append(&st.db, &dk, f).await {
+    // The reply and what it cost commit together.
+    let charge = agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0;
+    let stored = async {
+        let mut db_tx = st.db.begin().await?;
+        let frame = frames::append(&mut *db_tx, &dk, f).await?;
+        if charge {
+            record_usage(
+                &mut *db_tx,
+                out.user_id,
+                &agent,
+                session_id,
+                &message_id,
+                input_tokens,
+                output_tokens,
+            )
+            .await?;
+        }
+        db_tx.commit().await?;
+        Ok::<_, Error>(frame)
+    }
+    .await;
+    match stored {
         Ok(frame) => st
             .hub
             .publish(out.user_id, session_id, HubEvent::Frame(frame)),
         Err(e) => {
             tracing::error!(error = %e, "could not store the agent's reply");
             error.get_or_insert_with(|| "the reply could not be stored".into());
-        }
-    }
-    if agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0 {
-        if let Err(e) = record_usage(
-            &st,
-            out.user_id,
-            &agent,
-            session_id,
-            &message_id,
-            input_tokens,
-            output_tokens,
-        )
-        .await
-        {
-            tracing::error!(error = %e, "could not record usage");
         }
     }
     if let Some(e) = &error {
@@ -376,8 +385,8 @@ async fn run(
     st.hub.end_turn(session_id, &message_id);
 }
 
-async fn record_usage(
-    st: &AppState,
+async fn record_usage<'e, E: sqlx::Executor<'e, Database = sqlx::Sqlite>>(
+    ex: E,
     user_id: i64,
     agent: &AgentRuntime,
     session_id: i64,
@@ -398,7 +407,7 @@ async fn record_usage(
     .bind(input as i64)
     .bind(output as i64)
     .bind(crate::now_text())
-    .execute(&st.db)
+    .execute(ex)
     .await?;
     Ok(())
 }
