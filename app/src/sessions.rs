@@ -76,21 +76,23 @@ pub fn tree(sessions: &[SessionDto]) -> Vec<TreeRow> {
     out
 }
 
-#[component]
-pub fn Workspace() -> impl IntoView {
-    let user = Resource::new(|| (), |_| current_user());
-    view! {
-        <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
-            {move || user.get().map(|u| match u {
-                Ok(u) => view! { <SignedIn user=u/> }.into_any(),
-                Err(_) => view! { <Redirect path="/login"/> }.into_any(),
-            })}
-        </Suspense>
-    }
+/// Everything the workspace page loads and the actions that reload it. All of it is made
+/// once, at the top of the page: a resource created inside a suspended part of the page,
+/// after that part resolved, can leave the server's async render waiting for ever.
+#[derive(Clone, Copy)]
+struct PageData {
+    create: ServerAction<CreateSession>,
+    update: ServerAction<UpdateSession>,
+    logout: ServerAction<Logout>,
+    sessions: Resource<Result<Vec<SessionDto>, ServerFnError>>,
+    chat: Resource<Result<Option<hero_shared::wire::CompiledView>, ServerFnError>>,
+    agents: Resource<Result<Vec<hero_shared::api::AgentDto>, ServerFnError>>,
+    current: Memo<Option<i64>>,
 }
 
 #[component]
-fn SignedIn(user: UserDto) -> impl IntoView {
+pub fn Workspace() -> impl IntoView {
+    let user = Resource::new(|| (), |_| current_user());
     let create = ServerAction::<CreateSession>::new();
     let update = ServerAction::<UpdateSession>::new();
     let logout = ServerAction::<Logout>::new();
@@ -112,6 +114,20 @@ fn SignedIn(user: UserDto) -> impl IntoView {
         },
     );
     let agents = Resource::new(|| (), |_| crate::chat::list_agents());
+    let data = PageData { create, update, logout, sessions, chat, agents, current };
+    view! {
+        <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
+            {move || user.get().map(|u| match u {
+                Ok(u) => view! { <SignedIn user=u data/> }.into_any(),
+                Err(_) => view! { <Redirect path="/login"/> }.into_any(),
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn SignedIn(user: UserDto, data: PageData) -> impl IntoView {
+    let PageData { create, update, logout, sessions, chat, agents, current } = data;
 
     let navigate = use_navigate();
     Effect::new(move |_| {

@@ -6,13 +6,20 @@ use reqwest::StatusCode;
 use reqwest::redirect::Policy;
 use serde_json::{Value, json};
 
+/// Leptos keeps process-wide state (its executor, the route list it builds by running the
+/// app): two routers rendering pages at once in one process now and then left a render
+/// waiting for ever. `hero` runs one router per process; these tests take turns.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 struct Running {
+    _turn: std::sync::MutexGuard<'static, ()>,
     _dir: tempfile::TempDir,
     base: String,
     st: AppState,
 }
 
 async fn start() -> Running {
+    let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let pool = db::open(dir.path()).await.unwrap();
     db::migrate(&pool).await.unwrap();
@@ -21,22 +28,25 @@ async fn start() -> Running {
     let addr = listener.local_addr().unwrap();
     let app = server::web::router(st.clone(), server::web::leptos_options(addr, &dir.path().join("site")));
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    Running { _dir: dir, base: format!("http://{addr}"), st }
+    Running { _turn: turn, _dir: dir, base: format!("http://{addr}"), st }
 }
 
 fn client() -> reqwest::Client {
     // A browser's navigation: pages answer redirects to those with a real 302.
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert("accept", "text/html,application/xhtml+xml".parse().unwrap());
+    // Pages are rendered on a multi-threaded runtime, as `hero serve` runs them; a page that
+    // never answers fails the test instead of holding CI.
     reqwest::Client::builder()
         .cookie_store(true)
+        .timeout(std::time::Duration::from_secs(30))
         .redirect(Policy::none())
         .default_headers(headers)
         .build()
         .unwrap()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_redirect_to_sign_in_and_render_sessions_on_the_server() {
     let r = start().await;
     users::create(&r.st.db, &r.st.keys, "alice", "alice-password", false).await.unwrap();
@@ -78,7 +88,7 @@ async fn pages_redirect_to_sign_in_and_render_sessions_on_the_server() {
     assert_eq!(again.status(), StatusCode::FOUND);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_functions_and_the_api_need_a_sign_in() {
     use leptos::server_fn::ServerFn;
     let r = start().await;
@@ -108,7 +118,7 @@ async fn server_functions_and_the_api_need_a_sign_in() {
     assert_eq!(nothing.status(), StatusCode::NOT_FOUND);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_origin_writes_and_sockets_are_refused() {
     let r = start().await;
     users::create(&r.st.db, &r.st.keys, "alice", "alice-password", false).await.unwrap();
