@@ -277,11 +277,17 @@ mod tests {
     }
 }
 
+/// The key that opens a session's frames, once the session is known to be the user's: the
+/// check every frame read starts with.
+pub async fn session_key(st: &crate::AppState, user: &crate::auth::AuthUser, session_id: i64) -> Result<SecretKey> {
+    crate::sessions::get(&st.db, user, session_id).await?;
+    crate::users::data_key(&st.db, &st.keys, user.id()).await
+}
+
 /// The page's view of a session: compiled from the last compact on, with statistics over
 /// every frame. Checks that the session is the user's.
 pub async fn view(st: &crate::AppState, user: &crate::auth::AuthUser, session_id: i64) -> Result<hero_shared::wire::CompiledView> {
-    crate::sessions::get(&st.db, user, session_id).await?;
-    let dk = crate::users::data_key(&st.db, &st.keys, user.id()).await?;
+    let dk = session_key(st, user, session_id).await?;
     let all = all(&st.db, &dk, session_id).await?;
     let stats = hero_shared::frame::frame_stats(&all);
     let from = stats.last_compact_seq.unwrap_or(0);

@@ -9,7 +9,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use hero_backend::hub::HubEvent;
-use hero_backend::{AppState, frames, sessions, turn, users};
+use hero_backend::{AppState, frames, turn};
 use hero_shared::api::{PostMessageRequest, PostMessageResponse};
 use hero_shared::frame::{Frame, FrameStats, FrameType};
 use hero_shared::wire::{CompiledView, FramesPage, SseEvent};
@@ -86,13 +86,12 @@ pub async fn events(
     ApiQuery(q): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
-    sessions::get(&st.db, &user, id).await?;
+    let dk = frames::session_key(&st, &user, id).await?;
     let last_seen = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<i64>().ok())
         .or(q.after);
-    let dk = users::data_key(&st.db, &st.keys, user.id()).await?;
     // Subscribe before reading the log: a frame stored in between is then in both, and the
     // seq check below drops the second copy, instead of being in neither.
     let mut live = st.hub.subscribe_session(id);
@@ -202,8 +201,7 @@ pub async fn list_frames(
     ApiPath(id): ApiPath<i64>,
     ApiQuery(q): ApiQuery<FramesQuery>,
 ) -> ApiResult<Json<FramesPage>> {
-    sessions::get(&st.db, &user, id).await?;
-    let dk = users::data_key(&st.db, &st.keys, user.id()).await?;
+    let dk = frames::session_key(&st, &user, id).await?;
     let filter = frames::Filter { frame_type: q.frame_type, after_seq: q.after, limit: q.limit };
     let list = frames::list(&st.db, &dk, id, &filter).await?;
     let last = frames::last_seq(&st.db, id).await?;
@@ -211,8 +209,7 @@ pub async fn list_frames(
 }
 
 pub async fn frame_stats(State(st): State<AppState>, Authed(user): Authed, ApiPath(id): ApiPath<i64>) -> ApiResult<Json<FrameStats>> {
-    sessions::get(&st.db, &user, id).await?;
-    let dk = users::data_key(&st.db, &st.keys, user.id()).await?;
+    let dk = frames::session_key(&st, &user, id).await?;
     Ok(Json(hero_shared::frame::frame_stats(&frames::all(&st.db, &dk, id).await?)))
 }
 
@@ -221,8 +218,7 @@ pub async fn get_frame(
     Authed(user): Authed,
     ApiPath((id, frame_id)): ApiPath<(i64, String)>,
 ) -> ApiResult<Json<Frame>> {
-    sessions::get(&st.db, &user, id).await?;
-    let dk = users::data_key(&st.db, &st.keys, user.id()).await?;
+    let dk = frames::session_key(&st, &user, id).await?;
     Ok(Json(frames::get(&st.db, &dk, id, &frame_id).await?))
 }
 
