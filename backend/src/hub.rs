@@ -8,12 +8,14 @@
 //! or the other subscribers.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
+use futures::task::AtomicWaker;
 use hero_shared::frame::Frame;
 use hero_shared::wire::SseEvent;
 use tokio::sync::broadcast;
-use tokio_util::sync::CancellationToken;
 
 pub const CHANNEL_CAPACITY: usize = 4096;
 
@@ -33,7 +35,43 @@ pub enum HubEvent {
 pub struct Hub {
     sessions: Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>,
     users: Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>,
-    turns: Mutex<HashMap<i64, HashMap<String, CancellationToken>>>,
+    turns: Mutex<HashMap<i64, HashMap<String, Abort>>>,
+}
+
+/// The stop signal of one turn in flight. A turn looks at it between every two pieces of
+/// its reply, so it is a flag and a waker, not a lock.
+#[derive(Clone, Default)]
+pub struct Abort(Arc<AbortInner>);
+
+#[derive(Default)]
+struct AbortInner {
+    set: AtomicBool,
+    waker: AtomicWaker,
+}
+
+impl Abort {
+    pub fn abort(&self) {
+        self.0.set.store(true, Ordering::Release);
+        self.0.waker.wake();
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        self.0.set.load(Ordering::Acquire)
+    }
+
+    /// Ready once aborted; otherwise wakes the polling task when it is.
+    pub fn poll_aborted(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.is_aborted() {
+            return Poll::Ready(());
+        }
+        self.0.waker.register(cx.waker());
+        if self.is_aborted() { Poll::Ready(()) } else { Poll::Pending }
+    }
+
+    /// Resolves once aborted.
+    pub async fn aborted(&self) {
+        std::future::poll_fn(|cx| self.poll_aborted(cx)).await
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -76,11 +114,11 @@ impl Hub {
         send_in(&self.users, user_id, &ev);
     }
 
-    /// Registers a turn in flight; the token is cancelled by [`Hub::abort`].
-    pub fn begin_turn(&self, session_id: i64, message_id: &str) -> CancellationToken {
-        let token = CancellationToken::new();
-        lock(&self.turns).entry(session_id).or_default().insert(message_id.to_owned(), token.clone());
-        token
+    /// Registers a turn in flight; its signal is set by [`Hub::abort`].
+    pub fn begin_turn(&self, session_id: i64, message_id: &str) -> Abort {
+        let signal = Abort::default();
+        lock(&self.turns).entry(session_id).or_default().insert(message_id.to_owned(), signal.clone());
+        signal
     }
 
     pub fn end_turn(&self, session_id: i64, message_id: &str) {
@@ -96,7 +134,7 @@ impl Hub {
     /// Stops every turn in flight on the session; returns how many.
     pub fn abort(&self, session_id: i64) -> usize {
         lock(&self.turns).get(&session_id).map_or(0, |m| {
-            m.values().for_each(CancellationToken::cancel);
+            m.values().for_each(Abort::abort);
             m.len()
         })
     }
@@ -145,7 +183,7 @@ mod tests {
         let t = hub.begin_turn(1, "a");
         assert_eq!((hub.turns_in_flight(1), hub.abort(2)), (1, 0));
         assert_eq!(hub.abort(1), 1);
-        assert!(t.is_cancelled());
+        assert!(t.is_aborted());
         hub.end_turn(1, "a");
         assert_eq!(hub.turns_in_flight(1), 0);
     }

@@ -20,7 +20,8 @@
 //! adds). Memory per stream is the growth of RSS at the busiest moment, over N.
 //!
 //! Run: `cargo run --release -p server --example stream_bench -- --streams 100 --tokens 200`
-//! (a "token" is 4 bytes; 200 tokens take 4 s at 50 tokens/s).
+//! (a "token" is 4 bytes; 200 tokens take 4 s at 50 tokens/s). `--rounds N` runs the relay
+//! and Hero N times each, taking turns, and sums their figures.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,10 +38,14 @@ const RATE: f64 = 50.0;
 struct Args {
     streams: usize,
     tokens: usize,
+    /// Relay and Hero take turns this many times; their figures are summed.
+    rounds: usize,
+    /// Also run answers this long, to split a turn's fixed cost from its cost per token.
+    short: usize,
 }
 
 fn args() -> Args {
-    let mut a = Args { streams: 100, tokens: 200 };
+    let mut a = Args { streams: 100, tokens: 200, rounds: 1, short: 0 };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < v.len() {
@@ -48,8 +53,10 @@ fn args() -> Args {
         match (v[i].as_str(), n) {
             ("--streams", Some(n)) => a.streams = n,
             ("--tokens", Some(n)) => a.tokens = n,
+            ("--rounds", Some(n)) if n > 0 => a.rounds = n,
+            ("--short", Some(n)) => a.short = n,
             _ => {
-                eprintln!("usage: stream_bench [--streams N] [--tokens N]");
+                eprintln!("usage: stream_bench [--streams N] [--tokens N] [--rounds N] [--short N]");
                 std::process::exit(2);
             }
         }
@@ -71,15 +78,35 @@ fn cpu_seconds() -> f64 {
     stat_cpu("/proc/self/stat")
 }
 
-/// utime + stime of the middle's threads (and SQLite's workers), in seconds.
-fn middle_cpu_seconds() -> f64 {
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0.0 };
+/// utime + stime of the middle's threads and of SQLite's workers, in seconds.
+fn middle_cpu_seconds() -> (f64, f64) {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return (0.0, 0.0) };
+    let mut out = (0.0, 0.0);
+    for t in dir.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let cpu = || stat_cpu(&t.path().join("stat").to_string_lossy());
+        if comm.starts_with("middle") {
+            out.0 += cpu();
+        } else if comm.starts_with("sqlx-sqlite") {
+            out.1 += cpu();
+        }
+    }
+    out
+}
+
+/// Context switches of the middle's threads: each is a worker parking or being preempted.
+fn middle_switches() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0 };
     dir.flatten()
-        .filter(|t| {
-            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-            comm.starts_with("middle") || comm.starts_with("sqlx-sqlite")
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).unwrap_or_default().starts_with("middle"))
+        .map(|t| {
+            std::fs::read_to_string(t.path().join("status"))
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>()
         })
-        .map(|t| stat_cpu(&t.path().join("stat").to_string_lossy()))
         .sum()
 }
 
@@ -99,8 +126,25 @@ struct Outcome {
     tokens: u64,
     cpu: f64,
     middle_cpu: f64,
+    /// Of which SQLite's worker threads.
+    db_cpu: f64,
+    switches: u64,
     peak_rss_growth_kib: u64,
     failed_streams: usize,
+}
+
+impl Outcome {
+    fn add(&mut self, o: Outcome) {
+        self.lateness_ms.extend(o.lateness_ms);
+        self.first_token_ms.extend(o.first_token_ms);
+        self.tokens += o.tokens;
+        self.cpu += o.cpu;
+        self.middle_cpu += o.middle_cpu;
+        self.db_cpu += o.db_cpu;
+        self.switches += o.switches;
+        self.peak_rss_growth_kib = self.peak_rss_growth_kib.max(o.peak_rss_growth_kib);
+        self.failed_streams += o.failed_streams;
+    }
 }
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
@@ -170,6 +214,7 @@ where
     };
     let cpu0 = cpu_seconds();
     let mid0 = middle_cpu_seconds();
+    let sw0 = middle_switches();
     let tasks: Vec<_> = (0..n).map(|i| tokio::spawn(go(i))).collect();
     let mut out = Outcome::default();
     for t in tasks {
@@ -183,7 +228,10 @@ where
         }
     }
     out.cpu = cpu_seconds() - cpu0;
-    out.middle_cpu = middle_cpu_seconds() - mid0;
+    let mid1 = middle_cpu_seconds();
+    out.switches = middle_switches() - sw0;
+    out.db_cpu = mid1.1 - mid0.1;
+    out.middle_cpu = mid1.0 - mid0.0 + out.db_cpu;
     running.store(false, Ordering::Relaxed);
     let _ = sampler.await;
     out.peak_rss_growth_kib = peak.load(Ordering::Relaxed).saturating_sub(base_rss);
@@ -230,7 +278,10 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
     // Phase 2: a bare relay.
     let relay_addr = {
         let upstream = format!("{mock_url}/v1/messages");
-        let c = client.clone();
+        // A client of its own: the direct phase's pooled connections live on the main
+        // runtime, and reading the upstream through them would hide the relay's reads from
+        // the middle's CPU figure. Hero has its own client too.
+        let c = reqwest::Client::builder().pool_max_idle_per_host(4096).build().expect("client");
         let app = axum::Router::new().route(
             "/relay",
             axum::routing::post(move |b: axum::body::Bytes| {
@@ -249,17 +300,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
         middle.spawn(async move { axum::serve(l, app).await.unwrap() });
         addr
     };
-    let relay = phase(a.streams, |_| {
-        let (c, url, body) = (client.clone(), format!("http://{relay_addr}/relay"), body.clone());
-        async move {
-            let start = Instant::now();
-            let r = c.post(url).json(&body).send().await.ok()?;
-            read_stream(r, start, anthropic_text).await
-        }
-    })
-    .await;
-
-    // Phase 3: Hero.
+    // Hero, set up the same way on the middle runtime.
     let dir = tempfile::tempdir().expect("temp dir");
     let pool = db::open(dir.path()).await.expect("db");
     db::migrate(&pool).await.expect("migrate");
@@ -305,36 +346,77 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
         sessions.push(s["id"].as_i64().unwrap());
     }
     let sessions = Arc::new(sessions);
-    let hero_out = phase(a.streams, |i| {
-        let (c, token, hero, sessions) = (client.clone(), token.clone(), hero.clone(), sessions.clone());
-        async move {
-            let start = Instant::now();
-            let r = c
-                .post(format!("{hero}/api/sessions/{}/messages/stream", sessions[i]))
-                .bearer_auth(&token)
-                .json(&json!({"content": "go"}))
-                .send()
-                .await
-                .ok()?;
-            read_stream(r, start, hero_text).await
+    // Relay and Hero take turns, so that neither always runs on a warmer (or more worn)
+    // process than the other.
+    let mut relay = Outcome::default();
+    let mut hero_out = Outcome::default();
+    let relay_run = |content: String| {
+        let (client, body) = (client.clone(), body.clone());
+        phase(a.streams, move |_| {
+            let mut body = body.clone();
+            body["messages"][0]["content"] = json!(content);
+            let (c, url) = (client.clone(), format!("http://{relay_addr}/relay"));
+            async move {
+                let start = Instant::now();
+                let r = c.post(url).json(&body).send().await.ok()?;
+                read_stream(r, start, anthropic_text).await
+            }
+        })
+    };
+    let hero_run = |content: String| {
+        let (client, token, hero, sessions) = (client.clone(), token.clone(), hero.clone(), sessions.clone());
+        phase(a.streams, move |i| {
+            let (c, token, hero, sessions, content) =
+                (client.clone(), token.clone(), hero.clone(), sessions.clone(), content.clone());
+            async move {
+                let start = Instant::now();
+                let r = c
+                    .post(format!("{hero}/api/sessions/{}/messages/stream", sessions[i]))
+                    .bearer_auth(&token)
+                    .json(&json!({"content": content}))
+                    .send()
+                    .await
+                    .ok()?;
+                read_stream(r, start, hero_text).await
+            }
+        })
+    };
+    // A short answer, asked for through the mock's directive: what a turn costs apart from
+    // its tokens.
+    let short_content = format!("[[mock text=\"{}\"]]", answer_text(a.short));
+    let (mut relay_short, mut hero_short) = (Outcome::default(), Outcome::default());
+    for round in 0..a.rounds {
+        let (r0, h0) = (relay.middle_cpu, hero_out.middle_cpu);
+        relay.add(relay_run("go".into()).await);
+        hero_out.add(hero_run("go".into()).await);
+        eprintln!(
+            "round {round}: middle cpu relay {:.2} s, hero {:.2} s",
+            relay.middle_cpu - r0,
+            hero_out.middle_cpu - h0
+        );
+        if a.short > 0 {
+            relay_short.add(relay_run(short_content.clone()).await);
+            hero_short.add(hero_run(short_content.clone()).await);
         }
-    })
-    .await;
+    }
 
-    let expected = (a.streams * a.tokens) as f64;
-    let report = |name: &str, o: &mut Outcome| {
+    let expected = (a.streams * a.tokens * a.rounds) as f64;
+    let report = |name: &str, o: &mut Outcome, rounds: usize| {
+        let expected = (a.streams * a.tokens * rounds) as f64;
         let p50 = pct(&mut o.lateness_ms, 0.5);
         let p99 = pct(&mut o.lateness_ms, 0.99);
         let f50 = pct(&mut o.first_token_ms, 0.5);
         let f99 = pct(&mut o.first_token_ms, 0.99);
         println!(
-            "{name:<6} streams={} delivered={:.2}% failed_streams={} lateness_ms p50={p50:.2} p99={p99:.2} first_token_ms p50={f50:.1} p99={f99:.1} cpu_s={:.2} middle_cpu_s={:.2} cpu_us_per_token={:.2} rss_growth_kib_per_stream={:.1}",
+            "{name:<6} streams={} delivered={:.2}% failed_streams={} lateness_ms p50={p50:.2} p99={p99:.2} first_token_ms p50={f50:.1} p99={f99:.1} cpu_s={:.2} middle_cpu_s={:.2} (db {:.2}) cpu_us_per_token={:.2} middle_switches_per_token={:.3} rss_growth_kib_per_stream={:.1}",
             a.streams,
             100.0 * o.tokens as f64 / expected,
             o.failed_streams,
             o.cpu,
             o.middle_cpu,
+            o.db_cpu,
             o.cpu * 1e6 / (o.tokens.max(1) as f64),
+            o.switches as f64 / (o.tokens.max(1) as f64),
             o.peak_rss_growth_kib as f64 / a.streams as f64
         );
         (p50, p99)
@@ -342,9 +424,9 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
     let mut direct = direct;
     let mut relay = relay;
     let mut hero_out = hero_out;
-    let (d50, d99) = report("direct", &mut direct);
-    let (r50, r99) = report("relay", &mut relay);
-    let (h50, h99) = report("hero", &mut hero_out);
+    let (d50, d99) = report("direct", &mut direct, 1);
+    let (r50, r99) = report("relay", &mut relay, a.rounds);
+    let (h50, h99) = report("hero", &mut hero_out, a.rounds);
     let per_token = |o: &Outcome| o.middle_cpu / (o.tokens.max(1) as f64);
     let relay_added = per_token(&relay);
     let hero_added = per_token(&hero_out);
@@ -366,4 +448,22 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
         if relay_added > 0.0 { hero_added / relay_added } else { f64::NAN },
         hero_out.peak_rss_growth_kib as f64 / a.streams as f64
     );
+    if a.short > 0 && a.short < a.tokens {
+        // Per token beyond the short answer, and per turn apart from its tokens.
+        let turns = (a.streams * a.rounds) as f64;
+        let marginal = |long: &Outcome, short: &Outcome| {
+            (long.middle_cpu - short.middle_cpu) / (long.tokens as f64 - short.tokens as f64).max(1.0)
+        };
+        let fixed = |short: &Outcome, per_token: f64| (short.middle_cpu - per_token * short.tokens as f64) / turns;
+        let (rm, hm) = (marginal(&relay, &relay_short), marginal(&hero_out, &hero_short));
+        println!(
+            "marginal streams={} hero_cpu_us_per_token={:.2} relay_cpu_us_per_token={:.2} marginal_cpu_ratio={:.2} hero_fixed_ms_per_turn={:.2} relay_fixed_ms_per_turn={:.2}",
+            a.streams,
+            hm * 1e6,
+            rm * 1e6,
+            hm / rm,
+            fixed(&hero_short, hm) * 1e3,
+            fixed(&relay_short, rm) * 1e3
+        );
+    }
 }

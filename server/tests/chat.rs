@@ -402,6 +402,38 @@ async fn abort_over_the_websocket_keeps_the_partial_answer() {
     }
 }
 
+/// The poster's stream drives the reply while it reads; a poster that leaves hands the reply
+/// to a task of its own, which finishes and stores it whole.
+#[tokio::test]
+async fn a_poster_that_leaves_mid_reply_does_not_stop_it() {
+    let h = hero().await;
+    let answer = "steady words ".repeat(40);
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text(answer.clone())]).chunk_bytes(13).delay(Duration::from_millis(10)))
+        .await
+        .unwrap();
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let resp = h.c.post(h.url(&format!("/api/sessions/{session}/messages/stream"))).json(&json!({"content": "go on"})).send().await.unwrap();
+    let mut events = resp.bytes_stream().eventsource();
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(10), events.next()).await.unwrap().unwrap().unwrap();
+        if ev.event == "text" {
+            break;
+        }
+    }
+    drop(events);
+    assert_eq!(h.st.hub.turns_in_flight(session), 1, "the reply goes on without its poster");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while h.st.hub.turns_in_flight(session) > 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the reply never finished");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let frames = h.frames(session).await;
+    let agent = &frames.last().unwrap()["payload"];
+    assert_eq!(agent["role"], "agent");
+    assert_eq!(agent["content"], answer.as_str());
+    assert!(agent.get("aborted").is_none() && agent.get("error").is_none(), "{agent}");
+}
+
 #[tokio::test]
 async fn bad_chat_input_is_refused_clearly() {
     let h = hero().await;

@@ -258,22 +258,40 @@ impl SseEvent {
 
     /// The SSE `data:` payload, one line of JSON.
     pub fn data_json(&self) -> String {
+        let mut out = Vec::new();
+        // Writing into memory cannot fail, and serde_json writes UTF-8.
+        let _ = self.write_data(&mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// Writes the `data:` payload to `w`. JSON strings escape their newlines, so the
+    /// payload is always one line.
+    pub fn write_data<W: std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
         let r = match self {
-            SseEvent::MessageStart(d) => serde_json::to_string(d),
-            SseEvent::Text(d) => serde_json::to_string(d),
-            SseEvent::ElementStart(d) => serde_json::to_string(d),
-            SseEvent::ElementUpdate(d) => serde_json::to_string(d),
-            SseEvent::ElementComplete(d) => serde_json::to_string(d),
-            SseEvent::ElementExecuting(d) => serde_json::to_string(d),
-            SseEvent::ElementResult(d) => serde_json::to_string(d),
-            SseEvent::ElementError(d) => serde_json::to_string(d),
-            SseEvent::ToolUseStart(d) => serde_json::to_string(d),
-            SseEvent::ToolResult(d) => serde_json::to_string(d),
-            SseEvent::MessageComplete(d) => serde_json::to_string(d),
-            SseEvent::Error(d) => serde_json::to_string(d),
+            SseEvent::MessageStart(d) => serde_json::to_writer(w, d),
+            SseEvent::Text(d) => serde_json::to_writer(w, d),
+            SseEvent::ElementStart(d) => serde_json::to_writer(w, d),
+            SseEvent::ElementUpdate(d) => serde_json::to_writer(w, d),
+            SseEvent::ElementComplete(d) => serde_json::to_writer(w, d),
+            SseEvent::ElementExecuting(d) => serde_json::to_writer(w, d),
+            SseEvent::ElementResult(d) => serde_json::to_writer(w, d),
+            SseEvent::ElementError(d) => serde_json::to_writer(w, d),
+            SseEvent::ToolUseStart(d) => serde_json::to_writer(w, d),
+            SseEvent::ToolResult(d) => serde_json::to_writer(w, d),
+            SseEvent::MessageComplete(d) => serde_json::to_writer(w, d),
+            SseEvent::Error(d) => serde_json::to_writer(w, d),
         };
-        // Serializing these plain structs cannot fail (string keys, no maps of non-strings).
-        r.unwrap_or_else(|_| "{}".to_owned())
+        // These plain structs have string keys only: only the writer can fail.
+        r.map_err(std::io::Error::from)
+    }
+
+    /// Writes the whole SSE frame, `event: ..\ndata: ..\n\n`, to `w`.
+    pub fn write_sse<W: std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b"event: ")?;
+        w.write_all(self.event_name().as_bytes())?;
+        w.write_all(b"\ndata: ")?;
+        self.write_data(w)?;
+        w.write_all(b"\n\n")
     }
 
     /// Reads an event back from its SSE name and data.
@@ -300,7 +318,10 @@ impl SseEvent {
 
     /// The whole SSE frame: `event: ..\ndata: ..\n\n`.
     pub fn to_sse(&self) -> String {
-        format!("event: {}\ndata: {}\n\n", self.event_name(), self.data_json())
+        let mut out = Vec::new();
+        // Writing into memory cannot fail, and serde_json writes UTF-8.
+        let _ = self.write_sse(&mut out);
+        String::from_utf8(out).unwrap_or_default()
     }
 
     /// Maps a parser event of message `message_id` to its SSE event, if it has one

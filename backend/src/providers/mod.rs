@@ -152,16 +152,17 @@ impl IdleWatch {
         self.last = tokio::time::Instant::now();
     }
 
-    /// Resolves once nothing has arrived for `idle`.
-    pub async fn expired(&mut self) -> ProviderError {
-        loop {
-            self.sleep.as_mut().await;
+    /// Ready once nothing has arrived for `idle`.
+    pub fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<ProviderError> {
+        use std::future::Future;
+        while self.sleep.as_mut().poll(cx).is_ready() {
             let deadline = self.last + self.idle;
             if tokio::time::Instant::now() >= deadline {
-                return ProviderError::Stalled(self.idle.as_secs().max(1));
+                return std::task::Poll::Ready(ProviderError::Stalled(self.idle.as_secs().max(1)));
             }
             self.sleep.as_mut().reset(deadline);
         }
+        std::task::Poll::Pending
     }
 }
 

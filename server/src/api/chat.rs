@@ -15,9 +15,10 @@ use hero_shared::frame::{Frame, FrameStats, FrameType};
 use hero_shared::wire::{CompiledView, FramesPage, SseEvent};
 use serde::Deserialize;
 use tokio::sync::{broadcast, mpsc};
-use tokio_stream::wrappers::{ReceiverStream, UnboundedReceiverStream};
 use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
 
+use super::sse::TurnSse;
 use super::{ApiJson, ApiPath, ApiQuery, ApiResult, Authed};
 
 fn sse_event(ev: &SseEvent) -> Event {
@@ -37,10 +38,9 @@ pub async fn post_stream(
     Authed(user): Authed,
     ApiPath(id): ApiPath<i64>,
     ApiJson(req): ApiJson<PostMessageRequest>,
-) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+) -> ApiResult<TurnSse> {
     let handle = turn::post(&st, &user, id, req.content).await?;
-    let events = UnboundedReceiverStream::new(handle.events).map(|ev| Ok(sse_event(&ev)));
-    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+    Ok(TurnSse::new(handle.events))
 }
 
 /// `POST /api/sessions/{id}/messages`: batch mode, the whole reply at once.
@@ -53,7 +53,7 @@ pub async fn post_batch(
     let mut handle = turn::post(&st, &user, id, req.content).await?;
     let mut error = None;
     let mut content = String::new();
-    while let Some(ev) = handle.events.recv().await {
+    while let Some(ev) = handle.events.next().await {
         match ev {
             SseEvent::Error(e) => error = Some(e.error),
             SseEvent::MessageComplete(c) => {

@@ -17,6 +17,7 @@ use hero_shared::api::{
 
 mod agents;
 mod chat;
+mod sse;
 pub mod ws;
 
 pub fn router<S>() -> Router<S>

@@ -13,7 +13,6 @@ use hero_shared::frame::{AuthorType, Role as FrameRole, compile_frames};
 use hero_shared::hml::StreamParser;
 use hero_shared::wire::{ErrorData, MessageComplete, MessageStart, SseEvent, ToolUseStart};
 use serde_json::json;
-use tokio::sync::mpsc;
 
 use crate::agents::{self, AgentRuntime};
 use crate::auth::AuthUser;
@@ -34,10 +33,18 @@ Answer in Markdown. You may use Hero Markup Language elements, which the user's 
 <progress value=\"3\" max=\"10\" status=\"…\"/>, <link href=\"…\">…</link>, <copy label=\"…\">text to copy</copy>, \
 <result for=\"…\" status=\"ok|error\">…</result>, and <hml-prompt id=\"…\" type=\"text|number|select|…\">question</hml-prompt> to ask the user.";
 
-/// A started turn: its id (the agent frame's id) and the events for the poster.
+mod events;
+
+use std::sync::Arc;
+
+pub use events::TurnEvents;
+use events::Outbox;
+
+/// A started turn: its id (the agent frame's id) and the events for the poster. Reading the
+/// events drives the turn; dropping them leaves it to finish on its own.
 pub struct TurnHandle {
     pub message_id: String,
-    pub events: mpsc::UnboundedReceiver<SseEvent>,
+    pub events: TurnEvents,
 }
 
 /// What a posted message asks for.
@@ -72,13 +79,13 @@ pub async fn post(
     let posted = read_post(&content)?;
     let session = sessions::get(&st.db, user, session_id).await?;
     let dk = users::data_key(&st.db, &st.keys, user.id()).await?;
-    let (tx, rx) = mpsc::unbounded_channel();
+    let outbox = Arc::new(Outbox::default());
     let message_id = frames::new_id();
     let out = Out {
         st: st.clone(),
         user_id: user.id(),
         session_id,
-        tx,
+        outbox: outbox.clone(),
     };
 
     let content = match posted {
@@ -114,7 +121,7 @@ pub async fn post(
             out.emit(complete(&message_id, note));
             return Ok(TurnHandle {
                 message_id,
-                events: rx,
+                events: TurnEvents::new(outbox, None),
             });
         }
         Posted::Message(c) => c,
@@ -141,7 +148,7 @@ pub async fn post(
     let cancel = st.hub.begin_turn(session_id, &message_id);
     let mid = message_id.clone();
     let guard = out.clone();
-    tokio::spawn(async move {
+    let turn = Box::pin(async move {
         use futures::FutureExt;
         // Whatever happens inside, the turn ends with `message_complete` and leaves the hub.
         let turn = std::panic::AssertUnwindSafe(run(out, agent, dk, mid.clone(), cancel));
@@ -157,7 +164,7 @@ pub async fn post(
     });
     Ok(TurnHandle {
         message_id,
-        events: rx,
+        events: TurnEvents::new(outbox, Some(turn)),
     })
 }
 
@@ -167,7 +174,7 @@ struct Out {
     st: AppState,
     user_id: i64,
     session_id: i64,
-    tx: mpsc::UnboundedSender<SseEvent>,
+    outbox: Arc<Outbox>,
 }
 
 impl Out {
@@ -182,7 +189,7 @@ impl Out {
                 },
             );
         }
-        let _ = self.tx.send(ev);
+        self.outbox.push(ev);
     }
 }
 
@@ -222,7 +229,7 @@ async fn run(
     agent: AgentRuntime,
     dk: SecretKey,
     message_id: String,
-    cancel: tokio_util::sync::CancellationToken,
+    cancel: crate::hub::Abort,
 ) {
     use futures::StreamExt;
     let st = out.st.clone();
@@ -256,7 +263,7 @@ async fn run(
             };
             tokio::select! {
                 r = providers::stream(&st.http, &st.call_options, call) => r.map_err(|e| e.to_string()),
-                _ = cancel.cancelled() => { aborted = true; Err(String::new()) }
+                _ = cancel.aborted() => { aborted = true; Err(String::new()) }
             }
         }
     };
@@ -264,15 +271,27 @@ async fn run(
         Err(e) if !aborted => error = Some(e),
         Err(_) => {}
         Ok(mut stream) => {
-            // Made once, not per token: both register with the runtime when first polled.
-            let cancelled = cancel.cancelled();
-            tokio::pin!(cancelled);
             let mut idle = providers::IdleWatch::new(st.call_options.idle_timeout);
             loop {
-                let item = tokio::select! {
-                    item = stream.next() => item,
-                    _ = &mut cancelled => { aborted = true; break; }
-                    e = idle.expired() => Some(Err(e)),
+                // Once per token: the stream first, and the abort and the silence timer
+                // only registered while it waits. An abort wins over tokens still coming.
+                let item = std::future::poll_fn(|cx| {
+                    use std::task::Poll;
+                    if cancel.is_aborted() {
+                        return Poll::Ready(None);
+                    }
+                    if let Poll::Ready(item) = stream.poll_next_unpin(cx) {
+                        return Poll::Ready(Some(item));
+                    }
+                    if cancel.poll_aborted(cx).is_ready() {
+                        return Poll::Ready(None);
+                    }
+                    idle.poll_expired(cx).map(|e| Some(Some(Err(e))))
+                })
+                .await;
+                let Some(item) = item else {
+                    aborted = true;
+                    break;
                 };
                 idle.touch();
                 match item {
