@@ -25,7 +25,13 @@ pub async fn open(data_dir: &Path) -> Result<SqlitePool> {
         .synchronous(SqliteSynchronous::Normal)
         .foreign_keys(true)
         .busy_timeout(Duration::from_secs(5));
-    let pool = SqlitePoolOptions::new().max_connections(8).connect_with(opts).await?;
+    // A connection to a local file does not go stale: no ping before each use (the ping is
+    // a round trip to the connection's thread, as dear as the query it precedes).
+    let pool = SqlitePoolOptions::new()
+        .max_connections(8)
+        .test_before_acquire(false)
+        .connect_with(opts)
+        .await?;
     Ok(pool)
 }
 

@@ -36,6 +36,8 @@ pub struct Hub {
     sessions: Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>,
     users: Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>,
     turns: Mutex<HashMap<i64, HashMap<String, Abort>>>,
+    /// Turns driven by their posters, watched for posters that stop reading.
+    pub(crate) watch: Arc<crate::turn::Watch>,
 }
 
 /// The stop signal of one turn in flight. A turn looks at it between every two pieces of

@@ -5,19 +5,21 @@
 //! events, so a token goes from the provider's connection to the poster's socket through
 //! one task.
 //!
-//! The reply must never wait for its poster, though. A runner task stands by for each
-//! turn and takes the turn over, finishing it in a task of its own, when
+//! The reply must never wait for its poster, though. The turn is handed to a task of its
+//! own, and finishes there, when
 //! - the poster goes away before the end (a client that left, a server function that only
 //!   wanted the message id): other tabs are still watching; or
 //! - the poster stops reading: the turn was woken (the provider sent something) and the
-//!   poster has not polled it for a whole [`STALL_CHECK`]. Its stream then ends with an
-//!   error event saying so, like any subscriber that falls behind.
+//!   poster has not polled it for a whole [`STALL_CHECK`]. One [`Watch`] task looks at
+//!   every turn in flight once per period (one timer for all, not one per turn). The
+//!   poster's stream then ends with an error event saying so, like any subscriber that
+//!   falls behind.
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -27,7 +29,7 @@ use hero_shared::wire::{ErrorData, SseEvent};
 
 pub(crate) type TurnFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// How long a woken turn may wait for its poster before the runner takes it over.
+/// How long a woken turn may wait for its poster before it is taken over.
 pub const STALL_CHECK: Duration = Duration::from_secs(1);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -70,12 +72,67 @@ struct Shared {
     woken: AtomicBool,
     /// How many times the poster has polled the turn.
     polls: AtomicU64,
-    /// The poster has gone.
-    gone: AtomicBool,
-    /// The runner was told to take over (the poster has gone).
-    handoff: tokio::sync::Notify,
+    /// `polls` when the watch last found the turn woken, or `u64::MAX`.
+    seen: AtomicU64,
     /// The poster was dropped for not reading; its stream ends with an error.
     fell_behind: AtomicBool,
+}
+
+impl Shared {
+    /// Takes the turn from its poster and finishes it in a task of its own.
+    fn hand_over(&self, runtime: &tokio::runtime::Handle) {
+        let Some(turn) = lock(&self.turn).take() else { return };
+        self.outbox.detach();
+        // A poster still parked on the turn wakes to find it gone.
+        self.poster.wake();
+        runtime.spawn(turn);
+    }
+
+    /// Woken, and not polled since the watch's previous look.
+    fn stalled(&self) -> bool {
+        let polls = self.polls.load(Ordering::Acquire);
+        if !self.woken.load(Ordering::Acquire) {
+            self.seen.store(u64::MAX, Ordering::Relaxed);
+            return false;
+        }
+        self.seen.swap(polls, Ordering::AcqRel) == polls
+    }
+}
+
+/// Every turn in flight driven by a poster, looked at once per [`STALL_CHECK`] by one task.
+#[derive(Default)]
+pub struct Watch {
+    turns: Mutex<Vec<Weak<Shared>>>,
+    started: AtomicBool,
+}
+
+impl Watch {
+    fn add(self: &Arc<Self>, shared: &Arc<Shared>) {
+        lock(&self.turns).push(Arc::downgrade(shared));
+        if !self.started.swap(true, Ordering::AcqRel) {
+            let watch = Arc::downgrade(self);
+            tokio::spawn(async move {
+                let runtime = tokio::runtime::Handle::current();
+                let mut tick = tokio::time::interval(STALL_CHECK);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    // Gone with the state it belongs to.
+                    let Some(watch) = watch.upgrade() else { return };
+                    let stalled: Vec<Arc<Shared>> = {
+                        let mut turns = lock(&watch.turns);
+                        turns.retain(|w| w.upgrade().is_some_and(|s| lock(&s.turn).is_some()));
+                        turns.iter().filter_map(Weak::upgrade).filter(|s| s.stalled()).collect()
+                    };
+                    for s in stalled {
+                        tracing::info!("a reply's poster stopped reading; the reply goes on without it");
+                        s.fell_behind.store(true, Ordering::Release);
+                        s.hand_over(&runtime);
+                    }
+                }
+            });
+        }
+    }
 }
 
 impl Wake for Shared {
@@ -96,12 +153,13 @@ pub struct TurnEvents {
     waker: Waker,
     /// The fell-behind notice was given.
     told: bool,
+    runtime: tokio::runtime::Handle,
 }
 
 impl TurnEvents {
-    /// Events already in `outbox`, and `turn` (if any) still to run. Must be called inside
-    /// the runtime: the runner task starts here.
-    pub(crate) fn new(outbox: Arc<Outbox>, turn: Option<TurnFuture>) -> Self {
+    /// Events already in `outbox`, and `turn` (if any) still to run, watched by `watch`.
+    /// Must be called inside the runtime.
+    pub(crate) fn new(outbox: Arc<Outbox>, turn: Option<TurnFuture>, watch: &Arc<Watch>) -> Self {
         let has_turn = turn.is_some();
         let shared = Arc::new(Shared {
             outbox,
@@ -109,54 +167,20 @@ impl TurnEvents {
             poster: AtomicWaker::new(),
             woken: AtomicBool::new(false),
             polls: AtomicU64::new(0),
-            gone: AtomicBool::new(false),
-            handoff: tokio::sync::Notify::new(),
+            seen: AtomicU64::new(u64::MAX),
             fell_behind: AtomicBool::new(false),
         });
         if has_turn {
-            tokio::spawn(runner(shared.clone()));
+            watch.add(&shared);
         }
         let waker = Waker::from(shared.clone());
-        TurnEvents { shared, waker, told: false }
+        TurnEvents { shared, waker, told: false, runtime: tokio::runtime::Handle::current() }
     }
 
     /// The next event already produced, without driving the turn: lets a writer gather
     /// what is ready into one write.
     pub fn ready(&mut self) -> Option<SseEvent> {
         self.shared.outbox.pop()
-    }
-}
-
-/// Stands by while the poster drives the turn; takes it over when the poster leaves or
-/// stops reading; ends when the turn does.
-async fn runner(shared: Arc<Shared>) {
-    let mut last: Option<u64> = None;
-    loop {
-        tokio::select! {
-            _ = shared.handoff.notified() => {}
-            _ = tokio::time::sleep(STALL_CHECK) => {}
-        }
-        let polls = shared.polls.load(Ordering::Acquire);
-        let gone = shared.gone.load(Ordering::Acquire);
-        // Woken, and not polled since the previous look a whole period ago.
-        let stalled = shared.woken.load(Ordering::Acquire) && last == Some(polls);
-        last = shared.woken.load(Ordering::Acquire).then_some(polls);
-        if !gone && !stalled {
-            if lock(&shared.turn).is_none() {
-                return;
-            }
-            continue;
-        }
-        let Some(turn) = lock(&shared.turn).take() else { return };
-        if stalled && !gone {
-            tracing::info!("a reply's poster stopped reading; the reply goes on without it");
-            shared.fell_behind.store(true, Ordering::Release);
-        }
-        shared.outbox.detach();
-        // Wakes a poster still parked on the turn, so that it sees the turn is gone.
-        shared.poster.wake();
-        turn.await;
-        return;
     }
 }
 
@@ -203,8 +227,7 @@ impl Stream for TurnEvents {
 
 impl Drop for TurnEvents {
     fn drop(&mut self) {
-        self.shared.gone.store(true, Ordering::Release);
-        self.shared.handoff.notify_one();
+        self.shared.hand_over(&self.runtime);
     }
 }
 
@@ -233,7 +256,8 @@ mod tests {
         let outbox = Arc::new(Outbox::default());
         let (go, go_rx) = tokio::sync::oneshot::channel();
         let (done_tx, done) = tokio::sync::oneshot::channel();
-        let mut events = TurnEvents::new(outbox.clone(), Some(turn(outbox, go_rx, done_tx)));
+        let watch = Arc::new(Watch::default());
+        let mut events = TurnEvents::new(outbox.clone(), Some(turn(outbox, go_rx, done_tx)), &watch);
         assert_eq!(events.next().await, Some(text("a")));
         go.send(()).unwrap();
         assert_eq!(events.next().await, Some(text("b")));
@@ -246,7 +270,8 @@ mod tests {
         let outbox = Arc::new(Outbox::default());
         let (go, go_rx) = tokio::sync::oneshot::channel();
         let (done_tx, done) = tokio::sync::oneshot::channel();
-        let mut events = TurnEvents::new(outbox.clone(), Some(turn(outbox, go_rx, done_tx)));
+        let watch = Arc::new(Watch::default());
+        let mut events = TurnEvents::new(outbox.clone(), Some(turn(outbox, go_rx, done_tx)), &watch);
         assert_eq!(events.next().await, Some(text("a")));
         drop(events);
         go.send(()).unwrap();
@@ -258,7 +283,8 @@ mod tests {
         let outbox = Arc::new(Outbox::default());
         let (go, go_rx) = tokio::sync::oneshot::channel();
         let (done_tx, done) = tokio::sync::oneshot::channel();
-        let mut events = TurnEvents::new(outbox.clone(), Some(turn(outbox, go_rx, done_tx)));
+        let watch = Arc::new(Watch::default());
+        let mut events = TurnEvents::new(outbox.clone(), Some(turn(outbox, go_rx, done_tx)), &watch);
         assert_eq!(events.next().await, Some(text("a")));
         // The turn is parked on `go`; the reader polls once more, then stops reading.
         assert!(futures::poll!(events.next()).is_pending());
@@ -278,7 +304,8 @@ mod tests {
         let outbox = Arc::new(Outbox::default());
         let (go, go_rx) = tokio::sync::oneshot::channel();
         let (done_tx, done) = tokio::sync::oneshot::channel();
-        let mut events = TurnEvents::new(outbox.clone(), Some(turn(outbox, go_rx, done_tx)));
+        let watch = Arc::new(Watch::default());
+        let mut events = TurnEvents::new(outbox.clone(), Some(turn(outbox, go_rx, done_tx)), &watch);
         assert_eq!(events.next().await, Some(text("a")));
         let waiting = tokio::spawn(async move {
             let b = events.next().await;

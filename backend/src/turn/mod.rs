@@ -37,7 +37,7 @@ mod events;
 
 use std::sync::Arc;
 
-pub use events::TurnEvents;
+pub use events::{STALL_CHECK, TurnEvents, Watch};
 use events::Outbox;
 
 /// A started turn: its id (the agent frame's id) and the events for the poster. Reading the
@@ -121,7 +121,7 @@ pub async fn post(
             out.emit(complete(&message_id, note));
             return Ok(TurnHandle {
                 message_id,
-                events: TurnEvents::new(outbox, None),
+                events: TurnEvents::new(outbox, None, &st.hub.watch),
             });
         }
         Posted::Message(c) => c,
@@ -164,7 +164,7 @@ pub async fn post(
     });
     Ok(TurnHandle {
         message_id,
-        events: TurnEvents::new(outbox, Some(turn)),
+        events: TurnEvents::new(outbox, Some(turn), &st.hub.watch),
     })
 }
 
