@@ -73,6 +73,11 @@ test("a second tab watches the reply live, and a reload shows the same conversat
   await signIn(page, "carol", "carol-password");
   const id = await mockSession(page, "Shared");
   const other = await context.newPage();
+  // New messages join the view one by one: the watching tab never asks for the whole view.
+  const wholeViews: string[] = [];
+  other.on("request", (r) => {
+    if (r.url().includes("session_view") || r.url().includes("/view")) wholeViews.push(r.url());
+  });
   await other.goto(`/s/${id}`);
   await connected(other);
   const words = Array.from({ length: 40 }, (_, i) => `word${i}`).join(" ");
@@ -83,6 +88,8 @@ test("a second tab watches the reply live, and a reload shows the same conversat
   // ...and then the finished message.
   await expect(other.locator(".msg-agent:not(.live)").last()).toContainText("THE-END", { timeout: 15_000 });
   await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("THE-END");
+  await expect(other.locator(".msg-user").last()).toContainText("Streaming to everyone");
+  expect(wholeViews).toEqual([]);
   const before = await page.getByTestId("messages").innerText();
   await page.reload();
   await connected(page);

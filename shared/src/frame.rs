@@ -234,24 +234,31 @@ fn ordered(frames: &[Frame]) -> Vec<&Frame> {
 pub fn frame_stats(frames: &[Frame]) -> FrameStats {
     let mut st = FrameStats::default();
     for f in ordered(frames) {
-        st.total += 1;
-        st.last_seq = Some(f.seq);
+        st.count(f);
+    }
+    st
+}
+
+impl FrameStats {
+    /// Counts `f`, the frame after the last one counted.
+    pub fn count(&mut self, f: &Frame) {
+        self.total += 1;
+        self.last_seq = Some(f.seq);
         match f.frame_type {
             FrameType::Message => {
-                st.messages += 1;
-                st.messages_since_compact += 1;
+                self.messages += 1;
+                self.messages_since_compact += 1;
             }
-            FrameType::Request => st.requests += 1,
-            FrameType::Result => st.results += 1,
-            FrameType::Update => st.updates += 1,
+            FrameType::Request => self.requests += 1,
+            FrameType::Result => self.results += 1,
+            FrameType::Update => self.updates += 1,
             FrameType::Compact => {
-                st.compacts += 1;
-                st.messages_since_compact = 0;
-                st.last_compact_seq = Some(f.seq);
+                self.compacts += 1;
+                self.messages_since_compact = 0;
+                self.last_compact_seq = Some(f.seq);
             }
         }
     }
-    st
 }
 
 fn role_of(frame_type: FrameType, author_type: AuthorType, payload: &Value) -> Role {

@@ -445,6 +445,42 @@ pub struct CompiledView {
     pub stats: FrameStats,
 }
 
+/// What [`CompiledView::apply`] did with a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The frame is in the view now.
+    Added,
+    /// The view already had it.
+    AlreadyIn,
+    /// The view cannot take it by itself (a gap before it, or a frame that changes earlier
+    /// messages or starts over): compile the view anew.
+    Recompile,
+}
+
+impl CompiledView {
+    /// Takes the next frame of the log into the view without compiling it all again: a
+    /// `message` frame right after the last one adds exactly the message that compiling
+    /// every frame would add, so a long session costs one message per new frame.
+    pub fn apply(&mut self, f: &Frame) -> Applied {
+        let last = self.stats.last_seq.unwrap_or(0);
+        if f.seq <= last {
+            return Applied::AlreadyIn;
+        }
+        if f.seq != last + 1 || f.frame_type != crate::frame::FrameType::Message {
+            return Applied::Recompile;
+        }
+        let added = crate::frame::compile_frames(std::slice::from_ref(f));
+        // Answers go to the newest message holding their prompt: one that holds prompts can
+        // take answers given before it, from older messages too.
+        if added.iter().any(|m| m.content.contains("hml-prompt")) {
+            return Applied::Recompile;
+        }
+        self.messages.extend(added);
+        self.stats.count(f);
+        Applied::Added
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -60,6 +60,36 @@ fn opts(small: bool) -> ParserOptions {
     if small { ParserOptions { max_element_bytes: 24, max_tag_bytes: 20, max_depth: 2 } } else { ParserOptions::default() }
 }
 
+/// A log built from generated operations: messages (some with prompts), edits, hides,
+/// answers, compacts and results, seq 1, 2, 3...
+fn log_of(ops: Vec<(u8, usize, bool)>) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    for (seq, (op, target, flag)) in ops.into_iter().enumerate() {
+        let seq = seq as i64 + 1;
+        let (ty, targets, payload) = match op {
+            0 => (FrameType::Message, vec![], json!({"role": "user", "content": format!("m{seq} <hml-prompt id=p{target}>Q?</hml-prompt>")})),
+            1 => (FrameType::Message, vec![], json!({"role": "agent", "content": format!("a{seq}"), "hidden": flag})),
+            2 => (FrameType::Update, vec![format!("frame:f{target}")], if flag { json!({"hidden": true}) } else { json!({"content": format!("u{seq}")}) }),
+            3 => (FrameType::Update, vec![format!("element:p{target}")], json!({"answer": format!("ans{seq}")})),
+            4 => (FrameType::Compact, vec![], json!({"content": format!("summary {seq}")})),
+            _ => (FrameType::Result, vec![format!("agent:{target}")], json!({"content": format!("r{seq}")})),
+        };
+        frames.push(Frame {
+            id: format!("f{seq}"),
+            session_id: 1,
+            seq,
+            parent_id: None,
+            target_ids: targets.iter().map(|t| t.parse().unwrap()).collect(),
+            timestamp: String::new(),
+            frame_type: ty,
+            author_type: AuthorType::User,
+            author_id: None,
+            payload,
+        });
+    }
+    frames
+}
+
 proptest! {
     // PROPTEST_CASES=N for a longer run.
     #![proptest_config(ProptestConfig {
@@ -101,30 +131,7 @@ proptest! {
         dups in prop::collection::vec(any::<usize>(), 0..24),
         perm in any::<u64>(),
     ) {
-        let mut frames = Vec::new();
-        for (seq, (op, target, flag)) in ops.into_iter().enumerate() {
-            let seq = seq as i64 + 1;
-            let (ty, targets, payload) = match op {
-                0 => (FrameType::Message, vec![], json!({"role": "user", "content": format!("m{seq} <hml-prompt id=p{target}>Q?</hml-prompt>")})),
-                1 => (FrameType::Message, vec![], json!({"role": "agent", "content": format!("a{seq}"), "hidden": flag})),
-                2 => (FrameType::Update, vec![format!("frame:f{target}")], if flag { json!({"hidden": true}) } else { json!({"content": format!("u{seq}")}) }),
-                3 => (FrameType::Update, vec![format!("element:p{target}")], json!({"answer": format!("ans{seq}")})),
-                4 => (FrameType::Compact, vec![], json!({"content": format!("summary {seq}")})),
-                _ => (FrameType::Result, vec![format!("agent:{target}")], json!({"content": format!("r{seq}")})),
-            };
-            frames.push(Frame {
-                id: format!("f{seq}"),
-                session_id: 1,
-                seq,
-                parent_id: None,
-                target_ids: targets.iter().map(|t| t.parse().unwrap()).collect(),
-                timestamp: String::new(),
-                frame_type: ty,
-                author_type: AuthorType::User,
-                author_id: None,
-                payload,
-            });
-        }
+        let frames = log_of(ops);
         let expected = compile_frames(&frames);
         let stats = frame_stats(&frames);
         let mut shuffled = frames.clone();
@@ -141,5 +148,33 @@ proptest! {
         }
         prop_assert_eq!(compile_frames(&shuffled), expected);
         prop_assert_eq!(frame_stats(&shuffled), stats);
+    }
+
+    #[test]
+    fn a_view_fed_frame_by_frame_equals_the_compiled_log(
+        ops in prop::collection::vec((0u8..6, 0usize..8, any::<bool>()), 1..24),
+        start in 0usize..24,
+    ) {
+        use hero_shared::wire::{Applied, CompiledView};
+        let frames = log_of(ops);
+        let view_of = |upto: usize| CompiledView {
+            session_id: 1,
+            messages: compile_frames(&frames[..upto]),
+            stats: frame_stats(&frames[..upto]),
+        };
+        let start = start % (frames.len() + 1);
+        let mut view = view_of(start);
+        for (i, f) in frames.iter().enumerate().skip(start) {
+            match view.apply(f) {
+                Applied::Added => {}
+                Applied::Recompile => view = view_of(i + 1),
+                Applied::AlreadyIn => prop_assert!(false, "frame {} was new", f.seq),
+            }
+            // A frame seen again changes nothing.
+            let before = view.clone();
+            prop_assert_eq!(view.apply(f), Applied::AlreadyIn);
+            prop_assert_eq!(&view, &before);
+        }
+        prop_assert_eq!(view, view_of(frames.len()));
     }
 }

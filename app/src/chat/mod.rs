@@ -4,8 +4,9 @@
 //!
 //! Live data comes from one `EventSource` on `/api/sessions/{id}/events`, resumed after
 //! the last seq the page was rendered with, so nothing between render and subscribe is lost.
-//! A persisted frame refreshes the compiled view (the server compiles; the page never
-//! keeps a second copy of the log's rules).
+//! A persisted `message` frame joins the view as the message compiling the log would add
+//! (`CompiledView::apply`, the same shared rules), so a long session costs one message per
+//! new frame; a frame that changes earlier messages has the server compile the view anew.
 
 pub mod elements;
 pub mod live;
@@ -214,7 +215,23 @@ pub fn ChatView(session: SessionDto, initial: CompiledView, agents: Vec<AgentDto
                 let v: serde_json::Value = serde_json::from_str(data).unwrap_or_default();
                 let mid = v.get("messageId").and_then(|m| m.as_str()).unwrap_or_default().to_owned();
                 match name {
-                    "frame" => refresh(),
+                    "frame" => {
+                        use hero_shared::wire::{Applied, Frame};
+                        let applied = match serde_json::from_value::<Frame>(v) {
+                            Ok(f) => {
+                                let known = conversation.with_untracked(|c| c.stats.last_seq.is_some_and(|l| f.seq <= l));
+                                if known {
+                                    Applied::AlreadyIn
+                                } else {
+                                    conversation.try_update(|c| c.apply(&f)).unwrap_or(Applied::Recompile)
+                                }
+                            }
+                            Err(_) => Applied::Recompile,
+                        };
+                        if applied == Applied::Recompile {
+                            refresh();
+                        }
+                    }
                     "message_start" => {
                         flush();
                         let agent = v.get("agentName").and_then(|m| m.as_str()).unwrap_or("Agent").to_owned();
@@ -252,7 +269,11 @@ pub fn ChatView(session: SessionDto, initial: CompiledView, agents: Vec<AgentDto
                                 r.finish();
                             }
                         });
-                        refresh();
+                        // The reply's frame comes before this; if it did not (it could not be
+                        // stored, or the stream was cut), ask for the view.
+                        if !conversation.with_untracked(|c| c.messages.iter().any(|m| m.frame_id == mid)) {
+                            refresh();
+                        }
                     }
                     _ => {}
                 }
