@@ -64,7 +64,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         println!("Change it with `hero user passwd admin`; this password is not shown again.");
         println!();
     }
-    axum::serve(listener, app)
+    axum::serve(crate::web::listener(listener), app)
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("server stopped with an error")?;
