@@ -45,7 +45,6 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
         .with_state(state)
 }
 
-/// Leptos options for serving at `addr` from the built site in `site_root`.
 /// The listener Hero serves on: every accepted connection gets `TCP_NODELAY`. A reply is a
 /// run of small writes, one per token; with Nagle's algorithm each would wait for the
 /// previous one's acknowledgement, which a client may delay by up to 40 ms.
@@ -58,6 +57,7 @@ pub fn listener(l: tokio::net::TcpListener) -> impl axum::serve::Listener<Addr =
     })
 }
 
+/// Leptos options for serving at `addr` from the built site in `site_root`.
 pub fn leptos_options(addr: std::net::SocketAddr, site_root: &std::path::Path) -> LeptosOptions {
     let mut opts = LeptosOptions::builder()
         .output_name("hero")

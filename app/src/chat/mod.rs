@@ -198,12 +198,26 @@ pub fn ChatView(session: SessionDto, initial: CompiledView, agents: Vec<AgentDto
         // it re-runs, which would close the stream on the first refresh of the view.
         let source = StoredValue::new_local(None::<web_sys::EventSource>);
         on_cleanup(move || source.with_value(|s| if let Some(es) = s { es.close() }));
-        // Refreshes the compiled view; answers that arrive out of order never roll it back.
+        // Has the server compile the view anew; answers that arrive out of order never roll
+        // it back. One request at a time: asks made meanwhile become one more request after.
+        let fetching = StoredValue::new((false, false));
         let refresh = move || {
+            let (busy, _) = fetching.get_value();
+            fetching.set_value((true, busy));
+            if busy {
+                return;
+            }
             leptos::task::spawn_local(async move {
-                if let Ok(v) = session_view(session_id).await {
-                    if v.stats.last_seq >= conversation.get_untracked().stats.last_seq {
-                        conversation.set(v);
+                loop {
+                    if let Ok(v) = session_view(session_id).await {
+                        if v.stats.last_seq >= conversation.get_untracked().stats.last_seq {
+                            conversation.set(v);
+                        }
+                    }
+                    let (_, again) = fetching.get_value();
+                    fetching.set_value((again, false));
+                    if !again {
+                        break;
                     }
                 }
             });
@@ -223,7 +237,13 @@ pub fn ChatView(session: SessionDto, initial: CompiledView, agents: Vec<AgentDto
                                 if known {
                                     Applied::AlreadyIn
                                 } else {
-                                    conversation.try_update(|c| c.apply(&f)).unwrap_or(Applied::Recompile)
+                                    // Subscribers hear of it only when a message was added.
+                                    conversation
+                                        .try_maybe_update(|c| {
+                                            let a = c.apply(&f);
+                                            (a == Applied::Added, a)
+                                        })
+                                        .unwrap_or(Applied::Recompile)
                                 }
                             }
                             Err(_) => Applied::Recompile,

@@ -79,9 +79,20 @@ struct Shared {
 }
 
 impl Shared {
-    /// Takes the turn from its poster and finishes it in a task of its own.
-    fn hand_over(&self, runtime: &tokio::runtime::Handle) {
-        let Some(turn) = lock(&self.turn).take() else { return };
+    /// Takes the turn from its poster and finishes it in a task of its own; `stalled` when
+    /// the poster is dropped for not reading (its stream then ends with an error). Nothing
+    /// happens if the turn has already finished.
+    fn hand_over(&self, runtime: &tokio::runtime::Handle, stalled: bool) {
+        let turn = {
+            let mut slot = lock(&self.turn);
+            let Some(turn) = slot.take() else { return };
+            // Under the lock: a poster cannot finish the turn in between and then be told
+            // it fell behind after its `message_complete`.
+            if stalled {
+                self.fell_behind.store(true, Ordering::Release);
+            }
+            turn
+        };
         self.outbox.detach();
         // A poster still parked on the turn wakes to find it gone.
         self.poster.wake();
@@ -90,11 +101,12 @@ impl Shared {
 
     /// Woken, and not polled since the watch's previous look.
     fn stalled(&self) -> bool {
-        let polls = self.polls.load(Ordering::Acquire);
         if !self.woken.load(Ordering::Acquire) {
             self.seen.store(u64::MAX, Ordering::Relaxed);
             return false;
         }
+        // Read after `woken`: a poster that polls in between shows up as a new count.
+        let polls = self.polls.load(Ordering::Acquire);
         self.seen.swap(polls, Ordering::AcqRel) == polls
     }
 }
@@ -119,15 +131,23 @@ impl Watch {
                     tick.tick().await;
                     // Gone with the state it belongs to.
                     let Some(watch) = watch.upgrade() else { return };
-                    let stalled: Vec<Arc<Shared>> = {
-                        let mut turns = lock(&watch.turns);
-                        turns.retain(|w| w.upgrade().is_some_and(|s| lock(&s.turn).is_some()));
-                        turns.iter().filter_map(Weak::upgrade).filter(|s| s.stalled()).collect()
-                    };
+                    let mut stalled: Vec<Arc<Shared>> = Vec::new();
+                    lock(&watch.turns).retain(|w| {
+                        let Some(s) = w.upgrade() else { return false };
+                        // A turn being polled right now is not stalled; never wait for it.
+                        let in_flight = match s.turn.try_lock() {
+                            Ok(t) => t.is_some(),
+                            Err(std::sync::TryLockError::WouldBlock) => return true,
+                            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().is_some(),
+                        };
+                        if in_flight && s.stalled() {
+                            stalled.push(s);
+                        }
+                        in_flight
+                    });
                     for s in stalled {
                         tracing::info!("a reply's poster stopped reading; the reply goes on without it");
-                        s.fell_behind.store(true, Ordering::Release);
-                        s.hand_over(&runtime);
+                        s.hand_over(&runtime, true);
                     }
                 }
             });
@@ -190,6 +210,8 @@ impl Stream for TurnEvents {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<SseEvent>> {
         let this = self.get_mut();
         let shared = &*this.shared;
+        // Any read counts as reading, a backlog drained from the outbox included.
+        shared.polls.fetch_add(1, Ordering::AcqRel);
         loop {
             if let Some(ev) = shared.outbox.pop() {
                 return Poll::Ready(Some(ev));
@@ -210,7 +232,6 @@ impl Stream for TurnEvents {
             };
             shared.poster.register(cx.waker());
             shared.woken.store(false, Ordering::Release);
-            shared.polls.fetch_add(1, Ordering::AcqRel);
             match turn.as_mut().poll(&mut Context::from_waker(&this.waker)) {
                 Poll::Ready(()) => *slot = None,
                 Poll::Pending => {
@@ -227,7 +248,7 @@ impl Stream for TurnEvents {
 
 impl Drop for TurnEvents {
     fn drop(&mut self) {
-        self.shared.hand_over(&self.runtime);
+        self.shared.hand_over(&self.runtime, false);
     }
 }
 

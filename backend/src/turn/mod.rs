@@ -4,9 +4,11 @@
 //! session; the agent's answer becomes a frame; `message_complete` fires on every path —
 //! success, provider error and abort alike.
 //!
-//! The turn runs in its own task: a poster that goes away does not stop it (other tabs are
-//! still watching); an `abort` does, through the hub's cancel handle, which drops the
-//! provider request. What streamed before an abort or a failure is kept in the frame.
+//! The poster's event stream drives the turn ([`TurnEvents`]); a poster that goes away or
+//! stops reading does not stop it: the turn finishes in a task of its own (other tabs are
+//! still watching). An `abort` does stop it, through the hub's [`Abort`](crate::hub::Abort)
+//! signal, which drops the provider request. What streamed before an abort or a failure is
+//! kept in the frame.
 
 use hero_shared::api::ProviderKind;
 use hero_shared::frame::{AuthorType, Role as FrameRole, compile_frames};
