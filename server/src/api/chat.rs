@@ -14,9 +14,8 @@ use hero_shared::api::{PostMessageRequest, PostMessageResponse};
 use hero_shared::frame::{Frame, FrameStats, FrameType};
 use hero_shared::wire::{CompiledView, FramesPage, SseEvent};
 use serde::Deserialize;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 use tokio_stream::StreamExt;
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::sse::TurnSse;
 use super::{ApiJson, ApiPath, ApiQuery, ApiResult, Authed};
@@ -73,12 +72,12 @@ pub struct EventsQuery {
     after: Option<i64>,
 }
 
-/// How many events may wait for one slow reader before its live forwarding stalls and the
-/// hub's own bound (which drops the reader) takes over.
-const FORWARD_BUFFER: usize = 256;
-
 /// `GET /api/sessions/{id}/events`: persisted frames after the client's last seq, then live
 /// frames and phantom events, with no gap and no duplicate.
+///
+/// The response body reads the hub itself (no forwarding task in between: one wake-up per
+/// event, not two). A reader too slow for the hub's bound gets `Lagged`, is told, and its
+/// stream ends; a reader that leaves drops the body and with it the subscription.
 pub async fn events(
     State(st): State<AppState>,
     Authed(user): Authed,
@@ -94,94 +93,114 @@ pub async fn events(
         .or(q.after);
     // Subscribe before reading the log: a frame stored in between is then in both, and the
     // seq check below drops the second copy, instead of being in neither.
-    let mut live = st.hub.subscribe_session(id);
+    let live = st.hub.subscribe_session(id);
     let sent = match last_seen {
         Some(after) => after,
         // A new subscriber starts after what is stored now; it read the rest over HTTP.
         None => frames::last_seq(&st.db, id).await?,
     };
-    let (tx, rx) = mpsc::channel::<Event>(FORWARD_BUFFER);
-    tokio::spawn(async move {
-        let mut sent = sent;
-        // Everything stored after `sent`, from the log, in pages.
-        if !catch_up(&st, &dk, id, &mut sent, i64::MAX, &tx).await {
-            return;
-        }
-        let mut recheck = tokio::time::interval(hero_backend::auth::RECHECK_EVERY);
-        recheck.tick().await;
+    let every = hero_backend::auth::RECHECK_EVERY;
+    let state = Watcher {
+        st,
+        dk,
+        user,
+        session: id,
+        sent,
+        live,
+        recheck: tokio::time::interval_at(tokio::time::Instant::now() + every, every),
+        // Everything stored after `sent`, from the log, first.
+        catch_up_to: Some(i64::MAX),
+        ready: std::collections::VecDeque::new(),
+        done: false,
+    };
+    let events = futures::stream::unfold(state, |mut w| async move {
+        let ev = w.next().await?;
+        Some((Ok(ev), w))
+    });
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+}
+
+/// One reader of a session's events.
+struct Watcher {
+    st: AppState,
+    dk: hero_backend::crypto::SecretKey,
+    user: hero_backend::auth::AuthUser,
+    session: i64,
+    /// The seq of the last frame sent.
+    sent: i64,
+    live: broadcast::Receiver<std::sync::Arc<HubEvent>>,
+    recheck: tokio::time::Interval,
+    /// Stored frames up to this seq are still to be read from the log.
+    catch_up_to: Option<i64>,
+    ready: std::collections::VecDeque<Event>,
+    done: bool,
+}
+
+impl Watcher {
+    async fn next(&mut self) -> Option<Event> {
         loop {
+            if let Some(ev) = self.ready.pop_front() {
+                return Some(ev);
+            }
+            if self.done {
+                return None;
+            }
+            if let Some(upto) = self.catch_up_to.take() {
+                self.catch_up(upto).await;
+                continue;
+            }
             let ev = tokio::select! {
-                ev = live.recv() => ev,
-                // A reader that left is noticed even on a quiet session.
-                _ = tx.closed() => return,
-                _ = recheck.tick() => {
-                    if hero_backend::auth::still_valid(&st, &user).await {
-                        continue;
+                ev = self.live.recv() => ev,
+                _ = self.recheck.tick() => {
+                    if !hero_backend::auth::still_valid(&self.st, &self.user).await {
+                        self.ready.push_back(Event::default().event("error").data("{\"error\":\"this sign-in has ended\"}"));
+                        self.done = true;
                     }
-                    let _ = tx.send(Event::default().event("error").data("{\"error\":\"this sign-in has ended\"}")).await;
-                    return;
+                    continue;
                 }
             };
-            let ev = match ev {
-                Ok(ev) => ev,
+            match ev.as_deref() {
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     let msg = format!(
                         "{{\"error\":\"this stream fell {n} events behind and was closed; reconnect with Last-Event-ID to resume\"}}"
                     );
-                    let _ = tx.send(Event::default().event("error").data(msg)).await;
-                    return;
+                    self.ready.push_back(Event::default().event("error").data(msg));
+                    self.done = true;
                 }
-                Err(broadcast::error::RecvError::Closed) => return,
-            };
-            let out = match &*ev {
-                HubEvent::Frame(f) if f.seq <= sent => continue,
-                HubEvent::Frame(f) if f.seq > sent + 1 => {
-                    // Frames are published after they are stored, by different tasks, so
-                    // a later one can arrive first: the ones in between come from the log.
-                    if !catch_up(&st, &dk, id, &mut sent, f.seq, &tx).await {
-                        return;
-                    }
-                    continue;
+                Err(broadcast::error::RecvError::Closed) => return None,
+                Ok(HubEvent::Frame(f)) if f.seq <= self.sent => {}
+                // Frames are published after they are stored, by different tasks, so a later
+                // one can arrive first: the ones in between come from the log.
+                Ok(HubEvent::Frame(f)) if f.seq > self.sent + 1 => self.catch_up_to = Some(f.seq),
+                Ok(HubEvent::Frame(f)) => {
+                    self.sent = f.seq;
+                    return Some(frame_event(f));
                 }
-                HubEvent::Frame(f) => {
-                    sent = f.seq;
-                    frame_event(f)
+                Ok(HubEvent::Stream { event, .. }) => return Some(sse_event(event)),
+                Ok(HubEvent::Chunk { session_id, message_id, delta }) => {
+                    return Some(Event::default().event("message_chunk").data(
+                        serde_json::json!({"sessionId": session_id, "messageId": message_id, "content": delta}).to_string(),
+                    ));
                 }
-                HubEvent::Stream { event, .. } => sse_event(event),
-                HubEvent::Chunk { session_id, message_id, delta } => Event::default().event("message_chunk").data(
-                    serde_json::json!({"sessionId": session_id, "messageId": message_id, "content": delta}).to_string(),
-                ),
-            };
-            if tx.send(out).await.is_err() {
-                return;
             }
         }
-    });
-    Ok(Sse::new(ReceiverStream::new(rx).map(Ok)).keep_alive(KeepAlive::default()))
-}
+    }
 
-/// Sends the stored frames with `sent < seq <= upto`, in order, page by page; false when
-/// the reader has gone or the log cannot be read.
-async fn catch_up(
-    st: &AppState,
-    dk: &hero_backend::crypto::SecretKey,
-    session: i64,
-    sent: &mut i64,
-    upto: i64,
-    tx: &mpsc::Sender<Event>,
-) -> bool {
-    loop {
-        let filter = frames::Filter { after_seq: Some(*sent), limit: Some(frames::MAX_LIST_LIMIT), ..Default::default() };
-        let Ok(page) = frames::list(&st.db, dk, session, &filter).await else { return false };
+    /// Queues one page of the stored frames with `sent < seq <= upto`, and asks for the next
+    /// page if there may be one; ends the stream when the log cannot be read.
+    async fn catch_up(&mut self, upto: i64) {
+        let filter = frames::Filter { after_seq: Some(self.sent), limit: Some(frames::MAX_LIST_LIMIT), ..Default::default() };
+        let Ok(page) = frames::list(&self.st.db, &self.dk, self.session, &filter).await else {
+            self.done = true;
+            return;
+        };
         let full = page.len() as i64 == frames::MAX_LIST_LIMIT;
         for f in page.iter().take_while(|f| f.seq <= upto) {
-            if tx.send(frame_event(f)).await.is_err() {
-                return false;
-            }
-            *sent = f.seq;
+            self.ready.push_back(frame_event(f));
+            self.sent = f.seq;
         }
-        if !full || *sent >= upto {
-            return true;
+        if full && self.sent < upto {
+            self.catch_up_to = Some(upto);
         }
     }
 }
