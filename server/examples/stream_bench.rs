@@ -42,10 +42,13 @@ struct Args {
     rounds: usize,
     /// Also run answers this long, to split a turn's fixed cost from its cost per token.
     short: usize,
+    /// Also stream as the browser does: post, leave the reply's own stream at once, and read
+    /// the session's `/events` (hub, phantom events, `message_chunk`).
+    watch: bool,
 }
 
 fn args() -> Args {
-    let mut a = Args { streams: 100, tokens: 200, rounds: 1, short: 0 };
+    let mut a = Args { streams: 100, tokens: 200, rounds: 1, short: 0, watch: false };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < v.len() {
@@ -55,8 +58,13 @@ fn args() -> Args {
             ("--tokens", Some(n)) => a.tokens = n,
             ("--rounds", Some(n)) if n > 0 => a.rounds = n,
             ("--short", Some(n)) => a.short = n,
+            ("--watch", _) => {
+                a.watch = true;
+                i += 1;
+                continue;
+            }
             _ => {
-                eprintln!("usage: stream_bench [--streams N] [--tokens N] [--rounds N] [--short N]");
+                eprintln!("usage: stream_bench [--streams N] [--tokens N] [--rounds N] [--short N] [--watch]");
                 std::process::exit(2);
             }
         }
@@ -201,6 +209,19 @@ fn anthropic_text(event: &str, data: &str) -> usize {
         return 0;
     }
     serde_json::from_str::<AnthropicDelta<'_>>(data).map_or(0, |d| d.delta.text.len())
+}
+
+#[derive(serde::Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow)]
+    content: std::borrow::Cow<'a, str>,
+}
+
+fn chunk_text(event: &str, data: &str) -> usize {
+    if event != "message_chunk" {
+        return 0;
+    }
+    serde_json::from_str::<Chunk<'_>>(data).map_or(0, |d| d.content.len())
 }
 
 fn hero_text(event: &str, data: &str) -> usize {
@@ -405,10 +426,30 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
             }
         })
     };
+    let watch_run = || {
+        let (client, token, hero, sessions) = (client.clone(), token.clone(), hero.clone(), sessions.clone());
+        phase(a.streams, move |i| {
+            let (c, token, hero, sessions) = (client.clone(), token.clone(), hero.clone(), sessions.clone());
+            async move {
+                let events = c.get(format!("{hero}/api/sessions/{}/events", sessions[i])).bearer_auth(&token).send().await.ok()?;
+                let start = Instant::now();
+                let posted = c
+                    .post(format!("{hero}/api/sessions/{}/messages/stream", sessions[i]))
+                    .bearer_auth(&token)
+                    .json(&json!({"content": "go"}))
+                    .send()
+                    .await
+                    .ok()?;
+                drop(posted);
+                read_stream(events, start, chunk_text).await
+            }
+        })
+    };
     // A short answer, asked for through the mock's directive: what a turn costs apart from
     // its tokens.
     let short_content = format!("[[mock text=\"{}\"]]", answer_text(a.short));
     let (mut relay_short, mut hero_short) = (Outcome::default(), Outcome::default());
+    let mut watched = Outcome::default();
     for round in 0..a.rounds {
         let (r0, h0) = (relay.middle_cpu, hero_out.middle_cpu);
         relay.add(relay_run("go".into()).await);
@@ -418,6 +459,9 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
             relay.middle_cpu - r0,
             hero_out.middle_cpu - h0
         );
+        if a.watch {
+            watched.add(watch_run().await);
+        }
         if a.short > 0 {
             relay_short.add(relay_run(short_content.clone()).await);
             hero_short.add(hero_run(short_content.clone()).await);
@@ -452,6 +496,17 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
     let (d50, d99, ds99) = report("direct", &mut direct, 1);
     let (r50, r99, _) = report("relay", &mut relay, a.rounds);
     let (h50, h99, hs99) = report("hero", &mut hero_out, a.rounds);
+    if a.watch {
+        report("watch", &mut watched, a.rounds);
+        let w = watched.middle_cpu / (watched.tokens.max(1) as f64);
+        let r = relay.middle_cpu / (relay.tokens.max(1) as f64);
+        println!(
+            "watch streams={} hero_events_cpu_us_per_token={:.2} cpu_ratio_to_relay={:.2}",
+            a.streams,
+            w * 1e6,
+            w / r
+        );
+    }
     let per_token = |o: &Outcome| o.middle_cpu / (o.tokens.max(1) as f64);
     let relay_added = per_token(&relay);
     let hero_added = per_token(&hero_out);
