@@ -174,7 +174,8 @@ pub async fn still_valid(st: &AppState, user: &AuthUser) -> bool {
     matches!(row, Some((false, None)))
 }
 
-/// How often a live stream (events, WebSocket) re-checks its sign-in.
+/// How often a live stream (events, WebSocket) re-checks its sign-in, by default
+/// (`Settings::recheck_every`).
 pub const RECHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Authenticates the request's `Authorization: Bearer` token, else its cookie.

@@ -40,6 +40,8 @@ pub struct Settings {
     pub secure_cookie: bool,
     /// Timeouts and retries of provider calls.
     pub call_options: providers::CallOptions,
+    /// How often a live stream (events, WebSocket) re-checks its sign-in.
+    pub recheck_every: std::time::Duration,
 }
 
 impl Default for Settings {
@@ -48,6 +50,7 @@ impl Default for Settings {
             token_ttl: time::Duration::days(7),
             secure_cookie: false,
             call_options: providers::CallOptions::default(),
+            recheck_every: auth::RECHECK_EVERY,
         }
     }
 }

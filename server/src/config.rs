@@ -136,6 +136,7 @@ impl Config {
             token_ttl: time::Duration::hours(self.token_ttl_hours.into()),
             secure_cookie: self.secure_cookie,
             call_options: Default::default(),
+            recheck_every: hero_backend::auth::RECHECK_EVERY,
         }
     }
 }

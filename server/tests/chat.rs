@@ -33,6 +33,7 @@ async fn hero() -> Hero {
             max_retries: 2,
             max_retry_wait: Duration::from_secs(2),
         },
+        recheck_every: Duration::from_millis(300),
         ..Settings::default()
     };
     let st = AppState::new(pool, crypto::Keyring::new(crypto::SecretKey::random()), settings);
@@ -432,6 +433,44 @@ async fn a_poster_that_leaves_mid_reply_does_not_stop_it() {
     assert_eq!(agent["role"], "agent");
     assert_eq!(agent["content"], answer.as_str());
     assert!(agent.get("aborted").is_none() && agent.get("error").is_none(), "{agent}");
+}
+
+/// Signing out ends the live streams opened with that sign-in: the event stream and the
+/// WebSocket each say so and close, within the re-check period.
+#[tokio::test]
+async fn signing_out_ends_live_streams() {
+    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default()).await.unwrap();
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let login: Value = h.c.post(h.url("/api/auth/login")).json(&json!({"username": "alice", "password": "alice-password"})).send().await.unwrap().json().await.unwrap();
+    let token = login["token"].as_str().unwrap().to_owned();
+    let events = h.c.get(h.url(&format!("/api/sessions/{session}/events"))).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(events.status(), StatusCode::OK);
+    let mut events = events.bytes_stream().eventsource();
+    let mut req = format!("ws{}/ws", h.base.trim_start_matches("http")).into_client_request().unwrap();
+    req.headers_mut().insert("cookie", format!("hero_token={token}").parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    // Still valid: a few re-checks pass and nothing ends.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let r = h.c.post(h.url("/api/auth/logout")).bearer_auth(&token).send().await.unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    let ev = tokio::time::timeout(Duration::from_secs(5), events.next()).await.expect("the event stream said nothing").unwrap().unwrap();
+    assert_eq!((ev.event.as_str(), ev.data.contains("sign-in has ended")), ("error", true), "{ev:?}");
+    assert!(tokio::time::timeout(Duration::from_secs(5), events.next()).await.unwrap().is_none(), "the event stream ends");
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), ws.next()).await.expect("the socket said nothing") {
+            Some(Ok(Message::Text(t))) => {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if v["type"] == "error" {
+                    assert!(v["error"].as_str().unwrap().contains("sign-in has ended"), "{v}");
+                    break;
+                }
+            }
+            Some(Ok(_)) => {}
+            other => panic!("the socket closed without saying why: {other:?}"),
+        }
+    }
 }
 
 #[tokio::test]

@@ -99,7 +99,7 @@ pub async fn events(
         // A new subscriber starts after what is stored now; it read the rest over HTTP.
         None => frames::last_seq(&st.db, id).await?,
     };
-    let every = hero_backend::auth::RECHECK_EVERY;
+    let every = st.settings.recheck_every;
     let state = Watcher {
         st,
         dk,

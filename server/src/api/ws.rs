@@ -55,8 +55,8 @@ async fn send(sink: &mut futures::stream::SplitSink<WebSocket, Message>, msg: &W
 async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
     let (mut sink, mut incoming) = socket.split();
     let mut live = st.hub.subscribe_user(user.id());
-    let mut recheck = tokio::time::interval(hero_backend::auth::RECHECK_EVERY);
-    recheck.tick().await;
+    let every = st.settings.recheck_every;
+    let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     loop {
         tokio::select! {
             _ = recheck.tick() => {
