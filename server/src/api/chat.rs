@@ -1,12 +1,10 @@
 //! Talking to a session's agent and watching it: posting messages (streamed as SSE, or
 //! whole), the live event stream with resume, and the frame log.
 
-use std::convert::Infallible;
-
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use bytes::Bytes;
 use futures::Stream;
 use hero_backend::hub::HubEvent;
 use hero_backend::{AppState, frames, turn};
@@ -17,18 +15,26 @@ use serde::Deserialize;
 use tokio::sync::broadcast;
 use tokio_stream::StreamExt;
 
-use super::sse::TurnSse;
+use super::sse::{self, SseBody, TurnSse};
 use super::{ApiJson, ApiPath, ApiQuery, ApiResult, Authed};
 
-fn sse_event(ev: &SseEvent) -> Event {
-    Event::default().event(ev.event_name()).data(ev.data_json())
+fn sse_event(ev: &SseEvent) -> Bytes {
+    // Writing into memory cannot fail; JSON keeps the data on one line.
+    sse::frame(ev.event_name(), None, |out| {
+        let _ = ev.write_data(out);
+    })
 }
 
-fn frame_event(f: &Frame) -> Event {
-    Event::default()
-        .event("frame")
-        .id(f.seq.to_string())
-        .data(serde_json::to_string(f).unwrap_or_default())
+fn frame_event(f: &Frame) -> Bytes {
+    sse::frame("frame", Some(f.seq), |out| {
+        let _ = serde_json::to_writer(out, f);
+    })
+}
+
+fn error_event(message: &str) -> Bytes {
+    sse::frame("error", None, |out| {
+        let _ = serde_json::to_writer(out, &serde_json::json!({"error": message}));
+    })
 }
 
 /// `POST /api/sessions/{id}/messages/stream`: the reply as reference 000's SSE events.
@@ -84,7 +90,7 @@ pub async fn events(
     ApiPath(id): ApiPath<i64>,
     ApiQuery(q): ApiQuery<EventsQuery>,
     headers: HeaderMap,
-) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+) -> ApiResult<SseBody<std::pin::Pin<Box<dyn Stream<Item = Bytes> + Send>>>> {
     let dk = frames::session_key(&st, &user, id).await?;
     let last_seen = headers
         .get("last-event-id")
@@ -115,9 +121,9 @@ pub async fn events(
     };
     let events = futures::stream::unfold(state, |mut w| async move {
         let ev = w.next().await?;
-        Some((Ok(ev), w))
+        Some((ev, w))
     });
-    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+    Ok(SseBody::new(Box::pin(events)))
 }
 
 /// One reader of a session's events.
@@ -132,12 +138,12 @@ struct Watcher {
     recheck: tokio::time::Interval,
     /// Stored frames up to this seq are still to be read from the log.
     catch_up_to: Option<i64>,
-    ready: std::collections::VecDeque<Event>,
+    ready: std::collections::VecDeque<Bytes>,
     done: bool,
 }
 
 impl Watcher {
-    async fn next(&mut self) -> Option<Event> {
+    async fn next(&mut self) -> Option<Bytes> {
         loop {
             if let Some(ev) = self.ready.pop_front() {
                 return Some(ev);
@@ -153,7 +159,7 @@ impl Watcher {
                 ev = self.live.recv() => ev,
                 _ = self.recheck.tick() => {
                     if !hero_backend::auth::still_valid(&self.st, &self.user).await {
-                        self.ready.push_back(Event::default().event("error").data("{\"error\":\"this sign-in has ended\"}"));
+                        self.ready.push_back(error_event("this sign-in has ended"));
                         self.done = true;
                     }
                     continue;
@@ -161,10 +167,9 @@ impl Watcher {
             };
             match ev.as_deref() {
                 Err(broadcast::error::RecvError::Lagged(n)) => {
-                    let msg = format!(
-                        "{{\"error\":\"this stream fell {n} events behind and was closed; reconnect with Last-Event-ID to resume\"}}"
-                    );
-                    self.ready.push_back(Event::default().event("error").data(msg));
+                    self.ready.push_back(error_event(&format!(
+                        "this stream fell {n} events behind and was closed; reconnect with Last-Event-ID to resume"
+                    )));
                     self.done = true;
                 }
                 Err(broadcast::error::RecvError::Closed) => return None,
@@ -178,9 +183,10 @@ impl Watcher {
                 }
                 Ok(HubEvent::Stream { event, .. }) => return Some(sse_event(event)),
                 Ok(HubEvent::Chunk { session_id, message_id, delta }) => {
-                    return Some(Event::default().event("message_chunk").data(
-                        serde_json::json!({"sessionId": session_id, "messageId": message_id, "content": delta}).to_string(),
-                    ));
+                    let data = serde_json::json!({"sessionId": session_id, "messageId": message_id, "content": delta});
+                    return Some(sse::frame("message_chunk", None, |out| {
+                        let _ = serde_json::to_writer(out, &data);
+                    }));
                 }
             }
         }
