@@ -282,6 +282,25 @@ where
     out
 }
 
+/// Posts `body` to `url` (signed in with `token`, if given) and reads the JSON answer.
+async fn post_json(client: &reqwest::Client, url: &str, token: Option<&str>, body: Value) -> Value {
+    let mut req = client.post(url).json(&body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    req.send().await.unwrap().json().await.unwrap()
+}
+
+/// Posts `content` to a session's streaming endpoint; the answer is the reply's SSE.
+async fn post_message(c: &reqwest::Client, hero: &str, token: &str, session: i64, content: &str) -> Option<reqwest::Response> {
+    c.post(format!("{hero}/api/sessions/{session}/messages/stream"))
+        .bearer_auth(token)
+        .json(&json!({"content": content}))
+        .send()
+        .await
+        .ok()
+}
+
 fn answer_text(tokens: usize) -> String {
     // Plain prose: every byte reaches Hero's clients as `text`, so delivery is countable.
     "word ".repeat(tokens).chars().take(tokens * 4).collect()
@@ -356,38 +375,19 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
     let app = server::web::router(st.clone(), server::web::leptos_options(hero_addr, &dir.path().join("site")));
     middle.spawn(async move { axum::serve(server::web::listener(l), app).await.unwrap() });
     let hero = format!("http://{hero_addr}");
-    let login: Value = client
-        .post(format!("{hero}/api/auth/login"))
-        .json(&json!({"username": "bench", "password": "bench-password"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let login = post_json(&client, &format!("{hero}/api/auth/login"), None, json!({"username": "bench", "password": "bench-password"})).await;
     let token = login["token"].as_str().unwrap().to_owned();
-    let agent: Value = client
-        .post(format!("{hero}/api/agents"))
-        .bearer_auth(&token)
-        .json(&json!({"name": "bench", "provider": "anthropic", "model": "mock-model", "base_url": mock_url, "api_key": "k"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let agent = post_json(
+        &client,
+        &format!("{hero}/api/agents"),
+        Some(&token),
+        json!({"name": "bench", "provider": "anthropic", "model": "mock-model", "base_url": mock_url, "api_key": "k"}),
+    )
+    .await;
     let mut sessions = Vec::new();
     for i in 0..a.streams {
-        let s: Value = client
-            .post(format!("{hero}/api/sessions"))
-            .bearer_auth(&token)
-            .json(&json!({"name": format!("s{i}"), "agent_id": agent["id"]}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let body = json!({"name": format!("s{i}"), "agent_id": agent["id"]});
+        let s = post_json(&client, &format!("{hero}/api/sessions"), Some(&token), body).await;
         sessions.push(s["id"].as_i64().unwrap());
     }
     let sessions = Arc::new(sessions);
@@ -415,13 +415,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
                 (client.clone(), token.clone(), hero.clone(), sessions.clone(), content.clone());
             async move {
                 let start = Instant::now();
-                let r = c
-                    .post(format!("{hero}/api/sessions/{}/messages/stream", sessions[i]))
-                    .bearer_auth(&token)
-                    .json(&json!({"content": content}))
-                    .send()
-                    .await
-                    .ok()?;
+                let r = post_message(&c, &hero, &token, sessions[i], &content).await?;
                 read_stream(r, start, hero_text).await
             }
         })
@@ -433,14 +427,8 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
             async move {
                 let events = c.get(format!("{hero}/api/sessions/{}/events", sessions[i])).bearer_auth(&token).send().await.ok()?;
                 let start = Instant::now();
-                let posted = c
-                    .post(format!("{hero}/api/sessions/{}/messages/stream", sessions[i]))
-                    .bearer_auth(&token)
-                    .json(&json!({"content": "go"}))
-                    .send()
-                    .await
-                    .ok()?;
-                drop(posted);
+                // The reply's own stream is left at once, as the browser does.
+                drop(post_message(&c, &hero, &token, sessions[i], "go").await?);
                 read_stream(events, start, chunk_text).await
             }
         })

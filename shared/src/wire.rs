@@ -2,7 +2,7 @@
 //!
 //! Names and field names are reference 000's (camelCase data fields, snake_case event
 //! and message type names), so one definition serves both ends. The server writes an
-//! SSE event as `event: {event_name()}` / `data: {data_json()}`; the browser reads one
+//! SSE event as `event: {event_name()}` / `data: {write_data()}`; the browser reads one
 //! back with [`SseEvent::from_parts`]. WebSocket messages are JSON objects tagged by
 //! `type`.
 //!
@@ -256,14 +256,6 @@ impl SseEvent {
         }
     }
 
-    /// The SSE `data:` payload, one line of JSON.
-    pub fn data_json(&self) -> String {
-        let mut out = Vec::new();
-        // Writing into memory cannot fail, and serde_json writes UTF-8.
-        let _ = self.write_data(&mut out);
-        String::from_utf8(out).unwrap_or_default()
-    }
-
     /// Writes the `data:` payload to `w`. JSON strings escape their newlines, so the
     /// payload is always one line.
     pub fn write_data<W: std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
@@ -314,14 +306,6 @@ impl SseEvent {
             "error" => SseEvent::Error(p(data)?),
             other => return Err(WireError::UnknownEvent(other.to_owned())),
         })
-    }
-
-    /// The whole SSE frame: `event: ..\ndata: ..\n\n`.
-    pub fn to_sse(&self) -> String {
-        let mut out = Vec::new();
-        // Writing into memory cannot fail, and serde_json writes UTF-8.
-        let _ = self.write_sse(&mut out);
-        String::from_utf8(out).unwrap_or_default()
     }
 
     /// Maps a parser event of message `message_id` to its SSE event, if it has one
@@ -488,8 +472,11 @@ mod tests {
     use serde_json::json;
 
     fn check_sse(e: SseEvent, expect: Expect) {
-        let line = format!("{} {}", e.event_name(), e.data_json());
-        let back = SseEvent::from_parts(e.event_name(), &e.data_json()).expect("round trip");
+        let mut data = Vec::new();
+        e.write_data(&mut data).unwrap();
+        let data = String::from_utf8(data).unwrap();
+        let line = format!("{} {data}", e.event_name());
+        let back = SseEvent::from_parts(e.event_name(), &data).expect("round trip");
         assert_eq!(back, e);
         let tagged: SseEvent = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
         assert_eq!(tagged, e);
@@ -570,7 +557,9 @@ mod tests {
         let mut p = crate::hml::StreamParser::new();
         let mut sink = |e: crate::hml::Event<'_>| {
             if let Some(s) = SseEvent::from_parser_event("m", &e, None) {
-                lines.push(s.to_sse());
+                let mut frame = Vec::new();
+                s.write_sse(&mut frame).unwrap();
+                lines.push(String::from_utf8(frame).unwrap());
             }
         };
         p.feed_with(b"a<bash cwd=/>ls</bash><ask>q", &mut sink);

@@ -272,13 +272,20 @@ mod tests {
         })
     }
 
-    #[tokio::test]
-    async fn the_reader_drives_the_turn_and_sees_every_event() {
+    /// The events of [`turn`], its `go`, its `done`, and the watch, which looks after the
+    /// turn only while it is kept.
+    fn started() -> (TurnEvents, tokio::sync::oneshot::Sender<()>, tokio::sync::oneshot::Receiver<()>, Arc<Watch>) {
         let outbox = Arc::new(Outbox::default());
         let (go, go_rx) = tokio::sync::oneshot::channel();
         let (done_tx, done) = tokio::sync::oneshot::channel();
         let watch = Arc::new(Watch::default());
-        let mut events = TurnEvents::new(outbox.clone(), Some(turn(outbox, go_rx, done_tx)), &watch);
+        let events = TurnEvents::new(outbox.clone(), Some(turn(outbox, go_rx, done_tx)), &watch);
+        (events, go, done, watch)
+    }
+
+    #[tokio::test]
+    async fn the_reader_drives_the_turn_and_sees_every_event() {
+        let (mut events, go, done, _watch) = started();
         assert_eq!(events.next().await, Some(text("a")));
         go.send(()).unwrap();
         assert_eq!(events.next().await, Some(text("b")));
@@ -288,11 +295,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_reader_that_leaves_hands_the_turn_over() {
-        let outbox = Arc::new(Outbox::default());
-        let (go, go_rx) = tokio::sync::oneshot::channel();
-        let (done_tx, done) = tokio::sync::oneshot::channel();
-        let watch = Arc::new(Watch::default());
-        let mut events = TurnEvents::new(outbox.clone(), Some(turn(outbox, go_rx, done_tx)), &watch);
+        let (mut events, go, done, _watch) = started();
         assert_eq!(events.next().await, Some(text("a")));
         drop(events);
         go.send(()).unwrap();
@@ -301,11 +304,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_reader_that_stops_reading_is_dropped_and_the_turn_goes_on() {
-        let outbox = Arc::new(Outbox::default());
-        let (go, go_rx) = tokio::sync::oneshot::channel();
-        let (done_tx, done) = tokio::sync::oneshot::channel();
-        let watch = Arc::new(Watch::default());
-        let mut events = TurnEvents::new(outbox.clone(), Some(turn(outbox, go_rx, done_tx)), &watch);
+        let (mut events, go, done, _watch) = started();
         assert_eq!(events.next().await, Some(text("a")));
         // The turn is parked on `go`; the reader polls once more, then stops reading.
         assert!(futures::poll!(events.next()).is_pending());
@@ -322,11 +321,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_quiet_provider_is_not_mistaken_for_a_stalled_reader() {
-        let outbox = Arc::new(Outbox::default());
-        let (go, go_rx) = tokio::sync::oneshot::channel();
-        let (done_tx, done) = tokio::sync::oneshot::channel();
-        let watch = Arc::new(Watch::default());
-        let mut events = TurnEvents::new(outbox.clone(), Some(turn(outbox, go_rx, done_tx)), &watch);
+        let (mut events, go, done, _watch) = started();
         assert_eq!(events.next().await, Some(text("a")));
         let waiting = tokio::spawn(async move {
             let b = events.next().await;
