@@ -134,10 +134,12 @@ impl Encoder {
     }
 }
 
-/// Paces deltas: the first goes at once, each next one `delay` after the previous one was
-/// due. A stream that fell behind (a slow reader) resumes at the pace instead of bursting.
+/// Paces deltas: the first goes after `first` (at once, unless staggered), each next one
+/// `delay` after the previous one was due. A stream that fell behind (a slow reader)
+/// resumes at the pace instead of bursting.
 struct Pacer {
     delay: Duration,
+    first: Duration,
     next: Option<Instant>,
 }
 
@@ -147,10 +149,13 @@ impl Pacer {
         if self.delay.is_zero() {
             return true;
         }
-        let now = Instant::now();
-        let Some(at) = self.next else {
-            self.next = Some(now + self.delay);
-            return true;
+        let at = match self.next {
+            Some(at) => at,
+            None if self.first.is_zero() => {
+                self.next = Some(Instant::now() + self.delay);
+                return true;
+            }
+            None => Instant::now() + self.first,
         };
         tokio::select! {
             _ = tokio::time::sleep_until(at) => {}
@@ -207,6 +212,7 @@ pub(crate) fn events(
     encoder: Encoder,
     chunk: usize,
     delay: Duration,
+    first: Duration,
     ending: Ending,
     after_bytes: usize,
     life: Life,
@@ -224,7 +230,7 @@ pub(crate) fn events(
         scratch,
         live: Some(live),
         ending,
-        pacer: Pacer { delay, next: None },
+        pacer: Pacer { delay, first, next: None },
         life,
         done: false,
     })
@@ -243,6 +249,7 @@ pub(crate) fn fixed(
         ending,
         pacer: Pacer {
             delay: Duration::ZERO,
+            first: Duration::ZERO,
             next: None,
         },
         life,

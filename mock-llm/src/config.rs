@@ -13,6 +13,7 @@ pub struct Config {
     pub(crate) script: Script,
     pub(crate) echo: bool,
     pub(crate) pacing: Pacing,
+    pub(crate) stagger: bool,
     pub(crate) usage_input: Option<u64>,
     pub(crate) usage_output: Option<u64>,
     pub(crate) fault: Option<FaultKind>,
@@ -28,6 +29,7 @@ impl Default for Config {
             script: Script::Default,
             echo: false,
             pacing: Pacing::default(),
+            stagger: false,
             usage_input: None,
             usage_output: None,
             fault: None,
@@ -45,6 +47,7 @@ impl fmt::Debug for Config {
             .field("script", &self.script)
             .field("echo", &self.echo)
             .field("pacing", &self.pacing)
+            .field("stagger", &self.stagger)
             .field("usage_input", &self.usage_input)
             .field("usage_output", &self.usage_output)
             .field("fault", &self.fault)
@@ -94,6 +97,15 @@ impl Config {
     /// 4-byte deltas at `rate` per second (sets chunk size and delay).
     pub fn tokens_per_sec(mut self, rate: f64) -> Self {
         self.pacing = Pacing::tokens_per_sec(rate);
+        self
+    }
+
+    /// Paced streams start their beat at spread-out offsets within one pause (the first
+    /// delta waits a fraction of it, different for each request), as independent streams
+    /// from a real provider do. Without it, streams asked for in the same instant send
+    /// their deltas in step: bursts that flatter whatever reads them.
+    pub fn stagger(mut self, on: bool) -> Self {
+        self.stagger = on;
         self
     }
 

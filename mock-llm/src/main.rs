@@ -70,6 +70,11 @@ struct Args {
     #[arg(long, value_name = "R", conflicts_with_all = ["chunk_bytes", "delay_ms"])]
     tokens_per_sec: Option<f64>,
 
+    /// Start each paced stream's beat at its own offset within one pause, as independent
+    /// streams from a real provider do, instead of all in step.
+    #[arg(long)]
+    stagger: bool,
+
     /// Input tokens to report, instead of prompt characters / 4 (at least 1).
     #[arg(long, value_name = "N")]
     usage_input: Option<u64>,
@@ -114,6 +119,7 @@ fn parse_fault(s: &str) -> Result<FaultKind, String> {
 fn config(args: Args) -> Result<Config, mock_llm::LoadError> {
     let mut config = Config::default()
         .echo(args.echo)
+        .stagger(args.stagger)
         .usage(args.usage_input, args.usage_output)
         .fault(args.fault)
         .retry_after(args.retry_after)

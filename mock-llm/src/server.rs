@@ -490,11 +490,19 @@ async fn chat(
                 include_usage: req.include_usage,
             },
         };
+        // Staggered: request n starts its beat at the fractional part of n × the golden
+        // ratio of one pause, which spreads any number of streams evenly and repeatably.
+        let first = if s.config.stagger {
+            pacing.delay.mul_f64((n as f64 * 0.618_033_988_749_895).fract())
+        } else {
+            Duration::ZERO
+        };
         let stream = body::events(
             reply,
             encoder,
             pacing.chunk_bytes,
             pacing.delay,
+            first,
             ending,
             after_bytes,
             s.life(),

@@ -446,6 +446,33 @@ async fn pacing_spaces_deltas() {
     }
 }
 
+#[tokio::test]
+async fn staggered_streams_do_not_tick_in_step() {
+    // Four streams asked for at once, 200 ms between deltas: staggered, their first deltas
+    // come at offsets spread over the pause; in step, all at once.
+    async fn first_delta_ms(server: &MockServer) -> Vec<f64> {
+        let started = Instant::now();
+        let firsts = (0..4).map(|_| async {
+            let resp = send(server, Wire::Anthropic, &body(Wire::Anthropic, "go", true)).await;
+            let mut events = resp.bytes_stream().eventsource();
+            while let Some(Ok(ev)) = events.next().await {
+                if ev.event == "content_block_delta" {
+                    return started.elapsed().as_secs_f64() * 1000.0;
+                }
+            }
+            panic!("no delta");
+        });
+        futures_util::future::join_all(firsts).await
+    }
+    let spread = |t: &[f64]| t.iter().cloned().fold(f64::MIN, f64::max) - t.iter().cloned().fold(f64::MAX, f64::min);
+    let config = Config::default().answers(vec![Answer::text("abcdefgh")]).chunk_bytes(4).delay(Duration::from_millis(200));
+    let staggered = first_delta_ms(&start(config.clone().stagger(true)).await).await;
+    assert!(spread(&staggered) >= 60.0, "{staggered:?}");
+    assert!(staggered.iter().all(|&t| t < 400.0), "within one pause: {staggered:?}");
+    let in_step = first_delta_ms(&start(config).await).await;
+    assert!(spread(&in_step) < 60.0, "{in_step:?}");
+}
+
 // ---------------------------------------------------------------- faults
 
 /// A status fault: the status, the error body's type, and `retry-after` for 429.

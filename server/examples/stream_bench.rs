@@ -11,6 +11,13 @@
 //! its CPU is read per thread from /proc (with the SQLite worker threads, which only Hero
 //! uses), so the mock and the clients, on the main runtime, do not blur the figure.
 //!
+//! The mock staggers its streams: each starts its 20 ms beat at its own offset, as
+//! independent replies from a real provider do. Streams started in the same instant would
+//! otherwise tick in step, and whatever reads them would get each token of all N in one
+//! burst, one wake-up for N tokens: that flatters a reader that starts every stream in the
+//! same millisecond (the relay) over one whose turns start a few milliseconds apart (Hero,
+//! which stores the user's message first).
+//!
 //! Per token it prints the lateness against the stream's own schedule (arrival − first
 //! token's arrival − k × interval), p50 and p99, for each way; "added" is Hero's minus
 //! direct. Time to first token (which for Hero includes storing the user's frame and
@@ -102,20 +109,25 @@ fn middle_cpu_seconds() -> (f64, f64) {
     out
 }
 
-/// Context switches of the middle's threads: each is a worker parking or being preempted.
-fn middle_switches() -> u64 {
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0 };
-    dir.flatten()
-        .filter(|t| std::fs::read_to_string(t.path().join("comm")).unwrap_or_default().starts_with("middle"))
-        .map(|t| {
-            std::fs::read_to_string(t.path().join("status"))
-                .unwrap_or_default()
-                .lines()
-                .filter(|l| l.contains("ctxt_switches:"))
-                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-                .sum::<u64>()
-        })
-        .sum()
+/// Context switches of the middle's threads, (voluntary, preempted): a voluntary one is a
+/// worker parking for want of work.
+fn middle_switches() -> (u64, u64) {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return (0, 0) };
+    let mut out = (0, 0);
+    for t in dir.flatten() {
+        if !std::fs::read_to_string(t.path().join("comm")).unwrap_or_default().starts_with("middle") {
+            continue;
+        }
+        for l in std::fs::read_to_string(t.path().join("status")).unwrap_or_default().lines() {
+            let n = || l.split_whitespace().nth(1).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+            if l.starts_with("voluntary_ctxt_switches:") {
+                out.0 += n();
+            } else if l.starts_with("nonvoluntary_ctxt_switches:") {
+                out.1 += n();
+            }
+        }
+    }
+    out
 }
 
 fn rss_kib() -> u64 {
@@ -139,6 +151,8 @@ struct Outcome {
     /// Of which SQLite's worker threads.
     db_cpu: f64,
     switches: u64,
+    /// Of which the middle's threads were preempted.
+    preempted: u64,
     peak_rss_growth_kib: u64,
     failed_streams: usize,
 }
@@ -153,6 +167,7 @@ impl Outcome {
         self.middle_cpu += o.middle_cpu;
         self.db_cpu += o.db_cpu;
         self.switches += o.switches;
+        self.preempted += o.preempted;
         self.peak_rss_growth_kib = self.peak_rss_growth_kib.max(o.peak_rss_growth_kib);
         self.failed_streams += o.failed_streams;
     }
@@ -273,7 +288,9 @@ where
     }
     out.cpu = cpu_seconds() - cpu0;
     let mid1 = middle_cpu_seconds();
-    out.switches = middle_switches() - sw0;
+    let sw1 = middle_switches();
+    out.switches = sw1.0 + sw1.1 - sw0.0 - sw0.1;
+    out.preempted = sw1.1 - sw0.1;
     out.db_cpu = mid1.1 - mid0.1;
     out.middle_cpu = mid1.0 - mid0.0 + out.db_cpu;
     running.store(false, Ordering::Relaxed);
@@ -320,7 +337,7 @@ fn main() {
 
 async fn run(a: Args, middle: tokio::runtime::Handle) {
     let text = answer_text(a.tokens);
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text(text.clone())]).tokens_per_sec(RATE))
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text(text.clone())]).tokens_per_sec(RATE).stagger(true))
         .await
         .expect("mock");
     let mock_url = mock.url();
@@ -465,7 +482,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
         let f50 = pct(&mut o.first_token_ms, 0.5);
         let f99 = pct(&mut o.first_token_ms, 0.99);
         println!(
-            "{name:<6} streams={} delivered={:.2}% failed_streams={} lateness_ms p50={p50:.2} p99={p99:.2} steady_p99={s99:.2} first_token_ms p50={f50:.1} p99={f99:.1} cpu_s={:.2} middle_cpu_s={:.2} (db {:.2}) cpu_us_per_token={:.2} middle_switches_per_token={:.3} rss_growth_kib_per_stream={:.1}",
+            "{name:<6} streams={} delivered={:.2}% failed_streams={} lateness_ms p50={p50:.2} p99={p99:.2} steady_p99={s99:.2} first_token_ms p50={f50:.1} p99={f99:.1} cpu_s={:.2} middle_cpu_s={:.2} (db {:.2}) cpu_us_per_token={:.2} middle_switches_per_token={:.3} (preempted {:.3}) rss_growth_kib_per_stream={:.1}",
             a.streams,
             100.0 * o.tokens as f64 / expected,
             o.failed_streams,
@@ -474,6 +491,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
             o.db_cpu,
             o.cpu * 1e6 / (o.tokens.max(1) as f64),
             o.switches as f64 / (o.tokens.max(1) as f64),
+            o.preempted as f64 / (o.tokens.max(1) as f64),
             o.peak_rss_growth_kib as f64 / a.streams as f64
         );
         (p50, p99, s99)
