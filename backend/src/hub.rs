@@ -8,9 +8,9 @@
 //! or the other subscribers.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use futures::task::AtomicWaker;
 use hero_shared::frame::Frame;
@@ -36,6 +36,10 @@ pub struct Hub {
     sessions: Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>,
     users: Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>,
     turns: Mutex<HashMap<i64, HashMap<String, Abort>>>,
+    /// Bumped whenever a channel gains a subscriber or is forgotten: a turn remembers
+    /// whether anyone listens until this changes ([`Hub::has_listeners_cached`]), instead of
+    /// taking the two maps' locks, which every turn shares, for every token.
+    version: AtomicU64,
     /// Turns driven by their posters, watched for posters that stop reading.
     pub(crate) watch: Arc<crate::turn::Watch>,
 }
@@ -76,31 +80,96 @@ impl Abort {
     }
 }
 
+/// The waker a timer or a signal was last registered with. Polling a tokio `Sleep` or an
+/// `AtomicWaker` registers anew every time, an atomic write to memory that other threads
+/// touch too; a task that waits with the same waker token after token need not.
+#[derive(Default)]
+pub struct Armed(Option<Waker>);
+
+impl Armed {
+    /// Whether the last registration would wake `cx`'s task.
+    pub fn holds(&self, cx: &Context<'_>) -> bool {
+        self.0.as_ref().is_some_and(|w| w.will_wake(cx.waker()))
+    }
+
+    /// Notes that `cx`'s waker is now the registered one.
+    pub fn set(&mut self, cx: &Context<'_>) {
+        if !self.holds(cx) {
+            self.0 = Some(cx.waker().clone());
+        }
+    }
+}
+
+/// An [`Abort`] waited on again and again: registers its waker only when it changes.
+pub struct AbortWatch {
+    abort: Abort,
+    armed: Armed,
+}
+
+impl AbortWatch {
+    pub fn new(abort: Abort) -> Self {
+        AbortWatch { abort, armed: Armed::default() }
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        self.abort.is_aborted()
+    }
+
+    pub fn poll_aborted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.armed.holds(cx) {
+            return if self.is_aborted() { Poll::Ready(()) } else { Poll::Pending };
+        }
+        let p = self.abort.poll_aborted(cx);
+        self.armed.set(cx);
+        p
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn subscribe_in(map: &Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>, key: i64) -> broadcast::Receiver<Arc<HubEvent>> {
-    lock(map).entry(key).or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0).subscribe()
+type Channels = Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>;
+
+fn subscribe_in(map: &Channels, version: &AtomicU64, key: i64) -> broadcast::Receiver<Arc<HubEvent>> {
+    let mut m = lock(map);
+    let rx = m.entry(key).or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0).subscribe();
+    // After the subscriber is in: whoever sees the new version sees it.
+    version.fetch_add(1, Ordering::AcqRel);
+    rx
 }
 
-fn send_in(map: &Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>, key: i64, ev: &Arc<HubEvent>) {
+fn send_in(map: &Channels, version: &AtomicU64, key: i64, ev: &Arc<HubEvent>) {
     let mut m = lock(map);
     if let Some(tx) = m.get(&key) {
         if tx.send(ev.clone()).is_err() {
             // Nobody listens any more: forget the channel so idle sessions cost nothing.
             m.remove(&key);
+            version.fetch_add(1, Ordering::AcqRel);
         }
+    }
+}
+
+/// What a turn last learnt of its listeners ([`Hub::has_listeners_cached`]).
+#[derive(Debug)]
+pub struct Listening {
+    version: AtomicU64,
+    any: AtomicBool,
+}
+
+impl Default for Listening {
+    fn default() -> Self {
+        Listening { version: AtomicU64::new(u64::MAX), any: AtomicBool::new(false) }
     }
 }
 
 impl Hub {
     pub fn subscribe_session(&self, session_id: i64) -> broadcast::Receiver<Arc<HubEvent>> {
-        subscribe_in(&self.sessions, session_id)
+        subscribe_in(&self.sessions, &self.version, session_id)
     }
 
     pub fn subscribe_user(&self, user_id: i64) -> broadcast::Receiver<Arc<HubEvent>> {
-        subscribe_in(&self.users, user_id)
+        subscribe_in(&self.users, &self.version, user_id)
     }
 
     /// Whether anyone listens to the session or its owner: lets the hot path skip building
@@ -109,11 +178,25 @@ impl Hub {
         lock(&self.sessions).contains_key(&session_id) || lock(&self.users).contains_key(&user_id)
     }
 
+    /// [`Hub::has_listeners`], looked up again only when a channel has come or gone since
+    /// `seen` last looked. A listener that has left may still count until the next publish
+    /// finds its channel empty and forgets it.
+    pub fn has_listeners_cached(&self, user_id: i64, session_id: i64, seen: &Listening) -> bool {
+        let version = self.version.load(Ordering::Acquire);
+        if seen.version.load(Ordering::Relaxed) == version {
+            return seen.any.load(Ordering::Relaxed);
+        }
+        let any = self.has_listeners(user_id, session_id);
+        seen.any.store(any, Ordering::Relaxed);
+        seen.version.store(version, Ordering::Relaxed);
+        any
+    }
+
     /// Sends to the session's and the owner's subscribers. Never waits.
     pub fn publish(&self, user_id: i64, session_id: i64, ev: HubEvent) {
         let ev = Arc::new(ev);
-        send_in(&self.sessions, session_id, &ev);
-        send_in(&self.users, user_id, &ev);
+        send_in(&self.sessions, &self.version, session_id, &ev);
+        send_in(&self.users, &self.version, user_id, &ev);
     }
 
     /// Registers a turn in flight; its signal is set by [`Hub::abort`].
@@ -166,6 +249,23 @@ mod tests {
             assert!(fast.recv().await.is_ok());
         }
         assert!(matches!(slow.recv().await, Err(broadcast::error::RecvError::Lagged(10))));
+    }
+
+    #[test]
+    fn cached_listening_sees_subscribers_come_and_go() {
+        let hub = Hub::default();
+        let seen = Listening::default();
+        assert!(!hub.has_listeners_cached(7, 1, &seen));
+        let rx = hub.subscribe_session(1);
+        assert!(hub.has_listeners_cached(7, 1, &seen));
+        drop(rx);
+        // Still counted until a publish finds nobody there and forgets the channel.
+        assert!(hub.has_listeners_cached(7, 1, &seen));
+        hub.publish(7, 1, text(1, 0));
+        assert!(!hub.has_listeners_cached(7, 1, &seen));
+        let _user = hub.subscribe_user(7);
+        assert!(hub.has_listeners_cached(7, 1, &seen));
+        assert!(!hub.has_listeners_cached(8, 2, &Listening::default()));
     }
 
     #[tokio::test]

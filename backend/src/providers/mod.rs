@@ -130,11 +130,15 @@ pub async fn stream(
 }
 
 /// Notices a reply that went silent for `idle`, without touching the timer for every
-/// token: the one sleep is re-armed only when it fires early.
+/// token: the one sleep is re-armed only when it fires early, and polled only when it may
+/// be due or the waiting task's waker changed.
 pub struct IdleWatch {
     idle: Duration,
     last: tokio::time::Instant,
+    /// When the sleep fires.
+    due: tokio::time::Instant,
     sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    armed: crate::hub::Armed,
 }
 
 impl IdleWatch {
@@ -143,7 +147,9 @@ impl IdleWatch {
         IdleWatch {
             idle,
             last: now,
+            due: now + idle,
             sleep: Box::pin(tokio::time::sleep_until(now + idle)),
+            armed: Default::default(),
         }
     }
 
@@ -155,13 +161,18 @@ impl IdleWatch {
     /// Ready once nothing has arrived for `idle`.
     pub fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<ProviderError> {
         use std::future::Future;
+        if self.armed.holds(cx) && tokio::time::Instant::now() < self.due {
+            return std::task::Poll::Pending;
+        }
         while self.sleep.as_mut().poll(cx).is_ready() {
             let deadline = self.last + self.idle;
             if tokio::time::Instant::now() >= deadline {
                 return std::task::Poll::Ready(ProviderError::Stalled(self.idle.as_secs().max(1)));
             }
             self.sleep.as_mut().reset(deadline);
+            self.due = deadline;
         }
+        self.armed.set(cx);
         std::task::Poll::Pending
     }
 }

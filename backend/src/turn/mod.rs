@@ -88,6 +88,7 @@ pub async fn post(
         user_id: user.id(),
         session_id,
         outbox: outbox.clone(),
+        listening: Default::default(),
     };
 
     let content = match posted {
@@ -171,17 +172,34 @@ pub async fn post(
 }
 
 /// Where a turn's events go: the poster (if still there) and the session's subscribers.
-#[derive(Clone)]
 struct Out {
     st: AppState,
     user_id: i64,
     session_id: i64,
     outbox: Arc<Outbox>,
+    listening: crate::hub::Listening,
+}
+
+impl Clone for Out {
+    fn clone(&self) -> Self {
+        Out {
+            st: self.st.clone(),
+            user_id: self.user_id,
+            session_id: self.session_id,
+            outbox: self.outbox.clone(),
+            listening: Default::default(),
+        }
+    }
 }
 
 impl Out {
+    /// Whether anyone but the poster listens to this turn.
+    fn has_listeners(&self) -> bool {
+        self.st.hub.has_listeners_cached(self.user_id, self.session_id, &self.listening)
+    }
+
     fn emit(&self, ev: SseEvent) {
-        if self.st.hub.has_listeners(self.user_id, self.session_id) {
+        if self.has_listeners() {
             self.st.hub.publish(
                 self.user_id,
                 self.session_id,
@@ -274,6 +292,7 @@ async fn run(
         Err(_) => {}
         Ok(mut stream) => {
             let mut idle = providers::IdleWatch::new(st.call_options.idle_timeout);
+            let mut cancel = crate::hub::AbortWatch::new(cancel.clone());
             loop {
                 // Once per token: the stream first, and the abort and the silence timer
                 // only registered while it waits. An abort wins over tokens still coming.
@@ -307,7 +326,7 @@ async fn run(
                     }
                     Some(Ok(Delta::Text(t))) => {
                         parser.feed_str_with(&t, |ev| emit_parsed(&out, ev));
-                        if st.hub.has_listeners(out.user_id, session_id) {
+                        if out.has_listeners() {
                             st.hub.publish(
                                 out.user_id,
                                 session_id,

@@ -21,16 +21,27 @@ use tokio::time::{Instant, Sleep};
 /// Silence after which a comment line keeps proxies from closing the stream (axum's default).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// A comment line after [`KEEP_ALIVE`] of silence, without touching a timer per write.
+/// A comment line after [`KEEP_ALIVE`] of silence, without touching a timer per write: the
+/// sleep is polled only when it may be due or the body's waker changed.
 struct KeepAlive {
+    period: Duration,
     sleep: Pin<Box<Sleep>>,
+    /// When the sleep fires.
+    due: Instant,
+    armed: hero_backend::hub::Armed,
     last_write: Instant,
 }
 
 impl KeepAlive {
-    fn new() -> Self {
+    fn new(period: Duration) -> Self {
         let now = Instant::now();
-        KeepAlive { sleep: Box::pin(tokio::time::sleep_until(now + KEEP_ALIVE)), last_write: now }
+        KeepAlive {
+            period,
+            sleep: Box::pin(tokio::time::sleep_until(now + period)),
+            due: now + period,
+            armed: Default::default(),
+            last_write: now,
+        }
     }
 
     fn wrote(&mut self) {
@@ -39,16 +50,24 @@ impl KeepAlive {
 
     /// Ready with the comment once the stream has been silent for the whole period.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Bytes> {
+        if self.armed.holds(cx) && Instant::now() < self.due {
+            return Poll::Pending;
+        }
         loop {
             if self.sleep.as_mut().poll(cx).is_pending() {
+                self.armed.set(cx);
                 return Poll::Pending;
             }
-            let due = self.last_write + KEEP_ALIVE;
+            let due = self.last_write + self.period;
             if Instant::now() >= due {
                 self.wrote();
-                self.sleep.as_mut().reset(self.last_write + KEEP_ALIVE);
+                self.due = self.last_write + self.period;
+                self.sleep.as_mut().reset(self.due);
+                // The sleep fired: it holds no waker until polled again.
+                self.armed = Default::default();
                 return Poll::Ready(Bytes::from_static(b":\n\n"));
             }
+            self.due = due;
             self.sleep.as_mut().reset(due);
         }
     }
@@ -75,7 +94,7 @@ pub struct TurnSse {
 
 impl TurnSse {
     pub fn new(events: TurnEvents) -> Self {
-        TurnSse { events, buf: BytesMut::new(), keep_alive: KeepAlive::new() }
+        TurnSse { events, buf: BytesMut::new(), keep_alive: KeepAlive::new(KEEP_ALIVE) }
     }
 }
 
@@ -116,7 +135,15 @@ pub struct SseBody<S> {
 
 impl<S: Stream<Item = Bytes> + Unpin + Send + 'static> SseBody<S> {
     pub fn new(frames: S) -> Self {
-        SseBody { frames, keep_alive: KeepAlive::new() }
+        SseBody { frames, keep_alive: KeepAlive::new(KEEP_ALIVE) }
+    }
+}
+
+impl<S> SseBody<S> {
+    /// With a keep-alive period other than [`KEEP_ALIVE`].
+    #[cfg(test)]
+    fn with_keep_alive(frames: S, period: Duration) -> Self {
+        SseBody { frames, keep_alive: KeepAlive::new(period) }
     }
 }
 
@@ -154,4 +181,36 @@ pub fn frame(event: &str, id: Option<i64>, data: impl FnOnce(&mut Vec<u8>)) -> B
     data(&mut out);
     out.extend_from_slice(b"\n\n");
     Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PERIOD: Duration = Duration::from_millis(200);
+
+    /// The next frame of `body` and how long it took.
+    async fn next<S: Stream<Item = Bytes> + Unpin>(body: &mut SseBody<S>) -> (Bytes, Duration) {
+        let t = Instant::now();
+        let f = tokio::time::timeout(Duration::from_secs(10), body.next()).await;
+        (f.expect("a frame within 10 s").expect("the stream goes on").unwrap(), t.elapsed())
+    }
+
+    #[tokio::test]
+    async fn a_silent_stream_gets_a_comment_after_each_quiet_period() {
+        let (tx, rx) = futures::channel::mpsc::unbounded::<Bytes>();
+        let mut body = SseBody::with_keep_alive(rx, PERIOD);
+        let (frame, took) = next(&mut body).await;
+        assert_eq!((&frame[..], took >= PERIOD), (&b":\n\n"[..], true), "{took:?}");
+        // A write half a period in puts the next comment off to a whole period after it.
+        tokio::time::sleep(PERIOD / 2).await;
+        tx.unbounded_send(Bytes::from_static(b"data: x\n\n")).unwrap();
+        assert_eq!(&next(&mut body).await.0[..], b"data: x\n\n");
+        let (frame, took) = next(&mut body).await;
+        assert_eq!((&frame[..], took >= PERIOD), (&b":\n\n"[..], true), "{took:?}");
+        // And again: the timer is armed anew after it fired.
+        let (frame, took) = next(&mut body).await;
+        assert_eq!((&frame[..], took >= PERIOD), (&b":\n\n"[..], true), "{took:?}");
+        assert!(took < PERIOD * 5, "{took:?}");
+    }
 }
