@@ -371,15 +371,15 @@ pub(crate) async fn first_usable<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
     Ok(row.map(|r| r.0))
 }
 
-/// Everything needed to call the agent's provider, key unsealed. Server-side only.
-pub async fn runtime(db: &SqlitePool, keys: &Keyring, user: &AuthUser, id: i64) -> Result<AgentRuntime> {
-    let dk = users::data_key(db, keys, user.id()).await?;
+/// Everything needed to call the agent's provider, key unsealed with the user's data key
+/// `dk`. Server-side only.
+pub async fn runtime(db: &SqlitePool, dk: &crate::crypto::SecretKey, user: &AuthUser, id: i64) -> Result<AgentRuntime> {
     let row = fetch(db, user.id(), id).await.map_err(|_| {
         Error::Invalid("this session's agent was deleted; choose another agent for it".into())
     })?;
     let api_key = match &row.api_key {
         Some(sealed) => Some(
-            String::from_utf8(crypto::open(&dk, &key_aad(id), sealed)?)
+            String::from_utf8(crypto::open(dk, &key_aad(id), sealed)?)
                 .map_err(|_| Error::Internal("stored api key is not text".into()))?,
         ),
         None => None,
@@ -387,7 +387,7 @@ pub async fn runtime(db: &SqlitePool, keys: &Keyring, user: &AuthUser, id: i64) 
     Ok(AgentRuntime {
         id: row.id,
         provider: row.provider()?,
-        config: row.config(&dk)?,
+        config: row.config(dk)?,
         name: row.name,
         model: row.model,
         base_url: row.base_url,
@@ -426,7 +426,8 @@ mod tests {
         assert!(!serde_json::to_string(&a).unwrap().contains("sk-secret-123"));
         let (raw,): (Vec<u8>,) = sqlx::query_as("SELECT api_key FROM agents WHERE id = ?").bind(a.id).fetch_one(&st.db).await.unwrap();
         assert!(!raw.windows(13).any(|w| w == b"sk-secret-123"));
-        assert_eq!(runtime(&st.db, &st.keys, &alice, a.id).await.unwrap().api_key.as_deref(), Some("sk-secret-123"));
+        let dk = users::data_key(&st.db, &st.keys, alice.id()).await.unwrap();
+        assert_eq!(runtime(&st.db, &dk, &alice, a.id).await.unwrap().api_key.as_deref(), Some("sk-secret-123"));
         // Partial update keeps the key; null removes it.
         let renamed = update(&st.db, &st.keys, &alice, a.id, serde_json::from_value(json!({"name": "C2"})).unwrap()).await.unwrap();
         assert!(renamed.has_api_key);

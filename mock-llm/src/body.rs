@@ -33,6 +33,8 @@ pub(crate) struct Gauge {
     pub open: AtomicU64,
     /// Bodies dropped before the server finished them: the client closed the connection.
     pub client_gone: AtomicU64,
+    /// Connections accepted: a client that reuses its connections makes few.
+    pub connections: AtomicU64,
 }
 
 /// One body's place in the gauge; dropped with the body.

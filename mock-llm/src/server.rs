@@ -179,6 +179,7 @@ impl Shared {
                 "open": self.gauge.open.load(Ordering::Relaxed),
                 "client_gone": self.gauge.client_gone.load(Ordering::Relaxed),
             },
+            "connections_total": self.gauge.connections.load(Ordering::Relaxed),
         })
     }
 
@@ -192,6 +193,7 @@ impl Shared {
         // `open` counts live bodies, which a reset does not end.
         self.gauge.started.store(0, Ordering::Relaxed);
         self.gauge.client_gone.store(0, Ordering::Relaxed);
+        self.gauge.connections.store(0, Ordering::Relaxed);
     }
 
     /// Whether a directive's fault applies to this request: always without `times=`, else to
@@ -210,6 +212,15 @@ impl Shared {
     }
 }
 
+/// `listener`, counting the connections it accepts (`connections_total` in the stats).
+fn counted(listener: TcpListener, shared: &Arc<Shared>) -> impl axum::serve::Listener<Addr = SocketAddr> {
+    use axum::serve::ListenerExt;
+    let gauge = shared.gauge.clone();
+    listener.tap_io(move |_| {
+        gauge.connections.fetch_add(1, Ordering::Relaxed);
+    })
+}
+
 /// Serves until `shutdown` resolves, then closes: paced and stalled streams are cut at their
 /// next frame boundary, so shutdown never waits on a slow client.
 pub async fn serve_until(
@@ -223,7 +234,7 @@ pub async fn serve_until(
         shutdown.await;
         let _ = close.send(true);
     };
-    axum::serve(listener, router(shared))
+    axum::serve(counted(listener, &shared), router(shared))
         .with_graceful_shutdown(signal)
         .await
 }
@@ -252,6 +263,7 @@ pub fn spawn_on(config: Config, listener: TcpListener) -> io::Result<MockServer>
     let (close, closing) = watch::channel(false);
     let shared = Arc::new(Shared::new(config, closing.clone()));
     let app = router(shared.clone());
+    let listener = counted(listener, &shared);
     let mut signal = closing;
     let task = tokio::spawn(async move {
         axum::serve(listener, app)

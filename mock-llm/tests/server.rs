@@ -1057,7 +1057,7 @@ async fn requests_and_stats() {
         .json()
         .await
         .unwrap();
-    expect![[r#"{"faults":{"500":1},"faults_served":1,"per_path":{"/v1/chat/completions":1,"/v1/messages":2},"requests_total":3,"streams":{"client_gone":0,"open":0,"started":0}}"#]]
+    expect![[r#"{"connections_total":3,"faults":{"500":1},"faults_served":1,"per_path":{"/v1/chat/completions":1,"/v1/messages":2},"requests_total":3,"streams":{"client_gone":0,"open":0,"started":0}}"#]]
         .assert_eq(&sorted(stats));
     let reset = client
         .post(format!("{}/mock/reset", server.url()))

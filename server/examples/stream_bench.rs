@@ -183,8 +183,10 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 
 /// Reads one SSE reply; `text_of` says how much answer text an event carries. The clients
 /// share the machine with what they measure, so they read as little as they can: only the
-/// text events are parsed, into borrowed fields.
-async fn read_stream(resp: reqwest::Response, start: Instant, text_of: fn(&str, &str) -> usize) -> Option<(Vec<(f64, f64)>, u64, f64)> {
+/// text events are parsed, into borrowed fields. A reply is read to its end, as a browser
+/// does, so that its connection serves the next one; a stream that does not end (`/events`)
+/// is left after the reply's last event.
+async fn read_stream(resp: reqwest::Response, start: Instant, text_of: fn(&str, &str) -> usize, endless: bool) -> Option<(Vec<(f64, f64)>, u64, f64)> {
     let interval = 1000.0 / RATE;
     let mut events = resp.bytes_stream().eventsource();
     let mut bytes = 0usize;
@@ -200,7 +202,7 @@ async fn read_stream(resp: reqwest::Response, start: Instant, text_of: fn(&str, 
             let (t0, k0) = *first.get_or_insert((now, k));
             late.push((now, now - t0 - (k - k0) * interval));
         }
-        if ev.event == "message_stop" || ev.event == "message_complete" {
+        if endless && ev.event == "message_complete" {
             break;
         }
     }
@@ -350,7 +352,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
         async move {
             let start = Instant::now();
             let r = c.post(url).header("x-api-key", "k").json(&body).send().await.ok()?;
-            read_stream(r, start, anthropic_text).await
+            read_stream(r, start, anthropic_text, false).await
         }
     })
     .await;
@@ -421,7 +423,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
             async move {
                 let start = Instant::now();
                 let r = c.post(url).json(&body).send().await.ok()?;
-                read_stream(r, start, anthropic_text).await
+                read_stream(r, start, anthropic_text, false).await
             }
         })
     };
@@ -433,7 +435,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
             async move {
                 let start = Instant::now();
                 let r = post_message(&c, &hero, &token, sessions[i], &content).await?;
-                read_stream(r, start, hero_text).await
+                read_stream(r, start, hero_text, false).await
             }
         })
     };
@@ -446,7 +448,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
                 let start = Instant::now();
                 // The reply's own stream is left at once, as the browser does.
                 drop(post_message(&c, &hero, &token, sessions[i], "go").await?);
-                read_stream(events, start, chunk_text).await
+                read_stream(events, start, chunk_text, true).await
             }
         })
     };

@@ -178,6 +178,10 @@ async fn check_full_turn(provider: &str) {
     } else {
         assert!(body["system"].as_str().unwrap().contains("Hero"));
     }
+    // The next turn reuses the provider connection: the reply was read to its end.
+    let events = h.stream(session, "And now?").await;
+    assert_eq!(names(&events).last(), Some(&"message_complete"));
+    assert_eq!(mock.stats()["connections_total"], 1, "{}", mock.stats());
     assert_no_key_seen(&h);
 }
 

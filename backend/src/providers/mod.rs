@@ -360,6 +360,7 @@ where
                 return Some((item, st));
             }
             if st.ended {
+                finish_body(st.events);
                 return None;
             }
             match st.events.next().await {
@@ -381,6 +382,27 @@ where
     }))
 }
 
+/// Reads what is left of a reply's body after its last event, so that its connection goes
+/// back to the pool instead of being closed (for a real provider, a new connection is a TLS
+/// handshake on the next turn). The end is normally already here; if not, a task waits for
+/// it, a few seconds at most.
+fn finish_body<S: futures::Stream + Send + 'static>(mut events: std::pin::Pin<Box<S>>) {
+    use futures::{FutureExt, StreamExt};
+    loop {
+        match events.next().now_or_never() {
+            Some(Some(_)) => continue,
+            Some(None) => return,
+            None => break,
+        }
+    }
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(async move {
+            let drain = async { while events.next().await.is_some() {} };
+            let _ = tokio::time::timeout(Duration::from_secs(5), drain).await;
+        });
+    }
+}
+
 /// Maps the SSE decoder's errors: a body that ends or breaks early is a cut connection.
 fn sse_error<E: std::fmt::Display>(e: eventsource_stream::EventStreamError<E>) -> ProviderError {
     match e {
@@ -392,6 +414,31 @@ fn sse_error<E: std::fmt::Display>(e: eventsource_stream::EventStreamError<E>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_rest_of_a_body_is_read_to_its_end_in_the_background() {
+        use futures::StreamExt;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (tx, rx) = futures::channel::mpsc::unbounded::<u8>();
+        let ended = std::sync::Arc::new(AtomicBool::new(false));
+        let seen_end = ended.clone();
+        let body = rx.chain(futures::stream::once(async move {
+            seen_end.store(true, Ordering::SeqCst);
+            0
+        }));
+        tx.unbounded_send(1).unwrap();
+        // What is there is read at once; the end has not come yet, so a task waits for it.
+        finish_body(Box::pin(body));
+        assert!(!ended.load(Ordering::SeqCst));
+        drop(tx);
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !ended.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the body was read to its end");
+    }
 
     #[test]
     fn conversations_are_normalized() {
