@@ -136,7 +136,12 @@ pub async fn post(
     let agent_id = session.agent_id.ok_or_else(|| {
         Error::Invalid("this session has no agent; choose one for it first".into())
     })?;
-    let agent = agents::runtime(&st.db, &dk, user, agent_id).await?;
+    // The agent and the conversation so far, read at once; the user's message joins the
+    // latter in memory once stored, instead of being read back.
+    let (agent, mut history) = tokio::try_join!(
+        agents::runtime(&st.db, &dk, user, agent_id),
+        frames::since_last_compact(&st.db, &dk, session_id)
+    )?;
     let user_frame = frames::append(
         &st.db,
         &dk,
@@ -148,6 +153,8 @@ pub async fn post(
         ),
     )
     .await?;
+    history.push(user_frame.clone());
+    let messages = context(&history);
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(user_frame));
 
@@ -157,7 +164,7 @@ pub async fn post(
     let turn = Box::pin(async move {
         use futures::FutureExt;
         // Whatever happens inside, the turn ends with `message_complete` and leaves the hub.
-        let turn = std::panic::AssertUnwindSafe(run(out, agent, dk, mid.clone(), cancel));
+        let turn = std::panic::AssertUnwindSafe(run(out, agent, messages, dk, mid.clone(), cancel));
         if turn.catch_unwind().await.is_err() {
             tracing::error!("a turn failed unexpectedly");
             guard.emit(SseEvent::Error(ErrorData {
@@ -226,9 +233,8 @@ fn complete(message_id: &str, content: &str) -> SseEvent {
 
 /// The conversation as the provider reads it: compiled from the frames since the last
 /// compact. System entries (results, summaries, notes) reach the model as user-side text.
-async fn context(st: &AppState, dk: &SecretKey, session_id: i64) -> Result<Vec<ChatMessage>> {
-    let frames = frames::since_last_compact(&st.db, dk, session_id).await?;
-    Ok(compile_frames(&frames)
+fn context(frames: &[hero_shared::frame::Frame]) -> Vec<ChatMessage> {
+    compile_frames(frames)
         .into_iter()
         .map(|m| match m.role {
             FrameRole::Agent => ChatMessage {
@@ -244,12 +250,13 @@ async fn context(st: &AppState, dk: &SecretKey, session_id: i64) -> Result<Vec<C
                 content: format!("[System] {}", m.content),
             },
         })
-        .collect())
+        .collect()
 }
 
 async fn run(
     out: Out,
     agent: AgentRuntime,
+    messages: Vec<ChatMessage>,
     dk: SecretKey,
     message_id: String,
     cancel: crate::hub::Abort,
@@ -276,19 +283,14 @@ async fn run(
         }
     };
 
-    let started = match context(&st, &dk, session_id).await {
-        Err(e) => Err(e.public_message()),
-        Ok(messages) => {
-            let call = providers::Call {
-                agent: &agent,
-                system: SYSTEM_PROMPT.to_owned(),
-                messages,
-            };
-            tokio::select! {
-                r = providers::stream(&st.http, &st.call_options, call) => r.map_err(|e| e.to_string()),
-                _ = cancel.aborted() => { aborted = true; Err(String::new()) }
-            }
-        }
+    let call = providers::Call {
+        agent: &agent,
+        system: SYSTEM_PROMPT.to_owned(),
+        messages,
+    };
+    let started = tokio::select! {
+        r = providers::stream(&st.http, &st.call_options, call) => r.map_err(|e| e.to_string()),
+        _ = cancel.aborted() => { aborted = true; Err(String::new()) }
     };
     match started {
         Err(e) if !aborted => error = Some(e),
