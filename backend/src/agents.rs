@@ -373,8 +373,13 @@ pub(crate) async fn first_usable<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
 
 /// Everything needed to call the agent's provider, key unsealed with the user's data key
 /// `dk`. Server-side only.
-pub async fn runtime(db: &SqlitePool, dk: &crate::crypto::SecretKey, user: &AuthUser, id: i64) -> Result<AgentRuntime> {
-    let row = fetch(db, user.id(), id).await.map_err(|_| {
+pub async fn runtime<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
+    ex: E,
+    dk: &crate::crypto::SecretKey,
+    user: &AuthUser,
+    id: i64,
+) -> Result<AgentRuntime> {
+    let row = fetch(ex, user.id(), id).await.map_err(|_| {
         Error::Invalid("this session's agent was deleted; choose another agent for it".into())
     })?;
     let api_key = match &row.api_key {

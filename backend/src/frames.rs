@@ -180,14 +180,18 @@ pub async fn list(db: &SqlitePool, dk: &SecretKey, session_id: i64, f: &Filter) 
 
 /// Every frame from the last `compact` on (all of them when there is none): the view the
 /// page starts from and the context the agent is sent.
-pub async fn since_last_compact(db: &SqlitePool, dk: &SecretKey, session_id: i64) -> Result<Vec<Frame>> {
+pub async fn since_last_compact<'e, E: sqlx::Executor<'e, Database = sqlx::Sqlite>>(
+    ex: E,
+    dk: &SecretKey,
+    session_id: i64,
+) -> Result<Vec<Frame>> {
     let rows: Vec<Row> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND seq >= COALESCE( \
            (SELECT MAX(seq) FROM frames WHERE session_id = ? AND type = 'compact'), 0) ORDER BY seq"
     ))
     .bind(session_id)
     .bind(session_id)
-    .fetch_all(db)
+    .fetch_all(ex)
     .await?;
     rows.into_iter().map(|r| r.open(dk)).collect()
 }

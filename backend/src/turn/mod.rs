@@ -79,11 +79,12 @@ pub async fn post(
     content: String,
 ) -> Result<TurnHandle> {
     let posted = read_post(&content)?;
-    // Two reads at once, on two of the pool's connections: one wait, not two.
-    let (session, dk) = tokio::try_join!(
-        sessions::get(&st.db, user, session_id),
-        users::data_key(&st.db, &st.keys, user.id())
-    )?;
+    // One connection for the turn's reads and the user's message. A connection goes back
+    // to the pool through a task of its own and a ping, a round trip to the database's
+    // thread as dear as a query: one connection per query would double the work.
+    let mut db = st.db.acquire().await?;
+    let session = sessions::get(&mut *db, user, session_id).await?;
+    let dk = users::data_key(&mut *db, &st.keys, user.id()).await?;
     let outbox = Arc::new(Outbox::default());
     let message_id = frames::new_id();
     let out = Out {
@@ -97,7 +98,7 @@ pub async fn post(
     let content = match posted {
         Posted::Streaming(on) => {
             // The switch and its note in the log commit together.
-            let mut db_tx = st.db.begin().await?;
+            let mut db_tx = sqlx::Acquire::begin(&mut db).await?;
             sessions::set_streaming(&mut *db_tx, user, session_id, on).await?;
             let note = if on {
                 "Streaming is on for this session."
@@ -136,14 +137,12 @@ pub async fn post(
     let agent_id = session.agent_id.ok_or_else(|| {
         Error::Invalid("this session has no agent; choose one for it first".into())
     })?;
-    // The agent and the conversation so far, read at once; the user's message joins the
-    // latter in memory once stored, instead of being read back.
-    let (agent, mut history) = tokio::try_join!(
-        agents::runtime(&st.db, &dk, user, agent_id),
-        frames::since_last_compact(&st.db, &dk, session_id)
-    )?;
+    let agent = agents::runtime(&mut *db, &dk, user, agent_id).await?;
+    // The conversation so far; the user's message joins it in memory once stored, instead
+    // of being read back.
+    let mut history = frames::since_last_compact(&mut *db, &dk, session_id).await?;
     let user_frame = frames::append(
-        &st.db,
+        &mut *db,
         &dk,
         NewFrame::message(
             session_id,
@@ -153,6 +152,7 @@ pub async fn post(
         ),
     )
     .await?;
+    drop(db);
     history.push(user_frame.clone());
     let messages = context(&history);
     st.hub
@@ -394,13 +394,18 @@ async fn run(
     // whether or not the reply can be stored. (Two statements, not a transaction's four
     // round trips to the database's thread.)
     let charge = agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0;
-    if charge {
-        let recorded = record_usage(&st.db, out.user_id, &agent, session_id, &message_id, input_tokens, output_tokens);
-        if let Err(e) = recorded.await {
-            tracing::error!(error = %e, "could not record a reply's usage");
+    let stored = async {
+        // One connection for both (see `post`).
+        let mut db = st.db.acquire().await?;
+        if charge {
+            let recorded = record_usage(&mut *db, out.user_id, &agent, session_id, &message_id, input_tokens, output_tokens);
+            if let Err(e) = recorded.await {
+                tracing::error!(error = %e, "could not record a reply's usage");
+            }
         }
+        frames::append(&mut *db, &dk, f).await
     }
-    let stored = frames::append(&st.db, &dk, f).await;
+    .await;
     match stored {
         Ok(frame) => st
             .hub
