@@ -448,8 +448,9 @@ async fn pacing_spaces_deltas() {
 
 #[tokio::test]
 async fn staggered_streams_do_not_tick_in_step() {
-    // Four streams asked for at once, 200 ms between deltas: staggered, their first deltas
-    // come at offsets spread over the pause; in step, all at once.
+    // Four streams asked for at once, 400 ms between deltas: staggered, their first deltas
+    // come at offsets spread over the pause (at least 0.618 of it for any four requests);
+    // in step, all at once.
     async fn first_delta_ms(server: &MockServer) -> Vec<f64> {
         let started = Instant::now();
         let firsts = (0..4).map(|_| async {
@@ -465,12 +466,12 @@ async fn staggered_streams_do_not_tick_in_step() {
         futures_util::future::join_all(firsts).await
     }
     let spread = |t: &[f64]| t.iter().cloned().fold(f64::MIN, f64::max) - t.iter().cloned().fold(f64::MAX, f64::min);
-    let config = Config::default().answers(vec![Answer::text("abcdefgh")]).chunk_bytes(4).delay(Duration::from_millis(200));
+    let config = Config::default().answers(vec![Answer::text("abcdefgh")]).chunk_bytes(4).delay(Duration::from_millis(400));
     let staggered = first_delta_ms(&start(config.clone().stagger(true)).await).await;
-    assert!(spread(&staggered) >= 60.0, "{staggered:?}");
-    assert!(staggered.iter().all(|&t| t < 400.0), "within one pause: {staggered:?}");
+    assert!(spread(&staggered) >= 150.0, "{staggered:?}");
+    assert!(staggered.iter().all(|&t| t < 800.0), "within one pause: {staggered:?}");
     let in_step = first_delta_ms(&start(config).await).await;
-    assert!(spread(&in_step) < 60.0, "{in_step:?}");
+    assert!(spread(&in_step) < 150.0, "{in_step:?}");
 }
 
 // ---------------------------------------------------------------- faults
@@ -1049,7 +1050,7 @@ async fn requests_and_stats() {
         !serde_json::to_string(&log).unwrap().contains("sk-test"),
         "a key leaked into the log"
     );
-    let stats: Value = client
+    let mut stats: Value = client
         .get(format!("{}/mock/stats", server.url()))
         .send()
         .await
@@ -1057,7 +1058,10 @@ async fn requests_and_stats() {
         .json()
         .await
         .unwrap();
-    expect![[r#"{"connections_total":3,"faults":{"500":1},"faults_served":1,"per_path":{"/v1/chat/completions":1,"/v1/messages":2},"requests_total":3,"streams":{"client_gone":0,"open":0,"started":0}}"#]]
+    // Three clients at least; whether one of them reused its connection is up to its pool.
+    let connections = stats.as_object_mut().unwrap().remove("connections_total");
+    assert!(connections.and_then(|c| c.as_u64()).is_some_and(|c| c >= 3), "{stats}");
+    expect![[r#"{"faults":{"500":1},"faults_served":1,"per_path":{"/v1/chat/completions":1,"/v1/messages":2},"requests_total":3,"streams":{"client_gone":0,"open":0,"started":0}}"#]]
         .assert_eq(&sorted(stats));
     let reset = client
         .post(format!("{}/mock/reset", server.url()))

@@ -164,6 +164,9 @@ impl IdleWatch {
         if self.armed.holds(cx) && tokio::time::Instant::now() < self.due {
             return std::task::Poll::Pending;
         }
+        // Out of budget, a tokio sleep answers Pending without registering anything: only a
+        // poll made with budget left arms it.
+        let budget = tokio::task::coop::has_budget_remaining();
         while self.sleep.as_mut().poll(cx).is_ready() {
             let deadline = self.last + self.idle;
             if tokio::time::Instant::now() >= deadline {
@@ -172,7 +175,9 @@ impl IdleWatch {
             self.sleep.as_mut().reset(deadline);
             self.due = deadline;
         }
-        self.armed.set(cx);
+        if budget {
+            self.armed.set(cx);
+        }
         std::task::Poll::Pending
     }
 }
@@ -388,7 +393,9 @@ where
 /// it, a few seconds at most.
 fn finish_body<S: futures::Stream + Send + 'static>(mut events: std::pin::Pin<Box<S>>) {
     use futures::{FutureExt, StreamExt};
-    loop {
+    // What is already here, within reason: a provider that keeps talking after its last
+    // event must not hold up the end of the turn.
+    for _ in 0..64 {
         match events.next().now_or_never() {
             Some(Some(_)) => continue,
             Some(None) => return,

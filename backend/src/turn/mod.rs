@@ -152,8 +152,14 @@ pub async fn post(
         ),
     )
     .await?;
+    if history.last().map_or(1, |f| f.seq + 1) == user_frame.seq {
+        history.push(user_frame.clone());
+    } else {
+        // Something was appended in between (another tab's message, a reply finishing):
+        // read the conversation again, the user's message with it.
+        history = frames::since_last_compact(&mut *db, &dk, session_id).await?;
+    }
     drop(db);
-    history.push(user_frame.clone());
     let messages = context(&history);
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(user_frame));
@@ -396,7 +402,9 @@ async fn run(
     let charge = agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0;
     let stored = async {
         // One connection for both (see `post`).
-        let mut db = st.db.acquire().await?;
+        let mut db = st.db.acquire().await.inspect_err(|_| {
+            tracing::error!(input_tokens, output_tokens, "could not record a reply's usage");
+        })?;
         if charge {
             let recorded = record_usage(&mut *db, out.user_id, &agent, session_id, &message_id, input_tokens, output_tokens);
             if let Err(e) = recorded.await {

@@ -53,9 +53,14 @@ impl KeepAlive {
         if self.armed.holds(cx) && Instant::now() < self.due {
             return Poll::Pending;
         }
+        // Out of budget, a tokio sleep answers Pending without registering anything: only a
+        // poll made with budget left arms it.
+        let budget = tokio::task::coop::has_budget_remaining();
         loop {
             if self.sleep.as_mut().poll(cx).is_pending() {
-                self.armed.set(cx);
+                if budget {
+                    self.armed.set(cx);
+                }
                 return Poll::Pending;
             }
             let due = self.last_write + self.period;
@@ -212,5 +217,23 @@ mod tests {
         let (frame, took) = next(&mut body).await;
         assert_eq!((&frame[..], took >= PERIOD), (&b":\n\n"[..], true), "{took:?}");
         assert!(took < PERIOD * 5, "{took:?}");
+    }
+
+    #[tokio::test]
+    async fn a_first_poll_out_of_budget_still_arms_the_keep_alive() {
+        let (_tx, rx) = futures::channel::mpsc::unbounded::<Bytes>();
+        let mut body = SseBody::with_keep_alive(rx, PERIOD);
+        // Spend the task's budget, then poll: the sleep answers without registering.
+        std::future::poll_fn(|cx| {
+            while tokio::task::coop::has_budget_remaining() {
+                let _ = std::pin::pin!(tokio::task::coop::consume_budget()).poll(cx);
+            }
+            assert!(body.poll_next_unpin(cx).is_pending());
+            Poll::Ready(())
+        })
+        .await;
+        let (frame, took) = next(&mut body).await;
+        assert_eq!(&frame[..], b":\n\n", "{took:?}");
+        assert!(took < PERIOD * 5, "woken by the keep-alive itself, not by something later: {took:?}");
     }
 }
