@@ -311,6 +311,58 @@ async fn concurrent_posts_keep_seq_strictly_increasing() {
 }
 
 #[tokio::test]
+async fn a_watcher_that_falls_behind_is_told_and_dropped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let h = hero().await;
+    // A long reply in one-byte pieces, as fast as the mock can: two events per piece on
+    // `/events`, 6 MB in all, more than the sockets hold (the server's send buffer grows
+    // to 4 MB) and then far more events than the hub keeps for a reader that does not read.
+    let answer = "x".repeat(30_000);
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text(answer)]).chunk_bytes(1)).await.unwrap();
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let (_, login) = h
+        .json(reqwest::Method::POST, "/api/auth/login", Some(json!({"username": "alice", "password": "alice-password"})))
+        .await;
+    let token = login["token"].as_str().unwrap();
+
+    // A tab with a tiny receive window that reads its response head, then nothing.
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(2048).unwrap();
+    let mut tab = sock.connect(h.base.trim_start_matches("http://").parse().unwrap()).await.unwrap();
+    let request = format!("GET /api/sessions/{session}/events HTTP/1.1\r\nHost: hero\r\nAuthorization: Bearer {token}\r\n\r\n");
+    tab.write_all(request.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), tab.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0, "the server closed the stream");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
+
+    // The reply is not held up by the tab that does not read: its poster gets all of it.
+    let events = h.stream(session, "go").await;
+    assert_eq!(names(&events).last(), Some(&"message_complete"));
+    assert_eq!(last_data(&events, "message_complete")["content"].as_str().map(str::len), Some(30_000));
+
+    // The tab, reading at last, is told it fell behind, and its stream ends.
+    let told = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let n = tab.read(&mut buf).await.unwrap();
+            got.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&got);
+            if n == 0 || text.ends_with("0\r\n\r\n") {
+                return text.into_owned();
+            }
+        }
+    })
+    .await
+    .expect("the stream ends");
+    assert!(told.contains("event: error\ndata: {\"error\":\"this stream fell "), "{}", &told[told.len().saturating_sub(400)..]);
+    assert!(told.contains("events behind and was closed"));
+}
+
+#[tokio::test]
 async fn the_event_stream_resumes_without_gap_or_duplicate() {
     let h = hero().await;
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("live answer")]).chunk_bytes(3)).await.unwrap();
