@@ -129,54 +129,32 @@ pub async fn stream(
     })
 }
 
-/// Notices a reply that went silent for `idle`, without touching the timer for every
-/// token: the one sleep is re-armed only when it fires early, and polled only when it may
-/// be due or the waiting task's waker changed.
+/// Notices a reply that went silent for `idle`, without a clock read or a timer per
+/// token: tokens only mark that something came, and when the alarm rings after something
+/// came it is set again. A silence is noticed after `idle` to twice that.
 pub struct IdleWatch {
     idle: Duration,
-    last: tokio::time::Instant,
-    /// When the sleep fires.
-    due: tokio::time::Instant,
-    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
-    armed: crate::hub::Armed,
+    alarm: crate::hub::Alarm,
+    seen: bool,
 }
 
 impl IdleWatch {
     pub fn new(idle: Duration) -> Self {
-        let now = tokio::time::Instant::now();
-        IdleWatch {
-            idle,
-            last: now,
-            due: now + idle,
-            sleep: Box::pin(tokio::time::sleep_until(now + idle)),
-            armed: Default::default(),
-        }
+        IdleWatch { idle, alarm: crate::hub::Alarm::new(tokio::time::Instant::now() + idle), seen: false }
     }
 
     /// Something arrived.
     pub fn touch(&mut self) {
-        self.last = tokio::time::Instant::now();
+        self.seen = true;
     }
 
-    /// Ready once nothing has arrived for `idle`.
+    /// Ready once nothing has arrived for `idle` (or up to twice that).
     pub fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<ProviderError> {
-        use std::future::Future;
-        if self.armed.holds(cx) && tokio::time::Instant::now() < self.due {
-            return std::task::Poll::Pending;
-        }
-        // Out of budget, a tokio sleep answers Pending without registering anything: only a
-        // poll made with budget left arms it.
-        let budget = tokio::task::coop::has_budget_remaining();
-        while self.sleep.as_mut().poll(cx).is_ready() {
-            let deadline = self.last + self.idle;
-            if tokio::time::Instant::now() >= deadline {
+        while self.alarm.poll(cx).is_ready() {
+            if !std::mem::take(&mut self.seen) {
                 return std::task::Poll::Ready(ProviderError::Stalled(self.idle.as_secs().max(1)));
             }
-            self.sleep.as_mut().reset(deadline);
-            self.due = deadline;
-        }
-        if budget {
-            self.armed.set(cx);
+            self.alarm.reset(tokio::time::Instant::now() + self.idle);
         }
         std::task::Poll::Pending
     }

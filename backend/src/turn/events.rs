@@ -51,8 +51,13 @@ impl Outbox {
         }
     }
 
-    fn pop(&self) -> Option<SseEvent> {
-        lock(&self.events).pop_front()
+    /// Moves every event waiting into `into` (empty), under one lock: the queue's storage
+    /// changes hands instead of being emptied one event at a time.
+    fn take_into(&self, into: &mut VecDeque<SseEvent>) {
+        let mut q = lock(&self.events);
+        if !q.is_empty() {
+            std::mem::swap(&mut *q, into);
+        }
     }
 
     fn detach(&self) {
@@ -171,6 +176,8 @@ pub struct TurnEvents {
     shared: Arc<Shared>,
     /// `shared` as a waker, made once: the turn is polled with it.
     waker: Waker,
+    /// Events taken from the outbox, not yet read.
+    taken: VecDeque<SseEvent>,
     /// The fell-behind notice was given.
     told: bool,
     runtime: tokio::runtime::Handle,
@@ -194,13 +201,16 @@ impl TurnEvents {
             watch.add(&shared);
         }
         let waker = Waker::from(shared.clone());
-        TurnEvents { shared, waker, told: false, runtime: tokio::runtime::Handle::current() }
+        TurnEvents { shared, waker, taken: VecDeque::new(), told: false, runtime: tokio::runtime::Handle::current() }
     }
 
     /// The next event already produced, without driving the turn: lets a writer gather
     /// what is ready into one write.
     pub fn ready(&mut self) -> Option<SseEvent> {
-        self.shared.outbox.pop()
+        if self.taken.is_empty() {
+            self.shared.outbox.take_into(&mut self.taken);
+        }
+        self.taken.pop_front()
     }
 }
 
@@ -209,13 +219,13 @@ impl Stream for TurnEvents {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<SseEvent>> {
         let this = self.get_mut();
-        let shared = &*this.shared;
         // Any read counts as reading, a backlog drained from the outbox included.
-        shared.polls.fetch_add(1, Ordering::AcqRel);
+        this.shared.polls.fetch_add(1, Ordering::AcqRel);
         loop {
-            if let Some(ev) = shared.outbox.pop() {
+            if let Some(ev) = this.ready() {
                 return Poll::Ready(Some(ev));
             }
+            let shared = &*this.shared;
             let mut slot = lock(&shared.turn);
             let Some(turn) = slot.as_mut() else {
                 drop(slot);
@@ -236,7 +246,7 @@ impl Stream for TurnEvents {
                 Poll::Ready(()) => *slot = None,
                 Poll::Pending => {
                     drop(slot);
-                    return match shared.outbox.pop() {
+                    return match this.ready() {
                         Some(ev) => Poll::Ready(Some(ev)),
                         None => Poll::Pending,
                     };

@@ -16,65 +16,38 @@ use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use hero_backend::turn::TurnEvents;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 /// Silence after which a comment line keeps proxies from closing the stream (axum's default).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// A comment line after [`KEEP_ALIVE`] of silence, without touching a timer per write: the
-/// sleep is polled only when it may be due or the body's waker changed.
+/// A comment line after [`KEEP_ALIVE`] of silence (up to twice that), without a clock read
+/// or a timer per write: writes only mark that something went out, and when the alarm
+/// rings after a write it is set again.
 struct KeepAlive {
     period: Duration,
-    sleep: Pin<Box<Sleep>>,
-    /// When the sleep fires.
-    due: Instant,
-    armed: hero_backend::hub::Armed,
-    last_write: Instant,
+    alarm: hero_backend::hub::Alarm,
+    wrote: bool,
 }
 
 impl KeepAlive {
     fn new(period: Duration) -> Self {
-        let now = Instant::now();
-        KeepAlive {
-            period,
-            sleep: Box::pin(tokio::time::sleep_until(now + period)),
-            due: now + period,
-            armed: Default::default(),
-            last_write: now,
-        }
+        KeepAlive { period, alarm: hero_backend::hub::Alarm::new(Instant::now() + period), wrote: false }
     }
 
     fn wrote(&mut self) {
-        self.last_write = Instant::now();
+        self.wrote = true;
     }
 
-    /// Ready with the comment once the stream has been silent for the whole period.
+    /// Ready with the comment once the stream has been silent for a whole period.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Bytes> {
-        if self.armed.holds(cx) && Instant::now() < self.due {
-            return Poll::Pending;
-        }
-        // Out of budget, a tokio sleep answers Pending without registering anything: only a
-        // poll made with budget left arms it.
-        let budget = tokio::task::coop::has_budget_remaining();
-        loop {
-            if self.sleep.as_mut().poll(cx).is_pending() {
-                if budget {
-                    self.armed.set(cx);
-                }
-                return Poll::Pending;
-            }
-            let due = self.last_write + self.period;
-            if Instant::now() >= due {
-                self.wrote();
-                self.due = self.last_write + self.period;
-                self.sleep.as_mut().reset(self.due);
-                // The sleep fired: it holds no waker until polled again.
-                self.armed = Default::default();
+        while self.alarm.poll(cx).is_ready() {
+            self.alarm.reset(Instant::now() + self.period);
+            if !std::mem::take(&mut self.wrote) {
                 return Poll::Ready(Bytes::from_static(b":\n\n"));
             }
-            self.due = due;
-            self.sleep.as_mut().reset(due);
         }
+        Poll::Pending
     }
 }
 
