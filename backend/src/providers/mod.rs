@@ -89,7 +89,8 @@ pub struct ChatMessage {
 pub struct CallOptions {
     /// Connect + first byte of the answer.
     pub first_byte_timeout: Duration,
-    /// Silence allowed between two pieces of a streaming reply.
+    /// Silence allowed between two pieces of a streaming reply (noticed after this to twice
+    /// this, see [`IdleWatch`]).
     pub idle_timeout: Duration,
     pub max_retries: u32,
     /// Longest wait for one retry, whatever `retry-after` says.
