@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
 use futures::task::AtomicWaker;
 use hero_shared::frame::Frame;
@@ -80,107 +80,15 @@ impl Abort {
     }
 }
 
-/// The waker a signal was last registered with. Registering with an `AtomicWaker` is an
-/// atomic write to memory that other threads touch too; a task that waits with the same
-/// waker token after token need not do it every time.
-#[derive(Default)]
-pub struct Armed(Option<Waker>);
-
-impl Armed {
-    /// Whether the last registration would wake `cx`'s task.
-    pub fn holds(&self, cx: &Context<'_>) -> bool {
-        self.0.as_ref().is_some_and(|w| w.will_wake(cx.waker()))
-    }
-
-    /// Notes that `cx`'s waker is now the registered one.
-    pub fn set(&mut self, cx: &Context<'_>) {
-        if !self.holds(cx) {
-            self.0 = Some(cx.waker().clone());
-        }
-    }
-}
-
-/// A deadline a task can wait on token after token for the price of one atomic load: the
-/// tokio sleep behind it wakes a flag of its own (which passes the wake-up on), so it need
-/// not be polled again, nor the clock read, until it rings.
-pub struct Alarm {
-    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
-    ring: Arc<Ring>,
-    /// `ring` as a waker, made once: the sleep is polled with it.
-    waker: Waker,
-    /// The sleep holds `waker`: it was last polled with budget left, and has not fired.
-    set: bool,
-    /// The task `ring` passes wake-ups on to.
-    task: Armed,
-}
-
-#[derive(Default)]
-struct Ring {
-    rang: AtomicBool,
-    task: AtomicWaker,
-}
-
-impl std::task::Wake for Ring {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.rang.store(true, Ordering::Release);
-        self.task.wake();
-    }
-}
-
-impl Alarm {
-    pub fn new(at: tokio::time::Instant) -> Self {
-        let ring = Arc::new(Ring::default());
-        let waker = Waker::from(ring.clone());
-        Alarm { sleep: Box::pin(tokio::time::sleep_until(at)), ring, waker, set: false, task: Armed::default() }
-    }
-
-    /// Sets the alarm to ring at `at` instead.
-    pub fn reset(&mut self, at: tokio::time::Instant) {
-        self.sleep.as_mut().reset(at);
-        self.set = false;
-    }
-
-    /// Ready once the deadline has passed; otherwise wakes `cx`'s task when it does.
-    pub fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        use std::future::Future;
-        // A ring takes the task's waker: register it again after one.
-        let rang = self.ring.rang.swap(false, Ordering::AcqRel);
-        if rang || !self.task.holds(cx) {
-            self.ring.task.register(cx.waker());
-            self.task.set(cx);
-        }
-        if self.set && !rang {
-            return Poll::Pending;
-        }
-        // Out of budget, a tokio sleep answers Pending without registering anything (and
-        // has the task polled again soon): only a poll made with budget left sets it.
-        let budget = tokio::task::coop::has_budget_remaining();
-        match self.sleep.as_mut().poll(&mut Context::from_waker(&self.waker)) {
-            Poll::Ready(()) => {
-                self.set = false;
-                Poll::Ready(())
-            }
-            Poll::Pending => {
-                self.set = budget;
-                Poll::Pending
-            }
-        }
-    }
-}
-
 /// An [`Abort`] waited on again and again: registers its waker only when it changes.
 pub struct AbortWatch {
     abort: Abort,
-    armed: Armed,
+    armed: crate::wake::Armed,
 }
 
 impl AbortWatch {
     pub fn new(abort: Abort) -> Self {
-        AbortWatch { abort, armed: Armed::default() }
+        AbortWatch { abort, armed: Default::default() }
     }
 
     pub fn is_aborted(&self) -> bool {

@@ -26,6 +26,7 @@ pub mod providers;
 pub mod sessions;
 pub mod turn;
 pub mod users;
+pub mod wake;
 
 use std::sync::Arc;
 

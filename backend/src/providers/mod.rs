@@ -90,7 +90,7 @@ pub struct CallOptions {
     /// Connect + first byte of the answer.
     pub first_byte_timeout: Duration,
     /// Silence allowed between two pieces of a streaming reply (noticed after this to twice
-    /// this, see [`IdleWatch`]).
+    /// this, see [`crate::wake::Silence`]).
     pub idle_timeout: Duration,
     pub max_retries: u32,
     /// Longest wait for one retry, whatever `retry-after` says.
@@ -115,7 +115,7 @@ pub struct Call<'a> {
 }
 
 /// Starts a streaming call; the returned stream yields the reply as it arrives. Silence
-/// mid-reply is the caller's to bound ([`IdleWatch`]).
+/// mid-reply is the caller's to bound ([`crate::wake::Silence`]).
 pub async fn stream(
     client: &reqwest::Client,
     opts: &CallOptions,
@@ -128,37 +128,6 @@ pub async fn stream(
         }
         ProviderKind::Scripted => scripted::stream(&call),
     })
-}
-
-/// Notices a reply that went silent for `idle`, without a clock read or a timer per
-/// token: tokens only mark that something came, and when the alarm rings after something
-/// came it is set again. A silence is noticed after `idle` to twice that.
-pub struct IdleWatch {
-    idle: Duration,
-    alarm: crate::hub::Alarm,
-    seen: bool,
-}
-
-impl IdleWatch {
-    pub fn new(idle: Duration) -> Self {
-        IdleWatch { idle, alarm: crate::hub::Alarm::new(tokio::time::Instant::now() + idle), seen: false }
-    }
-
-    /// Something arrived.
-    pub fn touch(&mut self) {
-        self.seen = true;
-    }
-
-    /// Ready once nothing has arrived for `idle` (or up to twice that).
-    pub fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<ProviderError> {
-        while self.alarm.poll(cx).is_ready() {
-            if !std::mem::take(&mut self.seen) {
-                return std::task::Poll::Ready(ProviderError::Stalled(self.idle.as_secs().max(1)));
-            }
-            self.alarm.reset(tokio::time::Instant::now() + self.idle);
-        }
-        std::task::Poll::Pending
-    }
 }
 
 /// Merges consecutive messages of one role and makes the first one the user's, as both

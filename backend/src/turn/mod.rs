@@ -302,8 +302,9 @@ async fn run(
         Err(e) if !aborted => error = Some(e),
         Err(_) => {}
         Ok(mut stream) => {
-            let mut idle = providers::IdleWatch::new(st.call_options.idle_timeout);
-            let mut cancel = crate::hub::AbortWatch::new(cancel.clone());
+            let idle_timeout = st.call_options.idle_timeout;
+            let mut idle = crate::wake::Silence::new(idle_timeout);
+            let mut cancel = crate::hub::AbortWatch::new(cancel);
             loop {
                 // Once per token: the stream first, and the abort and the silence timer
                 // only registered while it waits. An abort wins over tokens still coming.
@@ -318,14 +319,16 @@ async fn run(
                     if cancel.poll_aborted(cx).is_ready() {
                         return Poll::Ready(None);
                     }
-                    idle.poll_expired(cx).map(|e| Some(Some(Err(e))))
+                    idle.poll(cx).map(|()| {
+                        Some(Some(Err(providers::ProviderError::Stalled(idle_timeout.as_secs().max(1)))))
+                    })
                 })
                 .await;
                 let Some(item) = item else {
                     aborted = true;
                     break;
                 };
-                idle.touch();
+                idle.heard();
                 match item {
                     None => break,
                     Some(Ok(Delta::Text(t))) if text.len() + t.len() > MAX_REPLY_BYTES => {

@@ -126,6 +126,15 @@ pub async fn events(
     Ok(SseBody::new(Box::pin(events)))
 }
 
+/// `message_chunk`'s data (reference 000), written from borrowed fields: one per token.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Chunk<'a> {
+    session_id: i64,
+    message_id: &'a str,
+    content: &'a str,
+}
+
 /// One reader of a session's events.
 struct Watcher {
     st: AppState,
@@ -183,7 +192,7 @@ impl Watcher {
                 }
                 Ok(HubEvent::Stream { event, .. }) => return Some(sse_event(event)),
                 Ok(HubEvent::Chunk { session_id, message_id, delta }) => {
-                    let data = serde_json::json!({"sessionId": session_id, "messageId": message_id, "content": delta});
+                    let data = Chunk { session_id: *session_id, message_id, content: delta };
                     return Some(sse::frame("message_chunk", None, |out| {
                         let _ = serde_json::to_writer(out, &data);
                     }));

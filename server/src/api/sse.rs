@@ -16,38 +16,26 @@ use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use hero_backend::turn::TurnEvents;
-use tokio::time::Instant;
+use hero_backend::wake::Silence;
 
 /// Silence after which a comment line keeps proxies from closing the stream (axum's default).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// A comment line after [`KEEP_ALIVE`] of silence (up to twice that), without a clock read
-/// or a timer per write: writes only mark that something went out, and when the alarm
-/// rings after a write it is set again.
-struct KeepAlive {
-    period: Duration,
-    alarm: hero_backend::hub::Alarm,
-    wrote: bool,
-}
+/// A comment line after [`KEEP_ALIVE`] of silence (up to twice that; writes only mark that
+/// something went out).
+struct KeepAlive(Silence);
 
 impl KeepAlive {
     fn new(period: Duration) -> Self {
-        KeepAlive { period, alarm: hero_backend::hub::Alarm::new(Instant::now() + period), wrote: false }
+        KeepAlive(Silence::new(period))
     }
 
     fn wrote(&mut self) {
-        self.wrote = true;
+        self.0.heard();
     }
 
-    /// Ready with the comment once the stream has been silent for a whole period.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Bytes> {
-        while self.alarm.poll(cx).is_ready() {
-            self.alarm.reset(Instant::now() + self.period);
-            if !std::mem::take(&mut self.wrote) {
-                return Poll::Ready(Bytes::from_static(b":\n\n"));
-            }
-        }
-        Poll::Pending
+        self.0.poll(cx).map(|()| Bytes::from_static(b":\n\n"))
     }
 }
 
@@ -164,6 +152,8 @@ pub fn frame(event: &str, id: Option<i64>, data: impl FnOnce(&mut Vec<u8>)) -> B
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use tokio::time::Instant;
 
     const PERIOD: Duration = Duration::from_millis(200);
 
