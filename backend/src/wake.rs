@@ -78,7 +78,8 @@ impl Alarm {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         use std::future::Future;
         // A ring takes the task's waker: register it again after one.
-        let rang = self.ring.rang.swap(false, Ordering::AcqRel);
+        // A load first: an atomic swap on every poll would write to the flag each time.
+        let rang = self.ring.rang.load(Ordering::Acquire) && self.ring.rang.swap(false, Ordering::AcqRel);
         if rang || !self.task.holds(cx) {
             self.ring.task.register(cx.waker());
             self.task.set(cx);

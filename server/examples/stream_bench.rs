@@ -93,17 +93,33 @@ fn cpu_seconds() -> f64 {
     stat_cpu("/proc/self/stat")
 }
 
-/// utime + stime of the middle's threads and of SQLite's workers, in seconds.
-fn middle_cpu_seconds() -> (f64, f64) {
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return (0.0, 0.0) };
-    let mut out = (0.0, 0.0);
+/// Time on a CPU of one thread, in seconds: the first field of its `schedstat`, kept in
+/// nanoseconds (utime and stime are counted in 10 ms ticks, too coarse for a few seconds
+/// of a few threads), and its utime alone.
+fn thread_cpu(task: &std::path::Path) -> (f64, f64) {
+    let ns = std::fs::read_to_string(task.join("schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|n| n.parse::<f64>().ok()))
+        .unwrap_or(0.0);
+    let stat = std::fs::read_to_string(task.join("stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let utime = after.split_whitespace().nth(11).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+    (ns / 1e9, utime / 100.0)
+}
+
+/// CPU time of the middle's threads and of SQLite's workers, and the middle's user time
+/// alone, in seconds.
+fn middle_cpu_seconds() -> (f64, f64, f64) {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return (0.0, 0.0, 0.0) };
+    let mut out = (0.0, 0.0, 0.0);
     for t in dir.flatten() {
         let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        let cpu = || stat_cpu(&t.path().join("stat").to_string_lossy());
         if comm.starts_with("middle") {
-            out.0 += cpu();
+            let (cpu, user) = thread_cpu(&t.path());
+            out.0 += cpu;
+            out.2 += user;
         } else if comm.starts_with("sqlx-sqlite") {
-            out.1 += cpu();
+            out.1 += thread_cpu(&t.path()).0;
         }
     }
     out
@@ -150,6 +166,8 @@ struct Outcome {
     middle_cpu: f64,
     /// Of which SQLite's worker threads.
     db_cpu: f64,
+    /// The middle's user time alone (10 ms ticks).
+    middle_user: f64,
     switches: u64,
     /// Of which the middle's threads were preempted.
     preempted: u64,
@@ -166,6 +184,7 @@ impl Outcome {
         self.cpu += o.cpu;
         self.middle_cpu += o.middle_cpu;
         self.db_cpu += o.db_cpu;
+        self.middle_user += o.middle_user;
         self.switches += o.switches;
         self.preempted += o.preempted;
         self.peak_rss_growth_kib = self.peak_rss_growth_kib.max(o.peak_rss_growth_kib);
@@ -295,6 +314,7 @@ where
     out.preempted = sw1.1 - sw0.1;
     out.db_cpu = mid1.1 - mid0.1;
     out.middle_cpu = mid1.0 - mid0.0 + out.db_cpu;
+    out.middle_user = mid1.2 - mid0.2;
     running.store(false, Ordering::Relaxed);
     let _ = sampler.await;
     out.peak_rss_growth_kib = peak.load(Ordering::Relaxed).saturating_sub(base_rss);
@@ -484,7 +504,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
         let f50 = pct(&mut o.first_token_ms, 0.5);
         let f99 = pct(&mut o.first_token_ms, 0.99);
         println!(
-            "{name:<6} streams={} delivered={:.2}% failed_streams={} lateness_ms p50={p50:.2} p99={p99:.2} steady_p99={s99:.2} first_token_ms p50={f50:.1} p99={f99:.1} cpu_s={:.2} middle_cpu_s={:.2} (db {:.2}) cpu_us_per_token={:.2} middle_switches_per_token={:.3} (preempted {:.3}) rss_growth_kib_per_stream={:.1}",
+            "{name:<6} streams={} delivered={:.2}% failed_streams={} lateness_ms p50={p50:.2} p99={p99:.2} steady_p99={s99:.2} first_token_ms p50={f50:.1} p99={f99:.1} cpu_s={:.2} middle_cpu_s={:.2} (db {:.2}) cpu_us_per_token={:.2} middle_user_us_per_token={:.2} middle_switches_per_token={:.3} (preempted {:.3}) rss_growth_kib_per_stream={:.1}",
             a.streams,
             100.0 * o.tokens as f64 / expected,
             o.failed_streams,
@@ -492,6 +512,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
             o.middle_cpu,
             o.db_cpu,
             o.cpu * 1e6 / (o.tokens.max(1) as f64),
+            o.middle_user * 1e6 / (o.tokens.max(1) as f64),
             o.switches as f64 / (o.tokens.max(1) as f64),
             o.preempted as f64 / (o.tokens.max(1) as f64),
             o.peak_rss_growth_kib as f64 / a.streams as f64

@@ -40,6 +40,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Default)]
 pub(crate) struct Outbox {
     events: Mutex<VecDeque<SseEvent>>,
+    /// `events` is not empty: looked at with a load, so that a poster asking again and
+    /// again while nothing came takes no lock.
+    waiting: AtomicBool,
     /// Set once the poster is gone or was dropped for falling behind.
     detached: AtomicBool,
 }
@@ -47,14 +50,21 @@ pub(crate) struct Outbox {
 impl Outbox {
     pub(crate) fn push(&self, ev: SseEvent) {
         if !self.detached.load(Ordering::Relaxed) {
-            lock(&self.events).push_back(ev);
+            let mut q = lock(&self.events);
+            q.push_back(ev);
+            // Under the lock, so that a taker clearing it has taken this event.
+            self.waiting.store(true, Ordering::Release);
         }
     }
 
     /// Moves every event waiting into `into` (empty), under one lock: the queue's storage
     /// changes hands instead of being emptied one event at a time.
     fn take_into(&self, into: &mut VecDeque<SseEvent>) {
+        if !self.waiting.load(Ordering::Acquire) {
+            return;
+        }
         let mut q = lock(&self.events);
+        self.waiting.store(false, Ordering::Relaxed);
         if !q.is_empty() {
             std::mem::swap(&mut *q, into);
         }
@@ -180,6 +190,9 @@ pub struct TurnEvents {
     taken: VecDeque<SseEvent>,
     /// The fell-behind notice was given.
     told: bool,
+    /// The turn's last poll ended Pending: until it is woken, polling it again would only
+    /// walk its whole chain of futures to find them all still waiting.
+    parked: bool,
     runtime: tokio::runtime::Handle,
 }
 
@@ -201,7 +214,7 @@ impl TurnEvents {
             watch.add(&shared);
         }
         let waker = Waker::from(shared.clone());
-        TurnEvents { shared, waker, taken: VecDeque::new(), told: false, runtime: tokio::runtime::Handle::current() }
+        TurnEvents { shared, waker, taken: VecDeque::new(), told: false, parked: false, runtime: tokio::runtime::Handle::current() }
     }
 
     /// The next event already produced, without driving the turn: lets a writer gather
@@ -219,8 +232,10 @@ impl Stream for TurnEvents {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<SseEvent>> {
         let this = self.get_mut();
-        // Any read counts as reading, a backlog drained from the outbox included.
-        this.shared.polls.fetch_add(1, Ordering::AcqRel);
+        // Any read counts as reading, a backlog drained from the outbox included. Only the
+        // poster writes the count: a load and a store, not a locked add.
+        let polls = &this.shared.polls;
+        polls.store(polls.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
         loop {
             if let Some(ev) = this.ready() {
                 return Poll::Ready(Some(ev));
@@ -241,10 +256,15 @@ impl Stream for TurnEvents {
                 return Poll::Ready(None);
             };
             shared.poster.register(cx.waker());
+            // Read after registering: a wake-up after this load reaches the new waker.
+            if this.parked && !shared.woken.load(Ordering::Acquire) {
+                return Poll::Pending;
+            }
             shared.woken.store(false, Ordering::Release);
             match turn.as_mut().poll(&mut Context::from_waker(&this.waker)) {
                 Poll::Ready(()) => *slot = None,
                 Poll::Pending => {
+                    this.parked = true;
                     drop(slot);
                     return match this.ready() {
                         Some(ev) => Poll::Ready(Some(ev)),
@@ -344,5 +364,47 @@ mod tests {
         assert_eq!(b, Some(text("b")));
         assert_eq!(events.next().await, None);
         done.await.unwrap();
+    }
+
+    /// A turn that says "a", then waits until its waker (kept in `waker`) is called, then
+    /// ends, counting how often it is polled.
+    struct Counted {
+        outbox: Arc<Outbox>,
+        polls: Arc<AtomicU64>,
+        waker: Arc<Mutex<Option<Waker>>>,
+    }
+
+    impl Future for Counted {
+        type Output = ();
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            match self.polls.fetch_add(1, Ordering::SeqCst) {
+                0 => {
+                    self.outbox.push(text("a"));
+                    *lock(&self.waker) = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+                _ => Poll::Ready(()),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_turn_is_polled_again_only_once_woken() {
+        let outbox = Arc::new(Outbox::default());
+        let (polls, waker) = (Arc::new(AtomicU64::new(0)), Arc::new(Mutex::new(None)));
+        let turn = Counted { outbox: outbox.clone(), polls: polls.clone(), waker: waker.clone() };
+        let watch = Arc::new(Watch::default());
+        let mut events = TurnEvents::new(outbox, Some(Box::pin(turn)), &watch);
+        assert_eq!(events.next().await, Some(text("a")));
+        assert_eq!(polls.load(Ordering::SeqCst), 1);
+        // Asked again before anything woke the turn: its chain of futures is not walked.
+        for _ in 0..3 {
+            assert!(futures::poll!(events.next()).is_pending());
+        }
+        assert_eq!(polls.load(Ordering::SeqCst), 1);
+        // Woken, it is polled again, and finishes.
+        lock(&waker).take().expect("the turn's waker").wake();
+        assert_eq!(events.next().await, None);
+        assert_eq!(polls.load(Ordering::SeqCst), 2);
     }
 }
