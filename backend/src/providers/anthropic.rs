@@ -176,3 +176,57 @@ struct TextDelta<'a> {
     text: Option<std::borrow::Cow<'a, str>>,
 }
 
+
+#[cfg(test)]
+mod cost {
+    use super::*;
+    use eventsource_stream::Eventsource;
+    use futures::{FutureExt, StreamExt};
+
+    /// Not a test: what one token costs in this process's pipeline, warm, on one thread.
+    /// `cargo test --release -p hero-backend --lib cost -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn per_token_pipeline_cost() {
+        const N: usize = 200_000;
+        let ev = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"word\"}}\n\n";
+        let chunks: Vec<&'static [u8]> = (0..N).map(|_| ev.as_bytes()).collect();
+        let t = std::time::Instant::now();
+        let mut events = futures::stream::iter(chunks.clone().into_iter().map(Ok::<_, std::io::Error>)).eventsource();
+        let mut n = 0;
+        while let Some(Some(_)) = events.next().now_or_never() {
+            n += 1;
+        }
+        let sse = t.elapsed();
+        assert_eq!(n, N);
+        let t = std::time::Instant::now();
+        let mut deltas = drive(
+            futures::stream::iter(chunks.into_iter().map(Ok::<_, std::io::Error>)).eventsource(),
+            AnthropicDecoder::default(),
+        );
+        let mut parser = hero_shared::hml::StreamParser::new();
+        let mut buf: Vec<u8> = Vec::new();
+        let mut out = 0usize;
+        let mid = "0193a0b1-7c2d-7e3f-8a9b-0c1d2e3f4a5b".to_owned();
+        while let Some(Some(Ok(Delta::Text(text)))) = deltas.next().now_or_never() {
+            let mut evs = Vec::new();
+            parser.feed_str_with(&text, |ev| {
+                if let Some(e) = hero_shared::wire::SseEvent::from_parser_event(&mid, &ev, None) {
+                    evs.push(e);
+                }
+            });
+            buf.reserve(4096);
+            for e in evs {
+                let _ = e.write_sse(&mut buf);
+            }
+            out += std::mem::take(&mut buf).len();
+        }
+        let all = t.elapsed();
+        assert!(out > 0);
+        println!(
+            "per token: sse decode {:.2} µs; decode + anthropic + hml + event + write {:.2} µs",
+            sse.as_secs_f64() * 1e6 / N as f64,
+            all.as_secs_f64() * 1e6 / N as f64
+        );
+    }
+}
