@@ -371,33 +371,90 @@ pub(crate) async fn first_usable<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
     Ok(row.map(|r| r.0))
 }
 
-/// Everything needed to call the agent's provider, key unsealed with the user's data key
-/// `dk`. Server-side only.
-pub async fn runtime<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
+/// What a turn needs before it starts, read in one statement: the user's data key, the
+/// session's agent, and that agent's row while it stands. (Three statements cost three
+/// round trips to the database's thread, each dearer than the reading it does.)
+pub(crate) struct TurnSetup {
+    pub dk: SecretKey,
+    agent_id: Option<i64>,
+    row: Option<Row>,
+}
+
+#[derive(sqlx::FromRow)]
+struct SetupRow {
+    data_key: Vec<u8>,
+    agent_id: Option<i64>,
+    a_id: Option<i64>,
+    a_name: Option<String>,
+    a_provider: Option<String>,
+    a_model: Option<String>,
+    a_base_url: Option<String>,
+    a_api_key: Option<Vec<u8>>,
+    a_config: Option<Vec<u8>>,
+}
+
+/// The user's data key and the agent of their session `session_id` (not found: someone
+/// else's session, or none).
+pub(crate) async fn turn_setup<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
     ex: E,
-    dk: &crate::crypto::SecretKey,
+    keys: &Keyring,
     user: &AuthUser,
-    id: i64,
-) -> Result<AgentRuntime> {
-    let row = fetch(ex, user.id(), id).await.map_err(|_| {
-        Error::Invalid("this session's agent was deleted; choose another agent for it".into())
-    })?;
-    let api_key = match &row.api_key {
-        Some(sealed) => Some(
-            String::from_utf8(crypto::open(dk, &key_aad(id), sealed)?)
-                .map_err(|_| Error::Internal("stored api key is not text".into()))?,
-        ),
-        None => None,
-    };
-    Ok(AgentRuntime {
-        id: row.id,
-        provider: row.provider()?,
-        config: row.config(dk)?,
-        name: row.name,
-        model: row.model,
-        base_url: row.base_url,
-        api_key,
-    })
+    session_id: i64,
+) -> Result<TurnSetup> {
+    let r: SetupRow = sqlx::query_as(
+        "SELECT u.data_key, s.agent_id, a.id AS a_id, a.name AS a_name, a.provider AS a_provider, \
+         a.model AS a_model, a.base_url AS a_base_url, a.api_key AS a_api_key, a.config AS a_config \
+         FROM sessions s JOIN users u ON u.id = s.user_id \
+         LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
+         WHERE s.id = ? AND s.user_id = ?",
+    )
+    .bind(session_id)
+    .bind(user.id())
+    .fetch_optional(ex)
+    .await?
+    .ok_or(Error::NotFound("session"))?;
+    let dk = keys.unwrap_data_key(user.id(), &r.data_key)?;
+    let row = r.a_id.map(|id| Row {
+        id,
+        name: r.a_name.unwrap_or_default(),
+        provider: r.a_provider.unwrap_or_default(),
+        model: r.a_model.unwrap_or_default(),
+        base_url: r.a_base_url,
+        api_key: r.a_api_key,
+        config: r.a_config.unwrap_or_default(),
+        created_at: String::new(),
+        updated_at: String::new(),
+    });
+    Ok(TurnSetup { dk, agent_id: r.agent_id, row })
+}
+
+impl TurnSetup {
+    /// Everything needed to call the session's agent, its key unsealed. Server-side only.
+    pub(crate) fn agent(self) -> Result<AgentRuntime> {
+        if self.agent_id.is_none() {
+            return Err(Error::Invalid("this session has no agent; choose one for it first".into()));
+        }
+        let row = self.row.ok_or_else(|| {
+            Error::Invalid("this session's agent was deleted; choose another agent for it".into())
+        })?;
+        let dk = &self.dk;
+        let api_key = match &row.api_key {
+            Some(sealed) => Some(
+                String::from_utf8(crypto::open(dk, &key_aad(row.id), sealed)?)
+                    .map_err(|_| Error::Internal("stored api key is not text".into()))?,
+            ),
+            None => None,
+        };
+        Ok(AgentRuntime {
+            id: row.id,
+            provider: row.provider()?,
+            config: row.config(dk)?,
+            name: row.name,
+            model: row.model,
+            base_url: row.base_url,
+            api_key,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -431,8 +488,12 @@ mod tests {
         assert!(!serde_json::to_string(&a).unwrap().contains("sk-secret-123"));
         let (raw,): (Vec<u8>,) = sqlx::query_as("SELECT api_key FROM agents WHERE id = ?").bind(a.id).fetch_one(&st.db).await.unwrap();
         assert!(!raw.windows(13).any(|w| w == b"sk-secret-123"));
-        let dk = users::data_key(&st.db, &st.keys, alice.id()).await.unwrap();
-        assert_eq!(runtime(&st.db, &dk, &alice, a.id).await.unwrap().api_key.as_deref(), Some("sk-secret-123"));
+        // Only a turn unseals it, for the session's agent, and only for the session's owner.
+        let session = crate::sessions::create(&st.db, &alice, serde_json::from_value(json!({"name": "s", "agent_id": a.id})).unwrap()).await.unwrap();
+        let setup = turn_setup(&st.db, &st.keys, &alice, session.id).await.unwrap();
+        assert_eq!(setup.agent().unwrap().api_key.as_deref(), Some("sk-secret-123"));
+        let bob = signed_in(&st, "bob").await;
+        assert!(matches!(turn_setup(&st.db, &st.keys, &bob, session.id).await, Err(Error::NotFound(_))));
         // Partial update keeps the key; null removes it.
         let renamed = update(&st.db, &st.keys, &alice, a.id, serde_json::from_value(json!({"name": "C2"})).unwrap()).await.unwrap();
         assert!(renamed.has_api_key);

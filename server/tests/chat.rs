@@ -549,6 +549,18 @@ async fn bad_chat_input_is_refused_clearly() {
     assert_eq!(s, StatusCode::BAD_REQUEST);
     assert!(r["error"].as_str().unwrap().contains("agent was deleted"), "{r}");
     assert_eq!(h.frames(session).await.len(), 0);
+    // A session with no agent at all is told to choose one; its stream switch still works.
+    let (s, _) = h.json(reqwest::Method::PATCH, &format!("/api/sessions/{session}"), Some(json!({"agent_id": null}))).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, r) = h.json(reqwest::Method::POST, &path, Some(post("hi"))).await;
+    assert_eq!((s, r["error"].as_str()), (StatusCode::BAD_REQUEST, Some("this session has no agent; choose one for it first")));
+    let events = h.stream(session, "/stream off").await;
+    assert!(last_data(&events, "message_complete")["content"].as_str().unwrap().contains("Streaming is off"), "{events:?}");
+    h.stream(session, "/stream on").await;
+    assert_eq!(h.frames(session).await.len(), 2);
+    // Another user's session is not found, whatever its agent.
+    let (s, _) = h.json(reqwest::Method::POST, "/api/sessions/999/messages/stream", Some(post("/stream on"))).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
     // The demo agent answers with no key and no network.
     let (_, agents) = h.json(reqwest::Method::GET, "/api/agents", None).await;
     let demo = agents.as_array().unwrap().iter().find(|a| a["provider"] == "scripted").unwrap()["id"].clone();

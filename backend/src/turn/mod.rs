@@ -22,7 +22,7 @@ use crate::crypto::SecretKey;
 use crate::frames::{self, NewFrame};
 use crate::hub::HubEvent;
 use crate::providers::{self, ChatMessage, Delta, Role};
-use crate::{AppState, Error, Result, sessions, users};
+use crate::{AppState, Error, Result, sessions};
 
 pub const MAX_MESSAGE_CHARS: usize = 100_000;
 /// A reply longer than this is ended: a provider that never stops must not fill memory.
@@ -83,8 +83,8 @@ pub async fn post(
     // to the pool through a task of its own and a ping, a round trip to the database's
     // thread as dear as a query: one connection per query would double the work.
     let mut db = st.db.acquire().await?;
-    let session = sessions::get(&mut *db, user, session_id).await?;
-    let dk = users::data_key(&mut *db, &st.keys, user.id()).await?;
+    let setup = agents::turn_setup(&mut *db, &st.keys, user, session_id).await?;
+    let dk = setup.dk.clone();
     let outbox = Arc::new(Outbox::default());
     let message_id = frames::new_id();
     let out = Out {
@@ -134,10 +134,7 @@ pub async fn post(
         Posted::Message(c) => c,
     };
 
-    let agent_id = session.agent_id.ok_or_else(|| {
-        Error::Invalid("this session has no agent; choose one for it first".into())
-    })?;
-    let agent = agents::runtime(&mut *db, &dk, user, agent_id).await?;
+    let agent = setup.agent()?;
     // The conversation so far; the user's message joins it in memory once stored, instead
     // of being read back.
     let mut history = frames::since_last_compact(&mut *db, &dk, session_id).await?;
