@@ -4,7 +4,8 @@
 //! A body ends in one of four ways: complete (terminating events), cut (the stream yields an
 //! error, and hyper drops the connection without the final chunk), stall (nothing more until
 //! the client leaves or the server shuts down) or a mid-stream error event. Every pause also
-//! watches the server's closing signal, so shutdown never waits on a slow or stalled stream.
+//! watches the server's closing signal, so shutdown never waits on a slow or stalled stream
+//! (a pause of [`SHORT_PAUSE`] or less looks at it when it ends instead).
 
 use std::{
     collections::VecDeque,
@@ -136,6 +137,11 @@ impl Encoder {
     }
 }
 
+/// A pause this short is not raced against the closing signal but looks at it when it ends:
+/// registering with the signal is a lock every stream of the server shares, and at one pause
+/// per delta that was much of what a paced stream cost.
+const SHORT_PAUSE: Duration = Duration::from_millis(50);
+
 /// Paces deltas: the first goes after `first` (at once, unless staggered), each next one
 /// `delay` after the previous one was due. A stream that fell behind (a slow reader)
 /// resumes at the pace instead of bursting.
@@ -143,9 +149,15 @@ struct Pacer {
     delay: Duration,
     first: Duration,
     next: Option<Instant>,
+    /// One timer for the stream's short pauses, set again for each.
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Pacer {
+    fn new(delay: Duration, first: Duration) -> Self {
+        Pacer { delay, first, next: None, sleep: None }
+    }
+
     /// Waits for the next delta's turn; false when the server is closing.
     async fn wait(&mut self, closing: &mut watch::Receiver<bool>) -> bool {
         if self.delay.is_zero() {
@@ -159,9 +171,24 @@ impl Pacer {
             }
             None => Instant::now() + self.first,
         };
-        tokio::select! {
-            _ = tokio::time::sleep_until(at) => {}
-            _ = closed(closing) => return false,
+        if at.saturating_duration_since(Instant::now()) <= SHORT_PAUSE {
+            let sleep = match &mut self.sleep {
+                Some(s) => {
+                    s.as_mut().reset(at);
+                    s
+                }
+                None => self.sleep.insert(Box::pin(tokio::time::sleep_until(at))),
+            };
+            sleep.await;
+            // A dropped sender without a close: nothing will ever close this stream.
+            if closing.has_changed().unwrap_or(false) && *closing.borrow() {
+                return false;
+            }
+        } else {
+            tokio::select! {
+                _ = tokio::time::sleep_until(at) => {}
+                _ = closed(closing) => return false,
+            }
         }
         self.next = Some((at + self.delay).max(Instant::now()));
         true
@@ -232,7 +259,7 @@ pub(crate) fn events(
         scratch,
         live: Some(live),
         ending,
-        pacer: Pacer { delay, first, next: None },
+        pacer: Pacer::new(delay, first),
         life,
         done: false,
     })
@@ -249,11 +276,7 @@ pub(crate) fn fixed(
         scratch: Vec::new(),
         live: None,
         ending,
-        pacer: Pacer {
-            delay: Duration::ZERO,
-            first: Duration::ZERO,
-            next: None,
-        },
+        pacer: Pacer::new(Duration::ZERO, Duration::ZERO),
         life,
         done: false,
     })

@@ -809,6 +809,27 @@ async fn shutdown_ends_stalled_streams() {
     assert!(err.is_some());
 }
 
+#[tokio::test]
+async fn shutdown_ends_paced_streams_at_once() {
+    // 50 deltas a second (short pauses, which look at the signal when they end) and one a
+    // second (long ones, raced against it): neither holds shutdown up.
+    for rate in [50.0, 1.0] {
+        let text = "word ".repeat(500);
+        let server = start(Config::default().answers(vec![Answer::text(text)]).tokens_per_sec(rate)).await;
+        let resp = send(&server, Wire::Anthropic, &body(Wire::Anthropic, "hi", true)).await;
+        let reading = tokio::spawn(events(resp));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let began = std::time::Instant::now();
+        tokio::time::timeout(Duration::from_secs(5), server.shutdown())
+            .await
+            .expect("shutdown does not wait for the answer to end")
+            .unwrap();
+        assert!(began.elapsed() < Duration::from_secs(2), "rate {rate}: {:?}", began.elapsed());
+        let (_, err) = reading.await.unwrap();
+        assert!(err.is_some(), "rate {rate}: the stream was cut");
+    }
+}
+
 // ---------------------------------------------------------------- auth and validation
 
 #[tokio::test]
