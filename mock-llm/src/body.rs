@@ -180,8 +180,9 @@ impl Pacer {
                 None => self.sleep.insert(Box::pin(tokio::time::sleep_until(at))),
             };
             sleep.await;
-            // A dropped sender without a close: nothing will ever close this stream.
-            if closing.has_changed().unwrap_or(false) && *closing.borrow() {
+            // Unchanged: go on. Changed, or its sender gone (which may have closed first, as
+            // dropping the server does): the value says.
+            if !matches!(closing.has_changed(), Ok(false)) && *closing.borrow() {
                 return false;
             }
         } else {

@@ -828,6 +828,17 @@ async fn shutdown_ends_paced_streams_at_once() {
         let (_, err) = reading.await.unwrap();
         assert!(err.is_some(), "rate {rate}: the stream was cut");
     }
+    // Dropping the server closes and lets go of the signal at once: still seen.
+    let server = start(Config::default().answers(vec![Answer::text("word ".repeat(500))]).tokens_per_sec(50.0)).await;
+    let resp = send(&server, Wire::Anthropic, &body(Wire::Anthropic, "hi", true)).await;
+    let reading = tokio::spawn(events(resp));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(server);
+    let (_, err) = tokio::time::timeout(Duration::from_secs(2), reading)
+        .await
+        .expect("a dropped server ends its paced streams")
+        .unwrap();
+    assert!(err.is_some());
 }
 
 // ---------------------------------------------------------------- auth and validation

@@ -558,7 +558,7 @@ async fn bad_chat_input_is_refused_clearly() {
     assert!(last_data(&events, "message_complete")["content"].as_str().unwrap().contains("Streaming is off"), "{events:?}");
     h.stream(session, "/stream on").await;
     assert_eq!(h.frames(session).await.len(), 2);
-    // Another user's session is not found, whatever its agent.
+    // A session that is not there is not found, whatever the message.
     let (s, _) = h.json(reqwest::Method::POST, "/api/sessions/999/messages/stream", Some(post("/stream on"))).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     // The demo agent answers with no key and no network.

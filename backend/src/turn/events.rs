@@ -407,4 +407,35 @@ mod tests {
         assert_eq!(events.next().await, None);
         assert_eq!(polls.load(Ordering::SeqCst), 2);
     }
+
+    /// A turn that says "a" and wakes itself before answering Pending (as a future out of
+    /// tokio's budget does), then ends.
+    struct SelfWaking(Arc<Outbox>, bool);
+
+    impl Future for SelfWaking {
+        type Output = ();
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            if std::mem::replace(&mut self.1, true) {
+                return Poll::Ready(());
+            }
+            self.0.push(text("a"));
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+
+    #[tokio::test]
+    async fn a_turn_that_wakes_itself_is_polled_again() {
+        let outbox = Arc::new(Outbox::default());
+        let watch = Arc::new(Watch::default());
+        let mut events = TurnEvents::new(outbox.clone(), Some(Box::pin(SelfWaking(outbox, false))), &watch);
+        let all = tokio::time::timeout(Duration::from_secs(5), async {
+            let mut all = Vec::new();
+            while let Some(ev) = events.next().await {
+                all.push(ev);
+            }
+            all
+        });
+        assert_eq!(all.await.expect("the turn was polled again and ended"), vec![text("a")]);
+    }
 }
