@@ -34,8 +34,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use eventsource_stream::Eventsource;
-use futures::StreamExt;
 use hero_backend::{AppState, Settings, crypto, db, users};
 use mock_llm::{Answer, Config};
 use serde_json::{Value, json};
@@ -200,32 +198,190 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
-/// Reads one SSE reply; `text_of` says how much answer text an event carries. The clients
-/// share the machine with what they measure, so they read as little as they can: only the
-/// text events are parsed, into borrowed fields. A reply is read to its end, as a browser
-/// does, so that its connection serves the next one; a stream that does not end (`/events`)
-/// is left after the reply's last event.
-async fn read_stream(resp: reqwest::Response, start: Instant, text_of: fn(&str, &str) -> usize, endless: bool) -> Option<(Vec<(f64, f64)>, u64, f64)> {
-    let interval = 1000.0 / RATE;
-    let mut events = resp.bytes_stream().eventsource();
-    let mut bytes = 0usize;
-    let mut late = Vec::new();
-    let mut first: Option<(f64, f64)> = None;
-    while let Some(ev) = events.next().await {
-        let ev = ev.ok()?;
-        let n = text_of(&ev.event, &ev.data);
-        if n > 0 {
-            bytes += n;
-            let k = (bytes / 4) as f64;
-            let now = start.elapsed().as_secs_f64() * 1000.0;
-            let (t0, k0) = *first.get_or_insert((now, k));
-            late.push((now, now - t0 - (k - k0) * interval));
+/// The clients' side of the streams: a bare HTTP/1.1 exchange per stream on a socket of its
+/// own, read in the stream's task. The clients share the two cores with what they measure,
+/// so what they spend is taken from it; reqwest reads each connection in a task of its own
+/// and hands the body over through a channel, and at 1,000 streams the clients and the mock
+/// took about a core. Only the text events are parsed, into borrowed fields. A reply is read
+/// to its end, as a browser does, so that its connection serves the stream's next reply; a
+/// stream that does not end (`/events`) is left after the reply's last event.
+struct Clients {
+    addr: std::net::SocketAddr,
+    /// Stream i's kept connection.
+    slots: Vec<tokio::sync::Mutex<Option<tokio::net::TcpStream>>>,
+}
+
+/// What one stream saw: (arrival, lateness) per token in ms, tokens, first token's arrival.
+type Seen = Option<(Vec<(f64, f64)>, u64, f64)>;
+
+impl Clients {
+    fn new(addr: std::net::SocketAddr, n: usize) -> Arc<Self> {
+        Arc::new(Clients { addr, slots: (0..n).map(|_| tokio::sync::Mutex::new(None)).collect() })
+    }
+
+    /// Sends `request` (head and body) as stream `i` and reads the SSE answer.
+    async fn stream(&self, i: usize, request: Vec<u8>, start: Instant, text_of: fn(&str, &str) -> usize, endless: bool) -> Seen {
+        use tokio::io::AsyncWriteExt;
+        let mut slot = self.slots[i].lock().await;
+        // A kept connection the server has closed meanwhile fails at once: try a new one.
+        for kept in [true, false] {
+            let mut s = match (kept, slot.take()) {
+                (true, Some(s)) => s,
+                (true, None) => continue,
+                (false, _) => connect(self.addr).await?,
+            };
+            if s.write_all(&request).await.is_err() {
+                continue;
+            }
+            match read_sse(&mut s, start, text_of, endless).await {
+                Read::Done(seen) => {
+                    if !endless {
+                        *slot = Some(s);
+                    }
+                    return Some(seen);
+                }
+                Read::Closed if kept => continue,
+                _ => return None,
+            }
         }
-        if endless && ev.event == "message_complete" {
-            break;
+        None
+    }
+}
+
+enum Read {
+    Done((Vec<(f64, f64)>, u64, f64)),
+    /// The connection ended before a byte of the answer.
+    Closed,
+    Failed,
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Bytes read from a connection and not yet used.
+#[derive(Default)]
+struct Wire {
+    raw: Vec<u8>,
+    pos: usize,
+}
+
+impl Wire {
+    async fn more(&mut self, s: &mut tokio::net::TcpStream) -> bool {
+        use tokio::io::AsyncReadExt;
+        if self.pos > 8192 {
+            self.raw.drain(..self.pos);
+            self.pos = 0;
+        }
+        self.raw.reserve(8192);
+        matches!(s.read_buf(&mut self.raw).await, Ok(n) if n > 0)
+    }
+
+    /// The head of a chunked `200` answer.
+    async fn head(&mut self, s: &mut tokio::net::TcpStream) -> Read {
+        let body_at = loop {
+            if let Some(p) = find(&self.raw[self.pos..], b"\r\n\r\n") {
+                break self.pos + p + 4;
+            }
+            if !self.more(s).await {
+                return if self.raw.is_empty() { Read::Closed } else { Read::Failed };
+            }
+        };
+        let head = String::from_utf8_lossy(&self.raw[self.pos..body_at]).to_ascii_lowercase();
+        self.pos = body_at;
+        if !head.starts_with("http/1.1 200") || !head.contains("transfer-encoding: chunked") {
+            eprintln!("unexpected answer: {}", head.lines().next().unwrap_or(""));
+            return Read::Failed;
+        }
+        Read::Done((Vec::new(), 0, f64::NAN))
+    }
+
+    /// The SSE events of a chunked body, to its end (or, `endless`, to `message_complete`).
+    async fn events(&mut self, s: &mut tokio::net::TcpStream, start: Instant, text_of: fn(&str, &str) -> usize, endless: bool) -> Read {
+        let interval = 1000.0 / RATE;
+        let mut sse: Vec<u8> = Vec::new();
+        let (mut bytes, mut late, mut first) = (0usize, Vec::new(), None::<(f64, f64)>);
+        loop {
+            // Every whole chunk received so far.
+            let mut ended = false;
+            while let Some(eol) = find(&self.raw[self.pos..], b"\r\n") {
+                let line = &self.raw[self.pos..self.pos + eol];
+                let size = std::str::from_utf8(line)
+                    .ok()
+                    .and_then(|l| usize::from_str_radix(l.split(';').next().unwrap_or("").trim(), 16).ok());
+                let Some(size) = size else { return Read::Failed };
+                let data = self.pos + eol + 2;
+                if self.raw.len() < data + size + 2 {
+                    break;
+                }
+                sse.extend_from_slice(&self.raw[data..data + size]);
+                self.pos = data + size + 2;
+                if size == 0 {
+                    ended = true;
+                    break;
+                }
+            }
+            // Every whole event in them.
+            let mut done = 0;
+            while let Some(end) = find(&sse[done..], b"\n\n") {
+                let block = &sse[done..done + end];
+                done += end + 2;
+                let (mut name, mut data) = ("message", "");
+                for line in block.split(|&b| b == b'\n') {
+                    let line = std::str::from_utf8(line).unwrap_or("");
+                    if let Some(n) = line.strip_prefix("event: ") {
+                        name = n;
+                    } else if let Some(d) = line.strip_prefix("data: ") {
+                        data = d;
+                    }
+                }
+                let n = text_of(name, data);
+                if n > 0 {
+                    bytes += n;
+                    let k = (bytes / 4) as f64;
+                    let now = start.elapsed().as_secs_f64() * 1000.0;
+                    let (t0, k0) = *first.get_or_insert((now, k));
+                    late.push((now, now - t0 - (k - k0) * interval));
+                }
+                if endless && name == "message_complete" {
+                    ended = true;
+                    break;
+                }
+            }
+            sse.drain(..done);
+            if ended {
+                return Read::Done((late, (bytes / 4) as u64, first.map_or(f64::NAN, |f| f.0)));
+            }
+            if !self.more(s).await {
+                return Read::Failed;
+            }
         }
     }
-    Some((late, (bytes / 4) as u64, first.map_or(f64::NAN, |f| f.0)))
+}
+
+/// Reads a chunked `200` answer of SSE events from `s`.
+async fn read_sse(s: &mut tokio::net::TcpStream, start: Instant, text_of: fn(&str, &str) -> usize, endless: bool) -> Read {
+    let mut w = Wire::default();
+    match w.head(s).await {
+        Read::Done(_) => w.events(s, start, text_of, endless).await,
+        other => other,
+    }
+}
+
+async fn connect(addr: std::net::SocketAddr) -> Option<tokio::net::TcpStream> {
+    let s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    s.set_nodelay(true).ok()?;
+    Some(s)
+}
+
+/// An HTTP/1.1 POST of `body` as JSON, with `extra` header lines.
+fn post_request(path: &str, extra: &str, body: &Value) -> Vec<u8> {
+    let body = body.to_string();
+    format!(
+        "POST {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{extra}\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
 }
 
 #[derive(serde::Deserialize)]
@@ -367,13 +523,11 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
     let body = json!({"model": "mock-model", "max_tokens": 4096, "stream": true, "messages": [{"role": "user", "content": "go"}]});
 
     // Phase 1: direct.
-    let direct = phase(a.streams, |_| {
-        let (c, url, body) = (client.clone(), format!("{mock_url}/v1/messages"), body.clone());
-        async move {
-            let start = Instant::now();
-            let r = c.post(url).header("x-api-key", "k").json(&body).send().await.ok()?;
-            read_stream(r, start, anthropic_text, false).await
-        }
+    let mock_addr: std::net::SocketAddr = mock_url.trim_start_matches("http://").parse().expect("mock address");
+    let direct_clients = Clients::new(mock_addr, a.streams);
+    let direct = phase(a.streams, |i| {
+        let (clients, request) = (direct_clients.clone(), post_request("/v1/messages", "x-api-key: k\r\n", &body));
+        async move { clients.stream(i, request, Instant::now(), anthropic_text, false).await }
     })
     .await;
 
@@ -434,29 +588,24 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
     // process than the other.
     let mut relay = Outcome::default();
     let mut hero_out = Outcome::default();
+    let (relay_clients, hero_clients) = (Clients::new(relay_addr, a.streams), Clients::new(hero_addr, a.streams));
     let relay_run = |content: String| {
-        let (client, body) = (client.clone(), body.clone());
-        phase(a.streams, move |_| {
-            let mut body = body.clone();
-            body["messages"][0]["content"] = json!(content);
-            let (c, url) = (client.clone(), format!("http://{relay_addr}/relay"));
-            async move {
-                let start = Instant::now();
-                let r = c.post(url).json(&body).send().await.ok()?;
-                read_stream(r, start, anthropic_text, false).await
-            }
+        let (clients, mut body) = (relay_clients.clone(), body.clone());
+        body["messages"][0]["content"] = json!(content);
+        let request = post_request("/relay", "", &body);
+        phase(a.streams, move |i| {
+            let (clients, request) = (clients.clone(), request.clone());
+            async move { clients.stream(i, request, Instant::now(), anthropic_text, false).await }
         })
     };
     let hero_run = |content: String| {
-        let (client, token, hero, sessions) = (client.clone(), token.clone(), hero.clone(), sessions.clone());
+        let (clients, token, sessions) = (hero_clients.clone(), token.clone(), sessions.clone());
+        let body = json!({"content": content});
         phase(a.streams, move |i| {
-            let (c, token, hero, sessions, content) =
-                (client.clone(), token.clone(), hero.clone(), sessions.clone(), content.clone());
-            async move {
-                let start = Instant::now();
-                let r = post_message(&c, &hero, &token, sessions[i], &content).await?;
-                read_stream(r, start, hero_text, false).await
-            }
+            let path = format!("/api/sessions/{}/messages/stream", sessions[i]);
+            let request = post_request(&path, &format!("authorization: Bearer {token}\r\n"), &body);
+            let clients = clients.clone();
+            async move { clients.stream(i, request, Instant::now(), hero_text, false).await }
         })
     };
     let watch_run = || {
@@ -464,11 +613,19 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
         phase(a.streams, move |i| {
             let (c, token, hero, sessions) = (client.clone(), token.clone(), hero.clone(), sessions.clone());
             async move {
-                let events = c.get(format!("{hero}/api/sessions/{}/events", sessions[i])).bearer_auth(&token).send().await.ok()?;
+                use tokio::io::AsyncWriteExt;
+                let mut s = connect(hero_addr).await?;
+                let get = format!("GET /api/sessions/{}/events HTTP/1.1\r\nhost: bench\r\nauthorization: Bearer {token}\r\n\r\n", sessions[i]);
+                s.write_all(get.as_bytes()).await.ok()?;
+                let mut w = Wire::default();
+                let Read::Done(_) = w.head(&mut s).await else { return None };
                 let start = Instant::now();
                 // The reply's own stream is left at once, as the browser does.
                 drop(post_message(&c, &hero, &token, sessions[i], "go").await?);
-                read_stream(events, start, chunk_text, true).await
+                match w.events(&mut s, start, chunk_text, true).await {
+                    Read::Done(seen) => Some(seen),
+                    _ => None,
+                }
             }
         })
     };
@@ -477,15 +634,17 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
     let short_content = format!("[[mock text=\"{}\"]]", answer_text(a.short));
     let (mut relay_short, mut hero_short) = (Outcome::default(), Outcome::default());
     let mut watched = Outcome::default();
+    // Each round's own ratio too: how far apart they lie says how much the sum can be trusted.
+    let mut round_ratios = Vec::new();
     for round in 0..a.rounds {
         let (r0, h0) = (relay.middle_cpu, hero_out.middle_cpu);
+        let (rt0, ht0) = (relay.tokens, hero_out.tokens);
         relay.add(relay_run("go".into()).await);
         hero_out.add(hero_run("go".into()).await);
-        eprintln!(
-            "round {round}: middle cpu relay {:.2} s, hero {:.2} s",
-            relay.middle_cpu - r0,
-            hero_out.middle_cpu - h0
-        );
+        let (r, h) = (relay.middle_cpu - r0, hero_out.middle_cpu - h0);
+        let per = |cpu: f64, tokens: u64| cpu / (tokens.max(1) as f64);
+        round_ratios.push(per(h, hero_out.tokens - ht0) / per(r, relay.tokens - rt0));
+        eprintln!("round {round}: middle cpu relay {r:.2} s, hero {h:.2} s");
         if a.watch {
             watched.add(watch_run().await);
         }
@@ -536,6 +695,10 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
             w / r
         );
     }
+    println!(
+        "rounds cpu_ratio_hero_to_relay={}",
+        round_ratios.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(",")
+    );
     let per_token = |o: &Outcome| o.middle_cpu / (o.tokens.max(1) as f64);
     let relay_added = per_token(&relay);
     let hero_added = per_token(&hero_out);
