@@ -9,7 +9,9 @@
 //!
 //! The middle (relay or Hero) runs on a runtime of its own, on threads named `middle-*`;
 //! its CPU is read per thread from /proc (with the SQLite worker threads, which only Hero
-//! uses), so the mock and the clients, on the main runtime, do not blur the figure.
+//! uses), so the mock and the clients, on the main runtime, do not blur the figure. They
+//! still share the two cores with it, so the clients are as light as they can be: a bare
+//! HTTP/1.1 exchange read in each stream's own task.
 //!
 //! The mock staggers its streams: each starts its 20 ms beat at its own offset, as
 //! independent replies from a real provider do. Streams started in the same instant would
