@@ -197,6 +197,28 @@ async fn anthropic_turn_streams_parses_and_stores_frames() {
 }
 
 #[tokio::test]
+async fn a_reply_is_stored_even_when_its_usage_cannot_be() {
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("fine")])).await.unwrap();
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    sqlx::query("CREATE TRIGGER usage_refused BEFORE INSERT ON usage BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        .execute(&h.st.db)
+        .await
+        .unwrap();
+    let events = h.stream(session, "hi").await;
+    assert!(!names(&events).contains(&"error"), "{events:?}");
+    let frames = h.frames(session).await;
+    assert_eq!(frames.len(), 2);
+    assert_eq!(frames[1]["payload"]["content"], "fine");
+    // And with the usage table writable again, both are recorded.
+    sqlx::query("DROP TRIGGER usage_refused").execute(&h.st.db).await.unwrap();
+    h.stream(session, "again").await;
+    assert_eq!(h.frames(session).await.len(), 4);
+    let (rows,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM usage").fetch_one(&h.st.db).await.unwrap();
+    assert_eq!(rows, 1);
+}
+
+#[tokio::test]
 async fn openai_turn_streams_parses_and_stores_frames() {
     check_full_turn("openai").await;
 }
