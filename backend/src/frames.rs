@@ -75,51 +75,29 @@ fn author_str(a: AuthorType) -> &'static str {
 
 /// Appends a frame; `ex` is the pool, or a transaction the frame must commit with.
 pub async fn append<'e, E: sqlx::Executor<'e, Database = sqlx::Sqlite>>(ex: E, dk: &SecretKey, f: NewFrame) -> Result<Frame> {
-    append_after(ex, dk, f, None).await
-}
-
-/// A statement to run just before a frame's insert, in the same round trip to the
-/// database's thread, with its arguments (the frame's are bound after them). Each
-/// statement still commits on its own, the first first.
-pub(crate) struct Before<'q> {
-    pub sql: &'static str,
-    pub args: sqlx::sqlite::SqliteArguments<'q>,
-}
-
-const INSERT: &str = "INSERT INTO frames (id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload) \
-     VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM frames WHERE session_id = ?), ?, ?, ?, ?, ?, ?, ?) \
-     RETURNING seq";
-
-/// Appends a frame, after `before` if given. If `before` fails the frame is not stored.
-pub(crate) async fn append_after<'e, 'q, E: sqlx::Executor<'e, Database = sqlx::Sqlite>>(
-    ex: E,
-    dk: &SecretKey,
-    f: NewFrame,
-    before: Option<Before<'q>>,
-) -> Result<Frame> {
-    use sqlx::Arguments;
     let timestamp = now_precise();
     let plain = serde_json::to_vec(&f.payload).map_err(|e| Error::Internal(e.to_string()))?;
     let sealed = crypto::seal(dk, &payload_aad(&f.id), &plain);
     let targets = serde_json::to_string(&f.target_ids).map_err(|e| Error::Internal(e.to_string()))?;
-    let (sql, mut args) = match before {
-        Some(b) => (format!("{}; {INSERT}", b.sql), b.args),
-        None => (INSERT.to_owned(), Default::default()),
-    };
-    let bad = |e: sqlx::error::BoxDynError| Error::Internal(format!("a frame's fields could not be bound: {e}"));
     // One statement: SQLite runs it under the write lock, so the MAX(seq)+1 it reads is
     // the one it writes; UNIQUE(session_id, seq) guards the invariant regardless.
-    args.add(f.id.clone()).map_err(bad)?;
-    args.add(f.session_id).map_err(bad)?;
-    args.add(f.session_id).map_err(bad)?;
-    args.add(f.parent_id.clone()).map_err(bad)?;
-    args.add(targets).map_err(bad)?;
-    args.add(timestamp.clone()).map_err(bad)?;
-    args.add(type_str(f.frame_type)).map_err(bad)?;
-    args.add(author_str(f.author_type)).map_err(bad)?;
-    args.add(f.author_id).map_err(bad)?;
-    args.add(sealed).map_err(bad)?;
-    let (seq,): (i64,) = sqlx::query_as_with(&sql, args).fetch_one(ex).await?;
+    let (seq,): (i64,) = sqlx::query_as(
+        "INSERT INTO frames (id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload) \
+         VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM frames WHERE session_id = ?), ?, ?, ?, ?, ?, ?, ?) \
+         RETURNING seq",
+    )
+    .bind(&f.id)
+    .bind(f.session_id)
+    .bind(f.session_id)
+    .bind(&f.parent_id)
+    .bind(&targets)
+    .bind(&timestamp)
+    .bind(type_str(f.frame_type))
+    .bind(author_str(f.author_type))
+    .bind(f.author_id)
+    .bind(sealed)
+    .fetch_one(ex)
+    .await?;
     Ok(Frame {
         id: f.id,
         session_id: f.session_id,

@@ -396,26 +396,22 @@ async fn run(
     }
     let mut f = NewFrame::message(session_id, AuthorType::Agent, Some(agent.id), payload);
     f.id = message_id.clone();
-    // What the call cost is recorded first, committed on its own: the provider charged for
-    // it whether or not the reply can be stored. Both go in one round trip to the database's
-    // thread; if that fails, the reply is stored alone.
+    // What the call cost is recorded first and on its own: the provider charged for it
+    // whether or not the reply can be stored. (Two statements, not a transaction's four
+    // round trips to the database's thread.)
     let charge = agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0;
     let stored = async {
+        // One connection for both (see `post`).
         let mut db = st.db.acquire().await.inspect_err(|_| {
             tracing::error!(input_tokens, output_tokens, "could not record a reply's usage");
         })?;
-        if !charge {
-            return frames::append(&mut *db, &dk, f).await;
-        }
-        let usage = usage_args(out.user_id, &agent, session_id, &message_id, input_tokens, output_tokens)?;
-        let before = frames::Before { sql: USAGE_SQL, args: usage };
-        match frames::append_after(&mut *db, &dk, f.clone(), Some(before)).await {
-            Ok(frame) => Ok(frame),
-            Err(e) => {
-                tracing::error!(error = %e, input_tokens, output_tokens, "could not record a reply's usage (or store it); storing the reply alone");
-                frames::append(&mut *db, &dk, f).await
+        if charge {
+            let recorded = record_usage(&mut *db, out.user_id, &agent, session_id, &message_id, input_tokens, output_tokens);
+            if let Err(e) = recorded.await {
+                tracing::error!(error = %e, "could not record a reply's usage");
             }
         }
+        frames::append(&mut *db, &dk, f).await
     }
     .await;
     match stored {
@@ -437,29 +433,29 @@ async fn run(
     st.hub.end_turn(session_id, &message_id);
 }
 
-const USAGE_SQL: &str = "INSERT INTO usage (user_id, agent_id, session_id, frame_id, provider, model, input_tokens, output_tokens, created_at) \
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
-
-/// The arguments of [`USAGE_SQL`].
-fn usage_args(
+async fn record_usage<'e, E: sqlx::Executor<'e, Database = sqlx::Sqlite>>(
+    ex: E,
     user_id: i64,
     agent: &AgentRuntime,
     session_id: i64,
     frame_id: &str,
     input: u64,
     output: u64,
-) -> Result<sqlx::sqlite::SqliteArguments<'static>> {
-    use sqlx::Arguments;
-    let mut a = sqlx::sqlite::SqliteArguments::default();
-    let bad = |e: sqlx::error::BoxDynError| Error::Internal(format!("usage could not be bound: {e}"));
-    a.add(user_id).map_err(bad)?;
-    a.add(agent.id).map_err(bad)?;
-    a.add(session_id).map_err(bad)?;
-    a.add(frame_id.to_owned()).map_err(bad)?;
-    a.add(agent.provider.as_str()).map_err(bad)?;
-    a.add(agent.model.clone()).map_err(bad)?;
-    a.add(input as i64).map_err(bad)?;
-    a.add(output as i64).map_err(bad)?;
-    a.add(crate::now_text()).map_err(bad)?;
-    Ok(a)
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO usage (user_id, agent_id, session_id, frame_id, provider, model, input_tokens, output_tokens, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(user_id)
+    .bind(agent.id)
+    .bind(session_id)
+    .bind(frame_id)
+    .bind(agent.provider.as_str())
+    .bind(&agent.model)
+    .bind(input as i64)
+    .bind(output as i64)
+    .bind(crate::now_text())
+    .execute(ex)
+    .await?;
+    Ok(())
 }
