@@ -391,6 +391,8 @@ struct SetupRow {
     a_base_url: Option<String>,
     a_api_key: Option<Vec<u8>>,
     a_config: Option<Vec<u8>>,
+    a_created_at: Option<String>,
+    a_updated_at: Option<String>,
 }
 
 /// The user's data key and the agent of their session `session_id` (not found: someone
@@ -403,7 +405,8 @@ pub(crate) async fn turn_setup<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
 ) -> Result<TurnSetup> {
     let r: SetupRow = sqlx::query_as(
         "SELECT u.data_key, s.agent_id, a.id AS a_id, a.name AS a_name, a.provider AS a_provider, \
-         a.model AS a_model, a.base_url AS a_base_url, a.api_key AS a_api_key, a.config AS a_config \
+         a.model AS a_model, a.base_url AS a_base_url, a.api_key AS a_api_key, a.config AS a_config, \
+         a.created_at AS a_created_at, a.updated_at AS a_updated_at \
          FROM sessions s JOIN users u ON u.id = s.user_id \
          LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
          WHERE s.id = ? AND s.user_id = ?",
@@ -422,8 +425,8 @@ pub(crate) async fn turn_setup<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
         base_url: r.a_base_url,
         api_key: r.a_api_key,
         config: r.a_config.unwrap_or_default(),
-        created_at: String::new(),
-        updated_at: String::new(),
+        created_at: r.a_created_at.unwrap_or_default(),
+        updated_at: r.a_updated_at.unwrap_or_default(),
     });
     Ok(TurnSetup { dk, agent_id: r.agent_id, row })
 }

@@ -67,8 +67,8 @@ pub async fn list(db: &SqlitePool, user: &AuthUser) -> Result<Vec<SessionDto>> {
     Ok(rows.into_iter().map(Row::dto).collect())
 }
 
-pub async fn get<'e, E: sqlx::Executor<'e, Database = Sqlite>>(ex: E, user: &AuthUser, id: i64) -> Result<SessionDto> {
-    fetch(ex, user.id(), id).await
+pub async fn get(db: &SqlitePool, user: &AuthUser, id: i64) -> Result<SessionDto> {
+    fetch(db, user.id(), id).await
 }
 
 async fn fetch<'e, E: sqlx::Executor<'e, Database = Sqlite>>(

@@ -187,10 +187,10 @@ pub async fn set_disabled(db: &SqlitePool, user_id: i64, disabled: bool) -> Resu
 }
 
 /// The user's data key, unwrapped; for encrypting their frames, agent keys and abilities.
-pub async fn data_key<'e, E: sqlx::Executor<'e, Database = sqlx::Sqlite>>(ex: E, keys: &Keyring, user_id: i64) -> Result<SecretKey> {
+pub async fn data_key(db: &SqlitePool, keys: &Keyring, user_id: i64) -> Result<SecretKey> {
     let (wrapped,): (Vec<u8>,) = sqlx::query_as("SELECT data_key FROM users WHERE id = ?")
         .bind(user_id)
-        .fetch_optional(ex)
+        .fetch_optional(db)
         .await?
         .ok_or(Error::NotFound("user"))?;
     Ok(keys.unwrap_data_key(user_id, &wrapped)?)

@@ -149,7 +149,7 @@ struct Pacer {
     delay: Duration,
     first: Duration,
     next: Option<Instant>,
-    /// One timer for the stream's short pauses, set again for each.
+    /// One timer for the stream's pauses, set again for each.
     sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
 }
 
@@ -171,14 +171,15 @@ impl Pacer {
             }
             None => Instant::now() + self.first,
         };
-        if at.saturating_duration_since(Instant::now()) <= SHORT_PAUSE {
-            let sleep = match &mut self.sleep {
-                Some(s) => {
-                    s.as_mut().reset(at);
-                    s
-                }
-                None => self.sleep.insert(Box::pin(tokio::time::sleep_until(at))),
-            };
+        let short = at.saturating_duration_since(Instant::now()) <= SHORT_PAUSE;
+        let sleep = match &mut self.sleep {
+            Some(s) => {
+                s.as_mut().reset(at);
+                s
+            }
+            None => self.sleep.insert(Box::pin(tokio::time::sleep_until(at))),
+        };
+        if short {
             sleep.await;
             // Unchanged: go on. Changed, or its sender gone (which may have closed first, as
             // dropping the server does): the value says.
@@ -187,7 +188,7 @@ impl Pacer {
             }
         } else {
             tokio::select! {
-                _ = tokio::time::sleep_until(at) => {}
+                _ = sleep => {}
                 _ = closed(closing) => return false,
             }
         }

@@ -279,23 +279,23 @@ impl Wire {
         matches!(s.read_buf(&mut self.raw).await, Ok(n) if n > 0)
     }
 
-    /// The head of a chunked `200` answer.
-    async fn head(&mut self, s: &mut tokio::net::TcpStream) -> Read {
+    /// The head of a chunked `200` answer; otherwise how reading it failed.
+    async fn head(&mut self, s: &mut tokio::net::TcpStream) -> Result<(), Read> {
         let body_at = loop {
             if let Some(p) = find(&self.raw[self.pos..], b"\r\n\r\n") {
                 break self.pos + p + 4;
             }
             if !self.more(s).await {
-                return if self.raw.is_empty() { Read::Closed } else { Read::Failed };
+                return Err(if self.raw.is_empty() { Read::Closed } else { Read::Failed });
             }
         };
         let head = String::from_utf8_lossy(&self.raw[self.pos..body_at]).to_ascii_lowercase();
         self.pos = body_at;
         if !head.starts_with("http/1.1 200") || !head.contains("transfer-encoding: chunked") {
             eprintln!("unexpected answer: {}", head.lines().next().unwrap_or(""));
-            return Read::Failed;
+            return Err(Read::Failed);
         }
-        Read::Done((Vec::new(), 0, f64::NAN))
+        Ok(())
     }
 
     /// The SSE events of a chunked body, to its end (or, `endless`, to `message_complete`).
@@ -365,8 +365,8 @@ impl Wire {
 async fn read_sse(s: &mut tokio::net::TcpStream, start: Instant, text_of: fn(&str, &str) -> usize, endless: bool) -> Read {
     let mut w = Wire::default();
     match w.head(s).await {
-        Read::Done(_) => w.events(s, start, text_of, endless).await,
-        other => other,
+        Ok(()) => w.events(s, start, text_of, endless).await,
+        Err(e) => e,
     }
 }
 
@@ -620,7 +620,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
                 let get = format!("GET /api/sessions/{}/events HTTP/1.1\r\nhost: bench\r\nauthorization: Bearer {token}\r\n\r\n", sessions[i]);
                 s.write_all(get.as_bytes()).await.ok()?;
                 let mut w = Wire::default();
-                let Read::Done(_) = w.head(&mut s).await else { return None };
+                w.head(&mut s).await.ok()?;
                 let start = Instant::now();
                 // The reply's own stream is left at once, as the browser does.
                 drop(post_message(&c, &hero, &token, sessions[i], "go").await?);

@@ -21,23 +21,9 @@ use hero_backend::wake::Silence;
 /// Silence after which a comment line keeps proxies from closing the stream (axum's default).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// A comment line after [`KEEP_ALIVE`] of silence (up to twice that; writes only mark that
-/// something went out).
-struct KeepAlive(Silence);
-
-impl KeepAlive {
-    fn new(period: Duration) -> Self {
-        KeepAlive(Silence::new(period))
-    }
-
-    fn wrote(&mut self) {
-        self.0.heard();
-    }
-
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Bytes> {
-        self.0.poll(cx).map(|()| Bytes::from_static(b":\n\n"))
-    }
-}
+/// The comment line sent after a silence of [`KEEP_ALIVE`] (up to twice that: writes only
+/// mark that something went out).
+const KEEP_ALIVE_COMMENT: &[u8] = b":\n\n";
 
 fn event_stream<S>(body: S) -> Response
 where
@@ -55,12 +41,12 @@ pub struct TurnSse {
     events: TurnEvents,
     /// Written into and split off per write: one allocation serves many events.
     buf: BytesMut,
-    keep_alive: KeepAlive,
+    keep_alive: Silence,
 }
 
 impl TurnSse {
     pub fn new(events: TurnEvents) -> Self {
-        TurnSse { events, buf: BytesMut::new(), keep_alive: KeepAlive::new(KEEP_ALIVE) }
+        TurnSse { events, buf: BytesMut::new(), keep_alive: Silence::new(KEEP_ALIVE) }
     }
 }
 
@@ -78,11 +64,11 @@ impl Stream for TurnSse {
                 while let Some(ev) = this.events.ready() {
                     let _ = ev.write_sse(&mut w);
                 }
-                this.keep_alive.wrote();
+                this.keep_alive.heard();
                 Poll::Ready(Some(Ok(this.buf.split().freeze())))
             }
             Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => this.keep_alive.poll(cx).map(|b| Some(Ok(b))),
+            Poll::Pending => this.keep_alive.poll(cx).map(|()| Some(Ok(Bytes::from_static(KEEP_ALIVE_COMMENT)))),
         }
     }
 }
@@ -96,12 +82,12 @@ impl IntoResponse for TurnSse {
 /// Any stream of whole SSE frames (`event: …\ndata: …\n\n`), kept alive.
 pub struct SseBody<S> {
     frames: S,
-    keep_alive: KeepAlive,
+    keep_alive: Silence,
 }
 
 impl<S: Stream<Item = Bytes> + Unpin + Send + 'static> SseBody<S> {
     pub fn new(frames: S) -> Self {
-        SseBody { frames, keep_alive: KeepAlive::new(KEEP_ALIVE) }
+        SseBody { frames, keep_alive: Silence::new(KEEP_ALIVE) }
     }
 }
 
@@ -109,7 +95,7 @@ impl<S> SseBody<S> {
     /// With a keep-alive period other than [`KEEP_ALIVE`].
     #[cfg(test)]
     fn with_keep_alive(frames: S, period: Duration) -> Self {
-        SseBody { frames, keep_alive: KeepAlive::new(period) }
+        SseBody { frames, keep_alive: Silence::new(period) }
     }
 }
 
@@ -120,11 +106,11 @@ impl<S: Stream<Item = Bytes> + Unpin> Stream for SseBody<S> {
         let this = self.get_mut();
         match this.frames.poll_next_unpin(cx) {
             Poll::Ready(Some(frame)) => {
-                this.keep_alive.wrote();
+                this.keep_alive.heard();
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => this.keep_alive.poll(cx).map(|b| Some(Ok(b))),
+            Poll::Pending => this.keep_alive.poll(cx).map(|()| Some(Ok(Bytes::from_static(KEEP_ALIVE_COMMENT)))),
         }
     }
 }
