@@ -150,7 +150,7 @@ pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
          FROM auth_tokens t JOIN users u ON u.id = t.user_id WHERE t.jti = ?",
     )
     .bind(&c.jti)
-    .fetch_optional(&st.db)
+    .fetch_optional(&mut *st.hot_db.lock(&st.db).await?)
     .await?;
     match row {
         Some((id, username, is_admin, false, None)) if id.to_string() == c.sub => {

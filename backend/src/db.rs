@@ -37,6 +37,31 @@ pub async fn open(data_dir: &Path) -> Result<SqlitePool> {
     Ok(pool)
 }
 
+/// The connection of the hot path, kept out of the pool: every request's sign-in check and
+/// every turn's reads and writes.
+///
+/// A pooled connection costs more than its queries: each one given back is pinged (a round
+/// trip to its thread) by a task spawned for it. And in WAL mode a connection throws its
+/// page cache away whenever another connection has written, so with turns spread over the
+/// pool every statement began by reading its pages again. SQLite lets one writer in at a
+/// time anyway; one connection for the turns keeps their pages warm, because the writes are
+/// its own. Its statements are short (a key lookup, a session's frames, an insert); the
+/// pool serves everything else. Opened on first use, with the pool's options.
+#[derive(Default)]
+pub struct HotDb(tokio::sync::Mutex<Option<sqlx::SqliteConnection>>);
+
+impl HotDb {
+    /// The connection, for a few statements: hold it no longer (every request waits on it).
+    pub async fn lock(&self, pool: &SqlitePool) -> Result<tokio::sync::MappedMutexGuard<'_, sqlx::SqliteConnection>> {
+        use sqlx::ConnectOptions;
+        let mut slot = self.0.lock().await;
+        if slot.is_none() {
+            *slot = Some(pool.connect_options().connect().await?);
+        }
+        Ok(tokio::sync::MutexGuard::map(slot, |c| c.as_mut().expect("opened above")))
+    }
+}
+
 /// Applies every pending migration.
 pub async fn migrate(pool: &SqlitePool) -> Result<()> {
     MIGRATOR.run(pool).await?;

@@ -8,28 +8,32 @@ use hero_backend::AppState;
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 
-/// The router's state: Leptos needs its options, handlers need the backend.
+/// The router's state: Leptos needs its options, handlers need the backend. Behind one
+/// reference count: the router clones its state for every request, once per layer of the
+/// route's stack, and the options alone are a dozen counted strings.
 #[derive(Clone)]
-pub struct ServerState {
+pub struct ServerState(std::sync::Arc<Parts>);
+
+pub struct Parts {
     pub leptos_options: LeptosOptions,
     pub backend: AppState,
 }
 
 impl FromRef<ServerState> for LeptosOptions {
     fn from_ref(s: &ServerState) -> Self {
-        s.leptos_options.clone()
+        s.0.leptos_options.clone()
     }
 }
 
 impl FromRef<ServerState> for AppState {
     fn from_ref(s: &ServerState) -> Self {
-        s.backend.clone()
+        s.0.backend.clone()
     }
 }
 
 pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
     let routes = generate_route_list(App);
-    let state = ServerState { leptos_options: leptos_options.clone(), backend: backend.clone() };
+    let state = ServerState(std::sync::Arc::new(Parts { leptos_options: leptos_options.clone(), backend: backend.clone() }));
     Router::new()
         .nest("/api", crate::api::router())
         .route("/ws", axum::routing::get(crate::api::ws::ws))

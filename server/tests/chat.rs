@@ -332,6 +332,27 @@ async fn concurrent_posts_keep_seq_strictly_increasing() {
     assert_eq!(seqs, (1..=12).collect::<Vec<_>>());
 }
 
+/// Sign-in checks and turns go through a connection of their own, not the pool: a pool
+/// taken up by other work (long reads, a busy admin) does not hold up a reply.
+#[tokio::test]
+async fn turns_do_not_wait_for_the_pool() {
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("ok")]).chunk_bytes(1)).await.unwrap();
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let mut taken = Vec::new();
+    for _ in 0..h.st.db.options().get_max_connections() {
+        taken.push(h.st.db.acquire().await.unwrap());
+    }
+    let events = tokio::time::timeout(Duration::from_secs(5), h.stream(session, "hello"))
+        .await
+        .expect("the turn went on while the pool was taken");
+    assert_eq!(last_data(&events, "message_complete")["content"], "ok");
+    drop(taken);
+    let frames = h.frames(session).await;
+    assert_eq!(frames.len(), 2);
+    assert_eq!(frames[1]["payload"]["content"], "ok");
+}
+
 #[tokio::test]
 async fn a_watcher_that_falls_behind_is_told_and_dropped() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -229,4 +229,47 @@ mod cost {
             all.as_secs_f64() * 1e6 / N as f64
         );
     }
+
+    /// Not a test: the same pipeline for many streams taken in turn, one token each per
+    /// round, as a server meets them: each stream's state is cold when its next token comes.
+    /// `cargo test --release -p hero-backend --lib cost -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn per_token_pipeline_cost_interleaved() {
+        let ev: &'static [u8] = b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"word\"}}\n\n";
+        for n in [1usize, 100, 1000, 3000] {
+            let rounds = 300_000 / n;
+            let mut pipes: Vec<_> = (0..n)
+                .map(|_| {
+                    let (tx, rx) = futures::channel::mpsc::unbounded::<Result<&'static [u8], std::io::Error>>();
+                    let deltas = drive(rx.eventsource(), AnthropicDecoder::default());
+                    (tx, deltas, hero_shared::hml::StreamParser::new(), Vec::<u8>::new(), String::new())
+                })
+                .collect();
+            let mid = "0193a0b1-7c2d-7e3f-8a9b-0c1d2e3f4a5b".to_owned();
+            let mut out = 0usize;
+            let t = std::time::Instant::now();
+            for _ in 0..rounds {
+                for (tx, deltas, parser, buf, text) in pipes.iter_mut() {
+                    tx.unbounded_send(Ok(ev)).unwrap();
+                    let Some(Some(Ok(Delta::Text(t)))) = deltas.next().now_or_never() else { panic!("no delta") };
+                    let mut evs = Vec::new();
+                    parser.feed_str_with(&t, |ev| {
+                        if let Some(e) = hero_shared::wire::SseEvent::from_parser_event(&mid, &ev, None) {
+                            evs.push(e);
+                        }
+                    });
+                    text.push_str(&t);
+                    buf.reserve(4096);
+                    for e in evs {
+                        let _ = e.write_sse(&mut *buf);
+                    }
+                    out += std::hint::black_box(std::mem::take(buf)).len();
+                }
+            }
+            let el = t.elapsed();
+            assert!(out > 0);
+            println!("{n} streams in turn: {:.2} µs per token", el.as_secs_f64() * 1e6 / (rounds * n) as f64);
+        }
+    }
 }

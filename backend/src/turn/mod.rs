@@ -79,10 +79,7 @@ pub async fn post(
     content: String,
 ) -> Result<TurnHandle> {
     let posted = read_post(&content)?;
-    // One connection for the turn's reads and the user's message. A connection goes back
-    // to the pool through a task of its own and a ping, a round trip to the database's
-    // thread as dear as a query: one connection per query would double the work.
-    let mut db = st.db.acquire().await?;
+    let mut db = st.hot_db.lock(&st.db).await?;
     let setup = agents::turn_setup(&mut *db, &st.keys, user, session_id).await?;
     let dk = setup.dk.clone();
     let outbox = Arc::new(Outbox::default());
@@ -98,7 +95,7 @@ pub async fn post(
     let content = match posted {
         Posted::Streaming(on) => {
             // The switch and its note in the log commit together.
-            let mut db_tx = sqlx::Acquire::begin(&mut db).await?;
+            let mut db_tx = sqlx::Acquire::begin(&mut *db).await?;
             sessions::set_streaming(&mut *db_tx, user, session_id, on).await?;
             let note = if on {
                 "Streaming is on for this session."
@@ -401,8 +398,7 @@ async fn run(
     // round trips to the database's thread.)
     let charge = agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0;
     let stored = async {
-        // One connection for both (see `post`).
-        let mut db = st.db.acquire().await.inspect_err(|_| {
+        let mut db = st.hot_db.lock(&st.db).await.inspect_err(|_| {
             tracing::error!(input_tokens, output_tokens, "could not record a reply's usage");
         })?;
         if charge {
