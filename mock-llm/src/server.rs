@@ -234,7 +234,7 @@ pub async fn serve_until(
         shutdown.await;
         let _ = close.send(true);
     };
-    axum::serve(counted(listener, &shared), router(shared))
+    axum::serve(counted(listener, &shared), router(shared).into_make_service())
         .with_graceful_shutdown(signal)
         .await
 }
@@ -266,7 +266,7 @@ pub fn spawn_on(config: Config, listener: TcpListener) -> io::Result<MockServer>
     let listener = counted(listener, &shared);
     let mut signal = closing;
     let task = tokio::spawn(async move {
-        axum::serve(listener, app)
+        axum::serve(listener, app.into_make_service())
             .with_graceful_shutdown(async move {
                 let _ = signal.wait_for(|c| *c).await;
             })

@@ -1,9 +1,8 @@
 //! Real-socket tests: start the mock on 127.0.0.1:0 and talk to it with reqwest and the
-//! `eventsource-stream` decoder, the same client stack Hero's providers use.
+//! `sseer` decoder, the same client stack Hero's providers use.
 
 use std::time::{Duration, Instant};
 
-use eventsource_stream::Eventsource;
 use expect_test::{Expect, expect};
 use futures_util::StreamExt;
 use mock_llm::{Answer, Config, Corpus, FaultKind, MockServer, ToolCall};
@@ -59,20 +58,20 @@ async fn send_with(
 
 /// The decoded SSE events of a response, and the error that ended the stream, if any.
 async fn events(resp: reqwest::Response) -> (Vec<(String, Value)>, Option<String>) {
-    let mut stream = resp.bytes_stream().eventsource();
+    let mut stream = sseer::EventStream::new(resp.bytes_stream());
     let mut out = Vec::new();
     while let Some(item) = stream.next().await {
         match item {
             Ok(ev) => {
                 let mut data =
-                    serde_json::from_str(&ev.data).unwrap_or(Value::String(ev.data.clone()));
+                    serde_json::from_str(&ev.data).unwrap_or(Value::String(ev.data.to_string()));
                 // Snapshots do not depend on whether serde_json keeps the wire's key order.
                 data.sort_all_objects();
                 // The only field that changes from run to run.
                 if data.get("created").is_some() {
                     data["created"] = json!(0);
                 }
-                out.push((ev.event, data));
+                out.push((ev.event.to_string(), data));
             }
             Err(e) => return (out, Some(e.to_string())),
         }
@@ -455,9 +454,9 @@ async fn staggered_streams_do_not_tick_in_step() {
         let started = Instant::now();
         let firsts = (0..4).map(|_| async {
             let resp = send(server, Wire::Anthropic, &body(Wire::Anthropic, "go", true)).await;
-            let mut events = resp.bytes_stream().eventsource();
+            let mut events = sseer::EventStream::new(resp.bytes_stream());
             while let Some(Ok(ev)) = events.next().await {
-                if ev.event == "content_block_delta" {
+                if &*ev.event == "content_block_delta" {
                     return started.elapsed().as_secs_f64() * 1000.0;
                 }
             }

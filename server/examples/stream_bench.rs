@@ -556,7 +556,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         // Served as Hero serves (TCP_NODELAY), so that only what happens per request differs.
-        middle.spawn(async move { axum::serve(server::web::listener(l), app).await.unwrap() });
+        middle.spawn(async move { axum::serve(server::web::listener(l), app.into_make_service()).await.unwrap() });
         addr
     };
     // Hero, set up the same way on the middle runtime.
@@ -568,7 +568,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hero_addr = l.local_addr().unwrap();
     let app = server::web::router(st.clone(), server::web::leptos_options(hero_addr, &dir.path().join("site")));
-    middle.spawn(async move { axum::serve(server::web::listener(l), app).await.unwrap() });
+    middle.spawn(async move { axum::serve(server::web::listener(l), app.into_make_service()).await.unwrap() });
     let hero = format!("http://{hero_addr}");
     let login = post_json(&client, &format!("{hero}/api/auth/login"), None, json!({"username": "bench", "password": "bench-password"})).await;
     let token = login["token"].as_str().unwrap().to_owned();
@@ -641,8 +641,15 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
     for round in 0..a.rounds {
         let (r0, h0) = (relay.middle_cpu, hero_out.middle_cpu);
         let (rt0, ht0) = (relay.tokens, hero_out.tokens);
-        relay.add(relay_run("go".into()).await);
-        hero_out.add(hero_run("go".into()).await);
+        // Which goes first alternates: neither always follows the other's leftovers (a
+        // warmer cache, a longer write-ahead log, a fuller heap).
+        if round % 2 == 0 {
+            relay.add(relay_run("go".into()).await);
+            hero_out.add(hero_run("go".into()).await);
+        } else {
+            hero_out.add(hero_run("go".into()).await);
+            relay.add(relay_run("go".into()).await);
+        }
         let (r, h) = (relay.middle_cpu - r0, hero_out.middle_cpu - h0);
         let per = |cpu: f64, tokens: u64| cpu / (tokens.max(1) as f64);
         round_ratios.push(per(h, hero_out.tokens - ht0) / per(r, relay.tokens - rt0));
@@ -697,9 +704,11 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
             w / r
         );
     }
+    let mut sorted = round_ratios.clone();
     println!(
-        "rounds cpu_ratio_hero_to_relay={}",
-        round_ratios.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(",")
+        "rounds cpu_ratio_hero_to_relay={} median={:.2}",
+        round_ratios.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(","),
+        pct(&mut sorted, 0.5)
     );
     let per_token = |o: &Outcome| o.middle_cpu / (o.tokens.max(1) as f64);
     let relay_added = per_token(&relay);

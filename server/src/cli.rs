@@ -64,7 +64,8 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         println!("Change it with `hero user passwd admin`; this password is not shown again.");
         println!();
     }
-    axum::serve(crate::web::listener(listener), app)
+    // A cheap clone of the router per connection (see `web::router`).
+    axum::serve(crate::web::listener(listener), app.into_make_service())
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("server stopped with an error")?;

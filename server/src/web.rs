@@ -31,6 +31,8 @@ impl FromRef<ServerState> for AppState {
     }
 }
 
+/// Serve it with `into_make_service()`: served as it is, axum copies the whole router (every
+/// route's stack of services) for each new connection, and drops the copy when it closes.
 pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
     let routes = generate_route_list(App);
     let state = ServerState(std::sync::Arc::new(Parts { leptos_options: leptos_options.clone(), backend: backend.clone() }));
@@ -45,7 +47,7 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
         )
         .fallback(leptos_axum::file_and_error_handler::<ServerState, _>(shell))
         .layer(axum::middleware::from_fn(same_origin))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .layer(axum::middleware::from_fn(trace_request))
         .with_state(state)
 }
 
@@ -75,6 +77,25 @@ pub fn leptos_options(addr: std::net::SocketAddr, site_root: &std::path::Path) -
         _ => Env::PROD,
     };
     opts
+}
+
+/// A span per request, and a line when its answer starts: the status and how long it took
+/// (at debug; a server error at error). tower-http's `TraceLayer` logs the same, but also
+/// wraps every response body to look at each chunk, which for a streamed reply is a layer
+/// more on every token's way out.
+async fn trace_request(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    use tracing::Instrument;
+    let span = tracing::debug_span!("request", method = %req.method(), uri = %req.uri());
+    let started = std::time::Instant::now();
+    let resp = next.run(req).instrument(span.clone()).await;
+    let _in = span.enter();
+    let latency_ms = started.elapsed().as_millis() as u64;
+    if resp.status().is_server_error() {
+        tracing::error!(status = resp.status().as_u16(), latency_ms, "request failed");
+    } else {
+        tracing::debug!(status = resp.status().as_u16(), latency_ms, "answered");
+    }
+    resp
 }
 
 /// Refuses cross-origin writes and WebSocket upgrades. The cookie is SameSite=Lax, but

@@ -3,13 +3,30 @@
 
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
 use futures::{SinkExt, StreamExt};
 use hero_backend::providers::CallOptions;
 use hero_backend::{AppState, Settings, crypto, db, users};
 use mock_llm::{Answer, Config};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+
+/// An SSE event with owned fields.
+#[derive(Debug)]
+struct Ev {
+    event: String,
+    data: String,
+    id: String,
+}
+
+/// The SSE events of a response body, read by the decoder Hero's providers use.
+fn sse<S, E>(body: S) -> impl futures::Stream<Item = Result<Ev, sseer::errors::EventStreamError<E>>> + Unpin
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, E>>,
+{
+    Box::pin(sseer::EventStream::new(body).map(|r| {
+        r.map(|e| Ev { event: e.event.to_string(), data: e.data.to_string(), id: e.id.to_string() })
+    }))
+}
 
 const KEY: &str = "sk-test-5ecret-key-0123456789";
 
@@ -94,7 +111,7 @@ impl Hero {
             .unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
         assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
-        let mut events = resp.bytes_stream().eventsource();
+        let mut events = sse(resp.bytes_stream());
         let mut out = Vec::new();
         while let Some(ev) = tokio::time::timeout(Duration::from_secs(20), events.next()).await.expect("SSE stalled") {
             let ev = ev.unwrap();
@@ -415,7 +432,7 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
     // A second tab, subscribed before the next message: it sees the whole turn live.
     let resp = h.c.get(h.url(&format!("/api/sessions/{session}/events"))).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
-    let mut tab = resp.bytes_stream().eventsource();
+    let mut tab = sse(resp.bytes_stream());
     h.stream(session, "two").await; // frames 3, 4
     let mut seen = Vec::new();
     while let Some(ev) = tokio::time::timeout(Duration::from_secs(10), tab.next()).await.unwrap() {
@@ -432,7 +449,7 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
 
     // Reconnecting after seq 1: frames 2, 3, 4 from the log, each once, in order.
     let resp = h.c.get(h.url(&format!("/api/sessions/{session}/events"))).header("Last-Event-ID", "1").send().await.unwrap();
-    let mut again = resp.bytes_stream().eventsource();
+    let mut again = sse(resp.bytes_stream());
     let mut ids = Vec::new();
     while ids.len() < 3 {
         let ev = tokio::time::timeout(Duration::from_secs(10), again.next()).await.unwrap().unwrap().unwrap();
@@ -457,7 +474,7 @@ async fn abort_over_the_websocket_keeps_the_partial_answer() {
     let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
 
     let resp = h.c.post(h.url(&format!("/api/sessions/{session}/messages/stream"))).json(&json!({"content": "long please"})).send().await.unwrap();
-    let mut events = resp.bytes_stream().eventsource();
+    let mut events = sse(resp.bytes_stream());
     // Wait for some text, seen both on the poster's stream and mirrored on the WebSocket.
     loop {
         let ev = events.next().await.unwrap().unwrap();
@@ -513,7 +530,7 @@ async fn a_poster_that_leaves_mid_reply_does_not_stop_it() {
         .unwrap();
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     let resp = h.c.post(h.url(&format!("/api/sessions/{session}/messages/stream"))).json(&json!({"content": "go on"})).send().await.unwrap();
-    let mut events = resp.bytes_stream().eventsource();
+    let mut events = sse(resp.bytes_stream());
     loop {
         let ev = tokio::time::timeout(Duration::from_secs(10), events.next()).await.unwrap().unwrap().unwrap();
         if ev.event == "text" {
@@ -546,7 +563,7 @@ async fn signing_out_ends_live_streams() {
     let token = login["token"].as_str().unwrap().to_owned();
     let events = h.c.get(h.url(&format!("/api/sessions/{session}/events"))).bearer_auth(&token).send().await.unwrap();
     assert_eq!(events.status(), StatusCode::OK);
-    let mut events = events.bytes_stream().eventsource();
+    let mut events = sse(events.bytes_stream());
     let mut req = format!("ws{}/ws", h.base.trim_start_matches("http")).into_client_request().unwrap();
     req.headers_mut().insert("cookie", format!("hero_token={token}").parse().unwrap());
     let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();

@@ -4,7 +4,6 @@
 
 use std::collections::VecDeque;
 
-use eventsource_stream::Eventsource;
 use serde_json::{Value, json};
 
 use super::{
@@ -66,20 +65,20 @@ pub async fn stream(
         read_error,
     )
     .await?;
-    Ok(drive(resp.bytes_stream().eventsource(), AnthropicDecoder::default()))
+    Ok(drive(sseer::EventStream::new(resp.bytes_stream()), AnthropicDecoder::default()))
 }
 
 #[derive(Default)]
-struct AnthropicDecoder {
+pub(crate) struct AnthropicDecoder {
     /// Content block index → tool_use id, for input JSON deltas.
     blocks: std::collections::HashMap<u64, String>,
     stopped: bool,
 }
 
 impl Decoder for AnthropicDecoder {
-    fn event(&mut self, ev: &eventsource_stream::Event, out: &mut VecDeque<Result<Delta, ProviderError>>) -> Step {
+    fn event(&mut self, ev: &sseer::event::Event, out: &mut VecDeque<Result<Delta, ProviderError>>) -> Step {
         // The hot path, once per token: a text delta read into borrowed fields, no tree.
-        if ev.event == "content_block_delta" {
+        if &*ev.event == "content_block_delta" {
             if let Ok(TextDeltaEvent { delta: TextDelta { kind: "text_delta", text: Some(t) } }) =
                 serde_json::from_str::<TextDeltaEvent<'_>>(&ev.data)
             {
@@ -89,7 +88,7 @@ impl Decoder for AnthropicDecoder {
         }
         let data: Value = match serde_json::from_str(&ev.data) {
             Ok(v) => v,
-            Err(_) if ev.event == "ping" => return Step::More,
+            Err(_) if &*ev.event == "ping" => return Step::More,
             Err(e) => {
                 out.push_back(Err(ProviderError::Protocol(format!("{} event: {e}", ev.event))));
                 return Step::End;
@@ -180,7 +179,6 @@ struct TextDelta<'a> {
 #[cfg(test)]
 mod cost {
     use super::*;
-    use eventsource_stream::Eventsource;
     use futures::{FutureExt, StreamExt};
 
     /// Not a test: what one token costs in this process's pipeline, warm, on one thread.
@@ -192,16 +190,17 @@ mod cost {
         let ev = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"word\"}}\n\n";
         let chunks: Vec<&'static [u8]> = (0..N).map(|_| ev.as_bytes()).collect();
         let t = std::time::Instant::now();
-        let mut events = futures::stream::iter(chunks.clone().into_iter().map(Ok::<_, std::io::Error>)).eventsource();
+        let mut events = sseer::EventStream::new(futures::stream::iter(chunks.clone().into_iter().map(Ok::<_, std::io::Error>)));
         let mut n = 0;
-        while let Some(Some(_)) = events.next().now_or_never() {
+        while let Some(Some(Ok(e))) = events.next().now_or_never() {
+            assert_eq!(&*e.event, "content_block_delta");
             n += 1;
         }
         let sse = t.elapsed();
         assert_eq!(n, N);
         let t = std::time::Instant::now();
         let mut deltas = drive(
-            futures::stream::iter(chunks.into_iter().map(Ok::<_, std::io::Error>)).eventsource(),
+            sseer::EventStream::new(futures::stream::iter(chunks.into_iter().map(Ok::<_, std::io::Error>))),
             AnthropicDecoder::default(),
         );
         let mut parser = hero_shared::hml::StreamParser::new();
@@ -242,7 +241,7 @@ mod cost {
             let mut pipes: Vec<_> = (0..n)
                 .map(|_| {
                     let (tx, rx) = futures::channel::mpsc::unbounded::<Result<&'static [u8], std::io::Error>>();
-                    let deltas = drive(rx.eventsource(), AnthropicDecoder::default());
+                    let deltas = drive(sseer::EventStream::new(rx), AnthropicDecoder::default());
                     (tx, deltas, hero_shared::hml::StreamParser::new(), Vec::<u8>::new(), String::new())
                 })
                 .collect();

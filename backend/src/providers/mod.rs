@@ -1,6 +1,7 @@
 //! Calling a model: one module per wire format, a closed enum to dispatch on
 //! ([`ProviderKind`]). Each turns a provider's stream into [`Delta`]s, decoding SSE with
-//! `eventsource-stream` (a real decoder: events split across reads, multi-line data, CRLF).
+//! `sseer` (a real decoder: events split across reads, multi-line data, CRLF, a BOM; the
+//! events' fields are views into the bytes read, not copies).
 //!
 //! Failure policy: a 429 before the first byte is retried (honouring `retry-after`, with
 //! backoff, a few times); every other failure ends the call with a [`ProviderError`] whose
@@ -282,7 +283,7 @@ pub(crate) enum Step {
 
 /// Reads a provider's SSE events into deltas, one wire format's rules per implementation.
 pub(crate) trait Decoder: Send + 'static {
-    fn event(&mut self, ev: &eventsource_stream::Event, out: &mut std::collections::VecDeque<Result<Delta, ProviderError>>) -> Step;
+    fn event(&mut self, ev: &sseer::event::Event, out: &mut std::collections::VecDeque<Result<Delta, ProviderError>>) -> Step;
 }
 
 /// Turns an SSE stream into a [`DeltaStream`] in the caller's task: no task and no channel
@@ -291,7 +292,7 @@ pub(crate) trait Decoder: Send + 'static {
 /// A body that ends before the decoder saw the end is a cut connection.
 pub(crate) fn drive<S, E, D>(events: S, decoder: D) -> DeltaStream
 where
-    S: futures::Stream<Item = Result<eventsource_stream::Event, eventsource_stream::EventStreamError<E>>> + Send + 'static,
+    S: futures::Stream<Item = Result<sseer::event::Event, sseer::errors::EventStreamError<E>>> + Send + 'static,
     E: std::fmt::Display + Send + 'static,
     D: Decoder,
 {
@@ -359,9 +360,9 @@ fn finish_body<S: futures::Stream + Send + 'static>(mut events: std::pin::Pin<Bo
 }
 
 /// Maps the SSE decoder's errors: a body that ends or breaks early is a cut connection.
-fn sse_error<E: std::fmt::Display>(e: eventsource_stream::EventStreamError<E>) -> ProviderError {
+fn sse_error<E: std::fmt::Display>(e: sseer::errors::EventStreamError<E>) -> ProviderError {
     match e {
-        eventsource_stream::EventStreamError::Transport(_) => ProviderError::Cut,
+        sseer::errors::EventStreamError::Transport(_) => ProviderError::Cut,
         other => ProviderError::Protocol(other.to_string()),
     }
 }
@@ -393,6 +394,34 @@ mod tests {
         })
         .await
         .expect("the body was read to its end");
+    }
+
+    /// What a real decoder is for: a byte order mark, comments, CRLF line ends, an event and
+    /// a character split across reads, data over two lines.
+    #[tokio::test]
+    async fn provider_streams_are_decoded_as_sse_not_as_lines() {
+        use futures::StreamExt;
+        let wire = "\u{feff}: a comment\r\nevent: content_block_delta\r\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hé\"}}\r\n\r\n\
+                    event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\ndata: \"delta\":{\"type\":\"text_delta\",\"text\":\"llo\"}}\n\n\
+                    event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+        let bytes = wire.as_bytes();
+        // Cut inside "é" (two bytes), inside a line, and between the CR and the LF.
+        let e = wire.find('é').unwrap() + 1;
+        let cr = wire.find("\r\n\r\n").unwrap() + 1;
+        let cuts = [3, 40, e, cr, cr + 7, bytes.len()];
+        let mut chunks = Vec::new();
+        let mut at = 0;
+        for c in cuts {
+            chunks.push(Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(&bytes[at..c])));
+            at = c;
+        }
+        let deltas: Vec<_> = drive(sseer::EventStream::new(futures::stream::iter(chunks)), anthropic::AnthropicDecoder::default())
+            .collect()
+            .await;
+        assert_eq!(
+            deltas,
+            vec![Ok(Delta::Text("hé".into())), Ok(Delta::Text("llo".into())), Ok(Delta::Done { stop_reason: None })]
+        );
     }
 
     #[test]

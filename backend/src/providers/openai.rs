@@ -4,7 +4,6 @@
 
 use std::collections::VecDeque;
 
-use eventsource_stream::Eventsource;
 use hero_shared::api::ProviderKind;
 use serde_json::{Value, json};
 
@@ -66,7 +65,7 @@ pub async fn stream(
         read_error,
     )
     .await?;
-    Ok(drive(resp.bytes_stream().eventsource(), OpenAiDecoder::default()))
+    Ok(drive(sseer::EventStream::new(resp.bytes_stream()), OpenAiDecoder::default()))
 }
 
 #[derive(Default)]
@@ -77,7 +76,7 @@ struct OpenAiDecoder {
 }
 
 impl Decoder for OpenAiDecoder {
-    fn event(&mut self, ev: &eventsource_stream::Event, out: &mut VecDeque<Result<Delta, ProviderError>>) -> Step {
+    fn event(&mut self, ev: &sseer::event::Event, out: &mut VecDeque<Result<Delta, ProviderError>>) -> Step {
         if ev.data.trim() == "[DONE]" {
             if !self.finished {
                 out.push_back(Ok(Delta::Done { stop_reason: None }));

@@ -13,7 +13,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use hero_backend::turn::TurnEvents;
 use hero_backend::wake::Silence;
@@ -39,14 +39,16 @@ where
 /// A turn's events for its poster.
 pub struct TurnSse {
     events: TurnEvents,
-    /// Written into and split off per write: one allocation serves many events.
-    buf: BytesMut,
+    /// Where events are written before they are copied out whole: each write is then one
+    /// allocation of its exact size, with no shared buffer whose count every write and every
+    /// release touches.
+    scratch: Vec<u8>,
     keep_alive: Silence,
 }
 
 impl TurnSse {
     pub fn new(events: TurnEvents) -> Self {
-        TurnSse { events, buf: BytesMut::new(), keep_alive: Silence::new(KEEP_ALIVE) }
+        TurnSse { events, scratch: Vec::with_capacity(512), keep_alive: Silence::new(KEEP_ALIVE) }
     }
 }
 
@@ -57,15 +59,14 @@ impl Stream for TurnSse {
         let this = self.get_mut();
         match this.events.poll_next_unpin(cx) {
             Poll::Ready(Some(ev)) => {
-                this.buf.reserve(4096);
-                let mut w = (&mut this.buf).writer();
+                this.scratch.clear();
                 // Writing into memory cannot fail.
-                let _ = ev.write_sse(&mut w);
+                let _ = ev.write_sse(&mut this.scratch);
                 while let Some(ev) = this.events.ready() {
-                    let _ = ev.write_sse(&mut w);
+                    let _ = ev.write_sse(&mut this.scratch);
                 }
                 this.keep_alive.heard();
-                Poll::Ready(Some(Ok(this.buf.split().freeze())))
+                Poll::Ready(Some(Ok(Bytes::copy_from_slice(&this.scratch))))
             }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => this.keep_alive.poll(cx).map(|()| Some(Ok(Bytes::from_static(KEEP_ALIVE_COMMENT)))),
