@@ -2,12 +2,11 @@
 //! (text, thinking, tool_use with input JSON deltas), `message_delta` (usage, stop reason),
 //! `message_stop`, `ping`, `error`.
 
-use std::collections::VecDeque;
 
 use serde_json::{Value, json};
 
 use super::{
-    Call, CallOptions, Decoder, Delta, DeltaStream, ProviderError, Role, Step, drive, endpoint,
+    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, drive, endpoint, sse_events,
     error_message_from, normalize, send_with_retry,
 };
 
@@ -65,7 +64,7 @@ pub async fn stream(
         read_error,
     )
     .await?;
-    Ok(drive(sseer::EventStream::new(resp.bytes_stream()), AnthropicDecoder::default()))
+    Ok(drive(sse_events(resp), AnthropicDecoder::default()))
 }
 
 #[derive(Default)]
@@ -76,7 +75,7 @@ pub(crate) struct AnthropicDecoder {
 }
 
 impl Decoder for AnthropicDecoder {
-    fn event(&mut self, ev: &sseer::event::Event, out: &mut VecDeque<Result<Delta, ProviderError>>) -> Step {
+    fn event(&mut self, ev: &sseer::event::Event, out: &mut Pending) -> Step {
         // The hot path, once per token: a text delta read into borrowed fields, no tree.
         if &*ev.event == "content_block_delta" {
             if let Ok(TextDeltaEvent { delta: TextDelta { kind: "text_delta", text: Some(t) } }) =

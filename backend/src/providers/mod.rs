@@ -282,8 +282,56 @@ pub(crate) enum Step {
 }
 
 /// Reads a provider's SSE events into deltas, one wire format's rules per implementation.
-pub(crate) trait Decoder: Send + 'static {
-    fn event(&mut self, ev: &sseer::event::Event, out: &mut std::collections::VecDeque<Result<Delta, ProviderError>>) -> Step;
+pub(crate) trait Decoder: Send + Unpin + 'static {
+    fn event(&mut self, ev: &sseer::event::Event, out: &mut Pending) -> Step;
+}
+
+/// Deltas decoded and not yet handed out. Nearly every event makes one delta: the first waits
+/// in place, and only a second one takes the queue (another allocation, more memory to touch
+/// on every token).
+#[derive(Default)]
+pub(crate) struct Pending {
+    first: Option<Result<Delta, ProviderError>>,
+    rest: std::collections::VecDeque<Result<Delta, ProviderError>>,
+}
+
+impl Pending {
+    pub(crate) fn push_back(&mut self, d: Result<Delta, ProviderError>) {
+        if self.first.is_none() && self.rest.is_empty() {
+            self.first = Some(d);
+        } else {
+            self.rest.push_back(d);
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<Result<Delta, ProviderError>> {
+        self.first.take().or_else(|| self.rest.pop_front())
+    }
+
+    fn clear(&mut self) {
+        self.first = None;
+        self.rest.clear();
+    }
+}
+
+/// A provider's answer as SSE events.
+///
+/// Each chunk is copied out of the connection's read buffer (a few hundred bytes) before the
+/// decoder sees it. The decoder keeps a view of the last chunk until the next one comes, and
+/// a read buffer something still points into cannot be reused: hyper then allocated a new
+/// 8 KiB buffer for every read, one per token, and freed the old one when the view let go.
+pub(crate) fn sse_events(
+    resp: reqwest::Response,
+) -> impl futures::Stream<Item = Result<sseer::event::Event, sseer::errors::EventStreamError<reqwest::Error>>> + Send + 'static {
+    copied_sse(resp.bytes_stream())
+}
+
+fn copied_sse<S, E>(body: S) -> sseer::EventStream<impl futures::Stream<Item = Result<bytes::Bytes, E>>>
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, E>>,
+{
+    use futures::TryStreamExt;
+    sseer::EventStream::new(body.map_ok(|b| bytes::Bytes::copy_from_slice(&b)))
 }
 
 /// Turns an SSE stream into a [`DeltaStream`] in the caller's task: no task and no channel
@@ -296,44 +344,61 @@ where
     E: std::fmt::Display + Send + 'static,
     D: Decoder,
 {
-    use futures::StreamExt;
-    struct State<S, D> {
-        events: std::pin::Pin<Box<S>>,
-        decoder: D,
-        out: std::collections::VecDeque<Result<Delta, ProviderError>>,
-        ended: bool,
-    }
-    let st = State { events: Box::pin(events), decoder, out: Default::default(), ended: false };
-    Box::pin(futures::stream::unfold(st, |mut st| async move {
+    Box::pin(Deltas { events: Some(Box::pin(events)), decoder, out: Pending::default(), ended: false })
+}
+
+/// [`drive`]'s stream: a plain state machine, polled in place.
+struct Deltas<S, D> {
+    /// Until the end, when what is left of the body is read in the background.
+    events: Option<Pin<Box<S>>>,
+    decoder: D,
+    out: Pending,
+    ended: bool,
+}
+
+impl<S, E, D> Stream for Deltas<S, D>
+where
+    S: futures::Stream<Item = Result<sseer::event::Event, sseer::errors::EventStreamError<E>>> + Send + 'static,
+    E: std::fmt::Display,
+    D: Decoder,
+{
+    type Item = Result<Delta, ProviderError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = self.get_mut();
         loop {
-            if let Some(item) = st.out.pop_front() {
+            if let Some(item) = this.out.pop_front() {
                 if item.is_err() {
-                    st.ended = true;
-                    st.out.clear();
+                    this.ended = true;
+                    this.out.clear();
                 }
-                return Some((item, st));
+                return Poll::Ready(Some(item));
             }
-            if st.ended {
-                finish_body(st.events);
-                return None;
+            let Some(events) = this.events.as_mut() else { return Poll::Ready(None) };
+            if this.ended {
+                if let Some(events) = this.events.take() {
+                    finish_body(events);
+                }
+                return Poll::Ready(None);
             }
-            match st.events.next().await {
+            match std::task::ready!(events.as_mut().poll_next(cx)) {
                 None => {
-                    st.ended = true;
-                    return Some((Err(ProviderError::Cut), st));
+                    this.ended = true;
+                    return Poll::Ready(Some(Err(ProviderError::Cut)));
                 }
                 Some(Err(e)) => {
-                    st.ended = true;
-                    return Some((Err(sse_error(e)), st));
+                    this.ended = true;
+                    return Poll::Ready(Some(Err(sse_error(e))));
                 }
                 Some(Ok(ev)) => {
-                    if let Step::End = st.decoder.event(&ev, &mut st.out) {
-                        st.ended = true;
+                    if let Step::End = this.decoder.event(&ev, &mut this.out) {
+                        this.ended = true;
                     }
                 }
             }
         }
-    }))
+    }
 }
 
 /// Reads what is left of a reply's body after its last event, so that its connection goes
@@ -422,6 +487,18 @@ mod tests {
             deltas,
             vec![Ok(Delta::Text("hé".into())), Ok(Delta::Text("llo".into())), Ok(Delta::Done { stop_reason: None })]
         );
+    }
+
+    /// The decoder keeps a view of the last chunk it read; if that were the connection's own
+    /// buffer, the connection could not reuse it for the next read.
+    #[tokio::test]
+    async fn the_decoder_lets_go_of_the_connections_buffer() {
+        use futures::StreamExt;
+        let read = bytes::Bytes::from(b"event: ping\ndata: {}\n\nevent: ping\ndata: {}\n\n".to_vec());
+        let mut events = Box::pin(copied_sse(futures::stream::iter([Ok::<_, std::io::Error>(read.clone())])));
+        assert_eq!(&*events.next().await.unwrap().unwrap().event, "ping");
+        assert!(read.is_unique(), "the decoder still holds the read buffer");
+        assert_eq!(&*events.next().await.unwrap().unwrap().data, "{}");
     }
 
     #[test]

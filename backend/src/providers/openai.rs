@@ -2,13 +2,12 @@
 //! `choices[].delta` (content, tool_calls), a usage chunk when `stream_options.include_usage`
 //! is set, and `data: [DONE]`.
 
-use std::collections::VecDeque;
 
 use hero_shared::api::ProviderKind;
 use serde_json::{Value, json};
 
 use super::{
-    Call, CallOptions, Decoder, Delta, DeltaStream, ProviderError, Role, Step, drive, endpoint,
+    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, drive, endpoint, sse_events,
     error_message_from, normalize, send_with_retry,
 };
 
@@ -65,7 +64,7 @@ pub async fn stream(
         read_error,
     )
     .await?;
-    Ok(drive(sseer::EventStream::new(resp.bytes_stream()), OpenAiDecoder::default()))
+    Ok(drive(sse_events(resp), OpenAiDecoder::default()))
 }
 
 #[derive(Default)]
@@ -76,7 +75,7 @@ struct OpenAiDecoder {
 }
 
 impl Decoder for OpenAiDecoder {
-    fn event(&mut self, ev: &sseer::event::Event, out: &mut VecDeque<Result<Delta, ProviderError>>) -> Step {
+    fn event(&mut self, ev: &sseer::event::Event, out: &mut Pending) -> Step {
         if ev.data.trim() == "[DONE]" {
             if !self.finished {
                 out.push_back(Ok(Delta::Done { stop_reason: None }));

@@ -36,9 +36,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Where a turn puts the events meant for its poster.
+/// Where a turn puts the events meant for its poster. It lives in [`Shared`], which a token
+/// touches anyway: one allocation less to find in memory per token.
 #[derive(Default)]
-pub(crate) struct Outbox {
+struct Outbox {
     events: Mutex<VecDeque<SseEvent>>,
     /// `events` is not empty: looked at with a load, so that a poster asking again and
     /// again while nothing came takes no lock.
@@ -48,7 +49,7 @@ pub(crate) struct Outbox {
 }
 
 impl Outbox {
-    pub(crate) fn push(&self, ev: SseEvent) {
+    fn push(&self, ev: SseEvent) {
         if !self.detached.load(Ordering::Relaxed) {
             let mut q = lock(&self.events);
             q.push_back(ev);
@@ -57,17 +58,17 @@ impl Outbox {
         }
     }
 
-    /// Moves every event waiting into `into` (empty), under one lock: the queue's storage
-    /// changes hands instead of being emptied one event at a time.
-    fn take_into(&self, into: &mut VecDeque<SseEvent>) {
+    /// The oldest event waiting, if any.
+    fn pop(&self) -> Option<SseEvent> {
         if !self.waiting.load(Ordering::Acquire) {
-            return;
+            return None;
         }
         let mut q = lock(&self.events);
-        self.waiting.store(false, Ordering::Relaxed);
-        if !q.is_empty() {
-            std::mem::swap(&mut *q, into);
+        let ev = q.pop_front();
+        if q.is_empty() {
+            self.waiting.store(false, Ordering::Relaxed);
         }
+        ev
     }
 
     fn detach(&self) {
@@ -76,9 +77,22 @@ impl Outbox {
     }
 }
 
+/// Where a turn's events go: a handle on the [`TurnEvents`] they are read from.
+///
+/// The turn holds it, and the turn is held by what it points to until the turn ends or is
+/// handed over: a cycle that both of those break.
+#[derive(Clone)]
+pub(crate) struct Sink(Arc<Shared>);
+
+impl Sink {
+    pub(crate) fn push(&self, ev: SseEvent) {
+        self.0.outbox.push(ev);
+    }
+}
+
 /// What the poster, its stream and the runner share.
 struct Shared {
-    outbox: Arc<Outbox>,
+    outbox: Outbox,
     /// The turn, until it finishes or the runner takes it.
     turn: Mutex<Option<TurnFuture>>,
     /// The poster's waker: the turn's wake-ups are passed on to it.
@@ -186,8 +200,6 @@ pub struct TurnEvents {
     shared: Arc<Shared>,
     /// `shared` as a waker, made once: the turn is polled with it.
     waker: Waker,
-    /// Events taken from the outbox, not yet read.
-    taken: VecDeque<SseEvent>,
     /// The fell-behind notice was given.
     told: bool,
     /// The turn's last poll ended Pending: until it is woken, polling it again would only
@@ -197,33 +209,37 @@ pub struct TurnEvents {
 }
 
 impl TurnEvents {
-    /// Events already in `outbox`, and `turn` (if any) still to run, watched by `watch`.
-    /// Must be called inside the runtime.
-    pub(crate) fn new(outbox: Arc<Outbox>, turn: Option<TurnFuture>, watch: &Arc<Watch>) -> Self {
-        let has_turn = turn.is_some();
+    /// Events to come through [`TurnEvents::sink`], and a turn to run once
+    /// [`started`](TurnEvents::start). Must be called inside the runtime.
+    pub(crate) fn new() -> Self {
         let shared = Arc::new(Shared {
-            outbox,
-            turn: Mutex::new(turn),
+            outbox: Outbox::default(),
+            turn: Mutex::new(None),
             poster: AtomicWaker::new(),
             woken: AtomicBool::new(false),
             polls: AtomicU64::new(0),
             seen: AtomicU64::new(u64::MAX),
             fell_behind: AtomicBool::new(false),
         });
-        if has_turn {
-            watch.add(&shared);
-        }
         let waker = Waker::from(shared.clone());
-        TurnEvents { shared, waker, taken: VecDeque::new(), told: false, parked: false, runtime: tokio::runtime::Handle::current() }
+        TurnEvents { shared, waker, told: false, parked: false, runtime: tokio::runtime::Handle::current() }
+    }
+
+    /// Where the turn puts its events.
+    pub(crate) fn sink(&self) -> Sink {
+        Sink(self.shared.clone())
+    }
+
+    /// Hands `turn` to be driven by whoever reads these events, looked after by `watch`.
+    pub(crate) fn start(&mut self, turn: TurnFuture, watch: &Arc<Watch>) {
+        *lock(&self.shared.turn) = Some(turn);
+        watch.add(&self.shared);
     }
 
     /// The next event already produced, without driving the turn: lets a writer gather
     /// what is ready into one write.
     pub fn ready(&mut self) -> Option<SseEvent> {
-        if self.taken.is_empty() {
-            self.shared.outbox.take_into(&mut self.taken);
-        }
-        self.taken.pop_front()
+        self.shared.outbox.pop()
     }
 }
 
@@ -293,7 +309,7 @@ mod tests {
     }
 
     /// A turn that says "a", waits for `go`, says "b", and reports that it finished.
-    fn turn(outbox: Arc<Outbox>, go: tokio::sync::oneshot::Receiver<()>, done: tokio::sync::oneshot::Sender<()>) -> TurnFuture {
+    fn turn(outbox: Sink, go: tokio::sync::oneshot::Receiver<()>, done: tokio::sync::oneshot::Sender<()>) -> TurnFuture {
         Box::pin(async move {
             outbox.push(text("a"));
             let _ = go.await;
@@ -305,11 +321,11 @@ mod tests {
     /// The events of [`turn`], its `go`, its `done`, and the watch, which looks after the
     /// turn only while it is kept.
     fn started() -> (TurnEvents, tokio::sync::oneshot::Sender<()>, tokio::sync::oneshot::Receiver<()>, Arc<Watch>) {
-        let outbox = Arc::new(Outbox::default());
         let (go, go_rx) = tokio::sync::oneshot::channel();
         let (done_tx, done) = tokio::sync::oneshot::channel();
         let watch = Arc::new(Watch::default());
-        let events = TurnEvents::new(outbox.clone(), Some(turn(outbox, go_rx, done_tx)), &watch);
+        let mut events = TurnEvents::new();
+        events.start(turn(events.sink(), go_rx, done_tx), &watch);
         (events, go, done, watch)
     }
 
@@ -369,7 +385,7 @@ mod tests {
     /// A turn that says "a", then waits until its waker (kept in `waker`) is called, then
     /// ends, counting how often it is polled.
     struct Counted {
-        outbox: Arc<Outbox>,
+        outbox: Sink,
         polls: Arc<AtomicU64>,
         waker: Arc<Mutex<Option<Waker>>>,
     }
@@ -390,11 +406,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_turn_is_polled_again_only_once_woken() {
-        let outbox = Arc::new(Outbox::default());
         let (polls, waker) = (Arc::new(AtomicU64::new(0)), Arc::new(Mutex::new(None)));
-        let turn = Counted { outbox: outbox.clone(), polls: polls.clone(), waker: waker.clone() };
         let watch = Arc::new(Watch::default());
-        let mut events = TurnEvents::new(outbox, Some(Box::pin(turn)), &watch);
+        let mut events = TurnEvents::new();
+        let turn = Counted { outbox: events.sink(), polls: polls.clone(), waker: waker.clone() };
+        events.start(Box::pin(turn), &watch);
         assert_eq!(events.next().await, Some(text("a")));
         assert_eq!(polls.load(Ordering::SeqCst), 1);
         // Asked again before anything woke the turn: its chain of futures is not walked.
@@ -410,7 +426,7 @@ mod tests {
 
     /// A turn that says "a" and wakes itself before answering Pending (as a future out of
     /// tokio's budget does), then ends.
-    struct SelfWaking(Arc<Outbox>, bool);
+    struct SelfWaking(Sink, bool);
 
     impl Future for SelfWaking {
         type Output = ();
@@ -426,9 +442,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_turn_that_wakes_itself_is_polled_again() {
-        let outbox = Arc::new(Outbox::default());
         let watch = Arc::new(Watch::default());
-        let mut events = TurnEvents::new(outbox.clone(), Some(Box::pin(SelfWaking(outbox, false))), &watch);
+        let mut events = TurnEvents::new();
+        events.start(Box::pin(SelfWaking(events.sink(), false)), &watch);
         let all = tokio::time::timeout(Duration::from_secs(5), async {
             let mut all = Vec::new();
             while let Some(ev) = events.next().await {

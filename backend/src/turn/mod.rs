@@ -37,10 +37,9 @@ Answer in Markdown. You may use Hero Markup Language elements, which the user's 
 
 mod events;
 
-use std::sync::Arc;
 
 pub use events::{STALL_CHECK, TurnEvents, Watch};
-use events::Outbox;
+use events::Sink;
 
 /// A started turn: its id (the agent frame's id) and the events for the poster. Reading the
 /// events drives the turn; dropping them leaves it to finish on its own.
@@ -82,13 +81,13 @@ pub async fn post(
     let mut db = st.hot_db.lock(&st.db).await?;
     let setup = agents::turn_setup(&mut *db, &st.keys, user, session_id).await?;
     let dk = setup.dk.clone();
-    let outbox = Arc::new(Outbox::default());
+    let mut events = TurnEvents::new();
     let message_id = frames::new_id();
     let out = Out {
         st: st.clone(),
         user_id: user.id(),
         session_id,
-        outbox: outbox.clone(),
+        sink: events.sink(),
         listening: Default::default(),
     };
 
@@ -125,7 +124,7 @@ pub async fn post(
             out.emit(complete(&message_id, note));
             return Ok(TurnHandle {
                 message_id,
-                events: TurnEvents::new(outbox, None, &st.hub.watch),
+                events,
             });
         }
         Posted::Message(c) => c,
@@ -177,7 +176,10 @@ pub async fn post(
     });
     Ok(TurnHandle {
         message_id,
-        events: TurnEvents::new(outbox, Some(turn), &st.hub.watch),
+        events: {
+            events.start(turn, &st.hub.watch);
+            events
+        },
     })
 }
 
@@ -186,7 +188,7 @@ struct Out {
     st: AppState,
     user_id: i64,
     session_id: i64,
-    outbox: Arc<Outbox>,
+    sink: Sink,
     listening: crate::hub::Listening,
 }
 
@@ -196,7 +198,7 @@ impl Clone for Out {
             st: self.st.clone(),
             user_id: self.user_id,
             session_id: self.session_id,
-            outbox: self.outbox.clone(),
+            sink: self.sink.clone(),
             listening: Default::default(),
         }
     }
@@ -219,7 +221,7 @@ impl Out {
                 },
             );
         }
-        self.outbox.push(ev);
+        self.sink.push(ev);
     }
 }
 
