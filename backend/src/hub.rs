@@ -53,11 +53,16 @@ pub struct Abort(Arc<AbortInner>);
 struct AbortInner {
     set: AtomicBool,
     waker: AtomicWaker,
+    /// Raised with `set`, where the turn looks on every poll anyway ([`crate::wake::Signals`]).
+    flag: Option<crate::wake::Flag>,
 }
 
 impl Abort {
     pub fn abort(&self) {
         self.0.set.store(true, Ordering::Release);
+        if let Some(f) = &self.0.flag {
+            f.raise();
+        }
         self.0.waker.wake();
     }
 
@@ -83,16 +88,23 @@ impl Abort {
 /// An [`Abort`] waited on again and again: registers its waker only when it changes.
 pub struct AbortWatch {
     abort: Abort,
+    /// The abort's flag, kept here: reading it through the abort would touch the abort's own
+    /// memory on every poll, which the flag is there to spare.
+    flag: Option<crate::wake::Flag>,
     armed: crate::wake::Armed,
 }
 
 impl AbortWatch {
     pub fn new(abort: Abort) -> Self {
-        AbortWatch { abort, armed: Default::default() }
+        AbortWatch { flag: abort.0.flag.clone(), abort, armed: Default::default() }
     }
 
     pub fn is_aborted(&self) -> bool {
-        self.abort.is_aborted()
+        match &self.flag {
+            // The abort's own flag only once the turn's word says it was raised.
+            Some(f) => f.is_up() && self.abort.is_aborted(),
+            None => self.abort.is_aborted(),
+        }
     }
 
     pub fn poll_aborted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
@@ -179,9 +191,9 @@ impl Hub {
         send_in(&self.users, &self.version, user_id, &ev);
     }
 
-    /// Registers a turn in flight; its signal is set by [`Hub::abort`].
-    pub fn begin_turn(&self, session_id: i64, message_id: &str) -> Abort {
-        let signal = Abort::default();
+    /// Registers a turn in flight; its signal is set by [`Hub::abort`], and raises `flag` too.
+    pub fn begin_turn(&self, session_id: i64, message_id: &str, flag: Option<crate::wake::Flag>) -> Abort {
+        let signal = Abort(Arc::new(AbortInner { flag, ..AbortInner::default() }));
         lock(&self.turns).entry(session_id).or_default().insert(message_id.to_owned(), signal.clone());
         signal
     }
@@ -262,11 +274,30 @@ mod tests {
             }
         }
         assert!(user.try_recv().is_err());
-        let t = hub.begin_turn(1, "a");
+        let t = hub.begin_turn(1, "a", None);
         assert_eq!((hub.turns_in_flight(1), hub.abort(2)), (1, 0));
         assert_eq!(hub.abort(1), 1);
         assert!(t.is_aborted());
         hub.end_turn(1, "a");
         assert_eq!(hub.turns_in_flight(1), 0);
+    }
+
+    /// A turn looks at its abort through a bit of a word it reads anyway; the abort raises it.
+    #[test]
+    fn an_abort_raises_its_flag() {
+        #[derive(Default)]
+        struct Word(std::sync::atomic::AtomicU8);
+        impl crate::wake::Signals for Word {
+            fn signals(&self) -> &std::sync::atomic::AtomicU8 {
+                &self.0
+            }
+        }
+        let hub = Hub::default();
+        let word = Arc::new(Word::default());
+        let watch = AbortWatch::new(hub.begin_turn(1, "a", Some(crate::wake::Flag::new(word.clone(), 4))));
+        assert!(!watch.is_aborted());
+        assert_eq!(hub.abort(1), 1);
+        assert_eq!(word.0.load(Ordering::SeqCst), 4);
+        assert!(watch.is_aborted());
     }
 }

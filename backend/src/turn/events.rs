@@ -18,13 +18,15 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use futures::Stream;
 use futures::task::AtomicWaker;
+
+use crate::wake::{Flag, Signals, Silence};
 use hero_shared::wire::{ErrorData, SseEvent};
 
 pub(crate) type TurnFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -88,6 +90,23 @@ impl Sink {
     pub(crate) fn push(&self, ev: SseEvent) {
         self.0.outbox.push(ev);
     }
+
+    /// One of [`ABORTED`] and [`IDLE`], in the word the poster's polls look at.
+    pub(crate) fn flag(&self, bit: u8) -> Flag {
+        Flag::new(self.0.clone(), bit)
+    }
+}
+
+/// The bits of a turn's [`Signals`] word: its abort, its provider's silence timer, and its
+/// poster's keep-alive timer.
+pub(crate) const ABORTED: u8 = 1;
+pub(crate) const IDLE: u8 = 2;
+const KEEP_ALIVE: u8 = 4;
+
+impl Signals for Shared {
+    fn signals(&self) -> &AtomicU8 {
+        &self.signals
+    }
 }
 
 /// What the poster, its stream and the runner share.
@@ -105,6 +124,8 @@ struct Shared {
     seen: AtomicU64,
     /// The poster was dropped for not reading; its stream ends with an error.
     fell_behind: AtomicBool,
+    /// Raised by the turn's signals when they fire ([`Signals`]).
+    signals: AtomicU8,
 }
 
 impl Shared {
@@ -220,6 +241,7 @@ impl TurnEvents {
             polls: AtomicU64::new(0),
             seen: AtomicU64::new(u64::MAX),
             fell_behind: AtomicBool::new(false),
+            signals: AtomicU8::new(0),
         });
         let waker = Waker::from(shared.clone());
         TurnEvents { shared, waker, told: false, parked: false, runtime: tokio::runtime::Handle::current() }
@@ -228,6 +250,12 @@ impl TurnEvents {
     /// Where the turn puts its events.
     pub(crate) fn sink(&self) -> Sink {
         Sink(self.shared.clone())
+    }
+
+    /// A keep-alive timer for whoever writes these events out: it looks at the turn's
+    /// [`Signals`] word, which the writer's polls bring into the cache anyway.
+    pub fn keep_alive(&self, period: Duration) -> Silence {
+        Silence::flagged(period, Flag::new(self.shared.clone(), KEEP_ALIVE))
     }
 
     /// Hands `turn` to be driven by whoever reads these events, looked after by `watch`.

@@ -157,7 +157,7 @@ pub async fn post(
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(user_frame));
 
-    let cancel = st.hub.begin_turn(session_id, &message_id);
+    let cancel = st.hub.begin_turn(session_id, &message_id, Some(out.sink.flag(events::ABORTED)));
     let mid = message_id.clone();
     let guard = out.clone();
     let turn = Box::pin(async move {
@@ -299,7 +299,7 @@ async fn run(
         Err(_) => {}
         Ok(mut stream) => {
             let idle_timeout = st.call_options.idle_timeout;
-            let mut idle = crate::wake::Silence::new(idle_timeout);
+            let mut idle = crate::wake::Silence::flagged(idle_timeout, out.sink.flag(events::IDLE));
             let mut cancel = crate::hub::AbortWatch::new(cancel);
             loop {
                 // Once per token: the stream first, and the abort and the silence timer

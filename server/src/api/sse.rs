@@ -48,7 +48,8 @@ pub struct TurnSse {
 
 impl TurnSse {
     pub fn new(events: TurnEvents) -> Self {
-        TurnSse { events, scratch: Vec::with_capacity(512), keep_alive: Silence::new(KEEP_ALIVE) }
+        let keep_alive = events.keep_alive(KEEP_ALIVE);
+        TurnSse { events, scratch: Vec::with_capacity(512), keep_alive }
     }
 }
 
