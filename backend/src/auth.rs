@@ -130,14 +130,19 @@ async fn issue(st: &AppState, id: i64, username: String, is_admin: bool) -> Resu
     Ok(Login { user: AuthUser { id, username, is_admin, jti }, token, expires_at: exp })
 }
 
-/// Turns a bearer or cookie token into the user it was issued to.
-pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
+/// How sign-in tokens are checked: made once, not for every request (it holds three sets).
+static VALIDATION: std::sync::LazyLock<Validation> = std::sync::LazyLock::new(|| {
     let mut v = Validation::new(Algorithm::HS256);
     v.set_issuer(&[ISSUER]);
     v.set_audience(&[AUDIENCE]);
     v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
     v.leeway = 0;
-    let data = jsonwebtoken::decode::<Claims>(token, &DecodingKey::from_secret(st.keys.jwt_secret()), &v)
+    v
+});
+
+/// Turns a bearer or cookie token into the user it was issued to.
+pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
+    let data = jsonwebtoken::decode::<Claims>(token, &DecodingKey::from_secret(st.keys.jwt_secret()), &VALIDATION)
         .map_err(|e| match e.kind() {
             jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
                 Error::Unauthorized("your sign-in has expired; sign in again")
