@@ -150,13 +150,17 @@ pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
             _ => Error::Unauthorized("invalid sign-in token"),
         })?;
     let c = data.claims;
-    let row: Option<(i64, String, bool, bool, Option<String>)> = sqlx::query_as(
+    let mut hot = st.hot_db.lock(&st.db).await?;
+    let row: Result<Option<(i64, String, bool, bool, Option<String>)>> = sqlx::query_as(
         "SELECT u.id, u.username, u.is_admin, u.disabled, t.revoked_at \
          FROM auth_tokens t JOIN users u ON u.id = t.user_id WHERE t.jti = ?",
     )
     .bind(&c.jti)
-    .fetch_optional(&mut *st.hot_db.lock(&st.db).await?)
-    .await?;
+    .fetch_optional(&mut *hot)
+    .await
+    .map_err(Into::into);
+    let row = hot.check(row)?;
+    drop(hot);
     match row {
         Some((id, username, is_admin, false, None)) if id.to_string() == c.sub => {
             Ok(AuthUser { id, username, is_admin, jti: c.jti })

@@ -52,13 +52,44 @@ pub struct HotDb(tokio::sync::Mutex<Option<sqlx::SqliteConnection>>);
 
 impl HotDb {
     /// The connection, for a few statements: hold it no longer (every request waits on it).
-    pub async fn lock(&self, pool: &SqlitePool) -> Result<tokio::sync::MappedMutexGuard<'_, sqlx::SqliteConnection>> {
+    pub async fn lock(&self, pool: &SqlitePool) -> Result<Hot<'_>> {
         use sqlx::ConnectOptions;
         let mut slot = self.0.lock().await;
         if slot.is_none() {
             *slot = Some(pool.connect_options().connect().await?);
         }
-        Ok(tokio::sync::MutexGuard::map(slot, |c| c.as_mut().expect("opened above")))
+        Ok(Hot(slot))
+    }
+}
+
+/// The hot connection, held.
+pub struct Hot<'a>(tokio::sync::MutexGuard<'a, Option<sqlx::SqliteConnection>>);
+
+impl Hot<'_> {
+    /// Passes `r` on. If it says the connection itself is gone (its thread ended, the file
+    /// failed), the connection is forgotten and the next [`HotDb::lock`] opens another: the
+    /// pool drops a broken connection when it is given back, and this one would otherwise
+    /// fail every request until a restart. Use the connection no more after such an error.
+    pub fn check<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(Error::Db(sqlx::Error::WorkerCrashed | sqlx::Error::Io(_))) = &r {
+            tracing::error!("the database connection of sign-ins and turns broke; opening another");
+            *self.0 = None;
+        }
+        r
+    }
+}
+
+impl std::ops::Deref for Hot<'_> {
+    type Target = sqlx::SqliteConnection;
+
+    fn deref(&self) -> &sqlx::SqliteConnection {
+        self.0.as_ref().expect("held open until a failed check")
+    }
+}
+
+impl std::ops::DerefMut for Hot<'_> {
+    fn deref_mut(&mut self) -> &mut sqlx::SqliteConnection {
+        self.0.as_mut().expect("held open until a failed check")
     }
 }
 
@@ -99,6 +130,24 @@ pub async fn check_master_key(pool: &SqlitePool, keys: &Keyring) -> Result<()> {
 mod tests {
     use super::*;
     use crate::crypto::SecretKey;
+
+    #[tokio::test]
+    async fn a_broken_hot_connection_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = open(dir.path()).await.unwrap();
+        let hot = HotDb::default();
+        {
+            let mut h = hot.lock(&pool).await.unwrap();
+            let broke: Result<()> = Err(Error::Db(sqlx::Error::WorkerCrashed));
+            assert!(h.check(broke).is_err());
+            // Any other failure leaves it be.
+            let refused: Result<()> = Err(Error::Invalid("no".into()));
+            assert!(h.check(refused).is_err());
+        }
+        let mut h = hot.lock(&pool).await.unwrap();
+        let (one,): (i64,) = sqlx::query_as("SELECT 1").fetch_one(&mut *h).await.unwrap();
+        assert_eq!(one, 1);
+    }
 
     #[tokio::test]
     async fn opens_in_wal_mode_and_checks_the_master_key() {

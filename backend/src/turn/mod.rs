@@ -79,7 +79,8 @@ pub async fn post(
 ) -> Result<TurnHandle> {
     let posted = read_post(&content)?;
     let mut db = st.hot_db.lock(&st.db).await?;
-    let setup = agents::turn_setup(&mut *db, &st.keys, user, session_id).await?;
+    let setup = agents::turn_setup(&mut *db, &st.keys, user, session_id).await;
+    let setup = db.check(setup)?;
     let dk = setup.dk.clone();
     let mut events = TurnEvents::new();
     let message_id = frames::new_id();
@@ -133,7 +134,8 @@ pub async fn post(
     let agent = setup.agent()?;
     // The conversation so far; the user's message joins it in memory once stored, instead
     // of being read back.
-    let mut history = frames::since_last_compact(&mut *db, &dk, session_id).await?;
+    let history = frames::since_last_compact(&mut *db, &dk, session_id).await;
+    let mut history = db.check(history)?;
     let user_frame = frames::append(
         &mut *db,
         &dk,
@@ -144,13 +146,15 @@ pub async fn post(
             json!({"role": "user", "content": content}),
         ),
     )
-    .await?;
+    .await;
+    let user_frame = db.check(user_frame)?;
     if history.last().map_or(1, |f| f.seq + 1) == user_frame.seq {
         history.push(user_frame.clone());
     } else {
         // Something was appended in between (another tab's message, a reply finishing):
         // read the conversation again, the user's message with it.
-        history = frames::since_last_compact(&mut *db, &dk, session_id).await?;
+        let again = frames::since_last_compact(&mut *db, &dk, session_id).await;
+        history = db.check(again)?;
     }
     drop(db);
     let messages = context(&history);
@@ -399,19 +403,30 @@ async fn run(
     // whether or not the reply can be stored. (Two statements, not a transaction's four
     // round trips to the database's thread.)
     let charge = agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0;
-    let stored = async {
-        let mut db = st.hot_db.lock(&st.db).await.inspect_err(|_| {
-            tracing::error!(input_tokens, output_tokens, "could not record a reply's usage");
-        })?;
-        if charge {
-            let recorded = record_usage(&mut *db, out.user_id, &agent, session_id, &message_id, input_tokens, output_tokens);
-            if let Err(e) = recorded.await {
-                tracing::error!(error = %e, "could not record a reply's usage");
+    // In a task of its own: the turn may not be polled for a while (its poster stopped
+    // reading and the watch has not taken it over yet), and a turn queued for the hot
+    // connection is handed the lock whether or not it is polled, holding up every sign-in.
+    let store = {
+        let (st, user_id, agent_id, provider, model) = (st.clone(), out.user_id, agent.id, agent.provider, agent.model.clone());
+        let (message_id, dk) = (message_id.clone(), dk.clone());
+        async move {
+            let mut db = st.hot_db.lock(&st.db).await.inspect_err(|_| {
+                tracing::error!(input_tokens, output_tokens, "could not record a reply's usage");
+            })?;
+            if charge {
+                let usage = Usage { user_id, agent_id, provider, model: &model, session_id, frame_id: &message_id };
+                if let Err(e) = record_usage(&mut *db, usage, input_tokens, output_tokens).await {
+                    tracing::error!(error = %e, "could not record a reply's usage");
+                }
             }
+            let appended = frames::append(&mut *db, &dk, f).await;
+            db.check(appended)
         }
-        frames::append(&mut *db, &dk, f).await
-    }
-    .await;
+    };
+    let stored = match tokio::spawn(store).await {
+        Ok(r) => r,
+        Err(e) => Err(Error::Internal(format!("storing the reply failed: {e}"))),
+    };
     match stored {
         Ok(frame) => st
             .hub
@@ -431,25 +446,27 @@ async fn run(
     st.hub.end_turn(session_id, &message_id);
 }
 
-async fn record_usage<'e, E: sqlx::Executor<'e, Database = sqlx::Sqlite>>(
-    ex: E,
+/// Whose call a usage row records.
+struct Usage<'a> {
     user_id: i64,
-    agent: &AgentRuntime,
+    agent_id: i64,
+    provider: ProviderKind,
+    model: &'a str,
     session_id: i64,
-    frame_id: &str,
-    input: u64,
-    output: u64,
-) -> Result<()> {
+    frame_id: &'a str,
+}
+
+async fn record_usage<'e, E: sqlx::Executor<'e, Database = sqlx::Sqlite>>(ex: E, u: Usage<'_>, input: u64, output: u64) -> Result<()> {
     sqlx::query(
         "INSERT INTO usage (user_id, agent_id, session_id, frame_id, provider, model, input_tokens, output_tokens, created_at) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
-    .bind(user_id)
-    .bind(agent.id)
-    .bind(session_id)
-    .bind(frame_id)
-    .bind(agent.provider.as_str())
-    .bind(&agent.model)
+    .bind(u.user_id)
+    .bind(u.agent_id)
+    .bind(u.session_id)
+    .bind(u.frame_id)
+    .bind(u.provider.as_str())
+    .bind(u.model)
     .bind(input as i64)
     .bind(output as i64)
     .bind(crate::now_text())
