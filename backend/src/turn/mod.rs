@@ -37,7 +37,6 @@ Answer in Markdown. You may use Hero Markup Language elements, which the user's 
 
 mod events;
 
-
 pub use events::{STALL_CHECK, TurnEvents, Watch};
 use events::Sink;
 
@@ -132,30 +131,14 @@ pub async fn post(
     };
 
     let agent = setup.agent()?;
-    // The conversation so far; the user's message joins it in memory once stored, instead
-    // of being read back.
-    let history = frames::since_last_compact(&mut *db, &dk, session_id).await;
-    let mut history = db.check(history)?;
-    let user_frame = frames::append(
-        &mut *db,
-        &dk,
-        NewFrame::message(
-            session_id,
-            AuthorType::User,
-            Some(user.id()),
-            json!({"role": "user", "content": content}),
-        ),
-    )
-    .await;
-    let user_frame = db.check(user_frame)?;
-    if history.last().map_or(1, |f| f.seq + 1) == user_frame.seq {
-        history.push(user_frame.clone());
-    } else {
-        // Something was appended in between (another tab's message, a reply finishing):
-        // read the conversation again, the user's message with it.
-        let again = frames::since_last_compact(&mut *db, &dk, session_id).await;
-        history = db.check(again)?;
-    }
+    let user_frame = NewFrame::message(
+        session_id,
+        AuthorType::User,
+        Some(user.id()),
+        json!({"role": "user", "content": content}),
+    );
+    let stored = store_user_message(&mut db, &dk, session_id, user_frame).await;
+    let (history, user_frame) = db.check(stored)?;
     drop(db);
     let messages = context(&history);
     st.hub
@@ -178,13 +161,28 @@ pub async fn post(
             guard.st.hub.end_turn(guard.session_id, &mid);
         }
     });
-    Ok(TurnHandle {
-        message_id,
-        events: {
-            events.start(turn, &st.hub.watch);
-            events
-        },
-    })
+    events.start(turn, &st.hub.watch);
+    Ok(TurnHandle { message_id, events })
+}
+
+/// Appends the user's message and returns the conversation since the last compact, the
+/// message with it: read before the append, and the message joined in memory instead of
+/// being read back, unless something was appended in between (another tab's message, a
+/// reply finishing), when it is read again.
+async fn store_user_message(
+    db: &mut sqlx::SqliteConnection,
+    dk: &SecretKey,
+    session_id: i64,
+    message: NewFrame,
+) -> Result<(Vec<hero_shared::frame::Frame>, hero_shared::frame::Frame)> {
+    let mut history = frames::since_last_compact(&mut *db, dk, session_id).await?;
+    let user_frame = frames::append(&mut *db, dk, message).await?;
+    if history.last().map_or(1, |f| f.seq + 1) == user_frame.seq {
+        history.push(user_frame.clone());
+    } else {
+        history = frames::since_last_compact(&mut *db, dk, session_id).await?;
+    }
+    Ok((history, user_frame))
 }
 
 /// Where a turn's events go: the poster (if still there) and the session's subscribers.

@@ -25,6 +25,11 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// mark that something went out).
 const KEEP_ALIVE_COMMENT: &[u8] = b":\n\n";
 
+/// The keep-alive comment once `keep_alive` says a silence has lasted, else Pending.
+fn comment_after(keep_alive: &mut Silence, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, Infallible>>> {
+    keep_alive.poll(cx).map(|()| Some(Ok(Bytes::from_static(KEEP_ALIVE_COMMENT))))
+}
+
 fn event_stream<S>(body: S) -> Response
 where
     S: Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
@@ -70,7 +75,7 @@ impl Stream for TurnSse {
                 Poll::Ready(Some(Ok(Bytes::copy_from_slice(&this.scratch))))
             }
             Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => this.keep_alive.poll(cx).map(|()| Some(Ok(Bytes::from_static(KEEP_ALIVE_COMMENT)))),
+            Poll::Pending => comment_after(&mut this.keep_alive, cx),
         }
     }
 }
@@ -112,7 +117,7 @@ impl<S: Stream<Item = Bytes> + Unpin> Stream for SseBody<S> {
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => this.keep_alive.poll(cx).map(|()| Some(Ok(Bytes::from_static(KEEP_ALIVE_COMMENT)))),
+            Poll::Pending => comment_after(&mut this.keep_alive, cx),
         }
     }
 }
