@@ -372,63 +372,47 @@ pub(crate) async fn first_usable<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
 }
 
 /// What a turn needs before it starts, read in one statement: the user's data key, the
-/// session's agent, and that agent's row while it stands. (Three statements cost three
-/// round trips to the database's thread, each dearer than the reading it does.)
+/// session's agent, and that agent's row while it stands.
 pub(crate) struct TurnSetup {
     pub dk: SecretKey,
     agent_id: Option<i64>,
     row: Option<Row>,
 }
 
-#[derive(sqlx::FromRow)]
-struct SetupRow {
-    data_key: Vec<u8>,
-    agent_id: Option<i64>,
-    a_id: Option<i64>,
-    a_name: Option<String>,
-    a_provider: Option<String>,
-    a_model: Option<String>,
-    a_base_url: Option<String>,
-    a_api_key: Option<Vec<u8>>,
-    a_config: Option<Vec<u8>>,
-    a_created_at: Option<String>,
-    a_updated_at: Option<String>,
-}
-
 /// The user's data key and the agent of their session `session_id` (not found: someone
-/// else's session, or none).
-pub(crate) async fn turn_setup<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
-    ex: E,
-    keys: &Keyring,
-    user: &AuthUser,
-    session_id: i64,
-) -> Result<TurnSetup> {
-    let r: SetupRow = sqlx::query_as(
-        "SELECT u.data_key, s.agent_id, a.id AS a_id, a.name AS a_name, a.provider AS a_provider, \
-         a.model AS a_model, a.base_url AS a_base_url, a.api_key AS a_api_key, a.config AS a_config, \
-         a.created_at AS a_created_at, a.updated_at AS a_updated_at \
-         FROM sessions s JOIN users u ON u.id = s.user_id \
-         LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
-         WHERE s.id = ? AND s.user_id = ?",
-    )
-    .bind(session_id)
-    .bind(user.id())
-    .fetch_optional(ex)
-    .await?
-    .ok_or(Error::NotFound("session"))?;
-    let dk = keys.unwrap_data_key(user.id(), &r.data_key)?;
-    let row = r.a_id.map(|id| Row {
-        id,
-        name: r.a_name.unwrap_or_default(),
-        provider: r.a_provider.unwrap_or_default(),
-        model: r.a_model.unwrap_or_default(),
-        base_url: r.a_base_url,
-        api_key: r.a_api_key,
-        config: r.a_config.unwrap_or_default(),
-        created_at: r.a_created_at.unwrap_or_default(),
-        updated_at: r.a_updated_at.unwrap_or_default(),
+/// else's session, or none), read on the hot connection.
+pub(crate) async fn turn_setup(st: &crate::AppState, user: &AuthUser, session_id: i64) -> Result<TurnSetup> {
+    use rusqlite::OptionalExtension;
+    let read = st.hot_db.read(&st.db, |c| {
+        let mut q = c.prepare_cached(
+            "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
+             a.created_at, a.updated_at \
+             FROM sessions s JOIN users u ON u.id = s.user_id \
+             LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
+             WHERE s.id = ?1 AND s.user_id = ?2",
+        )?;
+        let row = q.query_row(rusqlite::params![session_id, user.id()], |r| {
+            let agent = match r.get::<_, Option<i64>>(2)? {
+                None => None,
+                Some(id) => Some(Row {
+                    id,
+                    name: r.get(3)?,
+                    provider: r.get(4)?,
+                    model: r.get(5)?,
+                    base_url: r.get(6)?,
+                    api_key: r.get(7)?,
+                    config: r.get(8)?,
+                    created_at: r.get(9)?,
+                    updated_at: r.get(10)?,
+                }),
+            };
+            Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Option<i64>>(1)?, agent))
+        });
+        Ok(row.optional()?)
     });
-    Ok(TurnSetup { dk, agent_id: r.agent_id, row })
+    let (data_key, agent_id, row) = read.await?.ok_or(Error::NotFound("session"))?;
+    let dk = st.keys.unwrap_data_key(user.id(), &data_key)?;
+    Ok(TurnSetup { dk, agent_id, row })
 }
 
 impl TurnSetup {
@@ -493,10 +477,10 @@ mod tests {
         assert!(!raw.windows(13).any(|w| w == b"sk-secret-123"));
         // Only a turn unseals it, for the session's agent, and only for the session's owner.
         let session = crate::sessions::create(&st.db, &alice, serde_json::from_value(json!({"name": "s", "agent_id": a.id})).unwrap()).await.unwrap();
-        let setup = turn_setup(&st.db, &st.keys, &alice, session.id).await.unwrap();
+        let setup = turn_setup(&st, &alice, session.id).await.unwrap();
         assert_eq!(setup.agent().unwrap().api_key.as_deref(), Some("sk-secret-123"));
         let bob = signed_in(&st, "bob").await;
-        assert!(matches!(turn_setup(&st.db, &st.keys, &bob, session.id).await, Err(Error::NotFound(_))));
+        assert!(matches!(turn_setup(&st, &bob, session.id).await, Err(Error::NotFound(_))));
         // Partial update keeps the key; null removes it.
         let renamed = update(&st.db, &st.keys, &alice, a.id, serde_json::from_value(json!({"name": "C2"})).unwrap()).await.unwrap();
         assert!(renamed.has_api_key);

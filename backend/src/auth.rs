@@ -149,21 +149,24 @@ pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
             }
             _ => Error::Unauthorized("invalid sign-in token"),
         })?;
-    let c = data.claims;
-    let mut hot = st.hot_db.lock(&st.db).await?;
-    let row: Result<Option<(i64, String, bool, bool, Option<String>)>> = sqlx::query_as(
-        "SELECT u.id, u.username, u.is_admin, u.disabled, t.revoked_at \
-         FROM auth_tokens t JOIN users u ON u.id = t.user_id WHERE t.jti = ?",
-    )
-    .bind(&c.jti)
-    .fetch_optional(&mut *hot)
-    .await
-    .map_err(Into::into);
-    let row = hot.check(row)?;
-    drop(hot);
+    let claims = data.claims;
+    let row = st
+        .hot_db
+        .read(&st.db, |c| {
+            use rusqlite::OptionalExtension;
+            let mut q = c.prepare_cached(
+                "SELECT u.id, u.username, u.is_admin, u.disabled, t.revoked_at \
+                 FROM auth_tokens t JOIN users u ON u.id = t.user_id WHERE t.jti = ?1",
+            )?;
+            let row: Option<(i64, String, bool, bool, Option<String>)> = q
+                .query_row([&claims.jti], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+                .optional()?;
+            Ok(row)
+        })
+        .await?;
     match row {
-        Some((id, username, is_admin, false, None)) if id.to_string() == c.sub => {
-            Ok(AuthUser { id, username, is_admin, jti: c.jti })
+        Some((id, username, is_admin, false, None)) if id.to_string() == claims.sub => {
+            Ok(AuthUser { id, username, is_admin, jti: claims.jti })
         }
         Some((_, _, _, true, _)) => Err(Error::Unauthorized("this account is disabled")),
         _ => Err(Error::Unauthorized("this sign-in has ended; sign in again")),

@@ -27,6 +27,9 @@ pub enum Error {
     Crypto(#[from] crate::crypto::CryptoError),
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
+    /// From the hot connection ([`crate::db::HotDb`]).
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
     #[error("migration error: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("{0}")]
@@ -43,7 +46,7 @@ impl Error {
             Error::Unauthorized(_) => S::UNAUTHORIZED,
             Error::Conflict(_) => S::CONFLICT,
             Error::TooManyAttempts { .. } => S::TOO_MANY_REQUESTS,
-            Error::Crypto(_) | Error::Db(_) | Error::Migrate(_) | Error::Internal(_) => {
+            Error::Crypto(_) | Error::Db(_) | Error::Sqlite(_) | Error::Migrate(_) | Error::Internal(_) => {
                 S::INTERNAL_SERVER_ERROR
             }
         }

@@ -73,43 +73,73 @@ fn author_str(a: AuthorType) -> &'static str {
     }
 }
 
-/// Appends a frame; `ex` is the pool, or a transaction the frame must commit with.
-pub async fn append<'e, E: sqlx::Executor<'e, Database = sqlx::Sqlite>>(ex: E, dk: &SecretKey, f: NewFrame) -> Result<Frame> {
-    let timestamp = now_precise();
+/// A frame ready to store: serialised and sealed once, outside the hot connection's lock;
+/// [`Sealed::insert`] may run more than once (again when the database was busy).
+pub struct Sealed {
+    frame: NewFrame,
+    timestamp: String,
+    targets: String,
+    payload: Vec<u8>,
+}
+
+pub fn seal(dk: &SecretKey, f: NewFrame) -> Result<Sealed> {
     let plain = serde_json::to_vec(&f.payload).map_err(|e| Error::Internal(e.to_string()))?;
-    let sealed = crypto::seal(dk, &payload_aad(&f.id), &plain);
-    let targets = serde_json::to_string(&f.target_ids).map_err(|e| Error::Internal(e.to_string()))?;
-    // One statement: SQLite runs it under the write lock, so the MAX(seq)+1 it reads is
-    // the one it writes; UNIQUE(session_id, seq) guards the invariant regardless.
-    let (seq,): (i64,) = sqlx::query_as(
-        "INSERT INTO frames (id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload) \
-         VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM frames WHERE session_id = ?), ?, ?, ?, ?, ?, ?, ?) \
-         RETURNING seq",
-    )
-    .bind(&f.id)
-    .bind(f.session_id)
-    .bind(f.session_id)
-    .bind(&f.parent_id)
-    .bind(&targets)
-    .bind(&timestamp)
-    .bind(type_str(f.frame_type))
-    .bind(author_str(f.author_type))
-    .bind(f.author_id)
-    .bind(sealed)
-    .fetch_one(ex)
-    .await?;
-    Ok(Frame {
-        id: f.id,
-        session_id: f.session_id,
-        seq,
-        parent_id: f.parent_id,
-        target_ids: f.target_ids,
-        timestamp,
-        frame_type: f.frame_type,
-        author_type: f.author_type,
-        author_id: f.author_id,
-        payload: f.payload,
+    Ok(Sealed {
+        timestamp: now_precise(),
+        targets: serde_json::to_string(&f.target_ids).map_err(|e| Error::Internal(e.to_string()))?,
+        payload: crypto::seal(dk, &payload_aad(&f.id), &plain),
+        frame: f,
     })
+}
+
+impl Sealed {
+    /// Inserts the frame and returns its `seq`. One statement: SQLite runs it under the write
+    /// lock, so the MAX(seq)+1 it reads is the one it writes; UNIQUE(session_id, seq) guards
+    /// the invariant regardless.
+    pub fn insert(&self, c: &rusqlite::Connection) -> Result<i64> {
+        let f = &self.frame;
+        let mut st = c.prepare_cached(
+            "INSERT INTO frames (id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload) \
+             VALUES (?1, ?2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM frames WHERE session_id = ?2), ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+             RETURNING seq",
+        )?;
+        let params = rusqlite::params![
+            f.id,
+            f.session_id,
+            f.parent_id,
+            self.targets,
+            self.timestamp,
+            type_str(f.frame_type),
+            author_str(f.author_type),
+            f.author_id,
+            self.payload
+        ];
+        Ok(st.query_row(params, |r| r.get(0))?)
+    }
+
+    /// The frame as stored with `seq`.
+    pub fn stored(self, seq: i64) -> Frame {
+        let f = self.frame;
+        Frame {
+            id: f.id,
+            session_id: f.session_id,
+            seq,
+            parent_id: f.parent_id,
+            target_ids: f.target_ids,
+            timestamp: self.timestamp,
+            frame_type: f.frame_type,
+            author_type: f.author_type,
+            author_id: f.author_id,
+            payload: f.payload,
+        }
+    }
+}
+
+/// Appends a frame (on the hot connection, in a transaction of its own).
+pub async fn append(st: &crate::AppState, dk: &SecretKey, f: NewFrame) -> Result<Frame> {
+    let sealed = seal(dk, f)?;
+    let seq = st.hot_db.write(&st.db, |tx| sealed.insert(tx)).await?;
+    Ok(sealed.stored(seq))
 }
 
 #[derive(sqlx::FromRow)]
@@ -178,22 +208,38 @@ pub async fn list(db: &SqlitePool, dk: &SecretKey, session_id: i64, f: &Filter) 
     rows.into_iter().map(|r| r.open(dk)).collect()
 }
 
-/// Every frame from the last `compact` on (all of them when there is none): the view the
-/// page starts from and the context the agent is sent.
-pub async fn since_last_compact<'e, E: sqlx::Executor<'e, Database = sqlx::Sqlite>>(
-    ex: E,
-    dk: &SecretKey,
-    session_id: i64,
-) -> Result<Vec<Frame>> {
-    let rows: Vec<Row> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND seq >= COALESCE( \
-           (SELECT MAX(seq) FROM frames WHERE session_id = ? AND type = 'compact'), 0) ORDER BY seq"
-    ))
-    .bind(session_id)
-    .bind(session_id)
-    .fetch_all(ex)
-    .await?;
-    rows.into_iter().map(|r| r.open(dk)).collect()
+/// Every frame from the last `compact` on (all of them when there is none): the context
+/// the agent is sent. Read on the hot connection (see [`Rows`]).
+pub fn since_last_compact(c: &rusqlite::Connection, session_id: i64) -> Result<Rows> {
+    let mut st = c.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = ?1 AND seq >= COALESCE( \
+           (SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact'), 0) ORDER BY seq"
+    ))?;
+    let rows = st.query_map([session_id], |r| {
+        Ok(Row {
+            id: r.get(0)?,
+            session_id: r.get(1)?,
+            seq: r.get(2)?,
+            parent_id: r.get(3)?,
+            target_ids: r.get(4)?,
+            timestamp: r.get(5)?,
+            frame_type: r.get(6)?,
+            author_type: r.get(7)?,
+            author_id: r.get(8)?,
+            payload: r.get(9)?,
+        })
+    })?;
+    Ok(Rows(rows.collect::<rusqlite::Result<_>>()?))
+}
+
+/// Frames read but still sealed: opened with [`Rows::open`] once the hot connection is let
+/// go, so that decryption does not hold it.
+pub struct Rows(Vec<Row>);
+
+impl Rows {
+    pub fn open(self, dk: &SecretKey) -> Result<Vec<Frame>> {
+        self.0.into_iter().map(|r| r.open(dk)).collect()
+    }
 }
 
 /// Every frame of the session (for statistics).
@@ -240,10 +286,10 @@ mod tests {
         let dk = crate::users::data_key(&st.db, &st.keys, alice.id()).await.unwrap();
         let mut tasks = Vec::new();
         for i in 0..40 {
-            let (db, dk) = (st.db.clone(), dk.clone());
+            let (st, dk) = (st.clone(), dk.clone());
             tasks.push(tokio::spawn(async move {
                 let f = NewFrame::message(s.id, AuthorType::User, Some(1), json!({"role": "user", "content": format!("m{i}")}));
-                append(&db, &dk, f).await.unwrap().seq
+                append(&st, &dk, f).await.unwrap().seq
             }));
         }
         let mut seqs = Vec::new();
@@ -268,13 +314,13 @@ mod tests {
             .unwrap();
         let dk = crate::users::data_key(&st.db, &st.keys, alice.id()).await.unwrap();
         let msg = |c: &str| NewFrame::message(s.id, AuthorType::User, None, json!({"role": "user", "content": c}));
-        append(&st.db, &dk, msg("old")).await.unwrap();
+        append(&st, &dk, msg("old")).await.unwrap();
         let mut compact = msg("");
         compact.frame_type = FrameType::Compact;
         compact.payload = json!({"content": "summary"});
-        append(&st.db, &dk, compact).await.unwrap();
-        let newest = append(&st.db, &dk, msg("new")).await.unwrap();
-        let view = since_last_compact(&st.db, &dk, s.id).await.unwrap();
+        append(&st, &dk, compact).await.unwrap();
+        let newest = append(&st, &dk, msg("new")).await.unwrap();
+        let view = st.hot_db.read(&st.db, |c| since_last_compact(c, s.id)).await.unwrap().open(&dk).unwrap();
         assert_eq!(view.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![2, 3]);
         assert_eq!(get(&st.db, &dk, s.id, &newest.id).await.unwrap(), newest);
         assert!(matches!(get(&st.db, &dk, s.id + 1, &newest.id).await, Err(Error::NotFound(_))));

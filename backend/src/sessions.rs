@@ -158,23 +158,16 @@ fn parent_not_found() -> Error {
     Error::Invalid("parent_session_id names no session of yours".into())
 }
 
-/// Switches batch/stream mode (`/stream on|off`).
-pub async fn set_streaming<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
-    ex: E,
-    user: &AuthUser,
-    id: i64,
-    on: bool,
-) -> Result<SessionDto> {
-    let row: Option<Row> = sqlx::query_as(&format!(
-        "UPDATE sessions SET streaming = ?, updated_at = ? WHERE id = ? AND user_id = ? RETURNING {COLUMNS}"
-    ))
-    .bind(on)
-    .bind(now_text())
-    .bind(id)
-    .bind(user.id())
-    .fetch_optional(ex)
-    .await?;
-    row.map(Row::dto).ok_or(Error::NotFound("session"))
+/// Switches batch/stream mode (`/stream on|off`), on the hot connection (the switch commits
+/// with its note in the log).
+pub(crate) fn set_streaming(c: &rusqlite::Connection, user: &AuthUser, id: i64, on: bool) -> Result<()> {
+    let changed = c
+        .prepare_cached("UPDATE sessions SET streaming = ?1, updated_at = ?2 WHERE id = ?3 AND user_id = ?4")?
+        .execute(rusqlite::params![on, now_text(), id, user.id()])?;
+    if changed == 0 {
+        return Err(Error::NotFound("session"));
+    }
+    Ok(())
 }
 
 /// A parent must be the user's, and making it the parent must not close a loop.

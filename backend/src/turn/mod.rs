@@ -77,9 +77,7 @@ pub async fn post(
     content: String,
 ) -> Result<TurnHandle> {
     let posted = read_post(&content)?;
-    let mut db = st.hot_db.lock(&st.db).await?;
-    let setup = agents::turn_setup(&mut *db, &st.keys, user, session_id).await;
-    let setup = db.check(setup)?;
+    let setup = agents::turn_setup(st, user, session_id).await?;
     let dk = setup.dk.clone();
     let mut events = TurnEvents::new();
     let message_id = frames::new_id();
@@ -93,9 +91,6 @@ pub async fn post(
 
     let content = match posted {
         Posted::Streaming(on) => {
-            // The switch and its note in the log commit together.
-            let mut db_tx = sqlx::Acquire::begin(&mut *db).await?;
-            sessions::set_streaming(&mut *db_tx, user, session_id, on).await?;
             let note = if on {
                 "Streaming is on for this session."
             } else {
@@ -108,8 +103,16 @@ pub async fn post(
                 json!({"role": "system", "content": note}),
             );
             f.id = message_id.clone();
-            let frame = frames::append(&mut *db_tx, &dk, f).await?;
-            db_tx.commit().await?;
+            let sealed = frames::seal(&dk, f)?;
+            // The switch and its note in the log commit together.
+            let seq = st
+                .hot_db
+                .write(&st.db, |tx| {
+                    sessions::set_streaming(tx, user, session_id, on)?;
+                    sealed.insert(tx)
+                })
+                .await?;
+            let frame = sealed.stored(seq);
             out.emit(SseEvent::MessageStart(MessageStart {
                 message_id: message_id.clone(),
                 session_id,
@@ -137,9 +140,7 @@ pub async fn post(
         Some(user.id()),
         json!({"role": "user", "content": content}),
     );
-    let stored = store_user_message(&mut db, &dk, session_id, user_frame).await;
-    let (history, user_frame) = db.check(stored)?;
-    drop(db);
+    let (history, user_frame) = store_user_message(st, &dk, session_id, user_frame).await?;
     let messages = context(&history);
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(user_frame));
@@ -166,22 +167,22 @@ pub async fn post(
 }
 
 /// Appends the user's message and returns the conversation since the last compact, the
-/// message with it: read before the append, and the message joined in memory instead of
-/// being read back, unless something was appended in between (another tab's message, a
-/// reply finishing), when it is read again.
+/// message with it: read in the append's transaction, so that nothing comes in between,
+/// and the message joined in memory instead of being read back.
 async fn store_user_message(
-    db: &mut sqlx::SqliteConnection,
+    st: &AppState,
     dk: &SecretKey,
     session_id: i64,
     message: NewFrame,
 ) -> Result<(Vec<hero_shared::frame::Frame>, hero_shared::frame::Frame)> {
-    let mut history = frames::since_last_compact(&mut *db, dk, session_id).await?;
-    let user_frame = frames::append(&mut *db, dk, message).await?;
-    if history.last().map_or(1, |f| f.seq + 1) == user_frame.seq {
-        history.push(user_frame.clone());
-    } else {
-        history = frames::since_last_compact(&mut *db, dk, session_id).await?;
-    }
+    let sealed = frames::seal(dk, message)?;
+    let (rows, seq) = st
+        .hot_db
+        .write(&st.db, |tx| Ok((frames::since_last_compact(tx, session_id)?, sealed.insert(tx)?)))
+        .await?;
+    let user_frame = sealed.stored(seq);
+    let mut history = rows.open(dk)?;
+    history.push(user_frame.clone());
     Ok((history, user_frame))
 }
 
@@ -398,33 +399,22 @@ async fn run(
     let mut f = NewFrame::message(session_id, AuthorType::Agent, Some(agent.id), payload);
     f.id = message_id.clone();
     // What the call cost is recorded first and on its own: the provider charged for it
-    // whether or not the reply can be stored. (Two statements, not a transaction's four
-    // round trips to the database's thread.)
-    let charge = agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0;
-    // In a task of its own: the turn may not be polled for a while (its poster stopped
-    // reading and the watch has not taken it over yet), and a turn queued for the hot
-    // connection is handed the lock whether or not it is polled, holding up every sign-in.
-    let store = {
-        let (st, user_id, agent_id, provider, model) = (st.clone(), out.user_id, agent.id, agent.provider, agent.model.clone());
-        let (message_id, dk) = (message_id.clone(), dk.clone());
-        async move {
-            let mut db = st.hot_db.lock(&st.db).await.inspect_err(|_| {
-                tracing::error!(input_tokens, output_tokens, "could not record a reply's usage");
-            })?;
-            if charge {
-                let usage = Usage { user_id, agent_id, provider, model: &model, session_id, frame_id: &message_id };
-                if let Err(e) = record_usage(&mut *db, usage, input_tokens, output_tokens).await {
-                    tracing::error!(error = %e, "could not record a reply's usage");
-                }
-            }
-            let appended = frames::append(&mut *db, &dk, f).await;
-            db.check(appended)
+    // whether or not the reply can be stored.
+    if agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0 {
+        let usage = Usage {
+            user_id: out.user_id,
+            agent_id: agent.id,
+            provider: agent.provider,
+            model: &agent.model,
+            session_id,
+            frame_id: &message_id,
+        };
+        let recorded = st.hot_db.write(&st.db, |tx| record_usage(tx, &usage, input_tokens, output_tokens)).await;
+        if let Err(e) = recorded {
+            tracing::error!(error = %e, input_tokens, output_tokens, "could not record a reply's usage");
         }
-    };
-    let stored = match tokio::spawn(store).await {
-        Ok(r) => r,
-        Err(e) => Err(Error::Internal(format!("storing the reply failed: {e}"))),
-    };
+    }
+    let stored = frames::append(&st, &dk, f).await;
     match stored {
         Ok(frame) => st
             .hub
@@ -454,21 +444,21 @@ struct Usage<'a> {
     frame_id: &'a str,
 }
 
-async fn record_usage<'e, E: sqlx::Executor<'e, Database = sqlx::Sqlite>>(ex: E, u: Usage<'_>, input: u64, output: u64) -> Result<()> {
-    sqlx::query(
+fn record_usage(c: &rusqlite::Connection, u: &Usage<'_>, input: u64, output: u64) -> Result<()> {
+    c.prepare_cached(
         "INSERT INTO usage (user_id, agent_id, session_id, frame_id, provider, model, input_tokens, output_tokens, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(u.user_id)
-    .bind(u.agent_id)
-    .bind(u.session_id)
-    .bind(u.frame_id)
-    .bind(u.provider.as_str())
-    .bind(u.model)
-    .bind(input as i64)
-    .bind(output as i64)
-    .bind(crate::now_text())
-    .execute(ex)
-    .await?;
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(rusqlite::params![
+        u.user_id,
+        u.agent_id,
+        u.session_id,
+        u.frame_id,
+        u.provider.as_str(),
+        u.model,
+        input as i64,
+        output as i64,
+        crate::now_text()
+    ])?;
     Ok(())
 }
