@@ -381,37 +381,34 @@ pub(crate) struct TurnSetup {
 
 /// The user's data key and the agent of their session `session_id` (not found: someone
 /// else's session, or none), read on the hot connection.
-pub(crate) async fn turn_setup(st: &crate::AppState, user: &AuthUser, session_id: i64) -> Result<TurnSetup> {
+pub(crate) fn turn_setup(c: &rusqlite::Connection, keys: &Keyring, user: &AuthUser, session_id: i64) -> Result<TurnSetup> {
     use rusqlite::OptionalExtension;
-    let read = st.hot_db.read(&st.db, |c| {
-        let mut q = c.prepare_cached(
-            "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
-             a.created_at, a.updated_at \
-             FROM sessions s JOIN users u ON u.id = s.user_id \
-             LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
-             WHERE s.id = ?1 AND s.user_id = ?2",
-        )?;
-        let row = q.query_row(rusqlite::params![session_id, user.id()], |r| {
-            let agent = match r.get::<_, Option<i64>>(2)? {
-                None => None,
-                Some(id) => Some(Row {
-                    id,
-                    name: r.get(3)?,
-                    provider: r.get(4)?,
-                    model: r.get(5)?,
-                    base_url: r.get(6)?,
-                    api_key: r.get(7)?,
-                    config: r.get(8)?,
-                    created_at: r.get(9)?,
-                    updated_at: r.get(10)?,
-                }),
-            };
-            Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Option<i64>>(1)?, agent))
-        });
-        Ok(row.optional()?)
+    let mut q = c.prepare_cached(
+        "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
+         a.created_at, a.updated_at \
+         FROM sessions s JOIN users u ON u.id = s.user_id \
+         LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
+         WHERE s.id = ?1 AND s.user_id = ?2",
+    )?;
+    let read = q.query_row(rusqlite::params![session_id, user.id()], |r| {
+        let agent = match r.get::<_, Option<i64>>(2)? {
+            None => None,
+            Some(id) => Some(Row {
+                id,
+                name: r.get(3)?,
+                provider: r.get(4)?,
+                model: r.get(5)?,
+                base_url: r.get(6)?,
+                api_key: r.get(7)?,
+                config: r.get(8)?,
+                created_at: r.get(9)?,
+                updated_at: r.get(10)?,
+            }),
+        };
+        Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Option<i64>>(1)?, agent))
     });
-    let (data_key, agent_id, row) = read.await?.ok_or(Error::NotFound("session"))?;
-    let dk = st.keys.unwrap_data_key(user.id(), &data_key)?;
+    let (data_key, agent_id, row) = read.optional()?.ok_or(Error::NotFound("session"))?;
+    let dk = keys.unwrap_data_key(user.id(), &data_key)?;
     Ok(TurnSetup { dk, agent_id, row })
 }
 
@@ -477,10 +474,11 @@ mod tests {
         assert!(!raw.windows(13).any(|w| w == b"sk-secret-123"));
         // Only a turn unseals it, for the session's agent, and only for the session's owner.
         let session = crate::sessions::create(&st.db, &alice, serde_json::from_value(json!({"name": "s", "agent_id": a.id})).unwrap()).await.unwrap();
-        let setup = turn_setup(&st, &alice, session.id).await.unwrap();
+        let setup = st.hot_db.read(&st.db, |c| turn_setup(c, &st.keys, &alice, session.id)).await.unwrap();
         assert_eq!(setup.agent().unwrap().api_key.as_deref(), Some("sk-secret-123"));
         let bob = signed_in(&st, "bob").await;
-        assert!(matches!(turn_setup(&st, &bob, session.id).await, Err(Error::NotFound(_))));
+        let theirs = st.hot_db.read(&st.db, |c| turn_setup(c, &st.keys, &bob, session.id)).await;
+        assert!(matches!(theirs, Err(Error::NotFound(_))));
         // Partial update keeps the key; null removes it.
         let renamed = update(&st.db, &st.keys, &alice, a.id, serde_json::from_value(json!({"name": "C2"})).unwrap()).await.unwrap();
         assert!(renamed.has_api_key);

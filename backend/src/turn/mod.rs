@@ -77,8 +77,6 @@ pub async fn post(
     content: String,
 ) -> Result<TurnHandle> {
     let posted = read_post(&content)?;
-    let setup = agents::turn_setup(st, user, session_id).await?;
-    let dk = setup.dk.clone();
     let mut events = TurnEvents::new();
     let message_id = frames::new_id();
     let out = Out {
@@ -88,7 +86,6 @@ pub async fn post(
         sink: events.sink(),
         listening: Default::default(),
     };
-
     let content = match posted {
         Posted::Streaming(on) => {
             let note = if on {
@@ -96,23 +93,19 @@ pub async fn post(
             } else {
                 "Streaming is off: replies arrive whole."
             };
-            let mut f = NewFrame::message(
-                session_id,
-                AuthorType::System,
-                None,
-                json!({"role": "system", "content": note}),
-            );
-            f.id = message_id.clone();
-            let sealed = frames::seal(&dk, f)?;
             // The switch and its note in the log commit together.
-            let seq = st
+            let frame = st
                 .hot_db
                 .write(&st.db, |tx| {
+                    let setup = agents::turn_setup(tx, &st.keys, user, session_id)?;
                     sessions::set_streaming(tx, user, session_id, on)?;
-                    sealed.insert(tx)
+                    let mut f = NewFrame::message(session_id, AuthorType::System, None, json!({"role": "system", "content": note}));
+                    f.id = message_id.clone();
+                    let sealed = frames::seal(&setup.dk, f)?;
+                    let seq = sealed.insert(tx)?;
+                    Ok(sealed.stored(seq))
                 })
                 .await?;
-            let frame = sealed.stored(seq);
             out.emit(SseEvent::MessageStart(MessageStart {
                 message_id: message_id.clone(),
                 session_id,
@@ -133,14 +126,7 @@ pub async fn post(
         Posted::Message(c) => c,
     };
 
-    let agent = setup.agent()?;
-    let user_frame = NewFrame::message(
-        session_id,
-        AuthorType::User,
-        Some(user.id()),
-        json!({"role": "user", "content": content}),
-    );
-    let (history, user_frame) = store_user_message(st, &dk, session_id, user_frame).await?;
+    let Started { agent, dk, history, user_frame } = start(st, user, session_id, &content).await?;
     let messages = context(&history);
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(user_frame));
@@ -166,24 +152,36 @@ pub async fn post(
     Ok(TurnHandle { message_id, events })
 }
 
-/// Appends the user's message and returns the conversation since the last compact, the
-/// message with it: read in the append's transaction, so that nothing comes in between,
-/// and the message joined in memory instead of being read back.
-async fn store_user_message(
-    st: &AppState,
-    dk: &SecretKey,
-    session_id: i64,
-    message: NewFrame,
-) -> Result<(Vec<hero_shared::frame::Frame>, hero_shared::frame::Frame)> {
-    let sealed = frames::seal(dk, message)?;
-    let (rows, seq) = st
+/// What a turn starts from.
+struct Started {
+    agent: AgentRuntime,
+    dk: SecretKey,
+    /// The conversation since the last compact, the user's message last.
+    history: Vec<hero_shared::frame::Frame>,
+    user_frame: hero_shared::frame::Frame,
+}
+
+/// Reads what the turn needs, appends the user's message and reads the conversation since
+/// the last compact: one transaction, so nothing comes in between, and no message is stored
+/// for a session without an agent. The message is joined to the history in memory instead
+/// of being read back; the history is decrypted once the connection is let go.
+async fn start(st: &AppState, user: &AuthUser, session_id: i64, content: &str) -> Result<Started> {
+    let (agent, dk, rows, user_frame) = st
         .hot_db
-        .write(&st.db, |tx| Ok((frames::since_last_compact(tx, session_id)?, sealed.insert(tx)?)))
+        .write(&st.db, |tx| {
+            let setup = agents::turn_setup(tx, &st.keys, user, session_id)?;
+            let dk = setup.dk.clone();
+            let agent = setup.agent()?;
+            let message = NewFrame::message(session_id, AuthorType::User, Some(user.id()), json!({"role": "user", "content": content}));
+            let sealed = frames::seal(&dk, message)?;
+            let rows = frames::since_last_compact(tx, session_id)?;
+            let seq = sealed.insert(tx)?;
+            Ok((agent, dk, rows, sealed.stored(seq)))
+        })
         .await?;
-    let user_frame = sealed.stored(seq);
-    let mut history = rows.open(dk)?;
+    let mut history = rows.open(&dk)?;
     history.push(user_frame.clone());
-    Ok((history, user_frame))
+    Ok(Started { agent, dk, history, user_frame })
 }
 
 /// Where a turn's events go: the poster (if still there) and the session's subscribers.
@@ -398,23 +396,16 @@ async fn run(
     }
     let mut f = NewFrame::message(session_id, AuthorType::Agent, Some(agent.id), payload);
     f.id = message_id.clone();
-    // What the call cost is recorded first and on its own: the provider charged for it
-    // whether or not the reply can be stored.
-    if agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0 {
-        let usage = Usage {
-            user_id: out.user_id,
-            agent_id: agent.id,
-            provider: agent.provider,
-            model: &agent.model,
-            session_id,
-            frame_id: &message_id,
-        };
-        let recorded = st.hot_db.write(&st.db, |tx| record_usage(tx, &usage, input_tokens, output_tokens)).await;
-        if let Err(e) = recorded {
-            tracing::error!(error = %e, input_tokens, output_tokens, "could not record a reply's usage");
-        }
-    }
-    let stored = frames::append(&st, &dk, f).await;
+    let usage = Usage {
+        user_id: out.user_id,
+        agent_id: agent.id,
+        provider: agent.provider,
+        model: &agent.model,
+        session_id,
+        frame_id: &message_id,
+    };
+    let charge = agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0;
+    let stored = store_reply(&st, &dk, f, charge.then_some((&usage, input_tokens, output_tokens))).await;
     match stored {
         Ok(frame) => st
             .hub
@@ -432,6 +423,29 @@ async fn run(
     }
     out.emit(complete(&message_id, &text));
     st.hub.end_turn(session_id, &message_id);
+}
+
+/// Stores the agent's frame and what the call cost, in one transaction. If that fails, each
+/// is tried on its own: the provider charged for the call whether or not the reply can be
+/// stored, and a reply is not lost for want of its usage row.
+async fn store_reply(st: &AppState, dk: &SecretKey, f: NewFrame, usage: Option<(&Usage<'_>, u64, u64)>) -> Result<hero_shared::frame::Frame> {
+    let sealed = frames::seal(dk, f)?;
+    let record = |tx: &rusqlite::Connection| usage.map_or(Ok(()), |(u, input, output)| record_usage(tx, u, input, output));
+    let both = st.hot_db.write(&st.db, |tx| {
+        record(tx)?;
+        sealed.insert(tx)
+    });
+    let seq = match both.await {
+        Ok(seq) => seq,
+        Err(_) => {
+            if let Err(e) = st.hot_db.write(&st.db, |tx| record(tx)).await {
+                let (input_tokens, output_tokens) = usage.map_or((0, 0), |(_, i, o)| (i, o));
+                tracing::error!(error = %e, input_tokens, output_tokens, "could not record a reply's usage");
+            }
+            st.hot_db.write(&st.db, |tx| sealed.insert(tx)).await?
+        }
+    };
+    Ok(sealed.stored(seq))
 }
 
 /// Whose call a usage row records.
