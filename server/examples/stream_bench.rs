@@ -26,7 +26,10 @@
 //! compiling the context) is printed apart. CPU per token is
 //! the process CPU time of the phase (all parts run in this process, so the mock and the
 //! clients are counted in every phase; the difference between phases is what the middle
-//! adds). Memory per stream is the growth of RSS at the busiest moment, over N.
+//! adds). Memory per stream is the growth of RSS at the busiest moment, over N; with
+//! `--heap`, also the growth of the bytes the heap holds (counted by the allocator), which
+//! does not move with glibc's per-thread arenas: each keeps what its thread freed, so RSS
+//! grows more when a new kind of work allocates on the runtime's threads.
 //!
 //! Run: `cargo run --release -p server --example stream_bench -- --streams 100 --tokens 200`
 //! (a "token" is 4 bytes; 200 tokens take 4 s at 50 tokens/s). `--rounds N` runs the relay
@@ -43,6 +46,57 @@ use serde_json::{Value, json};
 
 const RATE: f64 = 50.0;
 
+/// The system allocator, counting the bytes it holds once `--heap` turned it on (one shared
+/// counter: it costs a little CPU, so it is off unless asked for).
+struct Heap;
+
+static HEAP_ON: AtomicBool = AtomicBool::new(false);
+static HEAP_LIVE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+fn heap_count(bytes: i64) {
+    if HEAP_ON.load(Ordering::Relaxed) {
+        HEAP_LIVE.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+unsafe impl std::alloc::GlobalAlloc for Heap {
+    unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+        let p = unsafe { std::alloc::System.alloc(l) };
+        if !p.is_null() {
+            heap_count(l.size() as i64);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, l: std::alloc::Layout) -> *mut u8 {
+        let p = unsafe { std::alloc::System.alloc_zeroed(l) };
+        if !p.is_null() {
+            heap_count(l.size() as i64);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
+        heap_count(-(l.size() as i64));
+        unsafe { std::alloc::System.dealloc(p, l) }
+    }
+
+    unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, new: usize) -> *mut u8 {
+        let q = unsafe { std::alloc::System.realloc(p, l, new) };
+        if !q.is_null() {
+            heap_count(new as i64 - l.size() as i64);
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Heap = Heap;
+
+fn heap_kib() -> i64 {
+    HEAP_LIVE.load(Ordering::Relaxed) / 1024
+}
+
 struct Args {
     streams: usize,
     tokens: usize,
@@ -53,10 +107,12 @@ struct Args {
     /// Also stream as the browser does: post, leave the reply's own stream at once, and read
     /// the session's `/events` (hub, phantom events, `message_chunk`).
     watch: bool,
+    /// Count the heap's bytes (see [`Heap`]).
+    heap: bool,
 }
 
 fn args() -> Args {
-    let mut a = Args { streams: 100, tokens: 200, rounds: 1, short: 0, watch: false };
+    let mut a = Args { streams: 100, tokens: 200, rounds: 1, short: 0, watch: false, heap: false };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < v.len() {
@@ -71,8 +127,13 @@ fn args() -> Args {
                 i += 1;
                 continue;
             }
+            ("--heap", _) => {
+                a.heap = true;
+                i += 1;
+                continue;
+            }
             _ => {
-                eprintln!("usage: stream_bench [--streams N] [--tokens N] [--rounds N] [--short N] [--watch]");
+                eprintln!("usage: stream_bench [--streams N] [--tokens N] [--rounds N] [--short N] [--watch] [--heap]");
                 std::process::exit(2);
             }
         }
@@ -173,6 +234,7 @@ struct Outcome {
     /// Of which the middle's threads were preempted.
     preempted: u64,
     peak_rss_growth_kib: u64,
+    peak_heap_growth_kib: i64,
     failed_streams: usize,
 }
 
@@ -189,6 +251,7 @@ impl Outcome {
         self.switches += o.switches;
         self.preempted += o.preempted;
         self.peak_rss_growth_kib = self.peak_rss_growth_kib.max(o.peak_rss_growth_kib);
+        self.peak_heap_growth_kib = self.peak_heap_growth_kib.max(o.peak_heap_growth_kib);
         self.failed_streams += o.failed_streams;
     }
 }
@@ -431,14 +494,16 @@ where
     F: Fn(usize) -> Fut,
     Fut: std::future::Future<Output = Option<(Vec<(f64, f64)>, u64, f64)>> + Send + 'static,
 {
-    let base_rss = rss_kib();
+    let (base_rss, base_heap) = (rss_kib(), heap_kib());
     let peak = Arc::new(AtomicU64::new(0));
+    let peak_heap = Arc::new(std::sync::atomic::AtomicI64::new(base_heap));
     let running = Arc::new(AtomicBool::new(true));
     let sampler = {
-        let (peak, running) = (peak.clone(), running.clone());
+        let (peak, peak_heap, running) = (peak.clone(), peak_heap.clone(), running.clone());
         tokio::spawn(async move {
             while running.load(Ordering::Relaxed) {
                 peak.fetch_max(rss_kib(), Ordering::Relaxed);
+                peak_heap.fetch_max(heap_kib(), Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
@@ -477,6 +542,7 @@ where
     running.store(false, Ordering::Relaxed);
     let _ = sampler.await;
     out.peak_rss_growth_kib = peak.load(Ordering::Relaxed).saturating_sub(base_rss);
+    out.peak_heap_growth_kib = peak_heap.load(Ordering::Relaxed) - base_heap;
     out
 }
 
@@ -506,6 +572,7 @@ fn answer_text(tokens: usize) -> String {
 
 fn main() {
     let a = args();
+    HEAP_ON.store(a.heap, Ordering::Relaxed);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let middle = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -686,6 +753,9 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
             o.preempted as f64 / (o.tokens.max(1) as f64),
             o.peak_rss_growth_kib as f64 / a.streams as f64
         );
+        if a.heap {
+            println!("{name:<6} heap_growth_kib_per_stream={:.1}", o.peak_heap_growth_kib as f64 / a.streams as f64);
+        }
         (p50, p99, s99)
     };
     let mut direct = direct;
