@@ -45,16 +45,17 @@ pub async fn open(data_dir: &Path) -> Result<SqlitePool> {
 /// machine, where the statement itself takes 0.2 µs (a key lookup) to 25 µs (an insert and
 /// its commit). A turn makes six. This connection is a plain SQLite handle (rusqlite, on the
 /// same libsqlite3 as sqlx) behind a mutex held only while statements run, never across an
-/// `.await`; its statements are short: a key lookup, a session's frames since its last
-/// compact, an insert.
+/// `.await`; its statements are short and bounded: a key lookup, a session's recent frames
+/// (at most [`crate::frames::HOT_HISTORY_FRAMES`], else the pool reads them), an insert.
 ///
 /// It never blocks on another connection: its busy timeout is zero, and a statement refused
 /// because a pooled connection holds the write lock is retried after an asynchronous sleep
-/// ([`HotDb::write`]'s closure runs again, in a fresh transaction). It never checkpoints
+/// ([`HotDb::write`]'s closure runs again, in a fresh transaction). It does not checkpoint
 /// either (that writes and syncs the database file, milliseconds on a worker thread): every
 /// [`CHECKPOINT_EVERY`] writes a pooled connection, on its own thread, checkpoints the
-/// write-ahead log. One connection for the turns also keeps their pages warm: in WAL mode a
-/// connection drops its page cache whenever another one has written.
+/// write-ahead log and restarts it, so the log holds at most that many writes. One
+/// connection for the turns also keeps their pages warm: in WAL mode a connection drops its
+/// page cache whenever another one has written.
 #[derive(Default)]
 pub struct HotDb {
     conn: std::sync::Mutex<Option<rusqlite::Connection>>,
@@ -107,6 +108,11 @@ impl HotDb {
                 if broken(&r) {
                     tracing::error!("the database connection of sign-ins and turns broke; opening another");
                     *slot = None;
+                } else if !conn.is_autocommit() {
+                    // A transaction left open (a rollback that failed) would hold the write
+                    // lock and show every later read an old snapshot: closing rolls it back.
+                    tracing::error!("the database connection of sign-ins and turns was left in a transaction; opening another");
+                    *slot = None;
                 }
                 r
             };
@@ -133,20 +139,30 @@ fn broken<T>(r: &Result<T>) -> bool {
     matches!(e.sqlite_error_code(), Some(C::SystemIoFailure | C::DatabaseCorrupt | C::NotADatabase | C::CannotOpen))
 }
 
-/// Opens the hot connection on the pool's file, with the pool's settings but for the busy
-/// timeout and the checkpoints (see [`HotDb`]).
+/// Opens the hot connection on the pool's file (which must exist: the pool made it), with
+/// the pool's settings but for the busy timeout and the checkpoints (see [`HotDb`]).
 fn open_hot(pool: &SqlitePool) -> Result<rusqlite::Connection> {
-    let c = rusqlite::Connection::open(pool.connect_options().get_filename())?;
+    use rusqlite::OpenFlags as F;
+    let options = pool.connect_options();
+    let path = options.get_filename();
+    if path.as_os_str().is_empty() || path.to_string_lossy().contains(":memory:") {
+        return Err(Error::Internal("the hot connection needs a database file".into()));
+    }
+    let c = rusqlite::Connection::open_with_flags(path, F::SQLITE_OPEN_READ_WRITE | F::SQLITE_OPEN_NO_MUTEX)?;
     c.execute_batch(
         "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 0; \
-         PRAGMA wal_autocheckpoint = 0;",
+         PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = 16777216;",
     )?;
     c.set_prepared_statement_cache_capacity(32);
     Ok(c)
 }
 
 /// Checkpoints the write-ahead log from a pooled connection (its own thread), unless a
-/// checkpoint is under way.
+/// checkpoint is under way, and restarts it: the next write starts the log from its
+/// beginning. (A passive checkpoint would not: it copies what the log held when it began,
+/// and with turns committing meanwhile it never catches up, so the log would only grow.)
+/// Hot writes meanwhile are refused as busy and retried. The restarted log's first write
+/// syncs its header; a pooled write makes it, so that the sync is not on a runtime thread.
 fn checkpoint(pool: &SqlitePool, running: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
     use std::sync::atomic::Ordering;
     if running.swap(true, Ordering::AcqRel) {
@@ -154,8 +170,24 @@ fn checkpoint(pool: &SqlitePool, running: &std::sync::Arc<std::sync::atomic::Ato
     }
     let (pool, running) = (pool.clone(), running.clone());
     tokio::spawn(async move {
-        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&pool).await {
-            tracing::warn!(error = %e, "could not checkpoint the write-ahead log");
+        let done: std::result::Result<(i64, i64, i64), _> =
+            sqlx::query_as("PRAGMA wal_checkpoint(RESTART)").fetch_one(&pool).await;
+        match done {
+            Ok((0, _, _)) => {
+                let touch = sqlx::query(
+                    "INSERT INTO meta (key, value) VALUES ('last_checkpoint', ?) \
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                )
+                .bind(crate::now_text().into_bytes())
+                .execute(&pool)
+                .await;
+                if let Err(e) = touch {
+                    tracing::warn!(error = %e, "could not start the write-ahead log again");
+                }
+            }
+            // Readers or a writer kept it from finishing: the next one tries again.
+            Ok(_) => tracing::debug!("a checkpoint of the write-ahead log did not finish"),
+            Err(e) => tracing::warn!(error = %e, "could not checkpoint the write-ahead log"),
         }
         running.store(false, Ordering::Release);
     });
@@ -230,10 +262,27 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             sqlx::query("COMMIT").execute(&mut *pooled).await.unwrap();
         };
-        // On this one thread, the release can only happen if the hot write yields meanwhile.
-        let write = hot.write(&pool, |tx| Ok(tx.execute("INSERT INTO t VALUES (2)", [])?));
-        let ((), wrote) = tokio::join!(release, write);
+        // On this one thread, the release can only happen if the hot write yields meanwhile,
+        // and a ticker keeps ticking only if the write never blocks the thread for long.
+        let began = std::time::Instant::now();
+        let write = async {
+            let wrote = hot.write(&pool, |tx| Ok(tx.execute("INSERT INTO t VALUES (2)", [])?)).await;
+            (wrote, began.elapsed())
+        };
+        let ticks = async {
+            let (mut n, mut longest, mut last) = (0, Duration::ZERO, std::time::Instant::now());
+            while n < 40 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                longest = longest.max(last.elapsed());
+                last = std::time::Instant::now();
+                n += 1;
+            }
+            longest
+        };
+        let ((), (wrote, took), longest) = tokio::join!(release, write, ticks);
         assert_eq!(wrote.unwrap(), 1);
+        assert!(took >= Duration::from_millis(50), "the write waited for the lock: {took:?}");
+        assert!(longest < Duration::from_millis(40), "the thread was held for {longest:?}");
         let n: i64 = hot.read(&pool, |c| Ok(c.query_row("SELECT SUM(n) FROM t", [], |r| r.get(0))?)).await.unwrap();
         assert_eq!(n, 3);
     }
@@ -257,6 +306,10 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert!(file() > CHECKPOINT_EVERY as u64 * 4000, "the rows are in the database file ({} bytes)", file());
+        // And the log started again from its beginning: it holds only what came after.
+        hot.write(&pool, insert).await.unwrap();
+        let (_, log, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&pool).await.unwrap();
+        assert!((1..10).contains(&log), "the log holds {log} pages");
     }
 
     #[tokio::test]

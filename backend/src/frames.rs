@@ -2,8 +2,9 @@
 //! so concurrent appends never share or skip a number) and reads. Payloads are sealed with
 //! the session owner's data key, bound to the frame id. Rows are never updated or deleted.
 //!
-//! Callers check that the session belongs to the user first (`sessions::get`); these
-//! functions take a session id that is already known to be the user's.
+//! Callers check that the session belongs to the user first (`sessions::get`, or
+//! `agents::turn_setup` in the same transaction); these functions take a session id that is
+//! already known to be the user's.
 
 use hero_shared::frame::{AuthorType, Frame, FrameType, TargetId};
 use serde_json::Value;
@@ -73,8 +74,8 @@ fn author_str(a: AuthorType) -> &'static str {
     }
 }
 
-/// A frame ready to store: serialised and sealed once, outside the hot connection's lock;
-/// [`Sealed::insert`] may run more than once (again when the database was busy).
+/// A frame ready to store, serialised and sealed; [`Sealed::insert`] may run more than once
+/// (again when the database was busy).
 pub struct Sealed {
     frame: NewFrame,
     timestamp: String,
@@ -136,6 +137,7 @@ impl Sealed {
 }
 
 /// Appends a frame (on the hot connection, in a transaction of its own).
+#[cfg(test)]
 pub async fn append(st: &crate::AppState, dk: &SecretKey, f: NewFrame) -> Result<Frame> {
     let sealed = seal(dk, f)?;
     let seq = st.hot_db.write(&st.db, |tx| sealed.insert(tx)).await?;
@@ -208,15 +210,24 @@ pub async fn list(db: &SqlitePool, dk: &SecretKey, session_id: i64, f: &Filter) 
     rows.into_iter().map(|r| r.open(dk)).collect()
 }
 
+/// How much of a conversation is read on the hot connection, which blocks a runtime thread
+/// while it reads: beyond either bound, [`before`] reads it through the pool.
+pub const HOT_HISTORY_FRAMES: usize = 256;
+pub const HOT_HISTORY_BYTES: usize = 1 << 20;
+
+const SINCE_LAST_COMPACT: &str = "SELECT id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload \
+     FROM frames WHERE session_id = ?1 AND seq >= COALESCE( \
+       (SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact'), 0) ORDER BY seq LIMIT ?2";
+
 /// Every frame from the last `compact` on (all of them when there is none): the context
-/// the agent is sent. Read on the hot connection (see [`Rows`]).
-pub fn since_last_compact(c: &rusqlite::Connection, session_id: i64) -> Result<Rows> {
-    let mut st = c.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM frames WHERE session_id = ?1 AND seq >= COALESCE( \
-           (SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact'), 0) ORDER BY seq"
-    ))?;
-    let rows = st.query_map([session_id], |r| {
-        Ok(Row {
+/// the agent is sent, read on the hot connection (see [`Rows`]). `None` when there is more
+/// than [`HOT_HISTORY_FRAMES`] or [`HOT_HISTORY_BYTES`] of it: reading stops there.
+pub fn since_last_compact(c: &rusqlite::Connection, session_id: i64) -> Result<Option<Rows>> {
+    let mut st = c.prepare_cached(SINCE_LAST_COMPACT)?;
+    let mut rows = st.query(rusqlite::params![session_id, HOT_HISTORY_FRAMES as i64 + 1])?;
+    let (mut out, mut bytes) = (Vec::new(), 0);
+    while let Some(r) = rows.next()? {
+        let row = Row {
             id: r.get(0)?,
             session_id: r.get(1)?,
             seq: r.get(2)?,
@@ -227,9 +238,29 @@ pub fn since_last_compact(c: &rusqlite::Connection, session_id: i64) -> Result<R
             author_type: r.get(7)?,
             author_id: r.get(8)?,
             payload: r.get(9)?,
-        })
-    })?;
-    Ok(Rows(rows.collect::<rusqlite::Result<_>>()?))
+        };
+        bytes += row.payload.len();
+        out.push(row);
+        if out.len() > HOT_HISTORY_FRAMES || bytes > HOT_HISTORY_BYTES {
+            return Ok(None);
+        }
+    }
+    Ok(Some(Rows(out)))
+}
+
+/// The frames from the last `compact` before `seq` up to `seq` (excluded), through the pool:
+/// what [`since_last_compact`] saw just before the frame `seq` was appended (frames are only
+/// ever appended), when it was too much to read on the hot connection.
+pub async fn before(db: &SqlitePool, dk: &SecretKey, session_id: i64, seq: i64) -> Result<Vec<Frame>> {
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = ?1 AND seq < ?2 AND seq >= COALESCE( \
+           (SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact' AND seq < ?2), 0) ORDER BY seq"
+    ))
+    .bind(session_id)
+    .bind(seq)
+    .fetch_all(db)
+    .await?;
+    rows.into_iter().map(|r| r.open(dk)).collect()
 }
 
 /// Frames read but still sealed: opened with [`Rows::open`] once the hot connection is let
@@ -306,6 +337,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_long_conversation_is_not_read_on_the_hot_connection() {
+        let (_dir, st) = state().await;
+        let alice = signed_in(&st, "alice").await;
+        let s = crate::sessions::create(&st.db, &alice, CreateSessionRequest { name: "s".into(), ..Default::default() })
+            .await
+            .unwrap();
+        let dk = crate::users::data_key(&st.db, &st.keys, alice.id()).await.unwrap();
+        let msg = |c: String| NewFrame::message(s.id, AuthorType::User, None, json!({"role": "user", "content": c}));
+        let hot = || st.hot_db.read(&st.db, |c| Ok(since_last_compact(c, s.id)?.map(|r| r.0.len())));
+        for i in 0..HOT_HISTORY_FRAMES {
+            append(&st, &dk, msg(format!("m{i}"))).await.unwrap();
+        }
+        assert_eq!(hot().await.unwrap(), Some(HOT_HISTORY_FRAMES));
+        append(&st, &dk, msg("one too many".into())).await.unwrap();
+        assert_eq!(hot().await.unwrap(), None);
+        assert_eq!(before(&st.db, &dk, s.id, i64::MAX).await.unwrap().len(), HOT_HISTORY_FRAMES + 1);
+        // Bytes count too: one frame bigger than the bound is read through the pool.
+        let t = crate::sessions::create(&st.db, &alice, CreateSessionRequest { name: "t".into(), ..Default::default() })
+            .await
+            .unwrap();
+        let big = NewFrame::message(t.id, AuthorType::User, None, json!({"content": "x".repeat(HOT_HISTORY_BYTES)}));
+        append(&st, &dk, big).await.unwrap();
+        assert!(st.hot_db.read(&st.db, |c| since_last_compact(c, t.id)).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
     async fn views_start_at_the_last_compact() {
         let (_dir, st) = state().await;
         let alice = signed_in(&st, "alice").await;
@@ -320,8 +377,13 @@ mod tests {
         compact.payload = json!({"content": "summary"});
         append(&st, &dk, compact).await.unwrap();
         let newest = append(&st, &dk, msg("new")).await.unwrap();
-        let view = st.hot_db.read(&st.db, |c| since_last_compact(c, s.id)).await.unwrap().open(&dk).unwrap();
+        let view = st.hot_db.read(&st.db, |c| since_last_compact(c, s.id)).await.unwrap().unwrap().open(&dk).unwrap();
         assert_eq!(view.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![2, 3]);
+        // The pool reads the same frames, as they were before a given one was appended.
+        let view = before(&st.db, &dk, s.id, 4).await.unwrap();
+        assert_eq!(view.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(before(&st.db, &dk, s.id, 3).await.unwrap().iter().map(|f| f.seq).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(before(&st.db, &dk, s.id, 2).await.unwrap().iter().map(|f| f.seq).collect::<Vec<_>>(), vec![1]);
         assert_eq!(get(&st.db, &dk, s.id, &newest.id).await.unwrap(), newest);
         assert!(matches!(get(&st.db, &dk, s.id + 1, &newest.id).await, Err(Error::NotFound(_))));
     }

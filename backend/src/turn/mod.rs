@@ -164,7 +164,9 @@ struct Started {
 /// Reads what the turn needs, appends the user's message and reads the conversation since
 /// the last compact: one transaction, so nothing comes in between, and no message is stored
 /// for a session without an agent. The message is joined to the history in memory instead
-/// of being read back; the history is decrypted once the connection is let go.
+/// of being read back; the history is decrypted once the connection is let go. A history
+/// too long to read on the hot connection is read through the pool afterwards: the frames
+/// before the message, which are what they were.
 async fn start(st: &AppState, user: &AuthUser, session_id: i64, content: &str) -> Result<Started> {
     let (agent, dk, rows, user_frame) = st
         .hot_db
@@ -179,7 +181,10 @@ async fn start(st: &AppState, user: &AuthUser, session_id: i64, content: &str) -
             Ok((agent, dk, rows, sealed.stored(seq)))
         })
         .await?;
-    let mut history = rows.open(&dk)?;
+    let mut history = match rows {
+        Some(rows) => rows.open(&dk)?,
+        None => frames::before(&st.db, &dk, session_id, user_frame.seq).await?,
+    };
     history.push(user_frame.clone());
     Ok(Started { agent, dk, history, user_frame })
 }
@@ -437,9 +442,11 @@ async fn store_reply(st: &AppState, dk: &SecretKey, f: NewFrame, usage: Option<(
     });
     let seq = match both.await {
         Ok(seq) => seq,
-        Err(_) => {
-            if let Err(e) = st.hot_db.write(&st.db, |tx| record(tx)).await {
-                let (input_tokens, output_tokens) = usage.map_or((0, 0), |(_, i, o)| (i, o));
+        Err(e) => {
+            tracing::warn!(error = %e, "could not store a reply with its usage; storing each alone");
+            if let Some((_, input_tokens, output_tokens)) = usage
+                && let Err(e) = st.hot_db.write(&st.db, |tx| record(tx)).await
+            {
                 tracing::error!(error = %e, input_tokens, output_tokens, "could not record a reply's usage");
             }
             st.hot_db.write(&st.db, |tx| sealed.insert(tx)).await?
