@@ -29,7 +29,7 @@ pub async fn open(data_dir: &Path) -> Result<SqlitePool> {
         .pragma("journal_size_limit", "16777216")
         // No mmap: measured, it costs more than it saves here (the map is redone as the file
         // grows, with TLB shootdowns across cores).
-        .busy_timeout(Duration::from_secs(5));
+        .busy_timeout(BUSY_FOR);
     // A connection to a local file does not go stale: no ping before each use (the ping is
     // a round trip to the connection's thread, as dear as the query it precedes).
     let pool = SqlitePoolOptions::new()
@@ -70,7 +70,8 @@ pub struct HotDb {
 /// pages each; SQLite's own default is every 1,000 pages).
 pub const CHECKPOINT_EVERY: u32 = 256;
 
-/// How long a statement refused for a busy database is retried (the pool's busy timeout).
+/// How long a statement refused for a busy database is retried (the pool's busy timeout,
+/// set in [`open`]).
 const BUSY_FOR: Duration = Duration::from_secs(5);
 
 impl HotDb {
@@ -160,11 +161,30 @@ fn open_hot(pool: &SqlitePool) -> Result<rusqlite::Connection> {
     Ok(c)
 }
 
+/// How long a checkpoint waits for readers of older snapshots (hot writes wait meanwhile).
+const CHECKPOINT_WAIT: Duration = Duration::from_millis(100);
+
+/// `PRAGMA wal_checkpoint(RESTART)` on a pooled connection whose busy timeout is
+/// [`CHECKPOINT_WAIT`] for the while: (busy, pages in the log, pages checkpointed).
+async fn restart_log(pool: &SqlitePool) -> std::result::Result<(i64, i64, i64), sqlx::Error> {
+    let mut c = pool.acquire().await?;
+    sqlx::query(&format!("PRAGMA busy_timeout = {}", CHECKPOINT_WAIT.as_millis())).execute(&mut *c).await?;
+    let done = sqlx::query_as("PRAGMA wal_checkpoint(RESTART)").fetch_one(&mut *c).await;
+    let restored = sqlx::query(&format!("PRAGMA busy_timeout = {}", BUSY_FOR.as_millis())).execute(&mut *c).await;
+    if restored.is_err() {
+        // Not given back with a short timeout: dropped, the pool opens another.
+        drop(c.detach());
+    }
+    done
+}
+
 /// Checkpoints the write-ahead log from a pooled connection (its own thread), unless a
 /// checkpoint is under way, and restarts it: the next write starts the log from its
 /// beginning. (A passive checkpoint would not: it copies what the log held when it began,
 /// and with turns committing meanwhile it never catches up, so the log would only grow.)
-/// Hot writes meanwhile are refused as busy and retried. The restarted log's first write
+/// Hot writes meanwhile are refused as busy and retried, so the checkpoint waits for readers
+/// [`CHECKPOINT_WAIT`] at most (a long read through the pool must not hold up every turn);
+/// one that could not finish is tried again next time. The restarted log's first write
 /// syncs its header; a pooled write makes it, so that the sync is not on a runtime thread.
 fn checkpoint(pool: &SqlitePool, running: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
     use std::sync::atomic::Ordering;
@@ -173,8 +193,7 @@ fn checkpoint(pool: &SqlitePool, running: &std::sync::Arc<std::sync::atomic::Ato
     }
     let (pool, running) = (pool.clone(), running.clone());
     tokio::spawn(async move {
-        let done: std::result::Result<(i64, i64, i64), _> =
-            sqlx::query_as("PRAGMA wal_checkpoint(RESTART)").fetch_one(&pool).await;
+        let done = restart_log(&pool).await;
         match done {
             Ok((0, _, _)) => {
                 let touch = sqlx::query(
@@ -313,6 +332,31 @@ mod tests {
         hot.write(&pool, insert).await.unwrap();
         let (_, log, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&pool).await.unwrap();
         assert!((1..10).contains(&log), "the log holds {log} pages");
+    }
+
+    #[tokio::test]
+    async fn a_checkpoint_does_not_hold_up_hot_writes_for_a_long_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = open(dir.path()).await.unwrap();
+        sqlx::query("CREATE TABLE t (n INTEGER)").execute(&pool).await.unwrap();
+        let hot = HotDb::default();
+        // A pooled reader keeps an old snapshot for the whole test.
+        let mut reader = pool.acquire().await.unwrap();
+        sqlx::query("BEGIN").execute(&mut *reader).await.unwrap();
+        let _: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM t").fetch_one(&mut *reader).await.unwrap();
+        let insert = |tx: &rusqlite::Transaction<'_>| Ok(tx.execute("INSERT INTO t VALUES (1)", [])?);
+        for _ in 0..CHECKPOINT_EVERY {
+            hot.write(&pool, insert).await.unwrap();
+        }
+        let began = std::time::Instant::now();
+        while hot.checkpointing.load(std::sync::atomic::Ordering::Acquire) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(began.elapsed() < Duration::from_secs(2), "the checkpoint waited {:?} for the reader", began.elapsed());
+        let began = std::time::Instant::now();
+        hot.write(&pool, insert).await.unwrap();
+        assert!(began.elapsed() < Duration::from_secs(1), "a hot write waited {:?}", began.elapsed());
+        sqlx::query("COMMIT").execute(&mut *reader).await.unwrap();
     }
 
     #[tokio::test]
