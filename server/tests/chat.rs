@@ -428,39 +428,55 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("live answer")]).chunk_bytes(3)).await.unwrap();
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     h.stream(session, "one").await; // frames 1, 2
+    let message = |ev: &Ev| serde_json::from_str::<Value>(&ev.data).ok().and_then(|v| v["messageId"].as_str().map(str::to_owned));
 
-    // A second tab, subscribed before the next message: it sees the whole turn live.
+    // A tab subscribed before a turn, but not read until it is over. It has read its frame
+    // from the log first or live last; if from the log, the turn's live events, queued
+    // meanwhile, are not sent after it (the tab has the whole message).
     let resp = h.c.get(h.url(&format!("/api/sessions/{session}/events"))).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     let mut tab = sse(resp.bytes_stream());
-    h.stream(session, "two").await; // frames 3, 4
-    // Until the reply's frame and its live end have both come: the tab, not read until the
-    // turn is over, may catch up from the log before the live events queued for it.
+    h.stream(session, "/stream on").await; // frame 3
+    let note = loop {
+        let ev = tokio::time::timeout(Duration::from_secs(10), tab.next()).await.unwrap().unwrap().unwrap();
+        if ev.event == "frame" {
+            assert_eq!(ev.id, "3");
+            break serde_json::from_str::<Value>(&ev.data).unwrap()["id"].as_str().unwrap().to_owned();
+        }
+    };
+
+    // Caught up with the log now: the next turn comes live, then its frames.
+    h.stream(session, "two").await; // frames 4, 5
     let mut seen = Vec::new();
-    let (mut stored, mut ended) = (false, false);
-    while let Some(ev) = tokio::time::timeout(Duration::from_secs(10), tab.next()).await.unwrap() {
-        let ev = ev.unwrap();
-        stored |= ev.event == "frame" && ev.id == "4";
-        ended |= ev.event == "message_complete";
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(10), tab.next()).await.unwrap().unwrap().unwrap();
+        // After the note's frame, at most its `message_complete` (sent when the frame came
+        // live, before it).
+        if message(&ev).as_deref() == Some(note.as_str()) {
+            assert_eq!(ev.event, "message_complete", "{ev:?}");
+            continue;
+        }
+        let last = ev.event == "frame" && ev.id == "5";
         seen.push((ev.event, ev.id));
-        if stored && ended {
+        if last {
             break;
         }
     }
     let frame_ids: Vec<&str> = seen.iter().filter(|(e, _)| e == "frame").map(|(_, id)| id.as_str()).collect();
-    assert_eq!(frame_ids, vec!["3", "4"]);
-    assert!(seen.iter().any(|(e, _)| e == "text") && seen.iter().any(|(e, _)| e == "message_start"), "{seen:?}");
+    assert_eq!(frame_ids, vec!["4", "5"]);
+    let at = |name: &str| seen.iter().position(|(e, _)| e == name);
+    assert!(at("message_start") < at("text") && at("text").is_some(), "{seen:?}");
 
-    // Reconnecting after seq 1: frames 2, 3, 4 from the log, each once, in order.
+    // Reconnecting after seq 1: frames 2 to 5 from the log, each once, in order.
     let resp = h.c.get(h.url(&format!("/api/sessions/{session}/events"))).header("Last-Event-ID", "1").send().await.unwrap();
     let mut again = sse(resp.bytes_stream());
     let mut ids = Vec::new();
-    while ids.len() < 3 {
+    while ids.len() < 4 {
         let ev = tokio::time::timeout(Duration::from_secs(10), again.next()).await.unwrap().unwrap().unwrap();
         assert_eq!(ev.event, "frame");
         ids.push(ev.id);
     }
-    assert_eq!(ids, vec!["2", "3", "4"]);
+    assert_eq!(ids, vec!["2", "3", "4", "5"]);
 }
 
 #[tokio::test]

@@ -308,6 +308,24 @@ impl SseEvent {
         })
     }
 
+    /// The message the event belongs to (an error may belong to none).
+    pub fn message_id(&self) -> Option<&str> {
+        Some(match self {
+            SseEvent::MessageStart(e) => &e.message_id,
+            SseEvent::Text(e) => &e.message_id,
+            SseEvent::ElementStart(e) => &e.message_id,
+            SseEvent::ElementUpdate(e) => &e.message_id,
+            SseEvent::ElementComplete(e) => &e.message_id,
+            SseEvent::ElementExecuting(e) => &e.message_id,
+            SseEvent::ElementResult(e) => &e.message_id,
+            SseEvent::ElementError(e) => &e.message_id,
+            SseEvent::ToolUseStart(e) => &e.message_id,
+            SseEvent::ToolResult(e) => &e.message_id,
+            SseEvent::MessageComplete(e) => &e.message_id,
+            SseEvent::Error(e) => return e.message_id.as_deref(),
+        })
+    }
+
     /// Maps a parser event of message `message_id` to its SSE event, if it has one
     /// (diagnostics have none). `duration` is the server's measure, if any.
     pub fn from_parser_event(message_id: &str, event: &crate::hml::Event<'_>, duration: Option<u64>) -> Option<SseEvent> {

@@ -118,6 +118,7 @@ pub async fn events(
         catch_up_to: Some(i64::MAX),
         ready: std::collections::VecDeque::new(),
         done: false,
+        stored: std::collections::VecDeque::new(),
     };
     let events = futures::stream::unfold(state, |mut w| async move {
         let ev = w.next().await?;
@@ -149,7 +150,14 @@ struct Watcher {
     catch_up_to: Option<i64>,
     ready: std::collections::VecDeque<Bytes>,
     done: bool,
+    /// The ids of the last frames read from the log: the live events of such a message
+    /// waited in the channel while its frame was read, and are not sent after it. (Live, a
+    /// message's frame comes before its `message_complete`, which is sent.)
+    stored: std::collections::VecDeque<String>,
 }
+
+/// How many frame ids read from the log a reader remembers ([`Watcher::stored`]).
+const REMEMBERED: usize = 8;
 
 impl Watcher {
     async fn next(&mut self) -> Option<Bytes> {
@@ -190,7 +198,9 @@ impl Watcher {
                     self.sent = f.seq;
                     return Some(frame_event(f));
                 }
+                Ok(HubEvent::Stream { event, .. }) if event.message_id().is_some_and(|m| self.has(m)) => {}
                 Ok(HubEvent::Stream { event, .. }) => return Some(sse_event(event)),
+                Ok(HubEvent::Chunk { message_id, .. }) if self.has(message_id) => {}
                 Ok(HubEvent::Chunk { session_id, message_id, delta }) => {
                     let data = Chunk { session_id: *session_id, message_id, content: delta };
                     return Some(sse::frame("message_chunk", None, |out| {
@@ -199,6 +209,18 @@ impl Watcher {
                 }
             }
         }
+    }
+
+    fn remember(&mut self, frame_id: &str) {
+        if self.stored.len() == REMEMBERED {
+            self.stored.pop_front();
+        }
+        self.stored.push_back(frame_id.to_owned());
+    }
+
+    /// Whether the frame of message `id` was read from the log.
+    fn has(&self, id: &str) -> bool {
+        self.stored.iter().any(|s| s == id)
     }
 
     /// Queues one page of the stored frames with `sent < seq <= upto`, and asks for the next
@@ -213,6 +235,7 @@ impl Watcher {
         for f in page.iter().take_while(|f| f.seq <= upto) {
             self.ready.push_back(frame_event(f));
             self.sent = f.seq;
+            self.remember(&f.id);
         }
         if full && self.sent < upto {
             self.catch_up_to = Some(upto);
