@@ -238,7 +238,7 @@ pub async fn create(db: &SqlitePool, keys: &Keyring, user: &AuthUser, req: Creat
     };
     check_combination(f.provider, &f.base_url)?;
     let dk = users::data_key(db, keys, user.id()).await?;
-    let mut tx = db.begin().await?;
+    let mut tx = crate::db::begin_write(db).await?;
     let id = insert(&mut tx, user.id(), &dk, &f).await?;
     tx.commit().await?;
     get(db, keys, user, id).await
@@ -279,7 +279,7 @@ pub async fn update(
     req: UpdateAgentRequest,
 ) -> Result<AgentDto> {
     let dk = users::data_key(db, keys, user.id()).await?;
-    let mut tx = db.begin().await?;
+    let mut tx = crate::db::begin_write(db).await?;
     let row = fetch(&mut *tx, user.id(), id).await?;
     let current_key = match &row.api_key {
         Some(sealed) => Some(

@@ -215,6 +215,14 @@ fn checkpoint(pool: &SqlitePool, running: &std::sync::Arc<std::sync::atomic::Ato
     });
 }
 
+/// A transaction on the pool that writes: it takes the write lock at once (`BEGIN
+/// IMMEDIATE`, waiting its turn). A deferred one reads first and asks for the lock at its
+/// first write; if another connection (the hot one, turn after turn) has committed since
+/// its read, SQLite refuses it at once ("database is locked"), without waiting.
+pub async fn begin_write(pool: &SqlitePool) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+    Ok(pool.begin_with("BEGIN IMMEDIATE").await?)
+}
+
 /// Applies every pending migration.
 pub async fn migrate(pool: &SqlitePool) -> Result<()> {
     MIGRATOR.run(pool).await?;
@@ -357,6 +365,32 @@ mod tests {
         hot.write(&pool, insert).await.unwrap();
         assert!(began.elapsed() < Duration::from_secs(1), "a hot write waited {:?}", began.elapsed());
         sqlx::query("COMMIT").execute(&mut *reader).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_pooled_write_is_not_refused_for_a_hot_write_since_its_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = open(dir.path()).await.unwrap();
+        sqlx::query("CREATE TABLE t (n INTEGER)").execute(&pool).await.unwrap();
+        let hot = HotDb::default();
+        // Read, then a hot write commits, then write: what a pooled transaction does.
+        let mut tx = begin_write(&pool).await.unwrap();
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM t").fetch_one(&mut *tx).await.unwrap();
+        let hot_write = hot.write(&pool, |tx| Ok(tx.execute("INSERT INTO t VALUES (1)", [])?));
+        let pooled = async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            sqlx::query("INSERT INTO t VALUES (?)").bind(n + 10).execute(&mut *tx).await.unwrap();
+            tx.commit().await.unwrap();
+        };
+        let (hot_wrote, ()) = tokio::join!(hot_write, pooled);
+        hot_wrote.unwrap();
+        let (sum,): (i64,) = sqlx::query_as("SELECT SUM(n) FROM t").fetch_one(&pool).await.unwrap();
+        assert_eq!(sum, 11);
+        // Deferred, the same order is refused at the write: why pooled writes begin at once.
+        let mut tx = pool.begin().await.unwrap();
+        let _: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM t").fetch_one(&mut *tx).await.unwrap();
+        hot.write(&pool, |tx| Ok(tx.execute("INSERT INTO t VALUES (1)", [])?)).await.unwrap();
+        assert!(sqlx::query("INSERT INTO t VALUES (2)").execute(&mut *tx).await.is_err());
     }
 
     #[tokio::test]

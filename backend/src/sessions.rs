@@ -88,7 +88,7 @@ async fn fetch<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
 pub async fn create(db: &SqlitePool, user: &AuthUser, req: CreateSessionRequest) -> Result<SessionDto> {
     let name = validate_name(&req.name)?;
     let status = req.status.unwrap_or(SessionStatus::Active);
-    let mut tx = db.begin().await?;
+    let mut tx = crate::db::begin_write(db).await?;
     if let Some(parent) = req.parent_session_id {
         fetch(&mut *tx, user.id(), parent).await.map_err(|_| parent_not_found())?;
     }
@@ -122,7 +122,7 @@ pub async fn update(
     req: UpdateSessionRequest,
 ) -> Result<SessionDto> {
     let name = req.name.as_deref().map(validate_name).transpose()?;
-    let mut tx = db.begin().await?;
+    let mut tx = crate::db::begin_write(db).await?;
     let current = fetch(&mut *tx, user.id(), id).await?;
     let parent = match req.parent_session_id {
         Some(Some(p)) => {

@@ -99,7 +99,7 @@ pub async fn create(
     validate_password(password)?;
     let hash = hash_password(password).await?;
     let now = now_text();
-    let mut tx = db.begin().await?;
+    let mut tx = crate::db::begin_write(db).await?;
     let taken: Option<(i64,)> = sqlx::query_as("SELECT id FROM users WHERE username = ?")
         .bind(username)
         .fetch_optional(&mut *tx)
@@ -152,7 +152,7 @@ pub async fn find_by_name(db: &SqlitePool, username: &str) -> Result<UserRow> {
 pub async fn set_password(db: &SqlitePool, user_id: i64, password: &str) -> Result<()> {
     validate_password(password)?;
     let hash = hash_password(password).await?;
-    let mut tx = db.begin().await?;
+    let mut tx = crate::db::begin_write(db).await?;
     let done = sqlx::query("UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?")
         .bind(hash)
         .bind(now_text())
@@ -169,7 +169,7 @@ pub async fn set_password(db: &SqlitePool, user_id: i64, password: &str) -> Resu
 
 /// Disables (or re-enables) an account; disabling revokes every token it has.
 pub async fn set_disabled(db: &SqlitePool, user_id: i64, disabled: bool) -> Result<()> {
-    let mut tx = db.begin().await?;
+    let mut tx = crate::db::begin_write(db).await?;
     let done = sqlx::query("UPDATE users SET disabled = ?, updated_at = ? WHERE id = ?")
         .bind(disabled)
         .bind(now_text())
