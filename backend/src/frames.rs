@@ -307,14 +307,22 @@ mod tests {
     use hero_shared::api::CreateSessionRequest;
     use serde_json::json;
 
+    async fn session(st: &crate::AppState, user: &crate::auth::AuthUser, name: &str) -> hero_shared::api::SessionDto {
+        crate::sessions::create(&st.db, user, CreateSessionRequest { name: name.into(), ..Default::default() }).await.unwrap()
+    }
+
+    /// A signed-in user with one session, and the key of its frames.
+    async fn alice_with_a_session() -> (tempfile::TempDir, crate::AppState, crate::auth::AuthUser, hero_shared::api::SessionDto, SecretKey) {
+        let (dir, st) = state().await;
+        let alice = signed_in(&st, "alice").await;
+        let s = session(&st, &alice, "s").await;
+        let dk = crate::users::data_key(&st.db, &st.keys, alice.id()).await.unwrap();
+        (dir, st, alice, s, dk)
+    }
+
     #[tokio::test]
     async fn seq_is_strictly_increasing_under_concurrent_appends() {
-        let (_dir, st) = state().await;
-        let alice = signed_in(&st, "alice").await;
-        let s = crate::sessions::create(&st.db, &alice, CreateSessionRequest { name: "s".into(), ..Default::default() })
-            .await
-            .unwrap();
-        let dk = crate::users::data_key(&st.db, &st.keys, alice.id()).await.unwrap();
+        let (_dir, st, _, s, dk) = alice_with_a_session().await;
         let mut tasks = Vec::new();
         for i in 0..40 {
             let (st, dk) = (st.clone(), dk.clone());
@@ -338,12 +346,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_long_conversation_is_not_read_on_the_hot_connection() {
-        let (_dir, st) = state().await;
-        let alice = signed_in(&st, "alice").await;
-        let s = crate::sessions::create(&st.db, &alice, CreateSessionRequest { name: "s".into(), ..Default::default() })
-            .await
-            .unwrap();
-        let dk = crate::users::data_key(&st.db, &st.keys, alice.id()).await.unwrap();
+        let (_dir, st, alice, s, dk) = alice_with_a_session().await;
         let msg = |c: String| NewFrame::message(s.id, AuthorType::User, None, json!({"role": "user", "content": c}));
         let hot = || st.hot_db.read(&st.db, |c| Ok(since_last_compact(c, s.id)?.map(|r| r.0.len())));
         for i in 0..HOT_HISTORY_FRAMES {
@@ -354,9 +357,7 @@ mod tests {
         assert_eq!(hot().await.unwrap(), None);
         assert_eq!(before(&st.db, &dk, s.id, i64::MAX).await.unwrap().len(), HOT_HISTORY_FRAMES + 1);
         // Bytes count too: one frame bigger than the bound is read through the pool.
-        let t = crate::sessions::create(&st.db, &alice, CreateSessionRequest { name: "t".into(), ..Default::default() })
-            .await
-            .unwrap();
+        let t = session(&st, &alice, "t").await;
         let big = NewFrame::message(t.id, AuthorType::User, None, json!({"content": "x".repeat(HOT_HISTORY_BYTES)}));
         append(&st, &dk, big).await.unwrap();
         assert!(st.hot_db.read(&st.db, |c| since_last_compact(c, t.id)).await.unwrap().is_none());
@@ -364,12 +365,7 @@ mod tests {
 
     #[tokio::test]
     async fn views_start_at_the_last_compact() {
-        let (_dir, st) = state().await;
-        let alice = signed_in(&st, "alice").await;
-        let s = crate::sessions::create(&st.db, &alice, CreateSessionRequest { name: "s".into(), ..Default::default() })
-            .await
-            .unwrap();
-        let dk = crate::users::data_key(&st.db, &st.keys, alice.id()).await.unwrap();
+        let (_dir, st, _, s, dk) = alice_with_a_session().await;
         let msg = |c: &str| NewFrame::message(s.id, AuthorType::User, None, json!({"role": "user", "content": c}));
         append(&st, &dk, msg("old")).await.unwrap();
         let mut compact = msg("");
