@@ -109,10 +109,12 @@ struct Args {
     watch: bool,
     /// Count the heap's bytes (see [`Heap`]).
     heap: bool,
+    /// Run only this middle ("relay" or "hero"), to profile one side alone.
+    only: Option<String>,
 }
 
 fn args() -> Args {
-    let mut a = Args { streams: 100, tokens: 200, rounds: 1, short: 0, watch: false, heap: false };
+    let mut a = Args { streams: 100, tokens: 200, rounds: 1, short: 0, watch: false, heap: false, only: None };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < v.len() {
@@ -132,8 +134,9 @@ fn args() -> Args {
                 i += 1;
                 continue;
             }
+            ("--only", _) if matches!(v.get(i + 1).map(String::as_str), Some("relay" | "hero")) => a.only = v.get(i + 1).cloned(),
             _ => {
-                eprintln!("usage: stream_bench [--streams N] [--tokens N] [--rounds N] [--short N] [--watch] [--heap]");
+                eprintln!("usage: stream_bench [--streams N] [--tokens N] [--rounds N] [--short N] [--watch] [--heap] [--only relay|hero]");
                 std::process::exit(2);
             }
         }
@@ -711,12 +714,21 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
         let (rt0, ht0) = (relay.tokens, hero_out.tokens);
         // Which goes first alternates: neither always follows the other's leftovers (a
         // warmer cache, a longer write-ahead log, a fuller heap).
+        let (with_relay, with_hero) = (a.only.as_deref() != Some("hero"), a.only.as_deref() != Some("relay"));
         if round % 2 == 0 {
-            relay.add(relay_run("go".into()).await);
-            hero_out.add(hero_run("go".into()).await);
+            if with_relay {
+                relay.add(relay_run("go".into()).await);
+            }
+            if with_hero {
+                hero_out.add(hero_run("go".into()).await);
+            }
         } else {
-            hero_out.add(hero_run("go".into()).await);
-            relay.add(relay_run("go".into()).await);
+            if with_hero {
+                hero_out.add(hero_run("go".into()).await);
+            }
+            if with_relay {
+                relay.add(relay_run("go".into()).await);
+            }
         }
         let (r, h) = (relay.middle_cpu - r0, hero_out.middle_cpu - h0);
         let per = |cpu: f64, tokens: u64| cpu / (tokens.max(1) as f64);
