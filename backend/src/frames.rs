@@ -118,6 +118,12 @@ impl Sealed {
         Ok(st.query_row(params, |r| r.get(0))?)
     }
 
+    /// The frame as stored with `seq`, counted as [`crate::history`] counts it.
+    pub fn kept(self, seq: i64) -> crate::history::Kept {
+        let sealed = self.payload.len();
+        crate::history::Kept::new(self.stored(seq), sealed)
+    }
+
     /// The frame as stored with `seq`.
     pub fn stored(self, seq: i64) -> Frame {
         let f = self.frame;
@@ -216,15 +222,15 @@ pub const HOT_HISTORY_FRAMES: usize = 256;
 pub const HOT_HISTORY_BYTES: usize = 1 << 20;
 
 const SINCE_LAST_COMPACT: &str = "SELECT id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload \
-     FROM frames WHERE session_id = ?1 AND seq >= COALESCE( \
-       (SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact'), 0) ORDER BY seq LIMIT ?2";
+     FROM frames WHERE session_id = ?1 AND seq < ?3 AND seq >= COALESCE( \
+       (SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact' AND seq < ?3), 0) ORDER BY seq LIMIT ?2";
 
-/// Every frame from the last `compact` on (all of them when there is none): the context
-/// the agent is sent, read on the hot connection (see [`Rows`]). `None` when there is more
-/// than [`HOT_HISTORY_FRAMES`] or [`HOT_HISTORY_BYTES`] of it: reading stops there.
-pub fn since_last_compact(c: &rusqlite::Connection, session_id: i64) -> Result<Option<Rows>> {
+/// Every frame before `seq` from the last `compact` on (all of them when there is none): the
+/// context the agent is sent, read on the hot connection (see [`Rows`]). `None` when there
+/// is more than [`HOT_HISTORY_FRAMES`] or [`HOT_HISTORY_BYTES`] of it: reading stops there.
+pub fn since_last_compact(c: &rusqlite::Connection, session_id: i64, seq: i64) -> Result<Option<Rows>> {
     let mut st = c.prepare_cached(SINCE_LAST_COMPACT)?;
-    let mut rows = st.query(rusqlite::params![session_id, HOT_HISTORY_FRAMES as i64 + 1])?;
+    let mut rows = st.query(rusqlite::params![session_id, HOT_HISTORY_FRAMES as i64 + 1, seq])?;
     let (mut out, mut bytes) = (Vec::new(), 0);
     while let Some(r) = rows.next()? {
         let row = Row {
@@ -251,7 +257,7 @@ pub fn since_last_compact(c: &rusqlite::Connection, session_id: i64) -> Result<O
 /// The frames from the last `compact` before `seq` up to `seq` (excluded), through the pool:
 /// what [`since_last_compact`] saw just before the frame `seq` was appended (frames are only
 /// ever appended), when it was too much to read on the hot connection.
-pub async fn before(db: &SqlitePool, dk: &SecretKey, session_id: i64, seq: i64) -> Result<Vec<Frame>> {
+pub async fn before(db: &SqlitePool, dk: &SecretKey, session_id: i64, seq: i64) -> Result<Vec<crate::history::Kept>> {
     let rows: Vec<Row> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM frames WHERE session_id = ?1 AND seq < ?2 AND seq >= COALESCE( \
            (SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact' AND seq < ?2), 0) ORDER BY seq"
@@ -260,7 +266,7 @@ pub async fn before(db: &SqlitePool, dk: &SecretKey, session_id: i64, seq: i64) 
     .bind(seq)
     .fetch_all(db)
     .await?;
-    rows.into_iter().map(|r| r.open(dk)).collect()
+    Rows(rows).open_kept(dk)
 }
 
 /// Frames read but still sealed: opened with [`Rows::open`] once the hot connection is let
@@ -270,6 +276,17 @@ pub struct Rows(Vec<Row>);
 impl Rows {
     pub fn open(self, dk: &SecretKey) -> Result<Vec<Frame>> {
         self.0.into_iter().map(|r| r.open(dk)).collect()
+    }
+
+    /// Opened, each counted by its sealed size, as [`crate::history`] keeps them.
+    pub fn open_kept(self, dk: &SecretKey) -> Result<Vec<crate::history::Kept>> {
+        self.0
+            .into_iter()
+            .map(|r| {
+                let sealed = r.payload.len();
+                Ok(crate::history::Kept::new(r.open(dk)?, sealed))
+            })
+            .collect()
     }
 }
 
@@ -348,7 +365,7 @@ mod tests {
     async fn a_long_conversation_is_not_read_on_the_hot_connection() {
         let (_dir, st, alice, s, dk) = alice_with_a_session().await;
         let msg = |c: String| NewFrame::message(s.id, AuthorType::User, None, json!({"role": "user", "content": c}));
-        let hot = || st.hot_db.read(&st.db, |c| Ok(since_last_compact(c, s.id)?.map(|r| r.0.len())));
+        let hot = || st.hot_db.read(&st.db, |c| Ok(since_last_compact(c, s.id, i64::MAX)?.map(|r| r.0.len())));
         for i in 0..HOT_HISTORY_FRAMES {
             append(&st, &dk, msg(format!("m{i}"))).await.unwrap();
         }
@@ -360,7 +377,7 @@ mod tests {
         let t = session(&st, &alice, "t").await;
         let big = NewFrame::message(t.id, AuthorType::User, None, json!({"content": "x".repeat(HOT_HISTORY_BYTES)}));
         append(&st, &dk, big).await.unwrap();
-        assert!(st.hot_db.read(&st.db, |c| since_last_compact(c, t.id)).await.unwrap().is_none());
+        assert!(st.hot_db.read(&st.db, |c| since_last_compact(c, t.id, i64::MAX)).await.unwrap().is_none());
     }
 
     #[tokio::test]
@@ -373,13 +390,17 @@ mod tests {
         compact.payload = json!({"content": "summary"});
         append(&st, &dk, compact).await.unwrap();
         let newest = append(&st, &dk, msg("new")).await.unwrap();
-        let view = st.hot_db.read(&st.db, |c| since_last_compact(c, s.id)).await.unwrap().unwrap().open(&dk).unwrap();
+        let view = st.hot_db.read(&st.db, |c| since_last_compact(c, s.id, i64::MAX)).await.unwrap().unwrap().open(&dk).unwrap();
         assert_eq!(view.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![2, 3]);
         // The pool reads the same frames, as they were before a given one was appended.
-        let view = before(&st.db, &dk, s.id, 4).await.unwrap();
-        assert_eq!(view.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![2, 3]);
-        assert_eq!(before(&st.db, &dk, s.id, 3).await.unwrap().iter().map(|f| f.seq).collect::<Vec<_>>(), vec![2]);
-        assert_eq!(before(&st.db, &dk, s.id, 2).await.unwrap().iter().map(|f| f.seq).collect::<Vec<_>>(), vec![1]);
+        let seqs = |v: Vec<crate::history::Kept>| v.iter().map(|k| k.frame.seq).collect::<Vec<_>>();
+        assert_eq!(seqs(before(&st.db, &dk, s.id, 4).await.unwrap()), vec![2, 3]);
+        assert_eq!(seqs(before(&st.db, &dk, s.id, 3).await.unwrap()), vec![2]);
+        assert_eq!(seqs(before(&st.db, &dk, s.id, 2).await.unwrap()), vec![1]);
+        // And so does the hot connection.
+        let hot = |seq| st.hot_db.read(&st.db, move |c| Ok(since_last_compact(c, s.id, seq)?.unwrap().0.iter().map(|r| r.seq).collect::<Vec<_>>()));
+        assert_eq!(hot(3).await.unwrap(), vec![2]);
+        assert_eq!(hot(2).await.unwrap(), vec![1]);
         assert_eq!(get(&st.db, &dk, s.id, &newest.id).await.unwrap(), newest);
         assert!(matches!(get(&st.db, &dk, s.id + 1, &newest.id).await, Err(Error::NotFound(_))));
     }

@@ -9,6 +9,7 @@
 //! - [`agents`]: the user's AI backends; keys sealed, never returned.
 //! - [`frames`]: the conversation log's storage (sealed payloads, per-session seq).
 //! - [`providers`]: Anthropic, OpenAI(-compatible) and the scripted demo, as streams of deltas.
+//! - [`history`]: the conversations turns were last given, kept decrypted between turns.
 //! - [`turn`]: one turn, from the user's message to the agent's frame.
 //! - [`hub`]: live fan-out to subscribers, and the abort handles of turns in flight.
 //!
@@ -21,6 +22,7 @@ pub mod crypto;
 pub mod db;
 pub mod error;
 pub mod frames;
+pub mod history;
 pub mod hub;
 pub mod providers;
 pub mod sessions;
@@ -71,6 +73,8 @@ pub struct Services {
     pub throttle: Arc<auth::LoginThrottle>,
     pub settings: Arc<Settings>,
     pub hub: Arc<hub::Hub>,
+    /// Each session's conversation as its last turn left it ([`history`]).
+    pub history: history::HistoryCache,
     /// One HTTP client for every provider call: connection pools are shared.
     pub http: reqwest::Client,
     pub call_options: Arc<providers::CallOptions>,
@@ -84,6 +88,7 @@ impl AppState {
             keys: Arc::new(keys),
             throttle: Arc::new(auth::LoginThrottle::default()),
             hub: Arc::new(hub::Hub::default()),
+            history: Default::default(),
             http: reqwest::Client::builder()
                 .connect_timeout(std::time::Duration::from_secs(10))
                 // A redirect would carry the key header to whatever host it names.

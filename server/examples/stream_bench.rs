@@ -40,7 +40,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use hero_backend::{AppState, Settings, crypto, db, users};
+use hero_backend::{AppState, Settings, crypto, db, frames, users};
+use hero_shared::frame::AuthorType;
 use mock_llm::{Answer, Config};
 use serde_json::{Value, json};
 
@@ -104,6 +105,9 @@ struct Args {
     rounds: usize,
     /// Also run answers this long, to split a turn's fixed cost from its cost per token.
     short: usize,
+    /// Frames each session holds before the first turn (half questions, half answers): what
+    /// a long conversation costs a turn.
+    history: usize,
     /// Also stream as the browser does: post, leave the reply's own stream at once, and read
     /// the session's `/events` (hub, phantom events, `message_chunk`).
     watch: bool,
@@ -114,7 +118,7 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args { streams: 100, tokens: 200, rounds: 1, short: 0, watch: false, heap: false, only: None };
+    let mut a = Args { streams: 100, tokens: 200, rounds: 1, short: 0, history: 0, watch: false, heap: false, only: None };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < v.len() {
@@ -124,6 +128,7 @@ fn args() -> Args {
             ("--tokens", Some(n)) => a.tokens = n,
             ("--rounds", Some(n)) if n > 0 => a.rounds = n,
             ("--short", Some(n)) => a.short = n,
+            ("--history", Some(n)) => a.history = n,
             ("--watch", _) => {
                 a.watch = true;
                 i += 1;
@@ -136,7 +141,7 @@ fn args() -> Args {
             }
             ("--only", _) if matches!(v.get(i + 1).map(String::as_str), Some("relay" | "hero")) => a.only = v.get(i + 1).cloned(),
             _ => {
-                eprintln!("usage: stream_bench [--streams N] [--tokens N] [--rounds N] [--short N] [--watch] [--heap] [--only relay|hero]");
+                eprintln!("usage: stream_bench [--streams N] [--tokens N] [--rounds N] [--short N] [--history N] [--watch] [--heap] [--only relay|hero]");
                 std::process::exit(2);
             }
         }
@@ -655,6 +660,27 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
         let body = json!({"name": format!("s{i}"), "agent_id": agent["id"]});
         let s = post_json(&client, &format!("{hero}/api/sessions"), Some(&token), body).await;
         sessions.push(s["id"].as_i64().unwrap());
+    }
+    if a.history > 0 {
+        let (user_id, wrapped): (i64, Vec<u8>) =
+            sqlx::query_as("SELECT id, data_key FROM users WHERE username = 'bench'").fetch_one(&st.db).await.expect("user");
+        let dk = st.keys.unwrap_data_key(user_id, &wrapped).expect("data key");
+        let reply = answer_text(a.tokens);
+        for &s in &sessions {
+            st.hot_db
+                .write(&st.db, |tx| {
+                    for k in 0..a.history {
+                        let (author, payload) = match k % 2 {
+                            0 => (AuthorType::User, json!({"role": "user", "content": "a question of a few words"})),
+                            _ => (AuthorType::Agent, json!({"role": "agent", "content": reply, "agent_id": agent["id"]})),
+                        };
+                        frames::seal(&dk, frames::NewFrame::message(s, author, None, payload))?.insert(tx)?;
+                    }
+                    Ok(())
+                })
+                .await
+                .expect("history");
+        }
     }
     let sessions = Arc::new(sessions);
     // Relay and Hero take turns, so that neither always runs on a warmer (or more worn)

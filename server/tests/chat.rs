@@ -254,6 +254,48 @@ async fn context_is_compiled_from_frames() {
     assert_eq!(sent[1]["content"], "first answer");
 }
 
+/// A turn starts from the conversation the last one left in memory, unless a frame was
+/// appended since by another path: then it reads the log again, and sees that frame.
+#[tokio::test]
+async fn context_follows_frames_appended_outside_turns() {
+    use hero_backend::frames;
+    use hero_shared::frame::AuthorType;
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("an answer")])).await.unwrap();
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(session, "first").await;
+    assert!(h.st.history.bytes() > 0, "the conversation is kept after a turn");
+    h.stream(session, "second").await;
+    assert_eq!(h.st.history.hits(), 1, "the second turn started from memory");
+    // A note appended straight to the log, past the turns.
+    let (user_id, wrapped): (i64, Vec<u8>) =
+        sqlx::query_as("SELECT id, data_key FROM users WHERE username = 'alice'").fetch_one(&h.st.db).await.unwrap();
+    let dk = h.st.keys.unwrap_data_key(user_id, &wrapped).unwrap();
+    let note = frames::NewFrame::message(session, AuthorType::System, None, json!({"role": "system", "content": "a note from elsewhere"}));
+    let sealed = frames::seal(&dk, note).unwrap();
+    h.st.hot_db.write(&h.st.db, |tx| sealed.insert(tx)).await.unwrap();
+    h.stream(session, "third").await;
+    assert_eq!(h.st.history.hits(), 1, "the third read the log");
+    h.stream(session, "fourth").await;
+    assert_eq!(h.st.history.hits(), 2, "the fourth started from memory again");
+    let sent: Vec<Vec<(String, String)>> = mock
+        .requests()
+        .iter()
+        .map(|r| {
+            let m = r["body"]["messages"].as_array().unwrap().iter();
+            m.map(|m| (m["role"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap().to_owned())).collect()
+        })
+        .collect();
+    let turn = |u: &str| [("user".to_owned(), u.to_owned()), ("assistant".to_owned(), "an answer".to_owned())];
+    let mut want: Vec<(String, String)> = [turn("first"), turn("second")].concat();
+    want.push(("user".into(), "[System] a note from elsewhere\n\nthird".into()));
+    assert_eq!(sent[2], want);
+    want.push(("assistant".into(), "an answer".into()));
+    want.push(("user".into(), "fourth".into()));
+    assert_eq!(sent[3], want, "the fourth turn starts from memory, the note included");
+    assert_eq!(sent[1], [turn("first").to_vec(), vec![("user".to_owned(), "second".to_owned())]].concat());
+}
+
 /// One fault: what the events say, and what the stored agent frame kept.
 async fn check_fault(provider: &str, directive: &str, want_error: &str, want_partial: bool) {
     let h = hero().await;

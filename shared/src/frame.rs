@@ -223,8 +223,8 @@ pub struct FrameStats {
 }
 
 /// Frames in seq order, each id once.
-fn ordered(frames: &[Frame]) -> Vec<&Frame> {
-    let mut v: Vec<&Frame> = frames.iter().collect();
+fn ordered<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<&Frame> {
+    let mut v: Vec<&Frame> = frames.iter().map(F::borrow).collect();
     v.sort_by(|a, b| a.seq.cmp(&b.seq).then_with(|| a.id.cmp(&b.id)));
     let mut seen = std::collections::HashSet::new();
     v.retain(|f| seen.insert(f.id.as_str()));
@@ -309,8 +309,9 @@ pub fn answer_text(answer: &Value) -> String {
     }
 }
 
-/// Replays frames into the view (see the module doc for the conventions).
-pub fn compile_frames(frames: &[Frame]) -> Vec<CompiledMessage> {
+/// Replays frames into the view (see the module doc for the conventions). The frames may be
+/// owned or shared (`Arc<Frame>`, as the server keeps conversations between turns).
+pub fn compile_frames<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<CompiledMessage> {
     let all = ordered(frames);
     let start = all.iter().rposition(|f| f.frame_type == FrameType::Compact).unwrap_or(0);
     let mut out: Vec<CompiledMessage> = Vec::new();

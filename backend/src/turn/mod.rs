@@ -20,6 +20,7 @@ use crate::agents::{self, AgentRuntime};
 use crate::auth::AuthUser;
 use crate::crypto::SecretKey;
 use crate::frames::{self, NewFrame};
+use crate::history::Kept;
 use crate::hub::HubEvent;
 use crate::providers::{self, ChatMessage, Delta, Role};
 use crate::{AppState, Error, Result, sessions};
@@ -94,7 +95,7 @@ pub async fn post(
                 "Streaming is off: replies arrive whole."
             };
             // The switch and its note in the log commit together.
-            let frame = st
+            let kept = st
                 .hot_db
                 .write(&st.db, |tx| {
                     let setup = agents::turn_setup(tx, &st.keys, user, session_id)?;
@@ -103,9 +104,11 @@ pub async fn post(
                     f.id = message_id.clone();
                     let sealed = frames::seal(&setup.dk, f)?;
                     let seq = sealed.insert(tx)?;
-                    Ok(sealed.stored(seq))
+                    Ok(sealed.kept(seq))
                 })
                 .await?;
+            let frame = (*kept.frame).clone();
+            st.history.append(kept);
             out.emit(SseEvent::MessageStart(MessageStart {
                 message_id: message_id.clone(),
                 session_id,
@@ -157,18 +160,18 @@ struct Started {
     agent: AgentRuntime,
     dk: SecretKey,
     /// The conversation since the last compact, the user's message last.
-    history: Vec<hero_shared::frame::Frame>,
+    history: Vec<Kept>,
     user_frame: hero_shared::frame::Frame,
 }
 
-/// Reads what the turn needs, appends the user's message and reads the conversation since
-/// the last compact: one transaction, so nothing comes in between, and no message is stored
-/// for a session without an agent. The message is joined to the history in memory instead
-/// of being read back; the history is decrypted once the connection is let go. A history
-/// too long to read on the hot connection is read through the pool afterwards: the frames
-/// before the message, which are what they were.
+/// Reads what the turn needs and appends the user's message: one transaction, so that no
+/// message is stored for a session without an agent. The conversation before the message is
+/// the one the session's last turn left in memory ([`crate::history`]) if nothing was
+/// appended since; otherwise it is read in the same transaction, and decrypted once the
+/// connection is let go. A history too long to read on the hot connection is read through
+/// the pool afterwards: the frames before the message, which are what they were.
 async fn start(st: &AppState, user: &AuthUser, session_id: i64, content: &str) -> Result<Started> {
-    let (agent, dk, rows, user_frame) = st
+    let (agent, dk, kept, rows, user_frame) = st
         .hot_db
         .write(&st.db, |tx| {
             let setup = agents::turn_setup(tx, &st.keys, user, session_id)?;
@@ -176,17 +179,33 @@ async fn start(st: &AppState, user: &AuthUser, session_id: i64, content: &str) -
             let agent = setup.agent()?;
             let message = NewFrame::message(session_id, AuthorType::User, Some(user.id()), json!({"role": "user", "content": content}));
             let sealed = frames::seal(&dk, message)?;
-            let rows = frames::since_last_compact(tx, session_id)?;
             let seq = sealed.insert(tx)?;
-            Ok((agent, dk, rows, sealed.stored(seq)))
+            let kept = st.history.get(session_id, seq - 1);
+            let rows = match kept {
+                Some(_) => None,
+                None => Some(frames::since_last_compact(tx, session_id, seq)?),
+            };
+            Ok((agent, dk, kept, rows, sealed.kept(seq)))
         })
         .await?;
-    let mut history = match rows {
-        Some(rows) => rows.open(&dk)?,
-        None => frames::before(&st.db, &dk, session_id, user_frame.seq).await?,
+    let seq = user_frame.frame.seq;
+    let history = match (kept, rows) {
+        (Some(mut kept), _) => {
+            st.history.append(user_frame.clone());
+            kept.push(user_frame.clone());
+            kept
+        }
+        (None, rows) => {
+            let mut read = match rows.flatten() {
+                Some(rows) => rows.open_kept(&dk)?,
+                None => frames::before(&st.db, &dk, session_id, seq).await?,
+            };
+            read.push(user_frame.clone());
+            st.history.put(session_id, read.clone());
+            read
+        }
     };
-    history.push(user_frame.clone());
-    Ok(Started { agent, dk, history, user_frame })
+    Ok(Started { agent, dk, history, user_frame: (*user_frame.frame).clone() })
 }
 
 /// Where a turn's events go: the poster (if still there) and the session's subscribers.
@@ -241,7 +260,7 @@ fn complete(message_id: &str, content: &str) -> SseEvent {
 
 /// The conversation as the provider reads it: compiled from the frames since the last
 /// compact. System entries (results, summaries, notes) reach the model as user-side text.
-fn context(frames: &[hero_shared::frame::Frame]) -> Vec<ChatMessage> {
+fn context(frames: &[Kept]) -> Vec<ChatMessage> {
     compile_frames(frames)
         .into_iter()
         .map(|m| match m.role {
@@ -296,8 +315,10 @@ async fn run(
         system: SYSTEM_PROMPT.to_owned(),
         messages,
     };
+    // The call's future, and the store's below, are boxed: large, each alive once, they
+    // would otherwise widen the turn's future that every token walks (2.4 KB against 1.5).
     let started = tokio::select! {
-        r = providers::stream(&st.http, &st.call_options, call) => r.map_err(|e| e.to_string()),
+        r = Box::pin(providers::stream(&st.http, &st.call_options, call)) => r.map_err(|e| e.to_string()),
         _ = cancel.aborted() => { aborted = true; Err(String::new()) }
     };
     match started {
@@ -410,11 +431,13 @@ async fn run(
         frame_id: &message_id,
     };
     let charge = agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0;
-    let stored = store_reply(&st, &dk, f, charge.then_some((&usage, input_tokens, output_tokens))).await;
+    let stored = Box::pin(store_reply(&st, &dk, f, charge.then_some((&usage, input_tokens, output_tokens)))).await;
     match stored {
-        Ok(frame) => st
-            .hub
-            .publish(out.user_id, session_id, HubEvent::Frame(frame)),
+        Ok(kept) => {
+            st.hub.publish(out.user_id, session_id, HubEvent::Frame((*kept.frame).clone()));
+            // The next turn starts from the conversation as it now is.
+            st.history.append(kept);
+        }
         Err(e) => {
             tracing::error!(error = %e, "could not store the agent's reply");
             error.get_or_insert_with(|| "the reply could not be stored".into());
@@ -433,7 +456,7 @@ async fn run(
 /// Stores the agent's frame and what the call cost, in one transaction. If that fails, each
 /// is tried on its own: the provider charged for the call whether or not the reply can be
 /// stored, and a reply is not lost for want of its usage row.
-async fn store_reply(st: &AppState, dk: &SecretKey, f: NewFrame, usage: Option<(&Usage<'_>, u64, u64)>) -> Result<hero_shared::frame::Frame> {
+async fn store_reply(st: &AppState, dk: &SecretKey, f: NewFrame, usage: Option<(&Usage<'_>, u64, u64)>) -> Result<Kept> {
     let sealed = frames::seal(dk, f)?;
     let record = |tx: &rusqlite::Connection| usage.map_or(Ok(()), |(u, input, output)| record_usage(tx, u, input, output));
     let both = st.hot_db.write(&st.db, |tx| {
@@ -452,7 +475,7 @@ async fn store_reply(st: &AppState, dk: &SecretKey, f: NewFrame, usage: Option<(
             st.hot_db.write(&st.db, |tx| sealed.insert(tx)).await?
         }
     };
-    Ok(sealed.stored(seq))
+    Ok(sealed.kept(seq))
 }
 
 /// Whose call a usage row records.
