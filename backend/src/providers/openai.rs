@@ -82,6 +82,16 @@ impl Decoder for OpenAiDecoder {
             }
             return Step::End;
         }
+        // The hot path, once per token: a chunk that only carries text, read into borrowed
+        // fields, no tree. Anything more (usage, tools, reasoning, an end, several choices)
+        // takes the full reading below.
+        if let Ok(TextChunk { choices: (TextChoice { delta: TextOnly { content: Some(t), reasoning_content: None, tool_calls: None }, finish_reason: None },), usage: None, error: None }) =
+            serde_json::from_str::<TextChunk<'_>>(&ev.data)
+            && !t.is_empty()
+        {
+            out.push_back(Ok(Delta::Text(t.into_owned())));
+            return Step::More;
+        }
         let chunk: Value = match serde_json::from_str(&ev.data) {
             Ok(v) => v,
             Err(e) => {
@@ -126,5 +136,79 @@ impl Decoder for OpenAiDecoder {
             }
         }
         Step::More
+    }
+}
+
+/// A chunk of one choice, read for its text only ([`OpenAiDecoder`]'s hot path). Fields it
+/// does not name are skipped; those that would need the full reading are named, to be seen.
+#[derive(serde::Deserialize)]
+struct TextChunk<'a> {
+    /// Exactly one choice: a one-element tuple, no vector to allocate.
+    #[serde(borrow)]
+    choices: (TextChoice<'a>,),
+    #[serde(default)]
+    usage: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct TextChoice<'a> {
+    #[serde(borrow)]
+    delta: TextOnly<'a>,
+    #[serde(default, borrow)]
+    finish_reason: Option<&'a str>,
+}
+
+#[derive(serde::Deserialize)]
+struct TextOnly<'a> {
+    #[serde(borrow, default)]
+    content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    reasoning_content: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    tool_calls: Option<serde::de::IgnoredAny>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+
+    /// Every kind of chunk, text among the rest: the hot path takes only plain text, and the
+    /// deltas are what the full reading makes of the same chunks.
+    #[tokio::test]
+    async fn chunks_decode_to_their_deltas() {
+        let chunks = [
+            r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"hé \"quoted\""},"logprobs":null,"finish_reason":null}],"usage":null}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"hmm"},"finish_reason":null}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"a","reasoning_content":"b"},"finish_reason":null}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"t1","function":{"name":"f","arguments":""}}]},"finish_reason":null}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]},"finish_reason":null}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null},{"index":1,"delta":{"content":"y"},"finish_reason":null}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"end"},"finish_reason":"stop"}]}"#,
+            r#"{"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#,
+        ];
+        let wire: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect::<String>() + "data: [DONE]\n\n";
+        let body = futures::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from(wire))]);
+        let deltas: Vec<_> = drive(sseer::EventStream::new(body), OpenAiDecoder::default()).collect().await;
+        let text = |t: &str| Ok(Delta::Text(t.into()));
+        assert_eq!(
+            deltas,
+            vec![
+                text("hé \"quoted\""),
+                Ok(Delta::Thinking("hmm".into())),
+                text("a"),
+                Ok(Delta::Thinking("b".into())),
+                Ok(Delta::ToolUseStart { id: "t1".into(), name: "f".into() }),
+                Ok(Delta::ToolInput { id: "t1".into(), json: "{}".into() }),
+                text("x"),
+                text("y"),
+                text("end"),
+                Ok(Delta::Done { stop_reason: Some("stop".into()) }),
+                Ok(Delta::Usage { input: Some(3), output: Some(4) }),
+            ]
+        );
     }
 }
