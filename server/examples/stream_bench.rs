@@ -7,9 +7,9 @@
 //! 3. hero:   N clients post to Hero's `/api/sessions/{id}/messages/stream`, which calls the
 //!    mock, parses HML, fans out to the hub, stores frames, and answers in SSE.
 //!
-//! The middle (relay or Hero) runs on a runtime of its own, on threads named `middle-*`;
-//! its CPU is read per thread from /proc (with the SQLite worker threads, which only Hero
-//! uses), so the mock and the clients, on the main runtime, do not blur the figure. They
+//! The middle (relay or Hero) runs on a runtime of its own, on threads named `middle-relay`
+//! and `middle-hero`; its CPU is read per thread from /proc (with the SQLite worker
+//! threads, which only Hero uses), so the mock and the clients, on the main runtime, do not blur the figure. They
 //! still share the two cores with it, so the clients are as light as they can be: a bare
 //! HTTP/1.1 exchange read in each stream's own task.
 //!
@@ -30,6 +30,11 @@
 //! `--heap`, also the growth of the bytes the heap holds (counted by the allocator), which
 //! does not move with glibc's per-thread arenas: each keeps what its thread freed, so RSS
 //! grows more when a new kind of work allocates on the runtime's threads.
+//!
+//! The machine's speed drifts over minutes (a VM's neighbours), by ±10-15% between two
+//! phases ten seconds apart; `--together` runs the relay and Hero at the same time instead,
+//! each on its own runtime and read on its own threads, so that both meet the same machine:
+//! their CPU ratio then holds within a few percent from round to round.
 //!
 //! Run: `cargo run --release -p server --example stream_bench -- --streams 100 --tokens 200`
 //! (a "token" is 4 bytes; 200 tokens take 4 s at 50 tokens/s). `--rounds N` runs the relay
@@ -113,12 +118,16 @@ struct Args {
     watch: bool,
     /// Count the heap's bytes (see [`Heap`]).
     heap: bool,
+    /// Run the relay and Hero at the same time, each on its own runtime, in every round: both
+    /// then meet the same machine (whose speed drifts over minutes), and each one's CPU is
+    /// read on its own threads. Their lateness is then the two together's.
+    together: bool,
     /// Run only this middle ("relay" or "hero"), to profile one side alone.
     only: Option<String>,
 }
 
 fn args() -> Args {
-    let mut a = Args { streams: 100, tokens: 200, rounds: 1, short: 0, history: 0, watch: false, heap: false, only: None };
+    let mut a = Args { streams: 100, tokens: 200, rounds: 1, short: 0, history: 0, watch: false, heap: false, together: false, only: None };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < v.len() {
@@ -139,9 +148,14 @@ fn args() -> Args {
                 i += 1;
                 continue;
             }
+            ("--together", _) => {
+                a.together = true;
+                i += 1;
+                continue;
+            }
             ("--only", _) if matches!(v.get(i + 1).map(String::as_str), Some("relay" | "hero")) => a.only = v.get(i + 1).cloned(),
             _ => {
-                eprintln!("usage: stream_bench [--streams N] [--tokens N] [--rounds N] [--short N] [--history N] [--watch] [--heap] [--only relay|hero]");
+                eprintln!("usage: stream_bench [--streams N] [--tokens N] [--rounds N] [--short N] [--history N] [--watch] [--heap] [--together] [--only relay|hero]");
                 std::process::exit(2);
             }
         }
@@ -177,18 +191,23 @@ fn thread_cpu(task: &std::path::Path) -> (f64, f64) {
     (ns / 1e9, utime / 100.0)
 }
 
-/// CPU time of the middle's threads and of SQLite's workers, and the middle's user time
+/// The threads of the relay's runtime and of Hero's (whose SQLite workers count as Hero's).
+const RELAY: &str = "middle-relay";
+const HERO: &str = "middle-hero";
+
+/// CPU time of the middle's threads (those whose name starts with `middle`: the relay's,
+/// Hero's, or both) and of SQLite's workers (with Hero's only), and the middle's user time
 /// alone, in seconds.
-fn middle_cpu_seconds() -> (f64, f64, f64) {
+fn middle_cpu_seconds(middle: &str) -> (f64, f64, f64) {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return (0.0, 0.0, 0.0) };
     let mut out = (0.0, 0.0, 0.0);
     for t in dir.flatten() {
         let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        if comm.starts_with("middle") {
+        if comm.starts_with(middle) {
             let (cpu, user) = thread_cpu(&t.path());
             out.0 += cpu;
             out.2 += user;
-        } else if comm.starts_with("sqlx-sqlite") {
+        } else if comm.starts_with("sqlx-sqlite") && HERO.starts_with(middle) {
             out.1 += thread_cpu(&t.path()).0;
         }
     }
@@ -197,11 +216,11 @@ fn middle_cpu_seconds() -> (f64, f64, f64) {
 
 /// Context switches of the middle's threads, (voluntary, preempted): a voluntary one is a
 /// worker parking for want of work.
-fn middle_switches() -> (u64, u64) {
+fn middle_switches(middle: &str) -> (u64, u64) {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return (0, 0) };
     let mut out = (0, 0);
     for t in dir.flatten() {
-        if !std::fs::read_to_string(t.path().join("comm")).unwrap_or_default().starts_with("middle") {
+        if !std::fs::read_to_string(t.path().join("comm")).unwrap_or_default().starts_with(middle) {
             continue;
         }
         for l in std::fs::read_to_string(t.path().join("status")).unwrap_or_default().lines() {
@@ -497,7 +516,8 @@ fn hero_text(event: &str, data: &str) -> usize {
     serde_json::from_str::<Text<'_>>(data).map_or(0, |d| d.text.len())
 }
 
-async fn phase<F, Fut>(n: usize, go: F) -> Outcome
+/// `n` streams started by `go`, and what they cost the threads of `middle`.
+async fn phase<F, Fut>(n: usize, middle: &'static str, go: F) -> Outcome
 where
     F: Fn(usize) -> Fut,
     Fut: std::future::Future<Output = Option<(Vec<(f64, f64)>, u64, f64)>> + Send + 'static,
@@ -517,8 +537,8 @@ where
         })
     };
     let cpu0 = cpu_seconds();
-    let mid0 = middle_cpu_seconds();
-    let sw0 = middle_switches();
+    let mid0 = middle_cpu_seconds(middle);
+    let sw0 = middle_switches(middle);
     let tasks: Vec<_> = (0..n).map(|i| tokio::spawn(go(i))).collect();
     let mut out = Outcome::default();
     let mut lates = Vec::new();
@@ -540,8 +560,8 @@ where
         }
     }
     out.cpu = cpu_seconds() - cpu0;
-    let mid1 = middle_cpu_seconds();
-    let sw1 = middle_switches();
+    let mid1 = middle_cpu_seconds(middle);
+    let sw1 = middle_switches(middle);
     out.switches = sw1.0 + sw1.1 - sw0.0 - sw0.1;
     out.preempted = sw1.1 - sw0.1;
     out.db_cpu = mid1.1 - mid0.1;
@@ -582,16 +602,16 @@ fn main() {
     let a = args();
     HEAP_ON.store(a.heap, Ordering::Relaxed);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    let middle = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("middle")
-        .enable_all()
-        .build()
-        .expect("middle runtime");
-    rt.block_on(run(a, middle.handle().clone()));
+    // The relay and Hero on runtimes of their own, so that each one's CPU is read on its
+    // own threads even while both run (`--together`).
+    let middle = |name: &str| {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name(name).enable_all().build().expect("middle runtime")
+    };
+    let (relay_rt, hero_rt) = (middle(RELAY), middle(HERO));
+    rt.block_on(run(a, relay_rt.handle().clone(), hero_rt.handle().clone()));
 }
 
-async fn run(a: Args, middle: tokio::runtime::Handle) {
+async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime::Handle) {
     let text = answer_text(a.tokens);
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text(text.clone())]).tokens_per_sec(RATE).stagger(true))
         .await
@@ -603,7 +623,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
     // Phase 1: direct.
     let mock_addr: std::net::SocketAddr = mock_url.trim_start_matches("http://").parse().expect("mock address");
     let direct_clients = Clients::new(mock_addr, a.streams);
-    let direct = phase(a.streams, |i| {
+    let direct = phase(a.streams, "middle", |i| {
         let (clients, request) = (direct_clients.clone(), post_request("/v1/messages", "x-api-key: k\r\n", &body));
         async move { clients.stream(i, request, Instant::now(), anthropic_text, false).await }
     })
@@ -632,7 +652,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         // Served as Hero serves (TCP_NODELAY), so that only what happens per request differs.
-        middle.spawn(async move { axum::serve(server::web::listener(l), app.into_make_service()).await.unwrap() });
+        relay_rt.spawn(async move { axum::serve(server::web::listener(l), app.into_make_service()).await.unwrap() });
         addr
     };
     // Hero, set up the same way on the middle runtime.
@@ -644,7 +664,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hero_addr = l.local_addr().unwrap();
     let app = server::web::router(st.clone(), server::web::leptos_options(hero_addr, &dir.path().join("site")));
-    middle.spawn(async move { axum::serve(server::web::listener(l), app.into_make_service()).await.unwrap() });
+    hero_rt.spawn(async move { axum::serve(server::web::listener(l), app.into_make_service()).await.unwrap() });
     let hero = format!("http://{hero_addr}");
     let login = post_json(&client, &format!("{hero}/api/auth/login"), None, json!({"username": "bench", "password": "bench-password"})).await;
     let token = login["token"].as_str().unwrap().to_owned();
@@ -692,7 +712,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
         let (clients, mut body) = (relay_clients.clone(), body.clone());
         body["messages"][0]["content"] = json!(content);
         let request = post_request("/relay", "", &body);
-        phase(a.streams, move |i| {
+        phase(a.streams, RELAY, move |i| {
             let (clients, request) = (clients.clone(), request.clone());
             async move { clients.stream(i, request, Instant::now(), anthropic_text, false).await }
         })
@@ -700,7 +720,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
     let hero_run = |content: String| {
         let (clients, token, sessions) = (hero_clients.clone(), token.clone(), sessions.clone());
         let body = json!({"content": content});
-        phase(a.streams, move |i| {
+        phase(a.streams, HERO, move |i| {
             let path = format!("/api/sessions/{}/messages/stream", sessions[i]);
             let request = post_request(&path, &format!("authorization: Bearer {token}\r\n"), &body);
             let clients = clients.clone();
@@ -709,7 +729,7 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
     };
     let watch_run = || {
         let (client, token, hero, sessions) = (client.clone(), token.clone(), hero.clone(), sessions.clone());
-        phase(a.streams, move |i| {
+        phase(a.streams, HERO, move |i| {
             let (c, token, hero, sessions) = (client.clone(), token.clone(), hero.clone(), sessions.clone());
             async move {
                 use tokio::io::AsyncWriteExt;
@@ -741,7 +761,11 @@ async fn run(a: Args, middle: tokio::runtime::Handle) {
         // Which goes first alternates: neither always follows the other's leftovers (a
         // warmer cache, a longer write-ahead log, a fuller heap).
         let (with_relay, with_hero) = (a.only.as_deref() != Some("hero"), a.only.as_deref() != Some("relay"));
-        if round % 2 == 0 {
+        if a.together {
+            let (r, h) = tokio::join!(relay_run("go".into()), hero_run("go".into()));
+            relay.add(r);
+            hero_out.add(h);
+        } else if round % 2 == 0 {
             if with_relay {
                 relay.add(relay_run("go".into()).await);
             }
