@@ -258,15 +258,9 @@ pub fn since_last_compact(c: &rusqlite::Connection, session_id: i64, seq: i64) -
 /// what [`since_last_compact`] saw just before the frame `seq` was appended (frames are only
 /// ever appended), when it was too much to read on the hot connection.
 pub async fn before(db: &SqlitePool, dk: &SecretKey, session_id: i64, seq: i64) -> Result<Vec<crate::history::Kept>> {
-    let rows: Vec<Row> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM frames WHERE session_id = ?1 AND seq < ?2 AND seq >= COALESCE( \
-           (SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact' AND seq < ?2), 0) ORDER BY seq"
-    ))
-    .bind(session_id)
-    .bind(seq)
-    .fetch_all(db)
-    .await?;
-    Rows(rows).open_kept(dk)
+    // The hot connection's query, with no limit (-1).
+    let rows: Vec<Row> = sqlx::query_as(SINCE_LAST_COMPACT).bind(session_id).bind(-1).bind(seq).fetch_all(db).await?;
+    Rows(rows).open(dk)
 }
 
 /// Frames read but still sealed: opened with [`Rows::open`] once the hot connection is let
@@ -274,12 +268,8 @@ pub async fn before(db: &SqlitePool, dk: &SecretKey, session_id: i64, seq: i64) 
 pub struct Rows(Vec<Row>);
 
 impl Rows {
-    pub fn open(self, dk: &SecretKey) -> Result<Vec<Frame>> {
-        self.0.into_iter().map(|r| r.open(dk)).collect()
-    }
-
     /// Opened, each counted by its sealed size, as [`crate::history`] keeps them.
-    pub fn open_kept(self, dk: &SecretKey) -> Result<Vec<crate::history::Kept>> {
+    pub fn open(self, dk: &SecretKey) -> Result<Vec<crate::history::Kept>> {
         self.0
             .into_iter()
             .map(|r| {
@@ -390,10 +380,10 @@ mod tests {
         compact.payload = json!({"content": "summary"});
         append(&st, &dk, compact).await.unwrap();
         let newest = append(&st, &dk, msg("new")).await.unwrap();
-        let view = st.hot_db.read(&st.db, |c| since_last_compact(c, s.id, i64::MAX)).await.unwrap().unwrap().open(&dk).unwrap();
-        assert_eq!(view.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![2, 3]);
-        // The pool reads the same frames, as they were before a given one was appended.
         let seqs = |v: Vec<crate::history::Kept>| v.iter().map(|k| k.frame.seq).collect::<Vec<_>>();
+        let view = st.hot_db.read(&st.db, |c| since_last_compact(c, s.id, i64::MAX)).await.unwrap().unwrap().open(&dk).unwrap();
+        assert_eq!(seqs(view), vec![2, 3]);
+        // The pool reads the same frames, as they were before a given one was appended.
         assert_eq!(seqs(before(&st.db, &dk, s.id, 4).await.unwrap()), vec![2, 3]);
         assert_eq!(seqs(before(&st.db, &dk, s.id, 3).await.unwrap()), vec![2]);
         assert_eq!(seqs(before(&st.db, &dk, s.id, 2).await.unwrap()), vec![1]);

@@ -51,10 +51,10 @@ impl std::borrow::Borrow<Frame> for Kept {
     }
 }
 
-#[derive(Default)]
 pub struct HistoryCache {
     inner: Mutex<Inner>,
-    limit: Option<usize>,
+    /// Bytes kept at most: [`HISTORY_CACHE_BYTES`] but in tests.
+    limit: usize,
     /// Turns that started from a kept conversation.
     hits: AtomicU64,
 }
@@ -80,14 +80,17 @@ impl Entry {
     }
 }
 
-impl HistoryCache {
-    /// One that keeps at most `limit` bytes (tests).
-    pub fn with_limit(limit: usize) -> Self {
-        HistoryCache { limit: Some(limit), ..Default::default() }
+impl Default for HistoryCache {
+    fn default() -> Self {
+        HistoryCache { inner: Mutex::default(), limit: HISTORY_CACHE_BYTES, hits: AtomicU64::new(0) }
     }
+}
 
-    fn limit(&self) -> usize {
-        self.limit.unwrap_or(HISTORY_CACHE_BYTES)
+impl HistoryCache {
+    /// One that keeps at most `limit` bytes.
+    #[cfg(test)]
+    fn with_limit(limit: usize) -> Self {
+        HistoryCache { limit, ..Default::default() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -112,7 +115,7 @@ impl HistoryCache {
     /// Keeps `frames`, the session's whole conversation from its last `compact` on.
     pub fn put(&self, session_id: i64, frames: Vec<Kept>) {
         let bytes = frames.iter().map(|k| k.bytes).sum();
-        let limit = self.limit();
+        let limit = self.limit;
         let mut inner = self.lock();
         let mut gone = inner.remove(session_id).into_iter().collect::<Vec<_>>();
         if !frames.is_empty() && bytes <= limit / MAX_SHARE {
@@ -132,7 +135,7 @@ impl HistoryCache {
     /// gap makes the session forgotten (its next turn reads the log).
     pub fn append(&self, kept: Kept) {
         let (session_id, seq) = (kept.frame.session_id, kept.frame.seq);
-        let limit = self.limit();
+        let limit = self.limit;
         let mut guard = self.lock();
         let inner = &mut *guard;
         inner.clock += 1;

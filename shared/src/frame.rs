@@ -310,7 +310,8 @@ pub fn answer_text(answer: &Value) -> String {
 }
 
 /// Replays frames into the view (see the module doc for the conventions). The frames may be
-/// owned or shared (`Arc<Frame>`, as the server keeps conversations between turns).
+/// anything that borrows as one (the server compiles the conversations it keeps between
+/// turns as they are).
 pub fn compile_frames<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<CompiledMessage> {
     let all = ordered(frames);
     let start = all.iter().rposition(|f| f.frame_type == FrameType::Compact).unwrap_or(0);

@@ -197,7 +197,7 @@ async fn start(st: &AppState, user: &AuthUser, session_id: i64, content: &str) -
         }
         (None, rows) => {
             let mut read = match rows.flatten() {
-                Some(rows) => rows.open_kept(&dk)?,
+                Some(rows) => rows.open(&dk)?,
                 None => frames::before(&st.db, &dk, session_id, seq).await?,
             };
             read.push(user_frame.clone());
