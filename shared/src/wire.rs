@@ -587,13 +587,13 @@ mod tests {
             data: {"messageId":"m","text":"a"}
 
             event: element_start
-            data: {"messageId":"m","id":"e1","type":"bash","attributes":{"cwd":""},"executable":true}
+            data: {"messageId":"m","id":"e1","type":"bash","attributes":{"cwd":"/"},"executable":true}
+
+            event: element_update
+            data: {"messageId":"m","id":"e1","type":"bash","delta":"ls"}
 
             event: element_complete
-            data: {"messageId":"m","id":"e1","type":"bash","content":"","executable":true}
-
-            event: text
-            data: {"messageId":"m","text":"ls"}
+            data: {"messageId":"m","id":"e1","type":"bash","content":"ls","executable":true}
 
             event: element_start
             data: {"messageId":"m","id":"e2","type":"ask","attributes":{},"executable":true}

@@ -44,14 +44,15 @@ fn attribute(i: &str) -> IResult<&str, (&str, Option<&str>)> {
 }
 
 /// Parses the text between a start tag's name and its closing `>`; returns the
-/// attributes and whether the tag closed itself (`<progress value=1 max=2/>`).
+/// attributes and whether the tag closed itself. As in HTML, an unquoted value runs to the
+/// next whitespace and keeps a trailing `/` (`<link href=https://x.com/>` links to
+/// `https://x.com/`, `<bash cwd=/>ls</bash>` runs in `/`): only a `/` that stands after the
+/// name, whitespace, a bare attribute or a quoted value closes the tag
+/// (`<progress value="1" max="2"/>`, `<progress value=1 max=2 />`).
 pub fn parse_attributes(inner: &str) -> (Attributes, bool) {
-    let trimmed = inner.trim_end_matches(is_ws);
-    let (body, self_closing) = match trimmed.strip_suffix('/') {
-        Some(b) => (b, true),
-        None => (trimmed, false),
-    };
+    let body = inner.trim_end_matches(is_ws);
     let mut attrs: Attributes = Vec::new();
+    let mut self_closing = false;
     let mut rest = body;
     loop {
         rest = rest.trim_start_matches(is_ws);
@@ -69,8 +70,9 @@ pub fn parse_attributes(inner: &str) -> (Attributes, bool) {
             }
             Err(_) => {
                 // A byte that cannot start an attribute (a stray quote, `=`, `/`): skip it.
+                // A `/` that is the tag's last byte closes it.
                 let mut chars = rest.chars();
-                chars.next();
+                self_closing = chars.next() == Some('/') && chars.as_str().is_empty();
                 rest = chars.as_str();
             }
         }
@@ -172,7 +174,14 @@ mod tests {
         check(r#" cwd="/tmp" timeout=5"#, expect![[r#"[("cwd", "/tmp"), ("timeout", "5")] self_closing=false"#]]);
         check(" status='done'", expect![[r#"[("status", "done")] self_closing=false"#]]);
         check(" id=fav answered", expect![[r#"[("id", "fav"), ("answered", "")] self_closing=false"#]]);
-        check(" value=1 max=2/", expect![[r#"[("value", "1"), ("max", "2")] self_closing=true"#]]);
+        check(" value=1 max=2/", expect![[r#"[("value", "1"), ("max", "2/")] self_closing=false"#]]);
+        check(" value=1 max=2 /", expect![[r#"[("value", "1"), ("max", "2")] self_closing=true"#]]);
+        check(" href=https://x.com/", expect![[r#"[("href", "https://x.com/")] self_closing=false"#]]);
+        check(" cwd=/", expect![[r#"[("cwd", "/")] self_closing=false"#]]);
+        check(" answered/", expect![[r#"[("answered", "")] self_closing=true"#]]);
+        check("/", expect![["[] self_closing=true"]]);
+        check(" a='b'/", expect![[r#"[("a", "b")] self_closing=true"#]]);
+        check(" / a", expect![[r#"[("a", "")] self_closing=false"#]]);
         check(r#" value="1" max="2" / "#, expect![[r#"[("value", "1"), ("max", "2")] self_closing=true"#]]);
         check(r#" NOTE="exit code > 0" Note=x"#, expect![[r#"[("note", "exit code > 0")] self_closing=false"#]]);
         check(r#" href="a?b=1&amp;c=&#60;&#x3E;&bogus;&""#, expect![[r#"[("href", "a?b=1&c=<>&bogus;&")] self_closing=false"#]]);

@@ -227,8 +227,26 @@ fn nesting_rules() {
             <thinking#e1> "upper"
             <progress#e2 value="1" max="2"> ""
             "label"
-            <progress#e3 value="1" max="2"> ""
+            <progress#e3 value="1" max="2/"> ""
             ! 55: StrayCloseTag { element: "progress" }
+        "#]],
+    );
+}
+
+#[test]
+fn unquoted_value_keeps_its_trailing_slash() {
+    // As in HTML: an unquoted value runs to whitespace, so `/>` right after it is the value's
+    // `/` and the tag's `>`; only `/>` after whitespace or a quoted value closes the element.
+    check(
+        r#"<link href=https://x.com/>docs</link> <bash cwd=/>ls</bash> <link href="https://y.org"/>after <bash cwd=/tmp />"#,
+        expect![[r#"
+            <link#e1 href="https://x.com/"> "docs"
+            " "
+            <bash#e2 cwd="/"> "ls"
+            " "
+            <link#e3 href="https://y.org"> ""
+            "after "
+            <bash#e4 cwd="/tmp"> ""
         "#]],
     );
 }
