@@ -43,8 +43,8 @@ struct Args {
     #[arg(long, value_name = "FILE", conflicts_with = "corpus")]
     answers: Option<PathBuf>,
 
-    /// Benchmark corpus from shared/bench/gen_hml_corpus.py: one response per request, in
-    /// index order, cycling. Needs --index.
+    /// Benchmark corpus: a file of replies, one response per request in index order,
+    /// cycling. Needs --index.
     #[arg(long, value_name = "FILE", requires = "index")]
     corpus: Option<PathBuf>,
 

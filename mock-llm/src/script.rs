@@ -347,7 +347,7 @@ impl TryFrom<RawAnswer> for Answer {
     }
 }
 
-/// The benchmark corpus of `shared/bench/gen_hml_corpus.py`: one file of responses and an
+/// A benchmark corpus: one file of responses and an
 /// index, a JSON array of `[start, end)` byte ranges, one per response.
 #[derive(Clone, Debug)]
 pub struct Corpus {

@@ -994,23 +994,15 @@ async fn answers_file_cycles() {
     assert!(Answer::load_file(&dir.path().join("missing.json")).is_err());
 }
 
-/// Generates a small corpus with the benchmark generator into the target directory.
+/// Writes a small corpus of the project's own generator (and its index) into the target
+/// directory: the mock reads a corpus from files, as a benchmark gives it.
 fn small_corpus() -> (std::path::PathBuf, std::path::PathBuf) {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("mock-llm-corpus");
     std::fs::create_dir_all(&dir).unwrap();
     let (hml, index) = (dir.join("small.hml"), dir.join("small.index.json"));
-    let generator = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/bench/gen_hml_corpus.py");
-    let status = std::process::Command::new("python3")
-        .arg(&generator)
-        .args(["--seed", "7", "--size", "60000", "-o"])
-        .arg(&hml)
-        .arg("--index")
-        .arg(&index)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("python3 runs the corpus generator");
-    assert!(status.success(), "{} failed", generator.display());
+    let corpus = hero_shared::corpus::generate(7, 60_000);
+    std::fs::write(&hml, &corpus.text).unwrap();
+    std::fs::write(&index, serde_json::to_vec(&corpus.index()).unwrap()).unwrap();
     (hml, index)
 }
 

@@ -1,48 +1,18 @@
-//! Parser throughput over the reference corpus (shared/bench/README.md): whole, and fed
-//! in 16- and 4-byte chunks.
+//! Parser throughput over a corpus: whole, and fed in 16- and 4-byte chunks.
 //!
-//! The corpus is generated once into `target/bench/corpus-10MB.hml` by
-//! `gen_hml_corpus.py --seed 20251122 --size 10000000 --exact`. The generator is
-//! `$HERO_BENCH_GEN`, else the `shared/bench/gen_hml_corpus.py` found walking up from
-//! the workspace root.
-
-use std::path::{Path, PathBuf};
-use std::process::Command;
+//! `HERO_BENCH_CORPUS=FILE cargo bench -p hero-shared` measures FILE (the figures in
+//! docs/perf.md are of the team's 10 MB reference corpus); without it, 10 MB of the
+//! project's own generator ([`hero_shared::corpus`]) are measured.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use hero_shared::hml::{Event, StreamParser, parse};
 
-fn generator(workspace: &Path) -> PathBuf {
-    if let Some(p) = std::env::var_os("HERO_BENCH_GEN") {
-        return PathBuf::from(p);
-    }
-    for dir in workspace.ancestors() {
-        let candidate = dir.join("shared/bench/gen_hml_corpus.py");
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    panic!("gen_hml_corpus.py not found above {}; set HERO_BENCH_GEN", workspace.display());
-}
-
 fn corpus() -> Vec<u8> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let workspace = manifest.parent().unwrap_or(manifest);
-    let dir = workspace.join("target/bench");
-    let path = dir.join("corpus-10MB.hml");
-    if !path.is_file() {
-        std::fs::create_dir_all(&dir).expect("create target/bench");
-        let status = Command::new("python3")
-            .arg(generator(workspace))
-            .args(["--seed", "20251122", "--size", "10000000", "--exact", "-o"])
-            .arg(&path)
-            .arg("--index")
-            .arg(dir.join("corpus-10MB.index.json"))
-            .status()
-            .expect("run python3");
-        assert!(status.success(), "corpus generator failed");
+    match std::env::var_os("HERO_BENCH_CORPUS") {
+        Some(path) => std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("cannot read HERO_BENCH_CORPUS {}: {e}", path.to_string_lossy())),
+        None => hero_shared::corpus::generate(20251122, 10_000_000).text.into_bytes(),
     }
-    std::fs::read(&path).expect("read corpus")
 }
 
 fn feed(data: &[u8], chunk: usize) -> u64 {

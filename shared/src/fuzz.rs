@@ -1,5 +1,5 @@
 //! Fuzz entry points, shared by the cargo-fuzz targets in `fuzz/` and by unit tests
-//! (cargo-fuzz needs a nightly toolchain; these bodies build and run on stable).
+//! (cargo-fuzz runs them with sanitizers; these bodies also build and run in the normal tests).
 //!
 //! Each checks invariants rather than only "does not panic": streaming in the chunking
 //! the input's first byte picks equals the batch parse, every started element ends once,

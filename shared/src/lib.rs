@@ -11,6 +11,7 @@
 //! - [`api`]: JSON API and server-function bodies (sessions, users); owned by the
 //!   server/app side, kept here so the browser shares one definition.
 //! - [`wire`]: SSE events and WebSocket messages, shared by server and browser.
+//! - [`corpus`]: a deterministic generator of HML-laden replies, for tests and benchmarks.
 //!
 //! ```
 //! use hero_shared::hml::{Event, StreamParser, parse};
@@ -39,6 +40,7 @@
 //! its parsers never fail: they return a value and diagnostics.
 
 pub mod api;
+pub mod corpus;
 pub mod fuzz;
 pub mod hml;
 pub mod interaction;
