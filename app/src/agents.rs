@@ -15,7 +15,9 @@ fn parse_config(text: &str) -> Result<Option<serde_json::Value>, String> {
     if text.trim().is_empty() {
         return Ok(None);
     }
-    serde_json::from_str(text).map(Some).map_err(|e| format!("config is not valid JSON: {e}"))
+    serde_json::from_str(text)
+        .map(Some)
+        .map_err(|e| format!("config is not valid JSON: {e}"))
 }
 
 #[server(prefix = "/_fn")]
@@ -30,7 +32,8 @@ pub async fn create_agent(
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
     let bad = |m: String| fail(hero_backend::Error::Invalid(m));
-    let provider = ProviderKind::parse(&provider).ok_or_else(|| bad(format!("unknown provider {provider:?}")))?;
+    let provider = ProviderKind::parse(&provider)
+        .ok_or_else(|| bad(format!("unknown provider {provider:?}")))?;
     let req = CreateAgentRequest {
         name,
         provider,
@@ -39,7 +42,9 @@ pub async fn create_agent(
         api_key: Some(api_key).filter(|k| !k.trim().is_empty()),
         config: parse_config(&config).map_err(bad)?,
     };
-    hero_backend::agents::create(&st.db, &st.keys, &user, req).await.map_err(fail)
+    hero_backend::agents::create(&st.db, &st.keys, &user, req)
+        .await
+        .map_err(fail)
 }
 
 /// Updates an agent; an empty key field keeps the stored key.
@@ -60,17 +65,25 @@ pub async fn update_agent(
         model: Some(model),
         base_url: Some(Some(base_url).filter(|u| !u.trim().is_empty())),
         api_key: Some(api_key).filter(|k| !k.trim().is_empty()).map(Some),
-        config: Some(parse_config(&config).map_err(bad)?.unwrap_or_else(|| serde_json::json!({}))),
+        config: Some(
+            parse_config(&config)
+                .map_err(bad)?
+                .unwrap_or_else(|| serde_json::json!({})),
+        ),
         provider: None,
     };
-    hero_backend::agents::update(&st.db, &st.keys, &user, id, req).await.map_err(fail)
+    hero_backend::agents::update(&st.db, &st.keys, &user, id, req)
+        .await
+        .map_err(fail)
 }
 
 #[server(prefix = "/_fn")]
 pub async fn delete_agent(id: i64) -> Result<(), ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::agents::delete(&st.db, &user, id).await.map_err(fail)
+    hero_backend::agents::delete(&st.db, &user, id)
+        .await
+        .map_err(fail)
 }
 
 #[component]
@@ -92,15 +105,25 @@ fn Agents() -> impl IntoView {
     let update = ServerAction::<UpdateAgent>::new();
     let delete = ServerAction::<DeleteAgent>::new();
     let agents = Resource::new(
-        move || (create.version().get(), update.version().get(), delete.version().get()),
+        move || {
+            (
+                create.version().get(),
+                update.version().get(),
+                delete.version().get(),
+            )
+        },
         |_| list_agents(),
     );
     let error = move || {
-        [create.value().get().and_then(Result::err), update.value().get().and_then(Result::err), delete.value().get().and_then(Result::err)]
-            .into_iter()
-            .flatten()
-            .next()
-            .map(|e| view! { <p class="form-error" role="alert">{error_text(&e)}</p> })
+        [
+            create.value().get().and_then(Result::err),
+            update.value().get().and_then(Result::err),
+            delete.value().get().and_then(Result::err),
+        ]
+        .into_iter()
+        .flatten()
+        .next()
+        .map(|e| view! { <p class="form-error" role="alert">{error_text(&e)}</p> })
     };
     view! {
         <main class="agents-page">
@@ -136,9 +159,17 @@ fn Agents() -> impl IntoView {
 }
 
 #[component]
-fn AgentCard(a: AgentDto, update: ServerAction<UpdateAgent>, delete: ServerAction<DeleteAgent>) -> impl IntoView {
+fn AgentCard(
+    a: AgentDto,
+    update: ServerAction<UpdateAgent>,
+    delete: ServerAction<DeleteAgent>,
+) -> impl IntoView {
     let id = a.id;
-    let config = if a.config.as_object().is_some_and(|m| m.is_empty()) { String::new() } else { a.config.to_string() };
+    let config = if a.config.as_object().is_some_and(|m| m.is_empty()) {
+        String::new()
+    } else {
+        a.config.to_string()
+    };
     view! {
         <section class="agent-card" data-agent-id=id>
             <header>

@@ -16,7 +16,9 @@ pub async fn current_user() -> Result<UserDto, ServerFnError> {
 pub async fn login(username: String, password: String) -> Result<(), ServerFnError> {
     use crate::guard::{fail, state};
     let st = state()?;
-    let l = hero_backend::auth::login(&st, &username, &password).await.map_err(fail)?;
+    let l = hero_backend::auth::login(&st, &username, &password)
+        .await
+        .map_err(fail)?;
     let cookie = hero_backend::auth::session_cookie(
         &l.token,
         st.settings.token_ttl.whole_seconds(),

@@ -14,15 +14,27 @@ use crate::auth::{Logout, current_user, error_text, reload_to};
 pub async fn list_sessions() -> Result<Vec<SessionDto>, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::sessions::list(&st.db, &user).await.map_err(fail)
+    hero_backend::sessions::list(&st.db, &user)
+        .await
+        .map_err(fail)
 }
 
 #[server(prefix = "/_fn")]
-pub async fn create_session(name: String, parent_session_id: Option<i64>) -> Result<SessionDto, ServerFnError> {
+pub async fn create_session(
+    name: String,
+    parent_session_id: Option<i64>,
+) -> Result<SessionDto, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    let req = hero_shared::api::CreateSessionRequest { name, parent_session_id, status: None, agent_id: None };
-    hero_backend::sessions::create(&st.db, &user, req).await.map_err(fail)
+    let req = hero_shared::api::CreateSessionRequest {
+        name,
+        parent_session_id,
+        status: None,
+        agent_id: None,
+    };
+    hero_backend::sessions::create(&st.db, &user, req)
+        .await
+        .map_err(fail)
 }
 
 #[server(prefix = "/_fn")]
@@ -33,8 +45,14 @@ pub async fn update_session(
 ) -> Result<SessionDto, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    let req = hero_shared::api::UpdateSessionRequest { name, status, ..Default::default() };
-    hero_backend::sessions::update(&st.db, &user, id, req).await.map_err(fail)
+    let req = hero_shared::api::UpdateSessionRequest {
+        name,
+        status,
+        ..Default::default()
+    };
+    hero_backend::sessions::update(&st.db, &user, id, req)
+        .await
+        .map_err(fail)
 }
 
 /// A session and its depth in the parent/child tree, in display order.
@@ -50,19 +68,26 @@ pub fn tree(sessions: &[SessionDto]) -> Vec<TreeRow> {
     let ids: std::collections::HashSet<i64> = sessions.iter().map(|s| s.id).collect();
     let mut children: HashMap<Option<i64>, Vec<&SessionDto>> = HashMap::new();
     for s in sessions {
-        let parent = s.parent_session_id.filter(|p| ids.contains(p) && *p != s.id);
+        let parent = s
+            .parent_session_id
+            .filter(|p| ids.contains(p) && *p != s.id);
         children.entry(parent).or_default().push(s);
     }
     let mut out = Vec::with_capacity(sessions.len());
     let mut seen = std::collections::HashSet::new();
     // Explicit stack: a deep chain of sub-sessions must not overflow the wasm stack.
-    let mut stack: Vec<(&SessionDto, usize)> =
-        children.get(&None).map(|v| v.iter().rev().map(|s| (*s, 0)).collect()).unwrap_or_default();
+    let mut stack: Vec<(&SessionDto, usize)> = children
+        .get(&None)
+        .map(|v| v.iter().rev().map(|s| (*s, 0)).collect())
+        .unwrap_or_default();
     while let Some((s, depth)) = stack.pop() {
         if !seen.insert(s.id) {
             continue;
         }
-        out.push(TreeRow { session: s.clone(), depth });
+        out.push(TreeRow {
+            session: s.clone(),
+            depth,
+        });
         if let Some(kids) = children.get(&Some(s.id)) {
             stack.extend(kids.iter().rev().map(|k| (*k, depth + 1)));
         }
@@ -70,7 +95,10 @@ pub fn tree(sessions: &[SessionDto]) -> Vec<TreeRow> {
     // Sessions caught in a parent loop (the server refuses them; old data might hold one).
     for s in sessions {
         if !seen.contains(&s.id) {
-            out.push(TreeRow { session: s.clone(), depth: 0 });
+            out.push(TreeRow {
+                session: s.clone(),
+                depth: 0,
+            });
         }
     }
     out
@@ -101,7 +129,12 @@ pub fn Workspace() -> impl IntoView {
         |_| list_sessions(),
     );
     let params = use_params_map();
-    let current = Memo::new(move |_| params.read().get("id").and_then(|id| id.parse::<i64>().ok()));
+    let current = Memo::new(move |_| {
+        params
+            .read()
+            .get("id")
+            .and_then(|id| id.parse::<i64>().ok())
+    });
     // The open session's conversation and the user's agents load with the page, beside the
     // session list (not inside its suspended view, see `ChatView`).
     let chat = Resource::new(
@@ -114,7 +147,15 @@ pub fn Workspace() -> impl IntoView {
         },
     );
     let agents = Resource::new(|| (), |_| crate::chat::list_agents());
-    let data = PageData { create, update, logout, sessions, chat, agents, current };
+    let data = PageData {
+        create,
+        update,
+        logout,
+        sessions,
+        chat,
+        agents,
+        current,
+    };
     view! {
         <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
             {move || user.get().map(|u| match u {
@@ -127,7 +168,15 @@ pub fn Workspace() -> impl IntoView {
 
 #[component]
 fn SignedIn(user: UserDto, data: PageData) -> impl IntoView {
-    let PageData { create, update, logout, sessions, chat, agents, current } = data;
+    let PageData {
+        create,
+        update,
+        logout,
+        sessions,
+        chat,
+        agents,
+        current,
+    } = data;
 
     let navigate = use_navigate();
     Effect::new(move |_| {
@@ -295,8 +344,17 @@ mod tests {
 
     #[test]
     fn children_follow_their_parent_indented() {
-        let list = vec![s(1, None), s(2, None), s(3, Some(1)), s(4, Some(3)), s(5, Some(2))];
-        assert_eq!(shape(&tree(&list)), vec![(1, 0), (3, 1), (4, 2), (2, 0), (5, 1)]);
+        let list = vec![
+            s(1, None),
+            s(2, None),
+            s(3, Some(1)),
+            s(4, Some(3)),
+            s(5, Some(2)),
+        ];
+        assert_eq!(
+            shape(&tree(&list)),
+            vec![(1, 0), (3, 1), (4, 2), (2, 0), (5, 1)]
+        );
     }
 
     #[test]

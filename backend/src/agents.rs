@@ -17,8 +17,14 @@ pub const MAX_API_KEY_BYTES: usize = 4096;
 pub const MAX_CONFIG_BYTES: usize = 16 * 1024;
 /// Config keys Hero sets itself on every call; letting a config override them would break
 /// the call (a non-streaming reply to a streaming reader) or the conversation.
-pub const RESERVED_CONFIG_KEYS: &[&str] =
-    &["stream", "stream_options", "messages", "model", "system", "prompt"];
+pub const RESERVED_CONFIG_KEYS: &[&str] = &[
+    "stream",
+    "stream_options",
+    "messages",
+    "model",
+    "system",
+    "prompt",
+];
 
 pub const DEMO_NAME: &str = "Hero demo (offline)";
 pub const DEMO_MODEL: &str = "showcase";
@@ -65,7 +71,8 @@ struct Row {
     updated_at: String,
 }
 
-const COLUMNS: &str = "id, name, provider, model, base_url, api_key, config, created_at, updated_at";
+const COLUMNS: &str =
+    "id, name, provider, model, base_url, api_key, config, created_at, updated_at";
 
 impl Row {
     fn provider(&self) -> Result<ProviderKind> {
@@ -77,7 +84,10 @@ impl Row {
         let bytes = crypto::open(dk, &config_aad(self.id), &self.config)?;
         match serde_json::from_slice(&bytes) {
             Ok(Value::Object(m)) => Ok(m),
-            _ => Err(Error::Internal(format!("agent {} config is not a JSON object", self.id))),
+            _ => Err(Error::Internal(format!(
+                "agent {} config is not a JSON object",
+                self.id
+            ))),
         }
     }
 
@@ -102,31 +112,45 @@ fn validate_text(what: &str, value: &str, max: usize) -> Result<String> {
         return Err(Error::Invalid(format!("{what} must not be empty")));
     }
     if v.chars().count() > max {
-        return Err(Error::Invalid(format!("{what} is too long (at most {max} characters)")));
+        return Err(Error::Invalid(format!(
+            "{what} is too long (at most {max} characters)"
+        )));
     }
     if v.chars().any(char::is_control) {
-        return Err(Error::Invalid(format!("{what} must not contain control characters")));
+        return Err(Error::Invalid(format!(
+            "{what} must not contain control characters"
+        )));
     }
     Ok(v.to_owned())
 }
 
 fn validate_base_url(url: Option<&str>) -> Result<Option<String>> {
-    let Some(url) = url.map(str::trim).filter(|u| !u.is_empty()) else { return Ok(None) };
+    let Some(url) = url.map(str::trim).filter(|u| !u.is_empty()) else {
+        return Ok(None);
+    };
     let parsed = reqwest::Url::parse(url)
         .map_err(|e| Error::Invalid(format!("base_url is not a URL ({e}): {url}")))?;
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
-        return Err(Error::Invalid("base_url must be an http:// or https:// URL with a host".into()));
+        return Err(Error::Invalid(
+            "base_url must be an http:// or https:// URL with a host".into(),
+        ));
     }
     Ok(Some(url.trim_end_matches('/').to_owned()))
 }
 
 fn validate_api_key(key: Option<&str>) -> Result<Option<String>> {
-    let Some(key) = key.map(str::trim).filter(|k| !k.is_empty()) else { return Ok(None) };
+    let Some(key) = key.map(str::trim).filter(|k| !k.is_empty()) else {
+        return Ok(None);
+    };
     if key.len() > MAX_API_KEY_BYTES {
-        return Err(Error::Invalid(format!("api_key is too long (at most {MAX_API_KEY_BYTES} bytes)")));
+        return Err(Error::Invalid(format!(
+            "api_key is too long (at most {MAX_API_KEY_BYTES} bytes)"
+        )));
     }
     if key.chars().any(|c| c.is_control() || c == ' ') {
-        return Err(Error::Invalid("api_key must not contain spaces or control characters".into()));
+        return Err(Error::Invalid(
+            "api_key must not contain spaces or control characters".into(),
+        ));
     }
     Ok(Some(key.to_owned()))
 }
@@ -138,14 +162,23 @@ pub fn validate_config(config: Option<&Value>) -> Result<Map<String, Value>> {
         Some(Value::Object(m)) => m.clone(),
         Some(_) => return Err(Error::Invalid("config must be a JSON object".into())),
     };
-    if let Some(k) = map.keys().find(|k| RESERVED_CONFIG_KEYS.contains(&k.as_str())) {
+    if let Some(k) = map
+        .keys()
+        .find(|k| RESERVED_CONFIG_KEYS.contains(&k.as_str()))
+    {
         return Err(Error::Invalid(format!(
             "config may not set \"{k}\": Hero sets it on every call (reserved: {})",
             RESERVED_CONFIG_KEYS.join(", ")
         )));
     }
-    if serde_json::to_vec(&map).map(|v| v.len()).unwrap_or(usize::MAX) > MAX_CONFIG_BYTES {
-        return Err(Error::Invalid(format!("config is too large (at most {MAX_CONFIG_BYTES} bytes)")));
+    if serde_json::to_vec(&map)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX)
+        > MAX_CONFIG_BYTES
+    {
+        return Err(Error::Invalid(format!(
+            "config is too large (at most {MAX_CONFIG_BYTES} bytes)"
+        )));
     }
     Ok(map)
 }
@@ -200,7 +233,10 @@ async fn write_secrets<'c>(
     f: &Fields,
 ) -> Result<()> {
     let config = serde_json::to_vec(&f.config).map_err(|e| Error::Internal(e.to_string()))?;
-    let sealed_key = f.api_key.as_ref().map(|k| crypto::seal(dk, &key_aad(id), k.as_bytes()));
+    let sealed_key = f
+        .api_key
+        .as_ref()
+        .map(|k| crypto::seal(dk, &key_aad(id), k.as_bytes()));
     sqlx::query("UPDATE agents SET api_key = ?, config = ? WHERE id = ?")
         .bind(sealed_key)
         .bind(crypto::seal(dk, &config_aad(id), &config))
@@ -227,7 +263,12 @@ pub(crate) async fn insert_demo<'c>(
     insert(tx, user_id, dk, &f).await
 }
 
-pub async fn create(db: &SqlitePool, keys: &Keyring, user: &AuthUser, req: CreateAgentRequest) -> Result<AgentDto> {
+pub async fn create(
+    db: &SqlitePool,
+    keys: &Keyring,
+    user: &AuthUser,
+    req: CreateAgentRequest,
+) -> Result<AgentDto> {
     let f = Fields {
         name: validate_text("name", &req.name, MAX_NAME_CHARS)?,
         provider: req.provider,
@@ -244,7 +285,11 @@ pub async fn create(db: &SqlitePool, keys: &Keyring, user: &AuthUser, req: Creat
     get(db, keys, user, id).await
 }
 
-async fn fetch<'e, E: sqlx::Executor<'e, Database = Sqlite>>(ex: E, user_id: i64, id: i64) -> Result<Row> {
+async fn fetch<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
+    ex: E,
+    user_id: i64,
+    id: i64,
+) -> Result<Row> {
     sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM agents WHERE id = ? AND user_id = ? AND deleted_at IS NULL"
     ))
@@ -288,9 +333,15 @@ pub async fn update(
         ),
         None => None,
     };
-    let new_base = req.base_url.as_ref().map(|u| validate_base_url(u.as_deref())).transpose()?;
+    let new_base = req
+        .base_url
+        .as_ref()
+        .map(|u| validate_base_url(u.as_deref()))
+        .transpose()?;
     let moved = new_base.as_ref().is_some_and(|u| *u != row.base_url)
-        || req.provider.is_some_and(|p| Some(p) != ProviderKind::parse(&row.provider));
+        || req
+            .provider
+            .is_some_and(|p| Some(p) != ProviderKind::parse(&row.provider));
     let f = Fields {
         name: match &req.name {
             Some(n) => validate_text("name", n, MAX_NAME_CHARS)?,
@@ -381,7 +432,12 @@ pub(crate) struct TurnSetup {
 
 /// The user's data key and the agent of their session `session_id` (not found: someone
 /// else's session, or none), read on the hot connection.
-pub(crate) fn turn_setup(c: &rusqlite::Connection, keys: &Keyring, user: &AuthUser, session_id: i64) -> Result<TurnSetup> {
+pub(crate) fn turn_setup(
+    c: &rusqlite::Connection,
+    keys: &Keyring,
+    user: &AuthUser,
+    session_id: i64,
+) -> Result<TurnSetup> {
     use rusqlite::OptionalExtension;
     let mut q = c.prepare_cached(
         "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
@@ -416,7 +472,9 @@ impl TurnSetup {
     /// Everything needed to call the session's agent, its key unsealed. Server-side only.
     pub(crate) fn agent(self) -> Result<AgentRuntime> {
         if self.agent_id.is_none() {
-            return Err(Error::Invalid("this session has no agent; choose one for it first".into()));
+            return Err(Error::Invalid(
+                "this session has no agent; choose one for it first".into(),
+            ));
         }
         let row = self.row.ok_or_else(|| {
             Error::Invalid("this session's agent was deleted; choose another agent for it".into())
@@ -457,38 +515,108 @@ mod tests {
         let alice = signed_in(&st, "alice").await;
         let list = list(&st.db, &st.keys, &alice).await.unwrap();
         assert_eq!(list.len(), 1);
-        assert_eq!((list[0].name.as_str(), list[0].provider), (DEMO_NAME, ProviderKind::Scripted));
+        assert_eq!(
+            (list[0].name.as_str(), list[0].provider),
+            (DEMO_NAME, ProviderKind::Scripted)
+        );
     }
 
     #[tokio::test]
     async fn keys_are_sealed_and_never_in_a_dto() {
         let (_dir, st) = state().await;
         let alice = signed_in(&st, "alice").await;
-        let a = create(&st.db, &st.keys, &alice, req(json!({
-            "name": "Claude", "provider": "anthropic", "model": "claude-x",
-            "api_key": "sk-secret-123", "config": {"max_tokens": 1000}
-        }))).await.unwrap();
+        let a = create(
+            &st.db,
+            &st.keys,
+            &alice,
+            req(json!({
+                "name": "Claude", "provider": "anthropic", "model": "claude-x",
+                "api_key": "sk-secret-123", "config": {"max_tokens": 1000}
+            })),
+        )
+        .await
+        .unwrap();
         assert!(a.has_api_key);
         assert!(!serde_json::to_string(&a).unwrap().contains("sk-secret-123"));
-        let (raw,): (Vec<u8>,) = sqlx::query_as("SELECT api_key FROM agents WHERE id = ?").bind(a.id).fetch_one(&st.db).await.unwrap();
+        let (raw,): (Vec<u8>,) = sqlx::query_as("SELECT api_key FROM agents WHERE id = ?")
+            .bind(a.id)
+            .fetch_one(&st.db)
+            .await
+            .unwrap();
         assert!(!raw.windows(13).any(|w| w == b"sk-secret-123"));
         // Only a turn unseals it, for the session's agent, and only for the session's owner.
-        let session = crate::sessions::create(&st.db, &alice, serde_json::from_value(json!({"name": "s", "agent_id": a.id})).unwrap()).await.unwrap();
-        let setup = st.hot_db.read(&st.db, |c| turn_setup(c, &st.keys, &alice, session.id)).await.unwrap();
-        assert_eq!(setup.agent().unwrap().api_key.as_deref(), Some("sk-secret-123"));
+        let session = crate::sessions::create(
+            &st.db,
+            &alice,
+            serde_json::from_value(json!({"name": "s", "agent_id": a.id})).unwrap(),
+        )
+        .await
+        .unwrap();
+        let setup = st
+            .hot_db
+            .read(&st.db, |c| turn_setup(c, &st.keys, &alice, session.id))
+            .await
+            .unwrap();
+        assert_eq!(
+            setup.agent().unwrap().api_key.as_deref(),
+            Some("sk-secret-123")
+        );
         let bob = signed_in(&st, "bob").await;
-        let theirs = st.hot_db.read(&st.db, |c| turn_setup(c, &st.keys, &bob, session.id)).await;
+        let theirs = st
+            .hot_db
+            .read(&st.db, |c| turn_setup(c, &st.keys, &bob, session.id))
+            .await;
         assert!(matches!(theirs, Err(Error::NotFound(_))));
         // Partial update keeps the key; null removes it.
-        let renamed = update(&st.db, &st.keys, &alice, a.id, serde_json::from_value(json!({"name": "C2"})).unwrap()).await.unwrap();
+        let renamed = update(
+            &st.db,
+            &st.keys,
+            &alice,
+            a.id,
+            serde_json::from_value(json!({"name": "C2"})).unwrap(),
+        )
+        .await
+        .unwrap();
         assert!(renamed.has_api_key);
-        let cleared = update(&st.db, &st.keys, &alice, a.id, serde_json::from_value(json!({"api_key": null})).unwrap()).await.unwrap();
+        let cleared = update(
+            &st.db,
+            &st.keys,
+            &alice,
+            a.id,
+            serde_json::from_value(json!({"api_key": null})).unwrap(),
+        )
+        .await
+        .unwrap();
         assert!(!cleared.has_api_key);
         // A key does not follow the agent to another host.
-        update(&st.db, &st.keys, &alice, a.id, serde_json::from_value(json!({"api_key": "sk-again-123"})).unwrap()).await.unwrap();
-        let same_host = update(&st.db, &st.keys, &alice, a.id, serde_json::from_value(json!({"base_url": null})).unwrap()).await.unwrap();
+        update(
+            &st.db,
+            &st.keys,
+            &alice,
+            a.id,
+            serde_json::from_value(json!({"api_key": "sk-again-123"})).unwrap(),
+        )
+        .await
+        .unwrap();
+        let same_host = update(
+            &st.db,
+            &st.keys,
+            &alice,
+            a.id,
+            serde_json::from_value(json!({"base_url": null})).unwrap(),
+        )
+        .await
+        .unwrap();
         assert!(same_host.has_api_key);
-        let moved = update(&st.db, &st.keys, &alice, a.id, serde_json::from_value(json!({"base_url": "https://elsewhere.example"})).unwrap()).await.unwrap();
+        let moved = update(
+            &st.db,
+            &st.keys,
+            &alice,
+            a.id,
+            serde_json::from_value(json!({"base_url": "https://elsewhere.example"})).unwrap(),
+        )
+        .await
+        .unwrap();
         assert!(!moved.has_api_key);
     }
 
@@ -497,15 +625,39 @@ mod tests {
         let (_dir, st) = state().await;
         let alice = signed_in(&st, "alice").await;
         for (body, want) in [
-            (json!({"name": "x", "provider": "openai", "model": "m", "config": {"stream": false}}), "may not set \"stream\""),
-            (json!({"name": "x", "provider": "openai", "model": "m", "config": {"messages": []}}), "may not set \"messages\""),
-            (json!({"name": "x", "provider": "openai", "model": "m", "config": [1]}), "JSON object"),
-            (json!({"name": "x", "provider": "openai-compatible", "model": "m"}), "needs a base_url"),
-            (json!({"name": "x", "provider": "openai", "model": "m", "base_url": "ftp://h"}), "http:// or https://"),
-            (json!({"name": " ", "provider": "openai", "model": "m"}), "name must not be empty"),
-            (json!({"name": "x", "provider": "openai", "model": ""}), "model must not be empty"),
+            (
+                json!({"name": "x", "provider": "openai", "model": "m", "config": {"stream": false}}),
+                "may not set \"stream\"",
+            ),
+            (
+                json!({"name": "x", "provider": "openai", "model": "m", "config": {"messages": []}}),
+                "may not set \"messages\"",
+            ),
+            (
+                json!({"name": "x", "provider": "openai", "model": "m", "config": [1]}),
+                "JSON object",
+            ),
+            (
+                json!({"name": "x", "provider": "openai-compatible", "model": "m"}),
+                "needs a base_url",
+            ),
+            (
+                json!({"name": "x", "provider": "openai", "model": "m", "base_url": "ftp://h"}),
+                "http:// or https://",
+            ),
+            (
+                json!({"name": " ", "provider": "openai", "model": "m"}),
+                "name must not be empty",
+            ),
+            (
+                json!({"name": "x", "provider": "openai", "model": ""}),
+                "model must not be empty",
+            ),
         ] {
-            let e = create(&st.db, &st.keys, &alice, req(body)).await.unwrap_err().to_string();
+            let e = create(&st.db, &st.keys, &alice, req(body))
+                .await
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(want), "{e}");
         }
         assert_eq!(list(&st.db, &st.keys, &alice).await.unwrap().len(), 1);
@@ -516,12 +668,32 @@ mod tests {
         let (_dir, st) = state().await;
         let alice = signed_in(&st, "alice").await;
         let bob = signed_in(&st, "bob").await;
-        let a = create(&st.db, &st.keys, &alice, req(json!({"name": "A", "provider": "openai", "model": "m"}))).await.unwrap();
-        assert!(matches!(get(&st.db, &st.keys, &bob, a.id).await, Err(Error::NotFound(_))));
-        assert!(matches!(delete(&st.db, &bob, a.id).await, Err(Error::NotFound(_))));
+        let a = create(
+            &st.db,
+            &st.keys,
+            &alice,
+            req(json!({"name": "A", "provider": "openai", "model": "m"})),
+        )
+        .await
+        .unwrap();
+        assert!(matches!(
+            get(&st.db, &st.keys, &bob, a.id).await,
+            Err(Error::NotFound(_))
+        ));
+        assert!(matches!(
+            delete(&st.db, &bob, a.id).await,
+            Err(Error::NotFound(_))
+        ));
         delete(&st.db, &alice, a.id).await.unwrap();
-        assert!(matches!(get(&st.db, &st.keys, &alice, a.id).await, Err(Error::NotFound(_))));
-        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM agents WHERE id = ?").bind(a.id).fetch_one(&st.db).await.unwrap();
+        assert!(matches!(
+            get(&st.db, &st.keys, &alice, a.id).await,
+            Err(Error::NotFound(_))
+        ));
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM agents WHERE id = ?")
+            .bind(a.id)
+            .fetch_one(&st.db)
+            .await
+            .unwrap();
         assert_eq!(n, 1);
     }
 }

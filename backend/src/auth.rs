@@ -99,8 +99,7 @@ pub async fn login(st: &AppState, username: &str, password: &str) -> Result<Logi
 }
 
 /// An argon2id hash of a random string, verified against when the username is unknown.
-const DUMMY_HASH: &str =
-    "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$J0z7gPSt7zxHobVJ4lcV+VlgQ0oP8c8bUT6zC7rJ6pY";
+const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$J0z7gPSt7zxHobVJ4lcV+VlgQ0oP8c8bUT6zC7rJ6pY";
 
 async fn issue(st: &AppState, id: i64, username: String, is_admin: bool) -> Result<Login> {
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
@@ -120,14 +119,25 @@ async fn issue(st: &AppState, id: i64, username: String, is_admin: bool) -> Resu
         &EncodingKey::from_secret(st.keys.jwt_secret()),
     )
     .map_err(|e| Error::Internal(format!("token signing failed: {e}")))?;
-    sqlx::query("INSERT INTO auth_tokens (jti, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)")
-        .bind(&jti)
-        .bind(id)
-        .bind(now_text())
-        .bind(exp)
-        .execute(&st.db)
-        .await?;
-    Ok(Login { user: AuthUser { id, username, is_admin, jti }, token, expires_at: exp })
+    sqlx::query(
+        "INSERT INTO auth_tokens (jti, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
+    )
+    .bind(&jti)
+    .bind(id)
+    .bind(now_text())
+    .bind(exp)
+    .execute(&st.db)
+    .await?;
+    Ok(Login {
+        user: AuthUser {
+            id,
+            username,
+            is_admin,
+            jti,
+        },
+        token,
+        expires_at: exp,
+    })
 }
 
 /// How sign-in tokens are checked: made once, not for every request (it holds three sets).
@@ -142,13 +152,17 @@ static VALIDATION: std::sync::LazyLock<Validation> = std::sync::LazyLock::new(||
 
 /// Turns a bearer or cookie token into the user it was issued to.
 pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
-    let data = jsonwebtoken::decode::<Claims>(token, &DecodingKey::from_secret(st.keys.jwt_secret()), &VALIDATION)
-        .map_err(|e| match e.kind() {
-            jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
-                Error::Unauthorized("your sign-in has expired; sign in again")
-            }
-            _ => Error::Unauthorized("invalid sign-in token"),
-        })?;
+    let data = jsonwebtoken::decode::<Claims>(
+        token,
+        &DecodingKey::from_secret(st.keys.jwt_secret()),
+        &VALIDATION,
+    )
+    .map_err(|e| match e.kind() {
+        jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
+            Error::Unauthorized("your sign-in has expired; sign in again")
+        }
+        _ => Error::Unauthorized("invalid sign-in token"),
+    })?;
     let claims = data.claims;
     let row = st
         .hot_db
@@ -159,14 +173,21 @@ pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
                  FROM auth_tokens t JOIN users u ON u.id = t.user_id WHERE t.jti = ?1",
             )?;
             let row: Option<(i64, String, bool, bool, Option<String>)> = q
-                .query_row([&claims.jti], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+                .query_row([&claims.jti], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })
                 .optional()?;
             Ok(row)
         })
         .await?;
     match row {
         Some((id, username, is_admin, false, None)) if id.to_string() == claims.sub => {
-            Ok(AuthUser { id, username, is_admin, jti: claims.jti })
+            Ok(AuthUser {
+                id,
+                username,
+                is_admin,
+                jti: claims.jti,
+            })
         }
         Some((_, _, _, true, _)) => Err(Error::Unauthorized("this account is disabled")),
         _ => Err(Error::Unauthorized("this sign-in has ended; sign in again")),
@@ -197,8 +218,14 @@ pub async fn authenticate_headers(st: &AppState, headers: &HeaderMap) -> Result<
 }
 
 pub fn token_from_headers(headers: &HeaderMap) -> Option<String> {
-    if let Some(v) = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        if let Some(t) = v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")) {
+    if let Some(v) = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    {
+        if let Some(t) = v
+            .strip_prefix("Bearer ")
+            .or_else(|| v.strip_prefix("bearer "))
+        {
             return Some(t.trim().to_owned());
         }
     }
@@ -224,7 +251,12 @@ pub async fn logout(st: &AppState, user: &AuthUser) -> Result<()> {
 
 /// Changes the signed-in user's password after checking the current one; every sign-in of
 /// the account ends, this one included.
-pub async fn change_password(st: &AppState, user: &AuthUser, current: &str, new: &str) -> Result<()> {
+pub async fn change_password(
+    st: &AppState,
+    user: &AuthUser,
+    current: &str,
+    new: &str,
+) -> Result<()> {
     let (hash,): (String,) = sqlx::query_as("SELECT password_hash FROM users WHERE id = ?")
         .bind(user.id)
         .fetch_one(&st.db)
@@ -296,7 +328,9 @@ impl LoginThrottle {
             let wait = Self::delay_for(f.count);
             let elapsed = f.last.elapsed();
             if elapsed < wait {
-                return Err(Error::TooManyAttempts { retry_after: wait - elapsed });
+                return Err(Error::TooManyAttempts {
+                    retry_after: wait - elapsed,
+                });
             }
         }
         Self::count_failure(&mut map, name);
@@ -308,7 +342,10 @@ impl LoginThrottle {
             map.retain(|_, f| f.last.elapsed() < Self::FORGET_AFTER);
         }
         let now = Instant::now();
-        let e = map.entry(name.to_owned()).or_insert(Failures { count: 0, last: now });
+        let e = map.entry(name.to_owned()).or_insert(Failures {
+            count: 0,
+            last: now,
+        });
         if e.last.elapsed() >= Self::FORGET_AFTER {
             e.count = 0;
         }
@@ -317,7 +354,10 @@ impl LoginThrottle {
     }
 
     pub fn record_success(&self, name: &str) {
-        self.by_name.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+        self.by_name
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
     }
 }
 
@@ -329,7 +369,9 @@ mod tests {
     #[tokio::test]
     async fn login_issue_authenticate_logout() {
         let (_dir, st) = state().await;
-        users::create(&st.db, &st.keys, "alice", "correct horse", false).await.unwrap();
+        users::create(&st.db, &st.keys, "alice", "correct horse", false)
+            .await
+            .unwrap();
         let l = login(&st, "alice", "correct horse").await.unwrap();
         let u = authenticate(&st, &l.token).await.unwrap();
         assert_eq!(u.username(), "alice");
@@ -341,7 +383,9 @@ mod tests {
     #[tokio::test]
     async fn forged_and_foreign_tokens_are_refused() {
         let (_dir, st) = state().await;
-        users::create(&st.db, &st.keys, "alice", "correct horse", false).await.unwrap();
+        users::create(&st.db, &st.keys, "alice", "correct horse", false)
+            .await
+            .unwrap();
         let l = login(&st, "alice", "correct horse").await.unwrap();
         // Signed with another key (another instance's master key).
         let (_d2, other) = state().await;
@@ -356,13 +400,19 @@ mod tests {
     #[tokio::test]
     async fn password_change_and_disable_revoke_tokens() {
         let (_dir, st) = state().await;
-        let a = users::create(&st.db, &st.keys, "alice", "correct horse", false).await.unwrap();
+        let a = users::create(&st.db, &st.keys, "alice", "correct horse", false)
+            .await
+            .unwrap();
         let l1 = login(&st, "alice", "correct horse").await.unwrap();
         let l2 = login(&st, "alice", "correct horse").await.unwrap();
         let u = authenticate(&st, &l1.token).await.unwrap();
-        let wrong = change_password(&st, &u, "nope nope", "new password!").await.unwrap_err();
+        let wrong = change_password(&st, &u, "nope nope", "new password!")
+            .await
+            .unwrap_err();
         assert!(wrong.to_string().contains("current password"));
-        change_password(&st, &u, "correct horse", "new password!").await.unwrap();
+        change_password(&st, &u, "correct horse", "new password!")
+            .await
+            .unwrap();
         assert!(authenticate(&st, &l1.token).await.is_err());
         assert!(authenticate(&st, &l2.token).await.is_err());
         assert!(login(&st, "alice", "correct horse").await.is_err());
@@ -376,7 +426,9 @@ mod tests {
     #[tokio::test]
     async fn repeated_failures_are_slowed_down() {
         let (_dir, st) = state().await;
-        users::create(&st.db, &st.keys, "alice", "correct horse", false).await.unwrap();
+        users::create(&st.db, &st.keys, "alice", "correct horse", false)
+            .await
+            .unwrap();
         for _ in 0..LoginThrottle::FREE_FAILURES {
             let e = login(&st, "alice", "wrong!!!!").await.unwrap_err();
             assert!(matches!(e, Error::Unauthorized(_)), "{e}");
@@ -384,20 +436,27 @@ mod tests {
         // Even the right password now waits: the brake does not reveal it.
         let e = login(&st, "Alice", "correct horse").await.unwrap_err();
         match e {
-            Error::TooManyAttempts { retry_after } => assert!(retry_after <= Duration::from_secs(1)),
+            Error::TooManyAttempts { retry_after } => {
+                assert!(retry_after <= Duration::from_secs(1))
+            }
             other => panic!("expected TooManyAttempts, got {other}"),
         }
         assert_eq!(LoginThrottle::delay_for(6), Duration::from_secs(2));
         assert_eq!(LoginThrottle::delay_for(40), LoginThrottle::MAX_DELAY);
         // Another account is not affected.
-        users::create(&st.db, &st.keys, "bob", "battery staple", false).await.unwrap();
+        users::create(&st.db, &st.keys, "bob", "battery staple", false)
+            .await
+            .unwrap();
         login(&st, "bob", "battery staple").await.unwrap();
     }
 
     #[test]
     fn token_comes_from_bearer_then_cookie() {
         let mut h = HeaderMap::new();
-        h.insert("cookie", "a=1; hero_token=from-cookie; b=2".parse().unwrap());
+        h.insert(
+            "cookie",
+            "a=1; hero_token=from-cookie; b=2".parse().unwrap(),
+        );
         assert_eq!(token_from_headers(&h).as_deref(), Some("from-cookie"));
         h.insert("authorization", "Bearer from-bearer".parse().unwrap());
         assert_eq!(token_from_headers(&h).as_deref(), Some("from-bearer"));

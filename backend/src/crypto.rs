@@ -70,11 +70,14 @@ impl SecretKey {
                 .collect::<Result<Vec<u8>, _>>()
                 .map_err(|e| CryptoError::BadMasterKey(e.to_string()))?
         } else {
-            base64::engine::general_purpose::STANDARD.decode(text).map_err(|_| {
-                CryptoError::BadMasterKey(
-                    "expected 64 hex digits or base64 of 32 bytes (try: openssl rand -hex 32)".into(),
-                )
-            })?
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_err(|_| {
+                    CryptoError::BadMasterKey(
+                        "expected 64 hex digits or base64 of 32 bytes (try: openssl rand -hex 32)"
+                            .into(),
+                    )
+                })?
         };
         if bytes.len() != KEY_LEN {
             return Err(CryptoError::BadMasterKey(format!(
@@ -101,7 +104,13 @@ pub fn seal(key: &SecretKey, aad: &[u8], plaintext: &[u8]) -> Vec<u8> {
     // Encryption with a valid key and nonce cannot fail for inputs below AES-GCM's 64 GiB
     // message limit, which every caller is far under.
     let ct = cipher
-        .encrypt(&nonce, Payload { msg: plaintext, aad })
+        .encrypt(
+            &nonce,
+            Payload {
+                msg: plaintext,
+                aad,
+            },
+        )
         .expect("AES-GCM encryption of an in-memory buffer");
     let mut out = Vec::with_capacity(1 + NONCE_LEN + ct.len());
     out.push(VERSION);
@@ -138,7 +147,8 @@ impl Keyring {
         let hk = hkdf::Hkdf::<sha2::Sha256>::new(Some(b"hero"), master.bytes());
         let mut jwt = [0u8; KEY_LEN];
         // 32 bytes is far below HKDF-SHA256's 8160-byte output limit.
-        hk.expand(b"hero/jwt-hs256/v1", &mut jwt).expect("HKDF output length");
+        hk.expand(b"hero/jwt-hs256/v1", &mut jwt)
+            .expect("HKDF output length");
         Keyring { master, jwt }
     }
 
@@ -182,7 +192,10 @@ pub fn load_master_key(
         return Ok((SecretKey::parse(text)?, KeySource::Environment));
     }
     let path = data_dir.join("master.key");
-    let key_file_err = |reason: String| CryptoError::KeyFile { path: path.clone(), reason };
+    let key_file_err = |reason: String| CryptoError::KeyFile {
+        path: path.clone(),
+        reason,
+    };
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             let key = SecretKey::parse(&text).map_err(|e| key_file_err(e.to_string()))?;
@@ -227,7 +240,11 @@ mod tests {
         for i in 1..sealed.len() {
             let mut bad = sealed.clone();
             bad[i] ^= 0x01;
-            assert_eq!(open(&key, b"row:1", &bad), Err(CryptoError::Rejected), "byte {i}");
+            assert_eq!(
+                open(&key, b"row:1", &bad),
+                Err(CryptoError::Rejected),
+                "byte {i}"
+            );
         }
     }
 
@@ -235,7 +252,10 @@ mod tests {
     fn truncated_or_unknown_version_is_malformed() {
         let key = SecretKey::random();
         let sealed = seal(&key, b"row:1", b"x");
-        assert_eq!(open(&key, b"row:1", &sealed[..20]), Err(CryptoError::Malformed));
+        assert_eq!(
+            open(&key, b"row:1", &sealed[..20]),
+            Err(CryptoError::Malformed)
+        );
         assert_eq!(open(&key, b"row:1", &[]), Err(CryptoError::Malformed));
         let mut v2 = sealed.clone();
         v2[0] = 2;
@@ -248,14 +268,23 @@ mod tests {
         let ring = Keyring::new(key.clone());
         let dk = SecretKey::random();
         let wrapped_for_1 = ring.wrap_data_key(1, &dk);
-        assert_eq!(ring.unwrap_data_key(1, &wrapped_for_1).unwrap().bytes(), dk.bytes());
-        assert_eq!(ring.unwrap_data_key(2, &wrapped_for_1).err(), Some(CryptoError::Rejected));
+        assert_eq!(
+            ring.unwrap_data_key(1, &wrapped_for_1).unwrap().bytes(),
+            dk.bytes()
+        );
+        assert_eq!(
+            ring.unwrap_data_key(2, &wrapped_for_1).err(),
+            Some(CryptoError::Rejected)
+        );
     }
 
     #[test]
     fn wrong_key_is_rejected() {
         let sealed = seal(&SecretKey::random(), b"row:1", b"x");
-        assert_eq!(open(&SecretKey::random(), b"row:1", &sealed), Err(CryptoError::Rejected));
+        assert_eq!(
+            open(&SecretKey::random(), b"row:1", &sealed),
+            Err(CryptoError::Rejected)
+        );
     }
 
     #[test]
@@ -266,7 +295,10 @@ mod tests {
         assert_eq!(SecretKey::parse(&b64).unwrap().bytes(), &[7u8; 32]);
         let short = SecretKey::parse("abcd").unwrap_err().to_string();
         assert!(short.contains("32 bytes"), "{short}");
-        assert!(matches!(SecretKey::parse("not a key!"), Err(CryptoError::BadMasterKey(_))));
+        assert!(matches!(
+            SecretKey::parse("not a key!"),
+            Err(CryptoError::BadMasterKey(_))
+        ));
     }
 
     #[test]
@@ -277,7 +309,10 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(dir.path().join("master.key")).unwrap().permissions().mode();
+            let mode = std::fs::metadata(dir.path().join("master.key"))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
         let (k2, src2) = load_master_key(None, dir.path()).unwrap();

@@ -16,7 +16,10 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 /// Opens (creating if missing) `<data_dir>/hero.db`. The data directory is created too.
 pub async fn open(data_dir: &Path) -> Result<SqlitePool> {
     std::fs::create_dir_all(data_dir).map_err(|e| {
-        Error::Internal(format!("cannot create data directory {}: {e}", data_dir.display()))
+        Error::Internal(format!(
+            "cannot create data directory {}: {e}",
+            data_dir.display()
+        ))
     })?;
     let path = data_dir.join("hero.db");
     let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
@@ -76,13 +79,21 @@ const BUSY_FOR: Duration = Duration::from_secs(5);
 
 impl HotDb {
     /// Runs `f` on the hot connection: reads, or a statement that commits on its own.
-    pub async fn read<T>(&self, pool: &SqlitePool, mut f: impl FnMut(&rusqlite::Connection) -> Result<T>) -> Result<T> {
+    pub async fn read<T>(
+        &self,
+        pool: &SqlitePool,
+        mut f: impl FnMut(&rusqlite::Connection) -> Result<T>,
+    ) -> Result<T> {
         self.run(pool, |c| f(c)).await
     }
 
     /// Runs `f` in a transaction of its own (taking the write lock at once), committed when
     /// `f` succeeds. `f` may run more than once: again if the database was busy.
-    pub async fn write<T>(&self, pool: &SqlitePool, mut f: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+    pub async fn write<T>(
+        &self,
+        pool: &SqlitePool,
+        mut f: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>,
+    ) -> Result<T> {
         let r = self
             .run(pool, |c| {
                 let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -92,30 +103,44 @@ impl HotDb {
             })
             .await;
         use std::sync::atomic::Ordering;
-        if r.is_ok() && self.writes.fetch_add(1, Ordering::Relaxed) % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1 {
+        if r.is_ok()
+            && self.writes.fetch_add(1, Ordering::Relaxed) % CHECKPOINT_EVERY
+                == CHECKPOINT_EVERY - 1
+        {
             checkpoint(pool, &self.checkpointing);
         }
         r
     }
 
-    async fn run<T>(&self, pool: &SqlitePool, mut f: impl FnMut(&mut rusqlite::Connection) -> Result<T>) -> Result<T> {
+    async fn run<T>(
+        &self,
+        pool: &SqlitePool,
+        mut f: impl FnMut(&mut rusqlite::Connection) -> Result<T>,
+    ) -> Result<T> {
         let deadline = std::time::Instant::now() + BUSY_FOR;
         let mut pause = Duration::from_millis(1);
         loop {
             let r = {
-                let mut slot = self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut slot = self
+                    .conn
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 let conn = match &mut *slot {
                     Some(c) => c,
                     empty => empty.insert(open_hot(pool)?),
                 };
                 let r = f(conn);
                 if broken(&r) {
-                    tracing::error!("the database connection of sign-ins and turns broke; opening another");
+                    tracing::error!(
+                        "the database connection of sign-ins and turns broke; opening another"
+                    );
                     *slot = None;
                 } else if !conn.is_autocommit() {
                     // A transaction left open (a rollback that failed) would hold the write
                     // lock and show every later read an old snapshot: closing rolls it back.
-                    tracing::error!("the database connection of sign-ins and turns was left in a transaction; opening another");
+                    tracing::error!(
+                        "the database connection of sign-ins and turns was left in a transaction; opening another"
+                    );
                     *slot = None;
                 }
                 r
@@ -132,15 +157,23 @@ impl HotDb {
 }
 
 fn busy(e: &rusqlite::Error) -> bool {
-    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }
 
 /// Whether `r` says the connection itself failed (the file, not the statement): it is then
 /// dropped and the next use opens another, instead of failing every request until a restart.
 fn broken<T>(r: &Result<T>) -> bool {
     use rusqlite::ErrorCode as C;
-    let Err(Error::Sqlite(e)) = r else { return false };
-    matches!(e.sqlite_error_code(), Some(C::SystemIoFailure | C::DatabaseCorrupt | C::NotADatabase | C::CannotOpen))
+    let Err(Error::Sqlite(e)) = r else {
+        return false;
+    };
+    matches!(
+        e.sqlite_error_code(),
+        Some(C::SystemIoFailure | C::DatabaseCorrupt | C::NotADatabase | C::CannotOpen)
+    )
 }
 
 /// Opens the hot connection on the pool's file (which must exist: the pool made it), with
@@ -150,9 +183,14 @@ fn open_hot(pool: &SqlitePool) -> Result<rusqlite::Connection> {
     let options = pool.connect_options();
     let path = options.get_filename();
     if path.as_os_str().is_empty() || path.to_string_lossy().contains(":memory:") {
-        return Err(Error::Internal("the hot connection needs a database file".into()));
+        return Err(Error::Internal(
+            "the hot connection needs a database file".into(),
+        ));
     }
-    let c = rusqlite::Connection::open_with_flags(path, F::SQLITE_OPEN_READ_WRITE | F::SQLITE_OPEN_NO_MUTEX)?;
+    let c = rusqlite::Connection::open_with_flags(
+        path,
+        F::SQLITE_OPEN_READ_WRITE | F::SQLITE_OPEN_NO_MUTEX,
+    )?;
     c.execute_batch(
         "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 0; \
          PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = 16777216;",
@@ -168,9 +206,18 @@ const CHECKPOINT_WAIT: Duration = Duration::from_millis(100);
 /// [`CHECKPOINT_WAIT`] for the while: (busy, pages in the log, pages checkpointed).
 async fn restart_log(pool: &SqlitePool) -> std::result::Result<(i64, i64, i64), sqlx::Error> {
     let mut c = pool.acquire().await?;
-    sqlx::query(&format!("PRAGMA busy_timeout = {}", CHECKPOINT_WAIT.as_millis())).execute(&mut *c).await?;
-    let done = sqlx::query_as("PRAGMA wal_checkpoint(RESTART)").fetch_one(&mut *c).await;
-    let restored = sqlx::query(&format!("PRAGMA busy_timeout = {}", BUSY_FOR.as_millis())).execute(&mut *c).await;
+    sqlx::query(&format!(
+        "PRAGMA busy_timeout = {}",
+        CHECKPOINT_WAIT.as_millis()
+    ))
+    .execute(&mut *c)
+    .await?;
+    let done = sqlx::query_as("PRAGMA wal_checkpoint(RESTART)")
+        .fetch_one(&mut *c)
+        .await;
+    let restored = sqlx::query(&format!("PRAGMA busy_timeout = {}", BUSY_FOR.as_millis()))
+        .execute(&mut *c)
+        .await;
     if restored.is_err() {
         // Not given back with a short timeout: dropped, the pool opens another.
         drop(c.detach());
@@ -238,13 +285,15 @@ pub async fn check_master_key(pool: &SqlitePool, keys: &Keyring) -> Result<()> {
             .fetch_optional(pool)
             .await?;
     match row {
-        Some((sealed,)) => crypto::open(keys.master(), AAD, &sealed).map(|_| ()).map_err(|_| {
-            Error::Internal(
-                "the master key does not match the one this data directory was created with \
+        Some((sealed,)) => crypto::open(keys.master(), AAD, &sealed)
+            .map(|_| ())
+            .map_err(|_| {
+                Error::Internal(
+                    "the master key does not match the one this data directory was created with \
                  (check HERO_MASTER_KEY or <data dir>/master.key)"
-                    .into(),
-            )
-        }),
+                        .into(),
+                )
+            }),
         None => {
             let sealed = crypto::seal(keys.master(), AAD, b"hero");
             sqlx::query("INSERT INTO meta (key, value) VALUES ('master_key_check', ?)")
@@ -266,15 +315,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pool = open(dir.path()).await.unwrap();
         let hot = HotDb::default();
-        let io = || rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR), None);
+        let io = || {
+            rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR),
+                None,
+            )
+        };
         let failed = hot.read(&pool, |_| Err::<(), _>(Error::Sqlite(io()))).await;
         assert!(failed.is_err());
-        assert!(hot.conn.lock().unwrap().is_none(), "a failed file drops the connection");
+        assert!(
+            hot.conn.lock().unwrap().is_none(),
+            "a failed file drops the connection"
+        );
         // Any other failure leaves it be.
-        let refused = hot.read(&pool, |_| Err::<(), _>(Error::Invalid("no".into()))).await;
+        let refused = hot
+            .read(&pool, |_| Err::<(), _>(Error::Invalid("no".into())))
+            .await;
         assert!(refused.is_err());
         assert!(hot.conn.lock().unwrap().is_some());
-        let one: i64 = hot.read(&pool, |c| Ok(c.query_row("SELECT 1", [], |r| r.get(0))?)).await.unwrap();
+        let one: i64 = hot
+            .read(&pool, |c| Ok(c.query_row("SELECT 1", [], |r| r.get(0))?))
+            .await
+            .unwrap();
         assert_eq!(one, 1);
     }
 
@@ -282,12 +344,21 @@ mod tests {
     async fn a_hot_write_waits_for_a_pooled_writer_without_blocking_the_thread() {
         let dir = tempfile::tempdir().unwrap();
         let pool = open(dir.path()).await.unwrap();
-        sqlx::query("CREATE TABLE t (n INTEGER)").execute(&pool).await.unwrap();
+        sqlx::query("CREATE TABLE t (n INTEGER)")
+            .execute(&pool)
+            .await
+            .unwrap();
         let hot = HotDb::default();
         // A pooled connection holds the write lock for a while.
         let mut pooled = pool.acquire().await.unwrap();
-        sqlx::query("BEGIN IMMEDIATE").execute(&mut *pooled).await.unwrap();
-        sqlx::query("INSERT INTO t VALUES (1)").execute(&mut *pooled).await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *pooled)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO t VALUES (1)")
+            .execute(&mut *pooled)
+            .await
+            .unwrap();
         let release = async {
             tokio::time::sleep(Duration::from_millis(50)).await;
             sqlx::query("COMMIT").execute(&mut *pooled).await.unwrap();
@@ -296,7 +367,9 @@ mod tests {
         // and a ticker keeps ticking only if the write never blocks the thread for long.
         let began = std::time::Instant::now();
         let write = async {
-            let wrote = hot.write(&pool, |tx| Ok(tx.execute("INSERT INTO t VALUES (2)", [])?)).await;
+            let wrote = hot
+                .write(&pool, |tx| Ok(tx.execute("INSERT INTO t VALUES (2)", [])?))
+                .await;
             (wrote, began.elapsed())
         };
         let ticks = async {
@@ -311,9 +384,20 @@ mod tests {
         };
         let ((), (wrote, took), longest) = tokio::join!(release, write, ticks);
         assert_eq!(wrote.unwrap(), 1);
-        assert!(took >= Duration::from_millis(50), "the write waited for the lock: {took:?}");
-        assert!(longest < Duration::from_millis(40), "the thread was held for {longest:?}");
-        let n: i64 = hot.read(&pool, |c| Ok(c.query_row("SELECT SUM(n) FROM t", [], |r| r.get(0))?)).await.unwrap();
+        assert!(
+            took >= Duration::from_millis(50),
+            "the write waited for the lock: {took:?}"
+        );
+        assert!(
+            longest < Duration::from_millis(40),
+            "the thread was held for {longest:?}"
+        );
+        let n: i64 = hot
+            .read(&pool, |c| {
+                Ok(c.query_row("SELECT SUM(n) FROM t", [], |r| r.get(0))?)
+            })
+            .await
+            .unwrap();
         assert_eq!(n, 3);
     }
 
@@ -321,24 +405,40 @@ mod tests {
     async fn hot_writes_checkpoint_the_log_from_the_pool() {
         let dir = tempfile::tempdir().unwrap();
         let pool = open(dir.path()).await.unwrap();
-        sqlx::query("CREATE TABLE t (b BLOB)").execute(&pool).await.unwrap();
+        sqlx::query("CREATE TABLE t (b BLOB)")
+            .execute(&pool)
+            .await
+            .unwrap();
         let hot = HotDb::default();
-        let insert = |tx: &rusqlite::Transaction<'_>| Ok(tx.execute("INSERT INTO t VALUES (zeroblob(4000))", [])?);
+        let insert = |tx: &rusqlite::Transaction<'_>| {
+            Ok(tx.execute("INSERT INTO t VALUES (zeroblob(4000))", [])?)
+        };
         let file = || std::fs::metadata(dir.path().join("hero.db")).unwrap().len();
         for _ in 1..CHECKPOINT_EVERY {
             hot.write(&pool, insert).await.unwrap();
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(file() < 100_000, "no checkpoint yet: the rows are in the log ({} bytes)", file());
+        assert!(
+            file() < 100_000,
+            "no checkpoint yet: the rows are in the log ({} bytes)",
+            file()
+        );
         hot.write(&pool, insert).await.unwrap();
         // The checkpoint runs on the pool; wait for it to finish.
         while hot.checkpointing.load(std::sync::atomic::Ordering::Acquire) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        assert!(file() > CHECKPOINT_EVERY as u64 * 4000, "the rows are in the database file ({} bytes)", file());
+        assert!(
+            file() > CHECKPOINT_EVERY as u64 * 4000,
+            "the rows are in the database file ({} bytes)",
+            file()
+        );
         // And the log started again from its beginning: it holds only what came after.
         hot.write(&pool, insert).await.unwrap();
-        let (_, log, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&pool).await.unwrap();
+        let (_, log, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
         assert!((1..10).contains(&log), "the log holds {log} pages");
     }
 
@@ -346,13 +446,20 @@ mod tests {
     async fn a_checkpoint_does_not_hold_up_hot_writes_for_a_long_reader() {
         let dir = tempfile::tempdir().unwrap();
         let pool = open(dir.path()).await.unwrap();
-        sqlx::query("CREATE TABLE t (n INTEGER)").execute(&pool).await.unwrap();
+        sqlx::query("CREATE TABLE t (n INTEGER)")
+            .execute(&pool)
+            .await
+            .unwrap();
         let hot = HotDb::default();
         // A pooled reader keeps an old snapshot for the whole test.
         let mut reader = pool.acquire().await.unwrap();
         sqlx::query("BEGIN").execute(&mut *reader).await.unwrap();
-        let _: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM t").fetch_one(&mut *reader).await.unwrap();
-        let insert = |tx: &rusqlite::Transaction<'_>| Ok(tx.execute("INSERT INTO t VALUES (1)", [])?);
+        let _: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM t")
+            .fetch_one(&mut *reader)
+            .await
+            .unwrap();
+        let insert =
+            |tx: &rusqlite::Transaction<'_>| Ok(tx.execute("INSERT INTO t VALUES (1)", [])?);
         for _ in 0..CHECKPOINT_EVERY {
             hot.write(&pool, insert).await.unwrap();
         }
@@ -360,10 +467,18 @@ mod tests {
         while hot.checkpointing.load(std::sync::atomic::Ordering::Acquire) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        assert!(began.elapsed() < Duration::from_secs(2), "the checkpoint waited {:?} for the reader", began.elapsed());
+        assert!(
+            began.elapsed() < Duration::from_secs(2),
+            "the checkpoint waited {:?} for the reader",
+            began.elapsed()
+        );
         let began = std::time::Instant::now();
         hot.write(&pool, insert).await.unwrap();
-        assert!(began.elapsed() < Duration::from_secs(1), "a hot write waited {:?}", began.elapsed());
+        assert!(
+            began.elapsed() < Duration::from_secs(1),
+            "a hot write waited {:?}",
+            began.elapsed()
+        );
         sqlx::query("COMMIT").execute(&mut *reader).await.unwrap();
     }
 
@@ -371,26 +486,49 @@ mod tests {
     async fn a_pooled_write_is_not_refused_for_a_hot_write_since_its_read() {
         let dir = tempfile::tempdir().unwrap();
         let pool = open(dir.path()).await.unwrap();
-        sqlx::query("CREATE TABLE t (n INTEGER)").execute(&pool).await.unwrap();
+        sqlx::query("CREATE TABLE t (n INTEGER)")
+            .execute(&pool)
+            .await
+            .unwrap();
         let hot = HotDb::default();
         // Read, then a hot write commits, then write: what a pooled transaction does.
         let mut tx = begin_write(&pool).await.unwrap();
-        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM t").fetch_one(&mut *tx).await.unwrap();
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM t")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
         let hot_write = hot.write(&pool, |tx| Ok(tx.execute("INSERT INTO t VALUES (1)", [])?));
         let pooled = async {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            sqlx::query("INSERT INTO t VALUES (?)").bind(n + 10).execute(&mut *tx).await.unwrap();
+            sqlx::query("INSERT INTO t VALUES (?)")
+                .bind(n + 10)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
             tx.commit().await.unwrap();
         };
         let (hot_wrote, ()) = tokio::join!(hot_write, pooled);
         hot_wrote.unwrap();
-        let (sum,): (i64,) = sqlx::query_as("SELECT SUM(n) FROM t").fetch_one(&pool).await.unwrap();
+        let (sum,): (i64,) = sqlx::query_as("SELECT SUM(n) FROM t")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
         assert_eq!(sum, 11);
         // Deferred, the same order is refused at the write: why pooled writes begin at once.
         let mut tx = pool.begin().await.unwrap();
-        let _: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM t").fetch_one(&mut *tx).await.unwrap();
-        hot.write(&pool, |tx| Ok(tx.execute("INSERT INTO t VALUES (1)", [])?)).await.unwrap();
-        assert!(sqlx::query("INSERT INTO t VALUES (2)").execute(&mut *tx).await.is_err());
+        let _: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM t")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        hot.write(&pool, |tx| Ok(tx.execute("INSERT INTO t VALUES (1)", [])?))
+            .await
+            .unwrap();
+        assert!(
+            sqlx::query("INSERT INTO t VALUES (2)")
+                .execute(&mut *tx)
+                .await
+                .is_err()
+        );
     }
 
     #[tokio::test]
@@ -399,15 +537,28 @@ mod tests {
         let data = dir.path().join("nested/data");
         let pool = open(&data).await.unwrap();
         migrate(&pool).await.unwrap();
-        let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode").fetch_one(&pool).await.unwrap();
+        let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
         assert_eq!(mode, "wal");
-        let (limit,): (i64,) = sqlx::query_as("PRAGMA journal_size_limit").fetch_one(&pool).await.unwrap();
+        let (limit,): (i64,) = sqlx::query_as("PRAGMA journal_size_limit")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
         assert_eq!(limit, 16 << 20);
         let key = SecretKey::random();
-        check_master_key(&pool, &Keyring::new(key.clone())).await.unwrap();
+        check_master_key(&pool, &Keyring::new(key.clone()))
+            .await
+            .unwrap();
         check_master_key(&pool, &Keyring::new(key)).await.unwrap();
-        let err = check_master_key(&pool, &Keyring::new(SecretKey::random())).await.unwrap_err();
-        assert!(err.to_string().contains("master key does not match"), "{err}");
+        let err = check_master_key(&pool, &Keyring::new(SecretKey::random()))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("master key does not match"),
+            "{err}"
+        );
         // Migrating again is a no-op.
         migrate(&pool).await.unwrap();
     }

@@ -46,9 +46,11 @@ impl Error {
             Error::Unauthorized(_) => S::UNAUTHORIZED,
             Error::Conflict(_) => S::CONFLICT,
             Error::TooManyAttempts { .. } => S::TOO_MANY_REQUESTS,
-            Error::Crypto(_) | Error::Db(_) | Error::Sqlite(_) | Error::Migrate(_) | Error::Internal(_) => {
-                S::INTERNAL_SERVER_ERROR
-            }
+            Error::Crypto(_)
+            | Error::Db(_)
+            | Error::Sqlite(_)
+            | Error::Migrate(_)
+            | Error::Internal(_) => S::INTERNAL_SERVER_ERROR,
         }
     }
 

@@ -31,7 +31,12 @@ pub struct NewFrame {
 }
 
 impl NewFrame {
-    pub fn message(session_id: i64, author_type: AuthorType, author_id: Option<i64>, payload: Value) -> Self {
+    pub fn message(
+        session_id: i64,
+        author_type: AuthorType,
+        author_id: Option<i64>,
+        payload: Value,
+    ) -> Self {
         NewFrame {
             id: new_id(),
             session_id,
@@ -87,7 +92,8 @@ pub fn seal(dk: &SecretKey, f: NewFrame) -> Result<Sealed> {
     let plain = serde_json::to_vec(&f.payload).map_err(|e| Error::Internal(e.to_string()))?;
     Ok(Sealed {
         timestamp: now_precise(),
-        targets: serde_json::to_string(&f.target_ids).map_err(|e| Error::Internal(e.to_string()))?,
+        targets: serde_json::to_string(&f.target_ids)
+            .map_err(|e| Error::Internal(e.to_string()))?,
         payload: crypto::seal(dk, &payload_aad(&f.id), &plain),
         frame: f,
     })
@@ -170,9 +176,12 @@ impl Row {
         let bad = |what: &str| Error::Internal(format!("frame {} has a bad {what}", self.id));
         let plain = crypto::open(dk, &payload_aad(&self.id), &self.payload)?;
         let payload: Value = serde_json::from_slice(&plain).map_err(|_| bad("payload"))?;
-        let frame_type = serde_json::from_value(Value::String(self.frame_type.clone())).map_err(|_| bad("type"))?;
-        let author_type = serde_json::from_value(Value::String(self.author_type.clone())).map_err(|_| bad("author"))?;
-        let target_ids: Vec<TargetId> = serde_json::from_str(&self.target_ids).map_err(|_| bad("target list"))?;
+        let frame_type = serde_json::from_value(Value::String(self.frame_type.clone()))
+            .map_err(|_| bad("type"))?;
+        let author_type = serde_json::from_value(Value::String(self.author_type.clone()))
+            .map_err(|_| bad("author"))?;
+        let target_ids: Vec<TargetId> =
+            serde_json::from_str(&self.target_ids).map_err(|_| bad("target list"))?;
         Ok(Frame {
             id: self.id,
             session_id: self.session_id,
@@ -188,7 +197,8 @@ impl Row {
     }
 }
 
-const COLUMNS: &str = "id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload";
+const COLUMNS: &str =
+    "id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload";
 
 /// What `list` returns.
 #[derive(Debug, Clone, Default)]
@@ -200,7 +210,12 @@ pub struct Filter {
 
 pub const MAX_LIST_LIMIT: i64 = 1000;
 
-pub async fn list(db: &SqlitePool, dk: &SecretKey, session_id: i64, f: &Filter) -> Result<Vec<Frame>> {
+pub async fn list(
+    db: &SqlitePool,
+    dk: &SecretKey,
+    session_id: i64,
+    f: &Filter,
+) -> Result<Vec<Frame>> {
     let limit = f.limit.unwrap_or(MAX_LIST_LIMIT).clamp(1, MAX_LIST_LIMIT);
     let rows: Vec<Row> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND seq > ? AND (? IS NULL OR type = ?) \
@@ -228,9 +243,17 @@ const SINCE_LAST_COMPACT: &str = "SELECT id, session_id, seq, parent_id, target_
 /// Every frame before `seq` from the last `compact` on (all of them when there is none): the
 /// context the agent is sent, read on the hot connection (see [`Rows`]). `None` when there
 /// is more than [`HOT_HISTORY_FRAMES`] or [`HOT_HISTORY_BYTES`] of it: reading stops there.
-pub fn since_last_compact(c: &rusqlite::Connection, session_id: i64, seq: i64) -> Result<Option<Rows>> {
+pub fn since_last_compact(
+    c: &rusqlite::Connection,
+    session_id: i64,
+    seq: i64,
+) -> Result<Option<Rows>> {
     let mut st = c.prepare_cached(SINCE_LAST_COMPACT)?;
-    let mut rows = st.query(rusqlite::params![session_id, HOT_HISTORY_FRAMES as i64 + 1, seq])?;
+    let mut rows = st.query(rusqlite::params![
+        session_id,
+        HOT_HISTORY_FRAMES as i64 + 1,
+        seq
+    ])?;
     let (mut out, mut bytes) = (Vec::new(), 0);
     while let Some(r) = rows.next()? {
         let row = Row {
@@ -257,9 +280,19 @@ pub fn since_last_compact(c: &rusqlite::Connection, session_id: i64, seq: i64) -
 /// The frames from the last `compact` before `seq` up to `seq` (excluded), through the pool:
 /// what [`since_last_compact`] saw just before the frame `seq` was appended (frames are only
 /// ever appended), when it was too much to read on the hot connection.
-pub async fn before(db: &SqlitePool, dk: &SecretKey, session_id: i64, seq: i64) -> Result<Vec<crate::history::Kept>> {
+pub async fn before(
+    db: &SqlitePool,
+    dk: &SecretKey,
+    session_id: i64,
+    seq: i64,
+) -> Result<Vec<crate::history::Kept>> {
     // The hot connection's query, with no limit (-1).
-    let rows: Vec<Row> = sqlx::query_as(SINCE_LAST_COMPACT).bind(session_id).bind(-1).bind(seq).fetch_all(db).await?;
+    let rows: Vec<Row> = sqlx::query_as(SINCE_LAST_COMPACT)
+        .bind(session_id)
+        .bind(-1)
+        .bind(seq)
+        .fetch_all(db)
+        .await?;
     Rows(rows).open(dk)
 }
 
@@ -282,28 +315,38 @@ impl Rows {
 
 /// Every frame of the session (for statistics).
 pub async fn all(db: &SqlitePool, dk: &SecretKey, session_id: i64) -> Result<Vec<Frame>> {
-    let rows: Vec<Row> = sqlx::query_as(&format!("SELECT {COLUMNS} FROM frames WHERE session_id = ? ORDER BY seq"))
-        .bind(session_id)
-        .fetch_all(db)
-        .await?;
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = ? ORDER BY seq"
+    ))
+    .bind(session_id)
+    .fetch_all(db)
+    .await?;
     rows.into_iter().map(|r| r.open(dk)).collect()
 }
 
 /// The session's highest seq, 0 when it has no frame.
 pub async fn last_seq(db: &SqlitePool, session_id: i64) -> Result<i64> {
-    let (seq,): (i64,) = sqlx::query_as("SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?")
-        .bind(session_id)
-        .fetch_one(db)
-        .await?;
+    let (seq,): (i64,) =
+        sqlx::query_as("SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?")
+            .bind(session_id)
+            .fetch_one(db)
+            .await?;
     Ok(seq)
 }
 
-pub async fn get(db: &SqlitePool, dk: &SecretKey, session_id: i64, frame_id: &str) -> Result<Frame> {
-    let row: Option<Row> = sqlx::query_as(&format!("SELECT {COLUMNS} FROM frames WHERE session_id = ? AND id = ?"))
-        .bind(session_id)
-        .bind(frame_id)
-        .fetch_optional(db)
-        .await?;
+pub async fn get(
+    db: &SqlitePool,
+    dk: &SecretKey,
+    session_id: i64,
+    frame_id: &str,
+) -> Result<Frame> {
+    let row: Option<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND id = ?"
+    ))
+    .bind(session_id)
+    .bind(frame_id)
+    .fetch_optional(db)
+    .await?;
     row.ok_or(Error::NotFound("frame"))?.open(dk)
 }
 
@@ -314,16 +357,37 @@ mod tests {
     use hero_shared::api::CreateSessionRequest;
     use serde_json::json;
 
-    async fn session(st: &crate::AppState, user: &crate::auth::AuthUser, name: &str) -> hero_shared::api::SessionDto {
-        crate::sessions::create(&st.db, user, CreateSessionRequest { name: name.into(), ..Default::default() }).await.unwrap()
+    async fn session(
+        st: &crate::AppState,
+        user: &crate::auth::AuthUser,
+        name: &str,
+    ) -> hero_shared::api::SessionDto {
+        crate::sessions::create(
+            &st.db,
+            user,
+            CreateSessionRequest {
+                name: name.into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
     }
 
     /// A signed-in user with one session, and the key of its frames.
-    async fn alice_with_a_session() -> (tempfile::TempDir, crate::AppState, crate::auth::AuthUser, hero_shared::api::SessionDto, SecretKey) {
+    async fn alice_with_a_session() -> (
+        tempfile::TempDir,
+        crate::AppState,
+        crate::auth::AuthUser,
+        hero_shared::api::SessionDto,
+        SecretKey,
+    ) {
         let (dir, st) = state().await;
         let alice = signed_in(&st, "alice").await;
         let s = session(&st, &alice, "s").await;
-        let dk = crate::users::data_key(&st.db, &st.keys, alice.id()).await.unwrap();
+        let dk = crate::users::data_key(&st.db, &st.keys, alice.id())
+            .await
+            .unwrap();
         (dir, st, alice, s, dk)
     }
 
@@ -334,7 +398,12 @@ mod tests {
         for i in 0..40 {
             let (st, dk) = (st.clone(), dk.clone());
             tasks.push(tokio::spawn(async move {
-                let f = NewFrame::message(s.id, AuthorType::User, Some(1), json!({"role": "user", "content": format!("m{i}")}));
+                let f = NewFrame::message(
+                    s.id,
+                    AuthorType::User,
+                    Some(1),
+                    json!({"role": "user", "content": format!("m{i}")}),
+                );
                 append(&st, &dk, f).await.unwrap().seq
             }));
         }
@@ -344,36 +413,84 @@ mod tests {
         }
         seqs.sort();
         assert_eq!(seqs, (1..=40).collect::<Vec<_>>());
-        let listed = list(&st.db, &dk, s.id, &Filter { after_seq: Some(35), ..Default::default() }).await.unwrap();
-        assert_eq!(listed.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![36, 37, 38, 39, 40]);
+        let listed = list(
+            &st.db,
+            &dk,
+            s.id,
+            &Filter {
+                after_seq: Some(35),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            listed.iter().map(|f| f.seq).collect::<Vec<_>>(),
+            vec![36, 37, 38, 39, 40]
+        );
         // Payloads are sealed at rest.
-        let (raw,): (Vec<u8>,) = sqlx::query_as("SELECT payload FROM frames LIMIT 1").fetch_one(&st.db).await.unwrap();
+        let (raw,): (Vec<u8>,) = sqlx::query_as("SELECT payload FROM frames LIMIT 1")
+            .fetch_one(&st.db)
+            .await
+            .unwrap();
         assert!(!raw.windows(7).any(|w| w == b"content"));
     }
 
     #[tokio::test]
     async fn a_long_conversation_is_not_read_on_the_hot_connection() {
         let (_dir, st, alice, s, dk) = alice_with_a_session().await;
-        let msg = |c: String| NewFrame::message(s.id, AuthorType::User, None, json!({"role": "user", "content": c}));
-        let hot = || st.hot_db.read(&st.db, |c| Ok(since_last_compact(c, s.id, i64::MAX)?.map(|r| r.0.len())));
+        let msg = |c: String| {
+            NewFrame::message(
+                s.id,
+                AuthorType::User,
+                None,
+                json!({"role": "user", "content": c}),
+            )
+        };
+        let hot = || {
+            st.hot_db.read(&st.db, |c| {
+                Ok(since_last_compact(c, s.id, i64::MAX)?.map(|r| r.0.len()))
+            })
+        };
         for i in 0..HOT_HISTORY_FRAMES {
             append(&st, &dk, msg(format!("m{i}"))).await.unwrap();
         }
         assert_eq!(hot().await.unwrap(), Some(HOT_HISTORY_FRAMES));
         append(&st, &dk, msg("one too many".into())).await.unwrap();
         assert_eq!(hot().await.unwrap(), None);
-        assert_eq!(before(&st.db, &dk, s.id, i64::MAX).await.unwrap().len(), HOT_HISTORY_FRAMES + 1);
+        assert_eq!(
+            before(&st.db, &dk, s.id, i64::MAX).await.unwrap().len(),
+            HOT_HISTORY_FRAMES + 1
+        );
         // Bytes count too: one frame bigger than the bound is read through the pool.
         let t = session(&st, &alice, "t").await;
-        let big = NewFrame::message(t.id, AuthorType::User, None, json!({"content": "x".repeat(HOT_HISTORY_BYTES)}));
+        let big = NewFrame::message(
+            t.id,
+            AuthorType::User,
+            None,
+            json!({"content": "x".repeat(HOT_HISTORY_BYTES)}),
+        );
         append(&st, &dk, big).await.unwrap();
-        assert!(st.hot_db.read(&st.db, |c| since_last_compact(c, t.id, i64::MAX)).await.unwrap().is_none());
+        assert!(
+            st.hot_db
+                .read(&st.db, |c| since_last_compact(c, t.id, i64::MAX))
+                .await
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[tokio::test]
     async fn views_start_at_the_last_compact() {
         let (_dir, st, _, s, dk) = alice_with_a_session().await;
-        let msg = |c: &str| NewFrame::message(s.id, AuthorType::User, None, json!({"role": "user", "content": c}));
+        let msg = |c: &str| {
+            NewFrame::message(
+                s.id,
+                AuthorType::User,
+                None,
+                json!({"role": "user", "content": c}),
+            )
+        };
         append(&st, &dk, msg("old")).await.unwrap();
         let mut compact = msg("");
         compact.frame_type = FrameType::Compact;
@@ -381,31 +498,61 @@ mod tests {
         append(&st, &dk, compact).await.unwrap();
         let newest = append(&st, &dk, msg("new")).await.unwrap();
         let seqs = |v: Vec<crate::history::Kept>| v.iter().map(|k| k.frame.seq).collect::<Vec<_>>();
-        let view = st.hot_db.read(&st.db, |c| since_last_compact(c, s.id, i64::MAX)).await.unwrap().unwrap().open(&dk).unwrap();
+        let view = st
+            .hot_db
+            .read(&st.db, |c| since_last_compact(c, s.id, i64::MAX))
+            .await
+            .unwrap()
+            .unwrap()
+            .open(&dk)
+            .unwrap();
         assert_eq!(seqs(view), vec![2, 3]);
         // The pool reads the same frames, as they were before a given one was appended.
-        assert_eq!(seqs(before(&st.db, &dk, s.id, 4).await.unwrap()), vec![2, 3]);
+        assert_eq!(
+            seqs(before(&st.db, &dk, s.id, 4).await.unwrap()),
+            vec![2, 3]
+        );
         assert_eq!(seqs(before(&st.db, &dk, s.id, 3).await.unwrap()), vec![2]);
         assert_eq!(seqs(before(&st.db, &dk, s.id, 2).await.unwrap()), vec![1]);
         // And so does the hot connection.
-        let hot = |seq| st.hot_db.read(&st.db, move |c| Ok(since_last_compact(c, s.id, seq)?.unwrap().0.iter().map(|r| r.seq).collect::<Vec<_>>()));
+        let hot = |seq| {
+            st.hot_db.read(&st.db, move |c| {
+                Ok(since_last_compact(c, s.id, seq)?
+                    .unwrap()
+                    .0
+                    .iter()
+                    .map(|r| r.seq)
+                    .collect::<Vec<_>>())
+            })
+        };
         assert_eq!(hot(3).await.unwrap(), vec![2]);
         assert_eq!(hot(2).await.unwrap(), vec![1]);
         assert_eq!(get(&st.db, &dk, s.id, &newest.id).await.unwrap(), newest);
-        assert!(matches!(get(&st.db, &dk, s.id + 1, &newest.id).await, Err(Error::NotFound(_))));
+        assert!(matches!(
+            get(&st.db, &dk, s.id + 1, &newest.id).await,
+            Err(Error::NotFound(_))
+        ));
     }
 }
 
 /// The key that opens a session's frames, once the session is known to be the user's: the
 /// check every frame read starts with.
-pub async fn session_key(st: &crate::AppState, user: &crate::auth::AuthUser, session_id: i64) -> Result<SecretKey> {
+pub async fn session_key(
+    st: &crate::AppState,
+    user: &crate::auth::AuthUser,
+    session_id: i64,
+) -> Result<SecretKey> {
     crate::sessions::get(&st.db, user, session_id).await?;
     crate::users::data_key(&st.db, &st.keys, user.id()).await
 }
 
 /// The page's view of a session: compiled from the last compact on, with statistics over
 /// every frame. Checks that the session is the user's.
-pub async fn view(st: &crate::AppState, user: &crate::auth::AuthUser, session_id: i64) -> Result<hero_shared::wire::CompiledView> {
+pub async fn view(
+    st: &crate::AppState,
+    user: &crate::auth::AuthUser,
+    session_id: i64,
+) -> Result<hero_shared::wire::CompiledView> {
     let dk = session_key(st, user, session_id).await?;
     let all = all(&st.db, &dk, session_id).await?;
     let stats = hero_shared::frame::frame_stats(&all);

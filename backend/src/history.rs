@@ -40,7 +40,10 @@ impl Kept {
     /// `sealed` is the size of its sealed payload, about that of its JSON; decoded, the JSON
     /// takes about twice that (its strings, and the tree that holds them).
     pub fn new(frame: Frame, sealed: usize) -> Self {
-        Kept { frame: Arc::new(frame), bytes: 2 * sealed + PER_FRAME }
+        Kept {
+            frame: Arc::new(frame),
+            bytes: 2 * sealed + PER_FRAME,
+        }
     }
 }
 
@@ -82,7 +85,11 @@ impl Entry {
 
 impl Default for HistoryCache {
     fn default() -> Self {
-        HistoryCache { inner: Mutex::default(), limit: HISTORY_CACHE_BYTES, hits: AtomicU64::new(0) }
+        HistoryCache {
+            inner: Mutex::default(),
+            limit: HISTORY_CACHE_BYTES,
+            hits: AtomicU64::new(0),
+        }
     }
 }
 
@@ -90,11 +97,16 @@ impl HistoryCache {
     /// One that keeps at most `limit` bytes.
     #[cfg(test)]
     fn with_limit(limit: usize) -> Self {
-        HistoryCache { limit, ..Default::default() }
+        HistoryCache {
+            limit,
+            ..Default::default()
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The session's conversation if what is kept ends at `last_seq`: the frame with the next
@@ -122,7 +134,14 @@ impl HistoryCache {
             inner.clock += 1;
             let used = inner.clock;
             inner.bytes += bytes;
-            inner.sessions.insert(session_id, Entry { frames, bytes, used });
+            inner.sessions.insert(
+                session_id,
+                Entry {
+                    frames,
+                    bytes,
+                    used,
+                },
+            );
             gone.extend(inner.shrink_to(limit));
         }
         // What was let go is freed once the lock is.
@@ -139,21 +158,31 @@ impl HistoryCache {
         let mut guard = self.lock();
         let inner = &mut *guard;
         inner.clock += 1;
-        let Some(e) = inner.sessions.get_mut(&session_id) else { return };
+        let Some(e) = inner.sessions.get_mut(&session_id) else {
+            return;
+        };
         let last = e.last_seq().unwrap_or(i64::MIN);
         if seq <= last {
             return;
         }
         // A compact starts the conversation again from itself.
         let restart = kept.frame.frame_type == FrameType::Compact;
-        let bytes = if restart { kept.bytes } else { e.bytes + kept.bytes };
+        let bytes = if restart {
+            kept.bytes
+        } else {
+            e.bytes + kept.bytes
+        };
         if seq != last + 1 || bytes > limit / MAX_SHARE {
             let gone = inner.remove(session_id);
             drop(guard);
             drop(gone);
             return;
         }
-        let gone = if restart { std::mem::take(&mut e.frames) } else { Vec::new() };
+        let gone = if restart {
+            std::mem::take(&mut e.frames)
+        } else {
+            Vec::new()
+        };
         inner.bytes = inner.bytes - e.bytes + bytes;
         e.bytes = bytes;
         e.frames.push(kept);
@@ -188,7 +217,9 @@ impl Inner {
     fn shrink_to(&mut self, limit: usize) -> Vec<Entry> {
         let mut gone = Vec::new();
         while self.bytes > limit {
-            let Some((&oldest, _)) = self.sessions.iter().min_by_key(|(_, e)| e.used) else { break };
+            let Some((&oldest, _)) = self.sessions.iter().min_by_key(|(_, e)| e.used) else {
+                break;
+            };
             gone.extend(self.remove(oldest));
         }
         gone
@@ -213,7 +244,10 @@ mod tests {
             author_id: None,
             payload: serde_json::json!({"role": "user", "content": "x"}),
         };
-        Kept { frame: Arc::new(frame), bytes: 100 }
+        Kept {
+            frame: Arc::new(frame),
+            bytes: 100,
+        }
     }
 
     fn seqs(v: Option<Vec<Kept>>) -> Option<Vec<i64>> {
@@ -223,7 +257,13 @@ mod tests {
     #[test]
     fn a_conversation_is_given_back_only_if_nothing_came_in_between() {
         let c = HistoryCache::default();
-        c.put(1, vec![frame(1, 1, FrameType::Message), frame(1, 2, FrameType::Message)]);
+        c.put(
+            1,
+            vec![
+                frame(1, 1, FrameType::Message),
+                frame(1, 2, FrameType::Message),
+            ],
+        );
         assert_eq!(seqs(c.get(1, 2)), Some(vec![1, 2]));
         // A frame it holds already, appended late (its turn was overtaken), changes nothing.
         c.append(frame(1, 2, FrameType::Message));
@@ -245,7 +285,13 @@ mod tests {
     #[test]
     fn a_compact_starts_the_conversation_again() {
         let c = HistoryCache::default();
-        c.put(1, vec![frame(1, 1, FrameType::Message), frame(1, 2, FrameType::Message)]);
+        c.put(
+            1,
+            vec![
+                frame(1, 1, FrameType::Message),
+                frame(1, 2, FrameType::Message),
+            ],
+        );
         c.append(frame(1, 3, FrameType::Compact));
         c.append(frame(1, 4, FrameType::Message));
         assert_eq!(seqs(c.get(1, 4)), Some(vec![3, 4]));
@@ -257,19 +303,34 @@ mod tests {
         // Room for four conversations of 200 bytes, not five.
         let c = HistoryCache::with_limit(900);
         for s in 1..=4 {
-            c.put(s, vec![frame(s, 1, FrameType::Message), frame(s, 2, FrameType::Message)]);
+            c.put(
+                s,
+                vec![
+                    frame(s, 1, FrameType::Message),
+                    frame(s, 2, FrameType::Message),
+                ],
+            );
         }
         assert_eq!(c.bytes(), 800);
         // Session 1 is used again; 2 is now the oldest.
         assert!(c.get(1, 2).is_some());
-        c.put(5, vec![frame(5, 1, FrameType::Message), frame(5, 2, FrameType::Message)]);
+        c.put(
+            5,
+            vec![
+                frame(5, 1, FrameType::Message),
+                frame(5, 2, FrameType::Message),
+            ],
+        );
         assert_eq!(c.bytes(), 800);
         assert!(c.get(2, 2).is_none());
         for s in [1, 3, 4, 5] {
             assert!(c.get(s, 2).is_some(), "session {s}");
         }
         // A conversation larger than a quarter of the whole is not kept at all.
-        c.put(6, (1..=3).map(|q| frame(6, q, FrameType::Message)).collect());
+        c.put(
+            6,
+            (1..=3).map(|q| frame(6, q, FrameType::Message)).collect(),
+        );
         assert!(c.get(1, 2).is_some(), "and pushes nothing out");
         assert!(c.get(6, 3).is_none());
         assert_eq!(c.bytes(), 800);

@@ -28,7 +28,11 @@ pub enum HubEvent {
     Stream { session_id: i64, event: SseEvent },
     /// The raw text the provider just sent for a reply in flight (reference 000's
     /// `message_chunk`), so a browser can run the shared parser on it itself.
-    Chunk { session_id: i64, message_id: String, delta: String },
+    Chunk {
+        session_id: i64,
+        message_id: String,
+        delta: String,
+    },
 }
 
 #[derive(Default)]
@@ -76,7 +80,11 @@ impl Abort {
             return Poll::Ready(());
         }
         self.0.waker.register(cx.waker());
-        if self.is_aborted() { Poll::Ready(()) } else { Poll::Pending }
+        if self.is_aborted() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
     }
 
     /// Resolves once aborted.
@@ -96,7 +104,11 @@ pub struct AbortWatch {
 
 impl AbortWatch {
     pub fn new(abort: Abort) -> Self {
-        AbortWatch { flag: abort.0.flag.clone(), abort, armed: Default::default() }
+        AbortWatch {
+            flag: abort.0.flag.clone(),
+            abort,
+            armed: Default::default(),
+        }
     }
 
     pub fn is_aborted(&self) -> bool {
@@ -109,7 +121,11 @@ impl AbortWatch {
 
     pub fn poll_aborted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.armed.holds(cx) {
-            return if self.is_aborted() { Poll::Ready(()) } else { Poll::Pending };
+            return if self.is_aborted() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            };
         }
         let p = self.abort.poll_aborted(cx);
         self.armed.set(cx);
@@ -123,9 +139,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 type Channels = Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>;
 
-fn subscribe_in(map: &Channels, version: &AtomicU64, key: i64) -> broadcast::Receiver<Arc<HubEvent>> {
+fn subscribe_in(
+    map: &Channels,
+    version: &AtomicU64,
+    key: i64,
+) -> broadcast::Receiver<Arc<HubEvent>> {
     let mut m = lock(map);
-    let rx = m.entry(key).or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0).subscribe();
+    let rx = m
+        .entry(key)
+        .or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
+        .subscribe();
     // After the subscriber is in: whoever sees the new version sees it.
     version.fetch_add(1, Ordering::AcqRel);
     rx
@@ -151,7 +174,10 @@ pub struct Listening {
 
 impl Default for Listening {
     fn default() -> Self {
-        Listening { version: AtomicU64::new(u64::MAX), any: AtomicBool::new(false) }
+        Listening {
+            version: AtomicU64::new(u64::MAX),
+            any: AtomicBool::new(false),
+        }
     }
 }
 
@@ -192,9 +218,20 @@ impl Hub {
     }
 
     /// Registers a turn in flight; its signal is set by [`Hub::abort`], and raises `flag` too.
-    pub fn begin_turn(&self, session_id: i64, message_id: &str, flag: Option<crate::wake::Flag>) -> Abort {
-        let signal = Abort(Arc::new(AbortInner { flag, ..AbortInner::default() }));
-        lock(&self.turns).entry(session_id).or_default().insert(message_id.to_owned(), signal.clone());
+    pub fn begin_turn(
+        &self,
+        session_id: i64,
+        message_id: &str,
+        flag: Option<crate::wake::Flag>,
+    ) -> Abort {
+        let signal = Abort(Arc::new(AbortInner {
+            flag,
+            ..AbortInner::default()
+        }));
+        lock(&self.turns)
+            .entry(session_id)
+            .or_default()
+            .insert(message_id.to_owned(), signal.clone());
         signal
     }
 
@@ -227,7 +264,13 @@ mod tests {
     use hero_shared::wire::TextData;
 
     fn text(session_id: i64, i: usize) -> HubEvent {
-        HubEvent::Stream { session_id, event: SseEvent::Text(TextData { message_id: "m".into(), text: i.to_string() }) }
+        HubEvent::Stream {
+            session_id,
+            event: SseEvent::Text(TextData {
+                message_id: "m".into(),
+                text: i.to_string(),
+            }),
+        }
     }
 
     #[tokio::test]
@@ -240,7 +283,10 @@ mod tests {
             // The fast one keeps up; publishing never waited for the slow one.
             assert!(fast.recv().await.is_ok());
         }
-        assert!(matches!(slow.recv().await, Err(broadcast::error::RecvError::Lagged(10))));
+        assert!(matches!(
+            slow.recv().await,
+            Err(broadcast::error::RecvError::Lagged(10))
+        ));
     }
 
     #[test]
@@ -294,7 +340,8 @@ mod tests {
         }
         let hub = Hub::default();
         let word = Arc::new(Word::default());
-        let watch = AbortWatch::new(hub.begin_turn(1, "a", Some(crate::wake::Flag::new(word.clone(), 4))));
+        let watch =
+            AbortWatch::new(hub.begin_turn(1, "a", Some(crate::wake::Flag::new(word.clone(), 4))));
         assert!(!watch.is_aborted());
         assert_eq!(hub.abort(1), 1);
         assert_eq!(word.0.load(Ordering::SeqCst), 4);

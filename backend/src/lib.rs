@@ -132,7 +132,9 @@ pub(crate) mod testutil {
     /// Creates `name` (password "password-of-<name>") and signs them in.
     pub async fn signed_in(st: &AppState, name: &str) -> auth::AuthUser {
         let pw = format!("password-of-{name}");
-        users::create(&st.db, &st.keys, name, &pw, false).await.expect("create user");
+        users::create(&st.db, &st.keys, name, &pw, false)
+            .await
+            .expect("create user");
         auth::login(st, name, &pw).await.expect("login").user
     }
 }

@@ -52,18 +52,21 @@ pub fn validate_name(name: &str) -> Result<String> {
         )));
     }
     if name.chars().any(char::is_control) {
-        return Err(Error::Invalid("session name must not contain control characters".into()));
+        return Err(Error::Invalid(
+            "session name must not contain control characters".into(),
+        ));
     }
     Ok(name.to_owned())
 }
 
 /// All the user's sessions, oldest first (the UI groups children under parents).
 pub async fn list(db: &SqlitePool, user: &AuthUser) -> Result<Vec<SessionDto>> {
-    let rows: Vec<Row> =
-        sqlx::query_as(&format!("SELECT {COLUMNS} FROM sessions WHERE user_id = ? ORDER BY id"))
-            .bind(user.id())
-            .fetch_all(db)
-            .await?;
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM sessions WHERE user_id = ? ORDER BY id"
+    ))
+    .bind(user.id())
+    .fetch_all(db)
+    .await?;
     Ok(rows.into_iter().map(Row::dto).collect())
 }
 
@@ -76,21 +79,28 @@ async fn fetch<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
     user_id: i64,
     id: i64,
 ) -> Result<SessionDto> {
-    let row: Option<Row> =
-        sqlx::query_as(&format!("SELECT {COLUMNS} FROM sessions WHERE id = ? AND user_id = ?"))
-            .bind(id)
-            .bind(user_id)
-            .fetch_optional(ex)
-            .await?;
+    let row: Option<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM sessions WHERE id = ? AND user_id = ?"
+    ))
+    .bind(id)
+    .bind(user_id)
+    .fetch_optional(ex)
+    .await?;
     row.map(Row::dto).ok_or(Error::NotFound("session"))
 }
 
-pub async fn create(db: &SqlitePool, user: &AuthUser, req: CreateSessionRequest) -> Result<SessionDto> {
+pub async fn create(
+    db: &SqlitePool,
+    user: &AuthUser,
+    req: CreateSessionRequest,
+) -> Result<SessionDto> {
     let name = validate_name(&req.name)?;
     let status = req.status.unwrap_or(SessionStatus::Active);
     let mut tx = crate::db::begin_write(db).await?;
     if let Some(parent) = req.parent_session_id {
-        fetch(&mut *tx, user.id(), parent).await.map_err(|_| parent_not_found())?;
+        fetch(&mut *tx, user.id(), parent)
+            .await
+            .map_err(|_| parent_not_found())?;
     }
     let agent_id = match req.agent_id {
         Some(a) => Some(crate::agents::check_usable(&mut *tx, user.id(), a).await?),
@@ -160,9 +170,16 @@ fn parent_not_found() -> Error {
 
 /// Switches batch/stream mode (`/stream on|off`), on the hot connection (the switch commits
 /// with its note in the log).
-pub(crate) fn set_streaming(c: &rusqlite::Connection, user: &AuthUser, id: i64, on: bool) -> Result<()> {
+pub(crate) fn set_streaming(
+    c: &rusqlite::Connection,
+    user: &AuthUser,
+    id: i64,
+    on: bool,
+) -> Result<()> {
     let changed = c
-        .prepare_cached("UPDATE sessions SET streaming = ?1, updated_at = ?2 WHERE id = ?3 AND user_id = ?4")?
+        .prepare_cached(
+            "UPDATE sessions SET streaming = ?1, updated_at = ?2 WHERE id = ?3 AND user_id = ?4",
+        )?
         .execute(rusqlite::params![on, now_text(), id, user.id()])?;
     if changed == 0 {
         return Err(Error::NotFound("session"));
@@ -171,7 +188,12 @@ pub(crate) fn set_streaming(c: &rusqlite::Connection, user: &AuthUser, id: i64, 
 }
 
 /// A parent must be the user's, and making it the parent must not close a loop.
-async fn check_parent(tx: &mut Transaction<'_, Sqlite>, user_id: i64, id: i64, parent: i64) -> Result<()> {
+async fn check_parent(
+    tx: &mut Transaction<'_, Sqlite>,
+    user_id: i64,
+    id: i64,
+    parent: i64,
+) -> Result<()> {
     let mut cursor = Some(parent);
     // Depth is bounded by the number of the user's sessions; the walk stops at the root.
     while let Some(p) = cursor {
@@ -180,7 +202,10 @@ async fn check_parent(tx: &mut Transaction<'_, Sqlite>, user_id: i64, id: i64, p
                 "a session cannot be its own parent or the parent of its ancestor".into(),
             ));
         }
-        cursor = fetch(&mut **tx, user_id, p).await.map_err(|_| parent_not_found())?.parent_session_id;
+        cursor = fetch(&mut **tx, user_id, p)
+            .await
+            .map_err(|_| parent_not_found())?
+            .parent_session_id;
     }
     Ok(())
 }
@@ -194,20 +219,44 @@ mod tests {
     async fn create_rename_archive_restore() {
         let (_dir, st) = state().await;
         let alice = signed_in(&st, "alice").await;
-        let s = create(&st.db, &alice, CreateSessionRequest { name: "  Plans ".into(), ..Default::default() })
-            .await
-            .unwrap();
-        assert_eq!((s.name.as_str(), s.status), ("Plans", SessionStatus::Active));
+        let s = create(
+            &st.db,
+            &alice,
+            CreateSessionRequest {
+                name: "  Plans ".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (s.name.as_str(), s.status),
+            ("Plans", SessionStatus::Active)
+        );
         let upd = |name: Option<&str>, status| UpdateSessionRequest {
             name: name.map(str::to_owned),
             status,
             ..Default::default()
         };
-        let r = update(&st.db, &alice, s.id, upd(Some("Trip"), None)).await.unwrap();
+        let r = update(&st.db, &alice, s.id, upd(Some("Trip"), None))
+            .await
+            .unwrap();
         assert_eq!(r.name, "Trip");
-        let a = update(&st.db, &alice, s.id, upd(None, Some(SessionStatus::Archived))).await.unwrap();
-        assert_eq!((a.name.as_str(), a.status), ("Trip", SessionStatus::Archived));
-        let b = update(&st.db, &alice, s.id, upd(None, Some(SessionStatus::Active))).await.unwrap();
+        let a = update(
+            &st.db,
+            &alice,
+            s.id,
+            upd(None, Some(SessionStatus::Archived)),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (a.name.as_str(), a.status),
+            ("Trip", SessionStatus::Archived)
+        );
+        let b = update(&st.db, &alice, s.id, upd(None, Some(SessionStatus::Active)))
+            .await
+            .unwrap();
         assert_eq!(b.status, SessionStatus::Active);
         assert_eq!(list(&st.db, &alice).await.unwrap(), vec![b]);
     }
@@ -217,16 +266,40 @@ mod tests {
         let (_dir, st) = state().await;
         let alice = signed_in(&st, "alice").await;
         let bob = signed_in(&st, "bob").await;
-        let s = create(&st.db, &alice, CreateSessionRequest { name: "mine".into(), ..Default::default() })
-            .await
-            .unwrap();
+        let s = create(
+            &st.db,
+            &alice,
+            CreateSessionRequest {
+                name: "mine".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
         assert!(list(&st.db, &bob).await.unwrap().is_empty());
-        assert!(matches!(get(&st.db, &bob, s.id).await, Err(Error::NotFound(_))));
-        let rename = UpdateSessionRequest { name: Some("stolen".into()), ..Default::default() };
-        assert!(matches!(update(&st.db, &bob, s.id, rename).await, Err(Error::NotFound(_))));
+        assert!(matches!(
+            get(&st.db, &bob, s.id).await,
+            Err(Error::NotFound(_))
+        ));
+        let rename = UpdateSessionRequest {
+            name: Some("stolen".into()),
+            ..Default::default()
+        };
+        assert!(matches!(
+            update(&st.db, &bob, s.id, rename).await,
+            Err(Error::NotFound(_))
+        ));
         // Bob cannot hang his session under Alice's either.
-        let child = CreateSessionRequest { name: "c".into(), parent_session_id: Some(s.id), status: None, agent_id: None };
-        assert!(matches!(create(&st.db, &bob, child).await, Err(Error::Invalid(_))));
+        let child = CreateSessionRequest {
+            name: "c".into(),
+            parent_session_id: Some(s.id),
+            status: None,
+            agent_id: None,
+        };
+        assert!(matches!(
+            create(&st.db, &bob, child).await,
+            Err(Error::Invalid(_))
+        ));
         assert_eq!(get(&st.db, &alice, s.id).await.unwrap().name, "mine");
     }
 
@@ -234,16 +307,26 @@ mod tests {
     async fn parents_are_checked_and_loops_refused() {
         let (_dir, st) = state().await;
         let alice = signed_in(&st, "alice").await;
-        let mk = |name: &str, parent| CreateSessionRequest { name: name.into(), parent_session_id: parent, status: None, agent_id: None };
+        let mk = |name: &str, parent| CreateSessionRequest {
+            name: name.into(),
+            parent_session_id: parent,
+            status: None,
+            agent_id: None,
+        };
         let a = create(&st.db, &alice, mk("a", None)).await.unwrap();
         let b = create(&st.db, &alice, mk("b", Some(a.id))).await.unwrap();
         assert_eq!(b.parent_session_id, Some(a.id));
-        let to = |p| UpdateSessionRequest { parent_session_id: Some(p), ..Default::default() };
+        let to = |p| UpdateSessionRequest {
+            parent_session_id: Some(p),
+            ..Default::default()
+        };
         for bad in [Some(a.id), Some(b.id)] {
             let e = update(&st.db, &alice, a.id, to(bad)).await.unwrap_err();
             assert!(e.to_string().contains("parent"), "{e}");
         }
-        let e = update(&st.db, &alice, a.id, to(Some(9999))).await.unwrap_err();
+        let e = update(&st.db, &alice, a.id, to(Some(9999)))
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("names no session"), "{e}");
         let detached = update(&st.db, &alice, b.id, to(None)).await.unwrap();
         assert_eq!(detached.parent_session_id, None);
@@ -253,10 +336,21 @@ mod tests {
     async fn bad_names_change_nothing() {
         let (_dir, st) = state().await;
         let alice = signed_in(&st, "alice").await;
-        let s = create(&st.db, &alice, CreateSessionRequest { name: "ok".into(), ..Default::default() })
-            .await
-            .unwrap();
-        for (bad, want) in [("   ", "empty"), (&"x".repeat(201)[..], "too long"), ("a\u{7}b", "control")] {
+        let s = create(
+            &st.db,
+            &alice,
+            CreateSessionRequest {
+                name: "ok".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        for (bad, want) in [
+            ("   ", "empty"),
+            (&"x".repeat(201)[..], "too long"),
+            ("a\u{7}b", "control"),
+        ] {
             let e = update(
                 &st.db,
                 &alice,
@@ -272,9 +366,16 @@ mod tests {
             assert!(e.to_string().contains(want), "{e}");
         }
         assert_eq!(get(&st.db, &alice, s.id).await.unwrap(), s);
-        let e = create(&st.db, &alice, CreateSessionRequest { name: "".into(), ..Default::default() })
-            .await
-            .unwrap_err();
+        let e = create(
+            &st.db,
+            &alice,
+            CreateSessionRequest {
+                name: "".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(e, Error::Invalid(_)));
         assert_eq!(list(&st.db, &alice).await.unwrap().len(), 1);
     }

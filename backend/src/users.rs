@@ -2,8 +2,8 @@
 //! disabling. Passwords are argon2id hashes; changing a password or disabling an account
 //! revokes every sign-in token the account has.
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use sqlx::SqlitePool;
 
 use crate::crypto::{Keyring, SecretKey};
@@ -33,7 +33,10 @@ pub fn validate_username(name: &str) -> Result<&str> {
             "username is too long (at most {MAX_USERNAME_CHARS} characters)"
         )));
     }
-    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
         return Err(Error::Invalid(
             "username may hold only letters, digits, '_', '-' and '.'".into(),
         ));
@@ -74,7 +77,11 @@ pub async fn verify_password(pw: &str, hash: &str) -> bool {
     let (pw, hash) = (pw.to_owned(), hash.to_owned());
     tokio::task::spawn_blocking(move || {
         PasswordHash::new(&hash)
-            .map(|parsed| Argon2::default().verify_password(pw.as_bytes(), &parsed).is_ok())
+            .map(|parsed| {
+                Argon2::default()
+                    .verify_password(pw.as_bytes(), &parsed)
+                    .is_ok()
+            })
             .unwrap_or(false)
     })
     .await
@@ -82,7 +89,9 @@ pub async fn verify_password(pw: &str, hash: &str) -> bool {
 }
 
 pub async fn count(db: &SqlitePool) -> Result<i64> {
-    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM users").fetch_one(db).await?;
+    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM users")
+        .fetch_one(db)
+        .await?;
     Ok(n)
 }
 
@@ -127,15 +136,23 @@ pub async fn create(
         .await?;
     crate::agents::insert_demo(&mut tx, id, &data_key).await?;
     tx.commit().await?;
-    Ok(UserRow { id, username: username.to_owned(), is_admin, disabled: false, created_at: now })
+    Ok(UserRow {
+        id,
+        username: username.to_owned(),
+        is_admin,
+        disabled: false,
+        created_at: now,
+    })
 }
 
 pub async fn list(db: &SqlitePool) -> Result<Vec<UserRow>> {
-    Ok(sqlx::query_as(
-        "SELECT id, username, is_admin, disabled, created_at FROM users ORDER BY id",
+    Ok(
+        sqlx::query_as(
+            "SELECT id, username, is_admin, disabled, created_at FROM users ORDER BY id",
+        )
+        .fetch_all(db)
+        .await?,
     )
-    .fetch_all(db)
-    .await?)
 }
 
 pub async fn find_by_name(db: &SqlitePool, username: &str) -> Result<UserRow> {
@@ -204,16 +221,23 @@ mod tests {
     #[tokio::test]
     async fn create_validates_and_refuses_duplicates() {
         let (_dir, st) = state().await;
-        let u = create(&st.db, &st.keys, "alice", "correct horse", true).await.unwrap();
+        let u = create(&st.db, &st.keys, "alice", "correct horse", true)
+            .await
+            .unwrap();
         assert!(u.is_admin);
-        let dup = create(&st.db, &st.keys, "ALICE", "another password", false).await.unwrap_err();
+        let dup = create(&st.db, &st.keys, "ALICE", "another password", false)
+            .await
+            .unwrap_err();
         assert!(matches!(dup, Error::Conflict(_)), "{dup}");
         for (name, pw, want) in [
             ("", "longenough", "must not be empty"),
             ("a b", "longenough", "may hold only"),
             ("bob", "short", "too short"),
         ] {
-            let err = create(&st.db, &st.keys, name, pw, false).await.unwrap_err().to_string();
+            let err = create(&st.db, &st.keys, name, pw, false)
+                .await
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(want), "{name:?}: {err}");
         }
         assert_eq!(count(&st.db).await.unwrap(), 1);

@@ -103,9 +103,19 @@ impl std::task::Wake for Ring {
 
 impl Alarm {
     fn new(at: Instant, flag: Option<Flag>) -> Self {
-        let ring = Arc::new(Ring { flag: flag.clone(), ..Ring::default() });
+        let ring = Arc::new(Ring {
+            flag: flag.clone(),
+            ..Ring::default()
+        });
         let waker = Waker::from(ring.clone());
-        Alarm { sleep: Box::pin(tokio::time::sleep_until(at)), ring, waker, set: false, task: Armed::default(), flag }
+        Alarm {
+            sleep: Box::pin(tokio::time::sleep_until(at)),
+            ring,
+            waker,
+            set: false,
+            task: Armed::default(),
+            flag,
+        }
     }
 
     /// Sets the alarm to ring at `at` instead.
@@ -128,7 +138,8 @@ impl Alarm {
         }
         // A ring takes the task's waker: register it again after one.
         // A load first: an atomic swap on every poll would write to the flag each time.
-        let rang = self.ring.rang.load(Ordering::Acquire) && self.ring.rang.swap(false, Ordering::AcqRel);
+        let rang =
+            self.ring.rang.load(Ordering::Acquire) && self.ring.rang.swap(false, Ordering::AcqRel);
         if rang || !self.task.holds(cx) {
             self.ring.task.register(cx.waker());
             self.task.set(cx);
@@ -139,7 +150,11 @@ impl Alarm {
         // Out of budget, a tokio sleep answers Pending without registering anything (and
         // has the task polled again soon): only a poll made with budget left sets it.
         let budget = tokio::task::coop::has_budget_remaining();
-        match self.sleep.as_mut().poll(&mut Context::from_waker(&self.waker)) {
+        match self
+            .sleep
+            .as_mut()
+            .poll(&mut Context::from_waker(&self.waker))
+        {
             Poll::Ready(()) => {
                 self.set = false;
                 Poll::Ready(())
@@ -164,12 +179,20 @@ pub struct Silence {
 
 impl Silence {
     pub fn new(period: Duration) -> Self {
-        Silence { period, alarm: Alarm::new(Instant::now() + period, None), heard: false }
+        Silence {
+            period,
+            alarm: Alarm::new(Instant::now() + period, None),
+            heard: false,
+        }
     }
 
     /// One whose ringing also raises `flag`, and which looks at nothing else while it is down.
     pub fn flagged(period: Duration, flag: Flag) -> Self {
-        Silence { period, alarm: Alarm::new(Instant::now() + period, Some(flag)), heard: false }
+        Silence {
+            period,
+            alarm: Alarm::new(Instant::now() + period, Some(flag)),
+            heard: false,
+        }
     }
 
     /// Something was heard.
@@ -213,10 +236,15 @@ mod tests {
         let t = Instant::now();
         let rang = std::future::poll_fn(|cx| {
             busy.heard();
-            assert!(busy.poll(cx).is_pending(), "a silence that keeps hearing does not ring");
+            assert!(
+                busy.poll(cx).is_pending(),
+                "a silence that keeps hearing does not ring"
+            );
             quiet.poll(cx)
         });
-        tokio::time::timeout(Duration::from_secs(5), rang).await.expect("the quiet one rang");
+        tokio::time::timeout(Duration::from_secs(5), rang)
+            .await
+            .expect("the quiet one rang");
         let took = t.elapsed();
         assert!(took >= PERIOD && took < PERIOD * 5, "{took:?}");
     }

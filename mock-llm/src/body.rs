@@ -155,7 +155,12 @@ struct Pacer {
 
 impl Pacer {
     fn new(delay: Duration, first: Duration) -> Self {
-        Pacer { delay, first, next: None, sleep: None }
+        Pacer {
+            delay,
+            first,
+            next: None,
+            sleep: None,
+        }
     }
 
     /// Waits for the next delta's turn; false when the server is closing.

@@ -213,7 +213,10 @@ impl Shared {
 }
 
 /// `listener`, counting the connections it accepts (`connections_total` in the stats).
-fn counted(listener: TcpListener, shared: &Arc<Shared>) -> impl axum::serve::Listener<Addr = SocketAddr> {
+fn counted(
+    listener: TcpListener,
+    shared: &Arc<Shared>,
+) -> impl axum::serve::Listener<Addr = SocketAddr> {
     use axum::serve::ListenerExt;
     let gauge = shared.gauge.clone();
     listener.tap_io(move |_| {
@@ -234,9 +237,12 @@ pub async fn serve_until(
         shutdown.await;
         let _ = close.send(true);
     };
-    axum::serve(counted(listener, &shared), router(shared).into_make_service())
-        .with_graceful_shutdown(signal)
-        .await
+    axum::serve(
+        counted(listener, &shared),
+        router(shared).into_make_service(),
+    )
+    .with_graceful_shutdown(signal)
+    .await
 }
 
 /// Serves forever (the binary stops on Ctrl-C by ending the process).
@@ -505,7 +511,9 @@ async fn chat(
         // Staggered: request n starts its beat at the fractional part of n × the golden
         // ratio of one pause, which spreads any number of streams evenly and repeatably.
         let first = if s.config.stagger {
-            pacing.delay.mul_f64((n as f64 * 0.618_033_988_749_895).fract())
+            pacing
+                .delay
+                .mul_f64((n as f64 * 0.618_033_988_749_895).fract())
         } else {
             Duration::ZERO
         };

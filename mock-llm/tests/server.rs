@@ -464,11 +464,19 @@ async fn staggered_streams_do_not_tick_in_step() {
         });
         futures_util::future::join_all(firsts).await
     }
-    let spread = |t: &[f64]| t.iter().cloned().fold(f64::MIN, f64::max) - t.iter().cloned().fold(f64::MAX, f64::min);
-    let config = Config::default().answers(vec![Answer::text("abcdefgh")]).chunk_bytes(4).delay(Duration::from_millis(400));
+    let spread = |t: &[f64]| {
+        t.iter().cloned().fold(f64::MIN, f64::max) - t.iter().cloned().fold(f64::MAX, f64::min)
+    };
+    let config = Config::default()
+        .answers(vec![Answer::text("abcdefgh")])
+        .chunk_bytes(4)
+        .delay(Duration::from_millis(400));
     let staggered = first_delta_ms(&start(config.clone().stagger(true)).await).await;
     assert!(spread(&staggered) >= 150.0, "{staggered:?}");
-    assert!(staggered.iter().all(|&t| t < 800.0), "within one pause: {staggered:?}");
+    assert!(
+        staggered.iter().all(|&t| t < 800.0),
+        "within one pause: {staggered:?}"
+    );
     let in_step = first_delta_ms(&start(config).await).await;
     assert!(spread(&in_step) < 150.0, "{in_step:?}");
 }
@@ -814,7 +822,12 @@ async fn shutdown_ends_paced_streams_at_once() {
     // second (long ones, raced against it): neither holds shutdown up.
     for rate in [50.0, 1.0] {
         let text = "word ".repeat(500);
-        let server = start(Config::default().answers(vec![Answer::text(text)]).tokens_per_sec(rate)).await;
+        let server = start(
+            Config::default()
+                .answers(vec![Answer::text(text)])
+                .tokens_per_sec(rate),
+        )
+        .await;
         let resp = send(&server, Wire::Anthropic, &body(Wire::Anthropic, "hi", true)).await;
         let reading = tokio::spawn(events(resp));
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -823,12 +836,21 @@ async fn shutdown_ends_paced_streams_at_once() {
             .await
             .expect("shutdown does not wait for the answer to end")
             .unwrap();
-        assert!(began.elapsed() < Duration::from_secs(2), "rate {rate}: {:?}", began.elapsed());
+        assert!(
+            began.elapsed() < Duration::from_secs(2),
+            "rate {rate}: {:?}",
+            began.elapsed()
+        );
         let (_, err) = reading.await.unwrap();
         assert!(err.is_some(), "rate {rate}: the stream was cut");
     }
     // Dropping the server closes and lets go of the signal at once: still seen.
-    let server = start(Config::default().answers(vec![Answer::text("word ".repeat(500))]).tokens_per_sec(50.0)).await;
+    let server = start(
+        Config::default()
+            .answers(vec![Answer::text("word ".repeat(500))])
+            .tokens_per_sec(50.0),
+    )
+    .await;
     let resp = send(&server, Wire::Anthropic, &body(Wire::Anthropic, "hi", true)).await;
     let reading = tokio::spawn(events(resp));
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -1083,7 +1105,10 @@ async fn requests_and_stats() {
         .unwrap();
     // Three clients at least; whether one of them reused its connection is up to its pool.
     let connections = stats.as_object_mut().unwrap().remove("connections_total");
-    assert!(connections.and_then(|c| c.as_u64()).is_some_and(|c| c >= 3), "{stats}");
+    assert!(
+        connections.and_then(|c| c.as_u64()).is_some_and(|c| c >= 3),
+        "{stats}"
+    );
     expect![[r#"{"faults":{"500":1},"faults_served":1,"per_path":{"/v1/chat/completions":1,"/v1/messages":2},"requests_total":3,"streams":{"client_gone":0,"open":0,"started":0}}"#]]
         .assert_eq(&sorted(stats));
     let reset = client

@@ -127,7 +127,17 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args { streams: 100, tokens: 200, rounds: 1, short: 0, history: 0, watch: false, heap: false, together: false, only: None };
+    let mut a = Args {
+        streams: 100,
+        tokens: 200,
+        rounds: 1,
+        short: 0,
+        history: 0,
+        watch: false,
+        heap: false,
+        together: false,
+        only: None,
+    };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < v.len() {
@@ -153,9 +163,13 @@ fn args() -> Args {
                 i += 1;
                 continue;
             }
-            ("--only", _) if matches!(v.get(i + 1).map(String::as_str), Some("relay" | "hero")) => a.only = v.get(i + 1).cloned(),
+            ("--only", _) if matches!(v.get(i + 1).map(String::as_str), Some("relay" | "hero")) => {
+                a.only = v.get(i + 1).cloned()
+            }
             _ => {
-                eprintln!("usage: stream_bench [--streams N] [--tokens N] [--rounds N] [--short N] [--history N] [--watch] [--heap] [--together] [--only relay|hero]");
+                eprintln!(
+                    "usage: stream_bench [--streams N] [--tokens N] [--rounds N] [--short N] [--history N] [--watch] [--heap] [--together] [--only relay|hero]"
+                );
                 std::process::exit(2);
             }
         }
@@ -183,11 +197,19 @@ fn cpu_seconds() -> f64 {
 fn thread_cpu(task: &std::path::Path) -> (f64, f64) {
     let ns = std::fs::read_to_string(task.join("schedstat"))
         .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|n| n.parse::<f64>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<f64>().ok())
+        })
         .unwrap_or(0.0);
     let stat = std::fs::read_to_string(task.join("stat")).unwrap_or_default();
     let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
-    let utime = after.split_whitespace().nth(11).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+    let utime = after
+        .split_whitespace()
+        .nth(11)
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap_or(0.0);
     (ns / 1e9, utime / 100.0)
 }
 
@@ -199,7 +221,9 @@ const HERO: &str = "middle-hero";
 /// Hero's, or both) and of SQLite's workers (with Hero's only), and the middle's user time
 /// alone, in seconds.
 fn middle_cpu_seconds(middle: &str) -> (f64, f64, f64) {
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return (0.0, 0.0, 0.0) };
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return (0.0, 0.0, 0.0);
+    };
     let mut out = (0.0, 0.0, 0.0);
     for t in dir.flatten() {
         let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
@@ -217,14 +241,27 @@ fn middle_cpu_seconds(middle: &str) -> (f64, f64, f64) {
 /// Context switches of the middle's threads, (voluntary, preempted): a voluntary one is a
 /// worker parking for want of work.
 fn middle_switches(middle: &str) -> (u64, u64) {
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return (0, 0) };
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return (0, 0);
+    };
     let mut out = (0, 0);
     for t in dir.flatten() {
-        if !std::fs::read_to_string(t.path().join("comm")).unwrap_or_default().starts_with(middle) {
+        if !std::fs::read_to_string(t.path().join("comm"))
+            .unwrap_or_default()
+            .starts_with(middle)
+        {
             continue;
         }
-        for l in std::fs::read_to_string(t.path().join("status")).unwrap_or_default().lines() {
-            let n = || l.split_whitespace().nth(1).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+        for l in std::fs::read_to_string(t.path().join("status"))
+            .unwrap_or_default()
+            .lines()
+        {
+            let n = || {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
             if l.starts_with("voluntary_ctxt_switches:") {
                 out.0 += n();
             } else if l.starts_with("nonvoluntary_ctxt_switches:") {
@@ -309,11 +346,21 @@ type Seen = Option<(Vec<(f64, f64)>, u64, f64)>;
 
 impl Clients {
     fn new(addr: std::net::SocketAddr, n: usize) -> Arc<Self> {
-        Arc::new(Clients { addr, slots: (0..n).map(|_| tokio::sync::Mutex::new(None)).collect() })
+        Arc::new(Clients {
+            addr,
+            slots: (0..n).map(|_| tokio::sync::Mutex::new(None)).collect(),
+        })
     }
 
     /// Sends `request` (head and body) as stream `i` and reads the SSE answer.
-    async fn stream(&self, i: usize, request: Vec<u8>, start: Instant, text_of: fn(&str, &str) -> usize, endless: bool) -> Seen {
+    async fn stream(
+        &self,
+        i: usize,
+        request: Vec<u8>,
+        start: Instant,
+        text_of: fn(&str, &str) -> usize,
+        endless: bool,
+    ) -> Seen {
         use tokio::io::AsyncWriteExt;
         let mut slot = self.slots[i].lock().await;
         // A kept connection the server has closed meanwhile fails at once: try a new one.
@@ -377,7 +424,11 @@ impl Wire {
                 break self.pos + p + 4;
             }
             if !self.more(s).await {
-                return Err(if self.raw.is_empty() { Read::Closed } else { Read::Failed });
+                return Err(if self.raw.is_empty() {
+                    Read::Closed
+                } else {
+                    Read::Failed
+                });
             }
         };
         let head = String::from_utf8_lossy(&self.raw[self.pos..body_at]).to_ascii_lowercase();
@@ -390,7 +441,13 @@ impl Wire {
     }
 
     /// The SSE events of a chunked body, to its end (or, `endless`, to `message_complete`).
-    async fn events(&mut self, s: &mut tokio::net::TcpStream, start: Instant, text_of: fn(&str, &str) -> usize, endless: bool) -> Read {
+    async fn events(
+        &mut self,
+        s: &mut tokio::net::TcpStream,
+        start: Instant,
+        text_of: fn(&str, &str) -> usize,
+        endless: bool,
+    ) -> Read {
         let interval = 1000.0 / RATE;
         let mut sse: Vec<u8> = Vec::new();
         let (mut bytes, mut late, mut first) = (0usize, Vec::new(), None::<(f64, f64)>);
@@ -399,10 +456,12 @@ impl Wire {
             let mut ended = false;
             while let Some(eol) = find(&self.raw[self.pos..], b"\r\n") {
                 let line = &self.raw[self.pos..self.pos + eol];
-                let size = std::str::from_utf8(line)
-                    .ok()
-                    .and_then(|l| usize::from_str_radix(l.split(';').next().unwrap_or("").trim(), 16).ok());
-                let Some(size) = size else { return Read::Failed };
+                let size = std::str::from_utf8(line).ok().and_then(|l| {
+                    usize::from_str_radix(l.split(';').next().unwrap_or("").trim(), 16).ok()
+                });
+                let Some(size) = size else {
+                    return Read::Failed;
+                };
                 let data = self.pos + eol + 2;
                 if self.raw.len() < data + size + 2 {
                     break;
@@ -453,7 +512,12 @@ impl Wire {
 }
 
 /// Reads a chunked `200` answer of SSE events from `s`.
-async fn read_sse(s: &mut tokio::net::TcpStream, start: Instant, text_of: fn(&str, &str) -> usize, endless: bool) -> Read {
+async fn read_sse(
+    s: &mut tokio::net::TcpStream,
+    start: Instant,
+    text_of: fn(&str, &str) -> usize,
+    endless: bool,
+) -> Read {
     let mut w = Wire::default();
     match w.head(s).await {
         Ok(()) => w.events(s, start, text_of, endless).await,
@@ -552,7 +616,12 @@ where
             None => out.failed_streams += 1,
         }
     }
-    let all_started = out.first_token_ms.iter().copied().filter(|f| f.is_finite()).fold(0.0, f64::max);
+    let all_started = out
+        .first_token_ms
+        .iter()
+        .copied()
+        .filter(|f| f.is_finite())
+        .fold(0.0, f64::max);
     for (at, late) in lates.into_iter().flatten() {
         out.lateness_ms.push(late);
         if at > all_started {
@@ -584,7 +653,13 @@ async fn post_json(client: &reqwest::Client, url: &str, token: Option<&str>, bod
 }
 
 /// Posts `content` to a session's streaming endpoint; the answer is the reply's SSE.
-async fn post_message(c: &reqwest::Client, hero: &str, token: &str, session: i64, content: &str) -> Option<reqwest::Response> {
+async fn post_message(
+    c: &reqwest::Client,
+    hero: &str,
+    token: &str,
+    session: i64,
+    content: &str,
+) -> Option<reqwest::Response> {
     c.post(format!("{hero}/api/sessions/{session}/messages/stream"))
         .bearer_auth(token)
         .json(&json!({"content": content}))
@@ -601,11 +676,19 @@ fn answer_text(tokens: usize) -> String {
 fn main() {
     let a = args();
     HEAP_ON.store(a.heap, Ordering::Relaxed);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     // The relay and Hero on runtimes of their own, so that each one's CPU is read on its
     // own threads even while both run (`--together`).
     let middle = |name: &str| {
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name(name).enable_all().build().expect("middle runtime")
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(name)
+            .enable_all()
+            .build()
+            .expect("middle runtime")
     };
     let (relay_rt, hero_rt) = (middle(RELAY), middle(HERO));
     rt.block_on(run(a, relay_rt.handle().clone(), hero_rt.handle().clone()));
@@ -613,19 +696,37 @@ fn main() {
 
 async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime::Handle) {
     let text = answer_text(a.tokens);
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text(text.clone())]).tokens_per_sec(RATE).stagger(true))
-        .await
-        .expect("mock");
+    let mock = mock_llm::spawn(
+        Config::default()
+            .answers(vec![Answer::text(text.clone())])
+            .tokens_per_sec(RATE)
+            .stagger(true),
+    )
+    .await
+    .expect("mock");
     let mock_url = mock.url();
-    let client = reqwest::Client::builder().pool_max_idle_per_host(4096).build().expect("client");
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(4096)
+        .build()
+        .expect("client");
     let body = json!({"model": "mock-model", "max_tokens": 4096, "stream": true, "messages": [{"role": "user", "content": "go"}]});
 
     // Phase 1: direct.
-    let mock_addr: std::net::SocketAddr = mock_url.trim_start_matches("http://").parse().expect("mock address");
+    let mock_addr: std::net::SocketAddr = mock_url
+        .trim_start_matches("http://")
+        .parse()
+        .expect("mock address");
     let direct_clients = Clients::new(mock_addr, a.streams);
     let direct = phase(a.streams, "middle", |i| {
-        let (clients, request) = (direct_clients.clone(), post_request("/v1/messages", "x-api-key: k\r\n", &body));
-        async move { clients.stream(i, request, Instant::now(), anthropic_text, false).await }
+        let (clients, request) = (
+            direct_clients.clone(),
+            post_request("/v1/messages", "x-api-key: k\r\n", &body),
+        );
+        async move {
+            clients
+                .stream(i, request, Instant::now(), anthropic_text, false)
+                .await
+        }
     })
     .await;
 
@@ -635,13 +736,23 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
         // A client of its own: the direct phase's pooled connections live on the main
         // runtime, and reading the upstream through them would hide the relay's reads from
         // the middle's CPU figure. Hero has its own client too.
-        let c = reqwest::Client::builder().pool_max_idle_per_host(4096).build().expect("client");
+        let c = reqwest::Client::builder()
+            .pool_max_idle_per_host(4096)
+            .build()
+            .expect("client");
         let app = axum::Router::new().route(
             "/relay",
             axum::routing::post(move |b: axum::body::Bytes| {
                 let (c, upstream) = (c.clone(), upstream.clone());
                 async move {
-                    let r = c.post(upstream).header("x-api-key", "k").header("content-type", "application/json").body(b).send().await.unwrap();
+                    let r = c
+                        .post(upstream)
+                        .header("x-api-key", "k")
+                        .header("content-type", "application/json")
+                        .body(b)
+                        .send()
+                        .await
+                        .unwrap();
                     axum::response::Response::builder()
                         .header("content-type", "text/event-stream")
                         .body(axum::body::Body::from_stream(r.bytes_stream()))
@@ -652,21 +763,44 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         // Served as Hero serves (TCP_NODELAY), so that only what happens per request differs.
-        relay_rt.spawn(async move { axum::serve(server::web::listener(l), app.into_make_service()).await.unwrap() });
+        relay_rt.spawn(async move {
+            axum::serve(server::web::listener(l), app.into_make_service())
+                .await
+                .unwrap()
+        });
         addr
     };
     // Hero, set up the same way on the middle runtime.
     let dir = tempfile::tempdir().expect("temp dir");
     let pool = db::open(dir.path()).await.expect("db");
     db::migrate(&pool).await.expect("migrate");
-    let st = AppState::new(pool, crypto::Keyring::new(crypto::SecretKey::random()), Settings::default());
-    users::create(&st.db, &st.keys, "bench", "bench-password", false).await.expect("user");
+    let st = AppState::new(
+        pool,
+        crypto::Keyring::new(crypto::SecretKey::random()),
+        Settings::default(),
+    );
+    users::create(&st.db, &st.keys, "bench", "bench-password", false)
+        .await
+        .expect("user");
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hero_addr = l.local_addr().unwrap();
-    let app = server::web::router(st.clone(), server::web::leptos_options(hero_addr, &dir.path().join("site")));
-    hero_rt.spawn(async move { axum::serve(server::web::listener(l), app.into_make_service()).await.unwrap() });
+    let app = server::web::router(
+        st.clone(),
+        server::web::leptos_options(hero_addr, &dir.path().join("site")),
+    );
+    hero_rt.spawn(async move {
+        axum::serve(server::web::listener(l), app.into_make_service())
+            .await
+            .unwrap()
+    });
     let hero = format!("http://{hero_addr}");
-    let login = post_json(&client, &format!("{hero}/api/auth/login"), None, json!({"username": "bench", "password": "bench-password"})).await;
+    let login = post_json(
+        &client,
+        &format!("{hero}/api/auth/login"),
+        None,
+        json!({"username": "bench", "password": "bench-password"}),
+    )
+    .await;
     let token = login["token"].as_str().unwrap().to_owned();
     let agent = post_json(
         &client,
@@ -683,18 +817,31 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
     }
     if a.history > 0 {
         let (user_id, wrapped): (i64, Vec<u8>) =
-            sqlx::query_as("SELECT id, data_key FROM users WHERE username = 'bench'").fetch_one(&st.db).await.expect("user");
-        let dk = st.keys.unwrap_data_key(user_id, &wrapped).expect("data key");
+            sqlx::query_as("SELECT id, data_key FROM users WHERE username = 'bench'")
+                .fetch_one(&st.db)
+                .await
+                .expect("user");
+        let dk = st
+            .keys
+            .unwrap_data_key(user_id, &wrapped)
+            .expect("data key");
         let reply = answer_text(a.tokens);
         for &s in &sessions {
             st.hot_db
                 .write(&st.db, |tx| {
                     for k in 0..a.history {
                         let (author, payload) = match k % 2 {
-                            0 => (AuthorType::User, json!({"role": "user", "content": "a question of a few words"})),
-                            _ => (AuthorType::Agent, json!({"role": "agent", "content": reply, "agent_id": agent["id"]})),
+                            0 => (
+                                AuthorType::User,
+                                json!({"role": "user", "content": "a question of a few words"}),
+                            ),
+                            _ => (
+                                AuthorType::Agent,
+                                json!({"role": "agent", "content": reply, "agent_id": agent["id"]}),
+                            ),
                         };
-                        frames::seal(&dk, frames::NewFrame::message(s, author, None, payload))?.insert(tx)?;
+                        frames::seal(&dk, frames::NewFrame::message(s, author, None, payload))?
+                            .insert(tx)?;
                     }
                     Ok(())
                 })
@@ -707,14 +854,21 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
     // process than the other.
     let mut relay = Outcome::default();
     let mut hero_out = Outcome::default();
-    let (relay_clients, hero_clients) = (Clients::new(relay_addr, a.streams), Clients::new(hero_addr, a.streams));
+    let (relay_clients, hero_clients) = (
+        Clients::new(relay_addr, a.streams),
+        Clients::new(hero_addr, a.streams),
+    );
     let relay_run = |content: String| {
         let (clients, mut body) = (relay_clients.clone(), body.clone());
         body["messages"][0]["content"] = json!(content);
         let request = post_request("/relay", "", &body);
         phase(a.streams, RELAY, move |i| {
             let (clients, request) = (clients.clone(), request.clone());
-            async move { clients.stream(i, request, Instant::now(), anthropic_text, false).await }
+            async move {
+                clients
+                    .stream(i, request, Instant::now(), anthropic_text, false)
+                    .await
+            }
         })
     };
     let hero_run = |content: String| {
@@ -724,17 +878,34 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
             let path = format!("/api/sessions/{}/messages/stream", sessions[i]);
             let request = post_request(&path, &format!("authorization: Bearer {token}\r\n"), &body);
             let clients = clients.clone();
-            async move { clients.stream(i, request, Instant::now(), hero_text, false).await }
+            async move {
+                clients
+                    .stream(i, request, Instant::now(), hero_text, false)
+                    .await
+            }
         })
     };
     let watch_run = || {
-        let (client, token, hero, sessions) = (client.clone(), token.clone(), hero.clone(), sessions.clone());
+        let (client, token, hero, sessions) = (
+            client.clone(),
+            token.clone(),
+            hero.clone(),
+            sessions.clone(),
+        );
         phase(a.streams, HERO, move |i| {
-            let (c, token, hero, sessions) = (client.clone(), token.clone(), hero.clone(), sessions.clone());
+            let (c, token, hero, sessions) = (
+                client.clone(),
+                token.clone(),
+                hero.clone(),
+                sessions.clone(),
+            );
             async move {
                 use tokio::io::AsyncWriteExt;
                 let mut s = connect(hero_addr).await?;
-                let get = format!("GET /api/sessions/{}/events HTTP/1.1\r\nhost: bench\r\nauthorization: Bearer {token}\r\n\r\n", sessions[i]);
+                let get = format!(
+                    "GET /api/sessions/{}/events HTTP/1.1\r\nhost: bench\r\nauthorization: Bearer {token}\r\n\r\n",
+                    sessions[i]
+                );
                 s.write_all(get.as_bytes()).await.ok()?;
                 let mut w = Wire::default();
                 w.head(&mut s).await.ok()?;
@@ -760,7 +931,10 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
         let (rt0, ht0) = (relay.tokens, hero_out.tokens);
         // Which goes first alternates: neither always follows the other's leftovers (a
         // warmer cache, a longer write-ahead log, a fuller heap).
-        let (with_relay, with_hero) = (a.only.as_deref() != Some("hero"), a.only.as_deref() != Some("relay"));
+        let (with_relay, with_hero) = (
+            a.only.as_deref() != Some("hero"),
+            a.only.as_deref() != Some("relay"),
+        );
         if a.together {
             let (r, h) = tokio::join!(relay_run("go".into()), hero_run("go".into()));
             relay.add(r);
@@ -816,7 +990,10 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
             o.peak_rss_growth_kib as f64 / a.streams as f64
         );
         if a.heap {
-            println!("{name:<6} heap_growth_kib_per_stream={:.1}", o.peak_heap_growth_kib as f64 / a.streams as f64);
+            println!(
+                "{name:<6} heap_growth_kib_per_stream={:.1}",
+                o.peak_heap_growth_kib as f64 / a.streams as f64
+            );
         }
         (p50, p99, s99)
     };
@@ -840,7 +1017,11 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
     let mut sorted = round_ratios.clone();
     println!(
         "rounds cpu_ratio_hero_to_relay={} median={:.2}",
-        round_ratios.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(","),
+        round_ratios
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(","),
         pct(&mut sorted, 0.5)
     );
     let per_token = |o: &Outcome| o.middle_cpu / (o.tokens.max(1) as f64);
@@ -862,17 +1043,27 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
         100.0 * hero_out.tokens as f64 / expected,
         hero_added * 1e6,
         relay_added * 1e6,
-        if relay_added > 0.0 { hero_added / relay_added } else { f64::NAN },
+        if relay_added > 0.0 {
+            hero_added / relay_added
+        } else {
+            f64::NAN
+        },
         hero_out.peak_rss_growth_kib as f64 / a.streams as f64
     );
     if a.short > 0 && a.short < a.tokens {
         // Per token beyond the short answer, and per turn apart from its tokens.
         let turns = (a.streams * a.rounds) as f64;
         let marginal = |long: &Outcome, short: &Outcome| {
-            (long.middle_cpu - short.middle_cpu) / (long.tokens as f64 - short.tokens as f64).max(1.0)
+            (long.middle_cpu - short.middle_cpu)
+                / (long.tokens as f64 - short.tokens as f64).max(1.0)
         };
-        let fixed = |short: &Outcome, per_token: f64| (short.middle_cpu - per_token * short.tokens as f64) / turns;
-        let (rm, hm) = (marginal(&relay, &relay_short), marginal(&hero_out, &hero_short));
+        let fixed = |short: &Outcome, per_token: f64| {
+            (short.middle_cpu - per_token * short.tokens as f64) / turns
+        };
+        let (rm, hm) = (
+            marginal(&relay, &relay_short),
+            marginal(&hero_out, &hero_short),
+        );
         println!(
             "marginal streams={} hero_cpu_us_per_token={:.2} relay_cpu_us_per_token={:.2} marginal_cpu_ratio={:.2} hero_fixed_ms_per_turn={:.2} relay_fixed_ms_per_turn={:.2}",
             a.streams,

@@ -14,11 +14,16 @@ pub async fn open_store(cfg: &Config) -> anyhow::Result<AppState> {
     let pool = db::open(&cfg.data_dir)
         .await
         .with_context(|| format!("cannot open the database in {}", cfg.data_dir.display()))?;
-    db::migrate(&pool).await.context("cannot apply database migrations")?;
+    db::migrate(&pool)
+        .await
+        .context("cannot apply database migrations")?;
     let (master, source) = crypto::load_master_key(cfg.master_key.as_deref(), &cfg.data_dir)?;
     match &source {
         crypto::KeySource::CreatedFile(p) => {
-            tracing::info!("created a new master key in {} (keep it safe: it opens every secret)", p.display())
+            tracing::info!(
+                "created a new master key in {} (keep it safe: it opens every secret)",
+                p.display()
+            )
         }
         crypto::KeySource::ExistingFile(p) => tracing::debug!("master key from {}", p.display()),
         crypto::KeySource::Environment => tracing::debug!("master key from HERO_MASTER_KEY"),
@@ -94,7 +99,9 @@ async fn shutdown_signal() {
 fn random_password() -> String {
     const CHARS: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
     let mut rng = rand::thread_rng();
-    (0..20).map(|_| CHARS[rng.gen_range(0..CHARS.len())] as char).collect()
+    (0..20)
+        .map(|_| CHARS[rng.gen_range(0..CHARS.len())] as char)
+        .collect()
 }
 
 /// A password from the terminal (asked twice, not echoed) or, when standard input is not a
@@ -109,10 +116,15 @@ pub fn read_new_password() -> anyhow::Result<String> {
         Ok(a)
     } else {
         let mut line = String::new();
-        std::io::stdin().lock().read_line(&mut line).context("cannot read the password from standard input")?;
+        std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .context("cannot read the password from standard input")?;
         let pw = line.trim_end_matches(['\n', '\r']).to_owned();
         if pw.is_empty() {
-            bail!("no password on standard input (pipe one in: echo 'secret' | hero user add NAME)");
+            bail!(
+                "no password on standard input (pipe one in: echo 'secret' | hero user add NAME)"
+            );
         }
         Ok(pw)
     }
@@ -123,14 +135,22 @@ pub async fn user_add(cfg: &Config, name: &str, admin: bool) -> anyhow::Result<(
     users::validate_username(name)?;
     let pw = read_new_password()?;
     let u = users::create(&st.db, &st.keys, name, &pw, admin).await?;
-    println!("created user {} (id {}){}", u.username, u.id, if admin { ", administrator" } else { "" });
+    println!(
+        "created user {} (id {}){}",
+        u.username,
+        u.id,
+        if admin { ", administrator" } else { "" }
+    );
     Ok(())
 }
 
 pub async fn user_list(cfg: &Config) -> anyhow::Result<()> {
     let st = open_store(cfg).await?;
     let list = users::list(&st.db).await?;
-    println!("{:>5}  {:<24} {:<6} {:<9} created", "id", "username", "admin", "state");
+    println!(
+        "{:>5}  {:<24} {:<6} {:<9} created",
+        "id", "username", "admin", "state"
+    );
     for u in list {
         println!(
             "{:>5}  {:<24} {:<6} {:<9} {}",
@@ -149,7 +169,10 @@ pub async fn user_passwd(cfg: &Config, name: &str) -> anyhow::Result<()> {
     let u = users::find_by_name(&st.db, name).await?;
     let pw = read_new_password()?;
     users::set_password(&st.db, u.id, &pw).await?;
-    println!("password of {} changed; their sign-ins have ended", u.username);
+    println!(
+        "password of {} changed; their sign-ins have ended",
+        u.username
+    );
     Ok(())
 }
 

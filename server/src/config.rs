@@ -25,7 +25,13 @@ pub struct ConfigArgs {
     /// Master key (64 hex digits or base64 of 32 bytes) that wraps every user's data key.
     /// Prefer the environment variable to the flag (flags show in `ps`). When unset, the key
     /// is read from DATA_DIR/master.key, which is created (mode 0600) on first run.
-    #[arg(long, env = "HERO_MASTER_KEY", hide_env_values = true, global = true, value_name = "KEY")]
+    #[arg(
+        long,
+        env = "HERO_MASTER_KEY",
+        hide_env_values = true,
+        global = true,
+        value_name = "KEY"
+    )]
     pub master_key: Option<String>,
 
     /// TOML file with any of these settings (keys as the flags, with '_' for '-')
@@ -34,7 +40,12 @@ pub struct ConfigArgs {
     pub config: Option<PathBuf>,
 
     /// How long a sign-in lasts, in hours [default: 168]
-    #[arg(long, env = "HERO_TOKEN_TTL_HOURS", global = true, value_name = "HOURS")]
+    #[arg(
+        long,
+        env = "HERO_TOKEN_TTL_HOURS",
+        global = true,
+        value_name = "HOURS"
+    )]
     pub token_ttl_hours: Option<u32>,
 
     /// Mark the sign-in cookie Secure; set this when Hero is served over HTTPS [default: false]
@@ -104,12 +115,21 @@ impl ConfigArgs {
             bail!("token_ttl_hours must be at least 1");
         }
         Ok(Config {
-            addr: self.addr.or(file.addr).unwrap_or_else(|| DEFAULT_ADDR.parse().expect("default address")),
-            data_dir: self.data_dir.or(file.data_dir).unwrap_or_else(|| DEFAULT_DATA_DIR.into()),
+            addr: self
+                .addr
+                .or(file.addr)
+                .unwrap_or_else(|| DEFAULT_ADDR.parse().expect("default address")),
+            data_dir: self
+                .data_dir
+                .or(file.data_dir)
+                .unwrap_or_else(|| DEFAULT_DATA_DIR.into()),
             master_key: self.master_key.or(file.master_key),
             token_ttl_hours,
             secure_cookie: self.secure_cookie.or(file.secure_cookie).unwrap_or(false),
-            site_root: self.site_root.or(file.site_root).unwrap_or_else(default_site_root),
+            site_root: self
+                .site_root
+                .or(file.site_root)
+                .unwrap_or_else(default_site_root),
             log: self.log.or(file.log).unwrap_or_else(|| "info".into()),
         })
     }
@@ -149,8 +169,17 @@ mod tests {
     fn flags_beat_file_and_file_beats_defaults() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("hero.toml");
-        std::fs::write(&path, "addr = \"0.0.0.0:9000\"\ndata_dir = \"/srv/hero\"\ntoken_ttl_hours = 5\n").unwrap();
-        let from_file = ConfigArgs { config: Some(path.clone()), ..Default::default() }.resolve().unwrap();
+        std::fs::write(
+            &path,
+            "addr = \"0.0.0.0:9000\"\ndata_dir = \"/srv/hero\"\ntoken_ttl_hours = 5\n",
+        )
+        .unwrap();
+        let from_file = ConfigArgs {
+            config: Some(path.clone()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
         assert_eq!(from_file.addr.to_string(), "0.0.0.0:9000");
         assert_eq!(from_file.data_dir, PathBuf::from("/srv/hero"));
         assert_eq!(from_file.token_ttl_hours, 5);
@@ -171,9 +200,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("hero.toml");
         std::fs::write(&path, "adr = \"x\"\n").unwrap();
-        let err = format!("{:#}", ConfigArgs { config: Some(path), ..Default::default() }.resolve().unwrap_err());
+        let err = format!(
+            "{:#}",
+            ConfigArgs {
+                config: Some(path),
+                ..Default::default()
+            }
+            .resolve()
+            .unwrap_err()
+        );
         assert!(err.contains("not valid") && err.contains("adr"), "{err}");
-        let missing = ConfigArgs { config: Some(dir.path().join("nope.toml")), ..Default::default() };
+        let missing = ConfigArgs {
+            config: Some(dir.path().join("nope.toml")),
+            ..Default::default()
+        };
         assert!(format!("{:#}", missing.resolve().unwrap_err()).contains("cannot read"));
     }
 }

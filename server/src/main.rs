@@ -69,8 +69,12 @@ fn main() -> std::process::ExitCode {
                     UserCommand::Add { name, admin } => cli::user_add(&cfg, &name, admin).await,
                     UserCommand::List => cli::user_list(&cfg).await,
                     UserCommand::Passwd { name } => cli::user_passwd(&cfg, &name).await,
-                    UserCommand::Disable { name } => cli::user_set_disabled(&cfg, &name, true).await,
-                    UserCommand::Enable { name } => cli::user_set_disabled(&cfg, &name, false).await,
+                    UserCommand::Disable { name } => {
+                        cli::user_set_disabled(&cfg, &name, true).await
+                    }
+                    UserCommand::Enable { name } => {
+                        cli::user_set_disabled(&cfg, &name, false).await
+                    }
                 },
             }
         })
@@ -87,5 +91,8 @@ fn main() -> std::process::ExitCode {
 fn init_logging(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }

@@ -35,7 +35,10 @@ impl FromRef<ServerState> for AppState {
 /// route's stack of services) for each new connection, and drops the copy when it closes.
 pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
     let routes = generate_route_list(App);
-    let state = ServerState(std::sync::Arc::new(Parts { leptos_options: leptos_options.clone(), backend: backend.clone() }));
+    let state = ServerState(std::sync::Arc::new(Parts {
+        leptos_options: leptos_options.clone(),
+        backend: backend.clone(),
+    }));
     Router::new()
         .nest("/api", crate::api::router())
         .route("/ws", axum::routing::get(crate::api::ws::ws))
@@ -54,7 +57,9 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
 /// The listener Hero serves on: every accepted connection gets `TCP_NODELAY`. A reply is a
 /// run of small writes, one per token; with Nagle's algorithm each would wait for the
 /// previous one's acknowledgement, which a client may delay by up to 40 ms.
-pub fn listener(l: tokio::net::TcpListener) -> impl axum::serve::Listener<Addr = std::net::SocketAddr> {
+pub fn listener(
+    l: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Addr = std::net::SocketAddr> {
     use axum::serve::ListenerExt;
     l.tap_io(|tcp| {
         if let Err(e) = tcp.set_nodelay(true) {
@@ -83,7 +88,10 @@ pub fn leptos_options(addr: std::net::SocketAddr, site_root: &std::path::Path) -
 /// (at debug; a server error at error). tower-http's `TraceLayer` logs the same, but also
 /// wraps every response body to look at each chunk, which for a streamed reply is a layer
 /// more on every token's way out.
-async fn trace_request(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+async fn trace_request(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
     use tracing::Instrument;
     let span = tracing::debug_span!("request", method = %req.method(), uri = %req.uri());
     let started = std::time::Instant::now();
@@ -91,7 +99,11 @@ async fn trace_request(req: axum::extract::Request, next: axum::middleware::Next
     let _in = span.enter();
     let latency_ms = started.elapsed().as_millis() as u64;
     if resp.status().is_server_error() {
-        tracing::error!(status = resp.status().as_u16(), latency_ms, "request failed");
+        tracing::error!(
+            status = resp.status().as_u16(),
+            latency_ms,
+            "request failed"
+        );
     } else {
         tracing::debug!(status = resp.status().as_u16(), latency_ms, "answered");
     }
@@ -103,20 +115,28 @@ async fn trace_request(req: axum::extract::Request, next: axum::middleware::Next
 /// always name the origin of such requests, so a mismatch is refused. Requests without an
 /// `Origin` (scripts, curl) are not browsers' and pass. Behind a proxy that rewrites `Host`,
 /// `X-Forwarded-Host` names the public host.
-async fn same_origin(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+async fn same_origin(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
     use axum::http::{Method, StatusCode, header};
     use axum::response::IntoResponse;
-    let checked = req.uri().path() == "/ws" || !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let checked = req.uri().path() == "/ws"
+        || !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     if checked {
         if let Some(origin) = req.headers().get(header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("null");
-            let origin_host = origin.split_once("://").map(|(_, h)| h.trim_end_matches('/'));
+            let origin_host = origin
+                .split_once("://")
+                .map(|(_, h)| h.trim_end_matches('/'));
             let allowed = ["x-forwarded-host", "host"]
                 .iter()
                 .filter_map(|h| req.headers().get(*h)?.to_str().ok())
                 .any(|h| Some(h) == origin_host);
             if !allowed {
-                let body = hero_shared::api::ErrorBody { error: "cross-origin request refused".into() };
+                let body = hero_shared::api::ErrorBody {
+                    error: "cross-origin request refused".into(),
+                };
                 return (StatusCode::FORBIDDEN, axum::Json(body)).into_response();
             }
         }

@@ -19,12 +19,18 @@ struct Ev {
 }
 
 /// The SSE events of a response body, read by the decoder Hero's providers use.
-fn sse<S, E>(body: S) -> impl futures::Stream<Item = Result<Ev, sseer::errors::EventStreamError<E>>> + Unpin
+fn sse<S, E>(
+    body: S,
+) -> impl futures::Stream<Item = Result<Ev, sseer::errors::EventStreamError<E>>> + Unpin
 where
     S: futures::Stream<Item = Result<bytes::Bytes, E>>,
 {
     Box::pin(sseer::EventStream::new(body).map(|r| {
-        r.map(|e| Ev { event: e.event.to_string(), data: e.data.to_string(), id: e.id.to_string() })
+        r.map(|e| Ev {
+            event: e.event.to_string(),
+            data: e.data.to_string(),
+            id: e.id.to_string(),
+        })
     }))
 }
 
@@ -53,15 +59,38 @@ async fn hero() -> Hero {
         recheck_every: Duration::from_millis(300),
         ..Settings::default()
     };
-    let st = AppState::new(pool, crypto::Keyring::new(crypto::SecretKey::random()), settings);
+    let st = AppState::new(
+        pool,
+        crypto::Keyring::new(crypto::SecretKey::random()),
+        settings,
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = server::web::router(st.clone(), server::web::leptos_options(addr, &dir.path().join("site")));
+    let app = server::web::router(
+        st.clone(),
+        server::web::leptos_options(addr, &dir.path().join("site")),
+    );
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    users::create(&st.db, &st.keys, "alice", "alice-password", false).await.unwrap();
-    let c = reqwest::Client::builder().cookie_store(true).build().unwrap();
-    let h = Hero { _dir: dir, base: format!("http://{addr}"), st, c, seen: Default::default() };
-    let r = h.c.post(h.url("/api/auth/login")).json(&json!({"username": "alice", "password": "alice-password"})).send().await.unwrap();
+    users::create(&st.db, &st.keys, "alice", "alice-password", false)
+        .await
+        .unwrap();
+    let c = reqwest::Client::builder()
+        .cookie_store(true)
+        .build()
+        .unwrap();
+    let h = Hero {
+        _dir: dir,
+        base: format!("http://{addr}"),
+        st,
+        c,
+        seen: Default::default(),
+    };
+    let r =
+        h.c.post(h.url("/api/auth/login"))
+            .json(&json!({"username": "alice", "password": "alice-password"}))
+            .send()
+            .await
+            .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     h
 }
@@ -71,7 +100,12 @@ impl Hero {
         format!("{}{path}", self.base)
     }
 
-    async fn json(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    async fn json(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
         let mut req = self.c.request(method, self.url(path));
         if let Some(b) = body {
             req = req.json(&b);
@@ -80,12 +114,28 @@ impl Hero {
         let status = resp.status();
         let text = resp.text().await.unwrap();
         self.seen.lock().unwrap().push(text.clone());
-        (status, if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap() })
+        (
+            status,
+            if text.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_str(&text).unwrap()
+            },
+        )
     }
 
     /// An agent of `provider` pointed at the mock, and a session talking to it.
-    async fn session_with(&self, provider: &str, mock: &mock_llm::MockServer, key: &str) -> (i64, i64) {
-        let base = if provider == "anthropic" { mock.url() } else { format!("{}/v1", mock.url()) };
+    async fn session_with(
+        &self,
+        provider: &str,
+        mock: &mock_llm::MockServer,
+        key: &str,
+    ) -> (i64, i64) {
+        let base = if provider == "anthropic" {
+            mock.url()
+        } else {
+            format!("{}/v1", mock.url())
+        };
         let (s, agent) = self
             .json(reqwest::Method::POST, "/api/agents", Some(json!({
                 "name": format!("{provider} agent"), "provider": provider, "model": "mock-model",
@@ -94,10 +144,17 @@ impl Hero {
             .await;
         assert_eq!(s, StatusCode::CREATED, "{agent}");
         let (s, session) = self
-            .json(reqwest::Method::POST, "/api/sessions", Some(json!({"name": "chat", "agent_id": agent["id"]})))
+            .json(
+                reqwest::Method::POST,
+                "/api/sessions",
+                Some(json!({"name": "chat", "agent_id": agent["id"]})),
+            )
             .await;
         assert_eq!(s, StatusCode::CREATED, "{session}");
-        (session["id"].as_i64().unwrap(), agent["id"].as_i64().unwrap())
+        (
+            session["id"].as_i64().unwrap(),
+            agent["id"].as_i64().unwrap(),
+        )
     }
 
     /// Posts a message to the streaming endpoint and reads every SSE event of the answer.
@@ -110,10 +167,18 @@ impl Hero {
             .await
             .unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
-        assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+        assert!(
+            resp.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream")
+        );
         let mut events = sse(resp.bytes_stream());
         let mut out = Vec::new();
-        while let Some(ev) = tokio::time::timeout(Duration::from_secs(20), events.next()).await.expect("SSE stalled") {
+        while let Some(ev) = tokio::time::timeout(Duration::from_secs(20), events.next())
+            .await
+            .expect("SSE stalled")
+        {
             let ev = ev.unwrap();
             self.seen.lock().unwrap().push(ev.data.clone());
             let done = ev.event == "message_complete";
@@ -126,7 +191,13 @@ impl Hero {
     }
 
     async fn frames(&self, session: i64) -> Vec<Value> {
-        let (s, page) = self.json(reqwest::Method::GET, &format!("/api/sessions/{session}/frames"), None).await;
+        let (s, page) = self
+            .json(
+                reqwest::Method::GET,
+                &format!("/api/sessions/{session}/frames"),
+                None,
+            )
+            .await;
         assert_eq!(s, StatusCode::OK);
         page["frames"].as_array().unwrap().clone()
     }
@@ -137,16 +208,26 @@ fn names(events: &[(String, Value)]) -> Vec<&str> {
 }
 
 fn last_data<'a>(events: &'a [(String, Value)], name: &str) -> &'a Value {
-    &events.iter().rev().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no {name} in {:?}", names(events))).1
+    &events
+        .iter()
+        .rev()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("no {name} in {:?}", names(events)))
+        .1
 }
 
 const ANSWER: &str = "Let me look. <thinking>checking files</thinking>\nHere: <bash cwd=\"/tmp\">ls -l > out.txt</bash> done.\n<progress value=\"1\" max=\"2\"/>";
 
 async fn check_full_turn(provider: &str) {
     let h = hero().await;
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text(ANSWER)]).chunk_bytes(5).api_key(Some(KEY.into())))
-        .await
-        .unwrap();
+    let mock = mock_llm::spawn(
+        Config::default()
+            .answers(vec![Answer::text(ANSWER)])
+            .chunk_bytes(5)
+            .api_key(Some(KEY.into())),
+    )
+    .await
+    .unwrap();
     let (session, agent) = h.session_with(provider, &mock, KEY).await;
     let events = h.stream(session, "What is in /tmp?").await;
     let n = names(&events);
@@ -158,34 +239,67 @@ async fn check_full_turn(provider: &str) {
     assert_eq!(start["agentName"], format!("{provider} agent"));
     let message_id = start["messageId"].as_str().unwrap().to_owned();
     // Elements recognised while streaming; executable ones shown, not run.
-    let starts: Vec<&str> = events.iter().filter(|(n, _)| n == "element_start").map(|(_, d)| d["type"].as_str().unwrap()).collect();
+    let starts: Vec<&str> = events
+        .iter()
+        .filter(|(n, _)| n == "element_start")
+        .map(|(_, d)| d["type"].as_str().unwrap())
+        .collect();
     assert_eq!(starts, vec!["thinking", "bash", "progress"]);
-    let bash = events.iter().find(|(n, d)| n == "element_complete" && d["type"] == "bash").unwrap();
-    assert_eq!((bash.1["content"].as_str(), bash.1["executable"].as_bool()), (Some("ls -l > out.txt"), Some(true)));
+    let bash = events
+        .iter()
+        .find(|(n, d)| n == "element_complete" && d["type"] == "bash")
+        .unwrap();
+    assert_eq!(
+        (bash.1["content"].as_str(), bash.1["executable"].as_bool()),
+        (Some("ls -l > out.txt"), Some(true))
+    );
     assert!(!n.contains(&"element_executing"));
     let complete = last_data(&events, "message_complete");
     assert_eq!(complete["content"], ANSWER);
     assert_eq!(complete["messageId"], message_id.as_str());
-    let text: String = events.iter().filter(|(n, _)| n == "text").map(|(_, d)| d["text"].as_str().unwrap()).collect();
-    assert!(text.starts_with("Let me look. ") && text.contains(" done."), "{text}");
+    let text: String = events
+        .iter()
+        .filter(|(n, _)| n == "text")
+        .map(|(_, d)| d["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        text.starts_with("Let me look. ") && text.contains(" done."),
+        "{text}"
+    );
 
     // Both turns are frames: the user's and the agent's, seq 1 and 2.
     let frames = h.frames(session).await;
     assert_eq!(frames.len(), 2);
-    assert_eq!((frames[0]["seq"].as_i64(), frames[0]["author_type"].as_str()), (Some(1), Some("user")));
+    assert_eq!(
+        (frames[0]["seq"].as_i64(), frames[0]["author_type"].as_str()),
+        (Some(1), Some("user"))
+    );
     assert_eq!(frames[1]["id"], message_id.as_str());
     assert_eq!(frames[1]["payload"]["content"], ANSWER);
     assert_eq!(frames[1]["author_id"], agent);
     let usage = &frames[1]["payload"]["usage"];
-    assert!(usage["input_tokens"].as_u64().unwrap() > 0 && usage["output_tokens"].as_u64().unwrap() > 0, "{usage}");
-    let (rows,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM usage WHERE output_tokens > 0").fetch_one(&h.st.db).await.unwrap();
+    assert!(
+        usage["input_tokens"].as_u64().unwrap() > 0 && usage["output_tokens"].as_u64().unwrap() > 0,
+        "{usage}"
+    );
+    let (rows,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM usage WHERE output_tokens > 0")
+        .fetch_one(&h.st.db)
+        .await
+        .unwrap();
     assert_eq!(rows, 1);
 
     // What the provider was sent: the agent's config merged in, the key in the right header.
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 1);
     let body = &reqs[0]["body"];
-    assert_eq!((body["max_tokens"].as_i64(), body["temperature"].as_f64(), body["stream"].as_bool()), (Some(321), Some(0.25), Some(true)));
+    assert_eq!(
+        (
+            body["max_tokens"].as_i64(),
+            body["temperature"].as_f64(),
+            body["stream"].as_bool()
+        ),
+        (Some(321), Some(0.25), Some(true))
+    );
     assert_eq!(body["model"], "mock-model");
     let msgs = body["messages"].as_array().unwrap();
     assert_eq!(msgs.last().unwrap()["content"], "What is in /tmp?");
@@ -204,7 +318,10 @@ async fn check_full_turn(provider: &str) {
 
 fn assert_no_key_seen(h: &Hero) {
     for body in h.seen.lock().unwrap().iter() {
-        assert!(!body.contains(KEY), "a response carried the API key: {body}");
+        assert!(
+            !body.contains(KEY),
+            "a response carried the API key: {body}"
+        );
     }
 }
 
@@ -216,7 +333,9 @@ async fn anthropic_turn_streams_parses_and_stores_frames() {
 #[tokio::test]
 async fn a_reply_is_stored_even_when_its_usage_cannot_be() {
     let h = hero().await;
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("fine")])).await.unwrap();
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("fine")]))
+        .await
+        .unwrap();
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     sqlx::query("CREATE TRIGGER usage_refused BEFORE INSERT ON usage BEGIN SELECT RAISE(ABORT, 'refused'); END")
         .execute(&h.st.db)
@@ -228,10 +347,16 @@ async fn a_reply_is_stored_even_when_its_usage_cannot_be() {
     assert_eq!(frames.len(), 2);
     assert_eq!(frames[1]["payload"]["content"], "fine");
     // And with the usage table writable again, both are recorded.
-    sqlx::query("DROP TRIGGER usage_refused").execute(&h.st.db).await.unwrap();
+    sqlx::query("DROP TRIGGER usage_refused")
+        .execute(&h.st.db)
+        .await
+        .unwrap();
     h.stream(session, "again").await;
     assert_eq!(h.frames(session).await.len(), 4);
-    let (rows,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM usage").fetch_one(&h.st.db).await.unwrap();
+    let (rows,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM usage")
+        .fetch_one(&h.st.db)
+        .await
+        .unwrap();
     assert_eq!(rows, 1);
 }
 
@@ -243,13 +368,20 @@ async fn openai_turn_streams_parses_and_stores_frames() {
 #[tokio::test]
 async fn context_is_compiled_from_frames() {
     let h = hero().await;
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("first answer")])).await.unwrap();
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("first answer")]))
+        .await
+        .unwrap();
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     h.stream(session, "first question").await;
     let events = h.stream(session, "second question [[mock echo]]").await;
     assert!(!names(&events).contains(&"error"), "{events:?}");
     let sent = &mock.requests()[1]["body"]["messages"];
-    let roles: Vec<&str> = sent.as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    let roles: Vec<&str> = sent
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
     assert_eq!(roles, vec!["user", "assistant", "user"]);
     assert_eq!(sent[1]["content"], "first answer");
 }
@@ -261,52 +393,107 @@ async fn context_follows_frames_appended_outside_turns() {
     use hero_backend::frames;
     use hero_shared::frame::AuthorType;
     let h = hero().await;
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("an answer")])).await.unwrap();
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("an answer")]))
+        .await
+        .unwrap();
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     h.stream(session, "first").await;
-    assert!(h.st.history.bytes() > 0, "the conversation is kept after a turn");
+    assert!(
+        h.st.history.bytes() > 0,
+        "the conversation is kept after a turn"
+    );
     h.stream(session, "second").await;
-    assert_eq!(h.st.history.hits(), 1, "the second turn started from memory");
+    assert_eq!(
+        h.st.history.hits(),
+        1,
+        "the second turn started from memory"
+    );
     // A note appended straight to the log, past the turns.
     let (user_id, wrapped): (i64, Vec<u8>) =
-        sqlx::query_as("SELECT id, data_key FROM users WHERE username = 'alice'").fetch_one(&h.st.db).await.unwrap();
+        sqlx::query_as("SELECT id, data_key FROM users WHERE username = 'alice'")
+            .fetch_one(&h.st.db)
+            .await
+            .unwrap();
     let dk = h.st.keys.unwrap_data_key(user_id, &wrapped).unwrap();
-    let note = frames::NewFrame::message(session, AuthorType::System, None, json!({"role": "system", "content": "a note from elsewhere"}));
+    let note = frames::NewFrame::message(
+        session,
+        AuthorType::System,
+        None,
+        json!({"role": "system", "content": "a note from elsewhere"}),
+    );
     let sealed = frames::seal(&dk, note).unwrap();
-    h.st.hot_db.write(&h.st.db, |tx| sealed.insert(tx)).await.unwrap();
+    h.st.hot_db
+        .write(&h.st.db, |tx| sealed.insert(tx))
+        .await
+        .unwrap();
     h.stream(session, "third").await;
     assert_eq!(h.st.history.hits(), 1, "the third read the log");
     h.stream(session, "fourth").await;
-    assert_eq!(h.st.history.hits(), 2, "the fourth started from memory again");
+    assert_eq!(
+        h.st.history.hits(),
+        2,
+        "the fourth started from memory again"
+    );
     let sent: Vec<Vec<(String, String)>> = mock
         .requests()
         .iter()
         .map(|r| {
             let m = r["body"]["messages"].as_array().unwrap().iter();
-            m.map(|m| (m["role"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap().to_owned())).collect()
+            m.map(|m| {
+                (
+                    m["role"].as_str().unwrap().to_owned(),
+                    m["content"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
         })
         .collect();
-    let turn = |u: &str| [("user".to_owned(), u.to_owned()), ("assistant".to_owned(), "an answer".to_owned())];
+    let turn = |u: &str| {
+        [
+            ("user".to_owned(), u.to_owned()),
+            ("assistant".to_owned(), "an answer".to_owned()),
+        ]
+    };
     let mut want: Vec<(String, String)> = [turn("first"), turn("second")].concat();
-    want.push(("user".into(), "[System] a note from elsewhere\n\nthird".into()));
+    want.push((
+        "user".into(),
+        "[System] a note from elsewhere\n\nthird".into(),
+    ));
     assert_eq!(sent[2], want);
     want.push(("assistant".into(), "an answer".into()));
     want.push(("user".into(), "fourth".into()));
-    assert_eq!(sent[3], want, "the fourth turn starts from memory, the note included");
-    assert_eq!(sent[1], [turn("first").to_vec(), vec![("user".to_owned(), "second".to_owned())]].concat());
+    assert_eq!(
+        sent[3], want,
+        "the fourth turn starts from memory, the note included"
+    );
+    assert_eq!(
+        sent[1],
+        [
+            turn("first").to_vec(),
+            vec![("user".to_owned(), "second".to_owned())]
+        ]
+        .concat()
+    );
 }
 
 /// One fault: what the events say, and what the stored agent frame kept.
 async fn check_fault(provider: &str, directive: &str, want_error: &str, want_partial: bool) {
     let h = hero().await;
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("abcdefghij".repeat(10))]).chunk_bytes(5))
-        .await
-        .unwrap();
+    let mock = mock_llm::spawn(
+        Config::default()
+            .answers(vec![Answer::text("abcdefghij".repeat(10))])
+            .chunk_bytes(5),
+    )
+    .await
+    .unwrap();
     let (session, _) = h.session_with(provider, &mock, KEY).await;
     let events = h.stream(session, &format!("go {directive}")).await;
     let n = names(&events);
     assert_eq!(n.last(), Some(&"message_complete"), "{directive}: {n:?}");
-    let err = last_data(&events, "error")["error"].as_str().unwrap().to_owned();
+    let err = last_data(&events, "error")["error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(err.contains(want_error), "{directive}: {err}");
     let frames = h.frames(session).await;
     let agent = &frames.last().unwrap()["payload"];
@@ -319,22 +506,57 @@ async fn check_fault(provider: &str, directive: &str, want_error: &str, want_par
 #[tokio::test]
 async fn each_fault_ends_the_turn_with_a_clear_message() {
     for provider in ["anthropic", "openai"] {
-        check_fault(provider, "[[mock fault=500]]", "the provider failed (500)", false).await;
-        check_fault(provider, "[[mock fault=cut after_bytes=20 delay_ms=5]]", "cut mid-reply", true).await;
-        check_fault(provider, "[[mock fault=stall after_bytes=10 delay_ms=5]]", "went silent", true).await;
-        check_fault(provider, "[[mock fault=overloaded_midstream after_bytes=10 delay_ms=5]]", "mid-reply", true).await;
-        check_fault(provider, "[[mock fault=429 times=5 retry_after=0]]", "rate-limiting", false).await;
+        check_fault(
+            provider,
+            "[[mock fault=500]]",
+            "the provider failed (500)",
+            false,
+        )
+        .await;
+        check_fault(
+            provider,
+            "[[mock fault=cut after_bytes=20 delay_ms=5]]",
+            "cut mid-reply",
+            true,
+        )
+        .await;
+        check_fault(
+            provider,
+            "[[mock fault=stall after_bytes=10 delay_ms=5]]",
+            "went silent",
+            true,
+        )
+        .await;
+        check_fault(
+            provider,
+            "[[mock fault=overloaded_midstream after_bytes=10 delay_ms=5]]",
+            "mid-reply",
+            true,
+        )
+        .await;
+        check_fault(
+            provider,
+            "[[mock fault=429 times=5 retry_after=0]]",
+            "rate-limiting",
+            false,
+        )
+        .await;
     }
 }
 
 #[tokio::test]
 async fn a_rejected_key_is_explained() {
     let h = hero().await;
-    let mock = mock_llm::spawn(Config::default().api_key(Some("the-right-key".into()))).await.unwrap();
+    let mock = mock_llm::spawn(Config::default().api_key(Some("the-right-key".into())))
+        .await
+        .unwrap();
     for provider in ["anthropic", "openai"] {
         let (session, _) = h.session_with(provider, &mock, KEY).await;
         let events = h.stream(session, "hello").await;
-        let err = last_data(&events, "error")["error"].as_str().unwrap().to_owned();
+        let err = last_data(&events, "error")["error"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         assert!(err.contains("refused the API key (401)"), "{err}");
         assert_eq!(names(&events).last(), Some(&"message_complete"));
     }
@@ -343,29 +565,66 @@ async fn a_rejected_key_is_explained() {
 #[tokio::test]
 async fn a_429_is_retried_before_the_first_byte() {
     let h = hero().await;
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("after the wait")])).await.unwrap();
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("after the wait")]))
+        .await
+        .unwrap();
     let (session, _) = h.session_with("openai", &mock, KEY).await;
-    let events = h.stream(session, "hi [[mock fault=429 times=1 retry_after=1]]").await;
+    let events = h
+        .stream(session, "hi [[mock fault=429 times=1 retry_after=1]]")
+        .await;
     assert!(!names(&events).contains(&"error"), "{events:?}");
-    assert_eq!(last_data(&events, "message_complete")["content"], "after the wait");
+    assert_eq!(
+        last_data(&events, "message_complete")["content"],
+        "after the wait"
+    );
     assert_eq!(mock.requests().len(), 2);
 }
 
 #[tokio::test]
 async fn batch_mode_and_the_stream_switch() {
     let h = hero().await;
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("whole answer")])).await.unwrap();
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("whole answer")]))
+        .await
+        .unwrap();
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     let path = format!("/api/sessions/{session}/messages");
-    let (s, r) = h.json(reqwest::Method::POST, &path, Some(json!({"content": "hi"}))).await;
+    let (s, r) = h
+        .json(reqwest::Method::POST, &path, Some(json!({"content": "hi"})))
+        .await;
     assert_eq!(s, StatusCode::OK, "{r}");
-    assert_eq!((r["content"].as_str(), r["error"].is_null()), (Some("whole answer"), true));
-    let (_, r) = h.json(reqwest::Method::POST, &path, Some(json!({"content": "/stream off"}))).await;
+    assert_eq!(
+        (r["content"].as_str(), r["error"].is_null()),
+        (Some("whole answer"), true)
+    );
+    let (_, r) = h
+        .json(
+            reqwest::Method::POST,
+            &path,
+            Some(json!({"content": "/stream off"})),
+        )
+        .await;
     assert!(r["content"].as_str().unwrap().contains("off"), "{r}");
-    let (_, sess) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}"), None).await;
+    let (_, sess) = h
+        .json(
+            reqwest::Method::GET,
+            &format!("/api/sessions/{session}"),
+            None,
+        )
+        .await;
     assert_eq!(sess["streaming"], false);
-    h.json(reqwest::Method::POST, &path, Some(json!({"content": "/stream on"}))).await;
-    let (_, sess) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}"), None).await;
+    h.json(
+        reqwest::Method::POST,
+        &path,
+        Some(json!({"content": "/stream on"})),
+    )
+    .await;
+    let (_, sess) = h
+        .json(
+            reqwest::Method::GET,
+            &format!("/api/sessions/{session}"),
+            None,
+        )
+        .await;
     assert_eq!(sess["streaming"], true);
     // The switches are not sent to the agent; they are system notes in the log.
     assert_eq!(mock.requests().len(), 1);
@@ -377,17 +636,30 @@ async fn batch_mode_and_the_stream_switch() {
 #[tokio::test]
 async fn concurrent_posts_keep_seq_strictly_increasing() {
     let h = std::sync::Arc::new(hero().await);
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("ok")]).chunk_bytes(1)).await.unwrap();
+    let mock = mock_llm::spawn(
+        Config::default()
+            .answers(vec![Answer::text("ok")])
+            .chunk_bytes(1),
+    )
+    .await
+    .unwrap();
     let (session, _) = h.session_with("openai", &mock, KEY).await;
     let mut tasks = Vec::new();
     for i in 0..6 {
         let h = h.clone();
-        tasks.push(tokio::spawn(async move { h.stream(session, &format!("message {i}")).await }));
+        tasks.push(tokio::spawn(async move {
+            h.stream(session, &format!("message {i}")).await
+        }));
     }
     for t in tasks {
         assert_eq!(names(&t.await.unwrap()).last(), Some(&"message_complete"));
     }
-    let seqs: Vec<i64> = h.frames(session).await.iter().map(|f| f["seq"].as_i64().unwrap()).collect();
+    let seqs: Vec<i64> = h
+        .frames(session)
+        .await
+        .iter()
+        .map(|f| f["seq"].as_i64().unwrap())
+        .collect();
     assert_eq!(seqs, (1..=12).collect::<Vec<_>>());
 }
 
@@ -396,7 +668,13 @@ async fn concurrent_posts_keep_seq_strictly_increasing() {
 #[tokio::test]
 async fn turns_do_not_wait_for_the_pool() {
     let h = hero().await;
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("ok")]).chunk_bytes(1)).await.unwrap();
+    let mock = mock_llm::spawn(
+        Config::default()
+            .answers(vec![Answer::text("ok")])
+            .chunk_bytes(1),
+    )
+    .await
+    .unwrap();
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     let mut taken = Vec::new();
     for _ in 0..h.st.db.options().get_max_connections() {
@@ -420,32 +698,59 @@ async fn a_watcher_that_falls_behind_is_told_and_dropped() {
     // `/events`, 6 MB in all, more than the sockets hold (the server's send buffer grows
     // to 4 MB) and then far more events than the hub keeps for a reader that does not read.
     let answer = "x".repeat(30_000);
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text(answer)]).chunk_bytes(1)).await.unwrap();
+    let mock = mock_llm::spawn(
+        Config::default()
+            .answers(vec![Answer::text(answer)])
+            .chunk_bytes(1),
+    )
+    .await
+    .unwrap();
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     let (_, login) = h
-        .json(reqwest::Method::POST, "/api/auth/login", Some(json!({"username": "alice", "password": "alice-password"})))
+        .json(
+            reqwest::Method::POST,
+            "/api/auth/login",
+            Some(json!({"username": "alice", "password": "alice-password"})),
+        )
         .await;
     let token = login["token"].as_str().unwrap();
 
     // A tab with a tiny receive window that reads its response head, then nothing.
     let sock = tokio::net::TcpSocket::new_v4().unwrap();
     sock.set_recv_buffer_size(2048).unwrap();
-    let mut tab = sock.connect(h.base.trim_start_matches("http://").parse().unwrap()).await.unwrap();
-    let request = format!("GET /api/sessions/{session}/events HTTP/1.1\r\nHost: hero\r\nAuthorization: Bearer {token}\r\n\r\n");
+    let mut tab = sock
+        .connect(h.base.trim_start_matches("http://").parse().unwrap())
+        .await
+        .unwrap();
+    let request = format!(
+        "GET /api/sessions/{session}/events HTTP/1.1\r\nHost: hero\r\nAuthorization: Bearer {token}\r\n\r\n"
+    );
     tab.write_all(request.as_bytes()).await.unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = tokio::time::timeout(Duration::from_secs(10), tab.read(&mut buf)).await.unwrap().unwrap();
+        let n = tokio::time::timeout(Duration::from_secs(10), tab.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(n > 0, "the server closed the stream");
         got.extend_from_slice(&buf[..n]);
     }
-    assert!(got.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
 
     // The reply is not held up by the tab that does not read: its poster gets all of it.
     let events = h.stream(session, "go").await;
     assert_eq!(names(&events).last(), Some(&"message_complete"));
-    assert_eq!(last_data(&events, "message_complete")["content"].as_str().map(str::len), Some(30_000));
+    assert_eq!(
+        last_data(&events, "message_complete")["content"]
+            .as_str()
+            .map(str::len),
+        Some(30_000)
+    );
 
     // The tab, reading at last, is told it fell behind, and its stream ends.
     let told = tokio::time::timeout(Duration::from_secs(20), async {
@@ -460,30 +765,55 @@ async fn a_watcher_that_falls_behind_is_told_and_dropped() {
     })
     .await
     .expect("the stream ends");
-    assert!(told.contains("event: error\ndata: {\"error\":\"this stream fell "), "{}", &told[told.len().saturating_sub(400)..]);
+    assert!(
+        told.contains("event: error\ndata: {\"error\":\"this stream fell "),
+        "{}",
+        &told[told.len().saturating_sub(400)..]
+    );
     assert!(told.contains("events behind and was closed"));
 }
 
 #[tokio::test]
 async fn the_event_stream_resumes_without_gap_or_duplicate() {
     let h = hero().await;
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("live answer")]).chunk_bytes(3)).await.unwrap();
+    let mock = mock_llm::spawn(
+        Config::default()
+            .answers(vec![Answer::text("live answer")])
+            .chunk_bytes(3),
+    )
+    .await
+    .unwrap();
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     h.stream(session, "one").await; // frames 1, 2
-    let message = |ev: &Ev| serde_json::from_str::<Value>(&ev.data).ok().and_then(|v| v["messageId"].as_str().map(str::to_owned));
+    let message = |ev: &Ev| {
+        serde_json::from_str::<Value>(&ev.data)
+            .ok()
+            .and_then(|v| v["messageId"].as_str().map(str::to_owned))
+    };
 
     // A tab subscribed before a turn, but not read until it is over. It has read its frame
     // from the log first or live last; if from the log, the turn's live events, queued
     // meanwhile, are not sent after it (the tab has the whole message).
-    let resp = h.c.get(h.url(&format!("/api/sessions/{session}/events"))).send().await.unwrap();
+    let resp =
+        h.c.get(h.url(&format!("/api/sessions/{session}/events")))
+            .send()
+            .await
+            .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     let mut tab = sse(resp.bytes_stream());
     h.stream(session, "/stream on").await; // frame 3
     let note = loop {
-        let ev = tokio::time::timeout(Duration::from_secs(10), tab.next()).await.unwrap().unwrap().unwrap();
+        let ev = tokio::time::timeout(Duration::from_secs(10), tab.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         if ev.event == "frame" {
             assert_eq!(ev.id, "3");
-            break serde_json::from_str::<Value>(&ev.data).unwrap()["id"].as_str().unwrap().to_owned();
+            break serde_json::from_str::<Value>(&ev.data).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
         }
     };
 
@@ -491,7 +821,11 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
     h.stream(session, "two").await; // frames 4, 5
     let mut seen = Vec::new();
     loop {
-        let ev = tokio::time::timeout(Duration::from_secs(10), tab.next()).await.unwrap().unwrap().unwrap();
+        let ev = tokio::time::timeout(Duration::from_secs(10), tab.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         // After the note's frame, at most its `message_complete` (sent when the frame came
         // live, before it).
         if message(&ev).as_deref() == Some(note.as_str()) {
@@ -504,17 +838,33 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
             break;
         }
     }
-    let frame_ids: Vec<&str> = seen.iter().filter(|(e, _)| e == "frame").map(|(_, id)| id.as_str()).collect();
+    let frame_ids: Vec<&str> = seen
+        .iter()
+        .filter(|(e, _)| e == "frame")
+        .map(|(_, id)| id.as_str())
+        .collect();
     assert_eq!(frame_ids, vec!["4", "5"]);
     let at = |name: &str| seen.iter().position(|(e, _)| e == name);
-    assert!(at("message_start") < at("text") && at("text").is_some(), "{seen:?}");
+    assert!(
+        at("message_start") < at("text") && at("text").is_some(),
+        "{seen:?}"
+    );
 
     // Reconnecting after seq 1: frames 2 to 5 from the log, each once, in order.
-    let resp = h.c.get(h.url(&format!("/api/sessions/{session}/events"))).header("Last-Event-ID", "1").send().await.unwrap();
+    let resp =
+        h.c.get(h.url(&format!("/api/sessions/{session}/events")))
+            .header("Last-Event-ID", "1")
+            .send()
+            .await
+            .unwrap();
     let mut again = sse(resp.bytes_stream());
     let mut ids = Vec::new();
     while ids.len() < 4 {
-        let ev = tokio::time::timeout(Duration::from_secs(10), again.next()).await.unwrap().unwrap().unwrap();
+        let ev = tokio::time::timeout(Duration::from_secs(10), again.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         assert_eq!(ev.event, "frame");
         ids.push(ev.id);
     }
@@ -525,17 +875,42 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
 async fn abort_over_the_websocket_keeps_the_partial_answer() {
     use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
     let h = hero().await;
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("x".repeat(10_000))]).chunk_bytes(10).delay(Duration::from_millis(20)))
-        .await
-        .unwrap();
+    let mock = mock_llm::spawn(
+        Config::default()
+            .answers(vec![Answer::text("x".repeat(10_000))])
+            .chunk_bytes(10)
+            .delay(Duration::from_millis(20)),
+    )
+    .await
+    .unwrap();
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     // The WebSocket authenticates with the same cookie.
-    let login: Value = h.c.post(h.url("/api/auth/login")).json(&json!({"username": "alice", "password": "alice-password"})).send().await.unwrap().json().await.unwrap();
-    let mut req = format!("ws{}/ws", h.base.trim_start_matches("http")).into_client_request().unwrap();
-    req.headers_mut().insert("cookie", format!("hero_token={}", login["token"].as_str().unwrap()).parse().unwrap());
+    let login: Value =
+        h.c.post(h.url("/api/auth/login"))
+            .json(&json!({"username": "alice", "password": "alice-password"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let mut req = format!("ws{}/ws", h.base.trim_start_matches("http"))
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert(
+        "cookie",
+        format!("hero_token={}", login["token"].as_str().unwrap())
+            .parse()
+            .unwrap(),
+    );
     let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
 
-    let resp = h.c.post(h.url(&format!("/api/sessions/{session}/messages/stream"))).json(&json!({"content": "long please"})).send().await.unwrap();
+    let resp =
+        h.c.post(h.url(&format!("/api/sessions/{session}/messages/stream")))
+            .json(&json!({"content": "long please"}))
+            .send()
+            .await
+            .unwrap();
     let mut events = sse(resp.bytes_stream());
     // Wait for some text, seen both on the poster's stream and mirrored on the WebSocket.
     loop {
@@ -545,16 +920,29 @@ async fn abort_over_the_websocket_keeps_the_partial_answer() {
         }
     }
     loop {
-        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next()).await.unwrap().unwrap().unwrap();
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         if let Message::Text(t) = msg {
             if serde_json::from_str::<Value>(&t).unwrap()["type"] == "stream_text" {
                 break;
             }
         }
     }
-    ws.send(Message::Text(json!({"type": "abort", "sessionId": session}).to_string().into())).await.unwrap();
+    ws.send(Message::Text(
+        json!({"type": "abort", "sessionId": session})
+            .to_string()
+            .into(),
+    ))
+    .await
+    .unwrap();
     let mut rest = Vec::new();
-    while let Some(ev) = tokio::time::timeout(Duration::from_secs(10), events.next()).await.unwrap() {
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .unwrap()
+    {
         let ev = ev.unwrap();
         let done = ev.event == "message_complete";
         rest.push(ev.event);
@@ -567,11 +955,19 @@ async fn abort_over_the_websocket_keeps_the_partial_answer() {
     let agent = &frames.last().unwrap()["payload"];
     assert_eq!(agent["aborted"], true);
     let kept = agent["content"].as_str().unwrap();
-    assert!(!kept.is_empty() && kept.len() < 10_000, "kept {} bytes", kept.len());
+    assert!(
+        !kept.is_empty() && kept.len() < 10_000,
+        "kept {} bytes",
+        kept.len()
+    );
     // An unreadable message gets a clear error, not a dropped connection.
     ws.send(Message::Text("not json".into())).await.unwrap();
     loop {
-        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next()).await.unwrap().unwrap().unwrap();
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         if let Message::Text(t) = msg {
             let v: Value = serde_json::from_str(&t).unwrap();
             if v["type"] == "error" && v["error"].as_str().unwrap().contains("unreadable") {
@@ -587,30 +983,54 @@ async fn abort_over_the_websocket_keeps_the_partial_answer() {
 async fn a_poster_that_leaves_mid_reply_does_not_stop_it() {
     let h = hero().await;
     let answer = "steady words ".repeat(40);
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text(answer.clone())]).chunk_bytes(13).delay(Duration::from_millis(10)))
-        .await
-        .unwrap();
+    let mock = mock_llm::spawn(
+        Config::default()
+            .answers(vec![Answer::text(answer.clone())])
+            .chunk_bytes(13)
+            .delay(Duration::from_millis(10)),
+    )
+    .await
+    .unwrap();
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
-    let resp = h.c.post(h.url(&format!("/api/sessions/{session}/messages/stream"))).json(&json!({"content": "go on"})).send().await.unwrap();
+    let resp =
+        h.c.post(h.url(&format!("/api/sessions/{session}/messages/stream")))
+            .json(&json!({"content": "go on"}))
+            .send()
+            .await
+            .unwrap();
     let mut events = sse(resp.bytes_stream());
     loop {
-        let ev = tokio::time::timeout(Duration::from_secs(10), events.next()).await.unwrap().unwrap().unwrap();
+        let ev = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         if ev.event == "text" {
             break;
         }
     }
     drop(events);
-    assert_eq!(h.st.hub.turns_in_flight(session), 1, "the reply goes on without its poster");
+    assert_eq!(
+        h.st.hub.turns_in_flight(session),
+        1,
+        "the reply goes on without its poster"
+    );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while h.st.hub.turns_in_flight(session) > 0 {
-        assert!(tokio::time::Instant::now() < deadline, "the reply never finished");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the reply never finished"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let frames = h.frames(session).await;
     let agent = &frames.last().unwrap()["payload"];
     assert_eq!(agent["role"], "agent");
     assert_eq!(agent["content"], answer.as_str());
-    assert!(agent.get("aborted").is_none() && agent.get("error").is_none(), "{agent}");
+    assert!(
+        agent.get("aborted").is_none() && agent.get("error").is_none(),
+        "{agent}"
+    );
 }
 
 /// Signing out ends the live streams opened with that sign-in: the event stream and the
@@ -621,27 +1041,68 @@ async fn signing_out_ends_live_streams() {
     let h = hero().await;
     let mock = mock_llm::spawn(Config::default()).await.unwrap();
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
-    let login: Value = h.c.post(h.url("/api/auth/login")).json(&json!({"username": "alice", "password": "alice-password"})).send().await.unwrap().json().await.unwrap();
+    let login: Value =
+        h.c.post(h.url("/api/auth/login"))
+            .json(&json!({"username": "alice", "password": "alice-password"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
     let token = login["token"].as_str().unwrap().to_owned();
-    let events = h.c.get(h.url(&format!("/api/sessions/{session}/events"))).bearer_auth(&token).send().await.unwrap();
+    let events =
+        h.c.get(h.url(&format!("/api/sessions/{session}/events")))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
     assert_eq!(events.status(), StatusCode::OK);
     let mut events = sse(events.bytes_stream());
-    let mut req = format!("ws{}/ws", h.base.trim_start_matches("http")).into_client_request().unwrap();
-    req.headers_mut().insert("cookie", format!("hero_token={token}").parse().unwrap());
+    let mut req = format!("ws{}/ws", h.base.trim_start_matches("http"))
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("cookie", format!("hero_token={token}").parse().unwrap());
     let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
     // Still valid: a few re-checks pass and nothing ends.
     tokio::time::sleep(Duration::from_millis(800)).await;
-    let r = h.c.post(h.url("/api/auth/logout")).bearer_auth(&token).send().await.unwrap();
+    let r =
+        h.c.post(h.url("/api/auth/logout"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
     assert!(r.status().is_success(), "{}", r.status());
-    let ev = tokio::time::timeout(Duration::from_secs(5), events.next()).await.expect("the event stream said nothing").unwrap().unwrap();
-    assert_eq!((ev.event.as_str(), ev.data.contains("sign-in has ended")), ("error", true), "{ev:?}");
-    assert!(tokio::time::timeout(Duration::from_secs(5), events.next()).await.unwrap().is_none(), "the event stream ends");
+    let ev = tokio::time::timeout(Duration::from_secs(5), events.next())
+        .await
+        .expect("the event stream said nothing")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (ev.event.as_str(), ev.data.contains("sign-in has ended")),
+        ("error", true),
+        "{ev:?}"
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), events.next())
+            .await
+            .unwrap()
+            .is_none(),
+        "the event stream ends"
+    );
     loop {
-        match tokio::time::timeout(Duration::from_secs(5), ws.next()).await.expect("the socket said nothing") {
+        match tokio::time::timeout(Duration::from_secs(5), ws.next())
+            .await
+            .expect("the socket said nothing")
+        {
             Some(Ok(Message::Text(t))) => {
                 let v: Value = serde_json::from_str(&t).unwrap();
                 if v["type"] == "error" {
-                    assert!(v["error"].as_str().unwrap().contains("sign-in has ended"), "{v}");
+                    assert!(
+                        v["error"].as_str().unwrap().contains("sign-in has ended"),
+                        "{v}"
+                    );
                     break;
                 }
             }
@@ -658,38 +1119,110 @@ async fn bad_chat_input_is_refused_clearly() {
     let (session, agent) = h.session_with("openai", &mock, KEY).await;
     let post = |content: &str| json!({"content": content});
     let path = format!("/api/sessions/{session}/messages/stream");
-    let (s, r) = h.json(reqwest::Method::POST, &path, Some(post("   "))).await;
-    assert_eq!((s, r["error"].as_str()), (StatusCode::BAD_REQUEST, Some("the message is empty")));
-    let (s, _) = h.json(reqwest::Method::POST, "/api/sessions/999/messages/stream", Some(post("hi"))).await;
+    let (s, r) = h
+        .json(reqwest::Method::POST, &path, Some(post("   ")))
+        .await;
+    assert_eq!(
+        (s, r["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("the message is empty"))
+    );
+    let (s, _) = h
+        .json(
+            reqwest::Method::POST,
+            "/api/sessions/999/messages/stream",
+            Some(post("hi")),
+        )
+        .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
-    let (s, r) = h.json(reqwest::Method::PATCH, &format!("/api/agents/{agent}"), Some(json!({"config": {"stream": false}}))).await;
+    let (s, r) = h
+        .json(
+            reqwest::Method::PATCH,
+            &format!("/api/agents/{agent}"),
+            Some(json!({"config": {"stream": false}})),
+        )
+        .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert!(r["error"].as_str().unwrap().contains("may not set \"stream\""));
-    let (s, _) = h.json(reqwest::Method::DELETE, &format!("/api/agents/{agent}"), None).await;
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("may not set \"stream\"")
+    );
+    let (s, _) = h
+        .json(
+            reqwest::Method::DELETE,
+            &format!("/api/agents/{agent}"),
+            None,
+        )
+        .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
     let (s, r) = h.json(reqwest::Method::POST, &path, Some(post("hi"))).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert!(r["error"].as_str().unwrap().contains("agent was deleted"), "{r}");
+    assert!(
+        r["error"].as_str().unwrap().contains("agent was deleted"),
+        "{r}"
+    );
     assert_eq!(h.frames(session).await.len(), 0);
     // A session with no agent at all is told to choose one; its stream switch still works.
-    let (s, _) = h.json(reqwest::Method::PATCH, &format!("/api/sessions/{session}"), Some(json!({"agent_id": null}))).await;
+    let (s, _) = h
+        .json(
+            reqwest::Method::PATCH,
+            &format!("/api/sessions/{session}"),
+            Some(json!({"agent_id": null})),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK);
     let (s, r) = h.json(reqwest::Method::POST, &path, Some(post("hi"))).await;
-    assert_eq!((s, r["error"].as_str()), (StatusCode::BAD_REQUEST, Some("this session has no agent; choose one for it first")));
+    assert_eq!(
+        (s, r["error"].as_str()),
+        (
+            StatusCode::BAD_REQUEST,
+            Some("this session has no agent; choose one for it first")
+        )
+    );
     let events = h.stream(session, "/stream off").await;
-    assert!(last_data(&events, "message_complete")["content"].as_str().unwrap().contains("Streaming is off"), "{events:?}");
+    assert!(
+        last_data(&events, "message_complete")["content"]
+            .as_str()
+            .unwrap()
+            .contains("Streaming is off"),
+        "{events:?}"
+    );
     h.stream(session, "/stream on").await;
     assert_eq!(h.frames(session).await.len(), 2);
     // A session that is not there is not found, whatever the message.
-    let (s, _) = h.json(reqwest::Method::POST, "/api/sessions/999/messages/stream", Some(post("/stream on"))).await;
+    let (s, _) = h
+        .json(
+            reqwest::Method::POST,
+            "/api/sessions/999/messages/stream",
+            Some(post("/stream on")),
+        )
+        .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     // The demo agent answers with no key and no network.
     let (_, agents) = h.json(reqwest::Method::GET, "/api/agents", None).await;
-    let demo = agents.as_array().unwrap().iter().find(|a| a["provider"] == "scripted").unwrap()["id"].clone();
-    h.json(reqwest::Method::PATCH, &format!("/api/sessions/{session}"), Some(json!({"agent_id": demo}))).await;
+    let demo = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["provider"] == "scripted")
+        .unwrap()["id"]
+        .clone();
+    h.json(
+        reqwest::Method::PATCH,
+        &format!("/api/sessions/{session}"),
+        Some(json!({"agent_id": demo})),
+    )
+    .await;
     let events = h.stream(session, "show me").await;
-    let done = last_data(&events, "message_complete")["content"].as_str().unwrap().to_owned();
-    assert!(done.contains("offline demo") && done.contains("<todo"), "{done}");
+    let done = last_data(&events, "message_complete")["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        done.contains("offline demo") && done.contains("<todo"),
+        "{done}"
+    );
     assert_no_key_seen(&h);
 }
 
@@ -711,9 +1244,20 @@ async fn a_provider_that_never_answers_times_out() {
         })))
         .await;
     assert_eq!(s, StatusCode::CREATED);
-    let (_, session) = h.json(reqwest::Method::POST, "/api/sessions", Some(json!({"name": "t", "agent_id": agent["id"]}))).await;
-    let events = h.stream(session["id"].as_i64().unwrap(), "anyone there?").await;
-    let err = last_data(&events, "error")["error"].as_str().unwrap().to_owned();
+    let (_, session) = h
+        .json(
+            reqwest::Method::POST,
+            "/api/sessions",
+            Some(json!({"name": "t", "agent_id": agent["id"]})),
+        )
+        .await;
+    let events = h
+        .stream(session["id"].as_i64().unwrap(), "anyone there?")
+        .await;
+    let err = last_data(&events, "error")["error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(err.contains("did not answer within 2 seconds"), "{err}");
     assert_eq!(names(&events).last(), Some(&"message_complete"));
 }
@@ -721,29 +1265,88 @@ async fn a_provider_that_never_answers_times_out() {
 #[tokio::test]
 async fn frames_routes_filter_and_stay_private() {
     let h = hero().await;
-    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("fine")])).await.unwrap();
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("fine")]))
+        .await
+        .unwrap();
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     h.stream(session, "one").await;
     h.stream(session, "two").await;
-    let (_, page) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}/frames?after=1&limit=2"), None).await;
-    let seqs: Vec<i64> = page["frames"].as_array().unwrap().iter().map(|f| f["seq"].as_i64().unwrap()).collect();
+    let (_, page) = h
+        .json(
+            reqwest::Method::GET,
+            &format!("/api/sessions/{session}/frames?after=1&limit=2"),
+            None,
+        )
+        .await;
+    let seqs: Vec<i64> = page["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["seq"].as_i64().unwrap())
+        .collect();
     assert_eq!((seqs, page["last_seq"].as_i64()), (vec![2, 3], Some(4)));
-    let (_, only) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}/frames?type=compact"), None).await;
+    let (_, only) = h
+        .json(
+            reqwest::Method::GET,
+            &format!("/api/sessions/{session}/frames?type=compact"),
+            None,
+        )
+        .await;
     assert_eq!(only["frames"], json!([]));
-    let (s, bad) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}/frames?type=nonsense"), None).await;
+    let (s, bad) = h
+        .json(
+            reqwest::Method::GET,
+            &format!("/api/sessions/{session}/frames?type=nonsense"),
+            None,
+        )
+        .await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}");
-    let (_, stats) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}/frames/stats"), None).await;
-    assert_eq!((stats["total"].as_u64(), stats["messages"].as_u64(), stats["messages_since_compact"].as_u64()), (Some(4), Some(4), Some(4)));
+    let (_, stats) = h
+        .json(
+            reqwest::Method::GET,
+            &format!("/api/sessions/{session}/frames/stats"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (
+            stats["total"].as_u64(),
+            stats["messages"].as_u64(),
+            stats["messages_since_compact"].as_u64()
+        ),
+        (Some(4), Some(4), Some(4))
+    );
     let first_id = page["frames"][0]["id"].as_str().unwrap().to_owned();
-    let (s, one) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}/frames/{first_id}"), None).await;
+    let (s, one) = h
+        .json(
+            reqwest::Method::GET,
+            &format!("/api/sessions/{session}/frames/{first_id}"),
+            None,
+        )
+        .await;
     assert_eq!((s, one["seq"].as_i64()), (StatusCode::OK, Some(2)));
-    let (_, view) = h.json(reqwest::Method::GET, &format!("/api/sessions/{session}/view"), None).await;
+    let (_, view) = h
+        .json(
+            reqwest::Method::GET,
+            &format!("/api/sessions/{session}/view"),
+            None,
+        )
+        .await;
     assert_eq!(view["messages"].as_array().unwrap().len(), 4);
 
     // Bob sees none of it.
-    users::create(&h.st.db, &h.st.keys, "bob", "bob-password", false).await.unwrap();
-    let bob = reqwest::Client::builder().cookie_store(true).build().unwrap();
-    bob.post(h.url("/api/auth/login")).json(&json!({"username": "bob", "password": "bob-password"})).send().await.unwrap();
+    users::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
+        .await
+        .unwrap();
+    let bob = reqwest::Client::builder()
+        .cookie_store(true)
+        .build()
+        .unwrap();
+    bob.post(h.url("/api/auth/login"))
+        .json(&json!({"username": "bob", "password": "bob-password"}))
+        .send()
+        .await
+        .unwrap();
     for path in [
         format!("/api/sessions/{session}/frames"),
         format!("/api/sessions/{session}/frames/stats"),
@@ -754,9 +1357,21 @@ async fn frames_routes_filter_and_stay_private() {
         let r = bob.get(h.url(&path)).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::NOT_FOUND, "{path}");
     }
-    let r = bob.post(h.url(&format!("/api/sessions/{session}/messages"))).json(&json!({"content": "hi"})).send().await.unwrap();
+    let r = bob
+        .post(h.url(&format!("/api/sessions/{session}/messages")))
+        .json(&json!({"content": "hi"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     let r = bob.get(h.url("/api/agents")).send().await.unwrap();
     let agents: Value = r.json().await.unwrap();
-    assert!(agents.as_array().unwrap().iter().all(|a| a["provider"] == "scripted"), "{agents}");
+    assert!(
+        agents
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["provider"] == "scripted"),
+        "{agents}"
+    );
 }

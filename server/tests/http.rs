@@ -23,12 +23,24 @@ async fn start() -> Running {
     let dir = tempfile::tempdir().unwrap();
     let pool = db::open(dir.path()).await.unwrap();
     db::migrate(&pool).await.unwrap();
-    let st = AppState::new(pool, crypto::Keyring::new(crypto::SecretKey::random()), Settings::default());
+    let st = AppState::new(
+        pool,
+        crypto::Keyring::new(crypto::SecretKey::random()),
+        Settings::default(),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = server::web::router(st.clone(), server::web::leptos_options(addr, &dir.path().join("site")));
+    let app = server::web::router(
+        st.clone(),
+        server::web::leptos_options(addr, &dir.path().join("site")),
+    );
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    Running { _turn: turn, _dir: dir, base: format!("http://{addr}"), st }
+    Running {
+        _turn: turn,
+        _dir: dir,
+        base: format!("http://{addr}"),
+        st,
+    }
 }
 
 fn client() -> reqwest::Client {
@@ -49,7 +61,9 @@ fn client() -> reqwest::Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_redirect_to_sign_in_and_render_sessions_on_the_server() {
     let r = start().await;
-    users::create(&r.st.db, &r.st.keys, "alice", "alice-password", false).await.unwrap();
+    users::create(&r.st.db, &r.st.keys, "alice", "alice-password", false)
+        .await
+        .unwrap();
     let c = client();
 
     let home = c.get(format!("{}/", r.base)).send().await.unwrap();
@@ -58,7 +72,10 @@ async fn pages_redirect_to_sign_in_and_render_sessions_on_the_server() {
     let login_page = c.get(format!("{}/login", r.base)).send().await.unwrap();
     assert_eq!(login_page.status(), StatusCode::OK);
     let html = login_page.text().await.unwrap();
-    assert!(html.contains("Sign in") && html.contains("name=\"password\""), "{html}");
+    assert!(
+        html.contains("Sign in") && html.contains("name=\"password\""),
+        "{html}"
+    );
 
     // Sign in through the JSON API; the cookie it sets also opens the pages.
     let resp = c
@@ -77,11 +94,18 @@ async fn pages_redirect_to_sign_in_and_render_sessions_on_the_server() {
         .json()
         .await
         .unwrap();
-    let page = c.get(format!("{}/s/{}", r.base, s["id"])).send().await.unwrap();
+    let page = c
+        .get(format!("{}/s/{}", r.base, s["id"]))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(page.status(), StatusCode::OK);
     let html = page.text().await.unwrap();
     // Escaped, in the sidebar and as the page title.
-    assert!(html.matches("Rendered &lt;on&gt; the server").count() >= 2, "{html}");
+    assert!(
+        html.matches("Rendered &lt;on&gt; the server").count() >= 2,
+        "{html}"
+    );
     assert!(html.contains("data-testid=\"whoami\""), "{html}");
     // Signed in, /login sends you home.
     let again = c.get(format!("{}/login", r.base)).send().await.unwrap();
@@ -114,19 +138,37 @@ async fn server_functions_and_the_api_need_a_sign_in() {
     assert_eq!(me.status(), StatusCode::UNAUTHORIZED);
     let body: Value = me.json().await.unwrap();
     assert_eq!(body["error"], "sign in first");
-    let nothing = c.get(format!("{}/api/nothing", r.base)).send().await.unwrap();
+    let nothing = c
+        .get(format!("{}/api/nothing", r.base))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(nothing.status(), StatusCode::NOT_FOUND);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_origin_writes_and_sockets_are_refused() {
     let r = start().await;
-    users::create(&r.st.db, &r.st.keys, "alice", "alice-password", false).await.unwrap();
+    users::create(&r.st.db, &r.st.keys, "alice", "alice-password", false)
+        .await
+        .unwrap();
     let c = client();
     let login = json!({"username": "alice", "password": "alice-password"});
-    let evil = c.post(format!("{}/api/auth/login", r.base)).header("origin", "http://127.0.0.1:1").json(&login).send().await.unwrap();
+    let evil = c
+        .post(format!("{}/api/auth/login", r.base))
+        .header("origin", "http://127.0.0.1:1")
+        .json(&login)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(evil.status(), StatusCode::FORBIDDEN);
-    let same = c.post(format!("{}/api/auth/login", r.base)).header("origin", r.base.clone()).json(&login).send().await.unwrap();
+    let same = c
+        .post(format!("{}/api/auth/login", r.base))
+        .header("origin", r.base.clone())
+        .json(&login)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(same.status(), StatusCode::OK);
     let ws = c
         .get(format!("{}/ws", r.base))
@@ -140,6 +182,11 @@ async fn cross_origin_writes_and_sockets_are_refused() {
         .unwrap();
     assert_eq!(ws.status(), StatusCode::FORBIDDEN);
     // Reads from another origin are the browser's to block; they still need the cookie.
-    let read = c.get(format!("{}/api/me", r.base)).header("origin", "http://evil.example").send().await.unwrap();
+    let read = c
+        .get(format!("{}/api/me", r.base))
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(read.status(), StatusCode::OK);
 }

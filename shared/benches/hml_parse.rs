@@ -9,9 +9,15 @@ use hero_shared::hml::{Event, StreamParser, parse};
 
 fn corpus() -> Vec<u8> {
     match std::env::var_os("HERO_BENCH_CORPUS") {
-        Some(path) => std::fs::read(&path)
-            .unwrap_or_else(|e| panic!("cannot read HERO_BENCH_CORPUS {}: {e}", path.to_string_lossy())),
-        None => hero_shared::corpus::generate(20251122, 10_000_000).text.into_bytes(),
+        Some(path) => std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "cannot read HERO_BENCH_CORPUS {}: {e}",
+                path.to_string_lossy()
+            )
+        }),
+        None => hero_shared::corpus::generate(20251122, 10_000_000)
+            .text
+            .into_bytes(),
     }
 }
 

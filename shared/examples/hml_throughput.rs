@@ -42,7 +42,10 @@ fn main() {
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_else(|| vec![(0, data.len())]);
-        let docs: Vec<_> = ranges.iter().map(|&(a, b)| parse(&String::from_utf8_lossy(&data[a..b.min(data.len())]))).collect();
+        let docs: Vec<_> = ranges
+            .iter()
+            .map(|&(a, b)| parse(&String::from_utf8_lossy(&data[a..b.min(data.len())])))
+            .collect();
         let mut kinds = std::collections::BTreeMap::new();
         for e in docs.iter().flat_map(|d| d.elements()) {
             let k = kinds.entry(e.kind.name()).or_insert((0, 0));
@@ -52,11 +55,19 @@ fn main() {
         let mut diags = std::collections::BTreeMap::new();
         for d in docs.iter().flat_map(|d| &d.diagnostics) {
             let name = format!("{:?}", d.kind);
-            *diags.entry(name.split([' ', '{']).next().unwrap_or("").to_owned()).or_insert(0) += 1;
+            *diags
+                .entry(name.split([' ', '{']).next().unwrap_or("").to_owned())
+                .or_insert(0) += 1;
         }
-        eprintln!("{} responses; elements (count, truncated): {kinds:?}\ndiagnostics: {diags:?}", docs.len());
+        eprintln!(
+            "{} responses; elements (count, truncated): {kinds:?}\ndiagnostics: {diags:?}",
+            docs.len()
+        );
         let same = tree.finish() == batch;
-        eprintln!("verify: chunked document {} batch document", if same { "equals" } else { "DIFFERS FROM" });
+        eprintln!(
+            "verify: chunked document {} batch document",
+            if same { "equals" } else { "DIFFERS FROM" }
+        );
         if !same {
             std::process::exit(1);
         }
@@ -84,7 +95,11 @@ fn main() {
         let secs = start.elapsed().as_secs_f64();
         std::hint::black_box(text_bytes);
         elements = count;
-        eprintln!("run {run}: {:.4}s {:.0} MB/s", secs, data.len() as f64 / secs / 1e6);
+        eprintln!(
+            "run {run}: {:.4}s {:.0} MB/s",
+            secs,
+            data.len() as f64 / secs / 1e6
+        );
         times.push(secs);
     }
     times.sort_by(f64::total_cmp);

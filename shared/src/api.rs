@@ -136,9 +136,14 @@ impl ProviderKind {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Anthropic, Self::OpenAi, Self::OpenAiCompatible, Self::Scripted]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+        [
+            Self::Anthropic,
+            Self::OpenAi,
+            Self::OpenAiCompatible,
+            Self::Scripted,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
     }
 }
 
@@ -215,14 +220,19 @@ pub struct ErrorBody {
 mod double_option {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    pub fn serialize<T: Serialize, S: Serializer>(v: &Option<Option<T>>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<T: Serialize, S: Serializer>(
+        v: &Option<Option<T>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         match v {
             None => s.serialize_none(),
             Some(inner) => inner.serialize(s),
         }
     }
 
-    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Option<T>>, D::Error> {
         Option::<T>::deserialize(d).map(Some)
     }
 }
@@ -238,8 +248,7 @@ mod tests {
         let null: UpdateSessionRequest =
             serde_json::from_str(r#"{"parent_session_id":null}"#).unwrap();
         assert_eq!(null.parent_session_id, Some(None));
-        let set: UpdateSessionRequest =
-            serde_json::from_str(r#"{"parent_session_id":7}"#).unwrap();
+        let set: UpdateSessionRequest = serde_json::from_str(r#"{"parent_session_id":7}"#).unwrap();
         assert_eq!(set.parent_session_id, Some(Some(7)));
     }
 

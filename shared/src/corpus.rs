@@ -34,18 +34,28 @@ impl Corpus {
 
 /// About `size` bytes of replies (at least one), each 1–12 KB.
 pub fn generate(seed: u64, size: usize) -> Corpus {
-    let mut g = Gen { rng: Rng(seed ^ 0x9e37_79b9_7f4a_7c15), out: String::with_capacity(size + 16 * 1024), ids: 0 };
+    let mut g = Gen {
+        rng: Rng(seed ^ 0x9e37_79b9_7f4a_7c15),
+        out: String::with_capacity(size + 16 * 1024),
+        ids: 0,
+    };
     let mut replies = Vec::new();
     while replies.is_empty() || g.out.len() < size {
         if !g.out.is_empty() {
             g.out.push_str("\n\n");
         }
         let start = g.out.len();
-        let target = g.rng.range(1_000, 12_000).min(size.saturating_sub(start).max(400));
+        let target = g
+            .rng
+            .range(1_000, 12_000)
+            .min(size.saturating_sub(start).max(400));
         g.reply(target);
         replies.push(start..g.out.len());
     }
-    Corpus { text: g.out, replies }
+    Corpus {
+        text: g.out,
+        replies,
+    }
 }
 
 /// splitmix64: tiny, fast and fixed forever, so the corpus never changes under a test.
@@ -76,19 +86,144 @@ impl Rng {
 }
 
 const WORDS: &[&str] = &[
-    "the", "a", "of", "to", "in", "for", "with", "from", "this", "that", "it", "we", "you", "is", "are", "was", "be",
-    "has", "can", "should", "will", "not", "only", "then", "so", "each", "every", "first", "next", "streaming",
-    "parser", "token", "chunk", "buffer", "event", "element", "attribute", "state", "server", "client", "browser",
-    "request", "response", "latency", "memory", "bytes", "string", "unicode", "input", "output", "error", "nested",
-    "tag", "close", "content", "update", "model", "prompt", "user", "tool", "result", "command", "shell", "file",
-    "path", "value", "function", "type", "trait", "async", "future", "task", "thread", "channel", "socket",
-    "header", "cache", "query", "search", "page", "link", "render", "signal", "view", "test", "benchmark",
-    "budget", "because", "however", "while", "before", "after",
+    "the",
+    "a",
+    "of",
+    "to",
+    "in",
+    "for",
+    "with",
+    "from",
+    "this",
+    "that",
+    "it",
+    "we",
+    "you",
+    "is",
+    "are",
+    "was",
+    "be",
+    "has",
+    "can",
+    "should",
+    "will",
+    "not",
+    "only",
+    "then",
+    "so",
+    "each",
+    "every",
+    "first",
+    "next",
+    "streaming",
+    "parser",
+    "token",
+    "chunk",
+    "buffer",
+    "event",
+    "element",
+    "attribute",
+    "state",
+    "server",
+    "client",
+    "browser",
+    "request",
+    "response",
+    "latency",
+    "memory",
+    "bytes",
+    "string",
+    "unicode",
+    "input",
+    "output",
+    "error",
+    "nested",
+    "tag",
+    "close",
+    "content",
+    "update",
+    "model",
+    "prompt",
+    "user",
+    "tool",
+    "result",
+    "command",
+    "shell",
+    "file",
+    "path",
+    "value",
+    "function",
+    "type",
+    "trait",
+    "async",
+    "future",
+    "task",
+    "thread",
+    "channel",
+    "socket",
+    "header",
+    "cache",
+    "query",
+    "search",
+    "page",
+    "link",
+    "render",
+    "signal",
+    "view",
+    "test",
+    "benchmark",
+    "budget",
+    "because",
+    "however",
+    "while",
+    "before",
+    "after",
 ];
-const UNICODE: &[&str] = &["café", "naïve", "Zürich", "—", "…", "“quoted”", "日本語", "한국어", "Ελληνικά", "→", "≤", "✅", "🚀", "µs", "½"];
-const STRAY_LT: &[&str] = &["if x < 3", "a<b", "i <- 0", "I <3 Rust", "n <= 10", "x<y && y>z", "< not a tag", "List<String>", "a < b > c"];
-const INLINE_CODE: &[&str] = &["`Vec<u8>`", "`&str`", "`Option<T>`", "`<progress/>`", "`a < b`", "`<bash>`", "`Result<(), E>`"];
-const DOMAINS: &[&str] = &["docs.rs", "example.com", "github.com", "crates.io", "tokio.rs", "leptos.dev"];
+const UNICODE: &[&str] = &[
+    "café",
+    "naïve",
+    "Zürich",
+    "—",
+    "…",
+    "“quoted”",
+    "日本語",
+    "한국어",
+    "Ελληνικά",
+    "→",
+    "≤",
+    "✅",
+    "🚀",
+    "µs",
+    "½",
+];
+const STRAY_LT: &[&str] = &[
+    "if x < 3",
+    "a<b",
+    "i <- 0",
+    "I <3 Rust",
+    "n <= 10",
+    "x<y && y>z",
+    "< not a tag",
+    "List<String>",
+    "a < b > c",
+];
+const INLINE_CODE: &[&str] = &[
+    "`Vec<u8>`",
+    "`&str`",
+    "`Option<T>`",
+    "`<progress/>`",
+    "`a < b`",
+    "`<bash>`",
+    "`Result<(), E>`",
+];
+const DOMAINS: &[&str] = &[
+    "docs.rs",
+    "example.com",
+    "github.com",
+    "crates.io",
+    "tokio.rs",
+    "leptos.dev",
+];
 const CODE_LINES: &[&str] = &[
     "let v: Vec<Option<String>> = Vec::with_capacity(16);",
     "fn f<'a, T: AsRef<str>>(x: &'a T) -> Result<(), Box<dyn Error>> {",
@@ -99,8 +234,12 @@ const CODE_LINES: &[&str] = &[
     "if a <= b and c >> 2: print(\"<tag>\")",
     "}",
 ];
-const FAKE_HML_IN_CODE: &[&str] =
-    &["<thinking>not a real element</thinking>", "<progress value=\"1\" max=\"2\"/>", "<bash cwd=\"/tmp\">echo hi</bash>", "</interaction>"];
+const FAKE_HML_IN_CODE: &[&str] = &[
+    "<thinking>not a real element</thinking>",
+    "<progress value=\"1\" max=\"2\"/>",
+    "<bash cwd=\"/tmp\">echo hi</bash>",
+    "</interaction>",
+];
 
 struct Gen {
     rng: Rng,
@@ -114,13 +253,20 @@ impl Gen {
         while self.out.len() - start < target {
             let gap = self.rng.range(300, 800);
             self.prose(gap);
-            self.out.push_str(if self.rng.chance(50) { "\n\n" } else { " " });
+            self.out
+                .push_str(if self.rng.chance(50) { "\n\n" } else { " " });
             self.element(0);
-            self.out.push_str(if self.rng.chance(50) { "\n\n" } else { " " });
+            self.out
+                .push_str(if self.rng.chance(50) { "\n\n" } else { " " });
         }
         // One reply in four ends the way a cut stream does.
         if self.rng.chance(25) {
-            let cut = self.rng.pick(&["<thinking>and then the stream was cut mid-", "<bash cwd=\"/tm", "<todo title='Plan'><item status=done>one", "<"]);
+            let cut = self.rng.pick(&[
+                "<thinking>and then the stream was cut mid-",
+                "<bash cwd=\"/tm",
+                "<todo title='Plan'><item status=done>one",
+                "<",
+            ]);
             self.out.push_str("\n\n");
             self.out.push_str(cut);
         }
@@ -191,7 +337,11 @@ impl Gen {
         let lang = self.rng.pick(&["rust", "ts", "sh", "python", "html", ""]);
         self.out.push_str(&format!("```{lang}\n"));
         for _ in 0..self.rng.range(2, 10) {
-            let line = if self.rng.chance(8) { self.rng.pick(FAKE_HML_IN_CODE) } else { self.rng.pick(CODE_LINES) };
+            let line = if self.rng.chance(8) {
+                self.rng.pick(FAKE_HML_IN_CODE)
+            } else {
+                self.rng.pick(CODE_LINES)
+            };
             self.out.push_str(line);
             self.out.push('\n');
         }
@@ -208,7 +358,8 @@ impl Gen {
         let w = self.rng.pick(WORDS);
         match self.rng.range(0, 16) {
             0 | 1 => {
-                self.out.push_str(self.rng.pick(&["<thinking>", "<THINKING>", "<Thinking>"]));
+                self.out
+                    .push_str(self.rng.pick(&["<thinking>", "<THINKING>", "<Thinking>"]));
                 self.sentence();
                 if depth < 2 && self.rng.chance(40) {
                     self.out.push(' ');
@@ -217,7 +368,9 @@ impl Gen {
                 self.out.push_str("</thinking>");
             }
             2 => {
-                let title = self.rng.pick(&["title=\"Plan\"", "title='Next steps'", "title=Plan"]);
+                let title = self
+                    .rng
+                    .pick(&["title=\"Plan\"", "title='Next steps'", "title=Plan"]);
                 self.out.push_str(&format!("<todo {title}>\n"));
                 for _ in 0..self.rng.range(2, 6) {
                     let status = self.rng.pick(&["done", "pending", "in_progress", "failed"]);
@@ -233,13 +386,26 @@ impl Gen {
             }
             3 => {
                 let (v, m) = (self.rng.range(0, 10), 10);
-                let form = self.rng.pick(&["value=\"{v}\" max=\"{m}\"/>", "value={v} max={m} />", "value='{v}' max='{m}'></progress>"]);
-                self.out.push_str(&format!("<progress {}", form.replace("{v}", &v.to_string()).replace("{m}", &m.to_string())));
+                let form = self.rng.pick(&[
+                    "value=\"{v}\" max=\"{m}\"/>",
+                    "value={v} max={m} />",
+                    "value='{v}' max='{m}'></progress>",
+                ]);
+                self.out.push_str(&format!(
+                    "<progress {}",
+                    form.replace("{v}", &v.to_string())
+                        .replace("{m}", &m.to_string())
+                ));
             }
             4 => {
                 let d = self.rng.pick(DOMAINS);
-                let href = if self.rng.chance(30) { format!("https://{d}/{w}/") } else { format!("\"https://{d}/{w}?q=1&amp;r=2\"") };
-                self.out.push_str(&format!("<link href={href}>{w} docs</link>"));
+                let href = if self.rng.chance(30) {
+                    format!("https://{d}/{w}/")
+                } else {
+                    format!("\"https://{d}/{w}?q=1&amp;r=2\"")
+                };
+                self.out
+                    .push_str(&format!("<link href={href}>{w} docs</link>"));
             }
             5 => {
                 self.out.push_str("<copy label=\"Copy\">");
@@ -252,14 +418,24 @@ impl Gen {
             }
             6 => {
                 let status = self.rng.pick(&["ok", "error", "timeout"]);
-                self.out.push_str(&format!("<result for=\"e1\" status={status}>exit code 0 &gt; done</result>"));
+                self.out.push_str(&format!(
+                    "<result for=\"e1\" status={status}>exit code 0 &gt; done</result>"
+                ));
             }
-            7 => self.out.push_str(&format!("<websearch>{w} streaming parser</websearch>")),
+            7 => self
+                .out
+                .push_str(&format!("<websearch>{w} streaming parser</websearch>")),
             8 => {
-                let cwd = self.rng.pick(&["cwd=\"/tmp\"", "cwd=/tmp", "cwd='/work dir'", "cwd=/"]);
-                self.out.push_str(&format!("<bash {cwd} timeout=30>ls -la | grep '<x>' > out.txt</bash>"));
+                let cwd = self
+                    .rng
+                    .pick(&["cwd=\"/tmp\"", "cwd=/tmp", "cwd='/work dir'", "cwd=/"]);
+                self.out.push_str(&format!(
+                    "<bash {cwd} timeout=30>ls -la | grep '<x>' > out.txt</bash>"
+                ));
             }
-            9 => self.out.push_str("<ask timeout=\"30\" default='no' options=\"yes,no\">Shall I go on?</ask>"),
+            9 => self.out.push_str(
+                "<ask timeout=\"30\" default='no' options=\"yes,no\">Shall I go on?</ask>",
+            ),
             10 => {
                 let id = self.id("p");
                 self.out.push_str(&format!(
@@ -267,15 +443,28 @@ impl Gen {
                 ));
             }
             11 => {
-                let query = if self.rng.chance(30) { "the </interaction> tag" } else { w };
+                let query = if self.rng.chance(30) {
+                    "the </interaction> tag"
+                } else {
+                    w
+                };
                 let id = self.id("i");
                 self.out.push_str(&format!(
                     "<interaction>{{\"id\": \"{id}\", \"target\": \"system\", \"method\": \"websearch\", \"args\": {{\"query\": \"{query}\"}}}}</interaction>"
                 ));
             }
-            12 => self.out.push_str(&format!("@system(websearch, {{query: \"{w} docs\"}})")),
+            12 => self
+                .out
+                .push_str(&format!("@system(websearch, {{query: \"{w} docs\"}})")),
             13 => {
-                let junk = self.rng.pick(&["</bash>", "<foo>bar</foo>", "<br>", "<!-- a comment -->", "< b", "</item>"]);
+                let junk = self.rng.pick(&[
+                    "</bash>",
+                    "<foo>bar</foo>",
+                    "<br>",
+                    "<!-- a comment -->",
+                    "< b",
+                    "</item>",
+                ]);
                 self.out.push_str(junk);
             }
             _ => {
@@ -297,7 +486,11 @@ mod tests {
         let a = generate(7, 60_000);
         assert_eq!(a, generate(7, 60_000));
         assert_ne!(a.text, generate(8, 60_000).text);
-        assert!(a.text.len() >= 60_000 && a.text.len() < 80_000, "{}", a.text.len());
+        assert!(
+            a.text.len() >= 60_000 && a.text.len() < 80_000,
+            "{}",
+            a.text.len()
+        );
         assert!(a.replies.len() >= 3);
         for pair in a.replies.windows(2) {
             assert_eq!(&a.text[pair[0].end..pair[1].start], "\n\n");
@@ -321,8 +514,19 @@ mod tests {
         for i in 0..c.replies.len() {
             walk(&parse(c.reply(i)).nodes, &mut seen);
         }
-        for kind in [ElementKind::Bash, ElementKind::Websearch, ElementKind::Ask, ElementKind::Interaction, ElementKind::Todo, ElementKind::Progress] {
-            assert!(seen.contains(kind.name()), "{} missing from {seen:?}", kind.name());
+        for kind in [
+            ElementKind::Bash,
+            ElementKind::Websearch,
+            ElementKind::Ask,
+            ElementKind::Interaction,
+            ElementKind::Todo,
+            ElementKind::Progress,
+        ] {
+            assert!(
+                seen.contains(kind.name()),
+                "{} missing from {seen:?}",
+                kind.name()
+            );
         }
     }
 }

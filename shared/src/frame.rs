@@ -131,7 +131,11 @@ impl TargetId {
 
     pub fn value(&self) -> &str {
         match self {
-            TargetId::Agent(v) | TargetId::User(v) | TargetId::Frame(v) | TargetId::Element(v) | TargetId::System(v) => v,
+            TargetId::Agent(v)
+            | TargetId::User(v)
+            | TargetId::Frame(v)
+            | TargetId::Element(v)
+            | TargetId::System(v) => v,
         }
     }
 }
@@ -279,7 +283,11 @@ fn role_of(frame_type: FrameType, author_type: AuthorType, payload: &Value) -> R
 }
 
 fn content_of(frame_type: FrameType, payload: &Value) -> String {
-    let key = if frame_type == FrameType::Compact && payload.get("content").is_none() { "summary" } else { "content" };
+    let key = if frame_type == FrameType::Compact && payload.get("content").is_none() {
+        "summary"
+    } else {
+        "content"
+    };
     match payload.get(key) {
         Some(Value::String(s)) => s.clone(),
         _ if frame_type == FrameType::Message || frame_type == FrameType::Compact => String::new(),
@@ -289,7 +297,11 @@ fn content_of(frame_type: FrameType, payload: &Value) -> String {
 
 fn is_hide_toggle(payload: &Value) -> Option<bool> {
     let obj = payload.as_object()?;
-    if obj.len() == 1 { obj.get("hidden").and_then(Value::as_bool) } else { None }
+    if obj.len() == 1 {
+        obj.get("hidden").and_then(Value::as_bool)
+    } else {
+        None
+    }
 }
 
 /// Renders an answer as the text inside `<response>`.
@@ -314,7 +326,10 @@ pub fn answer_text(answer: &Value) -> String {
 /// turns as they are).
 pub fn compile_frames<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<CompiledMessage> {
     let all = ordered(frames);
-    let start = all.iter().rposition(|f| f.frame_type == FrameType::Compact).unwrap_or(0);
+    let start = all
+        .iter()
+        .rposition(|f| f.frame_type == FrameType::Compact)
+        .unwrap_or(0);
     let mut out: Vec<CompiledMessage> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
     // (scope frame id, prompt id, answer), in seq order.
@@ -325,20 +340,23 @@ pub fn compile_frames<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<Compil
             _ => None,
         });
         if matches!(f.frame_type, FrameType::Update | FrameType::Result)
-            && let Some(answer) = f.payload.get("answer") {
-                let mut any = false;
-                for e in element_targets {
-                    answers.push((f.parent_id.as_deref(), e, answer));
-                    any = true;
-                }
-                if any {
-                    continue;
-                }
+            && let Some(answer) = f.payload.get("answer")
+        {
+            let mut any = false;
+            for e in element_targets {
+                answers.push((f.parent_id.as_deref(), e, answer));
+                any = true;
             }
+            if any {
+                continue;
+            }
+        }
         if f.frame_type == FrameType::Update {
             for t in &f.target_ids {
                 let TargetId::Frame(target) = t else { continue };
-                let Some(&i) = index.get(target.as_str()) else { continue };
+                let Some(&i) = index.get(target.as_str()) else {
+                    continue;
+                };
                 let m = &mut out[i];
                 match is_hide_toggle(&f.payload) {
                     Some(h) => {
@@ -371,7 +389,11 @@ pub fn compile_frames<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<Compil
     for m in out.iter_mut() {
         m.role = role_of(m.frame_type, m.author_type, &m.payload);
         m.content = content_of(m.frame_type, &m.payload);
-        m.hidden = m.payload.get("hidden").and_then(Value::as_bool).unwrap_or(false);
+        m.hidden = m
+            .payload
+            .get("hidden")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
     }
     if !answers.is_empty() {
         apply_answers(&mut out, &answers);
@@ -383,14 +405,23 @@ fn apply_answers(out: &mut [CompiledMessage], answers: &[(Option<&str>, &str, &V
     // Which messages hold which prompts; parsed only if they mention one.
     let mut docs: Vec<Option<hml::Document>> = out
         .iter()
-        .map(|m| if m.content.contains("hml-prompt") { Some(hml::parse(&m.content)) } else { None })
+        .map(|m| {
+            if m.content.contains("hml-prompt") {
+                Some(hml::parse(&m.content))
+            } else {
+                None
+            }
+        })
         .collect();
     // (message index, prompt id) -> answer; later answers overwrite earlier ones.
     let mut chosen: HashMap<(usize, &str), &Value> = HashMap::new();
     for &(scope, prompt, answer) in answers {
         let holder = (0..out.len()).rev().find(|&i| {
             scope.is_none_or(|s| out[i].frame_id == s)
-                && docs[i].as_ref().is_some_and(|d| d.elements().any(|e| e.kind == ElementKind::HmlPrompt && e.id == prompt))
+                && docs[i].as_ref().is_some_and(|d| {
+                    d.elements()
+                        .any(|e| e.kind == ElementKind::HmlPrompt && e.id == prompt)
+                })
         });
         if let Some(i) = holder {
             chosen.insert((i, prompt), answer);
@@ -402,14 +433,22 @@ fn apply_answers(out: &mut [CompiledMessage], answers: &[(Option<&str>, &str, &V
             .elements()
             .filter(|e| e.kind == ElementKind::HmlPrompt)
             .filter_map(|e| chosen.get(&(i, e.id.as_str())).map(|a| (e, *a)))
-            .map(|(e, a)| (e.span.start as usize..e.span.end as usize, answered_prompt(&m.content, e, a)))
+            .map(|(e, a)| {
+                (
+                    e.span.start as usize..e.span.end as usize,
+                    answered_prompt(&m.content, e, a),
+                )
+            })
             .collect();
         if edits.is_empty() {
             continue;
         }
         edits.sort_by_key(|(r, _)| std::cmp::Reverse(r.start));
         for (r, text) in edits {
-            if m.content.is_char_boundary(r.start) && r.end <= m.content.len() && m.content.is_char_boundary(r.end) {
+            if m.content.is_char_boundary(r.start)
+                && r.end <= m.content.len()
+                && m.content.is_char_boundary(r.end)
+            {
                 m.content.replace_range(r, &text);
             }
         }
@@ -428,11 +467,18 @@ pub struct UnansweredPrompt {
 /// The unanswered prompts of agent messages in a compiled view, oldest first.
 pub fn unanswered_prompts(messages: &[CompiledMessage]) -> Vec<UnansweredPrompt> {
     let mut out = Vec::new();
-    for m in messages.iter().filter(|m| m.role == Role::Agent && m.content.contains("hml-prompt")) {
+    for m in messages
+        .iter()
+        .filter(|m| m.role == Role::Agent && m.content.contains("hml-prompt"))
+    {
         let doc = hml::parse(&m.content);
         for p in doc.elements().filter_map(hml::Prompt::from_element) {
             if !p.answered {
-                out.push(UnansweredPrompt { frame_id: m.frame_id.clone(), prompt_id: p.id, question: p.question });
+                out.push(UnansweredPrompt {
+                    frame_id: m.frame_id.clone(),
+                    prompt_id: p.id,
+                    question: p.question,
+                });
             }
         }
     }
@@ -453,10 +499,11 @@ fn answered_prompt(source: &str, e: &hml::Element, answer: &Value) -> String {
     let mut at = cs;
     for c in &e.children {
         if let Node::Element(r) = c
-            && r.kind == ElementKind::Response {
-                s.push_str(source.get(at..r.span.start as usize).unwrap_or(""));
-                at = r.span.end as usize;
-            }
+            && r.kind == ElementKind::Response
+        {
+            s.push_str(source.get(at..r.span.start as usize).unwrap_or(""));
+            at = r.span.end as usize;
+        }
     }
     s.push_str(source.get(at..ce.max(at)).unwrap_or(""));
     s.push_str("<response>");
@@ -471,7 +518,14 @@ mod tests {
     use expect_test::{Expect, expect};
     use serde_json::json;
 
-    pub(crate) fn frame(seq: i64, id: &str, ty: FrameType, author: AuthorType, targets: &[&str], payload: Value) -> Frame {
+    pub(crate) fn frame(
+        seq: i64,
+        id: &str,
+        ty: FrameType,
+        author: AuthorType,
+        targets: &[&str],
+        payload: Value,
+    ) -> Frame {
         Frame {
             id: id.into(),
             session_id: 1,
@@ -516,10 +570,18 @@ mod tests {
 
     #[test]
     fn target_ids() {
-        let got: Vec<String> = ["agent:123", "@user:456", "frame:ab-cd", "@element:prompt-1", "system:websearch", "@system", "SYSTEM:x"]
-            .iter()
-            .map(|s| s.parse::<TargetId>().map(|t| format!("{t:?} {t}")).unwrap())
-            .collect();
+        let got: Vec<String> = [
+            "agent:123",
+            "@user:456",
+            "frame:ab-cd",
+            "@element:prompt-1",
+            "system:websearch",
+            "@system",
+            "SYSTEM:x",
+        ]
+        .iter()
+        .map(|s| s.parse::<TargetId>().map(|t| format!("{t:?} {t}")).unwrap())
+        .collect();
         expect![[r#"
             [
                 "Agent(\"123\") agent:123",
@@ -536,21 +598,66 @@ mod tests {
             assert!(bad.parse::<TargetId>().is_err(), "{bad}");
         }
         let t: Vec<TargetId> = serde_json::from_value(json!(["agent:1", "@frame:x"])).unwrap();
-        assert_eq!(serde_json::to_value(&t).unwrap(), json!(["agent:1", "frame:x"]));
+        assert_eq!(
+            serde_json::to_value(&t).unwrap(),
+            json!(["agent:1", "frame:x"])
+        );
     }
 
     #[test]
     fn messages_updates_and_hiding() {
         check(
             &[
-                frame(1, "a", Message, User, &[], json!({"role": "user", "content": "hi"})),
+                frame(
+                    1,
+                    "a",
+                    Message,
+                    User,
+                    &[],
+                    json!({"role": "user", "content": "hi"}),
+                ),
                 frame(2, "b", Message, Agent, &[], json!({"content": "hello"})),
-                frame(3, "c", Update, User, &["frame:b"], json!({"role": "agent", "content": "hello!"})),
+                frame(
+                    3,
+                    "c",
+                    Update,
+                    User,
+                    &["frame:b"],
+                    json!({"role": "agent", "content": "hello!"}),
+                ),
                 frame(4, "d", Update, User, &["frame:a"], json!({"hidden": true})),
-                frame(5, "e", Update, User, &["frame:gone"], json!({"content": "x"})),
-                frame(6, "f", Request, Agent, &["system:websearch"], json!({"query": "boots"})),
-                frame(7, "g", Result, System, &["agent:1"], json!({"content": "3 results"})),
-                frame(8, "h", Message, System, &[], json!({"role": "system", "content": "startup", "hidden": true})),
+                frame(
+                    5,
+                    "e",
+                    Update,
+                    User,
+                    &["frame:gone"],
+                    json!({"content": "x"}),
+                ),
+                frame(
+                    6,
+                    "f",
+                    Request,
+                    Agent,
+                    &["system:websearch"],
+                    json!({"query": "boots"}),
+                ),
+                frame(
+                    7,
+                    "g",
+                    Result,
+                    System,
+                    &["agent:1"],
+                    json!({"content": "3 results"}),
+                ),
+                frame(
+                    8,
+                    "h",
+                    Message,
+                    System,
+                    &[],
+                    json!({"role": "system", "content": "startup", "hidden": true}),
+                ),
             ],
             expect![[r#"
                 1 a User hidden edited "hi"
@@ -567,9 +674,23 @@ mod tests {
         check(
             &[
                 frame(1, "a", Message, User, &[], json!({"content": "old"})),
-                frame(2, "k", Compact, Agent, &[], json!({"summary": "user said old"})),
+                frame(
+                    2,
+                    "k",
+                    Compact,
+                    Agent,
+                    &[],
+                    json!({"summary": "user said old"}),
+                ),
                 frame(3, "b", Message, User, &[], json!({"content": "new"})),
-                frame(4, "u", Update, User, &["frame:a"], json!({"content": "edit before compact"})),
+                frame(
+                    4,
+                    "u",
+                    Update,
+                    User,
+                    &["frame:a"],
+                    json!({"content": "edit before compact"}),
+                ),
             ],
             expect![[r#"
                 2 k System "user said old"
@@ -606,17 +727,66 @@ mod tests {
 
     #[test]
     fn answered_prompts_read_clean() {
-        let mut scoped = frame(5, "r2", Result, User, &["element:fav"], json!({"answer": "red"}));
+        let mut scoped = frame(
+            5,
+            "r2",
+            Result,
+            User,
+            &["element:fav"],
+            json!({"answer": "red"}),
+        );
         scoped.parent_id = Some("m1".into());
         check(
             &[
-                frame(1, "m1", Message, Agent, &[], json!({"content": "Pick <hml-prompt id=\"fav\" type=\"radio\">Colour?<data>[\"red\",\"blue\"]</data></hml-prompt> and <hml-prompt id=q2>Tags?</hml-prompt>."})),
-                frame(2, "m2", Message, Agent, &[], json!({"content": "Again <hml-prompt id=\"fav\">Colour?</hml-prompt>"})),
-                frame(3, "r1", Update, User, &["element:fav"], json!({"answer": "blue <3"})),
-                frame(4, "r3", Update, User, &["@element:q2"], json!({"answer": ["a", "b"]})),
+                frame(
+                    1,
+                    "m1",
+                    Message,
+                    Agent,
+                    &[],
+                    json!({"content": "Pick <hml-prompt id=\"fav\" type=\"radio\">Colour?<data>[\"red\",\"blue\"]</data></hml-prompt> and <hml-prompt id=q2>Tags?</hml-prompt>."}),
+                ),
+                frame(
+                    2,
+                    "m2",
+                    Message,
+                    Agent,
+                    &[],
+                    json!({"content": "Again <hml-prompt id=\"fav\">Colour?</hml-prompt>"}),
+                ),
+                frame(
+                    3,
+                    "r1",
+                    Update,
+                    User,
+                    &["element:fav"],
+                    json!({"answer": "blue <3"}),
+                ),
+                frame(
+                    4,
+                    "r3",
+                    Update,
+                    User,
+                    &["@element:q2"],
+                    json!({"answer": ["a", "b"]}),
+                ),
                 scoped,
-                frame(6, "r4", Result, User, &["element:q2"], json!({"answer": ["c"]})),
-                frame(7, "r5", Update, User, &["element:nowhere"], json!({"answer": "x"})),
+                frame(
+                    6,
+                    "r4",
+                    Result,
+                    User,
+                    &["element:q2"],
+                    json!({"answer": ["c"]}),
+                ),
+                frame(
+                    7,
+                    "r5",
+                    Update,
+                    User,
+                    &["element:nowhere"],
+                    json!({"answer": "x"}),
+                ),
             ],
             expect![[r#"
                 1 m1 Agent "Pick <hml-prompt id=\"fav\" type=\"radio\" answered>Colour?<data>[\"red\",\"blue\"]</data><response>red</response></hml-prompt> and <hml-prompt id=\"q2\" answered>Tags?<response>c</response></hml-prompt>."
@@ -624,9 +794,30 @@ mod tests {
             "#]],
         );
         let view = compile_frames(&[
-            frame(1, "m", Message, Agent, &[], json!({"content": "<hml-prompt id=a>Colour?</hml-prompt><hml-prompt id=b>Size\n in cm?</hml-prompt>"})),
-            frame(2, "u", Update, User, &["element:a"], json!({"answer": "red"})),
-            frame(3, "n", Message, User, &[], json!({"content": "<hml-prompt id=c>not the agent's</hml-prompt>"})),
+            frame(
+                1,
+                "m",
+                Message,
+                Agent,
+                &[],
+                json!({"content": "<hml-prompt id=a>Colour?</hml-prompt><hml-prompt id=b>Size\n in cm?</hml-prompt>"}),
+            ),
+            frame(
+                2,
+                "u",
+                Update,
+                User,
+                &["element:a"],
+                json!({"answer": "red"}),
+            ),
+            frame(
+                3,
+                "n",
+                Message,
+                User,
+                &[],
+                json!({"content": "<hml-prompt id=c>not the agent's</hml-prompt>"}),
+            ),
         ]);
         expect![[r#"
             [
@@ -641,8 +832,22 @@ mod tests {
         // An already answered prompt gets the new answer, once.
         check(
             &[
-                frame(1, "m", Message, Agent, &[], json!({"content": "<hml-prompt id=p answered>Q<response>old</response></hml-prompt>"})),
-                frame(2, "u", Update, User, &["element:p"], json!({"answer": "new"})),
+                frame(
+                    1,
+                    "m",
+                    Message,
+                    Agent,
+                    &[],
+                    json!({"content": "<hml-prompt id=p answered>Q<response>old</response></hml-prompt>"}),
+                ),
+                frame(
+                    2,
+                    "u",
+                    Update,
+                    User,
+                    &["element:p"],
+                    json!({"answer": "new"}),
+                ),
             ],
             expect![[r#"
                 1 m Agent "<hml-prompt id=\"p\" answered>Q<response>new</response></hml-prompt>"

@@ -10,10 +10,16 @@ use crate::interaction::{CallSource, detect};
 
 /// Parser target: `data[0]` picks the chunk size and the element bound, the rest is text.
 pub fn fuzz_parse(data: &[u8]) {
-    let Some((&knob, bytes)) = data.split_first() else { return };
+    let Some((&knob, bytes)) = data.split_first() else {
+        return;
+    };
     let chunk = (knob as usize % 17) + 1;
     let opts = if knob & 0x80 != 0 {
-        ParserOptions { max_element_bytes: 32 + (knob as usize & 0x3f), max_tag_bytes: 24, max_depth: 1 + (knob as usize & 3) }
+        ParserOptions {
+            max_element_bytes: 32 + (knob as usize & 0x3f),
+            max_tag_bytes: 24,
+            max_depth: 1 + (knob as usize & 3),
+        }
     } else {
         ParserOptions::default()
     };
@@ -23,11 +29,18 @@ pub fn fuzz_parse(data: &[u8]) {
     let mut check = |e: Event<'_>| {
         match e {
             Event::Start { id, .. } => {
-                assert!(!open.iter().any(|o| o == id), "element id {id} reused while open");
+                assert!(
+                    !open.iter().any(|o| o == id),
+                    "element id {id} reused while open"
+                );
                 open.push(id.to_owned());
             }
             Event::Complete { id, .. } | Event::Error { id, .. } => {
-                assert_eq!(open.pop().as_deref(), Some(id), "elements end innermost first");
+                assert_eq!(
+                    open.pop().as_deref(),
+                    Some(id),
+                    "elements end innermost first"
+                );
             }
             _ => {}
         }
@@ -40,7 +53,11 @@ pub fn fuzz_parse(data: &[u8]) {
     assert!(open.is_empty(), "every started element ends");
     let streamed = tree.finish();
     let text = String::from_utf8_lossy(bytes);
-    assert_eq!(streamed, parse_with(&text, opts), "streaming differs from batch");
+    assert_eq!(
+        streamed,
+        parse_with(&text, opts),
+        "streaming differs from batch"
+    );
 }
 
 /// Detector target: any text; a call never comes from a truncated or malformed block.
@@ -52,7 +69,9 @@ pub fn fuzz_detect(data: &[u8]) {
         assert!(!call.target_id.is_empty() && !call.target_property.is_empty());
         assert!(call.payload.get("sender_id").is_none());
         if let CallSource::Block { element_id } = &call.source {
-            let el = doc.find(element_id).expect("a block call names a parsed element");
+            let el = doc
+                .find(element_id)
+                .expect("a block call names a parsed element");
             assert!(el.is_runnable(), "a call from an element that may not run");
         }
     }

@@ -93,7 +93,9 @@ pub fn detect(text: &str) -> Detection {
         if !prose.is_empty() {
             for (offset, call) in find_calls(prose) {
                 calls += 1;
-                let source = CallSource::Call { offset: at + offset as u64 };
+                let source = CallSource::Call {
+                    offset: at + offset as u64,
+                };
                 let id = format!("call-{calls}");
                 match call.into_interaction(id, source.clone()) {
                     Ok(c) => det.calls.push(c),
@@ -119,9 +121,18 @@ pub fn detect(text: &str) -> Detection {
             flush(&mut prose, prose_at, &mut det);
             pos = offset;
         }
-        Event::Complete { id, kind: ElementKind::Interaction, content, truncated, span, .. } => {
+        Event::Complete {
+            id,
+            kind: ElementKind::Interaction,
+            content,
+            truncated,
+            span,
+            ..
+        } => {
             pos = span.end;
-            let source = CallSource::Block { element_id: id.to_owned() };
+            let source = CallSource::Block {
+                element_id: id.to_owned(),
+            };
             if truncated {
                 det.rejected.push((source, InteractionError::Incomplete));
             } else {
@@ -132,8 +143,17 @@ pub fn detect(text: &str) -> Detection {
             }
         }
         Event::Complete { span, .. } => pos = span.end,
-        Event::Error { id, kind: ElementKind::Interaction, .. } => {
-            det.rejected.push((CallSource::Block { element_id: id.to_owned() }, InteractionError::Incomplete));
+        Event::Error {
+            id,
+            kind: ElementKind::Interaction,
+            ..
+        } => {
+            det.rejected.push((
+                CallSource::Block {
+                    element_id: id.to_owned(),
+                },
+                InteractionError::Incomplete,
+            ));
         }
         _ => {}
     };
@@ -145,30 +165,48 @@ pub fn detect(text: &str) -> Detection {
 
 /// Reads the body of a complete `<interaction>` element (JSON or a call).
 pub fn parse_block(body: &str, element_id: &str) -> Result<InteractionCall, InteractionError> {
-    let source = CallSource::Block { element_id: element_id.to_owned() };
+    let source = CallSource::Block {
+        element_id: element_id.to_owned(),
+    };
     let t = body.trim();
     if t.starts_with('@') {
         return match call(t, true) {
-            Ok((rest, c)) if rest.trim().is_empty() => c.into_interaction(element_id.to_owned(), source),
-            _ => Err(InteractionError::Malformed { detail: "not a call of the form @target(method, args)".into() }),
+            Ok((rest, c)) if rest.trim().is_empty() => {
+                c.into_interaction(element_id.to_owned(), source)
+            }
+            _ => Err(InteractionError::Malformed {
+                detail: "not a call of the form @target(method, args)".into(),
+            }),
         };
     }
-    let value: Value = serde_json::from_str(t).map_err(|e| InteractionError::Malformed { detail: e.to_string() })?;
+    let value: Value = serde_json::from_str(t).map_err(|e| InteractionError::Malformed {
+        detail: e.to_string(),
+    })?;
     from_value(value, element_id.to_owned(), source)
 }
 
 /// Validates a JSON interaction object (from a block, or from a client), stripping the
 /// fields only the system may set.
-pub fn from_value(value: Value, default_id: String, source: CallSource) -> Result<InteractionCall, InteractionError> {
+pub fn from_value(
+    value: Value,
+    default_id: String,
+    source: CallSource,
+) -> Result<InteractionCall, InteractionError> {
     let Value::Object(mut obj) = value else {
         return Err(InteractionError::NotAnObject);
     };
-    let mut stripped: Vec<String> = obj.keys().filter(|k| !AGENT_FIELDS.contains(&k.as_str())).cloned().collect();
+    let mut stripped: Vec<String> = obj
+        .keys()
+        .filter(|k| !AGENT_FIELDS.contains(&k.as_str()))
+        .cloned()
+        .collect();
     obj.retain(|k, _| AGENT_FIELDS.contains(&k.as_str()));
     let text = |obj: &Map<String, Value>, field: &str| -> Result<String, InteractionError> {
         match obj.get(field) {
             Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
-            _ => Err(InteractionError::MissingField { field: field.to_owned() }),
+            _ => Err(InteractionError::MissingField {
+                field: field.to_owned(),
+            }),
         }
     };
     let target_id = text(&obj, "target_id")?;
@@ -180,7 +218,14 @@ pub fn from_value(value: Value, default_id: String, source: CallSource) -> Resul
     };
     let mut payload = obj.remove("payload").unwrap_or(Value::Null);
     strip_nested(&mut payload, &mut stripped, 0);
-    Ok(InteractionCall { interaction_id, target_id, target_property, payload, source, stripped })
+    Ok(InteractionCall {
+        interaction_id,
+        target_id,
+        target_property,
+        payload,
+        source,
+        stripped,
+    })
 }
 
 fn strip_nested(v: &mut Value, stripped: &mut Vec<String>, depth: usize) {
@@ -214,9 +259,16 @@ pub struct Call {
 }
 
 impl Call {
-    fn into_interaction(self, id: String, source: CallSource) -> Result<InteractionCall, InteractionError> {
+    fn into_interaction(
+        self,
+        id: String,
+        source: CallSource,
+    ) -> Result<InteractionCall, InteractionError> {
         let mut obj = Map::new();
-        obj.insert("target_id".into(), Value::String(format!("@{}", self.target)));
+        obj.insert(
+            "target_id".into(),
+            Value::String(format!("@{}", self.target)),
+        );
         obj.insert("target_property".into(), Value::String(self.method));
         obj.insert("payload".into(), self.args);
         from_value(Value::Object(obj), id, source)
@@ -230,28 +282,35 @@ pub fn find_calls(prose: &str) -> Vec<(usize, Call)> {
     let mut i = 0;
     while let Some(k) = memchr::memchr(b'@', &b[i..]) {
         let at = i + k;
-        let boundary = at == 0 || !(b[at - 1].is_ascii_alphanumeric() || matches!(b[at - 1], b'_' | b'.' | b'-' | b'@'));
-        if boundary
-            && let Ok((rest, c)) = call(&prose[at..], false) {
-                out.push((at, c));
-                i = prose.len() - rest.len();
-                continue;
-            }
+        let boundary = at == 0
+            || !(b[at - 1].is_ascii_alphanumeric()
+                || matches!(b[at - 1], b'_' | b'.' | b'-' | b'@'));
+        if boundary && let Ok((rest, c)) = call(&prose[at..], false) {
+            out.push((at, c));
+            i = prose.len() - rest.len();
+            continue;
+        }
         i = at + 1;
     }
     out
 }
 
 fn ident(i: &str) -> IResult<&str, &str> {
-    recognize((take_while1(|c: char| c.is_ascii_alphabetic() || c == '_'), take_while(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-')))
-        .parse(i)
+    recognize((
+        take_while1(|c: char| c.is_ascii_alphabetic() || c == '_'),
+        take_while(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+    ))
+    .parse(i)
 }
 
 /// `@target(method[, args])`; `any_target` admits targets beyond [`PROSE_TARGETS`].
 fn call(i: &str, any_target: bool) -> IResult<&str, Call> {
     let (i, target) = preceded(char('@'), ident).parse(i)?;
     if !any_target && !PROSE_TARGETS.contains(&target) {
-        return Err(nom::Err::Error(nom::error::Error::new(i, nom::error::ErrorKind::Tag)));
+        return Err(nom::Err::Error(nom::error::Error::new(
+            i,
+            nom::error::ErrorKind::Tag,
+        )));
     }
     let (i, _) = char('(').parse(i)?;
     let (i, _) = multispace0(i)?;
@@ -262,7 +321,14 @@ fn call(i: &str, any_target: bool) -> IResult<&str, Call> {
     let (i, _) = opt(char(',')).parse(i)?;
     let (i, _) = multispace0(i)?;
     let (i, _) = char(')').parse(i)?;
-    Ok((i, Call { target: target.to_owned(), method: method.to_owned(), args: args.unwrap_or(Value::Null) }))
+    Ok((
+        i,
+        Call {
+            target: target.to_owned(),
+            method: method.to_owned(),
+            args: args.unwrap_or(Value::Null),
+        },
+    ))
 }
 
 fn string_lit_str(i: &str) -> IResult<&str, &str> {
@@ -278,7 +344,12 @@ fn string_lit_str(i: &str) -> IResult<&str, &str> {
 fn string_lit(i: &str) -> IResult<&str, String> {
     let quote = match i.chars().next() {
         Some(q @ ('"' | '\'')) => q,
-        _ => return Err(nom::Err::Error(nom::error::Error::new(i, nom::error::ErrorKind::Char))),
+        _ => {
+            return Err(nom::Err::Error(nom::error::Error::new(
+                i,
+                nom::error::ErrorKind::Char,
+            )));
+        }
     };
     let mut out = String::new();
     let mut chars = i[1..].char_indices();
@@ -293,7 +364,12 @@ fn string_lit(i: &str) -> IResult<&str, String> {
                 Some((_, 'r')) => out.push('\r'),
                 Some((_, 'u')) => {
                     let hex: String = chars.by_ref().take(4).map(|(_, c)| c).collect();
-                    out.push(u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32).unwrap_or('\u{fffd}'));
+                    out.push(
+                        u32::from_str_radix(&hex, 16)
+                            .ok()
+                            .and_then(char::from_u32)
+                            .unwrap_or('\u{fffd}'),
+                    );
                 }
                 Some((_, other)) => out.push(other),
                 None => break,
@@ -302,7 +378,10 @@ fn string_lit(i: &str) -> IResult<&str, String> {
             out.push(c);
         }
     }
-    Err(nom::Err::Error(nom::error::Error::new(i, nom::error::ErrorKind::Char)))
+    Err(nom::Err::Error(nom::error::Error::new(
+        i,
+        nom::error::ErrorKind::Char,
+    )))
 }
 
 fn ws_comma_list<'a>(
@@ -331,7 +410,10 @@ fn ws_comma_list<'a>(
 /// quotes, trailing commas and bare words.
 pub fn relaxed_value(i: &str, depth: usize) -> IResult<&str, Value> {
     if depth > MAX_DEPTH {
-        return Err(nom::Err::Failure(nom::error::Error::new(i, nom::error::ErrorKind::TooLarge)));
+        return Err(nom::Err::Failure(nom::error::Error::new(
+            i,
+            nom::error::ErrorKind::TooLarge,
+        )));
     }
     let (i, _) = multispace0(i)?;
     match i.chars().next() {
@@ -361,9 +443,15 @@ pub fn relaxed_value(i: &str, depth: usize) -> IResult<&str, Value> {
             tag("false").map(|_| Value::Bool(false)),
             tag("null").map(|_| Value::Null),
             recognize_float.map_opt(|n: &str| {
-                n.parse::<i64>().ok().map(Value::from).or_else(|| n.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number))
+                n.parse::<i64>().ok().map(Value::from).or_else(|| {
+                    n.parse::<f64>()
+                        .ok()
+                        .and_then(serde_json::Number::from_f64)
+                        .map(Value::Number)
+                })
             }),
-            take_while1(|c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | ':')).map(|s: &str| Value::String(s.to_owned())),
+            take_while1(|c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | ':'))
+                .map(|s: &str| Value::String(s.to_owned())),
         ))
         .parse(i),
     }
@@ -385,7 +473,11 @@ mod tests {
                 c.target_property,
                 c.payload,
                 c.source,
-                if c.stripped.is_empty() { String::new() } else { format!(" stripped={:?}", c.stripped) }
+                if c.stripped.is_empty() {
+                    String::new()
+                } else {
+                    format!(" stripped={:?}", c.stripped)
+                }
             ));
         }
         for (s, e) in &d.rejected {
@@ -439,6 +531,9 @@ mod tests {
     fn relaxed_syntax_is_bounded() {
         let deep = format!("@system(x, {}{})", "[".repeat(200), "]".repeat(200));
         assert!(find_calls(&deep).is_empty());
-        assert_eq!(relaxed_value("{a:1,}", 0).map(|(r, v)| (r, v.to_string())), Ok(("", r#"{"a":1}"#.to_owned())));
+        assert_eq!(
+            relaxed_value("{a:1,}", 0).map(|(r, v)| (r, v.to_string())),
+            Ok(("", r#"{"a":1}"#.to_owned()))
+        );
     }
 }

@@ -41,8 +41,8 @@
 
 pub mod api;
 pub mod corpus;
+pub mod frame;
 pub mod fuzz;
 pub mod hml;
 pub mod interaction;
-pub mod frame;
 pub mod wire;

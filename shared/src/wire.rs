@@ -328,12 +328,25 @@ impl SseEvent {
 
     /// Maps a parser event of message `message_id` to its SSE event, if it has one
     /// (diagnostics have none). `duration` is the server's measure, if any.
-    pub fn from_parser_event(message_id: &str, event: &crate::hml::Event<'_>, duration: Option<u64>) -> Option<SseEvent> {
+    pub fn from_parser_event(
+        message_id: &str,
+        event: &crate::hml::Event<'_>,
+        duration: Option<u64>,
+    ) -> Option<SseEvent> {
         use crate::hml::Event;
         let mid = message_id.to_owned();
         Some(match *event {
-            Event::Text { text, .. } => SseEvent::Text(TextData { message_id: mid, text: text.to_owned() }),
-            Event::Start { id, kind, parent, attributes, .. } => SseEvent::ElementStart(ElementStart {
+            Event::Text { text, .. } => SseEvent::Text(TextData {
+                message_id: mid,
+                text: text.to_owned(),
+            }),
+            Event::Start {
+                id,
+                kind,
+                parent,
+                attributes,
+                ..
+            } => SseEvent::ElementStart(ElementStart {
                 message_id: mid,
                 id: id.to_owned(),
                 kind: kind.name().to_owned(),
@@ -348,7 +361,13 @@ impl SseEvent {
                 content: None,
                 delta: delta.to_owned(),
             }),
-            Event::Complete { id, kind, content, truncated, .. } => SseEvent::ElementComplete(ElementComplete {
+            Event::Complete {
+                id,
+                kind,
+                content,
+                truncated,
+                ..
+            } => SseEvent::ElementComplete(ElementComplete {
                 message_id: mid,
                 id: id.to_owned(),
                 kind: kind.name().to_owned(),
@@ -370,14 +389,26 @@ impl SseEvent {
 
 /// Client → server over the WebSocket.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum WsClientMessage {
     /// Stop the session's running turn.
-    Abort { session_id: SessionId },
+    Abort {
+        session_id: SessionId,
+    },
     /// The answer to a `question_prompt` (an `ask` element).
-    QuestionResponse { assertion_id: String, answer: serde_json::Value },
+    QuestionResponse {
+        assertion_id: String,
+        answer: serde_json::Value,
+    },
     /// The user's decision on an ASK-permission execution.
-    AbilityApprovalResponse { execution_id: String, approved: bool },
+    AbilityApprovalResponse {
+        execution_id: String,
+        approved: bool,
+    },
     /// Receive the session's frames after `after_seq` (omitted: only new ones); a
     /// reconnecting tab resumes from the last seq it saw.
     Subscribe {
@@ -385,17 +416,38 @@ pub enum WsClientMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         after_seq: Option<i64>,
     },
-    Unsubscribe { session_id: SessionId },
+    Unsubscribe {
+        session_id: SessionId,
+    },
 }
 
 /// Server → client over the WebSocket: reference 000's messages plus frames.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum WsServerMessage {
-    MessageStart { session_id: SessionId, message_id: String },
-    MessageChunk { session_id: SessionId, message_id: String, content: String },
-    MessageEnd { session_id: SessionId, message_id: String },
-    AssertionUpdate { message_id: String, assertion_id: String, status: String, result: serde_json::Value },
+    MessageStart {
+        session_id: SessionId,
+        message_id: String,
+    },
+    MessageChunk {
+        session_id: SessionId,
+        message_id: String,
+        content: String,
+    },
+    MessageEnd {
+        session_id: SessionId,
+        message_id: String,
+    },
+    AssertionUpdate {
+        message_id: String,
+        assertion_id: String,
+        status: String,
+        result: serde_json::Value,
+    },
     QuestionPrompt {
         message_id: String,
         assertion_id: String,
@@ -405,13 +457,35 @@ pub enum WsServerMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout: Option<u64>,
     },
-    OperationStart { session_id: SessionId, operation_id: String, command: String },
-    OperationComplete { session_id: SessionId, operation_id: String, result: serde_json::Value },
-    OperationError { session_id: SessionId, operation_id: String, error: String },
-    StreamText { session_id: SessionId, message_id: String, text: String },
+    OperationStart {
+        session_id: SessionId,
+        operation_id: String,
+        command: String,
+    },
+    OperationComplete {
+        session_id: SessionId,
+        operation_id: String,
+        result: serde_json::Value,
+    },
+    OperationError {
+        session_id: SessionId,
+        operation_id: String,
+        error: String,
+    },
+    StreamText {
+        session_id: SessionId,
+        message_id: String,
+        text: String,
+    },
     /// The SSE `element_start` data, nested (flattened, its `type` would clash with ours).
-    StreamElementStart { session_id: SessionId, element: ElementStart },
-    StreamElementComplete { session_id: SessionId, element: ElementComplete },
+    StreamElementStart {
+        session_id: SessionId,
+        element: ElementStart,
+    },
+    StreamElementComplete {
+        session_id: SessionId,
+        element: ElementComplete,
+    },
     /// An execution waits for the user's approval (answered by `ability_approval_response`).
     AbilityApprovalRequest {
         session_id: SessionId,
@@ -423,8 +497,13 @@ pub enum WsServerMessage {
     },
     /// A frame: persisted (it has a seq) or phantom (live preview, never stored, replaced
     /// when the persisted frame arrives).
-    Frame { frame: Frame, phantom: bool },
-    Error { error: String },
+    Frame {
+        frame: Frame,
+        phantom: bool,
+    },
+    Error {
+        error: String,
+    },
 }
 
 /// `GET /api/sessions/{id}/frames`: persisted frames from the last compact on.
@@ -505,24 +584,47 @@ mod tests {
     fn sse_events_have_reference_names_and_fields() {
         let m = || "m1".to_owned();
         check_sse(
-            SseEvent::MessageStart(MessageStart { message_id: m(), session_id: 7, agent_name: "Ada".into() }),
+            SseEvent::MessageStart(MessageStart {
+                message_id: m(),
+                session_id: 7,
+                agent_name: "Ada".into(),
+            }),
             expect![[r#"message_start {"messageId":"m1","sessionId":7,"agentName":"Ada"}"#]],
         );
-        check_sse(SseEvent::Text(TextData { message_id: m(), text: "hi".into() }), expect![[r#"text {"messageId":"m1","text":"hi"}"#]]);
+        check_sse(
+            SseEvent::Text(TextData {
+                message_id: m(),
+                text: "hi".into(),
+            }),
+            expect![[r#"text {"messageId":"m1","text":"hi"}"#]],
+        );
         check_sse(
             SseEvent::ElementStart(ElementStart {
                 message_id: m(),
                 id: "e1".into(),
                 kind: "bash".into(),
-                attributes: vec![("timeout".into(), "5".into()), ("cwd".into(), "/tmp".into())],
+                attributes: vec![
+                    ("timeout".into(), "5".into()),
+                    ("cwd".into(), "/tmp".into()),
+                ],
                 executable: true,
                 parent: None,
             }),
-            expect![[r#"element_start {"messageId":"m1","id":"e1","type":"bash","attributes":{"timeout":"5","cwd":"/tmp"},"executable":true}"#]],
+            expect![[
+                r#"element_start {"messageId":"m1","id":"e1","type":"bash","attributes":{"timeout":"5","cwd":"/tmp"},"executable":true}"#
+            ]],
         );
         check_sse(
-            SseEvent::ElementUpdate(ElementUpdate { message_id: m(), id: "e1".into(), kind: "bash".into(), content: Some("ls -".into()), delta: "-".into() }),
-            expect![[r#"element_update {"messageId":"m1","id":"e1","type":"bash","content":"ls -","delta":"-"}"#]],
+            SseEvent::ElementUpdate(ElementUpdate {
+                message_id: m(),
+                id: "e1".into(),
+                kind: "bash".into(),
+                content: Some("ls -".into()),
+                delta: "-".into(),
+            }),
+            expect![[
+                r#"element_update {"messageId":"m1","id":"e1","type":"bash","content":"ls -","delta":"-"}"#
+            ]],
         );
         check_sse(
             SseEvent::ElementComplete(ElementComplete {
@@ -534,39 +636,86 @@ mod tests {
                 duration: Some(12),
                 truncated: false,
             }),
-            expect![[r#"element_complete {"messageId":"m1","id":"e1","type":"bash","content":"ls","executable":true,"duration":12}"#]],
+            expect![[
+                r#"element_complete {"messageId":"m1","id":"e1","type":"bash","content":"ls","executable":true,"duration":12}"#
+            ]],
         );
         check_sse(
-            SseEvent::ElementExecuting(ElementRef { message_id: m(), id: "e1".into(), kind: "bash".into() }),
+            SseEvent::ElementExecuting(ElementRef {
+                message_id: m(),
+                id: "e1".into(),
+                kind: "bash".into(),
+            }),
             expect![[r#"element_executing {"messageId":"m1","id":"e1","type":"bash"}"#]],
         );
         check_sse(
-            SseEvent::ElementResult(ElementResult { message_id: m(), id: "e1".into(), kind: "bash".into(), result: json!({"exitCode": 0}) }),
-            expect![[r#"element_result {"messageId":"m1","id":"e1","type":"bash","result":{"exitCode":0}}"#]],
+            SseEvent::ElementResult(ElementResult {
+                message_id: m(),
+                id: "e1".into(),
+                kind: "bash".into(),
+                result: json!({"exitCode": 0}),
+            }),
+            expect![[
+                r#"element_result {"messageId":"m1","id":"e1","type":"bash","result":{"exitCode":0}}"#
+            ]],
         );
         check_sse(
-            SseEvent::ElementError(ElementErrorData { message_id: m(), id: "e1".into(), kind: "bash".into(), error: "denied".into() }),
-            expect![[r#"element_error {"messageId":"m1","id":"e1","type":"bash","error":"denied"}"#]],
+            SseEvent::ElementError(ElementErrorData {
+                message_id: m(),
+                id: "e1".into(),
+                kind: "bash".into(),
+                error: "denied".into(),
+            }),
+            expect![[
+                r#"element_error {"messageId":"m1","id":"e1","type":"bash","error":"denied"}"#
+            ]],
         );
         check_sse(
-            SseEvent::ToolUseStart(ToolUseStart { message_id: m(), tool_id: "t1".into(), name: "search".into() }),
+            SseEvent::ToolUseStart(ToolUseStart {
+                message_id: m(),
+                tool_id: "t1".into(),
+                name: "search".into(),
+            }),
             expect![[r#"tool_use_start {"messageId":"m1","toolId":"t1","name":"search"}"#]],
         );
         check_sse(
-            SseEvent::ToolResult(ToolResult { message_id: m(), tool_id: "t1".into(), content: "ok".into() }),
+            SseEvent::ToolResult(ToolResult {
+                message_id: m(),
+                tool_id: "t1".into(),
+                content: "ok".into(),
+            }),
             expect![[r#"tool_result {"messageId":"m1","toolId":"t1","content":"ok"}"#]],
         );
         check_sse(
             SseEvent::MessageComplete(MessageComplete {
                 message_id: m(),
                 content: "done".into(),
-                executed_elements: vec![ExecutedElement { id: "e1".into(), kind: "bash".into(), result: Some(json!("ok")), error: None }],
+                executed_elements: vec![ExecutedElement {
+                    id: "e1".into(),
+                    kind: "bash".into(),
+                    result: Some(json!("ok")),
+                    error: None,
+                }],
             }),
-            expect![[r#"message_complete {"messageId":"m1","content":"done","executedElements":[{"id":"e1","type":"bash","result":"ok"}]}"#]],
+            expect![[
+                r#"message_complete {"messageId":"m1","content":"done","executedElements":[{"id":"e1","type":"bash","result":"ok"}]}"#
+            ]],
         );
-        check_sse(SseEvent::Error(ErrorData { message_id: Some(m()), error: "boom".into() }), expect![[r#"error {"messageId":"m1","error":"boom"}"#]]);
-        assert!(matches!(SseEvent::from_parts("nope", "{}"), Err(WireError::UnknownEvent(_))));
-        assert!(matches!(SseEvent::from_parts("text", "{"), Err(WireError::Json(_))));
+        check_sse(
+            SseEvent::Error(ErrorData {
+                message_id: Some(m()),
+                error: "boom".into(),
+            }),
+            expect![[r#"error {"messageId":"m1","error":"boom"}"#]],
+        );
+        assert!(matches!(
+            SseEvent::from_parts("nope", "{}"),
+            Err(WireError::UnknownEvent(_))
+        ));
+        assert!(matches!(
+            SseEvent::from_parts("text", "{"),
+            Err(WireError::Json(_))
+        ));
     }
 
     #[test]
@@ -608,7 +757,10 @@ mod tests {
         .assert_eq(&lines.concat());
     }
 
-    fn check_ws<T: Serialize + for<'de> Deserialize<'de> + PartialEq + std::fmt::Debug>(m: T, expect: Expect) {
+    fn check_ws<T: Serialize + for<'de> Deserialize<'de> + PartialEq + std::fmt::Debug>(
+        m: T,
+        expect: Expect,
+    ) {
         let s = serde_json::to_string(&m).unwrap();
         let back: T = serde_json::from_str(&s).unwrap();
         assert_eq!(back, m);
@@ -617,26 +769,58 @@ mod tests {
 
     #[test]
     fn websocket_messages() {
-        check_ws(WsClientMessage::Abort { session_id: 3 }, expect![[r#"{"type":"abort","sessionId":3}"#]]);
         check_ws(
-            WsClientMessage::QuestionResponse { assertion_id: "a1".into(), answer: json!("yes") },
+            WsClientMessage::Abort { session_id: 3 },
+            expect![[r#"{"type":"abort","sessionId":3}"#]],
+        );
+        check_ws(
+            WsClientMessage::QuestionResponse {
+                assertion_id: "a1".into(),
+                answer: json!("yes"),
+            },
             expect![[r#"{"type":"question_response","assertionId":"a1","answer":"yes"}"#]],
         );
         check_ws(
-            WsClientMessage::AbilityApprovalResponse { execution_id: "x1".into(), approved: true },
+            WsClientMessage::AbilityApprovalResponse {
+                execution_id: "x1".into(),
+                approved: true,
+            },
             expect![[r#"{"type":"ability_approval_response","executionId":"x1","approved":true}"#]],
         );
-        check_ws(WsClientMessage::Subscribe { session_id: 3, after_seq: Some(41) }, expect![[r#"{"type":"subscribe","sessionId":3,"afterSeq":41}"#]]);
         check_ws(
-            WsServerMessage::QuestionPrompt { message_id: "m".into(), assertion_id: "a".into(), question: "Go?".into(), mode: "timeout".into(), timeout: Some(30000) },
-            expect![[r#"{"type":"question_prompt","messageId":"m","assertionId":"a","question":"Go?","mode":"timeout","timeout":30000}"#]],
+            WsClientMessage::Subscribe {
+                session_id: 3,
+                after_seq: Some(41),
+            },
+            expect![[r#"{"type":"subscribe","sessionId":3,"afterSeq":41}"#]],
+        );
+        check_ws(
+            WsServerMessage::QuestionPrompt {
+                message_id: "m".into(),
+                assertion_id: "a".into(),
+                question: "Go?".into(),
+                mode: "timeout".into(),
+                timeout: Some(30000),
+            },
+            expect![[
+                r#"{"type":"question_prompt","messageId":"m","assertionId":"a","question":"Go?","mode":"timeout","timeout":30000}"#
+            ]],
         );
         check_ws(
             WsServerMessage::StreamElementStart {
                 session_id: 3,
-                element: ElementStart { message_id: "m".into(), id: "e1".into(), kind: "todo".into(), attributes: vec![], executable: false, parent: None },
+                element: ElementStart {
+                    message_id: "m".into(),
+                    id: "e1".into(),
+                    kind: "todo".into(),
+                    attributes: vec![],
+                    executable: false,
+                    parent: None,
+                },
             },
-            expect![[r#"{"type":"stream_element_start","sessionId":3,"element":{"messageId":"m","id":"e1","type":"todo","attributes":{},"executable":false}}"#]],
+            expect![[
+                r#"{"type":"stream_element_start","sessionId":3,"element":{"messageId":"m","id":"e1","type":"todo","attributes":{},"executable":false}}"#
+            ]],
         );
         let frame: Frame = serde_json::from_value(json!({
             "id": "f1", "session_id": 3, "seq": 1, "parent_id": null, "target_ids": ["agent:1"],
@@ -645,8 +829,13 @@ mod tests {
         }))
         .unwrap();
         check_ws(
-            WsServerMessage::Frame { frame, phantom: false },
-            expect![[r#"{"type":"frame","frame":{"id":"f1","session_id":3,"seq":1,"parent_id":null,"target_ids":["agent:1"],"timestamp":"2026-01-01T00:00:00.000001Z","type":"message","author_type":"user","author_id":9,"payload":{"content":"hi","role":"user"}},"phantom":false}"#]],
+            WsServerMessage::Frame {
+                frame,
+                phantom: false,
+            },
+            expect![[
+                r#"{"type":"frame","frame":{"id":"f1","session_id":3,"seq":1,"parent_id":null,"target_ids":["agent:1"],"timestamp":"2026-01-01T00:00:00.000001Z","type":"message","author_type":"user","author_id":9,"payload":{"content":"hi","role":"user"}},"phantom":false}"#
+            ]],
         );
     }
 }

@@ -2,17 +2,73 @@
 //! do not depend on duplication or delivery order.
 
 use hero_shared::frame::{AuthorType, Frame, FrameType, compile_frames, frame_stats};
-use hero_shared::hml::{Document, OwnedEvent, ParserOptions, StreamParser, TreeBuilder, parse_with};
+use hero_shared::hml::{
+    Document, OwnedEvent, ParserOptions, StreamParser, TreeBuilder, parse_with,
+};
 use proptest::prelude::*;
 use serde_json::json;
 
 const FRAGMENTS: &[&str] = &[
-    "<", ">", "/", "`", "``", "```", "~~~", "\n", "   ", " ", "\"", "'", "\\", "=", "&amp;", "&#60;", "abc", "é", "日本", "🚀",
-    "<bash>", "</bash>", "<BASH cwd='/t'>", "</bash >", "<websearch>", "</websearch>", "<ask timeout=3>", "</ask>",
-    "<thinking>", "</thinking>", "<todo title=\"t\">", "<item status=done>", "</item>", "</todo>", "<link href=x>", "</link>",
-    "<copy>", "</copy>", "<result for=e1>", "</result>", "<progress value=1 max=2/>", "<progress value=1>", "</progress>",
-    "<interaction>", "</interaction>", "{\"a\": \"", "\"}", "<hml-prompt id=p type=select>", "<data>", "</data>",
-    "<response>", "</response>", "</hml-prompt>", "<div>", "Vec<T>", "a < b", "</ todo>", "<!-- c -->", "<ask id=e2>", "@system(websearch, {q: 'x'})",
+    "<",
+    ">",
+    "/",
+    "`",
+    "``",
+    "```",
+    "~~~",
+    "\n",
+    "   ",
+    " ",
+    "\"",
+    "'",
+    "\\",
+    "=",
+    "&amp;",
+    "&#60;",
+    "abc",
+    "é",
+    "日本",
+    "🚀",
+    "<bash>",
+    "</bash>",
+    "<BASH cwd='/t'>",
+    "</bash >",
+    "<websearch>",
+    "</websearch>",
+    "<ask timeout=3>",
+    "</ask>",
+    "<thinking>",
+    "</thinking>",
+    "<todo title=\"t\">",
+    "<item status=done>",
+    "</item>",
+    "</todo>",
+    "<link href=x>",
+    "</link>",
+    "<copy>",
+    "</copy>",
+    "<result for=e1>",
+    "</result>",
+    "<progress value=1 max=2/>",
+    "<progress value=1>",
+    "</progress>",
+    "<interaction>",
+    "</interaction>",
+    "{\"a\": \"",
+    "\"}",
+    "<hml-prompt id=p type=select>",
+    "<data>",
+    "</data>",
+    "<response>",
+    "</response>",
+    "</hml-prompt>",
+    "<div>",
+    "Vec<T>",
+    "a < b",
+    "</ todo>",
+    "<!-- c -->",
+    "<ask id=e2>",
+    "@system(websearch, {q: 'x'})",
 ];
 
 fn text_strategy() -> impl Strategy<Value = String> {
@@ -21,12 +77,19 @@ fn text_strategy() -> impl Strategy<Value = String> {
 
 /// Cut points into `len` bytes, anywhere (also inside UTF-8 sequences).
 fn cuts(len: usize, raw: &[usize]) -> Vec<usize> {
-    let mut c: Vec<usize> = raw.iter().map(|r| if len == 0 { 0 } else { r % (len + 1) }).collect();
+    let mut c: Vec<usize> = raw
+        .iter()
+        .map(|r| if len == 0 { 0 } else { r % (len + 1) })
+        .collect();
     c.sort_unstable();
     c
 }
 
-fn stream(bytes: &[u8], cut_points: &[usize], opts: ParserOptions) -> (Document, Vec<(String, String, String, bool)>) {
+fn stream(
+    bytes: &[u8],
+    cut_points: &[usize],
+    opts: ParserOptions,
+) -> (Document, Vec<(String, String, String, bool)>) {
     let mut p = StreamParser::with_options(opts);
     let mut tree = TreeBuilder::new();
     let mut completions = Vec::new();
@@ -49,7 +112,14 @@ fn stream(bytes: &[u8], cut_points: &[usize], opts: ParserOptions) -> (Document,
         owned.push(e.to_owned());
     });
     for e in owned {
-        if let OwnedEvent::Complete { id, kind, content, truncated, .. } = e {
+        if let OwnedEvent::Complete {
+            id,
+            kind,
+            content,
+            truncated,
+            ..
+        } = e
+        {
             completions.push((id, kind.name().to_owned(), content, truncated));
         }
     }
@@ -57,7 +127,15 @@ fn stream(bytes: &[u8], cut_points: &[usize], opts: ParserOptions) -> (Document,
 }
 
 fn opts(small: bool) -> ParserOptions {
-    if small { ParserOptions { max_element_bytes: 24, max_tag_bytes: 20, max_depth: 2 } } else { ParserOptions::default() }
+    if small {
+        ParserOptions {
+            max_element_bytes: 24,
+            max_tag_bytes: 20,
+            max_depth: 2,
+        }
+    } else {
+        ParserOptions::default()
+    }
 }
 
 /// A log built from generated operations: messages (some with prompts), edits, hides,
@@ -67,12 +145,40 @@ fn log_of(ops: Vec<(u8, usize, bool)>) -> Vec<Frame> {
     for (seq, (op, target, flag)) in ops.into_iter().enumerate() {
         let seq = seq as i64 + 1;
         let (ty, targets, payload) = match op {
-            0 => (FrameType::Message, vec![], json!({"role": "user", "content": format!("m{seq} <hml-prompt id=p{target}>Q?</hml-prompt>")})),
-            1 => (FrameType::Message, vec![], json!({"role": "agent", "content": format!("a{seq}"), "hidden": flag})),
-            2 => (FrameType::Update, vec![format!("frame:f{target}")], if flag { json!({"hidden": true}) } else { json!({"content": format!("u{seq}")}) }),
-            3 => (FrameType::Update, vec![format!("element:p{target}")], json!({"answer": format!("ans{seq}")})),
-            4 => (FrameType::Compact, vec![], json!({"content": format!("summary {seq}")})),
-            _ => (FrameType::Result, vec![format!("agent:{target}")], json!({"content": format!("r{seq}")})),
+            0 => (
+                FrameType::Message,
+                vec![],
+                json!({"role": "user", "content": format!("m{seq} <hml-prompt id=p{target}>Q?</hml-prompt>")}),
+            ),
+            1 => (
+                FrameType::Message,
+                vec![],
+                json!({"role": "agent", "content": format!("a{seq}"), "hidden": flag}),
+            ),
+            2 => (
+                FrameType::Update,
+                vec![format!("frame:f{target}")],
+                if flag {
+                    json!({"hidden": true})
+                } else {
+                    json!({"content": format!("u{seq}")})
+                },
+            ),
+            3 => (
+                FrameType::Update,
+                vec![format!("element:p{target}")],
+                json!({"answer": format!("ans{seq}")}),
+            ),
+            4 => (
+                FrameType::Compact,
+                vec![],
+                json!({"content": format!("summary {seq}")}),
+            ),
+            _ => (
+                FrameType::Result,
+                vec![format!("agent:{target}")],
+                json!({"content": format!("r{seq}")}),
+            ),
         };
         frames.push(Frame {
             id: format!("f{seq}"),

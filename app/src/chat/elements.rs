@@ -23,7 +23,8 @@ pub fn nodes_view(nodes: Vec<Node>, live: bool) -> impl IntoView {
 fn safe_href(href: &str) -> Option<String> {
     let h = href.trim();
     let lower = h.to_ascii_lowercase();
-    (lower.starts_with("https://") || lower.starts_with("http://") || lower.starts_with("mailto:")).then(|| h.to_owned())
+    (lower.starts_with("https://") || lower.starts_with("http://") || lower.starts_with("mailto:"))
+        .then(|| h.to_owned())
 }
 
 fn status_class(prefix: &str, status: Option<&str>) -> String {
@@ -87,8 +88,16 @@ pub fn element_view(e: Element, live: bool) -> AnyView {
             .into_any()
         }
         ElementKind::Progress => {
-            let max = e.attr("max").and_then(|m| m.trim().parse::<f64>().ok()).filter(|m| *m > 0.0).unwrap_or(100.0);
-            let value = e.attr("value").and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(0.0).clamp(0.0, max);
+            let max = e
+                .attr("max")
+                .and_then(|m| m.trim().parse::<f64>().ok())
+                .filter(|m| *m > 0.0)
+                .unwrap_or(100.0);
+            let value = e
+                .attr("value")
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
+                .clamp(0.0, max);
             let status = e.attr("status").map(str::to_owned);
             let pct = format!("{:.0}%", value / max * 100.0);
             view! {
@@ -101,7 +110,11 @@ pub fn element_view(e: Element, live: bool) -> AnyView {
         }
         ElementKind::Link => {
             let text = e.text();
-            let label = if text.trim().is_empty() { e.attr("href").unwrap_or("link").to_owned() } else { text };
+            let label = if text.trim().is_empty() {
+                e.attr("href").unwrap_or("link").to_owned()
+            } else {
+                text
+            };
             match e.attr("href").and_then(safe_href) {
                 Some(href) => view! {
                     <a class="hml hml-inline hml-link" href=href target="_blank" rel="noopener noreferrer nofollow" data-hml-id=id data-hml="link">{label}</a>
@@ -136,14 +149,20 @@ pub fn element_view(e: Element, live: bool) -> AnyView {
             .into_any()
         }
         ElementKind::HmlPrompt => prompt_view(&e),
-        ElementKind::Bash | ElementKind::Websearch | ElementKind::Ask | ElementKind::Interaction => {
+        ElementKind::Bash
+        | ElementKind::Websearch
+        | ElementKind::Ask
+        | ElementKind::Interaction => {
             let kind = e.kind.name();
             let detail = match e.kind {
-                ElementKind::Bash => [e.attr("cwd").map(|c| format!("in {c}")), e.attr("timeout").map(|t| format!("timeout {t}"))]
-                    .into_iter()
-                    .flatten()
-                    .collect::<Vec<_>>()
-                    .join(" · "),
+                ElementKind::Bash => [
+                    e.attr("cwd").map(|c| format!("in {c}")),
+                    e.attr("timeout").map(|t| format!("timeout {t}")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" · "),
                 _ => String::new(),
             };
             let state = if open {
@@ -155,7 +174,13 @@ pub fn element_view(e: Element, live: bool) -> AnyView {
             } else {
                 "recognised: not run"
             };
-            let state_class = if open { "streaming" } else if e.truncated || e.error.is_some() { "truncated" } else { "ready" };
+            let state_class = if open {
+                "streaming"
+            } else if e.truncated || e.error.is_some() {
+                "truncated"
+            } else {
+                "ready"
+            };
             view! {
                 <div class=format!("hml hml-exec exec-{state_class}") data-hml-id=id data-hml=kind>
                     <div class="hml-exec-head">
@@ -202,7 +227,11 @@ fn prompt_view(e: &Element) -> AnyView {
             .into_any()
         }
         PromptType::Radio | PromptType::Checkboxes => {
-            let ty = if p.input == PromptType::Radio { "radio" } else { "checkbox" };
+            let ty = if p.input == PromptType::Radio {
+                "radio"
+            } else {
+                "checkbox"
+            };
             let name = format!("prompt-{id}");
             p.options
                 .iter()
@@ -218,7 +247,8 @@ fn prompt_view(e: &Element) -> AnyView {
                 PromptType::Range => "range",
                 _ => "text",
             };
-            view! { <input type=ty placeholder=p.question.clone() aria-label=p.question.clone()/> }.into_any()
+            view! { <input type=ty placeholder=p.question.clone() aria-label=p.question.clone()/> }
+                .into_any()
         }
     };
     view! {
@@ -243,5 +273,11 @@ where
 {
     let mounted = RwSignal::new(false);
     Effect::new(move |_| mounted.set(true));
-    move || if mounted.get() { children().into_any() } else { fallback().into_any() }
+    move || {
+        if mounted.get() {
+            children().into_any()
+        } else {
+            fallback().into_any()
+        }
+    }
 }

@@ -14,7 +14,10 @@ use super::markdown::Markdown;
 pub enum LiveBlock {
     Text(RwSignal<String>),
     /// The element's source so far, and whether it has closed.
-    Element { src: RwSignal<String>, done: RwSignal<bool> },
+    Element {
+        src: RwSignal<String>,
+        done: RwSignal<bool>,
+    },
 }
 
 pub struct LiveReply {
@@ -65,7 +68,9 @@ impl LiveReply {
 
     fn refresh_open(&self) {
         if let Some((idx, start)) = self.open_top {
-            if let Some(LiveBlock::Element { src, .. }) = self.blocks.read_untracked().get(idx).copied() {
+            if let Some(LiveBlock::Element { src, .. }) =
+                self.blocks.read_untracked().get(idx).copied()
+            {
                 src.set(self.raw.get(start..).unwrap_or_default().to_owned());
             }
         }
@@ -77,13 +82,18 @@ impl LiveReply {
                 let last = self.blocks.read_untracked().last().copied();
                 match last {
                     Some(LiveBlock::Text(s)) if !self.split_next => s.update(|t| t.push_str(text)),
-                    _ => self.blocks.update(|b| b.push(LiveBlock::Text(RwSignal::new(text.to_owned())))),
+                    _ => self
+                        .blocks
+                        .update(|b| b.push(LiveBlock::Text(RwSignal::new(text.to_owned())))),
                 }
                 self.split_next = !code && text.ends_with("\n\n");
             }
             Event::Start { offset, .. } => {
                 if self.depth == 0 {
-                    let block = LiveBlock::Element { src: RwSignal::new(String::new()), done: RwSignal::new(false) };
+                    let block = LiveBlock::Element {
+                        src: RwSignal::new(String::new()),
+                        done: RwSignal::new(false),
+                    };
                     let idx = self.blocks.read_untracked().len();
                     self.blocks.update(|b| b.push(block));
                     self.open_top = Some((idx, offset as usize));
@@ -108,7 +118,9 @@ impl LiveReply {
 
     fn close_top(&mut self, range: Option<(usize, usize)>) {
         if let Some((idx, start)) = self.open_top.take() {
-            if let Some(LiveBlock::Element { src, done }) = self.blocks.read_untracked().get(idx).copied() {
+            if let Some(LiveBlock::Element { src, done }) =
+                self.blocks.read_untracked().get(idx).copied()
+            {
                 let end = range.map_or(self.raw.len(), |(_, e)| e.min(self.raw.len()));
                 src.set(self.raw.get(start..end).unwrap_or_default().to_owned());
                 done.set(true);
@@ -133,18 +145,20 @@ pub fn LiveBlocks(blocks: RwSignal<Vec<LiveBlock>>) -> impl IntoView {
 
 fn block_view(b: LiveBlock) -> AnyView {
     match b {
-                LiveBlock::Text(s) => view! { <Markdown src=s/> }.into_any(),
-                LiveBlock::Element { src, done } => (move || {
-                    let doc = hero_shared::hml::parse(&src.get());
-                    let live = !done.get();
-                    doc.nodes
-                        .into_iter()
-                        .map(|n| match n {
-                            hero_shared::hml::Node::Element(e) => element_view(e, live),
-                            hero_shared::hml::Node::Text(t) => view! { <Markdown src=Signal::stored(t)/> }.into_any(),
-                        })
-                        .collect_view()
+        LiveBlock::Text(s) => view! { <Markdown src=s/> }.into_any(),
+        LiveBlock::Element { src, done } => (move || {
+            let doc = hero_shared::hml::parse(&src.get());
+            let live = !done.get();
+            doc.nodes
+                .into_iter()
+                .map(|n| match n {
+                    hero_shared::hml::Node::Element(e) => element_view(e, live),
+                    hero_shared::hml::Node::Text(t) => {
+                        view! { <Markdown src=Signal::stored(t)/> }.into_any()
+                    }
                 })
-                .into_any(),
+                .collect_view()
+        })
+        .into_any(),
     }
 }

@@ -11,7 +11,10 @@ use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 pub enum MdPart {
     /// Sanitized HTML.
     Html(String),
-    Code { lang: String, text: String },
+    Code {
+        lang: String,
+        text: String,
+    },
 }
 
 fn sanitize(html: &str) -> String {
@@ -50,7 +53,9 @@ pub fn render(src: &str) -> Vec<MdPart> {
             Event::Start(Tag::CodeBlock(kind)) => {
                 flush(&mut pending, &mut parts);
                 let lang = match kind {
-                    CodeBlockKind::Fenced(l) => l.split_whitespace().next().unwrap_or("").to_owned(),
+                    CodeBlockKind::Fenced(l) => {
+                        l.split_whitespace().next().unwrap_or("").to_owned()
+                    }
                     CodeBlockKind::Indented => String::new(),
                 };
                 code = Some((lang, String::new()));
@@ -115,7 +120,10 @@ pub fn CopyButton(text: String, label: String) -> impl IntoView {
             let clipboard = window().navigator().clipboard();
             let _ = clipboard.write_text(&text);
             copied.set(true);
-            set_timeout(move || copied.set(false), std::time::Duration::from_millis(1500));
+            set_timeout(
+                move || copied.set(false),
+                std::time::Duration::from_millis(1500),
+            );
         }
         #[cfg(not(feature = "hydrate"))]
         let _ = &text;
@@ -133,18 +141,36 @@ mod tests {
 
     #[test]
     fn html_in_model_text_is_never_live() {
-        let parts = render("hi <script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1))");
-        let MdPart::Html(h) = &parts[0] else { panic!("{parts:?}") };
-        assert!(!h.contains("<script") && !h.contains("<img") && !h.contains("javascript:"), "{h}");
+        let parts = render(
+            "hi <script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1))",
+        );
+        let MdPart::Html(h) = &parts[0] else {
+            panic!("{parts:?}")
+        };
+        assert!(
+            !h.contains("<script") && !h.contains("<img") && !h.contains("javascript:"),
+            "{h}"
+        );
         assert!(h.contains("&lt;script&gt;"), "{h}");
         let md_img = render("![x](https://example.com/?leak=1)");
-        assert!(md_img.iter().all(|p| !matches!(p, MdPart::Html(h) if h.contains("<img"))), "{md_img:?}");
+        assert!(
+            md_img
+                .iter()
+                .all(|p| !matches!(p, MdPart::Html(h) if h.contains("<img"))),
+            "{md_img:?}"
+        );
     }
 
     #[test]
     fn code_blocks_are_their_own_parts() {
         let parts = render("before\n\n```rust\nlet v: Vec<T> = x;\n```\n\nafter");
         assert_eq!(parts.len(), 3);
-        assert_eq!(parts[1], MdPart::Code { lang: "rust".into(), text: "let v: Vec<T> = x;\n".into() });
+        assert_eq!(
+            parts[1],
+            MdPart::Code {
+                lang: "rust".into(),
+                text: "let v: Vec<T> = x;\n".into()
+            }
+        );
     }
 }

@@ -27,7 +27,9 @@ use live::LiveReply;
 pub async fn session_view(session_id: i64) -> Result<CompiledView, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::frames::view(&st, &user, session_id).await.map_err(fail)
+    hero_backend::frames::view(&st, &user, session_id)
+        .await
+        .map_err(fail)
 }
 
 /// Starts a turn and returns its message id at once; the reply arrives on the event stream.
@@ -35,7 +37,9 @@ pub async fn session_view(session_id: i64) -> Result<CompiledView, ServerFnError
 pub async fn post_message(session_id: i64, content: String) -> Result<String, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    let handle = hero_backend::turn::post(&st, &user, session_id, content).await.map_err(fail)?;
+    let handle = hero_backend::turn::post(&st, &user, session_id, content)
+        .await
+        .map_err(fail)?;
     Ok(handle.message_id)
 }
 
@@ -44,7 +48,9 @@ pub async fn post_message(session_id: i64, content: String) -> Result<String, Se
 pub async fn abort_turn(session_id: i64) -> Result<usize, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::sessions::get(&st.db, &user, session_id).await.map_err(fail)?;
+    hero_backend::sessions::get(&st.db, &user, session_id)
+        .await
+        .map_err(fail)?;
     Ok(st.hub.abort(session_id))
 }
 
@@ -52,15 +58,25 @@ pub async fn abort_turn(session_id: i64) -> Result<usize, ServerFnError> {
 pub async fn list_agents() -> Result<Vec<AgentDto>, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::agents::list(&st.db, &st.keys, &user).await.map_err(fail)
+    hero_backend::agents::list(&st.db, &st.keys, &user)
+        .await
+        .map_err(fail)
 }
 
 #[server(prefix = "/_fn")]
-pub async fn set_session_agent(session_id: i64, agent_id: i64) -> Result<SessionDto, ServerFnError> {
+pub async fn set_session_agent(
+    session_id: i64,
+    agent_id: i64,
+) -> Result<SessionDto, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    let req = hero_shared::api::UpdateSessionRequest { agent_id: Some(Some(agent_id)), ..Default::default() };
-    hero_backend::sessions::update(&st.db, &user, session_id, req).await.map_err(fail)
+    let req = hero_shared::api::UpdateSessionRequest {
+        agent_id: Some(Some(agent_id)),
+        ..Default::default()
+    };
+    hero_backend::sessions::update(&st.db, &user, session_id, req)
+        .await
+        .map_err(fail)
 }
 
 /// What the page shows of the reply in flight (all cheap handles).
@@ -90,9 +106,22 @@ fn MessageView(m: CompiledMessage) -> impl IntoView {
         }
         .into_any(),
         Role::Agent => {
-            let name = m.payload.get("agent_name").and_then(|v| v.as_str()).unwrap_or("Agent").to_owned();
-            let error = m.payload.get("error").and_then(|v| v.as_str()).map(str::to_owned);
-            let aborted = m.payload.get("aborted").and_then(|v| v.as_bool()).unwrap_or(false);
+            let name = m
+                .payload
+                .get("agent_name")
+                .and_then(|v| v.as_str())
+                .unwrap_or("Agent")
+                .to_owned();
+            let error = m
+                .payload
+                .get("error")
+                .and_then(|v| v.as_str())
+                .map(str::to_owned);
+            let aborted = m
+                .payload
+                .get("aborted")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false);
             let doc = hero_shared::hml::parse(&m.content);
             view! {
                 <div class="msg msg-agent" data-message-id=id>
@@ -111,7 +140,11 @@ fn MessageView(m: CompiledMessage) -> impl IntoView {
 /// inside a suspended part of the page would be created anew on each server render pass and
 /// no longer line up with the browser's when it hydrates.
 #[component]
-pub fn ChatView(session: SessionDto, initial: CompiledView, agents: Vec<AgentDto>) -> impl IntoView {
+pub fn ChatView(
+    session: SessionDto,
+    initial: CompiledView,
+    agents: Vec<AgentDto>,
+) -> impl IntoView {
     let session_id = session.id;
     let conversation = RwSignal::new(initial);
     let live: RwSignal<Option<LiveView>> = RwSignal::new(None);
@@ -197,7 +230,13 @@ pub fn ChatView(session: SessionDto, initial: CompiledView, agents: Vec<AgentDto
         // Owned by the component, not by the effect below: an effect's cleanups run each time
         // it re-runs, which would close the stream on the first refresh of the view.
         let source = StoredValue::new_local(None::<web_sys::EventSource>);
-        on_cleanup(move || source.with_value(|s| if let Some(es) = s { es.close() }));
+        on_cleanup(move || {
+            source.with_value(|s| {
+                if let Some(es) = s {
+                    es.close()
+                }
+            })
+        });
         // Has the server compile the view anew; answers that arrive out of order never roll
         // it back. One request at a time: asks made meanwhile become one more request after.
         let fetching = StoredValue::new((false, false));
@@ -227,13 +266,19 @@ pub fn ChatView(session: SessionDto, initial: CompiledView, agents: Vec<AgentDto
             let after = conversation.get_untracked().stats.last_seq.unwrap_or(0);
             let on_event = move |name: &str, data: &str| {
                 let v: serde_json::Value = serde_json::from_str(data).unwrap_or_default();
-                let mid = v.get("messageId").and_then(|m| m.as_str()).unwrap_or_default().to_owned();
+                let mid = v
+                    .get("messageId")
+                    .and_then(|m| m.as_str())
+                    .unwrap_or_default()
+                    .to_owned();
                 match name {
                     "frame" => {
                         use hero_shared::wire::{Applied, Frame};
                         let applied = match serde_json::from_value::<Frame>(v) {
                             Ok(f) => {
-                                let known = conversation.with_untracked(|c| c.stats.last_seq.is_some_and(|l| f.seq <= l));
+                                let known = conversation.with_untracked(|c| {
+                                    c.stats.last_seq.is_some_and(|l| f.seq <= l)
+                                });
                                 if known {
                                     Applied::AlreadyIn
                                 } else {
@@ -254,7 +299,11 @@ pub fn ChatView(session: SessionDto, initial: CompiledView, agents: Vec<AgentDto
                     }
                     "message_start" => {
                         flush();
-                        let agent = v.get("agentName").and_then(|m| m.as_str()).unwrap_or("Agent").to_owned();
+                        let agent = v
+                            .get("agentName")
+                            .and_then(|m| m.as_str())
+                            .unwrap_or("Agent")
+                            .to_owned();
                         let reply = LiveReply::new(mid.clone(), agent.clone());
                         live.set(Some(LiveView {
                             message_id: StoredValue::new(mid),
@@ -266,9 +315,13 @@ pub fn ChatView(session: SessionDto, initial: CompiledView, agents: Vec<AgentDto
                         state.set_value(Some(reply));
                     }
                     "message_chunk" => {
-                        let current = state.with_value(|s| s.as_ref().is_some_and(|r| r.message_id == mid));
+                        let current =
+                            state.with_value(|s| s.as_ref().is_some_and(|r| r.message_id == mid));
                         if current {
-                            let delta = v.get("content").and_then(|m| m.as_str()).unwrap_or_default();
+                            let delta = v
+                                .get("content")
+                                .and_then(|m| m.as_str())
+                                .unwrap_or_default();
                             pending.write_value().push_str(delta);
                             if !scheduled.get_value() {
                                 scheduled.set_value(true);
@@ -277,7 +330,11 @@ pub fn ChatView(session: SessionDto, initial: CompiledView, agents: Vec<AgentDto
                         }
                     }
                     "error" => {
-                        let e = v.get("error").and_then(|m| m.as_str()).unwrap_or("error").to_owned();
+                        let e = v
+                            .get("error")
+                            .and_then(|m| m.as_str())
+                            .unwrap_or("error")
+                            .to_owned();
                         if let Some(l) = live.get_untracked() {
                             l.error.set(Some(e));
                         }
@@ -291,7 +348,9 @@ pub fn ChatView(session: SessionDto, initial: CompiledView, agents: Vec<AgentDto
                         });
                         // The reply's frame comes before this; if it did not (it could not be
                         // stored, or the stream was cut), ask for the view.
-                        if !conversation.with_untracked(|c| c.messages.iter().any(|m| m.frame_id == mid)) {
+                        if !conversation
+                            .with_untracked(|c| c.messages.iter().any(|m| m.frame_id == mid))
+                        {
                             refresh();
                         }
                     }
@@ -308,7 +367,10 @@ pub fn ChatView(session: SessionDto, initial: CompiledView, agents: Vec<AgentDto
             return;
         }
         near_bottom.set(true);
-        send.dispatch(PostMessage { session_id, content });
+        send.dispatch(PostMessage {
+            session_id,
+            content,
+        });
         draft.set(String::new());
     };
 
@@ -411,9 +473,17 @@ mod browser {
         on_event: impl Fn(&str, &str) + 'static,
         connected: RwSignal<bool>,
     ) -> Option<web_sys::EventSource> {
-        let es = web_sys::EventSource::new(&format!("/api/sessions/{session_id}/events?after={after}")).ok()?;
+        let es =
+            web_sys::EventSource::new(&format!("/api/sessions/{session_id}/events?after={after}"))
+                .ok()?;
         let on_event = std::rc::Rc::new(on_event);
-        for name in ["frame", "message_start", "message_chunk", "message_complete", "error"] {
+        for name in [
+            "frame",
+            "message_start",
+            "message_chunk",
+            "message_complete",
+            "error",
+        ] {
             let on_event = on_event.clone();
             let cb = Closure::<dyn FnMut(web_sys::Event)>::new(move |e: web_sys::Event| {
                 // The stream's own `error` (a dropped connection) is not a MessageEvent.

@@ -2,12 +2,11 @@
 //! (text, thinking, tool_use with input JSON deltas), `message_delta` (usage, stop reason),
 //! `message_stop`, `ping`, `error`.
 
-
 use serde_json::{Value, json};
 
 use super::{
-    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, drive, endpoint, sse_events,
-    error_message_from, normalize, send_with_retry,
+    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, drive,
+    endpoint, error_message_from, normalize, send_with_retry, sse_events,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -78,8 +77,13 @@ impl Decoder for AnthropicDecoder {
     fn event(&mut self, ev: &sseer::event::Event, out: &mut Pending) -> Step {
         // The hot path, once per token: a text delta read into borrowed fields, no tree.
         if &*ev.event == "content_block_delta" {
-            if let Ok(TextDeltaEvent { delta: TextDelta { kind: "text_delta", text: Some(t) } }) =
-                serde_json::from_str::<TextDeltaEvent<'_>>(&ev.data)
+            if let Ok(TextDeltaEvent {
+                delta:
+                    TextDelta {
+                        kind: "text_delta",
+                        text: Some(t),
+                    },
+            }) = serde_json::from_str::<TextDeltaEvent<'_>>(&ev.data)
             {
                 out.push_back(Ok(Delta::Text(t.into_owned())));
                 return Step::More;
@@ -89,25 +93,49 @@ impl Decoder for AnthropicDecoder {
             Ok(v) => v,
             Err(_) if &*ev.event == "ping" => return Step::More,
             Err(e) => {
-                out.push_back(Err(ProviderError::Protocol(format!("{} event: {e}", ev.event))));
+                out.push_back(Err(ProviderError::Protocol(format!(
+                    "{} event: {e}",
+                    ev.event
+                ))));
                 return Step::End;
             }
         };
-        let kind = data.get("type").and_then(Value::as_str).unwrap_or(&ev.event).to_owned();
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(&ev.event)
+            .to_owned();
         match kind.as_str() {
             "message_start" => {
-                let input = data.pointer("/message/usage/input_tokens").and_then(Value::as_u64);
-                out.push_back(Ok(Delta::Usage { input, output: None }));
+                let input = data
+                    .pointer("/message/usage/input_tokens")
+                    .and_then(Value::as_u64);
+                out.push_back(Ok(Delta::Usage {
+                    input,
+                    output: None,
+                }));
             }
             "content_block_start" => {
                 let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
                 let block = data.get("content_block").cloned().unwrap_or(Value::Null);
                 if block.get("type").and_then(Value::as_str) == Some("tool_use") {
-                    let id = block.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
-                    let name = block.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    let id = block
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned();
+                    let name = block
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned();
                     self.blocks.insert(index, id.clone());
                     out.push_back(Ok(Delta::ToolUseStart { id, name }));
-                } else if let Some(t) = block.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                } else if let Some(t) = block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                {
                     out.push_back(Ok(Delta::Text(t.to_owned())));
                 }
             }
@@ -116,17 +144,29 @@ impl Decoder for AnthropicDecoder {
                 let delta = data.get("delta").cloned().unwrap_or(Value::Null);
                 match delta.get("type").and_then(Value::as_str) {
                     Some("text_delta") => {
-                        let t = delta.get("text").and_then(Value::as_str).unwrap_or_default();
+                        let t = delta
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
                         out.push_back(Ok(Delta::Text(t.to_owned())));
                     }
                     Some("thinking_delta") => {
-                        let t = delta.get("thinking").and_then(Value::as_str).unwrap_or_default();
+                        let t = delta
+                            .get("thinking")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
                         out.push_back(Ok(Delta::Thinking(t.to_owned())));
                     }
                     Some("input_json_delta") => {
-                        let j = delta.get("partial_json").and_then(Value::as_str).unwrap_or_default();
+                        let j = delta
+                            .get("partial_json")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
                         let id = self.blocks.get(&index).cloned().unwrap_or_default();
-                        out.push_back(Ok(Delta::ToolInput { id, json: j.to_owned() }));
+                        out.push_back(Ok(Delta::ToolInput {
+                            id,
+                            json: j.to_owned(),
+                        }));
                     }
                     _ => {} // signature_delta and future kinds carry nothing to show
                 }
@@ -138,7 +178,9 @@ impl Decoder for AnthropicDecoder {
                     out.push_back(Ok(Delta::Usage { input, output }));
                 }
                 if let Some(r) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    out.push_back(Ok(Delta::Done { stop_reason: Some(r.to_owned()) }));
+                    out.push_back(Ok(Delta::Done {
+                        stop_reason: Some(r.to_owned()),
+                    }));
                     self.stopped = true;
                 }
             }
@@ -149,8 +191,14 @@ impl Decoder for AnthropicDecoder {
                 return Step::End;
             }
             "error" => {
-                let msg = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("unknown error");
-                let ty = data.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
+                let msg = data
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown error");
+                let ty = data
+                    .pointer("/error/type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error");
                 out.push_back(Err(ProviderError::Midstream(format!("{ty}: {msg}"))));
                 return Step::End;
             }
@@ -174,7 +222,6 @@ struct TextDelta<'a> {
     text: Option<std::borrow::Cow<'a, str>>,
 }
 
-
 #[cfg(test)]
 mod cost {
     use super::*;
@@ -189,7 +236,9 @@ mod cost {
         let ev = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"word\"}}\n\n";
         let chunks: Vec<&'static [u8]> = (0..N).map(|_| ev.as_bytes()).collect();
         let t = std::time::Instant::now();
-        let mut events = sseer::EventStream::new(futures::stream::iter(chunks.clone().into_iter().map(Ok::<_, std::io::Error>)));
+        let mut events = sseer::EventStream::new(futures::stream::iter(
+            chunks.clone().into_iter().map(Ok::<_, std::io::Error>),
+        ));
         let mut n = 0;
         while let Some(Some(Ok(e))) = events.next().now_or_never() {
             assert_eq!(&*e.event, "content_block_delta");
@@ -199,7 +248,9 @@ mod cost {
         assert_eq!(n, N);
         let t = std::time::Instant::now();
         let mut deltas = drive(
-            sseer::EventStream::new(futures::stream::iter(chunks.into_iter().map(Ok::<_, std::io::Error>))),
+            sseer::EventStream::new(futures::stream::iter(
+                chunks.into_iter().map(Ok::<_, std::io::Error>),
+            )),
             AnthropicDecoder::default(),
         );
         let mut parser = hero_shared::hml::StreamParser::new();
@@ -239,9 +290,17 @@ mod cost {
             let rounds = 300_000 / n;
             let mut pipes: Vec<_> = (0..n)
                 .map(|_| {
-                    let (tx, rx) = futures::channel::mpsc::unbounded::<Result<&'static [u8], std::io::Error>>();
+                    let (tx, rx) = futures::channel::mpsc::unbounded::<
+                        Result<&'static [u8], std::io::Error>,
+                    >();
                     let deltas = drive(sseer::EventStream::new(rx), AnthropicDecoder::default());
-                    (tx, deltas, hero_shared::hml::StreamParser::new(), Vec::<u8>::new(), String::new())
+                    (
+                        tx,
+                        deltas,
+                        hero_shared::hml::StreamParser::new(),
+                        Vec::<u8>::new(),
+                        String::new(),
+                    )
                 })
                 .collect();
             let mid = "0193a0b1-7c2d-7e3f-8a9b-0c1d2e3f4a5b".to_owned();
@@ -250,10 +309,14 @@ mod cost {
             for _ in 0..rounds {
                 for (tx, deltas, parser, buf, text) in pipes.iter_mut() {
                     tx.unbounded_send(Ok(ev)).unwrap();
-                    let Some(Some(Ok(Delta::Text(t)))) = deltas.next().now_or_never() else { panic!("no delta") };
+                    let Some(Some(Ok(Delta::Text(t)))) = deltas.next().now_or_never() else {
+                        panic!("no delta")
+                    };
                     let mut evs = Vec::new();
                     parser.feed_str_with(&t, |ev| {
-                        if let Some(e) = hero_shared::wire::SseEvent::from_parser_event(&mid, &ev, None) {
+                        if let Some(e) =
+                            hero_shared::wire::SseEvent::from_parser_event(&mid, &ev, None)
+                        {
                             evs.push(e);
                         }
                     });
@@ -267,7 +330,10 @@ mod cost {
             }
             let el = t.elapsed();
             assert!(out > 0);
-            println!("{n} streams in turn: {:.2} µs per token", el.as_secs_f64() * 1e6 / (rounds * n) as f64);
+            println!(
+                "{n} streams in turn: {:.2} µs per token",
+                el.as_secs_f64() * 1e6 / (rounds * n) as f64
+            );
         }
     }
 }

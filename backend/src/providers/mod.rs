@@ -322,11 +322,16 @@ impl Pending {
 /// 8 KiB buffer for every read, one per token, and freed the old one when the view let go.
 pub(crate) fn sse_events(
     resp: reqwest::Response,
-) -> impl futures::Stream<Item = Result<sseer::event::Event, sseer::errors::EventStreamError<reqwest::Error>>> + Send + 'static {
+) -> impl futures::Stream<
+    Item = Result<sseer::event::Event, sseer::errors::EventStreamError<reqwest::Error>>,
+> + Send
++ 'static {
     copied_sse(resp.bytes_stream())
 }
 
-fn copied_sse<S, E>(body: S) -> sseer::EventStream<impl futures::Stream<Item = Result<bytes::Bytes, E>>>
+fn copied_sse<S, E>(
+    body: S,
+) -> sseer::EventStream<impl futures::Stream<Item = Result<bytes::Bytes, E>>>
 where
     S: futures::Stream<Item = Result<bytes::Bytes, E>>,
 {
@@ -343,11 +348,18 @@ where
 /// A body that ends before the decoder saw the end is a cut connection.
 pub(crate) fn drive<S, E, D>(events: S, decoder: D) -> DeltaStream
 where
-    S: futures::Stream<Item = Result<sseer::event::Event, sseer::errors::EventStreamError<E>>> + Send + 'static,
+    S: futures::Stream<Item = Result<sseer::event::Event, sseer::errors::EventStreamError<E>>>
+        + Send
+        + 'static,
     E: std::fmt::Display + Send + 'static,
     D: Decoder,
 {
-    Box::pin(Deltas { events: Some(Box::pin(events)), decoder, out: Pending::default(), ended: false })
+    Box::pin(Deltas {
+        events: Some(Box::pin(events)),
+        decoder,
+        out: Pending::default(),
+        ended: false,
+    })
 }
 
 /// [`drive`]'s stream: a plain state machine, polled in place.
@@ -361,13 +373,18 @@ struct Deltas<S, D> {
 
 impl<S, E, D> Stream for Deltas<S, D>
 where
-    S: futures::Stream<Item = Result<sseer::event::Event, sseer::errors::EventStreamError<E>>> + Send + 'static,
+    S: futures::Stream<Item = Result<sseer::event::Event, sseer::errors::EventStreamError<E>>>
+        + Send
+        + 'static,
     E: std::fmt::Display,
     D: Decoder,
 {
     type Item = Result<Delta, ProviderError>;
 
-    fn poll_next(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Self::Item>> {
+    fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
         use std::task::Poll;
         let this = self.get_mut();
         loop {
@@ -378,7 +395,9 @@ where
                 }
                 return Poll::Ready(Some(item));
             }
-            let Some(events) = this.events.as_mut() else { return Poll::Ready(None) };
+            let Some(events) = this.events.as_mut() else {
+                return Poll::Ready(None);
+            };
             if this.ended {
                 if let Some(events) = this.events.take() {
                     finish_body(events);
@@ -480,15 +499,24 @@ mod tests {
         let mut chunks = Vec::new();
         let mut at = 0;
         for c in cuts {
-            chunks.push(Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(&bytes[at..c])));
+            chunks.push(Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(
+                &bytes[at..c],
+            )));
             at = c;
         }
-        let deltas: Vec<_> = drive(sseer::EventStream::new(futures::stream::iter(chunks)), anthropic::AnthropicDecoder::default())
-            .collect()
-            .await;
+        let deltas: Vec<_> = drive(
+            sseer::EventStream::new(futures::stream::iter(chunks)),
+            anthropic::AnthropicDecoder::default(),
+        )
+        .collect()
+        .await;
         assert_eq!(
             deltas,
-            vec![Ok(Delta::Text("hé".into())), Ok(Delta::Text("llo".into())), Ok(Delta::Done { stop_reason: None })]
+            vec![
+                Ok(Delta::Text("hé".into())),
+                Ok(Delta::Text("llo".into())),
+                Ok(Delta::Done { stop_reason: None })
+            ]
         );
     }
 
@@ -497,8 +525,11 @@ mod tests {
     #[tokio::test]
     async fn the_decoder_lets_go_of_the_connections_buffer() {
         use futures::StreamExt;
-        let read = bytes::Bytes::from(b"event: ping\ndata: {}\n\nevent: ping\ndata: {}\n\n".to_vec());
-        let mut events = Box::pin(copied_sse(futures::stream::iter([Ok::<_, std::io::Error>(read.clone())])));
+        let read =
+            bytes::Bytes::from(b"event: ping\ndata: {}\n\nevent: ping\ndata: {}\n\n".to_vec());
+        let mut events = Box::pin(copied_sse(futures::stream::iter([
+            Ok::<_, std::io::Error>(read.clone()),
+        ])));
         assert_eq!(&*events.next().await.unwrap().unwrap().event, "ping");
         assert!(read.is_unique(), "the decoder still holds the read buffer");
         assert_eq!(&*events.next().await.unwrap().unwrap().data, "{}");

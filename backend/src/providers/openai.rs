@@ -2,13 +2,12 @@
 //! `choices[].delta` (content, tool_calls), a usage chunk when `stream_options.include_usage`
 //! is set, and `data: [DONE]`.
 
-
 use hero_shared::api::ProviderKind;
 use serde_json::{Value, json};
 
 use super::{
-    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, drive, endpoint, sse_events,
-    error_message_from, normalize, send_with_retry,
+    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, drive,
+    endpoint, error_message_from, normalize, send_with_retry, sse_events,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -85,8 +84,20 @@ impl Decoder for OpenAiDecoder {
         // The hot path, once per token: a chunk that only carries text, read into borrowed
         // fields, no tree. Anything more (usage, tools, reasoning, an end, several choices)
         // takes the full reading below.
-        if let Ok(TextChunk { choices: (TextChoice { delta: TextOnly { content: Some(t), reasoning_content: None, tool_calls: None }, finish_reason: None },), usage: None, error: None }) =
-            serde_json::from_str::<TextChunk<'_>>(&ev.data)
+        if let Ok(TextChunk {
+            choices:
+                (TextChoice {
+                    delta:
+                        TextOnly {
+                            content: Some(t),
+                            reasoning_content: None,
+                            tool_calls: None,
+                        },
+                    finish_reason: None,
+                },),
+            usage: None,
+            error: None,
+        }) = serde_json::from_str::<TextChunk<'_>>(&ev.data)
             && !t.is_empty()
         {
             out.push_back(Ok(Delta::Text(t.into_owned())));
@@ -100,7 +111,10 @@ impl Decoder for OpenAiDecoder {
             }
         };
         if let Some(err) = chunk.get("error") {
-            let msg = err.get("message").and_then(Value::as_str).unwrap_or("unknown error");
+            let msg = err
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown error");
             out.push_back(Err(ProviderError::Midstream(msg.to_owned())));
             return Step::End;
         }
@@ -109,29 +123,62 @@ impl Decoder for OpenAiDecoder {
             let output = u.get("completion_tokens").and_then(Value::as_u64);
             out.push_back(Ok(Delta::Usage { input, output }));
         }
-        for choice in chunk.get("choices").and_then(Value::as_array).into_iter().flatten() {
+        for choice in chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let delta = choice.get("delta").cloned().unwrap_or(Value::Null);
-            if let Some(t) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+            if let Some(t) = delta
+                .get("content")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
                 out.push_back(Ok(Delta::Text(t.to_owned())));
             }
             // Some compatible servers stream reasoning separately.
-            if let Some(t) = delta.get("reasoning_content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+            if let Some(t) = delta
+                .get("reasoning_content")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
                 out.push_back(Ok(Delta::Thinking(t.to_owned())));
             }
-            for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+            for call in delta
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
                 if let Some(id) = call.get("id").and_then(Value::as_str) {
-                    let name = call.pointer("/function/name").and_then(Value::as_str).unwrap_or_default();
+                    let name = call
+                        .pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
                     self.tool_ids.insert(index, id.to_owned());
-                    out.push_back(Ok(Delta::ToolUseStart { id: id.to_owned(), name: name.to_owned() }));
+                    out.push_back(Ok(Delta::ToolUseStart {
+                        id: id.to_owned(),
+                        name: name.to_owned(),
+                    }));
                 }
-                if let Some(args) = call.pointer("/function/arguments").and_then(Value::as_str).filter(|a| !a.is_empty()) {
+                if let Some(args) = call
+                    .pointer("/function/arguments")
+                    .and_then(Value::as_str)
+                    .filter(|a| !a.is_empty())
+                {
                     let id = self.tool_ids.get(&index).cloned().unwrap_or_default();
-                    out.push_back(Ok(Delta::ToolInput { id, json: args.to_owned() }));
+                    out.push_back(Ok(Delta::ToolInput {
+                        id,
+                        json: args.to_owned(),
+                    }));
                 }
             }
             if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
-                out.push_back(Ok(Delta::Done { stop_reason: Some(r.to_owned()) }));
+                out.push_back(Ok(Delta::Done {
+                    stop_reason: Some(r.to_owned()),
+                }));
                 self.finished = true;
             }
         }
@@ -190,9 +237,15 @@ mod tests {
             r#"{"id":"c","choices":[{"index":0,"delta":{"content":"end"},"finish_reason":"stop"}]}"#,
             r#"{"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#,
         ];
-        let wire: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect::<String>() + "data: [DONE]\n\n";
+        let wire: String = chunks
+            .iter()
+            .map(|c| format!("data: {c}\n\n"))
+            .collect::<String>()
+            + "data: [DONE]\n\n";
         let body = futures::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from(wire))]);
-        let deltas: Vec<_> = drive(sseer::EventStream::new(body), OpenAiDecoder::default()).collect().await;
+        let deltas: Vec<_> = drive(sseer::EventStream::new(body), OpenAiDecoder::default())
+            .collect()
+            .await;
         let text = |t: &str| Ok(Delta::Text(t.into()));
         assert_eq!(
             deltas,
@@ -201,13 +254,24 @@ mod tests {
                 Ok(Delta::Thinking("hmm".into())),
                 text("a"),
                 Ok(Delta::Thinking("b".into())),
-                Ok(Delta::ToolUseStart { id: "t1".into(), name: "f".into() }),
-                Ok(Delta::ToolInput { id: "t1".into(), json: "{}".into() }),
+                Ok(Delta::ToolUseStart {
+                    id: "t1".into(),
+                    name: "f".into()
+                }),
+                Ok(Delta::ToolInput {
+                    id: "t1".into(),
+                    json: "{}".into()
+                }),
                 text("x"),
                 text("y"),
                 text("end"),
-                Ok(Delta::Done { stop_reason: Some("stop".into()) }),
-                Ok(Delta::Usage { input: Some(3), output: Some(4) }),
+                Ok(Delta::Done {
+                    stop_reason: Some("stop".into())
+                }),
+                Ok(Delta::Usage {
+                    input: Some(3),
+                    output: Some(4)
+                }),
             ]
         );
     }

@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
@@ -196,7 +196,9 @@ impl Watch {
                         in_flight
                     });
                     for s in stalled {
-                        tracing::info!("a reply's poster stopped reading; the reply goes on without it");
+                        tracing::info!(
+                            "a reply's poster stopped reading; the reply goes on without it"
+                        );
                         s.hand_over(&runtime, true);
                     }
                 }
@@ -244,7 +246,13 @@ impl TurnEvents {
             signals: AtomicU8::new(0),
         });
         let waker = Waker::from(shared.clone());
-        TurnEvents { shared, waker, told: false, parked: false, runtime: tokio::runtime::Handle::current() }
+        TurnEvents {
+            shared,
+            waker,
+            told: false,
+            parked: false,
+            runtime: tokio::runtime::Handle::current(),
+        }
     }
 
     /// Where the turn puts its events.
@@ -279,7 +287,10 @@ impl Stream for TurnEvents {
         // Any read counts as reading, a backlog drained from the outbox included. Only the
         // poster writes the count: a load and a store, not a locked add.
         let polls = &this.shared.polls;
-        polls.store(polls.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
+        polls.store(
+            polls.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Release,
+        );
         loop {
             if let Some(ev) = this.ready() {
                 return Poll::Ready(Some(ev));
@@ -333,11 +344,18 @@ mod tests {
     use hero_shared::wire::TextData;
 
     fn text(t: &str) -> SseEvent {
-        SseEvent::Text(TextData { message_id: "m".into(), text: t.into() })
+        SseEvent::Text(TextData {
+            message_id: "m".into(),
+            text: t.into(),
+        })
     }
 
     /// A turn that says "a", waits for `go`, says "b", and reports that it finished.
-    fn turn(outbox: Sink, go: tokio::sync::oneshot::Receiver<()>, done: tokio::sync::oneshot::Sender<()>) -> TurnFuture {
+    fn turn(
+        outbox: Sink,
+        go: tokio::sync::oneshot::Receiver<()>,
+        done: tokio::sync::oneshot::Sender<()>,
+    ) -> TurnFuture {
         Box::pin(async move {
             outbox.push(text("a"));
             let _ = go.await;
@@ -348,7 +366,12 @@ mod tests {
 
     /// The events of [`turn`], its `go`, its `done`, and the watch, which looks after the
     /// turn only while it is kept.
-    fn started() -> (TurnEvents, tokio::sync::oneshot::Sender<()>, tokio::sync::oneshot::Receiver<()>, Arc<Watch>) {
+    fn started() -> (
+        TurnEvents,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::sync::oneshot::Receiver<()>,
+        Arc<Watch>,
+    ) {
         let (go, go_rx) = tokio::sync::oneshot::channel();
         let (done_tx, done) = tokio::sync::oneshot::channel();
         let watch = Arc::new(Watch::default());
@@ -373,7 +396,10 @@ mod tests {
         assert_eq!(events.next().await, Some(text("a")));
         drop(events);
         go.send(()).unwrap();
-        tokio::time::timeout(Duration::from_secs(5), done).await.expect("the turn finished").unwrap();
+        tokio::time::timeout(Duration::from_secs(5), done)
+            .await
+            .expect("the turn finished")
+            .unwrap();
     }
 
     #[tokio::test]
@@ -384,10 +410,15 @@ mod tests {
         assert!(futures::poll!(events.next()).is_pending());
         go.send(()).unwrap();
         // Woken, never polled again: within two looks the runner has it, and it finishes.
-        tokio::time::timeout(STALL_CHECK * 4, done).await.expect("the turn finished without its reader").unwrap();
+        tokio::time::timeout(STALL_CHECK * 4, done)
+            .await
+            .expect("the turn finished without its reader")
+            .unwrap();
         // The reader, back at last, is told it fell behind; "b" went to no one.
         match events.next().await {
-            Some(SseEvent::Error(e)) => assert!(e.error.contains("not read for too long"), "{}", e.error),
+            Some(SseEvent::Error(e)) => {
+                assert!(e.error.contains("not read for too long"), "{}", e.error)
+            }
             other => panic!("{other:?}"),
         }
         assert_eq!(events.next().await, None);
@@ -437,7 +468,11 @@ mod tests {
         let (polls, waker) = (Arc::new(AtomicU64::new(0)), Arc::new(Mutex::new(None)));
         let watch = Arc::new(Watch::default());
         let mut events = TurnEvents::new();
-        let turn = Counted { outbox: events.sink(), polls: polls.clone(), waker: waker.clone() };
+        let turn = Counted {
+            outbox: events.sink(),
+            polls: polls.clone(),
+            waker: waker.clone(),
+        };
         events.start(Box::pin(turn), &watch);
         assert_eq!(events.next().await, Some(text("a")));
         assert_eq!(polls.load(Ordering::SeqCst), 1);
@@ -480,6 +515,9 @@ mod tests {
             }
             all
         });
-        assert_eq!(all.await.expect("the turn was polled again and ended"), vec![text("a")]);
+        assert_eq!(
+            all.await.expect("the turn was polled again and ended"),
+            vec![text("a")]
+        );
     }
 }

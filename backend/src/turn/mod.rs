@@ -38,8 +38,8 @@ Answer in Markdown. You may use Hero Markup Language elements, which the user's 
 
 mod events;
 
-pub use events::{STALL_CHECK, TurnEvents, Watch};
 use events::Sink;
+pub use events::{STALL_CHECK, TurnEvents, Watch};
 
 /// A started turn: its id (the agent frame's id) and the events for the poster. Reading the
 /// events drives the turn; dropping them leaves it to finish on its own.
@@ -100,7 +100,12 @@ pub async fn post(
                 .write(&st.db, |tx| {
                     let setup = agents::turn_setup(tx, &st.keys, user, session_id)?;
                     sessions::set_streaming(tx, user, session_id, on)?;
-                    let mut f = NewFrame::message(session_id, AuthorType::System, None, json!({"role": "system", "content": note}));
+                    let mut f = NewFrame::message(
+                        session_id,
+                        AuthorType::System,
+                        None,
+                        json!({"role": "system", "content": note}),
+                    );
                     f.id = message_id.clone();
                     let sealed = frames::seal(&setup.dk, f)?;
                     let seq = sealed.insert(tx)?;
@@ -121,20 +126,26 @@ pub async fn post(
             st.hub
                 .publish(user.id(), session_id, HubEvent::Frame(frame));
             out.emit(complete(&message_id, note));
-            return Ok(TurnHandle {
-                message_id,
-                events,
-            });
+            return Ok(TurnHandle { message_id, events });
         }
         Posted::Message(c) => c,
     };
 
-    let Started { agent, dk, history, user_frame } = start(st, user, session_id, &content).await?;
+    let Started {
+        agent,
+        dk,
+        history,
+        user_frame,
+    } = start(st, user, session_id, &content).await?;
     let messages = context(&history);
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(user_frame));
 
-    let cancel = st.hub.begin_turn(session_id, &message_id, Some(out.sink.flag(events::ABORTED)));
+    let cancel = st.hub.begin_turn(
+        session_id,
+        &message_id,
+        Some(out.sink.flag(events::ABORTED)),
+    );
     let mid = message_id.clone();
     let guard = out.clone();
     let turn = Box::pin(async move {
@@ -177,7 +188,12 @@ async fn start(st: &AppState, user: &AuthUser, session_id: i64, content: &str) -
             let setup = agents::turn_setup(tx, &st.keys, user, session_id)?;
             let dk = setup.dk.clone();
             let agent = setup.agent()?;
-            let message = NewFrame::message(session_id, AuthorType::User, Some(user.id()), json!({"role": "user", "content": content}));
+            let message = NewFrame::message(
+                session_id,
+                AuthorType::User,
+                Some(user.id()),
+                json!({"role": "user", "content": content}),
+            );
             let sealed = frames::seal(&dk, message)?;
             let seq = sealed.insert(tx)?;
             let kept = st.history.get(session_id, seq - 1);
@@ -205,7 +221,12 @@ async fn start(st: &AppState, user: &AuthUser, session_id: i64, content: &str) -
             read
         }
     };
-    Ok(Started { agent, dk, history, user_frame: (*user_frame.frame).clone() })
+    Ok(Started {
+        agent,
+        dk,
+        history,
+        user_frame: (*user_frame.frame).clone(),
+    })
 }
 
 /// Where a turn's events go: the poster (if still there) and the session's subscribers.
@@ -232,7 +253,9 @@ impl Clone for Out {
 impl Out {
     /// Whether anyone but the poster listens to this turn.
     fn has_listeners(&self) -> bool {
-        self.st.hub.has_listeners_cached(self.user_id, self.session_id, &self.listening)
+        self.st
+            .hub
+            .has_listeners_cached(self.user_id, self.session_id, &self.listening)
     }
 
     fn emit(&self, ev: SseEvent) {
@@ -343,7 +366,9 @@ async fn run(
                         return Poll::Ready(None);
                     }
                     idle.poll(cx).map(|()| {
-                        Some(Some(Err(providers::ProviderError::Stalled(idle_timeout.as_secs().max(1)))))
+                        Some(Some(Err(providers::ProviderError::Stalled(
+                            idle_timeout.as_secs().max(1),
+                        ))))
                     })
                 })
                 .await;
@@ -431,10 +456,20 @@ async fn run(
         frame_id: &message_id,
     };
     let charge = agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0;
-    let stored = Box::pin(store_reply(&st, &dk, f, charge.then_some((&usage, input_tokens, output_tokens)))).await;
+    let stored = Box::pin(store_reply(
+        &st,
+        &dk,
+        f,
+        charge.then_some((&usage, input_tokens, output_tokens)),
+    ))
+    .await;
     match stored {
         Ok(kept) => {
-            st.hub.publish(out.user_id, session_id, HubEvent::Frame((*kept.frame).clone()));
+            st.hub.publish(
+                out.user_id,
+                session_id,
+                HubEvent::Frame((*kept.frame).clone()),
+            );
             // The next turn starts from the conversation as it now is.
             st.history.append(kept);
         }
@@ -456,9 +491,18 @@ async fn run(
 /// Stores the agent's frame and what the call cost, in one transaction. If that fails, each
 /// is tried on its own: the provider charged for the call whether or not the reply can be
 /// stored, and a reply is not lost for want of its usage row.
-async fn store_reply(st: &AppState, dk: &SecretKey, f: NewFrame, usage: Option<(&Usage<'_>, u64, u64)>) -> Result<Kept> {
+async fn store_reply(
+    st: &AppState,
+    dk: &SecretKey,
+    f: NewFrame,
+    usage: Option<(&Usage<'_>, u64, u64)>,
+) -> Result<Kept> {
     let sealed = frames::seal(dk, f)?;
-    let record = |tx: &rusqlite::Connection| usage.map_or(Ok(()), |(u, input, output)| record_usage(tx, u, input, output));
+    let record = |tx: &rusqlite::Connection| {
+        usage.map_or(Ok(()), |(u, input, output)| {
+            record_usage(tx, u, input, output)
+        })
+    };
     let both = st.hot_db.write(&st.db, |tx| {
         record(tx)?;
         sealed.insert(tx)

@@ -8,7 +8,10 @@ use hero_shared::api::{AgentDto, CreateAgentRequest, UpdateAgentRequest};
 
 use super::{ApiJson, ApiPath, ApiResult, Authed};
 
-pub async fn list(State(st): State<AppState>, Authed(user): Authed) -> ApiResult<Json<Vec<AgentDto>>> {
+pub async fn list(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+) -> ApiResult<Json<Vec<AgentDto>>> {
     Ok(Json(agents::list(&st.db, &st.keys, &user).await?))
 }
 
@@ -17,10 +20,17 @@ pub async fn create(
     Authed(user): Authed,
     ApiJson(req): ApiJson<CreateAgentRequest>,
 ) -> ApiResult<(StatusCode, Json<AgentDto>)> {
-    Ok((StatusCode::CREATED, Json(agents::create(&st.db, &st.keys, &user, req).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(agents::create(&st.db, &st.keys, &user, req).await?),
+    ))
 }
 
-pub async fn get(State(st): State<AppState>, Authed(user): Authed, ApiPath(id): ApiPath<i64>) -> ApiResult<Json<AgentDto>> {
+pub async fn get(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(id): ApiPath<i64>,
+) -> ApiResult<Json<AgentDto>> {
     Ok(Json(agents::get(&st.db, &st.keys, &user, id).await?))
 }
 
@@ -30,10 +40,16 @@ pub async fn update(
     ApiPath(id): ApiPath<i64>,
     ApiJson(req): ApiJson<UpdateAgentRequest>,
 ) -> ApiResult<Json<AgentDto>> {
-    Ok(Json(agents::update(&st.db, &st.keys, &user, id, req).await?))
+    Ok(Json(
+        agents::update(&st.db, &st.keys, &user, id, req).await?,
+    ))
 }
 
-pub async fn delete(State(st): State<AppState>, Authed(user): Authed, ApiPath(id): ApiPath<i64>) -> ApiResult<StatusCode> {
+pub async fn delete(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(id): ApiPath<i64>,
+) -> ApiResult<StatusCode> {
     agents::delete(&st.db, &user, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -68,7 +68,11 @@ pub async fn post_batch(
             _ => {}
         }
     }
-    Ok(Json(PostMessageResponse { message_id: handle.message_id, content, error }))
+    Ok(Json(PostMessageResponse {
+        message_id: handle.message_id,
+        content,
+        error,
+    }))
 }
 
 #[derive(Deserialize)]
@@ -198,11 +202,20 @@ impl Watcher {
                     self.sent = f.seq;
                     return Some(frame_event(f));
                 }
-                Ok(HubEvent::Stream { event, .. }) if event.message_id().is_some_and(|m| self.has(m)) => {}
+                Ok(HubEvent::Stream { event, .. })
+                    if event.message_id().is_some_and(|m| self.has(m)) => {}
                 Ok(HubEvent::Stream { event, .. }) => return Some(sse_event(event)),
                 Ok(HubEvent::Chunk { message_id, .. }) if self.has(message_id) => {}
-                Ok(HubEvent::Chunk { session_id, message_id, delta }) => {
-                    let data = Chunk { session_id: *session_id, message_id, content: delta };
+                Ok(HubEvent::Chunk {
+                    session_id,
+                    message_id,
+                    delta,
+                }) => {
+                    let data = Chunk {
+                        session_id: *session_id,
+                        message_id,
+                        content: delta,
+                    };
                     return Some(sse::frame("message_chunk", None, |out| {
                         let _ = serde_json::to_writer(out, &data);
                     }));
@@ -226,7 +239,11 @@ impl Watcher {
     /// Queues one page of the stored frames with `sent < seq <= upto`, and asks for the next
     /// page if there may be one; ends the stream when the log cannot be read.
     async fn catch_up(&mut self, upto: i64) {
-        let filter = frames::Filter { after_seq: Some(self.sent), limit: Some(frames::MAX_LIST_LIMIT), ..Default::default() };
+        let filter = frames::Filter {
+            after_seq: Some(self.sent),
+            limit: Some(frames::MAX_LIST_LIMIT),
+            ..Default::default()
+        };
         let Ok(page) = frames::list(&self.st.db, &self.dk, self.session, &filter).await else {
             self.done = true;
             return;
@@ -259,15 +276,29 @@ pub async fn list_frames(
     ApiQuery(q): ApiQuery<FramesQuery>,
 ) -> ApiResult<Json<FramesPage>> {
     let dk = frames::session_key(&st, &user, id).await?;
-    let filter = frames::Filter { frame_type: q.frame_type, after_seq: q.after, limit: q.limit };
+    let filter = frames::Filter {
+        frame_type: q.frame_type,
+        after_seq: q.after,
+        limit: q.limit,
+    };
     let list = frames::list(&st.db, &dk, id, &filter).await?;
     let last = frames::last_seq(&st.db, id).await?;
-    Ok(Json(FramesPage { session_id: id, frames: list, last_seq: (last > 0).then_some(last) }))
+    Ok(Json(FramesPage {
+        session_id: id,
+        frames: list,
+        last_seq: (last > 0).then_some(last),
+    }))
 }
 
-pub async fn frame_stats(State(st): State<AppState>, Authed(user): Authed, ApiPath(id): ApiPath<i64>) -> ApiResult<Json<FrameStats>> {
+pub async fn frame_stats(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(id): ApiPath<i64>,
+) -> ApiResult<Json<FrameStats>> {
     let dk = frames::session_key(&st, &user, id).await?;
-    Ok(Json(hero_shared::frame::frame_stats(&frames::all(&st.db, &dk, id).await?)))
+    Ok(Json(hero_shared::frame::frame_stats(
+        &frames::all(&st.db, &dk, id).await?,
+    )))
 }
 
 pub async fn get_frame(
@@ -279,6 +310,10 @@ pub async fn get_frame(
     Ok(Json(frames::get(&st.db, &dk, id, &frame_id).await?))
 }
 
-pub async fn view(State(st): State<AppState>, Authed(user): Authed, ApiPath(id): ApiPath<i64>) -> ApiResult<Json<CompiledView>> {
+pub async fn view(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(id): ApiPath<i64>,
+) -> ApiResult<Json<CompiledView>> {
     Ok(Json(frames::view(&st, &user, id).await?))
 }

@@ -33,7 +33,12 @@ where
         .route("/sessions", get(list_sessions).post(create_session))
         .route("/sessions/{id}", get(get_session).patch(update_session))
         .route("/agents", get(agents::list).post(agents::create))
-        .route("/agents/{id}", get(agents::get).patch(agents::update).delete(agents::delete))
+        .route(
+            "/agents/{id}",
+            get(agents::get)
+                .patch(agents::update)
+                .delete(agents::delete),
+        )
         .route("/sessions/{id}/messages", post(chat::post_batch))
         .route("/sessions/{id}/messages/stream", post(chat::post_stream))
         .route("/sessions/{id}/events", get(chat::events))
@@ -43,7 +48,10 @@ where
         .route("/sessions/{id}/view", get(chat::view))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such API route") })
         .method_not_allowed_fallback(|| async {
-            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "this route does not take that method")
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "this route does not take that method",
+            )
         })
 }
 
@@ -57,7 +65,11 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into(), retry_after: None }
+        ApiError {
+            status,
+            message: message.into(),
+            retry_after: None,
+        }
     }
 }
 
@@ -70,7 +82,11 @@ impl From<Error> for ApiError {
             Error::TooManyAttempts { retry_after } => Some(retry_after.as_secs().max(1)),
             _ => None,
         };
-        ApiError { status: e.status(), message: e.public_message(), retry_after }
+        ApiError {
+            status: e.status(),
+            message: e.public_message(),
+            retry_after,
+        }
     }
 }
 
@@ -84,21 +100,34 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
 
 impl From<axum::extract::rejection::QueryRejection> for ApiError {
     fn from(r: axum::extract::rejection::QueryRejection) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, format!("invalid query: {}", r.body_text()))
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("invalid query: {}", r.body_text()),
+        )
     }
 }
 
 impl From<axum::extract::rejection::PathRejection> for ApiError {
     fn from(r: axum::extract::rejection::PathRejection) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, format!("invalid id in the URL: {}", r.body_text()))
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("invalid id in the URL: {}", r.body_text()),
+        )
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut resp = (self.status, Json(ErrorBody { error: self.message })).into_response();
+        let mut resp = (
+            self.status,
+            Json(ErrorBody {
+                error: self.message,
+            }),
+        )
+            .into_response();
         if let Some(secs) = self.retry_after {
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp
     }
@@ -131,7 +160,9 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let st = AppState::from_ref(state);
-        Ok(Authed(auth::authenticate_headers(&st, &parts.headers).await?))
+        Ok(Authed(
+            auth::authenticate_headers(&st, &parts.headers).await?,
+        ))
     }
 }
 
@@ -144,11 +175,22 @@ fn set_cookie(resp: &mut Response, value: &str) -> ApiResult<()> {
     Ok(())
 }
 
-async fn login(State(st): State<AppState>, ApiJson(req): ApiJson<LoginRequest>) -> ApiResult<Response> {
+async fn login(
+    State(st): State<AppState>,
+    ApiJson(req): ApiJson<LoginRequest>,
+) -> ApiResult<Response> {
     let l = auth::login(&st, &req.username, &req.password).await?;
-    let mut resp = Json(LoginResponse { user: l.user.dto(), token: l.token.clone(), expires_at: l.expires_at })
-        .into_response();
-    let cookie = auth::session_cookie(&l.token, st.settings.token_ttl.whole_seconds(), st.settings.secure_cookie);
+    let mut resp = Json(LoginResponse {
+        user: l.user.dto(),
+        token: l.token.clone(),
+        expires_at: l.expires_at,
+    })
+    .into_response();
+    let cookie = auth::session_cookie(
+        &l.token,
+        st.settings.token_ttl.whole_seconds(),
+        st.settings.secure_cookie,
+    );
     set_cookie(&mut resp, &cookie)?;
     Ok(resp)
 }
@@ -173,7 +215,10 @@ async fn change_password(
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn list_sessions(State(st): State<AppState>, Authed(user): Authed) -> ApiResult<Json<Vec<SessionDto>>> {
+async fn list_sessions(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+) -> ApiResult<Json<Vec<SessionDto>>> {
     Ok(Json(sessions::list(&st.db, &user).await?))
 }
 
@@ -182,7 +227,10 @@ async fn create_session(
     Authed(user): Authed,
     ApiJson(req): ApiJson<CreateSessionRequest>,
 ) -> ApiResult<(StatusCode, Json<SessionDto>)> {
-    Ok((StatusCode::CREATED, Json(sessions::create(&st.db, &user, req).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(sessions::create(&st.db, &user, req).await?),
+    ))
 }
 
 async fn get_session(

@@ -26,8 +26,13 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 const KEEP_ALIVE_COMMENT: &[u8] = b":\n\n";
 
 /// The keep-alive comment once `keep_alive` says a silence has lasted, else Pending.
-fn comment_after(keep_alive: &mut Silence, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, Infallible>>> {
-    keep_alive.poll(cx).map(|()| Some(Ok(Bytes::from_static(KEEP_ALIVE_COMMENT))))
+fn comment_after(
+    keep_alive: &mut Silence,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Result<Bytes, Infallible>>> {
+    keep_alive
+        .poll(cx)
+        .map(|()| Some(Ok(Bytes::from_static(KEEP_ALIVE_COMMENT))))
 }
 
 fn event_stream<S>(body: S) -> Response
@@ -35,7 +40,10 @@ where
     S: Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
 {
     (
-        [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
         Body::from_stream(body),
     )
         .into_response()
@@ -54,7 +62,11 @@ pub struct TurnSse {
 impl TurnSse {
     pub fn new(events: TurnEvents) -> Self {
         let keep_alive = events.keep_alive(KEEP_ALIVE);
-        TurnSse { events, scratch: Vec::with_capacity(512), keep_alive }
+        TurnSse {
+            events,
+            scratch: Vec::with_capacity(512),
+            keep_alive,
+        }
     }
 }
 
@@ -94,7 +106,10 @@ pub struct SseBody<S> {
 
 impl<S: Stream<Item = Bytes> + Unpin + Send + 'static> SseBody<S> {
     pub fn new(frames: S) -> Self {
-        SseBody { frames, keep_alive: Silence::new(KEEP_ALIVE) }
+        SseBody {
+            frames,
+            keep_alive: Silence::new(KEEP_ALIVE),
+        }
     }
 }
 
@@ -102,7 +117,10 @@ impl<S> SseBody<S> {
     /// With a keep-alive period other than [`KEEP_ALIVE`].
     #[cfg(test)]
     fn with_keep_alive(frames: S, period: Duration) -> Self {
-        SseBody { frames, keep_alive: Silence::new(period) }
+        SseBody {
+            frames,
+            keep_alive: Silence::new(period),
+        }
     }
 }
 
@@ -154,7 +172,12 @@ mod tests {
     async fn next<S: Stream<Item = Bytes> + Unpin>(body: &mut SseBody<S>) -> (Bytes, Duration) {
         let t = Instant::now();
         let f = tokio::time::timeout(Duration::from_secs(10), body.next()).await;
-        (f.expect("a frame within 10 s").expect("the stream goes on").unwrap(), t.elapsed())
+        (
+            f.expect("a frame within 10 s")
+                .expect("the stream goes on")
+                .unwrap(),
+            t.elapsed(),
+        )
     }
 
     #[tokio::test]
@@ -162,16 +185,29 @@ mod tests {
         let (tx, rx) = futures::channel::mpsc::unbounded::<Bytes>();
         let mut body = SseBody::with_keep_alive(rx, PERIOD);
         let (frame, took) = next(&mut body).await;
-        assert_eq!((&frame[..], took >= PERIOD), (&b":\n\n"[..], true), "{took:?}");
+        assert_eq!(
+            (&frame[..], took >= PERIOD),
+            (&b":\n\n"[..], true),
+            "{took:?}"
+        );
         // A write half a period in puts the next comment off to a whole period after it.
         tokio::time::sleep(PERIOD / 2).await;
-        tx.unbounded_send(Bytes::from_static(b"data: x\n\n")).unwrap();
+        tx.unbounded_send(Bytes::from_static(b"data: x\n\n"))
+            .unwrap();
         assert_eq!(&next(&mut body).await.0[..], b"data: x\n\n");
         let (frame, took) = next(&mut body).await;
-        assert_eq!((&frame[..], took >= PERIOD), (&b":\n\n"[..], true), "{took:?}");
+        assert_eq!(
+            (&frame[..], took >= PERIOD),
+            (&b":\n\n"[..], true),
+            "{took:?}"
+        );
         // And again: the timer is armed anew after it fired.
         let (frame, took) = next(&mut body).await;
-        assert_eq!((&frame[..], took >= PERIOD), (&b":\n\n"[..], true), "{took:?}");
+        assert_eq!(
+            (&frame[..], took >= PERIOD),
+            (&b":\n\n"[..], true),
+            "{took:?}"
+        );
         assert!(took < PERIOD * 5, "{took:?}");
     }
 
@@ -190,6 +226,9 @@ mod tests {
         .await;
         let (frame, took) = next(&mut body).await;
         assert_eq!(&frame[..], b":\n\n", "{took:?}");
-        assert!(took < PERIOD * 5, "woken by the keep-alive itself, not by something later: {took:?}");
+        assert!(
+            took < PERIOD * 5,
+            "woken by the keep-alive itself, not by something later: {took:?}"
+        );
     }
 }

@@ -17,15 +17,28 @@ use super::Authed;
 /// Longest client message read; anything larger is refused.
 const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
 
-pub async fn ws(State(st): State<AppState>, Authed(user): Authed, upgrade: WebSocketUpgrade) -> Response {
-    upgrade.max_message_size(MAX_CLIENT_MESSAGE).on_upgrade(move |socket| serve(st, user, socket))
+pub async fn ws(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    upgrade
+        .max_message_size(MAX_CLIENT_MESSAGE)
+        .on_upgrade(move |socket| serve(st, user, socket))
 }
 
 /// What the WebSocket sends for a hub event, if anything.
 pub fn to_ws(ev: &HubEvent) -> Option<WsServerMessage> {
     Some(match ev {
-        HubEvent::Frame(f) => WsServerMessage::Frame { frame: f.clone(), phantom: false },
-        HubEvent::Chunk { session_id, message_id, delta } => WsServerMessage::MessageChunk {
+        HubEvent::Frame(f) => WsServerMessage::Frame {
+            frame: f.clone(),
+            phantom: false,
+        },
+        HubEvent::Chunk {
+            session_id,
+            message_id,
+            delta,
+        } => WsServerMessage::MessageChunk {
             session_id: *session_id,
             message_id: message_id.clone(),
             content: delta.clone(),
@@ -33,19 +46,40 @@ pub fn to_ws(ev: &HubEvent) -> Option<WsServerMessage> {
         HubEvent::Stream { session_id, event } => {
             let session_id = *session_id;
             match event {
-                SseEvent::MessageStart(m) => WsServerMessage::MessageStart { session_id, message_id: m.message_id.clone() },
-                SseEvent::Text(t) => WsServerMessage::StreamText { session_id, message_id: t.message_id.clone(), text: t.text.clone() },
-                SseEvent::ElementStart(e) => WsServerMessage::StreamElementStart { session_id, element: e.clone() },
-                SseEvent::ElementComplete(e) => WsServerMessage::StreamElementComplete { session_id, element: e.clone() },
-                SseEvent::MessageComplete(m) => WsServerMessage::MessageEnd { session_id, message_id: m.message_id.clone() },
-                SseEvent::Error(e) => WsServerMessage::Error { error: e.error.clone() },
+                SseEvent::MessageStart(m) => WsServerMessage::MessageStart {
+                    session_id,
+                    message_id: m.message_id.clone(),
+                },
+                SseEvent::Text(t) => WsServerMessage::StreamText {
+                    session_id,
+                    message_id: t.message_id.clone(),
+                    text: t.text.clone(),
+                },
+                SseEvent::ElementStart(e) => WsServerMessage::StreamElementStart {
+                    session_id,
+                    element: e.clone(),
+                },
+                SseEvent::ElementComplete(e) => WsServerMessage::StreamElementComplete {
+                    session_id,
+                    element: e.clone(),
+                },
+                SseEvent::MessageComplete(m) => WsServerMessage::MessageEnd {
+                    session_id,
+                    message_id: m.message_id.clone(),
+                },
+                SseEvent::Error(e) => WsServerMessage::Error {
+                    error: e.error.clone(),
+                },
                 _ => return None,
             }
         }
     })
 }
 
-async fn send(sink: &mut futures::stream::SplitSink<WebSocket, Message>, msg: &WsServerMessage) -> bool {
+async fn send(
+    sink: &mut futures::stream::SplitSink<WebSocket, Message>,
+    msg: &WsServerMessage,
+) -> bool {
     match serde_json::to_string(msg) {
         Ok(text) => sink.send(Message::Text(text.into())).await.is_ok(),
         Err(_) => true,

@@ -52,7 +52,10 @@ pub enum ElementError {
 
 impl Element {
     pub fn attr(&self, name: &str) -> Option<&str> {
-        self.attributes.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.attributes
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 
     pub fn has_attr(&self, name: &str) -> bool {
@@ -135,7 +138,13 @@ impl TreeBuilder {
                 Some(e) => push_text(&mut e.children, text),
                 None => push_text(&mut self.doc.nodes, text),
             },
-            Event::Start { id, kind, attributes, offset, .. } => self.open.push(Element {
+            Event::Start {
+                id,
+                kind,
+                attributes,
+                offset,
+                ..
+            } => self.open.push(Element {
                 id: id.to_owned(),
                 kind,
                 attributes: attributes.to_vec(),
@@ -143,15 +152,24 @@ impl TreeBuilder {
                 content: String::new(),
                 truncated: false,
                 error: None,
-                span: Span { start: offset, ..Span::default() },
+                span: Span {
+                    start: offset,
+                    ..Span::default()
+                },
             }),
             Event::Update { delta, kind, .. } => {
                 if let Some(e) = self.open.last_mut()
-                    && kind.body() == Body::Markup {
-                        push_text(&mut e.children, delta);
-                    }
+                    && kind.body() == Body::Markup
+                {
+                    push_text(&mut e.children, delta);
+                }
             }
-            Event::Complete { content, truncated, span, .. } => {
+            Event::Complete {
+                content,
+                truncated,
+                span,
+                ..
+            } => {
                 if let Some(mut e) = self.open.pop() {
                     e.content = content.to_owned();
                     e.truncated = truncated;

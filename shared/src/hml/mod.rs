@@ -15,16 +15,18 @@ pub mod stream;
 pub mod tag;
 
 pub use doc::{Document, Element, ElementError, Node, TreeBuilder, parse, parse_with};
-pub use stream::{
-    DEFAULT_MAX_TAG_BYTES, Diagnostic, DiagnosticKind, Event, OwnedEvent, ParserOptions, Span, StreamParser,
-    DEFAULT_MAX_ELEMENT_BYTES,
-};
 pub use prompt::{Prompt, PromptOption};
+pub use stream::{
+    DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_TAG_BYTES, Diagnostic, DiagnosticKind, Event,
+    OwnedEvent, ParserOptions, Span, StreamParser,
+};
 pub use tag::decode_entities;
 
 /// Every HML element. Closed on purpose: adding one is a decision about execution and
 /// nesting, made here once for the server and the browser alike.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ElementKind {
     /// Executable: a web search; body is the query.
@@ -134,22 +136,29 @@ impl ElementKind {
             (8, b'r') => ElementKind::Response,
             _ => return None,
         };
-        kind.name().as_bytes().eq_ignore_ascii_case(name).then_some(kind)
+        kind.name()
+            .as_bytes()
+            .eq_ignore_ascii_case(name)
+            .then_some(kind)
     }
 
     /// Whether the server runs this element when it completes. A truncated one never runs.
     pub const fn is_executable(self) -> bool {
         matches!(
             self,
-            ElementKind::Websearch | ElementKind::Bash | ElementKind::Ask | ElementKind::Interaction
+            ElementKind::Websearch
+                | ElementKind::Bash
+                | ElementKind::Ask
+                | ElementKind::Interaction
         )
     }
 
     pub const fn body(self) -> Body {
         match self {
-            ElementKind::Websearch | ElementKind::Bash | ElementKind::Ask | ElementKind::Response => {
-                Body::Raw
-            }
+            ElementKind::Websearch
+            | ElementKind::Bash
+            | ElementKind::Ask
+            | ElementKind::Response => Body::Raw,
             ElementKind::Interaction | ElementKind::Data => Body::Json,
             ElementKind::Progress => Body::Void,
             _ => Body::Markup,
@@ -231,7 +240,10 @@ impl PromptType {
 
     /// Whether the options come from the JSON in the prompt's `data` child.
     pub const fn has_options(self) -> bool {
-        matches!(self, PromptType::Checkboxes | PromptType::Radio | PromptType::Select)
+        matches!(
+            self,
+            PromptType::Checkboxes | PromptType::Radio | PromptType::Select
+        )
     }
 }
 
@@ -243,7 +255,10 @@ mod kind_tests {
     fn names_round_trip() {
         for k in ElementKind::ALL {
             assert_eq!(ElementKind::from_name(k.name().as_bytes()), Some(k));
-            assert_eq!(ElementKind::from_name(k.name().to_uppercase().as_bytes()), Some(k));
+            assert_eq!(
+                ElementKind::from_name(k.name().to_uppercase().as_bytes()),
+                Some(k)
+            );
             assert!(k.name().len() <= ElementKind::MAX_NAME_LEN);
         }
         assert_eq!(ElementKind::from_name(b"div"), None);
@@ -253,11 +268,34 @@ mod kind_tests {
 
     #[test]
     fn prompt_types() {
-        let got: Vec<_> = ["text", "number", "color", "checkbox", "checkboxes", "radio", "select", "range", "multiselect"]
-            .iter()
-            .map(|t| PromptType::from_attr(Some(t)).name())
-            .collect();
-        assert_eq!(got, ["text", "number", "color", "checkbox", "checkboxes", "radio", "select", "range", "text"]);
+        let got: Vec<_> = [
+            "text",
+            "number",
+            "color",
+            "checkbox",
+            "checkboxes",
+            "radio",
+            "select",
+            "range",
+            "multiselect",
+        ]
+        .iter()
+        .map(|t| PromptType::from_attr(Some(t)).name())
+        .collect();
+        assert_eq!(
+            got,
+            [
+                "text",
+                "number",
+                "color",
+                "checkbox",
+                "checkboxes",
+                "radio",
+                "select",
+                "range",
+                "text"
+            ]
+        );
         assert!(PromptType::Select.has_options() && !PromptType::Range.has_options());
     }
 }

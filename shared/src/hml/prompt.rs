@@ -35,8 +35,13 @@ impl Prompt {
             return None;
         }
         let question = e.text().split_whitespace().collect::<Vec<_>>().join(" ");
-        let options = e.child(ElementKind::Data).map(|d| parse_options(&d.content)).unwrap_or_default();
-        let response = e.child(ElementKind::Response).map(|r| decode_entities(r.content.trim()));
+        let options = e
+            .child(ElementKind::Data)
+            .map(|d| parse_options(&d.content))
+            .unwrap_or_default();
+        let response = e
+            .child(ElementKind::Response)
+            .map(|r| decode_entities(r.content.trim()));
         Some(Prompt {
             id: e.id.clone(),
             input: PromptType::from_attr(e.attr("type")),
@@ -60,7 +65,9 @@ fn scalar(v: &Value) -> Option<String> {
 
 /// Options from the `data` JSON; what cannot be read is left out, never an error.
 pub fn parse_options(json: &str) -> Vec<PromptOption> {
-    let Ok(v) = serde_json::from_str::<Value>(json.trim()) else { return Vec::new() };
+    let Ok(v) = serde_json::from_str::<Value>(json.trim()) else {
+        return Vec::new();
+    };
     match v {
         Value::Array(items) => items
             .iter()
@@ -70,14 +77,28 @@ pub fn parse_options(json: &str) -> Vec<PromptOption> {
                     let value = o.get("value").and_then(scalar);
                     match (label, value) {
                         (Some(l), Some(v)) => Some(PromptOption { label: l, value: v }),
-                        (Some(x), None) | (None, Some(x)) => Some(PromptOption { label: x.clone(), value: x }),
+                        (Some(x), None) | (None, Some(x)) => Some(PromptOption {
+                            label: x.clone(),
+                            value: x,
+                        }),
                         (None, None) => None,
                     }
                 }
-                other => scalar(other).map(|s| PromptOption { label: s.clone(), value: s }),
+                other => scalar(other).map(|s| PromptOption {
+                    label: s.clone(),
+                    value: s,
+                }),
             })
             .collect(),
-        Value::Object(o) => o.iter().filter_map(|(k, v)| scalar(v).map(|l| PromptOption { label: l, value: k.clone() })).collect(),
+        Value::Object(o) => o
+            .iter()
+            .filter_map(|(k, v)| {
+                scalar(v).map(|l| PromptOption {
+                    label: l,
+                    value: k.clone(),
+                })
+            })
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -99,8 +120,20 @@ mod tests {
         let got: Vec<String> = prompts
             .iter()
             .map(|p| {
-                let opts: Vec<String> = p.options.iter().map(|o| format!("{}={}", o.value, o.label)).collect();
-                format!("{} {} {:?} [{}] answered={} {:?}", p.id, p.input.name(), p.question, opts.join(", "), p.answered, p.response)
+                let opts: Vec<String> = p
+                    .options
+                    .iter()
+                    .map(|o| format!("{}={}", o.value, o.label))
+                    .collect();
+                format!(
+                    "{} {} {:?} [{}] answered={} {:?}",
+                    p.id,
+                    p.input.name(),
+                    p.question,
+                    opts.join(", "),
+                    p.answered,
+                    p.response
+                )
             })
             .collect();
         expect![[r#"

@@ -107,12 +107,25 @@ pub enum DiagnosticKind {
 pub enum Event<'a> {
     /// Prose outside any element. `code` is true inside a code fence or span (and for
     /// the fence and backtick markers), so a detector can skip what the agent quoted.
-    Text { text: &'a str, code: bool },
+    Text {
+        text: &'a str,
+        code: bool,
+    },
     /// An element's start tag was read.
-    Start { id: &'a str, kind: ElementKind, parent: Option<&'a str>, attributes: &'a [(String, String)], offset: u64 },
+    Start {
+        id: &'a str,
+        kind: ElementKind,
+        parent: Option<&'a str>,
+        attributes: &'a [(String, String)],
+        offset: u64,
+    },
     /// Content of the innermost open element: its raw body, or prose between its
     /// children. Concatenated, the deltas of a raw element are its content.
-    Update { id: &'a str, kind: ElementKind, delta: &'a str },
+    Update {
+        id: &'a str,
+        kind: ElementKind,
+        delta: &'a str,
+    },
     /// The element ended; `content` is its inner source text verbatim, less the tags the
     /// parser dropped (stray close tags, misplaced `item`/`data`/`response`).
     Complete {
@@ -124,7 +137,11 @@ pub enum Event<'a> {
         span: Span,
     },
     /// The element ended without completing: it outgrew the bound.
-    Error { id: &'a str, kind: ElementKind, limit: usize },
+    Error {
+        id: &'a str,
+        kind: ElementKind,
+        limit: usize,
+    },
     Diagnostic(&'a Diagnostic),
 }
 
@@ -137,16 +154,36 @@ impl Event<'_> {
 
     pub fn to_owned(&self) -> OwnedEvent {
         match *self {
-            Event::Text { text, code } => OwnedEvent::Text { text: text.to_owned(), code },
-            Event::Start { id, kind, parent, attributes, offset } => OwnedEvent::Start {
+            Event::Text { text, code } => OwnedEvent::Text {
+                text: text.to_owned(),
+                code,
+            },
+            Event::Start {
+                id,
+                kind,
+                parent,
+                attributes,
+                offset,
+            } => OwnedEvent::Start {
                 id: id.to_owned(),
                 kind,
                 parent: parent.map(str::to_owned),
                 attributes: attributes.to_vec(),
                 offset,
             },
-            Event::Update { id, kind, delta } => OwnedEvent::Update { id: id.to_owned(), kind, delta: delta.to_owned() },
-            Event::Complete { id, kind, attributes, content, truncated, span } => OwnedEvent::Complete {
+            Event::Update { id, kind, delta } => OwnedEvent::Update {
+                id: id.to_owned(),
+                kind,
+                delta: delta.to_owned(),
+            },
+            Event::Complete {
+                id,
+                kind,
+                attributes,
+                content,
+                truncated,
+                span,
+            } => OwnedEvent::Complete {
                 id: id.to_owned(),
                 kind,
                 attributes: attributes.to_vec(),
@@ -154,7 +191,11 @@ impl Event<'_> {
                 truncated,
                 span,
             },
-            Event::Error { id, kind, limit } => OwnedEvent::Error { id: id.to_owned(), kind, limit },
+            Event::Error { id, kind, limit } => OwnedEvent::Error {
+                id: id.to_owned(),
+                kind,
+                limit,
+            },
             Event::Diagnostic(d) => OwnedEvent::Diagnostic(d.clone()),
         }
     }
@@ -163,11 +204,35 @@ impl Event<'_> {
 /// [`Event`] with owned data, for callers that keep events past the next `feed`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OwnedEvent {
-    Text { text: String, code: bool },
-    Start { id: String, kind: ElementKind, parent: Option<String>, attributes: Vec<(String, String)>, offset: u64 },
-    Update { id: String, kind: ElementKind, delta: String },
-    Complete { id: String, kind: ElementKind, attributes: Vec<(String, String)>, content: String, truncated: bool, span: Span },
-    Error { id: String, kind: ElementKind, limit: usize },
+    Text {
+        text: String,
+        code: bool,
+    },
+    Start {
+        id: String,
+        kind: ElementKind,
+        parent: Option<String>,
+        attributes: Vec<(String, String)>,
+        offset: u64,
+    },
+    Update {
+        id: String,
+        kind: ElementKind,
+        delta: String,
+    },
+    Complete {
+        id: String,
+        kind: ElementKind,
+        attributes: Vec<(String, String)>,
+        content: String,
+        truncated: bool,
+        span: Span,
+    },
+    Error {
+        id: String,
+        kind: ElementKind,
+        limit: usize,
+    },
     Diagnostic(Diagnostic),
 }
 
@@ -176,14 +241,44 @@ impl OwnedEvent {
     pub fn as_event(&self) -> Event<'_> {
         match self {
             OwnedEvent::Text { text, code } => Event::Text { text, code: *code },
-            OwnedEvent::Start { id, kind, parent, attributes, offset } => {
-                Event::Start { id, kind: *kind, parent: parent.as_deref(), attributes, offset: *offset }
-            }
-            OwnedEvent::Update { id, kind, delta } => Event::Update { id, kind: *kind, delta },
-            OwnedEvent::Complete { id, kind, attributes, content, truncated, span } => {
-                Event::Complete { id, kind: *kind, attributes, content, truncated: *truncated, span: *span }
-            }
-            OwnedEvent::Error { id, kind, limit } => Event::Error { id, kind: *kind, limit: *limit },
+            OwnedEvent::Start {
+                id,
+                kind,
+                parent,
+                attributes,
+                offset,
+            } => Event::Start {
+                id,
+                kind: *kind,
+                parent: parent.as_deref(),
+                attributes,
+                offset: *offset,
+            },
+            OwnedEvent::Update { id, kind, delta } => Event::Update {
+                id,
+                kind: *kind,
+                delta,
+            },
+            OwnedEvent::Complete {
+                id,
+                kind,
+                attributes,
+                content,
+                truncated,
+                span,
+            } => Event::Complete {
+                id,
+                kind: *kind,
+                attributes,
+                content,
+                truncated: *truncated,
+                span: *span,
+            },
+            OwnedEvent::Error { id, kind, limit } => Event::Error {
+                id,
+                kind: *kind,
+                limit: *limit,
+            },
             OwnedEvent::Diagnostic(d) => Event::Diagnostic(d),
         }
     }
@@ -200,7 +295,10 @@ enum Md {
     /// Inside an inline code span opened by a run of this many backticks.
     Code(u32),
     /// Inside a fenced code block.
-    Fence { tilde: bool, len: u32 },
+    Fence {
+        tilde: bool,
+        len: u32,
+    },
 }
 
 /// Where in the attributes of a start tag the scanner is.
@@ -216,21 +314,41 @@ enum Quote {
 enum Sub {
     Mid,
     /// After a newline (or a start tag): up to three spaces may precede a fence.
-    LineStart { spaces: u8 },
+    LineStart {
+        spaces: u8,
+    },
     /// In a run of backticks; `line_start` makes a run of 3+ an opening fence.
-    Ticks { count: u32, line_start: bool },
+    Ticks {
+        count: u32,
+        line_start: bool,
+    },
     /// In a run of tildes at a line start.
-    Tildes { count: u32 },
+    Tildes {
+        count: u32,
+    },
     /// In a fence: a run of the fence char at a line start.
-    FenceRun { count: u32 },
+    FenceRun {
+        count: u32,
+    },
     /// In a fence: after a long enough run, only spaces may follow before the newline.
     FenceTail,
     /// After `<` (and `/`): reading a tag name.
-    Lt { close: bool, name: [u8; ElementKind::MAX_NAME_LEN], len: u8 },
+    Lt {
+        close: bool,
+        name: [u8; ElementKind::MAX_NAME_LEN],
+        len: u8,
+    },
     /// After `</name`: only spaces, then `>`.
-    CloseGt { kind: ElementKind },
+    CloseGt {
+        kind: ElementKind,
+    },
     /// In a start tag's attributes.
-    Attrs { kind: ElementKind, name_len: u8, quote: Quote, len: usize },
+    Attrs {
+        kind: ElementKind,
+        name_len: u8,
+        quote: Quote,
+        len: usize,
+    },
 }
 
 /// The construct being read in a raw or JSON body.
@@ -240,7 +358,9 @@ enum RawSub {
     InStr,
     Esc,
     /// After `<`: this many bytes of `/name` matched.
-    Close { matched: u8 },
+    Close {
+        matched: u8,
+    },
     CloseGt,
 }
 
@@ -356,7 +476,10 @@ impl StreamParser {
             ordinal: 0,
             explicit_ids: HashSet::new(),
             explicit_auto_like: false,
-            diag: Diagnostic { offset: 0, kind: DiagnosticKind::Truncated { id: String::new() } },
+            diag: Diagnostic {
+                offset: 0,
+                kind: DiagnosticKind::Truncated { id: String::new() },
+            },
         }
     }
 
@@ -445,7 +568,11 @@ impl StreamParser {
 
     /// Completes a UTF-8 sequence cut by the previous chunk; returns the unused input.
     /// Decides exactly as `from_utf8` on the whole text would, so a cut changes nothing.
-    fn complete_utf8<'c, F: FnMut(Event<'_>)>(&mut self, input: &'c [u8], sink: &mut F) -> &'c [u8] {
+    fn complete_utf8<'c, F: FnMut(Event<'_>)>(
+        &mut self,
+        input: &'c [u8],
+        sink: &mut F,
+    ) -> &'c [u8] {
         let carried = self.utf8_len as usize;
         let mut tmp = [0u8; 8];
         tmp[..carried].copy_from_slice(&self.utf8[..carried]);
@@ -501,7 +628,13 @@ impl StreamParser {
             match self.sub {
                 Sub::Lt { .. } | Sub::CloseGt { .. } | Sub::Attrs { .. } => {
                     if let Sub::CloseGt { kind } | Sub::Attrs { kind, .. } = self.sub {
-                        self.diagnose(self.cand_off, DiagnosticKind::UnterminatedTag { element: kind.name().into() }, sink);
+                        self.diagnose(
+                            self.cand_off,
+                            DiagnosticKind::UnterminatedTag {
+                                element: kind.name().into(),
+                            },
+                            sink,
+                        );
                     }
                     let hold = std::mem::take(&mut self.hold);
                     self.emit_run(&hold, false, sink);
@@ -555,12 +688,19 @@ impl StreamParser {
             return;
         }
         self.content.push_str(text);
-        sink(Event::Update { id: &top.id, kind: top.kind, delta: text });
+        sink(Event::Update {
+            id: &top.id,
+            kind: top.kind,
+            delta: text,
+        });
     }
 
     #[cold]
     fn emit_run_overflowing<F: FnMut(Event<'_>)>(&mut self, text: &str, code: bool, sink: &mut F) {
-        let room = self.opts.max_element_bytes.saturating_sub(self.content.len());
+        let room = self
+            .opts
+            .max_element_bytes
+            .saturating_sub(self.content.len());
         let mut cut = room.min(text.len());
         while !text.is_char_boundary(cut) {
             cut -= 1;
@@ -569,7 +709,11 @@ impl StreamParser {
         if !fits.is_empty() {
             self.content.push_str(fits);
             if let Some(top) = self.stack.last() {
-                sink(Event::Update { id: &top.id, kind: top.kind, delta: fits });
+                sink(Event::Update {
+                    id: &top.id,
+                    kind: top.kind,
+                    delta: fits,
+                });
             }
         }
         self.overflow(sink);
@@ -580,7 +724,11 @@ impl StreamParser {
     fn overflow<F: FnMut(Event<'_>)>(&mut self, sink: &mut F) {
         let limit = self.opts.max_element_bytes;
         while let Some(o) = self.stack.pop() {
-            sink(Event::Error { id: &o.id, kind: o.kind, limit });
+            sink(Event::Error {
+                id: &o.id,
+                kind: o.kind,
+                limit,
+            });
             self.diagnose(o.start, DiagnosticKind::TooLarge { id: o.id, limit }, sink);
         }
         self.content.clear();
@@ -602,9 +750,20 @@ impl StreamParser {
         }
     }
 
-    fn complete_top<F: FnMut(Event<'_>)>(&mut self, truncated: bool, content_end: u64, end: u64, sink: &mut F) {
+    fn complete_top<F: FnMut(Event<'_>)>(
+        &mut self,
+        truncated: bool,
+        content_end: u64,
+        end: u64,
+        sink: &mut F,
+    ) {
         let Some(o) = self.stack.pop() else { return };
-        let span = Span { start: o.start, content_start: o.content_start_off, content_end, end };
+        let span = Span {
+            start: o.start,
+            content_start: o.content_start_off,
+            content_end,
+            end,
+        };
         sink(Event::Complete {
             id: &o.id,
             kind: o.kind,
@@ -621,7 +780,11 @@ impl StreamParser {
     fn assign_id(&mut self, attrs: &Attributes) -> String {
         self.ordinal += 1;
         let n = self.ordinal;
-        let explicit = attrs.iter().find(|(k, _)| k == "id").map(|(_, v)| v.trim()).filter(|v| !v.is_empty());
+        let explicit = attrs
+            .iter()
+            .find(|(k, _)| k == "id")
+            .map(|(_, v)| v.trim())
+            .filter(|v| !v.is_empty());
         let mut id = match explicit {
             Some(v) if !looks_auto(v, n) => v.to_owned(),
             Some(v) => {
@@ -655,10 +818,23 @@ impl StreamParser {
     }
 
     /// Handles a complete start tag; returns false if it is prose after all.
-    fn open<F: FnMut(Event<'_>)>(&mut self, kind: ElementKind, name_len: u8, tag: &str, at: u64, sink: &mut F) -> bool {
+    fn open<F: FnMut(Event<'_>)>(
+        &mut self,
+        kind: ElementKind,
+        name_len: u8,
+        tag: &str,
+        at: u64,
+        sink: &mut F,
+    ) -> bool {
         if let Some(parent) = kind.required_parent() {
             let Some(pi) = self.stack.iter().rposition(|o| o.kind == parent) else {
-                self.diagnose(at, DiagnosticKind::Misplaced { element: kind.name().into() }, sink);
+                self.diagnose(
+                    at,
+                    DiagnosticKind::Misplaced {
+                        element: kind.name().into(),
+                    },
+                    sink,
+                );
                 return false;
             };
             while self.stack.len() > pi + 1 {
@@ -669,7 +845,14 @@ impl StreamParser {
         }
         if self.stack.len() >= self.opts.max_depth {
             let limit = self.opts.max_depth;
-            self.diagnose(at, DiagnosticKind::TooDeep { element: kind.name().into(), limit }, sink);
+            self.diagnose(
+                at,
+                DiagnosticKind::TooDeep {
+                    element: kind.name().into(),
+                    limit,
+                },
+                sink,
+            );
             return false;
         }
         let inner = tag.get(1 + name_len as usize..tag.len() - 1).unwrap_or("");
@@ -682,8 +865,21 @@ impl StreamParser {
         let id = self.assign_id(&attributes);
         let end = at + tag.len() as u64;
         let parent = self.stack.last().map(|o| o.id.as_str());
-        sink(Event::Start { id: &id, kind, parent, attributes: &attributes, offset: at });
-        self.stack.push(Open { id, kind, attributes, content_start: self.content.len(), start: at, content_start_off: end });
+        sink(Event::Start {
+            id: &id,
+            kind,
+            parent,
+            attributes: &attributes,
+            offset: at,
+        });
+        self.stack.push(Open {
+            id,
+            kind,
+            attributes,
+            content_start: self.content.len(),
+            start: at,
+            content_start_off: end,
+        });
         let body = kind.body();
         if self_closing || body == Body::Void {
             self.complete_top(false, end, end, sink);
@@ -691,7 +887,12 @@ impl StreamParser {
         } else {
             match body {
                 Body::Raw | Body::Json => {
-                    self.raw = Some(Raw { kind, json: body == Body::Json, sub: RawSub::Body, discard: false });
+                    self.raw = Some(Raw {
+                        kind,
+                        json: body == Body::Json,
+                        sub: RawSub::Body,
+                        discard: false,
+                    });
                     self.sub = Sub::Mid;
                 }
                 _ => self.sub = Sub::LineStart { spaces: 0 },
@@ -703,7 +904,13 @@ impl StreamParser {
     fn close<F: FnMut(Event<'_>)>(&mut self, kind: ElementKind, tag: &str, at: u64, sink: &mut F) {
         let end = at + tag.len() as u64;
         let Some(x) = self.stack.iter().rposition(|o| o.kind == kind) else {
-            self.diagnose(at, DiagnosticKind::StrayCloseTag { element: kind.name().into() }, sink);
+            self.diagnose(
+                at,
+                DiagnosticKind::StrayCloseTag {
+                    element: kind.name().into(),
+                },
+                sink,
+            );
             return;
         };
         while self.stack.len() > x + 1 {
@@ -751,9 +958,31 @@ impl StreamParser {
             (None, Sub::Mid, Md::Prose) => C_PROSE,
             (None, Sub::Mid, Md::Fence { .. }) => C_NEWLINE,
             (None, Sub::Mid, Md::Code(_)) => C_CODE,
-            (Some(Raw { sub: RawSub::Body, json: false, .. }), _, _) => C_LT,
-            (Some(Raw { sub: RawSub::Body, json: true, .. }), _, _) => C_JSON,
-            (Some(Raw { sub: RawSub::InStr, .. }), _, _) => C_IN_STR,
+            (
+                Some(Raw {
+                    sub: RawSub::Body,
+                    json: false,
+                    ..
+                }),
+                _,
+                _,
+            ) => C_LT,
+            (
+                Some(Raw {
+                    sub: RawSub::Body,
+                    json: true,
+                    ..
+                }),
+                _,
+                _,
+            ) => C_JSON,
+            (
+                Some(Raw {
+                    sub: RawSub::InStr, ..
+                }),
+                _,
+                _,
+            ) => C_IN_STR,
             _ => C_ALWAYS,
         }
     }
@@ -784,7 +1013,10 @@ impl StreamParser {
                         None => i = n,
                         Some(k) => {
                             i += k;
-                            if b[i] == b'\n' && i + 1 < n && !matches!(b[i + 1], b' ' | b'`' | b'~' | b'\n') {
+                            if b[i] == b'\n'
+                                && i + 1 < n
+                                && !matches!(b[i + 1], b' ' | b'`' | b'~' | b'\n')
+                            {
                                 // The common newline: the next line cannot open a fence.
                                 i += 1;
                                 continue;
@@ -797,18 +1029,22 @@ impl StreamParser {
                                     let close = j < n && b[j] == b'/';
                                     j += close as usize;
                                     let name_start = j;
-                                    while j < n && j - name_start <= ElementKind::MAX_NAME_LEN && (b[j].is_ascii_alphanumeric() || b[j] == b'-') {
+                                    while j < n
+                                        && j - name_start <= ElementKind::MAX_NAME_LEN
+                                        && (b[j].is_ascii_alphanumeric() || b[j] == b'-')
+                                    {
                                         j += 1;
                                     }
                                     if j < n {
                                         let name = &b[name_start..j];
-                                        let kind = if name.first().is_some_and(u8::is_ascii_alphabetic)
-                                            && (is_ws(b[j]) || b[j] == b'/' || b[j] == b'>')
-                                        {
-                                            ElementKind::from_name(name)
-                                        } else {
-                                            None
-                                        };
+                                        let kind =
+                                            if name.first().is_some_and(u8::is_ascii_alphabetic)
+                                                && (is_ws(b[j]) || b[j] == b'/' || b[j] == b'>')
+                                            {
+                                                ElementKind::from_name(name)
+                                            } else {
+                                                None
+                                            };
                                         if let Some(kind) = kind {
                                             cand = i;
                                             self.cand_off = self.pos + i as u64;
@@ -816,7 +1052,12 @@ impl StreamParser {
                                                 Sub::CloseGt { kind }
                                             } else {
                                                 let len = name.len() as u8;
-                                                Sub::Attrs { kind, name_len: len, quote: Quote::None, len: 1 + len as usize }
+                                                Sub::Attrs {
+                                                    kind,
+                                                    name_len: len,
+                                                    quote: Quote::None,
+                                                    len: 1 + len as usize,
+                                                }
                                             };
                                         }
                                         // Not HML: the bytes skipped are prose, none special.
@@ -825,13 +1066,20 @@ impl StreamParser {
                                     }
                                     cand = i;
                                     self.cand_off = self.pos + i as u64;
-                                    self.sub = Sub::Lt { close: false, name: [0; ElementKind::MAX_NAME_LEN], len: 0 };
+                                    self.sub = Sub::Lt {
+                                        close: false,
+                                        name: [0; ElementKind::MAX_NAME_LEN],
+                                        len: 0,
+                                    };
                                     i += 1;
                                 }
                                 b'`' => {
                                     self.emit_run(&s[run_start..i], false, sink);
                                     run_start = i;
-                                    self.sub = Sub::Ticks { count: 0, line_start: false };
+                                    self.sub = Sub::Ticks {
+                                        count: 0,
+                                        line_start: false,
+                                    };
                                 }
                                 _ => {
                                     i += 1;
@@ -845,7 +1093,10 @@ impl StreamParser {
                         Some(k) => {
                             i += k;
                             if b[i] == b'`' {
-                                self.sub = Sub::Ticks { count: 0, line_start: false };
+                                self.sub = Sub::Ticks {
+                                    count: 0,
+                                    line_start: false,
+                                };
                             } else {
                                 // A code span ends with its line.
                                 self.emit_run(&s[run_start..i], true, sink);
@@ -891,7 +1142,10 @@ impl StreamParser {
                             } else if c == b'`' {
                                 self.emit_run(&s[run_start..i], false, sink);
                                 run_start = i;
-                                self.sub = Sub::Ticks { count: 0, line_start: true };
+                                self.sub = Sub::Ticks {
+                                    count: 0,
+                                    line_start: true,
+                                };
                             } else if c == b'~' {
                                 self.sub = Sub::Tildes { count: 0 };
                             } else {
@@ -918,7 +1172,10 @@ impl StreamParser {
                         if count >= 3 {
                             self.emit_run(&s[run_start..i], false, sink);
                             run_start = i;
-                            self.md = Md::Fence { tilde: true, len: count };
+                            self.md = Md::Fence {
+                                tilde: true,
+                                len: count,
+                            };
                         }
                         self.sub = Sub::Mid;
                     }
@@ -948,17 +1205,31 @@ impl StreamParser {
                     }
                     _ => self.sub = Sub::Mid,
                 },
-                Sub::Lt { close, mut name, len } => {
+                Sub::Lt {
+                    close,
+                    mut name,
+                    len,
+                } => {
                     let c = b[i];
                     if c == b'/' && !close && len == 0 {
-                        self.sub = Sub::Lt { close: true, name, len };
+                        self.sub = Sub::Lt {
+                            close: true,
+                            name,
+                            len,
+                        };
                         i += 1;
-                    } else if c.is_ascii_alphabetic() || (len > 0 && (c.is_ascii_digit() || c == b'-')) {
+                    } else if c.is_ascii_alphabetic()
+                        || (len > 0 && (c.is_ascii_digit() || c == b'-'))
+                    {
                         if len as usize == ElementKind::MAX_NAME_LEN {
                             self.reject_tag(sink);
                         } else {
                             name[len as usize] = c;
-                            self.sub = Sub::Lt { close, name, len: len + 1 };
+                            self.sub = Sub::Lt {
+                                close,
+                                name,
+                                len: len + 1,
+                            };
                             i += 1;
                         }
                     } else if len > 0 && (is_ws(c) || c == b'/' || c == b'>') {
@@ -966,7 +1237,12 @@ impl StreamParser {
                             None => self.reject_tag(sink),
                             Some(kind) if close => self.sub = Sub::CloseGt { kind },
                             Some(kind) => {
-                                self.sub = Sub::Attrs { kind, name_len: len + close as u8, quote: Quote::None, len: 1 + len as usize }
+                                self.sub = Sub::Attrs {
+                                    kind,
+                                    name_len: len + close as u8,
+                                    quote: Quote::None,
+                                    len: 1 + len as usize,
+                                }
                             }
                         }
                     } else {
@@ -984,7 +1260,12 @@ impl StreamParser {
                         self.reject_tag(sink);
                     }
                 }
-                Sub::Attrs { kind, name_len, mut quote, mut len } => {
+                Sub::Attrs {
+                    kind,
+                    name_len,
+                    mut quote,
+                    mut len,
+                } => {
                     let mut done = None;
                     while i < n {
                         let c = b[i];
@@ -1017,9 +1298,23 @@ impl StreamParser {
                         i += 1;
                     }
                     match done {
-                        None => self.sub = Sub::Attrs { kind, name_len, quote, len },
+                        None => {
+                            self.sub = Sub::Attrs {
+                                kind,
+                                name_len,
+                                quote,
+                                len,
+                            }
+                        }
                         Some(true) => {
-                            self.tag_done(TagEnd::Start { kind, name_len }, s, cand, &mut run_start, i, sink);
+                            self.tag_done(
+                                TagEnd::Start { kind, name_len },
+                                s,
+                                cand,
+                                &mut run_start,
+                                i,
+                                sink,
+                            );
                             i += 1;
                         }
                         Some(false) => {
@@ -1027,7 +1322,13 @@ impl StreamParser {
                             let start = cand.max(run_start);
                             self.emit_run(&s[run_start..start], false, sink);
                             run_start = start;
-                            self.diagnose(self.cand_off, DiagnosticKind::UnterminatedTag { element: kind.name().into() }, sink);
+                            self.diagnose(
+                                self.cand_off,
+                                DiagnosticKind::UnterminatedTag {
+                                    element: kind.name().into(),
+                                },
+                                sink,
+                            );
                             self.reject_tag(sink)
                         }
                     }
@@ -1037,7 +1338,10 @@ impl StreamParser {
         // End of chunk: emit the text, keep an unfinished construct.
         let in_construct = match self.raw {
             Some(r) => matches!(r.sub, RawSub::Close { .. } | RawSub::CloseGt),
-            None => matches!(self.sub, Sub::Lt { .. } | Sub::CloseGt { .. } | Sub::Attrs { .. }),
+            None => matches!(
+                self.sub,
+                Sub::Lt { .. } | Sub::CloseGt { .. } | Sub::Attrs { .. }
+            ),
         };
         let code = self.raw.is_none() && self.code_flag();
         if in_construct {
@@ -1055,11 +1359,26 @@ impl StreamParser {
         self.release_hold(false, sink);
     }
 
-    fn end_ticks<F: FnMut(Event<'_>)>(&mut self, count: u32, line_start: bool, s: &str, run_start: &mut usize, i: usize, sink: &mut F) {
+    fn end_ticks<F: FnMut(Event<'_>)>(
+        &mut self,
+        count: u32,
+        line_start: bool,
+        s: &str,
+        run_start: &mut usize,
+        i: usize,
+        sink: &mut F,
+    ) {
         self.sub = Sub::Mid;
         match self.md {
             Md::Prose => {
-                self.md = if line_start && count >= 3 { Md::Fence { tilde: false, len: count } } else { Md::Code(count) };
+                self.md = if line_start && count >= 3 {
+                    Md::Fence {
+                        tilde: false,
+                        len: count,
+                    }
+                } else {
+                    Md::Code(count)
+                };
             }
             Md::Code(open) if open == count => {
                 self.emit_run(&s[*run_start..i], true, sink);
@@ -1070,7 +1389,15 @@ impl StreamParser {
         }
     }
 
-    fn tag_done<F: FnMut(Event<'_>)>(&mut self, end: TagEnd, s: &str, cand: usize, run_start: &mut usize, j: usize, sink: &mut F) {
+    fn tag_done<F: FnMut(Event<'_>)>(
+        &mut self,
+        end: TagEnd,
+        s: &str,
+        cand: usize,
+        run_start: &mut usize,
+        j: usize,
+        sink: &mut F,
+    ) {
         let at = self.cand_off;
         let start = cand.max(*run_start);
         self.emit_run(&s[*run_start..start], false, sink);
@@ -1080,9 +1407,17 @@ impl StreamParser {
         match end {
             TagEnd::Start { kind, name_len } => {
                 // A misplaced `item`/`data`/`response` tag is dropped, like a stray close tag.
-                let misplaced = kind.required_parent().is_some_and(|p| !self.stack.iter().any(|o| o.kind == p));
+                let misplaced = kind
+                    .required_parent()
+                    .is_some_and(|p| !self.stack.iter().any(|o| o.kind == p));
                 if misplaced {
-                    self.diagnose(at, DiagnosticKind::Misplaced { element: kind.name().into() }, sink);
+                    self.diagnose(
+                        at,
+                        DiagnosticKind::Misplaced {
+                            element: kind.name().into(),
+                        },
+                        sink,
+                    );
                 } else if !self.open(kind, name_len, tag.as_str(), at, sink) {
                     // Too deep, or its parent lost to an overflow: the tag is text.
                     self.emit_run(tag.as_str(), false, sink);
@@ -1109,7 +1444,11 @@ impl StreamParser {
         while *i < n {
             match raw.sub {
                 RawSub::Body => {
-                    let hit = if raw.json { find2(b'"', b'<', &b[*i..]) } else { find1(b'<', &b[*i..]) };
+                    let hit = if raw.json {
+                        find2(b'"', b'<', &b[*i..])
+                    } else {
+                        find1(b'<', &b[*i..])
+                    };
                     match hit {
                         None => *i = n,
                         Some(k) => {
@@ -1129,7 +1468,11 @@ impl StreamParser {
                     None => *i = n,
                     Some(k) => {
                         *i += k;
-                        raw.sub = if b[*i] == b'\\' { RawSub::Esc } else { RawSub::Body };
+                        raw.sub = if b[*i] == b'\\' {
+                            RawSub::Esc
+                        } else {
+                            RawSub::Body
+                        };
                         *i += 1;
                     }
                 },
@@ -1139,10 +1482,20 @@ impl StreamParser {
                 }
                 RawSub::Close { matched } => {
                     let c = b[*i].to_ascii_lowercase();
-                    let want = if matched == 0 { b'/' } else { name[matched as usize - 1] };
+                    let want = if matched == 0 {
+                        b'/'
+                    } else {
+                        name[matched as usize - 1]
+                    };
                     if c == want {
                         *i += 1;
-                        raw.sub = if matched as usize == name.len() { RawSub::CloseGt } else { RawSub::Close { matched: matched + 1 } };
+                        raw.sub = if matched as usize == name.len() {
+                            RawSub::CloseGt
+                        } else {
+                            RawSub::Close {
+                                matched: matched + 1,
+                            }
+                        };
                     } else {
                         raw.sub = RawSub::Body;
                         self.raw = Some(raw);
@@ -1206,22 +1559,36 @@ fn push_u64(s: &mut String, mut n: u64) {
 /// The first of three bytes in `hay`; short haystacks (small chunks) skip the SIMD setup.
 #[inline(always)]
 fn find3(a: u8, b: u8, c: u8, hay: &[u8]) -> Option<usize> {
-    if hay.len() < 16 { hay.iter().position(|&x| x == a || x == b || x == c) } else { memchr3(a, b, c, hay) }
+    if hay.len() < 16 {
+        hay.iter().position(|&x| x == a || x == b || x == c)
+    } else {
+        memchr3(a, b, c, hay)
+    }
 }
 
 #[inline(always)]
 fn find2(a: u8, b: u8, hay: &[u8]) -> Option<usize> {
-    if hay.len() < 16 { hay.iter().position(|&x| x == a || x == b) } else { memchr2(a, b, hay) }
+    if hay.len() < 16 {
+        hay.iter().position(|&x| x == a || x == b)
+    } else {
+        memchr2(a, b, hay)
+    }
 }
 
 #[inline(always)]
 fn find1(a: u8, hay: &[u8]) -> Option<usize> {
-    if hay.len() < 16 { hay.iter().position(|&x| x == a) } else { memchr(a, hay) }
+    if hay.len() < 16 {
+        hay.iter().position(|&x| x == a)
+    } else {
+        memchr(a, hay)
+    }
 }
 
 /// Returns true if `v` could be an id this parser generates (`e<number>`, up to `n`).
 fn looks_auto(v: &str, n: u64) -> bool {
-    v.strip_prefix('e').and_then(|d| d.parse::<u64>().ok()).is_some_and(|k| k <= n && !v[1..].starts_with('0'))
+    v.strip_prefix('e')
+        .and_then(|d| d.parse::<u64>().ok())
+        .is_some_and(|k| k <= n && !v[1..].starts_with('0'))
 }
 
 enum ConstructText<'s> {
@@ -1240,8 +1607,15 @@ impl ConstructText<'_> {
 
 fn push_merged(out: &mut Vec<OwnedEvent>, e: Event<'_>) {
     match (out.last_mut(), e) {
-        (Some(OwnedEvent::Text { text, code }), Event::Text { text: t, code: c }) if *code == c => text.push_str(t),
-        (Some(OwnedEvent::Update { id, delta, .. }), Event::Update { id: i, delta: d, .. }) if id == i => delta.push_str(d),
+        (Some(OwnedEvent::Text { text, code }), Event::Text { text: t, code: c }) if *code == c => {
+            text.push_str(t)
+        }
+        (
+            Some(OwnedEvent::Update { id, delta, .. }),
+            Event::Update {
+                id: i, delta: d, ..
+            },
+        ) if id == i => delta.push_str(d),
         _ => out.push(e.to_owned()),
     }
 }

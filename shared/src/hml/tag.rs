@@ -124,7 +124,9 @@ fn decode_one(s: &str) -> Option<(char, usize)> {
                 Some(hex) => u32::from_str_radix(hex, 16).ok()?,
                 None => num.parse::<u32>().ok()?,
             };
-            char::from_u32(code).filter(|&c| c != '\0').unwrap_or('\u{fffd}')
+            char::from_u32(code)
+                .filter(|&c| c != '\0')
+                .unwrap_or('\u{fffd}')
         }
     };
     Some((c, semi + 1))
@@ -171,29 +173,71 @@ mod tests {
 
     #[test]
     fn attribute_forms() {
-        check(r#" cwd="/tmp" timeout=5"#, expect![[r#"[("cwd", "/tmp"), ("timeout", "5")] self_closing=false"#]]);
-        check(" status='done'", expect![[r#"[("status", "done")] self_closing=false"#]]);
-        check(" id=fav answered", expect![[r#"[("id", "fav"), ("answered", "")] self_closing=false"#]]);
-        check(" value=1 max=2/", expect![[r#"[("value", "1"), ("max", "2/")] self_closing=false"#]]);
-        check(" value=1 max=2 /", expect![[r#"[("value", "1"), ("max", "2")] self_closing=true"#]]);
-        check(" href=https://x.com/", expect![[r#"[("href", "https://x.com/")] self_closing=false"#]]);
+        check(
+            r#" cwd="/tmp" timeout=5"#,
+            expect![[r#"[("cwd", "/tmp"), ("timeout", "5")] self_closing=false"#]],
+        );
+        check(
+            " status='done'",
+            expect![[r#"[("status", "done")] self_closing=false"#]],
+        );
+        check(
+            " id=fav answered",
+            expect![[r#"[("id", "fav"), ("answered", "")] self_closing=false"#]],
+        );
+        check(
+            " value=1 max=2/",
+            expect![[r#"[("value", "1"), ("max", "2/")] self_closing=false"#]],
+        );
+        check(
+            " value=1 max=2 /",
+            expect![[r#"[("value", "1"), ("max", "2")] self_closing=true"#]],
+        );
+        check(
+            " href=https://x.com/",
+            expect![[r#"[("href", "https://x.com/")] self_closing=false"#]],
+        );
         check(" cwd=/", expect![[r#"[("cwd", "/")] self_closing=false"#]]);
-        check(" answered/", expect![[r#"[("answered", "")] self_closing=true"#]]);
+        check(
+            " answered/",
+            expect![[r#"[("answered", "")] self_closing=true"#]],
+        );
         check("/", expect![["[] self_closing=true"]]);
         check(" a='b'/", expect![[r#"[("a", "b")] self_closing=true"#]]);
         check(" / a", expect![[r#"[("a", "")] self_closing=false"#]]);
-        check(r#" value="1" max="2" / "#, expect![[r#"[("value", "1"), ("max", "2")] self_closing=true"#]]);
-        check(r#" NOTE="exit code > 0" Note=x"#, expect![[r#"[("note", "exit code > 0")] self_closing=false"#]]);
-        check(r#" href="a?b=1&amp;c=&#60;&#x3E;&bogus;&""#, expect![[r#"[("href", "a?b=1&c=<>&bogus;&")] self_closing=false"#]]);
-        check(r#" title="it's \"quoted\"""#, expect![[r#"[("title", "it's \\"), ("quoted\\", "")] self_closing=false"#]]);
-        check(r#" = "x" ='y' a = "b""#, expect![[r#"[("x", ""), ("y", ""), ("a", "b")] self_closing=false"#]]);
-        check(r#" a="unterminated"#, expect![[r#"[("a", "unterminated")] self_closing=false"#]]);
+        check(
+            r#" value="1" max="2" / "#,
+            expect![[r#"[("value", "1"), ("max", "2")] self_closing=true"#]],
+        );
+        check(
+            r#" NOTE="exit code > 0" Note=x"#,
+            expect![[r#"[("note", "exit code > 0")] self_closing=false"#]],
+        );
+        check(
+            r#" href="a?b=1&amp;c=&#60;&#x3E;&bogus;&""#,
+            expect![[r#"[("href", "a?b=1&c=<>&bogus;&")] self_closing=false"#]],
+        );
+        check(
+            r#" title="it's \"quoted\"""#,
+            expect![[r#"[("title", "it's \\"), ("quoted\\", "")] self_closing=false"#]],
+        );
+        check(
+            r#" = "x" ='y' a = "b""#,
+            expect![[r#"[("x", ""), ("y", ""), ("a", "b")] self_closing=false"#]],
+        );
+        check(
+            r#" a="unterminated"#,
+            expect![[r#"[("a", "unterminated")] self_closing=false"#]],
+        );
         check("", expect![["[] self_closing=false"]]);
     }
 
     #[test]
     fn entities() {
-        assert_eq!(decode_entities("&lt;b&gt; &quot;x&apos; &nbsp;&#0;&#1114112;"), "<b> \"x' \u{a0}\u{fffd}\u{fffd}");
+        assert_eq!(
+            decode_entities("&lt;b&gt; &quot;x&apos; &nbsp;&#0;&#1114112;"),
+            "<b> \"x' \u{a0}\u{fffd}\u{fffd}"
+        );
         let mut s = String::new();
         escape_text("a<b & \"c\">", &mut s);
         assert_eq!(decode_entities(&s), "a<b & \"c\">");

@@ -11,7 +11,11 @@ fn render(doc: &Document) -> String {
         match n {
             Node::Text(t) => out.push_str(&format!("{pad}{t:?}\n")),
             Node::Element(e) => {
-                let attrs: Vec<String> = e.attributes.iter().map(|(k, v)| format!(" {k}={v:?}")).collect();
+                let attrs: Vec<String> = e
+                    .attributes
+                    .iter()
+                    .map(|(k, v)| format!(" {k}={v:?}"))
+                    .collect();
                 out.push_str(&format!("{pad}<{}#{}{}>", e.kind, e.id, attrs.concat()));
                 if e.truncated {
                     out.push_str(" truncated");
@@ -59,7 +63,11 @@ fn parse_chunked(text: &[u8], size: usize, opts: ParserOptions) -> Document {
 fn check_with(text: &str, opts: ParserOptions, expect: Expect) {
     let doc = parse_with(text, opts);
     for size in [1, 2, 3, 7] {
-        assert_eq!(parse_chunked(text.as_bytes(), size, opts), doc, "chunks of {size} differ for {text:?}");
+        assert_eq!(
+            parse_chunked(text.as_bytes(), size, opts),
+            doc,
+            "chunks of {size} differ for {text:?}"
+        );
     }
     expect.assert_eq(&render(&doc));
 }
@@ -121,9 +129,12 @@ fn what_is_not_hml_stays_text() {
             "<div>Vec<T> and a < b, x<y && y>z, <br> <!-- c --> < thinking> </ todo> <thinkingx>"
         "#]],
     );
-    check("use <<op>> and <3", expect![[r#"
+    check(
+        "use <<op>> and <3",
+        expect![[r#"
         "use <<op>> and <3"
-    "#]]);
+    "#]],
+    );
 }
 
 #[test]
@@ -270,13 +281,19 @@ fn truncation() {
             ! 5: UnterminatedTag { element: "bash" }
         "#]],
     );
-    check("<interaction>{\"a\": 1} </interac", expect![[r#"
+    check(
+        "<interaction>{\"a\": 1} </interac",
+        expect![[r#"
         <interaction#e1> truncated "{\"a\": 1} </interac"
         ! 31: Truncated { id: "e1" }
-    "#]]);
-    check("ab <", expect![[r#"
+    "#]],
+    );
+    check(
+        "ab <",
+        expect![[r#"
         "ab <"
-    "#]]);
+    "#]],
+    );
 }
 
 #[test]
@@ -299,7 +316,10 @@ fn ids_are_deterministic_and_unique() {
 
 #[test]
 fn bounded_memory() {
-    let opts = ParserOptions { max_element_bytes: 8, ..ParserOptions::default() };
+    let opts = ParserOptions {
+        max_element_bytes: 8,
+        ..ParserOptions::default()
+    };
     check_with(
         "<thinking>0123456789<ask>x</ask></thinking>|<bash>echo 0123456789 </bash> ok <ask>1234</ask><todo><item>12345678</item></todo>",
         opts,
@@ -322,8 +342,14 @@ fn bounded_memory() {
             ! 119: StrayCloseTag { element: "todo" }
         "#]],
     );
-    let deep = ParserOptions { max_depth: 2, ..ParserOptions::default() };
-    check_with("<thinking><todo><item>x</item><thinking>y</thinking></todo></thinking>", deep, expect![[r#"
+    let deep = ParserOptions {
+        max_depth: 2,
+        ..ParserOptions::default()
+    };
+    check_with(
+        "<thinking><todo><item>x</item><thinking>y</thinking></todo></thinking>",
+        deep,
+        expect![[r#"
         <thinking#e1>
           <todo#e2> "<item>x<thinking>y"
         ! 16: TooDeep { element: "item", limit: 2 }
@@ -332,21 +358,32 @@ fn bounded_memory() {
         ! 41: ImplicitlyClosed { id: "e2" }
         ! 52: StrayCloseTag { element: "todo" }
         ! 59: StrayCloseTag { element: "thinking" }
-    "#]]);
-    let tag = ParserOptions { max_tag_bytes: 16, ..ParserOptions::default() };
-    check_with("<bash a=\"0123456789abcdef\">x</bash>", tag, expect![[r#"
+    "#]],
+    );
+    let tag = ParserOptions {
+        max_tag_bytes: 16,
+        ..ParserOptions::default()
+    };
+    check_with(
+        "<bash a=\"0123456789abcdef\">x</bash>",
+        tag,
+        expect![[r#"
         "<bash a=\"0123456789abcdef\">x"
         ! 0: UnterminatedTag { element: "bash" }
         ! 28: StrayCloseTag { element: "bash" }
-    "#]]);
+    "#]],
+    );
 }
 
 #[test]
 fn utf8_cut_anywhere_and_repaired() {
-    check("é<ask>日本語 🚀</ask>", expect![[r#"
+    check(
+        "é<ask>日本語 🚀</ask>",
+        expect![[r#"
         "é"
         <ask#e1> "日本語 🚀"
-    "#]]);
+    "#]],
+    );
     let bad = b"a\xff\xe2\x82<ask>\xf0\x9f\x9a\x80\xf0\x80</ask>\xe2";
     let doc = parse_chunked(bad, 1000, ParserOptions::default());
     for size in 1..5 {
@@ -364,7 +401,13 @@ fn utf8_cut_anywhere_and_repaired() {
 fn events_for_the_sse_pipeline() {
     let mut p = StreamParser::new();
     let mut out = Vec::new();
-    for chunk in ["Hi <thin", "king>hmm <bash cwd=/t", "mp>ls -", "la</bash> done</thinking>!", "<ask>Go?"] {
+    for chunk in [
+        "Hi <thin",
+        "king>hmm <bash cwd=/t",
+        "mp>ls -",
+        "la</bash> done</thinking>!",
+        "<ask>Go?",
+    ] {
         p.feed(chunk.as_bytes(), &mut out);
     }
     p.finish(&mut out);
@@ -372,10 +415,24 @@ fn events_for_the_sse_pipeline() {
         .iter()
         .map(|e| match e {
             OwnedEvent::Text { text, code } => format!("text {text:?} code={code}"),
-            OwnedEvent::Start { id, kind, parent, attributes, offset } => format!("start {kind}#{id} parent={parent:?} {attributes:?} @{offset}"),
+            OwnedEvent::Start {
+                id,
+                kind,
+                parent,
+                attributes,
+                offset,
+            } => format!("start {kind}#{id} parent={parent:?} {attributes:?} @{offset}"),
             OwnedEvent::Update { id, delta, .. } => format!("update {id} {delta:?}"),
-            OwnedEvent::Complete { id, content, truncated, .. } => {
-                format!("complete {id} {content:?} truncated={truncated} run={}", e.is_executable_completion())
+            OwnedEvent::Complete {
+                id,
+                content,
+                truncated,
+                ..
+            } => {
+                format!(
+                    "complete {id} {content:?} truncated={truncated} run={}",
+                    e.is_executable_completion()
+                )
             }
             OwnedEvent::Error { id, .. } => format!("error {id}"),
             OwnedEvent::Diagnostic(d) => format!("diagnostic {:?}", d.kind),
@@ -433,7 +490,8 @@ fn code_flag_marks_quoted_text() {
 
 #[test]
 fn documents_and_events_round_trip() {
-    let doc = parse("a <todo title=T><item status=done>x</item></todo> <hml-prompt id=p>Q</hml-prompt>");
+    let doc =
+        parse("a <todo title=T><item status=done>x</item></todo> <hml-prompt id=p>Q</hml-prompt>");
     let json = serde_json::to_string(&doc).unwrap();
     assert_eq!(serde_json::from_str::<Document>(&json).unwrap(), doc);
     assert!(json.contains(r#""kind":"hml-prompt""#), "{json}");
