@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test: Rust unit and integration tests (real SQLite files, real loopback HTTP),
+# Runs every check and test: rustfmt and clippy, Rust unit and integration tests (real SQLite files, real loopback HTTP),
 # the wasm32 build of the shared core, and the browser tests (Playwright + Debian's Chromium)
 # against the built `hero`. Installs what a fresh machine lacks first.
 set -euo pipefail
@@ -8,6 +8,11 @@ scripts/setup.sh browser
 source scripts/env.sh
 
 step() { printf '\n== %s\n' "$*"; }
+
+step "style: rustfmt and clippy (warnings are errors)"
+cargo fmt --all --check
+cargo clippy --workspace --exclude frontend --all-targets -- -D warnings
+cargo clippy -p frontend --target wasm32-unknown-unknown -- -D warnings
 
 step "build (cargo leptos build: server binary, wasm, site)"
 # cargo-leptos exits 0 even when the build fails (TOOLCHAIN.md), so check what it made.

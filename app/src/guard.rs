@@ -29,19 +29,11 @@ pub const SERVER_FN_PREFIX: &str = "/_fn/";
 pub fn fail(e: hero_backend::Error) -> ServerFnError {
     let called_over_http = use_context::<http::request::Parts>()
         .is_some_and(|p| p.uri.path().starts_with(SERVER_FN_PREFIX));
-    if called_over_http {
-        if let Some(resp) = use_context::<leptos_axum::ResponseOptions>() {
-            resp.set_status(e.status());
-        }
+    if called_over_http && let Some(resp) = use_context::<leptos_axum::ResponseOptions>() {
+        resp.set_status(e.status());
     }
     if e.status().is_server_error() {
-        tracing_log(&e);
+        tracing::error!("server function failed: {e}");
     }
     ServerFnError::new(e.public_message())
-}
-
-fn tracing_log(e: &hero_backend::Error) {
-    // Logged through the `log` facade leptos already pulls in would add a dependency; stderr
-    // is where the server's tracing subscriber writes too.
-    eprintln!("server function failed: {e}");
 }

@@ -502,7 +502,7 @@ impl TurnSetup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{signed_in, state};
+    use crate::test_support::{signed_in, state};
     use serde_json::json;
 
     fn req(v: Value) -> CreateAgentRequest {

@@ -221,13 +221,11 @@ pub fn token_from_headers(headers: &HeaderMap) -> Option<String> {
     if let Some(v) = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-    {
-        if let Some(t) = v
+        && let Some(t) = v
             .strip_prefix("Bearer ")
             .or_else(|| v.strip_prefix("bearer "))
-        {
-            return Some(t.trim().to_owned());
-        }
+    {
+        return Some(t.trim().to_owned());
     }
     headers
         .get_all(http::header::COOKIE)
@@ -364,7 +362,7 @@ impl LoginThrottle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::state;
+    use crate::test_support::state;
 
     #[tokio::test]
     async fn login_issue_authenticate_logout() {

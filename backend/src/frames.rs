@@ -350,10 +350,40 @@ pub async fn get(
     row.ok_or(Error::NotFound("frame"))?.open(dk)
 }
 
+/// The key that opens a session's frames, once the session is known to be the user's: the
+/// check every frame read starts with.
+pub async fn session_key(
+    st: &crate::AppState,
+    user: &crate::auth::AuthUser,
+    session_id: i64,
+) -> Result<SecretKey> {
+    crate::sessions::get(&st.db, user, session_id).await?;
+    crate::users::data_key(&st.db, &st.keys, user.id()).await
+}
+
+/// The page's view of a session: compiled from the last compact on, with statistics over
+/// every frame. Checks that the session is the user's.
+pub async fn view(
+    st: &crate::AppState,
+    user: &crate::auth::AuthUser,
+    session_id: i64,
+) -> Result<hero_shared::wire::CompiledView> {
+    let dk = session_key(st, user, session_id).await?;
+    let all = all(&st.db, &dk, session_id).await?;
+    let stats = hero_shared::frame::frame_stats(&all);
+    let from = stats.last_compact_seq.unwrap_or(0);
+    let in_view: Vec<Frame> = all.into_iter().filter(|f| f.seq >= from).collect();
+    Ok(hero_shared::wire::CompiledView {
+        session_id,
+        messages: hero_shared::frame::compile_frames(&in_view),
+        stats,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{signed_in, state};
+    use crate::test_support::{signed_in, state};
     use hero_shared::api::CreateSessionRequest;
     use serde_json::json;
 
@@ -533,34 +563,4 @@ mod tests {
             Err(Error::NotFound(_))
         ));
     }
-}
-
-/// The key that opens a session's frames, once the session is known to be the user's: the
-/// check every frame read starts with.
-pub async fn session_key(
-    st: &crate::AppState,
-    user: &crate::auth::AuthUser,
-    session_id: i64,
-) -> Result<SecretKey> {
-    crate::sessions::get(&st.db, user, session_id).await?;
-    crate::users::data_key(&st.db, &st.keys, user.id()).await
-}
-
-/// The page's view of a session: compiled from the last compact on, with statistics over
-/// every frame. Checks that the session is the user's.
-pub async fn view(
-    st: &crate::AppState,
-    user: &crate::auth::AuthUser,
-    session_id: i64,
-) -> Result<hero_shared::wire::CompiledView> {
-    let dk = session_key(st, user, session_id).await?;
-    let all = all(&st.db, &dk, session_id).await?;
-    let stats = hero_shared::frame::frame_stats(&all);
-    let from = stats.last_compact_seq.unwrap_or(0);
-    let in_view: Vec<Frame> = all.into_iter().filter(|f| f.seq >= from).collect();
-    Ok(hero_shared::wire::CompiledView {
-        session_id,
-        messages: hero_shared::frame::compile_frames(&in_view),
-        stats,
-    })
 }

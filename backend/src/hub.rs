@@ -156,12 +156,12 @@ fn subscribe_in(
 
 fn send_in(map: &Channels, version: &AtomicU64, key: i64, ev: &Arc<HubEvent>) {
     let mut m = lock(map);
-    if let Some(tx) = m.get(&key) {
-        if tx.send(ev.clone()).is_err() {
-            // Nobody listens any more: forget the channel so idle sessions cost nothing.
-            m.remove(&key);
-            version.fetch_add(1, Ordering::AcqRel);
-        }
+    if let Some(tx) = m.get(&key)
+        && tx.send(ev.clone()).is_err()
+    {
+        // Nobody listens any more: forget the channel so idle sessions cost nothing.
+        m.remove(&key);
+        version.fetch_add(1, Ordering::AcqRel);
     }
 }
 

@@ -12,6 +12,7 @@
 //! - [`history`]: the conversations turns were last given, kept decrypted between turns.
 //! - [`turn`]: one turn, from the user's message to the agent's frame.
 //! - [`hub`]: live fan-out to subscribers, and the abort handles of turns in flight.
+//! - `test_support` (feature `test-support`): the harness of tests and benchmarks.
 //!
 //! Nothing here knows about HTTP routing or Leptos; callers pass an authenticated
 //! [`auth::AuthUser`], which only [`auth`] can make.
@@ -81,23 +82,26 @@ pub struct Services {
 }
 
 impl AppState {
-    pub fn new(db: sqlx::SqlitePool, keys: crypto::Keyring, settings: Settings) -> Self {
-        AppState(Arc::new(Services {
+    /// Fails only if the provider HTTP client cannot be built (no TLS roots, say): Hero
+    /// does not fall back to a client that would follow redirects with a key in its headers.
+    pub fn new(db: sqlx::SqlitePool, keys: crypto::Keyring, settings: Settings) -> Result<Self> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(10))
+            // A redirect would carry the key header to whatever host it names.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| Error::Internal(format!("cannot build the provider HTTP client: {e}")))?;
+        Ok(AppState(Arc::new(Services {
             db,
             hot_db: Default::default(),
             keys: Arc::new(keys),
             throttle: Arc::new(auth::LoginThrottle::default()),
             hub: Arc::new(hub::Hub::default()),
             history: Default::default(),
-            http: reqwest::Client::builder()
-                .connect_timeout(std::time::Duration::from_secs(10))
-                // A redirect would carry the key header to whatever host it names.
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .unwrap_or_default(),
+            http,
             call_options: Arc::new(settings.call_options.clone()),
             settings: Arc::new(settings),
-        }))
+        })))
     }
 }
 
@@ -116,25 +120,5 @@ pub(crate) fn now_text() -> String {
         .unwrap_or_default()
 }
 
-#[cfg(test)]
-pub(crate) mod testutil {
-    use super::*;
-
-    /// A fresh data directory with a migrated database and a random master key.
-    pub async fn state() -> (tempfile::TempDir, AppState) {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let db = db::open(dir.path()).await.expect("open db");
-        db::migrate(&db).await.expect("migrate");
-        let keys = crypto::Keyring::new(crypto::SecretKey::random());
-        (dir, AppState::new(db, keys, Settings::default()))
-    }
-
-    /// Creates `name` (password "password-of-<name>") and signs them in.
-    pub async fn signed_in(st: &AppState, name: &str) -> auth::AuthUser {
-        let pw = format!("password-of-{name}");
-        users::create(&st.db, &st.keys, name, &pw, false)
-            .await
-            .expect("create user");
-        auth::login(st, name, &pw).await.expect("login").user
-    }
-}
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;

@@ -213,7 +213,7 @@ async fn check_parent(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{signed_in, state};
+    use crate::test_support::{signed_in, state};
 
     #[tokio::test]
     async fn create_rename_archive_restore() {

@@ -216,7 +216,7 @@ pub async fn data_key(db: &SqlitePool, keys: &Keyring, user_id: i64) -> Result<S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::state;
+    use crate::test_support::state;
 
     #[tokio::test]
     async fn create_validates_and_refuses_duplicates() {

@@ -127,14 +127,15 @@ impl Alarm {
     /// Ready once the deadline has passed; otherwise wakes `cx`'s task when it does.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         use std::future::Future;
-        if let Some(f) = &self.flag {
-            if self.set && self.task.holds(cx) {
-                if !f.is_up() {
-                    return Poll::Pending;
-                }
-                // Down again before the ring is looked at: a ring after this raises it anew.
-                f.lower();
+        if let Some(f) = &self.flag
+            && self.set
+            && self.task.holds(cx)
+        {
+            if !f.is_up() {
+                return Poll::Pending;
             }
+            // Down again before the ring is looked at: a ring after this raises it anew.
+            f.lower();
         }
         // A ring takes the task's waker: register it again after one.
         // A load first: an atomic swap on every poll would write to the flag each time.
@@ -227,7 +228,7 @@ mod tests {
 
     /// Two silences flag one word: each still rings after its own quiet period, and the one
     /// that keeps hearing something never does, though the other's rings wake the task.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn silences_that_share_a_word_ring_apart() {
         const PERIOD: Duration = Duration::from_millis(100);
         let word: Arc<dyn Signals> = Arc::new(Word::default());

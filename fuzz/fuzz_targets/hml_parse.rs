@@ -1,5 +1,5 @@
-#![no_main]
 //! Streaming HML parser: no panic, streaming == batch, every element ends once.
+#![no_main]
 
 use libfuzzer_sys::fuzz_target;
 

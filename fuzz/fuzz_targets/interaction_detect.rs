@@ -1,5 +1,5 @@
-#![no_main]
 //! Interaction detector: no panic, no call from a truncated block, sender_id stripped.
+#![no_main]
 
 use libfuzzer_sys::fuzz_target;
 

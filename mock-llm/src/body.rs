@@ -241,14 +241,24 @@ impl State {
     }
 }
 
+/// How a streamed body is paced: `chunk` bytes of content per event, `delay` between
+/// events, the first after `first`.
+pub(crate) struct Pace {
+    pub chunk: usize,
+    pub delay: Duration,
+    pub first: Duration,
+}
+
 /// An SSE body playing `reply`; with an ending other than `Complete`, the content stops
 /// after `after_bytes` bytes of deltas.
 pub(crate) fn events(
     reply: Reply,
     encoder: Encoder,
-    chunk: usize,
-    delay: Duration,
-    first: Duration,
+    Pace {
+        chunk,
+        delay,
+        first,
+    }: Pace,
     ending: Ending,
     after_bytes: usize,
     life: Life,

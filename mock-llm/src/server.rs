@@ -520,9 +520,11 @@ async fn chat(
         let stream = body::events(
             reply,
             encoder,
-            pacing.chunk_bytes,
-            pacing.delay,
-            first,
+            body::Pace {
+                chunk: pacing.chunk_bytes,
+                delay: pacing.delay,
+                first,
+            },
             ending,
             after_bytes,
             s.life(),

@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use hero_backend::{AppState, Settings, crypto, db, frames, users};
+use hero_backend::{Settings, frames, test_support, users};
 use hero_shared::frame::AuthorType;
 use mock_llm::{Answer, Config};
 use serde_json::{Value, json};
@@ -54,53 +54,11 @@ const RATE: f64 = 50.0;
 
 /// The system allocator, counting the bytes it holds once `--heap` turned it on (one shared
 /// counter: it costs a little CPU, so it is off unless asked for).
-struct Heap;
-
-static HEAP_ON: AtomicBool = AtomicBool::new(false);
-static HEAP_LIVE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-
-fn heap_count(bytes: i64) {
-    if HEAP_ON.load(Ordering::Relaxed) {
-        HEAP_LIVE.fetch_add(bytes, Ordering::Relaxed);
-    }
-}
-
-unsafe impl std::alloc::GlobalAlloc for Heap {
-    unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
-        let p = unsafe { std::alloc::System.alloc(l) };
-        if !p.is_null() {
-            heap_count(l.size() as i64);
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, l: std::alloc::Layout) -> *mut u8 {
-        let p = unsafe { std::alloc::System.alloc_zeroed(l) };
-        if !p.is_null() {
-            heap_count(l.size() as i64);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
-        heap_count(-(l.size() as i64));
-        unsafe { std::alloc::System.dealloc(p, l) }
-    }
-
-    unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, new: usize) -> *mut u8 {
-        let q = unsafe { std::alloc::System.realloc(p, l, new) };
-        if !q.is_null() {
-            heap_count(new as i64 - l.size() as i64);
-        }
-        q
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Heap = Heap;
+static HEAP: hero_shared::heap::CountingAlloc = hero_shared::heap::CountingAlloc::new();
 
 fn heap_kib() -> i64 {
-    HEAP_LIVE.load(Ordering::Relaxed) / 1024
+    HEAP.live_bytes() / 1024
 }
 
 struct Args {
@@ -116,7 +74,7 @@ struct Args {
     /// Also stream as the browser does: post, leave the reply's own stream at once, and read
     /// the session's `/events` (hub, phantom events, `message_chunk`).
     watch: bool,
-    /// Count the heap's bytes (see [`Heap`]).
+    /// Count the heap's bytes (see [`HEAP`]).
     heap: bool,
     /// Run the relay and Hero at the same time, each on its own runtime, in every round: both
     /// then meet the same machine (whose speed drifts over minutes), and each one's CPU is
@@ -675,7 +633,9 @@ fn answer_text(tokens: usize) -> String {
 
 fn main() {
     let a = args();
-    HEAP_ON.store(a.heap, Ordering::Relaxed);
+    if a.heap {
+        HEAP.start();
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -771,14 +731,7 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
         addr
     };
     // Hero, set up the same way on the middle runtime.
-    let dir = tempfile::tempdir().expect("temp dir");
-    let pool = db::open(dir.path()).await.expect("db");
-    db::migrate(&pool).await.expect("migrate");
-    let st = AppState::new(
-        pool,
-        crypto::Keyring::new(crypto::SecretKey::random()),
-        Settings::default(),
-    );
+    let test_support::TestState { st, dir } = test_support::state_with(Settings::default()).await;
     users::create(&st.db, &st.keys, "bench", "bench-password", false)
         .await
         .expect("user");
@@ -998,8 +951,6 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
         (p50, p99, s99)
     };
     let mut direct = direct;
-    let mut relay = relay;
-    let mut hero_out = hero_out;
     let (d50, d99, ds99) = report("direct", &mut direct, 1);
     let (r50, r99, _) = report("relay", &mut relay, a.rounds);
     let (h50, h99, hs99) = report("hero", &mut hero_out, a.rounds);

@@ -30,7 +30,7 @@ pub async fn open_store(cfg: &Config) -> anyhow::Result<AppState> {
     }
     let keys = crypto::Keyring::new(master);
     db::check_master_key(&pool, &keys).await?;
-    Ok(AppState::new(pool, keys, cfg.backend_settings()))
+    Ok(AppState::new(pool, keys, cfg.backend_settings())?)
 }
 
 pub async fn migrate(cfg: &Config) -> anyhow::Result<()> {

@@ -123,22 +123,20 @@ async fn same_origin(
     use axum::response::IntoResponse;
     let checked = req.uri().path() == "/ws"
         || !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    if checked {
-        if let Some(origin) = req.headers().get(header::ORIGIN) {
-            let origin = origin.to_str().unwrap_or("null");
-            let origin_host = origin
-                .split_once("://")
-                .map(|(_, h)| h.trim_end_matches('/'));
-            let allowed = ["x-forwarded-host", "host"]
-                .iter()
-                .filter_map(|h| req.headers().get(*h)?.to_str().ok())
-                .any(|h| Some(h) == origin_host);
-            if !allowed {
-                let body = hero_shared::api::ErrorBody {
-                    error: "cross-origin request refused".into(),
-                };
-                return (StatusCode::FORBIDDEN, axum::Json(body)).into_response();
-            }
+    if checked && let Some(origin) = req.headers().get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("null");
+        let origin_host = origin
+            .split_once("://")
+            .map(|(_, h)| h.trim_end_matches('/'));
+        let allowed = ["x-forwarded-host", "host"]
+            .iter()
+            .filter_map(|h| req.headers().get(*h)?.to_str().ok())
+            .any(|h| Some(h) == origin_host);
+        if !allowed {
+            let body = hero_shared::api::ErrorBody {
+                error: "cross-origin request refused".into(),
+            };
+            return (StatusCode::FORBIDDEN, axum::Json(body)).into_response();
         }
     }
     next.run(req).await

@@ -3,7 +3,7 @@
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use hero_backend::{AppState, Settings, crypto, db, users};
+use hero_backend::{AppState, Settings, test_support, users};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -15,18 +15,11 @@ struct Api {
 }
 
 async fn api() -> Api {
-    let dir = tempfile::tempdir().unwrap();
-    let pool = db::open(dir.path()).await.unwrap();
-    db::migrate(&pool).await.unwrap();
-    let st = AppState::new(
-        pool,
-        crypto::Keyring::new(crypto::SecretKey::random()),
-        Settings::default(),
-    );
-    let router = server::api::router().with_state(st.clone());
+    let t = test_support::state_with(Settings::default()).await;
+    let router = server::api::router().with_state(t.st.clone());
     Api {
-        _dir: dir,
-        st,
+        st: t.st.clone(),
+        _dir: t.dir,
         router: Router::new().nest("/api", router),
     }
 }

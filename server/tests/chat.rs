@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use hero_backend::providers::CallOptions;
-use hero_backend::{AppState, Settings, crypto, db, users};
+use hero_backend::{AppState, Settings, test_support, users};
 use mock_llm::{Answer, Config};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -46,9 +46,6 @@ struct Hero {
 }
 
 async fn hero() -> Hero {
-    let dir = tempfile::tempdir().unwrap();
-    let pool = db::open(dir.path()).await.unwrap();
-    db::migrate(&pool).await.unwrap();
     let settings = Settings {
         call_options: CallOptions {
             first_byte_timeout: Duration::from_secs(2),
@@ -59,11 +56,7 @@ async fn hero() -> Hero {
         recheck_every: Duration::from_millis(300),
         ..Settings::default()
     };
-    let st = AppState::new(
-        pool,
-        crypto::Keyring::new(crypto::SecretKey::random()),
-        settings,
-    );
+    let test_support::TestState { st, dir } = test_support::state_with(settings).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let app = server::web::router(
@@ -925,10 +918,10 @@ async fn abort_over_the_websocket_keeps_the_partial_answer() {
             .unwrap()
             .unwrap()
             .unwrap();
-        if let Message::Text(t) = msg {
-            if serde_json::from_str::<Value>(&t).unwrap()["type"] == "stream_text" {
-                break;
-            }
+        if let Message::Text(t) = msg
+            && serde_json::from_str::<Value>(&t).unwrap()["type"] == "stream_text"
+        {
+            break;
         }
     }
     ws.send(Message::Text(

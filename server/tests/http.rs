@@ -1,7 +1,7 @@
 //! The whole router on a real loopback socket: server-rendered pages, the sign-in redirect,
 //! server functions and the JSON API sharing one cookie.
 
-use hero_backend::{AppState, Settings, crypto, db, users};
+use hero_backend::{AppState, Settings, test_support, users};
 use reqwest::StatusCode;
 use reqwest::redirect::Policy;
 use serde_json::{Value, json};
@@ -9,25 +9,18 @@ use serde_json::{Value, json};
 /// Leptos keeps process-wide state (its executor, the route list it builds by running the
 /// app): two routers rendering pages at once in one process now and then left a render
 /// waiting for ever. `hero` runs one router per process; these tests take turns.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 struct Running {
-    _turn: std::sync::MutexGuard<'static, ()>,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
     _dir: tempfile::TempDir,
     base: String,
     st: AppState,
 }
 
 async fn start() -> Running {
-    let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let pool = db::open(dir.path()).await.unwrap();
-    db::migrate(&pool).await.unwrap();
-    let st = AppState::new(
-        pool,
-        crypto::Keyring::new(crypto::SecretKey::random()),
-        Settings::default(),
-    );
+    let turn = ONE_AT_A_TIME.lock().await;
+    let test_support::TestState { st, dir } = test_support::state_with(Settings::default()).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let app = server::web::router(

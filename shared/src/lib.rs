@@ -11,6 +11,7 @@
 //! - [`api`]: JSON API and server-function bodies (sessions, users); owned by the
 //!   server/app side, kept here so the browser shares one definition.
 //! - [`wire`]: SSE events and WebSocket messages, shared by server and browser.
+//! - [`heap`]: a counting global allocator for benchmarks (the one other `unsafe` here).
 //! - [`corpus`]: a deterministic generator of HML-laden replies, for tests and benchmarks.
 //!
 //! ```
@@ -43,6 +44,7 @@ pub mod api;
 pub mod corpus;
 pub mod frame;
 pub mod fuzz;
+pub mod heap;
 pub mod hml;
 pub mod interaction;
 pub mod wire;

@@ -67,12 +67,11 @@ impl LiveReply {
     }
 
     fn refresh_open(&self) {
-        if let Some((idx, start)) = self.open_top {
-            if let Some(LiveBlock::Element { src, .. }) =
+        if let Some((idx, start)) = self.open_top
+            && let Some(LiveBlock::Element { src, .. }) =
                 self.blocks.read_untracked().get(idx).copied()
-            {
-                src.set(self.raw.get(start..).unwrap_or_default().to_owned());
-            }
+        {
+            src.set(self.raw.get(start..).unwrap_or_default().to_owned());
         }
     }
 
@@ -117,14 +116,13 @@ impl LiveReply {
     }
 
     fn close_top(&mut self, range: Option<(usize, usize)>) {
-        if let Some((idx, start)) = self.open_top.take() {
-            if let Some(LiveBlock::Element { src, done }) =
+        if let Some((idx, start)) = self.open_top.take()
+            && let Some(LiveBlock::Element { src, done }) =
                 self.blocks.read_untracked().get(idx).copied()
-            {
-                let end = range.map_or(self.raw.len(), |(_, e)| e.min(self.raw.len()));
-                src.set(self.raw.get(start..end).unwrap_or_default().to_owned());
-                done.set(true);
-            }
+        {
+            let end = range.map_or(self.raw.len(), |(_, e)| e.min(self.raw.len()));
+            src.set(self.raw.get(start..end).unwrap_or_default().to_owned());
+            done.set(true);
         }
         self.split_next = true;
     }

@@ -175,15 +175,15 @@ pub fn ChatView(
     // Follow new content only while the reader is near the bottom.
     Effect::new(move |_| {
         tick.get();
-        if near_bottom.get_untracked() {
-            if let Some(el) = scroller.get_untracked() {
-                // Checked again when the frame comes: the reader may have scrolled up since.
-                request_animation_frame(move || {
-                    if near_bottom.get_untracked() {
-                        el.set_scroll_top(el.scroll_height());
-                    }
-                });
-            }
+        if near_bottom.get_untracked()
+            && let Some(el) = scroller.get_untracked()
+        {
+            // Checked again when the frame comes: the reader may have scrolled up since.
+            request_animation_frame(move || {
+                if near_bottom.get_untracked() {
+                    el.set_scroll_top(el.scroll_height());
+                }
+            });
         }
     });
     // Only the reader moving up stops the following, and reaching the bottom resumes it: a
@@ -248,10 +248,10 @@ pub fn ChatView(
             }
             leptos::task::spawn_local(async move {
                 loop {
-                    if let Ok(v) = session_view(session_id).await {
-                        if v.stats.last_seq >= conversation.get_untracked().stats.last_seq {
-                            conversation.set(v);
-                        }
+                    if let Ok(v) = session_view(session_id).await
+                        && v.stats.last_seq >= conversation.get_untracked().stats.last_seq
+                    {
+                        conversation.set(v);
                     }
                     let (_, again) = fetching.get_value();
                     fetching.set_value((again, false));

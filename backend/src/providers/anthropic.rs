@@ -76,18 +76,17 @@ pub(crate) struct AnthropicDecoder {
 impl Decoder for AnthropicDecoder {
     fn event(&mut self, ev: &sseer::event::Event, out: &mut Pending) -> Step {
         // The hot path, once per token: a text delta read into borrowed fields, no tree.
-        if &*ev.event == "content_block_delta" {
-            if let Ok(TextDeltaEvent {
+        if &*ev.event == "content_block_delta"
+            && let Ok(TextDeltaEvent {
                 delta:
                     TextDelta {
                         kind: "text_delta",
                         text: Some(t),
                     },
             }) = serde_json::from_str::<TextDeltaEvent<'_>>(&ev.data)
-            {
-                out.push_back(Ok(Delta::Text(t.into_owned())));
-                return Step::More;
-            }
+        {
+            out.push_back(Ok(Delta::Text(t.into_owned())));
+            return Step::More;
         }
         let data: Value = match serde_json::from_str(&ev.data) {
             Ok(v) => v,
@@ -220,120 +219,4 @@ struct TextDelta<'a> {
     kind: &'a str,
     #[serde(borrow, default)]
     text: Option<std::borrow::Cow<'a, str>>,
-}
-
-#[cfg(test)]
-mod cost {
-    use super::*;
-    use futures::{FutureExt, StreamExt};
-
-    /// Not a test: what one token costs in this process's pipeline, warm, on one thread.
-    /// `cargo test --release -p hero-backend --lib cost -- --ignored --nocapture`
-    #[test]
-    #[ignore]
-    fn per_token_pipeline_cost() {
-        const N: usize = 200_000;
-        let ev = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"word\"}}\n\n";
-        let chunks: Vec<&'static [u8]> = (0..N).map(|_| ev.as_bytes()).collect();
-        let t = std::time::Instant::now();
-        let mut events = sseer::EventStream::new(futures::stream::iter(
-            chunks.clone().into_iter().map(Ok::<_, std::io::Error>),
-        ));
-        let mut n = 0;
-        while let Some(Some(Ok(e))) = events.next().now_or_never() {
-            assert_eq!(&*e.event, "content_block_delta");
-            n += 1;
-        }
-        let sse = t.elapsed();
-        assert_eq!(n, N);
-        let t = std::time::Instant::now();
-        let mut deltas = drive(
-            sseer::EventStream::new(futures::stream::iter(
-                chunks.into_iter().map(Ok::<_, std::io::Error>),
-            )),
-            AnthropicDecoder::default(),
-        );
-        let mut parser = hero_shared::hml::StreamParser::new();
-        let mut buf: Vec<u8> = Vec::new();
-        let mut out = 0usize;
-        let mid = "0193a0b1-7c2d-7e3f-8a9b-0c1d2e3f4a5b".to_owned();
-        while let Some(Some(Ok(Delta::Text(text)))) = deltas.next().now_or_never() {
-            let mut evs = Vec::new();
-            parser.feed_str_with(&text, |ev| {
-                if let Some(e) = hero_shared::wire::SseEvent::from_parser_event(&mid, &ev, None) {
-                    evs.push(e);
-                }
-            });
-            buf.reserve(4096);
-            for e in evs {
-                let _ = e.write_sse(&mut buf);
-            }
-            out += std::mem::take(&mut buf).len();
-        }
-        let all = t.elapsed();
-        assert!(out > 0);
-        println!(
-            "per token: sse decode {:.2} µs; decode + anthropic + hml + event + write {:.2} µs",
-            sse.as_secs_f64() * 1e6 / N as f64,
-            all.as_secs_f64() * 1e6 / N as f64
-        );
-    }
-
-    /// Not a test: the same pipeline for many streams taken in turn, one token each per
-    /// round, as a server meets them: each stream's state is cold when its next token comes.
-    /// `cargo test --release -p hero-backend --lib cost -- --ignored --nocapture`
-    #[test]
-    #[ignore]
-    fn per_token_pipeline_cost_interleaved() {
-        let ev: &'static [u8] = b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"word\"}}\n\n";
-        for n in [1usize, 100, 1000, 3000] {
-            let rounds = 300_000 / n;
-            let mut pipes: Vec<_> = (0..n)
-                .map(|_| {
-                    let (tx, rx) = futures::channel::mpsc::unbounded::<
-                        Result<&'static [u8], std::io::Error>,
-                    >();
-                    let deltas = drive(sseer::EventStream::new(rx), AnthropicDecoder::default());
-                    (
-                        tx,
-                        deltas,
-                        hero_shared::hml::StreamParser::new(),
-                        Vec::<u8>::new(),
-                        String::new(),
-                    )
-                })
-                .collect();
-            let mid = "0193a0b1-7c2d-7e3f-8a9b-0c1d2e3f4a5b".to_owned();
-            let mut out = 0usize;
-            let t = std::time::Instant::now();
-            for _ in 0..rounds {
-                for (tx, deltas, parser, buf, text) in pipes.iter_mut() {
-                    tx.unbounded_send(Ok(ev)).unwrap();
-                    let Some(Some(Ok(Delta::Text(t)))) = deltas.next().now_or_never() else {
-                        panic!("no delta")
-                    };
-                    let mut evs = Vec::new();
-                    parser.feed_str_with(&t, |ev| {
-                        if let Some(e) =
-                            hero_shared::wire::SseEvent::from_parser_event(&mid, &ev, None)
-                        {
-                            evs.push(e);
-                        }
-                    });
-                    text.push_str(&t);
-                    buf.reserve(4096);
-                    for e in evs {
-                        let _ = e.write_sse(&mut *buf);
-                    }
-                    out += std::hint::black_box(std::mem::take(buf)).len();
-                }
-            }
-            let el = t.elapsed();
-            assert!(out > 0);
-            println!(
-                "{n} streams in turn: {:.2} µs per token",
-                el.as_secs_f64() * 1e6 / (rounds * n) as f64
-            );
-        }
-    }
 }

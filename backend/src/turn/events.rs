@@ -380,7 +380,7 @@ mod tests {
         (events, go, done, watch)
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_reader_drives_the_turn_and_sees_every_event() {
         let (mut events, go, done, _watch) = started();
         assert_eq!(events.next().await, Some(text("a")));
@@ -390,7 +390,7 @@ mod tests {
         done.await.unwrap();
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_reader_that_leaves_hands_the_turn_over() {
         let (mut events, go, done, _watch) = started();
         assert_eq!(events.next().await, Some(text("a")));
@@ -402,7 +402,7 @@ mod tests {
             .unwrap();
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_reader_that_stops_reading_is_dropped_and_the_turn_goes_on() {
         let (mut events, go, done, _watch) = started();
         assert_eq!(events.next().await, Some(text("a")));
@@ -424,7 +424,7 @@ mod tests {
         assert_eq!(events.next().await, None);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_quiet_provider_is_not_mistaken_for_a_stalled_reader() {
         let (mut events, go, done, _watch) = started();
         assert_eq!(events.next().await, Some(text("a")));
@@ -463,7 +463,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_turn_is_polled_again_only_once_woken() {
         let (polls, waker) = (Arc::new(AtomicU64::new(0)), Arc::new(Mutex::new(None)));
         let watch = Arc::new(Watch::default());
@@ -503,7 +503,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_turn_that_wakes_itself_is_polled_again() {
         let watch = Arc::new(Watch::default());
         let mut events = TurnEvents::new();

@@ -121,19 +121,17 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
                         Some(WsServerMessage::Error { error: "nothing is waiting for that answer".into() })
                     }
                 };
-                if let Some(r) = reply {
-                    if !send(&mut sink, &r).await {
+                if let Some(r) = reply
+                    && !send(&mut sink, &r).await {
                         return;
                     }
-                }
             }
             ev = live.recv() => match ev {
                 Ok(ev) => {
-                    if let Some(m) = to_ws(&ev) {
-                        if !send(&mut sink, &m).await {
+                    if let Some(m) = to_ws(&ev)
+                        && !send(&mut sink, &m).await {
                             return;
                         }
-                    }
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     let m = WsServerMessage::Error { error: format!("this connection fell {n} events behind and was closed; reconnect") };

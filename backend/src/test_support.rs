@@ -1,0 +1,66 @@
+//! One harness for the unit tests, the integration tests and the benchmarks (feature
+//! `test-support`): a fresh data directory with a migrated database and a random master
+//! key, signed-in users, and the provider pipeline's pieces the cost benchmark drives.
+//! Nothing here is compiled into `hero`.
+
+use std::ops::Deref;
+
+use crate::{AppState, Settings, auth, crypto, db, users};
+
+/// An [`AppState`] over a database in a temporary directory, removed when this is dropped.
+pub struct TestState {
+    pub st: AppState,
+    pub dir: tempfile::TempDir,
+}
+
+impl Deref for TestState {
+    type Target = AppState;
+
+    fn deref(&self) -> &AppState {
+        &self.st
+    }
+}
+
+/// A fresh data directory with a migrated database and a random master key.
+pub async fn state() -> (tempfile::TempDir, AppState) {
+    let t = state_with(Settings::default()).await;
+    (t.dir, t.st)
+}
+
+/// [`state`] with the given settings.
+pub async fn state_with(settings: Settings) -> TestState {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pool = db::open(dir.path()).await.expect("open db");
+    db::migrate(&pool).await.expect("migrate");
+    let keys = crypto::Keyring::new(crypto::SecretKey::random());
+    TestState {
+        st: AppState::new(pool, keys, settings).expect("state"),
+        dir,
+    }
+}
+
+/// The password [`signed_in`] gives `name`.
+pub fn password_of(name: &str) -> String {
+    format!("password-of-{name}")
+}
+
+/// Creates `name` (password [`password_of`]) and signs them in.
+pub async fn signed_in(st: &AppState, name: &str) -> auth::AuthUser {
+    let pw = password_of(name);
+    users::create(&st.db, &st.keys, name, &pw, false)
+        .await
+        .expect("create user");
+    auth::login(st, name, &pw).await.expect("login").user
+}
+
+/// The Anthropic decoder over raw SSE bytes, as a turn reads a provider's body: what the
+/// pipeline cost benchmark feeds one event at a time.
+pub fn anthropic_deltas<S>(body: S) -> crate::providers::DeltaStream
+where
+    S: futures::Stream<Item = Result<&'static [u8], std::io::Error>> + Send + 'static,
+{
+    crate::providers::drive(
+        sseer::EventStream::new(body),
+        crate::providers::anthropic::AnthropicDecoder::default(),
+    )
+}
