@@ -23,6 +23,9 @@ pub enum Error {
     /// Too many failed sign-ins for this account; try again after the delay.
     #[error("too many failed sign-in attempts; try again in {} seconds", retry_after.as_secs().max(1))]
     TooManyAttempts { retry_after: Duration },
+    /// The server cannot take this now (it is shutting down); the same request may work later.
+    #[error("{0}")]
+    Unavailable(&'static str),
     #[error(transparent)]
     Crypto(#[from] crate::crypto::CryptoError),
     #[error("database error: {0}")]
@@ -46,6 +49,7 @@ impl Error {
             Error::Unauthorized(_) => S::UNAUTHORIZED,
             Error::Conflict(_) => S::CONFLICT,
             Error::TooManyAttempts { .. } => S::TOO_MANY_REQUESTS,
+            Error::Unavailable(_) => S::SERVICE_UNAVAILABLE,
             Error::Crypto(_)
             | Error::Db(_)
             | Error::Sqlite(_)
@@ -56,7 +60,7 @@ impl Error {
 
     /// What the client may read: internal detail is replaced by a generic sentence.
     pub fn public_message(&self) -> String {
-        if self.status().is_server_error() {
+        if self.status().is_server_error() && !matches!(self, Error::Unavailable(_)) {
             "internal error; the server log has the details".to_string()
         } else {
             self.to_string()

@@ -1,6 +1,7 @@
 //! Live fan-out: one broadcast channel per session (for `GET /api/sessions/{id}/events`)
 //! and one per user (for the WebSocket, which mirrors every session of the user), plus the
-//! cancel handles of the turns in flight (for `abort`).
+//! cancel handles of the turns in flight (for `abort`), and the shutdown signal
+//! ([`Hub::close`]): live streams end, turns in flight stop and keep what they have.
 //!
 //! Backpressure: channels are bounded ([`CHANNEL_CAPACITY`]); publishing never waits. A
 //! subscriber that falls more than that many events behind gets `Lagged` from its receiver
@@ -35,7 +36,6 @@ pub enum HubEvent {
     },
 }
 
-#[derive(Default)]
 pub struct Hub {
     sessions: Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>,
     users: Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>,
@@ -46,6 +46,30 @@ pub struct Hub {
     version: AtomicU64,
     /// Turns driven by their posters, watched for posters that stop reading.
     pub(crate) watch: Arc<crate::turn::Watch>,
+    /// True once the server shuts down ([`Hub::close`]).
+    closing: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Hub {
+            sessions: Default::default(),
+            users: Default::default(),
+            turns: Default::default(),
+            version: Default::default(),
+            watch: Default::default(),
+            closing: tokio::sync::watch::Sender::new(false),
+        }
+    }
+}
+
+/// Why a turn was stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbortReason {
+    /// The user pressed Stop (the WebSocket's `abort`).
+    User,
+    /// The server is shutting down.
+    Shutdown,
 }
 
 /// The stop signal of one turn in flight. A turn looks at it between every two pieces of
@@ -56,6 +80,8 @@ pub struct Abort(Arc<AbortInner>);
 #[derive(Default)]
 struct AbortInner {
     set: AtomicBool,
+    /// Set before `set` when the stop is the server's shutdown.
+    shutdown: AtomicBool,
     waker: AtomicWaker,
     /// Raised with `set`, where the turn looks on every poll anyway ([`crate::wake::Signals`]).
     flag: Option<crate::wake::Flag>,
@@ -63,6 +89,17 @@ struct AbortInner {
 
 impl Abort {
     pub fn abort(&self) {
+        self.abort_for(AbortReason::User)
+    }
+
+    /// Stops the turn; the first reason given is the one it keeps.
+    pub fn abort_for(&self, reason: AbortReason) {
+        if self.is_aborted() {
+            return;
+        }
+        if reason == AbortReason::Shutdown {
+            self.0.shutdown.store(true, Ordering::Release);
+        }
         self.0.set.store(true, Ordering::Release);
         if let Some(f) = &self.0.flag {
             f.raise();
@@ -72,6 +109,17 @@ impl Abort {
 
     pub fn is_aborted(&self) -> bool {
         self.0.set.load(Ordering::Acquire)
+    }
+
+    /// Why the turn was stopped, if it was.
+    pub fn reason(&self) -> Option<AbortReason> {
+        self.is_aborted().then(|| {
+            if self.0.shutdown.load(Ordering::Acquire) {
+                AbortReason::Shutdown
+            } else {
+                AbortReason::User
+            }
+        })
     }
 
     /// Ready once aborted; otherwise wakes the polling task when it is.
@@ -232,6 +280,11 @@ impl Hub {
             .entry(session_id)
             .or_default()
             .insert(message_id.to_owned(), signal.clone());
+        // A turn that begins while the server closes (after `close` stopped the others) stops
+        // at once; checked after it is registered, so no turn slips between the two.
+        if self.is_closing() {
+            signal.abort_for(AbortReason::Shutdown);
+        }
         signal
     }
 
@@ -255,6 +308,35 @@ impl Hub {
 
     pub fn turns_in_flight(&self, session_id: i64) -> usize {
         lock(&self.turns).get(&session_id).map_or(0, HashMap::len)
+    }
+
+    /// Every turn in flight, on every session.
+    pub fn all_turns_in_flight(&self) -> usize {
+        lock(&self.turns).values().map(HashMap::len).sum()
+    }
+
+    /// The server is shutting down: live streams see [`Hub::closed`] and end, and every turn
+    /// in flight stops, stores what it has (marked aborted by shutdown) and completes.
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+        for turns in lock(&self.turns).values() {
+            turns
+                .values()
+                .for_each(|a| a.abort_for(AbortReason::Shutdown));
+        }
+    }
+
+    pub fn is_closing(&self) -> bool {
+        *self.closing.borrow()
+    }
+
+    /// Resolves once the server shuts down (at once if it already does).
+    pub fn closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.closing.subscribe();
+        async move {
+            // An error means the hub is gone, which is a shutdown too.
+            let _ = rx.wait_for(|&closing| closing).await;
+        }
     }
 }
 
@@ -287,6 +369,30 @@ mod tests {
             slow.recv().await,
             Err(broadcast::error::RecvError::Lagged(10))
         ));
+    }
+
+    #[tokio::test]
+    async fn close_stops_every_turn_for_shutdown_and_wakes_streams() {
+        let hub = Hub::default();
+        let user_stop = hub.begin_turn(1, "m1", None);
+        let running = hub.begin_turn(2, "m2", None);
+        user_stop.abort();
+        let closed = hub.closed();
+        assert!(!hub.is_closing());
+        hub.close();
+        closed.await;
+        assert_eq!(user_stop.reason(), Some(AbortReason::User));
+        assert_eq!(running.reason(), Some(AbortReason::Shutdown));
+        assert_eq!(hub.all_turns_in_flight(), 2);
+        // A turn that begins while the server closes is stopped at once.
+        let late = hub.begin_turn(3, "m3", None);
+        assert_eq!(late.reason(), Some(AbortReason::Shutdown));
+        // And a stream that starts waiting afterwards does not wait.
+        hub.closed().await;
+        hub.end_turn(1, "m1");
+        hub.end_turn(2, "m2");
+        hub.end_turn(3, "m3");
+        assert_eq!(hub.all_turns_in_flight(), 0);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! What each command does. `main` parses the command line; these functions do the work and
 //! return errors with context for `main` to print.
 
+use std::future::IntoFuture;
 use std::io::{BufRead, IsTerminal};
 
 use anyhow::{Context, bail};
@@ -58,6 +59,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
             cfg.site_root.display()
         );
     }
+    let hub = st.hub.clone();
     let app = crate::web::router(st, crate::web::leptos_options(addr, &cfg.site_root));
     println!("Hero is serving on http://{addr}");
     if let Some(pw) = first_run_password {
@@ -69,11 +71,41 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         println!("Change it with `hero user passwd admin`; this password is not shown again.");
         println!();
     }
+    let signalled = std::sync::Arc::new(tokio::sync::Notify::new());
+    let on_signal = {
+        let (hub, signalled) = (hub.clone(), signalled.clone());
+        async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down: ending live streams and replies in flight");
+            // Event streams and sockets end, turns stop and store what they have; the
+            // server stops accepting and waits for its connections (the posters' streams
+            // end with their turns' `message_complete`).
+            hub.close();
+            signalled.notify_one();
+        }
+    };
     // A cheap clone of the router per connection (see `web::router`).
-    axum::serve(crate::web::listener(listener), app.into_make_service())
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("server stopped with an error")?;
+    let server = axum::serve(crate::web::listener(listener), app.into_make_service())
+        .with_graceful_shutdown(on_signal)
+        .into_future();
+    tokio::pin!(server);
+    tokio::select! {
+        r = &mut server => return r.context("server stopped with an error"),
+        () = signalled.notified() => {}
+    }
+    // The drain is bounded: connections still open and turns not yet stored when it ends are
+    // cut. Turns whose posters left finish in tasks of their own, so they are waited for too.
+    let drained = async {
+        server.await.context("server stopped with an error")?;
+        while hub.all_turns_in_flight() > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        anyhow::Ok(())
+    };
+    match tokio::time::timeout(cfg.drain, drained).await {
+        Ok(r) => r?,
+        Err(_) => tracing::warn!("still draining after {:?}; exiting anyway", cfg.drain),
+    }
     println!("Hero stopped.");
     Ok(())
 }

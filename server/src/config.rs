@@ -11,6 +11,7 @@ use serde::Deserialize;
 pub const DEFAULT_ADDR: &str = "127.0.0.1:3000";
 pub const DEFAULT_DATA_DIR: &str = "./data";
 pub const DEFAULT_TOKEN_TTL_HOURS: u32 = 24 * 7;
+pub const DEFAULT_DRAIN_SECS: u64 = 10;
 
 #[derive(clap::Args, Default, Clone)]
 pub struct ConfigArgs {
@@ -60,6 +61,11 @@ pub struct ConfigArgs {
     /// Log filter, in tracing's env-filter syntax [default: info]
     #[arg(long, env = "HERO_LOG", global = true, value_name = "FILTER")]
     pub log: Option<String>,
+
+    /// On SIGTERM or Ctrl-C, how long replies in flight get to store what they have before
+    /// the process exits anyway, in seconds [default: 10]
+    #[arg(long, env = "HERO_DRAIN_SECS", global = true, value_name = "SECONDS")]
+    pub drain_secs: Option<u64>,
 }
 
 #[derive(Default, Deserialize)]
@@ -72,6 +78,7 @@ struct FileConfig {
     secure_cookie: Option<bool>,
     site_root: Option<PathBuf>,
     log: Option<String>,
+    drain_secs: Option<u64>,
 }
 
 /// The settings in force. Its `Debug` hides the master key.
@@ -84,6 +91,7 @@ pub struct Config {
     pub secure_cookie: bool,
     pub site_root: PathBuf,
     pub log: String,
+    pub drain: std::time::Duration,
 }
 
 impl std::fmt::Debug for Config {
@@ -96,6 +104,7 @@ impl std::fmt::Debug for Config {
             .field("secure_cookie", &self.secure_cookie)
             .field("site_root", &self.site_root)
             .field("log", &self.log)
+            .field("drain", &self.drain)
             .finish()
     }
 }
@@ -131,6 +140,11 @@ impl ConfigArgs {
                 .or(file.site_root)
                 .unwrap_or_else(default_site_root),
             log: self.log.or(file.log).unwrap_or_else(|| "info".into()),
+            drain: std::time::Duration::from_secs(
+                self.drain_secs
+                    .or(file.drain_secs)
+                    .unwrap_or(DEFAULT_DRAIN_SECS),
+            ),
         })
     }
 }

@@ -78,6 +78,11 @@ pub async fn post(
     content: String,
 ) -> Result<TurnHandle> {
     let posted = read_post(&content)?;
+    if st.hub.is_closing() {
+        return Err(Error::Unavailable(
+            "the server is shutting down; send the message again in a moment",
+        ));
+    }
     let mut events = TurnEvents::new();
     let message_id = frames::new_id();
     let out = Out {
@@ -314,6 +319,8 @@ async fn run(
     use futures::StreamExt;
     let st = out.st.clone();
     let session_id = out.session_id;
+    // Asked after the turn, when `cancel` itself went into the loop's watch.
+    let stop = cancel.clone();
     out.emit(SseEvent::MessageStart(MessageStart {
         message_id: message_id.clone(),
         session_id,
@@ -439,8 +446,16 @@ async fn run(
     if let Some(r) = &stop_reason {
         payload["stop_reason"] = json!(r);
     }
+    let by_shutdown = aborted && stop.reason() == Some(crate::hub::AbortReason::Shutdown);
     if aborted {
         payload["aborted"] = json!(true);
+    }
+    if by_shutdown {
+        payload["aborted_by"] = json!("shutdown");
+        error.get_or_insert_with(|| {
+            "the server is shutting down: the reply so far is kept; ask again once it is back"
+                .into()
+        });
     }
     if let Some(e) = &error {
         payload["error"] = json!(e);

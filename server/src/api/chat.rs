@@ -111,6 +111,7 @@ pub async fn events(
     };
     let every = st.settings.recheck_every;
     let state = Watcher {
+        closing: Box::pin(st.hub.closed()),
         st,
         dk,
         user,
@@ -150,6 +151,9 @@ struct Watcher {
     sent: i64,
     live: broadcast::Receiver<std::sync::Arc<HubEvent>>,
     recheck: tokio::time::Interval,
+    /// Resolves when the server shuts down ([`hero_backend::hub::Hub::closed`]); made once,
+    /// so that waiting on it costs nothing per event.
+    closing: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
     /// Stored frames up to this seq are still to be read from the log.
     catch_up_to: Option<i64>,
     ready: std::collections::VecDeque<Bytes>,
@@ -178,6 +182,13 @@ impl Watcher {
             }
             let ev = tokio::select! {
                 ev = self.live.recv() => ev,
+                () = &mut self.closing => {
+                    // The stream ends now; a browser's EventSource reconnects after `retry`
+                    // and resumes from its last seq, on this server once it is back.
+                    self.ready.push_back(sse::SHUTDOWN_HINT.clone());
+                    self.done = true;
+                    continue;
+                }
                 _ = self.recheck.tick() => {
                     if !hero_backend::auth::still_valid(&self.st, &self.user).await {
                         self.ready.push_back(error_event("this sign-in has ended"));

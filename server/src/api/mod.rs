@@ -75,11 +75,12 @@ impl ApiError {
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        if e.status().is_server_error() {
+        if e.status().is_server_error() && !matches!(e, Error::Unavailable(_)) {
             tracing::error!(error = %e, "request failed");
         }
         let retry_after = match &e {
             Error::TooManyAttempts { retry_after } => Some(retry_after.as_secs().max(1)),
+            Error::Unavailable(_) => Some(2),
             _ => None,
         };
         ApiError {

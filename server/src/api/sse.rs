@@ -21,6 +21,12 @@ use hero_backend::wake::Silence;
 /// Silence after which a comment line keeps proxies from closing the stream (axum's default).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
+/// What an event stream says last when the server shuts down: a comment for people reading
+/// it, and `retry`, after which a browser's EventSource reconnects (resuming from its last
+/// seq with `Last-Event-ID`).
+pub const SHUTDOWN_HINT: Bytes =
+    Bytes::from_static(b": the server is shutting down; reconnect to resume\nretry: 1000\n\n");
+
 /// The comment line sent after a silence of [`KEEP_ALIVE`] (up to twice that: writes only
 /// mark that something went out).
 const KEEP_ALIVE_COMMENT: &[u8] = b":\n\n";

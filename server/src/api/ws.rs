@@ -91,8 +91,18 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
     let mut live = st.hub.subscribe_user(user.id());
     let every = st.settings.recheck_every;
     let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    let mut closing = std::pin::pin!(st.hub.closed());
     loop {
         tokio::select! {
+            () = &mut closing => {
+                // 1012, "service restart": the client may reconnect, and should.
+                let frame = axum::extract::ws::CloseFrame {
+                    code: 1012,
+                    reason: "the server is restarting; reconnect".into(),
+                };
+                let _ = sink.send(Message::Close(Some(frame))).await;
+                return;
+            }
             _ = recheck.tick() => {
                 // Logout, a password change or a disabled account ends the socket too.
                 if !hero_backend::auth::still_valid(&st, &user).await {
