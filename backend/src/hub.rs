@@ -28,18 +28,97 @@ pub enum HubEvent {
     /// A live event of a reply in flight (a phantom frame): never stored.
     Stream { session_id: i64, event: SseEvent },
     /// The raw text the provider just sent for a reply in flight (reference 000's
-    /// `message_chunk`), so a browser can run the shared parser on it itself.
+    /// `message_chunk`), so a browser can run the shared parser on it itself. `offset` is
+    /// the length of the reply before it: a reader that took a snapshot of the reply
+    /// ([`InFlight::snapshot`]) skips the chunks the snapshot holds.
     Chunk {
         session_id: i64,
         message_id: String,
         delta: String,
+        offset: usize,
     },
+    /// A reply began: readers send it as a phantom frame (reference 003).
+    Started(Arc<InFlight>),
+}
+
+/// A reply in flight, as far as it has come: what a reader that joins mid-reply is sent
+/// first, as a phantom frame.
+#[derive(Debug)]
+pub struct InFlight {
+    pub message_id: String,
+    pub session_id: i64,
+    pub agent_id: i64,
+    pub agent_name: String,
+    /// The seq of the user's message the reply answers: the one the reply's frame follows.
+    pub after_seq: i64,
+    pub timestamp: String,
+    /// The reply's text so far. Pushed once per token by the turn's own task, read only
+    /// when a reader joins: an uncontended lock.
+    text: Mutex<String>,
+}
+
+impl InFlight {
+    pub fn new(
+        message_id: &str,
+        session_id: i64,
+        agent_id: i64,
+        agent_name: &str,
+        after_seq: i64,
+    ) -> Self {
+        InFlight {
+            message_id: message_id.to_owned(),
+            session_id,
+            agent_id,
+            agent_name: agent_name.to_owned(),
+            after_seq,
+            timestamp: crate::now_text(),
+            text: Mutex::new(String::new()),
+        }
+    }
+
+    /// Appends a delta; answers the reply's length before it (the chunk's offset).
+    pub fn push(&self, delta: &str) -> usize {
+        let mut text = lock(&self.text);
+        let offset = text.len();
+        text.push_str(delta);
+        offset
+    }
+
+    /// The reply so far as a phantom frame, and its length in bytes.
+    pub fn snapshot(&self) -> (Frame, usize) {
+        let text = lock(&self.text).clone();
+        let len = text.len();
+        let frame = Frame {
+            id: self.message_id.clone(),
+            session_id: self.session_id,
+            seq: self.after_seq,
+            parent_id: None,
+            target_ids: Vec::new(),
+            timestamp: self.timestamp.clone(),
+            frame_type: hero_shared::frame::FrameType::Message,
+            author_type: hero_shared::frame::AuthorType::Agent,
+            author_id: Some(self.agent_id),
+            payload: serde_json::json!({
+                "role": "agent",
+                "content": text,
+                "agent_id": self.agent_id,
+                "agent_name": self.agent_name,
+            }),
+        };
+        (frame, len)
+    }
+}
+
+/// A turn in flight: its stop signal and how far it has come.
+struct Turn {
+    abort: Abort,
+    live: Arc<InFlight>,
 }
 
 pub struct Hub {
     sessions: Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>,
     users: Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>,
-    turns: Mutex<HashMap<i64, HashMap<String, Abort>>>,
+    turns: Mutex<HashMap<i64, HashMap<String, Turn>>>,
     /// Bumped whenever a channel gains a subscriber or is forgotten: a turn remembers
     /// whether anyone listens until this changes ([`Hub::has_listeners_cached`]), instead of
     /// taking the two maps' locks, which every turn shares, for every token.
@@ -266,20 +345,21 @@ impl Hub {
     }
 
     /// Registers a turn in flight; its signal is set by [`Hub::abort`], and raises `flag` too.
-    pub fn begin_turn(
-        &self,
-        session_id: i64,
-        message_id: &str,
-        flag: Option<crate::wake::Flag>,
-    ) -> Abort {
+    pub fn begin_turn(&self, live: Arc<InFlight>, flag: Option<crate::wake::Flag>) -> Abort {
         let signal = Abort(Arc::new(AbortInner {
             flag,
             ..AbortInner::default()
         }));
         lock(&self.turns)
-            .entry(session_id)
+            .entry(live.session_id)
             .or_default()
-            .insert(message_id.to_owned(), signal.clone());
+            .insert(
+                live.message_id.clone(),
+                Turn {
+                    abort: signal.clone(),
+                    live,
+                },
+            );
         // A turn that begins while the server closes (after `close` stopped the others) stops
         // at once; checked after it is registered, so no turn slips between the two.
         if self.is_closing() {
@@ -301,9 +381,16 @@ impl Hub {
     /// Stops every turn in flight on the session; returns how many.
     pub fn abort(&self, session_id: i64) -> usize {
         lock(&self.turns).get(&session_id).map_or(0, |m| {
-            m.values().for_each(Abort::abort);
+            m.values().for_each(|t| t.abort.abort());
             m.len()
         })
+    }
+
+    /// The session's replies in flight.
+    pub fn in_flight(&self, session_id: i64) -> Vec<Arc<InFlight>> {
+        lock(&self.turns)
+            .get(&session_id)
+            .map_or_else(Vec::new, |m| m.values().map(|t| t.live.clone()).collect())
     }
 
     pub fn turns_in_flight(&self, session_id: i64) -> usize {
@@ -322,7 +409,7 @@ impl Hub {
         for turns in lock(&self.turns).values() {
             turns
                 .values()
-                .for_each(|a| a.abort_for(AbortReason::Shutdown));
+                .for_each(|t| t.abort.abort_for(AbortReason::Shutdown));
         }
     }
 
@@ -374,8 +461,9 @@ mod tests {
     #[tokio::test]
     async fn close_stops_every_turn_for_shutdown_and_wakes_streams() {
         let hub = Hub::default();
-        let user_stop = hub.begin_turn(1, "m1", None);
-        let running = hub.begin_turn(2, "m2", None);
+        let turn = |session: i64, id: &str| Arc::new(InFlight::new(id, session, 9, "agent", 0));
+        let user_stop = hub.begin_turn(turn(1, "m1"), None);
+        let running = hub.begin_turn(turn(2, "m2"), None);
         user_stop.abort();
         let closed = hub.closed();
         assert!(!hub.is_closing());
@@ -385,7 +473,7 @@ mod tests {
         assert_eq!(running.reason(), Some(AbortReason::Shutdown));
         assert_eq!(hub.all_turns_in_flight(), 2);
         // A turn that begins while the server closes is stopped at once.
-        let late = hub.begin_turn(3, "m3", None);
+        let late = hub.begin_turn(turn(3, "m3"), None);
         assert_eq!(late.reason(), Some(AbortReason::Shutdown));
         // And a stream that starts waiting afterwards does not wait.
         hub.closed().await;
@@ -426,7 +514,7 @@ mod tests {
             }
         }
         assert!(user.try_recv().is_err());
-        let t = hub.begin_turn(1, "a", None);
+        let t = hub.begin_turn(Arc::new(InFlight::new("a", 1, 9, "agent", 0)), None);
         assert_eq!((hub.turns_in_flight(1), hub.abort(2)), (1, 0));
         assert_eq!(hub.abort(1), 1);
         assert!(t.is_aborted());
@@ -446,8 +534,10 @@ mod tests {
         }
         let hub = Hub::default();
         let word = Arc::new(Word::default());
-        let watch =
-            AbortWatch::new(hub.begin_turn(1, "a", Some(crate::wake::Flag::new(word.clone(), 4))));
+        let watch = AbortWatch::new(hub.begin_turn(
+            Arc::new(InFlight::new("a", 1, 9, "agent", 0)),
+            Some(crate::wake::Flag::new(word.clone(), 4)),
+        ));
         assert!(!watch.is_aborted());
         assert_eq!(hub.abort(1), 1);
         assert_eq!(word.0.load(Ordering::SeqCst), 4);

@@ -11,6 +11,8 @@
 //! - [`providers`]: Anthropic, OpenAI(-compatible) and the scripted demo, as streams of deltas.
 //! - [`history`]: the conversations turns were last given, kept decrypted between turns.
 //! - [`turn`]: one turn, from the user's message to the agent's frame.
+//! - [`feed`]: one reader of a session's events: the resume algorithm behind `/events`
+//!   and the WebSocket's `subscribe`.
 //! - [`hub`]: live fan-out to subscribers, and the abort handles of turns in flight.
 //! - `test_support` (feature `test-support`): the harness of tests and benchmarks.
 //!
@@ -22,6 +24,7 @@ pub mod auth;
 pub mod crypto;
 pub mod db;
 pub mod error;
+pub mod feed;
 pub mod frames;
 pub mod history;
 pub mod hub;

@@ -183,6 +183,33 @@ impl Hero {
         out
     }
 
+    /// A new sign-in's token and a WebSocket opened with it.
+    async fn ws(
+        &self,
+    ) -> (
+        String,
+        tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+    ) {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let (_, login) = self
+            .json(
+                reqwest::Method::POST,
+                "/api/auth/login",
+                Some(json!({"username": "alice", "password": "alice-password"})),
+            )
+            .await;
+        let token = login["token"].as_str().unwrap().to_owned();
+        let mut req = format!("ws{}/ws", self.base.trim_start_matches("http"))
+            .into_client_request()
+            .unwrap();
+        req.headers_mut()
+            .insert("cookie", format!("hero_token={token}").parse().unwrap());
+        let (ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+        (token, ws)
+    }
+
     async fn frames(&self, session: i64) -> Vec<Value> {
         let (s, page) = self
             .json(
@@ -813,6 +840,8 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
     // Caught up with the log now: the next turn comes live, then its frames.
     h.stream(session, "two").await; // frames 4, 5
     let mut seen = Vec::new();
+    let mut phantom_id = None;
+    let at_phantom = |seen: &[(String, String)]| seen.iter().position(|(e, _)| e == "phantom");
     loop {
         let ev = tokio::time::timeout(Duration::from_secs(10), tab.next())
             .await
@@ -825,12 +854,32 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
             assert_eq!(ev.event, "message_complete", "{ev:?}");
             continue;
         }
+        // The reply in flight comes first as a phantom frame (no seq of its own).
+        if ev.event == "frame" && ev.data.contains("\"phantom\":true") {
+            seen.push(("phantom".to_owned(), message(&ev).unwrap_or_default()));
+            let v: Value = serde_json::from_str(&ev.data).unwrap();
+            phantom_id = v["id"].as_str().map(str::to_owned);
+            continue;
+        }
         let last = ev.event == "frame" && ev.id == "5";
+        if last {
+            let v: Value = serde_json::from_str(&ev.data).unwrap();
+            assert_eq!(
+                v["id"].as_str(),
+                phantom_id.as_deref(),
+                "the stored frame replaces the phantom"
+            );
+        }
         seen.push((ev.event, ev.id));
         if last {
             break;
         }
     }
+    assert!(
+        at_phantom(&seen).is_some()
+            && at_phantom(&seen) < seen.iter().position(|(e, _)| e == "text"),
+        "{seen:?}"
+    );
     let frame_ids: Vec<&str> = seen
         .iter()
         .filter(|(e, _)| e == "frame")
@@ -1366,5 +1415,177 @@ async fn frames_routes_filter_and_stay_private() {
             .iter()
             .all(|a| a["provider"] == "scripted"),
         "{agents}"
+    );
+}
+
+/// The next JSON message of a WebSocket (text messages only).
+async fn ws_next<S>(ws: &mut S) -> Value
+where
+    S: futures::Stream<
+            Item = Result<
+                tokio_tungstenite::tungstenite::Message,
+                tokio_tungstenite::tungstenite::Error,
+            >,
+        > + Unpin,
+{
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("a WebSocket message")
+            .expect("the socket is open")
+            .unwrap();
+        if let tokio_tungstenite::tungstenite::Message::Text(t) = msg {
+            return serde_json::from_str(&t).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_websocket_subscription_replays_the_log_then_goes_live() {
+    use tokio_tungstenite::tungstenite::Message;
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("an answer")]))
+        .await
+        .unwrap();
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(session, "one").await; // frames 1, 2
+    h.stream(session, "two").await; // frames 3, 4
+    let (_, mut ws) = h.ws().await;
+    let send = |v: Value| Message::Text(v.to_string().into());
+    ws.send(send(
+        json!({"type": "subscribe", "sessionId": session, "afterSeq": 1}),
+    ))
+    .await
+    .unwrap();
+    // The log after seq 1, in order, as persisted frames.
+    for want in 2..=4 {
+        let m = ws_next(&mut ws).await;
+        assert_eq!(
+            (m["type"].as_str(), m["phantom"].as_bool()),
+            (Some("frame"), Some(false)),
+            "{m}"
+        );
+        assert_eq!(m["frame"]["seq"], want);
+    }
+    // Then live: the next turn's user frame, its reply as a phantom, the stored reply. Each
+    // once: the mirror of every session does not repeat a subscribed one.
+    h.stream(session, "three").await; // frames 5, 6
+    let mut frames = Vec::new();
+    loop {
+        let m = ws_next(&mut ws).await;
+        if m["type"] == "frame" {
+            frames.push((
+                m["frame"]["seq"].as_i64().unwrap(),
+                m["phantom"].as_bool().unwrap(),
+            ));
+            if frames.last() == Some(&(6, false)) {
+                break;
+            }
+        }
+    }
+    assert_eq!(
+        frames,
+        vec![(5, false), (5, true), (6, false)],
+        "user frame, phantom reply after it, stored reply"
+    );
+
+    // Another user's session, or one that does not exist, is refused in words.
+    ws.send(send(json!({"type": "subscribe", "sessionId": 999_999})))
+        .await
+        .unwrap();
+    let m = loop {
+        // The last turn's `message_end` may come first.
+        let m = ws_next(&mut ws).await;
+        if m["type"] != "message_end" {
+            break m;
+        }
+    };
+    assert_eq!(m["type"], "error", "{m}");
+    assert!(m["error"].as_str().unwrap().contains("not found"), "{m}");
+
+    // Unsubscribed, the session's frames come through the mirror again, once each.
+    ws.send(send(json!({"type": "unsubscribe", "sessionId": session})))
+        .await
+        .unwrap();
+    h.stream(session, "four").await; // frames 7, 8
+    let mut frames = Vec::new();
+    loop {
+        let m = ws_next(&mut ws).await;
+        if m["type"] == "frame" && m["phantom"] == false {
+            frames.push(m["frame"]["seq"].as_i64().unwrap());
+            if frames.last() == Some(&8) {
+                break;
+            }
+        }
+    }
+    assert_eq!(frames, vec![7, 8]);
+}
+
+#[tokio::test]
+async fn a_tab_opened_mid_reply_gets_the_reply_so_far_at_once() {
+    let h = hero().await;
+    let mock = mock_llm::spawn(
+        Config::default()
+            .answers(vec![Answer::text(
+                "one two three four five six seven eight nine ten",
+            )])
+            .chunk_bytes(4)
+            .delay(Duration::from_millis(30)),
+    )
+    .await
+    .unwrap();
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let resp =
+        h.c.post(h.url(&format!("/api/sessions/{session}/messages/stream")))
+            .json(&json!({"content": "count"}))
+            .send()
+            .await
+            .unwrap();
+    let mut poster = sse(resp.bytes_stream());
+    let mut texts = 0;
+    while texts < 3 {
+        let ev = poster.next().await.unwrap().unwrap();
+        texts += usize::from(ev.event == "text");
+    }
+    // A new tab, caught up with the log (the user's message is frame 1).
+    let resp =
+        h.c.get(h.url(&format!("/api/sessions/{session}/events?after=1")))
+            .send()
+            .await
+            .unwrap();
+    let mut tab = sse(resp.bytes_stream());
+    let first = tokio::time::timeout(Duration::from_secs(10), tab.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let phantom: Value = serde_json::from_str(&first.data).unwrap();
+    assert_eq!(
+        (first.event.as_str(), phantom["phantom"].as_bool()),
+        ("frame", Some(true)),
+        "{first:?}"
+    );
+    let so_far = phantom["payload"]["content"].as_str().unwrap().to_owned();
+    assert!(so_far.len() >= 12, "the reply so far: {so_far:?}");
+    // Then the rest, chunk by chunk, with nothing the phantom held sent again.
+    let mut text = so_far;
+    let stored = loop {
+        let ev = tokio::time::timeout(Duration::from_secs(10), tab.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let v: Value = serde_json::from_str(&ev.data).unwrap();
+        match ev.event.as_str() {
+            "message_chunk" => text.push_str(v["content"].as_str().unwrap()),
+            "frame" => break v,
+            _ => {}
+        }
+    };
+    assert_eq!(text, "one two three four five six seven eight nine ten");
+    assert_eq!(stored["payload"]["content"], text.as_str());
+    assert_eq!(
+        stored["id"], phantom["id"],
+        "the stored frame replaces the phantom"
     );
 }

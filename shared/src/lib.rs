@@ -11,6 +11,8 @@
 //! - [`api`]: JSON API and server-function bodies (sessions, users); owned by the
 //!   server/app side, kept here so the browser shares one definition.
 //! - [`wire`]: SSE events and WebSocket messages, shared by server and browser.
+//! - [`feed`]: the session event feed ([`feed::SessionEvent`]) and its SSE and WebSocket
+//!   encodings.
 //! - [`heap`]: a counting global allocator for benchmarks (the one other `unsafe` here).
 //! - [`corpus`]: a deterministic generator of HML-laden replies, for tests and benchmarks.
 //!
@@ -42,6 +44,7 @@
 
 pub mod api;
 pub mod corpus;
+pub mod feed;
 pub mod frame;
 pub mod fuzz;
 pub mod heap;

@@ -143,20 +143,26 @@ pub async fn post(
         user_frame,
     } = start(st, user, session_id, &content).await?;
     let messages = context(&history);
+    let user_frame_seq = user_frame.seq;
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(user_frame));
 
-    let cancel = st.hub.begin_turn(
-        session_id,
+    let live = std::sync::Arc::new(crate::hub::InFlight::new(
         &message_id,
-        Some(out.sink.flag(events::ABORTED)),
-    );
+        session_id,
+        agent.id,
+        &agent.name,
+        user_frame_seq,
+    ));
+    let cancel = st
+        .hub
+        .begin_turn(live.clone(), Some(out.sink.flag(events::ABORTED)));
     let mid = message_id.clone();
     let guard = out.clone();
     let turn = Box::pin(async move {
         use futures::FutureExt;
         // Whatever happens inside, the turn ends with `message_complete` and leaves the hub.
-        let turn = std::panic::AssertUnwindSafe(run(out, agent, messages, dk, mid.clone(), cancel));
+        let turn = std::panic::AssertUnwindSafe(run(out, agent, messages, dk, live, cancel));
         if turn.catch_unwind().await.is_err() {
             tracing::error!("a turn failed unexpectedly");
             guard.emit(SseEvent::Error(ErrorData {
@@ -313,12 +319,13 @@ async fn run(
     agent: AgentRuntime,
     messages: Vec<ChatMessage>,
     dk: SecretKey,
-    message_id: String,
+    live: std::sync::Arc<crate::hub::InFlight>,
     cancel: crate::hub::Abort,
 ) {
     use futures::StreamExt;
     let st = out.st.clone();
     let session_id = out.session_id;
+    let message_id = live.message_id.clone();
     // Asked after the turn, when `cancel` itself went into the loop's watch.
     let stop = cancel.clone();
     out.emit(SseEvent::MessageStart(MessageStart {
@@ -326,6 +333,10 @@ async fn run(
         session_id,
         agent_name: agent.name.clone(),
     }));
+    if out.has_listeners() {
+        st.hub
+            .publish(out.user_id, session_id, HubEvent::Started(live.clone()));
+    }
 
     let mut text = String::new();
     let mut thinking = String::new();
@@ -395,6 +406,7 @@ async fn run(
                     }
                     Some(Ok(Delta::Text(t))) => {
                         parser.feed_str_with(&t, |ev| emit_parsed(&out, ev));
+                        let offset = live.push(&t);
                         if out.has_listeners() {
                             st.hub.publish(
                                 out.user_id,
@@ -403,6 +415,7 @@ async fn run(
                                     session_id,
                                     message_id: message_id.clone(),
                                     delta: t.clone(),
+                                    offset,
                                 },
                             );
                         }

@@ -21,12 +21,6 @@ use hero_backend::wake::Silence;
 /// Silence after which a comment line keeps proxies from closing the stream (axum's default).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// What an event stream says last when the server shuts down: a comment for people reading
-/// it, and `retry`, after which a browser's EventSource reconnects (resuming from its last
-/// seq with `Last-Event-ID`).
-pub const SHUTDOWN_HINT: Bytes =
-    Bytes::from_static(b": the server is shutting down; reconnect to resume\nretry: 1000\n\n");
-
 /// The comment line sent after a silence of [`KEEP_ALIVE`] (up to twice that: writes only
 /// mark that something went out).
 const KEEP_ALIVE_COMMENT: &[u8] = b":\n\n";
@@ -150,20 +144,6 @@ impl<S: Stream<Item = Bytes> + Unpin + Send + 'static> IntoResponse for SseBody<
     fn into_response(self) -> Response {
         event_stream(self)
     }
-}
-
-/// One SSE frame: `event`, an optional `id`, and one line of `data`.
-pub fn frame(event: &str, id: Option<i64>, data: impl FnOnce(&mut Vec<u8>)) -> Bytes {
-    let mut out = Vec::with_capacity(128);
-    out.extend_from_slice(b"event: ");
-    out.extend_from_slice(event.as_bytes());
-    if let Some(id) = id {
-        out.extend_from_slice(format!("\nid: {id}").as_bytes());
-    }
-    out.extend_from_slice(b"\ndata: ");
-    data(&mut out);
-    out.extend_from_slice(b"\n\n");
-    Bytes::from(out)
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! `GET /ws`: the WebSocket of reference 000, authenticated by the same cookie. It mirrors
-//! every session of the user (frames and the stream events of replies in flight) and takes
+//! every session of the user (frames, phantom frames and the stream events of replies in
+//! flight), serves a session's feed after `subscribe {sessionId, afterSeq}` (the log from
+//! that seq, then live, with no gap and no duplicate) until `unsubscribe`, and takes
 //! `abort`. A connection that falls behind the hub's bound is told so and closed.
 
 use axum::extract::State;
@@ -7,10 +9,14 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use futures::{SinkExt, StreamExt};
 use hero_backend::auth::AuthUser;
+use hero_backend::feed::SessionFeed;
 use hero_backend::hub::HubEvent;
 use hero_backend::{AppState, sessions};
-use hero_shared::wire::{SseEvent, WsClientMessage, WsServerMessage};
+use hero_shared::feed::{MessageChunk, SessionEvent};
+use hero_shared::wire::{WsClientMessage, WsServerMessage};
+use std::pin::Pin;
 use tokio::sync::broadcast;
+use tokio_stream::{Stream, StreamMap};
 
 use super::Authed;
 
@@ -27,53 +33,37 @@ pub async fn ws(
         .on_upgrade(move |socket| serve(st, user, socket))
 }
 
-/// What the WebSocket sends for a hub event, if anything.
+/// What the WebSocket's mirror of every session sends for a hub event, if anything: the
+/// same message a session's feed would send for it.
 pub fn to_ws(ev: &HubEvent) -> Option<WsServerMessage> {
-    Some(match ev {
-        HubEvent::Frame(f) => WsServerMessage::Frame {
-            frame: f.clone(),
-            phantom: false,
-        },
+    let (session_id, ev) = match ev {
+        HubEvent::Frame(f) => (f.session_id, SessionEvent::Frame(f.clone())),
+        HubEvent::Stream { session_id, event } => (*session_id, SessionEvent::Reply(event.clone())),
         HubEvent::Chunk {
             session_id,
             message_id,
             delta,
-        } => WsServerMessage::MessageChunk {
-            session_id: *session_id,
-            message_id: message_id.clone(),
-            content: delta.clone(),
-        },
-        HubEvent::Stream { session_id, event } => {
-            let session_id = *session_id;
-            match event {
-                SseEvent::MessageStart(m) => WsServerMessage::MessageStart {
-                    session_id,
-                    message_id: m.message_id.clone(),
-                },
-                SseEvent::Text(t) => WsServerMessage::StreamText {
-                    session_id,
-                    message_id: t.message_id.clone(),
-                    text: t.text.clone(),
-                },
-                SseEvent::ElementStart(e) => WsServerMessage::StreamElementStart {
-                    session_id,
-                    element: e.clone(),
-                },
-                SseEvent::ElementComplete(e) => WsServerMessage::StreamElementComplete {
-                    session_id,
-                    element: e.clone(),
-                },
-                SseEvent::MessageComplete(m) => WsServerMessage::MessageEnd {
-                    session_id,
-                    message_id: m.message_id.clone(),
-                },
-                SseEvent::Error(e) => WsServerMessage::Error {
-                    error: e.error.clone(),
-                },
-                _ => return None,
-            }
-        }
-    })
+            ..
+        } => (
+            *session_id,
+            SessionEvent::Chunk(MessageChunk {
+                session_id: *session_id,
+                message_id: message_id.clone(),
+                content: delta.clone(),
+            }),
+        ),
+        HubEvent::Started(live) => (live.session_id, SessionEvent::Phantom(live.snapshot().0)),
+    };
+    ev.to_ws(session_id)
+}
+
+/// The session a hub event belongs to.
+fn session_of(ev: &HubEvent) -> i64 {
+    match ev {
+        HubEvent::Frame(f) => f.session_id,
+        HubEvent::Stream { session_id, .. } | HubEvent::Chunk { session_id, .. } => *session_id,
+        HubEvent::Started(live) => live.session_id,
+    }
 }
 
 async fn send(
@@ -86,9 +76,42 @@ async fn send(
     }
 }
 
+/// Sessions one socket may subscribe to at once: each holds a feed and its channel.
+pub const MAX_SUBSCRIPTIONS: usize = 64;
+
+type Feeds = StreamMap<i64, Pin<Box<dyn Stream<Item = SessionEvent> + Send>>>;
+
+/// `subscribe`: the session's feed after `after_seq` (the log, then live) replaces the
+/// mirror for that session.
+async fn subscribe(
+    st: &AppState,
+    user: &AuthUser,
+    feeds: &mut Feeds,
+    session_id: i64,
+    after: Option<i64>,
+) -> Option<WsServerMessage> {
+    if !feeds.contains_key(&session_id) && feeds.len() >= MAX_SUBSCRIPTIONS {
+        return Some(WsServerMessage::Error {
+            error: format!(
+                "at most {MAX_SUBSCRIPTIONS} sessions can be subscribed on one connection"
+            ),
+        });
+    }
+    match SessionFeed::open(st, user, session_id, after).await {
+        Ok(feed) => {
+            feeds.insert(session_id, Box::pin(feed.into_stream()));
+            None
+        }
+        Err(e) => Some(WsServerMessage::Error {
+            error: e.public_message(),
+        }),
+    }
+}
+
 async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
     let (mut sink, mut incoming) = socket.split();
     let mut live = st.hub.subscribe_user(user.id());
+    let mut feeds = Feeds::new();
     let every = st.settings.recheck_every;
     let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     let mut closing = std::pin::pin!(st.hub.closed());
@@ -126,7 +149,13 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
                         }
                         Err(e) => Some(WsServerMessage::Error { error: e.public_message() }),
                     },
-                    Ok(WsClientMessage::Subscribe { .. } | WsClientMessage::Unsubscribe { .. }) => None,
+                    Ok(WsClientMessage::Subscribe { session_id, after_seq }) => {
+                        subscribe(&st, &user, &mut feeds, session_id, after_seq).await
+                    }
+                    Ok(WsClientMessage::Unsubscribe { session_id }) => {
+                        feeds.remove(&session_id);
+                        None
+                    }
                     Ok(WsClientMessage::QuestionResponse { .. } | WsClientMessage::AbilityApprovalResponse { .. }) => {
                         Some(WsServerMessage::Error { error: "nothing is waiting for that answer".into() })
                     }
@@ -136,7 +165,15 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
                         return;
                     }
             }
+            Some((session_id, ev)) = feeds.next(), if !feeds.is_empty() => {
+                if let Some(m) = ev.to_ws(session_id)
+                    && !send(&mut sink, &m).await {
+                        return;
+                    }
+            }
             ev = live.recv() => match ev {
+                // A subscribed session's events come from its feed.
+                Ok(ev) if feeds.contains_key(&session_of(&ev)) => {}
                 Ok(ev) => {
                     if let Some(m) = to_ws(&ev)
                         && !send(&mut sink, &m).await {

@@ -1,0 +1,316 @@
+//! The session event feed: everything a subscriber of one session receives, as one closed
+//! type with its two encodings, SSE (`GET /api/sessions/{id}/events`) and WebSocket
+//! (`/ws`, after `subscribe`). The server writes it, the browser reads it back with
+//! [`SessionEvent::from_sse`]; neither handles untyped JSON.
+//!
+//! Two protocols travel side by side (ARCHITECTURE.md says why): reference 003's frames,
+//! persisted ([`SessionEvent::Frame`]) and phantom ([`SessionEvent::Phantom`]: a reply in
+//! flight, never stored, replaced by the persisted frame of the same id), and reference
+//! 000's live reply events ([`SessionEvent::Reply`], [`SessionEvent::Chunk`]) for clients
+//! that render a reply as it streams.
+
+use serde::{Deserialize, Serialize};
+
+use crate::frame::Frame;
+use crate::wire::{ErrorData, SessionId, SseEvent, WireError, WsServerMessage};
+
+/// How long a browser waits before reconnecting after [`SessionEvent::Shutdown`], in ms.
+pub const SHUTDOWN_RETRY_MS: u64 = 1000;
+
+/// One event of a session's feed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SessionEvent {
+    /// A persisted frame; its seq is where a reconnecting reader resumes.
+    Frame(Frame),
+    /// A reply in flight as a frame with the content so far (at its start, and for a reader
+    /// that joins while it streams); never stored.
+    Phantom(Frame),
+    /// A live event of a reply in flight (reference 000's SSE events).
+    Reply(SseEvent),
+    /// The raw text the provider just sent for a reply in flight (reference 000's
+    /// `message_chunk`): a reader runs the shared parser on it.
+    Chunk(MessageChunk),
+    /// The feed ends with this error (a reader too far behind, a sign-in that ended).
+    Error(String),
+    /// The feed ends because the server shuts down: reconnect after [`SHUTDOWN_RETRY_MS`].
+    Shutdown,
+}
+
+/// `message_chunk`'s data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageChunk {
+    pub session_id: SessionId,
+    pub message_id: String,
+    pub content: String,
+}
+
+/// A frame as the feed writes it: phantom ones say so.
+#[derive(Serialize, Deserialize)]
+struct FeedFrame<F> {
+    #[serde(flatten)]
+    frame: F,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    phantom: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StreamError {
+    error: String,
+}
+
+impl SessionEvent {
+    /// The SSE `event:` name (none for [`SessionEvent::Shutdown`], which is a `retry:`).
+    pub fn event_name(&self) -> &'static str {
+        match self {
+            SessionEvent::Frame(_) | SessionEvent::Phantom(_) => "frame",
+            SessionEvent::Reply(e) => e.event_name(),
+            SessionEvent::Chunk(_) => "message_chunk",
+            SessionEvent::Error(_) => "error",
+            SessionEvent::Shutdown => "",
+        }
+    }
+
+    /// Whether the feed ends after this event.
+    pub fn is_last(&self) -> bool {
+        matches!(self, SessionEvent::Error(_) | SessionEvent::Shutdown)
+    }
+
+    /// Appends the whole SSE frame. A persisted frame carries `id:` (its seq), so that
+    /// `Last-Event-ID` resumes after it; the shutdown is a comment and a `retry:`.
+    pub fn write_sse(&self, out: &mut Vec<u8>) {
+        fn json<T: Serialize>(out: &mut Vec<u8>, v: &T) {
+            // Into memory, with string keys only: this cannot fail.
+            let _ = serde_json::to_writer(out, v);
+        }
+        if let SessionEvent::Shutdown = self {
+            out.extend_from_slice(
+                format!(": the server is shutting down; reconnect to resume\nretry: {SHUTDOWN_RETRY_MS}\n\n").as_bytes(),
+            );
+            return;
+        }
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(self.event_name().as_bytes());
+        if let SessionEvent::Frame(f) = self {
+            out.extend_from_slice(format!("\nid: {}", f.seq).as_bytes());
+        }
+        out.extend_from_slice(b"\ndata: ");
+        match self {
+            SessionEvent::Frame(f) => json(out, f),
+            SessionEvent::Phantom(f) => json(
+                out,
+                &FeedFrame {
+                    frame: f,
+                    phantom: true,
+                },
+            ),
+            SessionEvent::Reply(e) => {
+                let _ = e.write_data(out);
+            }
+            SessionEvent::Chunk(c) => json(out, c),
+            SessionEvent::Error(e) => json(out, &StreamError { error: e.clone() }),
+            SessionEvent::Shutdown => {}
+        }
+        out.extend_from_slice(b"\n\n");
+    }
+
+    /// Reads an event back from its SSE name and data (the browser's side).
+    pub fn from_sse(event: &str, data: &str) -> Result<SessionEvent, WireError> {
+        fn p<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, WireError> {
+            serde_json::from_str(data).map_err(WireError::Json)
+        }
+        Ok(match event {
+            "frame" => {
+                let f: FeedFrame<Frame> = p(data)?;
+                if f.phantom {
+                    SessionEvent::Phantom(f.frame)
+                } else {
+                    SessionEvent::Frame(f.frame)
+                }
+            }
+            "message_chunk" => SessionEvent::Chunk(p(data)?),
+            // A reply's error names its message; the feed's own does not.
+            "error" => {
+                let e: ErrorData = p(data)?;
+                match e.message_id {
+                    Some(_) => SessionEvent::Reply(SseEvent::Error(e)),
+                    None => SessionEvent::Error(e.error),
+                }
+            }
+            other => SessionEvent::Reply(SseEvent::from_parts(other, data)?),
+        })
+    }
+
+    /// The WebSocket message for this event of session `session_id`, if it has one (the
+    /// shutdown is a close frame, 1012).
+    pub fn to_ws(&self, session_id: SessionId) -> Option<WsServerMessage> {
+        Some(match self {
+            SessionEvent::Frame(f) => WsServerMessage::Frame {
+                frame: f.clone(),
+                phantom: false,
+            },
+            SessionEvent::Phantom(f) => WsServerMessage::Frame {
+                frame: f.clone(),
+                phantom: true,
+            },
+            SessionEvent::Chunk(c) => WsServerMessage::MessageChunk {
+                session_id: c.session_id,
+                message_id: c.message_id.clone(),
+                content: c.content.clone(),
+            },
+            SessionEvent::Error(e) => WsServerMessage::Error { error: e.clone() },
+            SessionEvent::Shutdown => return None,
+            SessionEvent::Reply(event) => match event {
+                SseEvent::MessageStart(m) => WsServerMessage::MessageStart {
+                    session_id,
+                    message_id: m.message_id.clone(),
+                },
+                SseEvent::Text(t) => WsServerMessage::StreamText {
+                    session_id,
+                    message_id: t.message_id.clone(),
+                    text: t.text.clone(),
+                },
+                SseEvent::ElementStart(e) => WsServerMessage::StreamElementStart {
+                    session_id,
+                    element: e.clone(),
+                },
+                SseEvent::ElementComplete(e) => WsServerMessage::StreamElementComplete {
+                    session_id,
+                    element: e.clone(),
+                },
+                SseEvent::MessageComplete(m) => WsServerMessage::MessageEnd {
+                    session_id,
+                    message_id: m.message_id.clone(),
+                },
+                SseEvent::Error(e) => WsServerMessage::Error {
+                    error: e.error.clone(),
+                },
+                _ => return None,
+            },
+        })
+    }
+
+    /// The message the event belongs to, if any.
+    pub fn message_id(&self) -> Option<&str> {
+        match self {
+            SessionEvent::Frame(f) | SessionEvent::Phantom(f) => Some(&f.id),
+            SessionEvent::Reply(e) => e.message_id(),
+            SessionEvent::Chunk(c) => Some(&c.message_id),
+            SessionEvent::Error(_) | SessionEvent::Shutdown => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{AuthorType, FrameType};
+    use crate::wire::{MessageComplete, TextData};
+
+    fn frame(seq: i64, content: &str) -> Frame {
+        Frame {
+            id: format!("m{seq}"),
+            session_id: 3,
+            seq,
+            parent_id: None,
+            target_ids: vec![],
+            timestamp: "2026-11-23T00:00:00Z".into(),
+            frame_type: FrameType::Message,
+            author_type: AuthorType::Agent,
+            author_id: Some(1),
+            payload: serde_json::json!({"role": "agent", "content": content}),
+        }
+    }
+
+    /// Writes each event as SSE, reads it back as the browser does: the same event.
+    #[test]
+    fn every_event_survives_sse() {
+        let events = [
+            SessionEvent::Frame(frame(7, "stored")),
+            SessionEvent::Phantom(frame(8, "so far")),
+            SessionEvent::Reply(SseEvent::Text(TextData {
+                message_id: "m8".into(),
+                text: "a".into(),
+            })),
+            SessionEvent::Reply(SseEvent::Error(ErrorData {
+                message_id: Some("m8".into()),
+                error: "cut".into(),
+            })),
+            SessionEvent::Reply(SseEvent::MessageComplete(MessageComplete {
+                message_id: "m8".into(),
+                content: "so far".into(),
+                executed_elements: vec![],
+            })),
+            SessionEvent::Chunk(MessageChunk {
+                session_id: 3,
+                message_id: "m8".into(),
+                content: "x\ny".into(),
+            }),
+            SessionEvent::Error("this sign-in has ended".into()),
+        ];
+        for ev in events {
+            let mut out = Vec::new();
+            ev.write_sse(&mut out);
+            let text = String::from_utf8(out).unwrap();
+            let name = text
+                .lines()
+                .find_map(|l| l.strip_prefix("event: "))
+                .unwrap();
+            let data = text.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+            assert_eq!(
+                text.matches("data: ").count(),
+                1,
+                "one line of data: {text}"
+            );
+            assert_eq!(SessionEvent::from_sse(name, data).unwrap(), ev, "{text}");
+        }
+    }
+
+    #[test]
+    fn frames_carry_their_seq_and_phantoms_do_not() {
+        let mut out = Vec::new();
+        SessionEvent::Frame(frame(7, "x")).write_sse(&mut out);
+        assert!(String::from_utf8_lossy(&out).starts_with("event: frame\nid: 7\ndata: {"));
+        out.clear();
+        SessionEvent::Phantom(frame(8, "x")).write_sse(&mut out);
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            !text.contains("\nid:") && text.contains("\"phantom\":true"),
+            "{text}"
+        );
+        out.clear();
+        SessionEvent::Shutdown.write_sse(&mut out);
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            ": the server is shutting down; reconnect to resume\nretry: 1000\n\n"
+        );
+    }
+
+    #[test]
+    fn websocket_messages() {
+        let ws = |ev: SessionEvent| ev.to_ws(3).map(|m| serde_json::to_value(m).unwrap());
+        let phantom = ws(SessionEvent::Phantom(frame(8, "so far"))).unwrap();
+        assert_eq!(
+            (phantom["type"].as_str(), phantom["phantom"].as_bool()),
+            (Some("frame"), Some(true))
+        );
+        assert_eq!(phantom["frame"]["payload"]["content"], "so far");
+        let chunk = ws(SessionEvent::Chunk(MessageChunk {
+            session_id: 3,
+            message_id: "m".into(),
+            content: "c".into(),
+        }));
+        assert_eq!(chunk.unwrap()["type"], "message_chunk");
+        assert_eq!(ws(SessionEvent::Shutdown), None);
+        assert_eq!(
+            ws(SessionEvent::Error("e".into())).unwrap()["type"],
+            "error"
+        );
+    }
+
+    #[test]
+    fn unknown_and_broken_events_are_errors() {
+        assert!(SessionEvent::from_sse("nonsense", "{}").is_err());
+        assert!(SessionEvent::from_sse("frame", "{\"id\": 1}").is_err());
+    }
+}
