@@ -149,7 +149,6 @@ impl Sealed {
 }
 
 /// Appends a frame (on the hot connection, in a transaction of its own).
-#[cfg(test)]
 pub async fn append(st: &crate::AppState, dk: &SecretKey, f: NewFrame) -> Result<Frame> {
     let sealed = seal(dk, f)?;
     let seq = st.hot_db.write(&st.db, |tx| sealed.insert(tx)).await?;
@@ -229,6 +228,17 @@ pub async fn list(
     .fetch_all(db)
     .await?;
     rows.into_iter().map(|r| r.open(dk)).collect()
+}
+
+/// The seq of the session's last `compact` frame, if any (an index lookup: nothing before
+/// it is read).
+pub async fn last_compact_seq(db: &SqlitePool, session_id: i64) -> Result<Option<i64>> {
+    let seq: Option<i64> =
+        sqlx::query_scalar("SELECT MAX(seq) FROM frames WHERE session_id = ? AND type = 'compact'")
+            .bind(session_id)
+            .fetch_one(db)
+            .await?;
+    Ok(seq)
 }
 
 /// How much of a conversation is read on the hot connection, which blocks a runtime thread

@@ -1589,3 +1589,60 @@ async fn a_tab_opened_mid_reply_gets_the_reply_so_far_at_once() {
         "the stored frame replaces the phantom"
     );
 }
+
+#[tokio::test]
+async fn the_frame_list_starts_at_the_last_compact_unless_asked_for_all() {
+    use hero_backend::frames;
+    use hero_shared::frame::{AuthorType, FrameType};
+    let h = hero().await;
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("an answer")]))
+        .await
+        .unwrap();
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(session, "first").await; // frames 1, 2
+    h.stream(session, "second").await; // frames 3, 4
+    let dk = h.st.keys.clone();
+    let (user_id, wrapped): (i64, Vec<u8>) =
+        sqlx::query_as("SELECT id, data_key FROM users WHERE username = 'alice'")
+            .fetch_one(&h.st.db)
+            .await
+            .unwrap();
+    let dk = dk.unwrap_data_key(user_id, &wrapped).unwrap();
+    let mut compact = frames::NewFrame::message(
+        session,
+        AuthorType::Agent,
+        None,
+        json!({"role": "system", "content": "Summary: two questions, two answers."}),
+    );
+    compact.frame_type = FrameType::Compact;
+    frames::append(&h.st, &dk, compact).await.unwrap(); // frame 5
+    h.stream(session, "third").await; // frames 6, 7
+
+    let seqs = |page: &Value| -> Vec<i64> {
+        page["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["seq"].as_i64().unwrap())
+            .collect()
+    };
+    let get = |q: &'static str| {
+        let path = format!("/api/sessions/{session}/frames{q}");
+        let h = &h;
+        async move { h.json(reqwest::Method::GET, &path, None).await }
+    };
+    let (s, page) = get("").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(seqs(&page), vec![5, 6, 7], "from the compact on");
+    assert_eq!(page["last_seq"], 7);
+    assert_eq!(seqs(&get("?all=true").await.1), (1..=7).collect::<Vec<_>>());
+    assert_eq!(seqs(&get("?after=2").await.1), (3..=7).collect::<Vec<_>>());
+    assert_eq!(seqs(&get("?type=compact&all=true").await.1), vec![5]);
+    // And the agent was sent the summary and what follows it, nothing before.
+    let requests = mock.requests();
+    let text = requests.last().unwrap()["body"]["messages"].to_string();
+    assert!(
+        text.contains("Summary: two questions") && !text.contains("first"),
+        "{text}"
+    );
+}

@@ -96,6 +96,10 @@ pub struct FramesQuery {
     frame_type: Option<FrameType>,
     after: Option<i64>,
     limit: Option<i64>,
+    /// The whole log: without it (and without `after`), the list starts at the last compact,
+    /// as the conversation does (reference 003).
+    #[serde(default)]
+    all: bool,
 }
 
 pub async fn list_frames(
@@ -105,9 +109,17 @@ pub async fn list_frames(
     ApiQuery(q): ApiQuery<FramesQuery>,
 ) -> ApiResult<Json<FramesPage>> {
     let dk = frames::session_key(&st, &user, id).await?;
+    let after_seq = match q.after {
+        Some(after) => Some(after),
+        None if q.all => None,
+        // From the compact frame itself on.
+        None => frames::last_compact_seq(&st.db, id)
+            .await?
+            .map(|seq| seq - 1),
+    };
     let filter = frames::Filter {
         frame_type: q.frame_type,
-        after_seq: q.after,
+        after_seq,
         limit: q.limit,
     };
     let list = frames::list(&st.db, &dk, id, &filter).await?;
