@@ -1,0 +1,220 @@
+//! What one turn costs the server as its session grows: a session of a few frames against
+//! one of many frames whose last compact is a few frames back. A turn reads nothing before
+//! the compact, so the two should cost about the same, the first turn after start-up (no
+//! conversation kept in memory yet) included.
+//!
+//! `cargo run --release -p server --example turn_cost -- [--turns N] [--small FRAMES]
+//!  [--large FRAMES] [--compact-back K]` (defaults: 200 turns, 10 frames, 10,000 frames,
+//! compact 10 frames back).
+//!
+//! Each scenario runs on a fresh database and a fresh `AppState` (nothing in memory), on a
+//! current-thread runtime: a turn is posted through `turn::post` and its events read to
+//! `message_complete`, as the HTTP route does. The provider is the mock LLM on loopback,
+//! on threads of its own (`mock-*`), answering 50 words at once. CPU is each turn's CPU
+//! time in every thread of the process but the mock's (from `/proc/self/task/*/schedstat`),
+//! so the wait for the provider is not counted. It prints the first turn's CPU, p50 and p99
+//! of all turns, and the large session's figures as ratios of the small one's.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use hero_backend::frames::{self, NewFrame};
+use hero_backend::{Settings, agents, sessions, test_support, turn};
+use hero_shared::api::{CreateAgentRequest, CreateSessionRequest, ProviderKind};
+use hero_shared::frame::{AuthorType, FrameType};
+use hero_shared::wire::SseEvent;
+use serde_json::json;
+
+struct Args {
+    turns: usize,
+    small: usize,
+    large: usize,
+    compact_back: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        turns: 200,
+        small: 10,
+        large: 10_000,
+        compact_back: 10,
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    for pair in argv.chunks(2) {
+        let n = pair.get(1).and_then(|v| v.parse().ok());
+        match (pair[0].as_str(), n) {
+            ("--turns", Some(n)) => a.turns = n,
+            ("--small", Some(n)) => a.small = n,
+            ("--large", Some(n)) => a.large = n,
+            ("--compact-back", Some(n)) => a.compact_back = n,
+            _ => {
+                println!(
+                    "usage: turn_cost [--turns N] [--small FRAMES] [--large FRAMES] [--compact-back K]"
+                );
+                std::process::exit(2);
+            }
+        }
+    }
+    a
+}
+
+/// CPU time, in µs, of every thread of this process but the mock's.
+fn server_cpu_us() -> f64 {
+    let mut ns = 0u64;
+    for t in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.starts_with("mock") {
+            continue;
+        }
+        ns += std::fs::read_to_string(t.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+    }
+    ns as f64 / 1e3
+}
+
+struct Figures {
+    first: f64,
+    p50: f64,
+    p99: f64,
+}
+
+/// `turns` turns in a fresh session of `frames` frames, a compact `compact_back` frames
+/// before the end (none when `compact_back` is 0 or not less than `frames`).
+async fn scenario(
+    mock_url: &str,
+    frames_before: usize,
+    compact_back: usize,
+    turns: usize,
+) -> Figures {
+    let t = test_support::state_with(Settings::default()).await;
+    let user = test_support::signed_in(&t, "bench").await;
+    let agent = agents::create(
+        &t.db,
+        &t.keys,
+        &user,
+        CreateAgentRequest {
+            name: "bench".into(),
+            provider: ProviderKind::Anthropic,
+            model: "mock-model".into(),
+            base_url: Some(mock_url.into()),
+            api_key: Some("k".into()),
+            config: None,
+        },
+    )
+    .await
+    .expect("agent");
+    let session = sessions::create(
+        &t.db,
+        &user,
+        CreateSessionRequest {
+            name: "bench".into(),
+            agent_id: Some(agent.id),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("session")
+    .id;
+    let dk = frames::session_key(&t, &user, session).await.expect("key");
+    let reply = "word ".repeat(50);
+    t.hot_db
+        .write(&t.db, |tx| {
+            for k in 0..frames_before {
+                let (author, payload) = if k % 2 == 0 {
+                    (
+                        AuthorType::User,
+                        json!({"role": "user", "content": "a question of a few words"}),
+                    )
+                } else {
+                    (
+                        AuthorType::Agent,
+                        json!({"role": "agent", "content": reply, "agent_id": agent.id}),
+                    )
+                };
+                let mut f = NewFrame::message(session, author, None, payload);
+                if compact_back > 0 && k + compact_back == frames_before {
+                    f.frame_type = FrameType::Compact;
+                    f.payload =
+                        json!({"role": "system", "content": "Summary of everything so far."});
+                }
+                frames::seal(&dk, f)?.insert(tx)?;
+            }
+            Ok(())
+        })
+        .await
+        .expect("history");
+    let mut cpu = Vec::with_capacity(turns);
+    for _ in 0..turns {
+        let before = server_cpu_us();
+        let mut handle = turn::post(&t, &user, session, "and then?".into())
+            .await
+            .expect("turn");
+        while let Some(ev) = handle.events.next().await {
+            match ev {
+                SseEvent::Error(e) => panic!("the turn failed: {}", e.error),
+                SseEvent::MessageComplete(_) => break,
+                _ => {}
+            }
+        }
+        cpu.push(server_cpu_us() - before);
+    }
+    let first = cpu[0];
+    cpu.sort_by(f64::total_cmp);
+    let at = |q: f64| cpu[((cpu.len() - 1) as f64 * q).round() as usize];
+    Figures {
+        first,
+        p50: at(0.5),
+        p99: at(0.99),
+    }
+}
+
+fn main() {
+    let a = args();
+    let mock_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("mock")
+        .enable_all()
+        .build()
+        .expect("mock runtime");
+    let mock = mock_rt
+        .block_on(mock_llm::spawn(
+            mock_llm::Config::default().answers(vec![mock_llm::Answer::text("word ".repeat(50))]),
+        ))
+        .expect("mock");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let url = mock.url();
+    let small = rt.block_on(scenario(&url, a.small, 0, a.turns));
+    let large = rt.block_on(scenario(&url, a.large, a.compact_back, a.turns));
+    // And the small one again: the machine's speed drifts between runs.
+    let small2 = rt.block_on(scenario(&url, a.small, 0, a.turns));
+    let show = |name: String, f: &Figures| {
+        println!(
+            "{name:<44} first_turn_cpu_us={:>8.0} p50_cpu_us={:>7.0} p99_cpu_us={:>7.0}",
+            f.first, f.p50, f.p99
+        );
+    };
+    show(format!("small: {} frames", a.small), &small);
+    show(
+        format!("large: {} frames, compact {} back", a.large, a.compact_back),
+        &large,
+    );
+    show(format!("small again: {} frames", a.small), &small2);
+    let base = |g: fn(&Figures) -> f64| (g(&small) + g(&small2)) / 2.0;
+    println!(
+        "ratio large/small: first_turn={:.2} p50={:.2} p99={:.2}",
+        large.first / base(|f| f.first),
+        large.p50 / base(|f| f.p50),
+        large.p99 / base(|f| f.p99)
+    );
+    drop(mock_rt);
+    std::thread::sleep(Duration::from_millis(10));
+}
