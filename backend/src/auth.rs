@@ -1,6 +1,6 @@
-//! Sign-in: password check behind a brake on repeated failures, HS256 JWTs (algorithm,
-//! issuer and audience pinned) that the server can revoke, and the [`AuthUser`] that every
-//! other operation requires.
+//! Sign-in: password check ([`crate::password`]) behind a brake on repeated failures, a
+//! revocable token ([`crate::tokens`]), and the [`AuthUser`] that every other operation
+//! requires.
 //!
 //! A token is good only while its signature and expiry check out *and* its `jti` row in
 //! `auth_tokens` is present and not revoked *and* its account is not disabled: logout,
@@ -11,15 +11,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use http::HeaderMap;
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
-use serde::{Deserialize, Serialize};
-use sqlx::{Sqlite, Transaction};
 
-use crate::{AppState, Error, Result, now_text, users};
+use crate::{AppState, Error, Result, password, tokens, users};
 
 pub const COOKIE_NAME: &str = "hero_token";
-const ISSUER: &str = "hero";
-const AUDIENCE: &str = "hero";
 
 /// The signed-in user. Only this module constructs one, after checking a token or a
 /// password, so a function that takes `&AuthUser` cannot run for nobody.
@@ -50,16 +45,6 @@ impl AuthUser {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-struct Claims {
-    sub: String,
-    jti: String,
-    iat: i64,
-    exp: i64,
-    iss: String,
-    aud: String,
-}
-
 /// A fresh sign-in.
 #[derive(Debug, Clone)]
 pub struct Login {
@@ -80,15 +65,15 @@ pub async fn login(st: &AppState, username: &str, password: &str) -> Result<Logi
     .fetch_optional(&st.db)
     .await?;
     let bad = || Error::Unauthorized("wrong username or password");
-    if password.len() > users::MAX_PASSWORD_BYTES {
+    if password.len() > password::MAX_PASSWORD_BYTES {
         return Err(bad());
     }
     let Some((id, name, hash, is_admin, disabled)) = row else {
         // Spend the same time as a real check, so timing does not tell which names exist.
-        users::verify_password(password, DUMMY_HASH).await;
+        password::verify(password, password::DUMMY_HASH).await;
         return Err(bad());
     };
-    if !users::verify_password(password, &hash).await {
+    if !password::verify(password, &hash).await {
         return Err(bad());
     }
     if disabled {
@@ -98,72 +83,23 @@ pub async fn login(st: &AppState, username: &str, password: &str) -> Result<Logi
     issue(st, id, name, is_admin).await
 }
 
-/// An argon2id hash of a random string, verified against when the username is unknown.
-const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$J0z7gPSt7zxHobVJ4lcV+VlgQ0oP8c8bUT6zC7rJ6pY";
-
 async fn issue(st: &AppState, id: i64, username: String, is_admin: bool) -> Result<Login> {
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    let exp = now + st.settings.token_ttl.whole_seconds();
-    let jti = uuid::Uuid::new_v4().to_string();
-    let claims = Claims {
-        sub: id.to_string(),
-        jti: jti.clone(),
-        iat: now,
-        exp,
-        iss: ISSUER.into(),
-        aud: AUDIENCE.into(),
-    };
-    let token = jsonwebtoken::encode(
-        &Header::new(Algorithm::HS256),
-        &claims,
-        &EncodingKey::from_secret(st.keys.jwt_secret()),
-    )
-    .map_err(|e| Error::Internal(format!("token signing failed: {e}")))?;
-    sqlx::query(
-        "INSERT INTO auth_tokens (jti, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
-    )
-    .bind(&jti)
-    .bind(id)
-    .bind(now_text())
-    .bind(exp)
-    .execute(&st.db)
-    .await?;
+    let t = tokens::issue(&st.db, &st.keys, id, st.settings.token_ttl).await?;
     Ok(Login {
         user: AuthUser {
             id,
             username,
             is_admin,
-            jti,
+            jti: t.jti,
         },
-        token,
-        expires_at: exp,
+        token: t.token,
+        expires_at: t.expires_at,
     })
 }
 
-/// How sign-in tokens are checked: made once, not for every request (it holds three sets).
-static VALIDATION: std::sync::LazyLock<Validation> = std::sync::LazyLock::new(|| {
-    let mut v = Validation::new(Algorithm::HS256);
-    v.set_issuer(&[ISSUER]);
-    v.set_audience(&[AUDIENCE]);
-    v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-    v.leeway = 0;
-    v
-});
-
 /// Turns a bearer or cookie token into the user it was issued to.
 pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
-    let data = jsonwebtoken::decode::<Claims>(
-        token,
-        &DecodingKey::from_secret(st.keys.jwt_secret()),
-        &VALIDATION,
-    )
-    .map_err(|e| match e.kind() {
-        jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
-            Error::Unauthorized("your sign-in has expired; sign in again")
-        }
-        _ => Error::Unauthorized("invalid sign-in token"),
-    })?;
-    let claims = data.claims;
+    let claims = tokens::verify(&st.keys, token)?;
     let row = st
         .hot_db
         .read(&st.db, |c| {
@@ -239,12 +175,7 @@ pub fn token_from_headers(headers: &HeaderMap) -> Option<String> {
 
 /// Ends this sign-in (the token's row is revoked).
 pub async fn logout(st: &AppState, user: &AuthUser) -> Result<()> {
-    sqlx::query("UPDATE auth_tokens SET revoked_at = ? WHERE jti = ? AND revoked_at IS NULL")
-        .bind(now_text())
-        .bind(&user.jti)
-        .execute(&st.db)
-        .await?;
-    Ok(())
+    tokens::revoke(&st.db, &user.jti).await
 }
 
 /// Changes the signed-in user's password after checking the current one; every sign-in of
@@ -259,19 +190,10 @@ pub async fn change_password(
         .bind(user.id)
         .fetch_one(&st.db)
         .await?;
-    if !users::verify_password(current, &hash).await {
+    if !password::verify(current, &hash).await {
         return Err(Error::Invalid("the current password is wrong".into()));
     }
     users::set_password(&st.db, user.id, new).await
-}
-
-pub(crate) async fn revoke_all(tx: &mut Transaction<'_, Sqlite>, user_id: i64) -> Result<()> {
-    sqlx::query("UPDATE auth_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL")
-        .bind(now_text())
-        .bind(user_id)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
 }
 
 /// `Set-Cookie` value that stores the token: HttpOnly (scripts cannot read it) and
@@ -367,7 +289,7 @@ mod tests {
     #[tokio::test]
     async fn login_issue_authenticate_logout() {
         let (_dir, st) = state().await;
-        users::create(&st.db, &st.keys, "alice", "correct horse", false)
+        crate::accounts::create(&st.db, &st.keys, "alice", "correct horse", false)
             .await
             .unwrap();
         let l = login(&st, "alice", "correct horse").await.unwrap();
@@ -381,7 +303,7 @@ mod tests {
     #[tokio::test]
     async fn forged_and_foreign_tokens_are_refused() {
         let (_dir, st) = state().await;
-        users::create(&st.db, &st.keys, "alice", "correct horse", false)
+        crate::accounts::create(&st.db, &st.keys, "alice", "correct horse", false)
             .await
             .unwrap();
         let l = login(&st, "alice", "correct horse").await.unwrap();
@@ -398,7 +320,7 @@ mod tests {
     #[tokio::test]
     async fn password_change_and_disable_revoke_tokens() {
         let (_dir, st) = state().await;
-        let a = users::create(&st.db, &st.keys, "alice", "correct horse", false)
+        let a = crate::accounts::create(&st.db, &st.keys, "alice", "correct horse", false)
             .await
             .unwrap();
         let l1 = login(&st, "alice", "correct horse").await.unwrap();
@@ -424,7 +346,7 @@ mod tests {
     #[tokio::test]
     async fn repeated_failures_are_slowed_down() {
         let (_dir, st) = state().await;
-        users::create(&st.db, &st.keys, "alice", "correct horse", false)
+        crate::accounts::create(&st.db, &st.keys, "alice", "correct horse", false)
             .await
             .unwrap();
         for _ in 0..LoginThrottle::FREE_FAILURES {
@@ -442,7 +364,7 @@ mod tests {
         assert_eq!(LoginThrottle::delay_for(6), Duration::from_secs(2));
         assert_eq!(LoginThrottle::delay_for(40), LoginThrottle::MAX_DELAY);
         // Another account is not affected.
-        users::create(&st.db, &st.keys, "bob", "battery staple", false)
+        crate::accounts::create(&st.db, &st.keys, "bob", "battery staple", false)
             .await
             .unwrap();
         login(&st, "bob", "battery staple").await.unwrap();

@@ -22,7 +22,8 @@ use tokio::sync::broadcast;
 
 use crate::auth::AuthUser;
 use crate::crypto::SecretKey;
-use crate::hub::{HubEvent, InFlight};
+use crate::hub::HubEvent;
+use crate::in_flight::InFlight;
 use crate::{AppState, Result, frames};
 
 /// How many frame ids read from the log a reader remembers ([`SessionFeed::from_log`]).
@@ -71,7 +72,7 @@ impl SessionFeed {
         // Subscribe before reading the log: a frame stored in between is then in both, and
         // the seq check drops the second copy, instead of being in neither.
         let live = st.hub.subscribe_session(session);
-        let joined = st.hub.in_flight(session);
+        let joined = st.turns.in_flight(session);
         let sent = match after {
             Some(after) => after,
             None => frames::last_seq(&st.db, session).await?,
@@ -396,7 +397,7 @@ mod tests {
             "Agent",
             user_frame.seq,
         ));
-        let _abort = fx.t.hub.begin_turn(live.clone(), None);
+        let _abort = fx.t.turns.begin(live.clone(), None);
         let chunk = |delta: &str, offset: usize| HubEvent::Chunk {
             session_id: fx.session,
             message_id: "reply-1".into(),
@@ -507,7 +508,7 @@ mod tests {
     async fn shutdown_ends_the_feed() {
         let fx = fixture().await;
         let mut feed = fx.feed(None).await;
-        fx.t.hub.close();
+        fx.t.shutdown();
         assert_eq!(next(&mut feed).await, Some(SessionEvent::Shutdown));
         assert_eq!(next(&mut feed).await, None);
     }

@@ -3,22 +3,28 @@
 //! Layout, one module per concept:
 //! - [`crypto`]: AES-256-GCM sealing, the master key and per-user data keys.
 //! - [`db`]: opening the SQLite store (WAL) and applying migrations.
-//! - [`users`]: accounts (create, list, password, disable).
-//! - [`auth`]: password checks, JWTs, revocation and the failed-login brake.
+//! - [`password`]: password rules and argon2id hashing (a leaf).
+//! - [`tokens`]: signed, revocable sign-in tokens (a leaf).
+//! - [`users`]: the user rows (list, password, disable), each with a wrapped data key.
+//! - [`accounts`]: making an account: a user and the offline demo agent, in one transaction.
+//! - [`auth`]: sign-in, the failed-login brake and the `AuthUser` every operation takes.
 //! - [`sessions`]: the user's sessions, every query scoped by the user.
 //! - [`agents`]: the user's AI backends; keys sealed, never returned.
 //! - [`frames`]: the conversation log's storage (sealed payloads, per-session seq).
 //! - [`providers`]: Anthropic, OpenAI(-compatible) and the scripted demo, as streams of deltas.
 //! - [`history`]: the conversations turns were last given, kept decrypted between turns.
-//! - [`turn`]: one turn, from the user's message to the agent's frame.
+//! - [`turn`]: one turn, from the user's message to the agent's frame; `turn::Registry`, the
+//!   turns in flight (abort, shutdown, the watch over posters that stop reading).
 //! - [`feed`]: one reader of a session's events: the resume algorithm behind `/events`
 //!   and the WebSocket's `subscribe`.
-//! - [`hub`]: live fan-out to subscribers, and the abort handles of turns in flight.
+//! - [`hub`]: live fan-out to subscribers, and the shutdown signal of live streams.
+//! - [`in_flight`]: a reply in flight as far as it has come (what a late reader is sent).
 //! - `test_support` (feature `test-support`): the harness of tests and benchmarks.
 //!
 //! Nothing here knows about HTTP routing or Leptos; callers pass an authenticated
 //! [`auth::AuthUser`], which only [`auth`] can make.
 
+pub mod accounts;
 pub mod agents;
 pub mod auth;
 pub mod crypto;
@@ -28,8 +34,11 @@ pub mod feed;
 pub mod frames;
 pub mod history;
 pub mod hub;
+pub mod in_flight;
+pub mod password;
 pub mod providers;
 pub mod sessions;
+pub mod tokens;
 pub mod turn;
 pub mod users;
 pub mod wake;
@@ -77,6 +86,8 @@ pub struct Services {
     pub throttle: Arc<auth::LoginThrottle>,
     pub settings: Arc<Settings>,
     pub hub: Arc<hub::Hub>,
+    /// The turns in flight.
+    pub turns: Arc<turn::Registry>,
     /// Each session's conversation as its last turn left it ([`history`]).
     pub history: history::HistoryCache,
     /// One HTTP client for every provider call: connection pools are shared.
@@ -100,11 +111,21 @@ impl AppState {
             keys: Arc::new(keys),
             throttle: Arc::new(auth::LoginThrottle::default()),
             hub: Arc::new(hub::Hub::default()),
+            turns: Arc::new(turn::Registry::default()),
             history: Default::default(),
             http,
             call_options: Arc::new(settings.call_options.clone()),
             settings: Arc::new(settings),
         })))
+    }
+}
+
+impl AppState {
+    /// The server shuts down: every live stream ends, every turn in flight stops and keeps
+    /// what it has, and no new turn starts.
+    pub fn shutdown(&self) {
+        self.hub.close();
+        self.turns.stop_all();
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::ops::Deref;
 
-use crate::{AppState, Settings, auth, crypto, db, users};
+use crate::{AppState, Settings, accounts, auth, crypto, db};
 
 /// An [`AppState`] over a database in a temporary directory, removed when this is dropped.
 pub struct TestState {
@@ -47,7 +47,7 @@ pub fn password_of(name: &str) -> String {
 /// Creates `name` (password [`password_of`]) and signs them in.
 pub async fn signed_in(st: &AppState, name: &str) -> auth::AuthUser {
     let pw = password_of(name);
-    users::create(&st.db, &st.keys, name, &pw, false)
+    accounts::create(&st.db, &st.keys, name, &pw, false)
         .await
         .expect("create user");
     auth::login(st, name, &pw).await.expect("login").user

@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use hero_backend::{Settings, frames, test_support, users};
+use hero_backend::{Settings, accounts, frames, test_support};
 use hero_shared::frame::AuthorType;
 use mock_llm::{Answer, Config};
 use serde_json::{Value, json};
@@ -732,7 +732,7 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
     };
     // Hero, set up the same way on the middle runtime.
     let test_support::TestState { st, dir } = test_support::state_with(Settings::default()).await;
-    users::create(&st.db, &st.keys, "bench", "bench-password", false)
+    accounts::create(&st.db, &st.keys, "bench", "bench-password", false)
         .await
         .expect("user");
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

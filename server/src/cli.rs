@@ -5,7 +5,7 @@ use std::future::IntoFuture;
 use std::io::{BufRead, IsTerminal};
 
 use anyhow::{Context, bail};
-use hero_backend::{AppState, crypto, db, users};
+use hero_backend::{AppState, accounts, crypto, db, users};
 use rand::Rng;
 
 use crate::config::Config;
@@ -44,7 +44,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let st = open_store(&cfg).await?;
     let first_run_password = if users::count(&st.db).await? == 0 {
         let pw = random_password();
-        users::create(&st.db, &st.keys, "admin", &pw, true).await?;
+        accounts::create(&st.db, &st.keys, "admin", &pw, true).await?;
         Some(pw)
     } else {
         None
@@ -59,7 +59,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
             cfg.site_root.display()
         );
     }
-    let hub = st.hub.clone();
+    let state = st.clone();
     let app = crate::web::router(st, crate::web::leptos_options(addr, &cfg.site_root));
     println!("Hero is serving on http://{addr}");
     if let Some(pw) = first_run_password {
@@ -73,14 +73,14 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     }
     let signalled = std::sync::Arc::new(tokio::sync::Notify::new());
     let on_signal = {
-        let (hub, signalled) = (hub.clone(), signalled.clone());
+        let (state, signalled) = (state.clone(), signalled.clone());
         async move {
             shutdown_signal().await;
             tracing::info!("shutting down: ending live streams and replies in flight");
             // Event streams and sockets end, turns stop and store what they have; the
             // server stops accepting and waits for its connections (the posters' streams
             // end with their turns' `message_complete`).
-            hub.close();
+            state.shutdown();
             signalled.notify_one();
         }
     };
@@ -97,7 +97,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     // cut. Turns whose posters left finish in tasks of their own, so they are waited for too.
     let drained = async {
         server.await.context("server stopped with an error")?;
-        while hub.all_turns_in_flight() > 0 {
+        while state.turns.count_all() > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         anyhow::Ok(())
@@ -166,7 +166,7 @@ pub async fn user_add(cfg: &Config, name: &str, admin: bool) -> anyhow::Result<(
     let st = open_store(cfg).await?;
     users::validate_username(name)?;
     let pw = read_new_password()?;
-    let u = users::create(&st.db, &st.keys, name, &pw, admin).await?;
+    let u = accounts::create(&st.db, &st.keys, name, &pw, admin).await?;
     println!(
         "created user {} (id {}){}",
         u.username,

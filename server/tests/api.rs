@@ -3,7 +3,7 @@
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use hero_backend::{AppState, Settings, test_support, users};
+use hero_backend::{AppState, Settings, accounts, test_support};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -33,7 +33,7 @@ struct Resp {
 impl Api {
     async fn user(&self, name: &str) -> String {
         let pw = format!("{name}-password");
-        users::create(&self.st.db, &self.st.keys, name, &pw, false)
+        accounts::create(&self.st.db, &self.st.keys, name, &pw, false)
             .await
             .unwrap();
         let r = self
@@ -137,7 +137,7 @@ async fn every_route_but_login_needs_a_token() {
 #[tokio::test]
 async fn login_sets_a_safe_cookie_and_both_credentials_work() {
     let a = api().await;
-    users::create(&a.st.db, &a.st.keys, "alice", "alice-password", false)
+    accounts::create(&a.st.db, &a.st.keys, "alice", "alice-password", false)
         .await
         .unwrap();
     let r = a
@@ -182,7 +182,7 @@ async fn login_sets_a_safe_cookie_and_both_credentials_work() {
 #[tokio::test]
 async fn wrong_passwords_are_refused_then_slowed_down() {
     let a = api().await;
-    users::create(&a.st.db, &a.st.keys, "alice", "alice-password", false)
+    accounts::create(&a.st.db, &a.st.keys, "alice", "alice-password", false)
         .await
         .unwrap();
     for _ in 0..5 {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use hero_backend::providers::CallOptions;
-use hero_backend::{AppState, Settings, test_support, users};
+use hero_backend::{AppState, Settings, accounts, test_support};
 use mock_llm::{Answer, Config};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -64,7 +64,7 @@ async fn hero() -> Hero {
         server::web::leptos_options(addr, &dir.path().join("site")),
     );
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    users::create(&st.db, &st.keys, "alice", "alice-password", false)
+    accounts::create(&st.db, &st.keys, "alice", "alice-password", false)
         .await
         .unwrap();
     let c = reqwest::Client::builder()
@@ -1053,12 +1053,12 @@ async fn a_poster_that_leaves_mid_reply_does_not_stop_it() {
     }
     drop(events);
     assert_eq!(
-        h.st.hub.turns_in_flight(session),
+        h.st.turns.count(session),
         1,
         "the reply goes on without its poster"
     );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while h.st.hub.turns_in_flight(session) > 0 {
+    while h.st.turns.count(session) > 0 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the reply never finished"
@@ -1377,7 +1377,7 @@ async fn frames_routes_filter_and_stay_private() {
     assert_eq!(view["messages"].as_array().unwrap().len(), 4);
 
     // Bob sees none of it.
-    users::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
+    accounts::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
         .await
         .unwrap();
     let bob = reqwest::Client::builder()

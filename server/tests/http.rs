@@ -1,7 +1,7 @@
 //! The whole router on a real loopback socket: server-rendered pages, the sign-in redirect,
 //! server functions and the JSON API sharing one cookie.
 
-use hero_backend::{AppState, Settings, test_support, users};
+use hero_backend::{AppState, Settings, accounts, test_support};
 use reqwest::StatusCode;
 use reqwest::redirect::Policy;
 use serde_json::{Value, json};
@@ -54,7 +54,7 @@ fn client() -> reqwest::Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_redirect_to_sign_in_and_render_sessions_on_the_server() {
     let r = start().await;
-    users::create(&r.st.db, &r.st.keys, "alice", "alice-password", false)
+    accounts::create(&r.st.db, &r.st.keys, "alice", "alice-password", false)
         .await
         .unwrap();
     let c = client();
@@ -142,7 +142,7 @@ async fn server_functions_and_the_api_need_a_sign_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_origin_writes_and_sockets_are_refused() {
     let r = start().await;
-    users::create(&r.st.db, &r.st.keys, "alice", "alice-password", false)
+    accounts::create(&r.st.db, &r.st.keys, "alice", "alice-password", false)
         .await
         .unwrap();
     let c = client();

@@ -51,7 +51,7 @@ pub async fn abort_turn(session_id: i64) -> Result<usize, ServerFnError> {
     hero_backend::sessions::get(&st.db, &user, session_id)
         .await
         .map_err(fail)?;
-    Ok(st.hub.abort(session_id))
+    Ok(st.turns.abort(session_id))
 }
 
 #[server(prefix = "/_fn")]

@@ -6,7 +6,7 @@
 //!
 //! The poster's event stream drives the turn ([`TurnEvents`]); a poster that goes away or
 //! stops reading does not stop it: the turn finishes in a task of its own (other tabs are
-//! still watching). An `abort` does stop it, through the hub's [`Abort`](crate::hub::Abort)
+//! still watching). An `abort` does stop it, through its [`Abort`] in the [`Registry`]
 //! signal, which drops the provider request. What streamed before an abort or a failure is
 //! kept in the frame.
 
@@ -37,9 +37,11 @@ Answer in Markdown. You may use Hero Markup Language elements, which the user's 
 <result for=\"…\" status=\"ok|error\">…</result>, and <hml-prompt id=\"…\" type=\"text|number|select|…\">question</hml-prompt> to ask the user.";
 
 mod events;
+mod registry;
 
 use events::Sink;
 pub use events::{STALL_CHECK, TurnEvents, Watch};
+pub use registry::{Abort, AbortReason, AbortWatch, Registry};
 
 /// A started turn: its id (the agent frame's id) and the events for the poster. Reading the
 /// events drives the turn; dropping them leaves it to finish on its own.
@@ -147,7 +149,7 @@ pub async fn post(
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(user_frame));
 
-    let live = std::sync::Arc::new(crate::hub::InFlight::new(
+    let live = std::sync::Arc::new(crate::in_flight::InFlight::new(
         &message_id,
         session_id,
         agent.id,
@@ -155,8 +157,8 @@ pub async fn post(
         user_frame_seq,
     ));
     let cancel = st
-        .hub
-        .begin_turn(live.clone(), Some(out.sink.flag(events::ABORTED)));
+        .turns
+        .begin(live.clone(), Some(out.sink.flag(events::ABORTED)));
     let mid = message_id.clone();
     let guard = out.clone();
     let turn = Box::pin(async move {
@@ -170,10 +172,10 @@ pub async fn post(
                 error: "the reply failed unexpectedly; the server log has the details".into(),
             }));
             guard.emit(complete(&mid, ""));
-            guard.st.hub.end_turn(guard.session_id, &mid);
+            guard.st.turns.end(guard.session_id, &mid);
         }
     });
-    events.start(turn, &st.hub.watch);
+    events.start(turn, &st.turns.watch);
     Ok(TurnHandle { message_id, events })
 }
 
@@ -319,8 +321,8 @@ async fn run(
     agent: AgentRuntime,
     messages: Vec<ChatMessage>,
     dk: SecretKey,
-    live: std::sync::Arc<crate::hub::InFlight>,
-    cancel: crate::hub::Abort,
+    live: std::sync::Arc<crate::in_flight::InFlight>,
+    cancel: Abort,
 ) {
     use futures::StreamExt;
     let st = out.st.clone();
@@ -368,7 +370,7 @@ async fn run(
         Ok(mut stream) => {
             let idle_timeout = st.call_options.idle_timeout;
             let mut idle = crate::wake::Silence::flagged(idle_timeout, out.sink.flag(events::IDLE));
-            let mut cancel = crate::hub::AbortWatch::new(cancel);
+            let mut cancel = AbortWatch::new(cancel);
             loop {
                 // Once per token: the stream first, and the abort and the silence timer
                 // only registered while it waits. An abort wins over tokens still coming.
@@ -459,7 +461,7 @@ async fn run(
     if let Some(r) = &stop_reason {
         payload["stop_reason"] = json!(r);
     }
-    let by_shutdown = aborted && stop.reason() == Some(crate::hub::AbortReason::Shutdown);
+    let by_shutdown = aborted && stop.reason() == Some(AbortReason::Shutdown);
     if aborted {
         payload["aborted"] = json!(true);
     }
@@ -513,7 +515,7 @@ async fn run(
         }));
     }
     out.emit(complete(&message_id, &text));
-    st.hub.end_turn(session_id, &message_id);
+    st.turns.end(session_id, &message_id);
 }
 
 /// Stores the agent's frame and what the call cost, in one transaction. If that fails, each

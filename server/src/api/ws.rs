@@ -144,7 +144,7 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
                     Err(e) => Some(WsServerMessage::Error { error: format!("unreadable message: {e}") }),
                     Ok(WsClientMessage::Abort { session_id }) => match sessions::get(&st.db, &user, session_id).await {
                         Ok(_) => {
-                            st.hub.abort(session_id);
+                            st.turns.abort(session_id);
                             None
                         }
                         Err(e) => Some(WsServerMessage::Error { error: e.public_message() }),

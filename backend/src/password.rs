@@ -1,0 +1,76 @@
+//! Passwords: the rules a new one must meet and argon2id hashing and checking, run on the
+//! blocking pool (argon2 is deliberately slow and must not stall the runtime). A leaf: it
+//! knows nothing of users, tokens or the database.
+
+use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+
+use crate::{Error, Result};
+
+pub const MIN_PASSWORD_CHARS: usize = 8;
+/// argon2 cost grows with input; a cap keeps one request from buying seconds of CPU.
+pub const MAX_PASSWORD_BYTES: usize = 1024;
+
+/// An argon2id hash of a random string, checked against when a username is unknown, so that
+/// timing does not tell which names exist.
+pub const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$J0z7gPSt7zxHobVJ4lcV+VlgQ0oP8c8bUT6zC7rJ6pY";
+
+pub fn validate(pw: &str) -> Result<()> {
+    if pw.chars().count() < MIN_PASSWORD_CHARS {
+        return Err(Error::Invalid(format!(
+            "password is too short (at least {MIN_PASSWORD_CHARS} characters)"
+        )));
+    }
+    if pw.len() > MAX_PASSWORD_BYTES {
+        return Err(Error::Invalid(format!(
+            "password is too long (at most {MAX_PASSWORD_BYTES} bytes)"
+        )));
+    }
+    Ok(())
+}
+
+pub async fn hash(pw: &str) -> Result<String> {
+    let pw = pw.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let salt = SaltString::generate(&mut argon2::password_hash::rand_core::OsRng);
+        Argon2::default()
+            .hash_password(pw.as_bytes(), &salt)
+            .map(|h| h.to_string())
+            .map_err(|e| Error::Internal(format!("password hashing failed: {e}")))
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("password hashing task failed: {e}")))?
+}
+
+/// True when `pw` matches `hash`. A malformed stored hash counts as no match.
+pub async fn verify(pw: &str, hash: &str) -> bool {
+    let (pw, hash) = (pw.to_owned(), hash.to_owned());
+    tokio::task::spawn_blocking(move || {
+        PasswordHash::new(&hash)
+            .map(|parsed| {
+                Argon2::default()
+                    .verify_password(pw.as_bytes(), &parsed)
+                    .is_ok()
+            })
+            .unwrap_or(false)
+    })
+    .await
+    .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn hashes_verify_and_rules_hold() {
+        let h = hash("correct horse").await.unwrap();
+        assert!(verify("correct horse", &h).await);
+        assert!(!verify("wrong horse", &h).await);
+        assert!(!verify("correct horse", "not a hash").await);
+        assert!(!verify("x", DUMMY_HASH).await);
+        assert!(validate("short").is_err());
+        assert!(validate(&"x".repeat(MAX_PASSWORD_BYTES + 1)).is_err());
+        assert!(validate("long enough").is_ok());
+    }
+}

@@ -1,0 +1,279 @@
+//! The turns in flight ([`Registry`]): each one's stop signal ([`Abort`], raised by the
+//! WebSocket's `abort` or the server's shutdown), how far its reply has come
+//! ([`InFlight`]), and the watch over turns whose posters stopped reading ([`Watch`]).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use futures::task::AtomicWaker;
+
+use super::Watch;
+use crate::in_flight::InFlight;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Every turn in flight, by session and message id.
+#[derive(Default)]
+pub struct Registry {
+    turns: Mutex<HashMap<i64, HashMap<String, Turn>>>,
+    /// Turns driven by their posters, watched for posters that stop reading.
+    pub(crate) watch: Arc<Watch>,
+    /// Set by [`Registry::stop_all`] for shutdown: a turn that begins afterwards stops at once.
+    closing: AtomicBool,
+}
+
+/// A turn in flight: its stop signal and how far it has come.
+struct Turn {
+    abort: Abort,
+    live: Arc<InFlight>,
+}
+
+/// Why a turn was stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbortReason {
+    /// The user pressed Stop (the WebSocket's `abort`).
+    User,
+    /// The server is shutting down.
+    Shutdown,
+}
+
+/// The stop signal of one turn in flight. A turn looks at it between every two pieces of
+/// its reply, so it is a flag and a waker, not a lock.
+#[derive(Clone, Default)]
+pub struct Abort(Arc<AbortInner>);
+
+#[derive(Default)]
+struct AbortInner {
+    set: AtomicBool,
+    /// Set before `set` when the stop is the server's shutdown.
+    shutdown: AtomicBool,
+    waker: AtomicWaker,
+    /// Raised with `set`, where the turn looks on every poll anyway ([`crate::wake::Signals`]).
+    flag: Option<crate::wake::Flag>,
+}
+
+impl Abort {
+    pub fn abort(&self) {
+        self.abort_for(AbortReason::User)
+    }
+
+    /// Stops the turn; the first reason given is the one it keeps.
+    pub fn abort_for(&self, reason: AbortReason) {
+        if self.is_aborted() {
+            return;
+        }
+        if reason == AbortReason::Shutdown {
+            self.0.shutdown.store(true, Ordering::Release);
+        }
+        self.0.set.store(true, Ordering::Release);
+        if let Some(f) = &self.0.flag {
+            f.raise();
+        }
+        self.0.waker.wake();
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        self.0.set.load(Ordering::Acquire)
+    }
+
+    /// Why the turn was stopped, if it was.
+    pub fn reason(&self) -> Option<AbortReason> {
+        self.is_aborted().then(|| {
+            if self.0.shutdown.load(Ordering::Acquire) {
+                AbortReason::Shutdown
+            } else {
+                AbortReason::User
+            }
+        })
+    }
+
+    /// Ready once aborted; otherwise wakes the polling task when it is.
+    pub fn poll_aborted(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.is_aborted() {
+            return Poll::Ready(());
+        }
+        self.0.waker.register(cx.waker());
+        if self.is_aborted() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    /// Resolves once aborted.
+    pub async fn aborted(&self) {
+        std::future::poll_fn(|cx| self.poll_aborted(cx)).await
+    }
+}
+
+/// An [`Abort`] waited on again and again: registers its waker only when it changes.
+pub struct AbortWatch {
+    abort: Abort,
+    /// The abort's flag, kept here: reading it through the abort would touch the abort's own
+    /// memory on every poll, which the flag is there to spare.
+    flag: Option<crate::wake::Flag>,
+    armed: crate::wake::Armed,
+}
+
+impl AbortWatch {
+    pub fn new(abort: Abort) -> Self {
+        AbortWatch {
+            flag: abort.0.flag.clone(),
+            abort,
+            armed: Default::default(),
+        }
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        match &self.flag {
+            // The abort's own flag only once the turn's word says it was raised.
+            Some(f) => f.is_up() && self.abort.is_aborted(),
+            None => self.abort.is_aborted(),
+        }
+    }
+
+    pub fn poll_aborted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.armed.holds(cx) {
+            return if self.is_aborted() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            };
+        }
+        let p = self.abort.poll_aborted(cx);
+        self.armed.set(cx);
+        p
+    }
+}
+
+impl Registry {
+    /// Registers a turn in flight; its signal is set by [`Registry::abort`], and raises `flag` too.
+    pub fn begin(&self, live: Arc<InFlight>, flag: Option<crate::wake::Flag>) -> Abort {
+        let signal = Abort(Arc::new(AbortInner {
+            flag,
+            ..AbortInner::default()
+        }));
+        lock(&self.turns)
+            .entry(live.session_id)
+            .or_default()
+            .insert(
+                live.message_id.clone(),
+                Turn {
+                    abort: signal.clone(),
+                    live,
+                },
+            );
+        // A turn that begins while the server closes (after `close` stopped the others) stops
+        // at once; checked after it is registered, so no turn slips between the two.
+        if self.closing.load(Ordering::Acquire) {
+            signal.abort_for(AbortReason::Shutdown);
+        }
+        signal
+    }
+
+    pub fn end(&self, session_id: i64, message_id: &str) {
+        let mut turns = lock(&self.turns);
+        if let Some(m) = turns.get_mut(&session_id) {
+            m.remove(message_id);
+            if m.is_empty() {
+                turns.remove(&session_id);
+            }
+        }
+    }
+
+    /// Stops every turn in flight on the session; returns how many.
+    pub fn abort(&self, session_id: i64) -> usize {
+        lock(&self.turns).get(&session_id).map_or(0, |m| {
+            m.values().for_each(|t| t.abort.abort());
+            m.len()
+        })
+    }
+
+    /// The session's replies in flight.
+    pub fn in_flight(&self, session_id: i64) -> Vec<Arc<InFlight>> {
+        lock(&self.turns)
+            .get(&session_id)
+            .map_or_else(Vec::new, |m| m.values().map(|t| t.live.clone()).collect())
+    }
+
+    pub fn count(&self, session_id: i64) -> usize {
+        lock(&self.turns).get(&session_id).map_or(0, HashMap::len)
+    }
+
+    /// Every turn in flight, on every session.
+    pub fn count_all(&self) -> usize {
+        lock(&self.turns).values().map(HashMap::len).sum()
+    }
+
+    /// Stops every turn in flight, and every turn that begins from now on, for shutdown:
+    /// each stores what it has (marked aborted by shutdown) and completes.
+    pub fn stop_all(&self) {
+        self.closing.store(true, Ordering::Release);
+        for turns in lock(&self.turns).values() {
+            turns
+                .values()
+                .for_each(|t| t.abort.abort_for(AbortReason::Shutdown));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(session: i64, id: &str) -> Arc<InFlight> {
+        Arc::new(InFlight::new(id, session, 9, "agent", 0))
+    }
+
+    #[test]
+    fn abort_stops_the_sessions_turns_only() {
+        let reg = Registry::default();
+        let t = reg.begin(turn(1, "a"), None);
+        assert_eq!((reg.count(1), reg.abort(2)), (1, 0));
+        assert_eq!(reg.abort(1), 1);
+        assert!(t.is_aborted());
+        assert_eq!(t.reason(), Some(AbortReason::User));
+        assert_eq!(reg.in_flight(1).len(), 1);
+        reg.end(1, "a");
+        assert_eq!((reg.count(1), reg.count_all()), (0, 0));
+    }
+
+    #[test]
+    fn stop_all_stops_every_turn_for_shutdown_and_later_ones_too() {
+        let reg = Registry::default();
+        let user_stop = reg.begin(turn(1, "m1"), None);
+        let running = reg.begin(turn(2, "m2"), None);
+        user_stop.abort();
+        reg.stop_all();
+        // The first reason given is the one a turn keeps.
+        assert_eq!(user_stop.reason(), Some(AbortReason::User));
+        assert_eq!(running.reason(), Some(AbortReason::Shutdown));
+        assert_eq!(reg.count_all(), 2);
+        let late = reg.begin(turn(3, "m3"), None);
+        assert_eq!(late.reason(), Some(AbortReason::Shutdown));
+    }
+
+    /// A turn looks at its abort through a bit of a word it reads anyway; the abort raises it.
+    #[test]
+    fn an_abort_raises_its_flag() {
+        #[derive(Default)]
+        struct Word(std::sync::atomic::AtomicU8);
+        impl crate::wake::Signals for Word {
+            fn signals(&self) -> &std::sync::atomic::AtomicU8 {
+                &self.0
+            }
+        }
+        let reg = Registry::default();
+        let word = Arc::new(Word::default());
+        let watch =
+            AbortWatch::new(reg.begin(turn(1, "a"), Some(crate::wake::Flag::new(word.clone(), 4))));
+        assert!(!watch.is_aborted());
+        assert_eq!(reg.abort(1), 1);
+        assert_eq!(word.0.load(Ordering::SeqCst), 4);
+        assert!(watch.is_aborted());
+    }
+}
