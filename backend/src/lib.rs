@@ -19,6 +19,8 @@
 //!   and the WebSocket's `subscribe`.
 //! - [`hub`]: live fan-out to subscribers, and the shutdown signal of live streams.
 //! - [`in_flight`]: a reply in flight as far as it has come (what a late reader is sent).
+//! - [`drive`]: the hand-made async machinery: the poster-driven turn executor and the
+//!   wake signals, with tests that drive their interleavings.
 //! - `test_support` (feature `test-support`): the harness of tests and benchmarks.
 //!
 //! Nothing here knows about HTTP routing or Leptos; callers pass an authenticated
@@ -29,6 +31,7 @@ pub mod agents;
 pub mod auth;
 pub mod crypto;
 pub mod db;
+pub mod drive;
 pub mod error;
 pub mod feed;
 pub mod frames;
@@ -41,7 +44,6 @@ pub mod sessions;
 pub mod tokens;
 pub mod turn;
 pub mod users;
-pub mod wake;
 
 use std::sync::Arc;
 

@@ -91,7 +91,7 @@ pub struct CallOptions {
     /// Connect + first byte of the answer.
     pub first_byte_timeout: Duration,
     /// Silence allowed between two pieces of a streaming reply (noticed after this to twice
-    /// this, see [`crate::wake::Silence`]).
+    /// this, see [`crate::drive::wake::Silence`]).
     pub idle_timeout: Duration,
     pub max_retries: u32,
     /// Longest wait for one retry, whatever `retry-after` says.
@@ -116,7 +116,7 @@ pub struct Call<'a> {
 }
 
 /// Starts a streaming call; the returned stream yields the reply as it arrives. Silence
-/// mid-reply is the caller's to bound ([`crate::wake::Silence`]).
+/// mid-reply is the caller's to bound ([`crate::drive::wake::Silence`]).
 pub async fn stream(
     client: &reqwest::Client,
     opts: &CallOptions,

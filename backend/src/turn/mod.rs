@@ -36,11 +36,10 @@ Answer in Markdown. You may use Hero Markup Language elements, which the user's 
 <progress value=\"3\" max=\"10\" status=\"…\"/>, <link href=\"…\">…</link>, <copy label=\"…\">text to copy</copy>, \
 <result for=\"…\" status=\"ok|error\">…</result>, and <hml-prompt id=\"…\" type=\"text|number|select|…\">question</hml-prompt> to ask the user.";
 
-mod events;
 mod registry;
 
-use events::Sink;
-pub use events::{STALL_CHECK, TurnEvents, Watch};
+use crate::drive::events::{self, Sink};
+pub use crate::drive::events::{STALL_CHECK, TurnEvents, Watch};
 pub use registry::{Abort, AbortReason, AbortWatch, Registry};
 
 /// A started turn: its id (the agent frame's id) and the events for the poster. Reading the
@@ -369,7 +368,8 @@ async fn run(
         Err(_) => {}
         Ok(mut stream) => {
             let idle_timeout = st.call_options.idle_timeout;
-            let mut idle = crate::wake::Silence::flagged(idle_timeout, out.sink.flag(events::IDLE));
+            let mut idle =
+                crate::drive::wake::Silence::flagged(idle_timeout, out.sink.flag(events::IDLE));
             let mut cancel = AbortWatch::new(cancel);
             loop {
                 // Once per token: the stream first, and the abort and the silence timer

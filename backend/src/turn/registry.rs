@@ -52,8 +52,8 @@ struct AbortInner {
     /// Set before `set` when the stop is the server's shutdown.
     shutdown: AtomicBool,
     waker: AtomicWaker,
-    /// Raised with `set`, where the turn looks on every poll anyway ([`crate::wake::Signals`]).
-    flag: Option<crate::wake::Flag>,
+    /// Raised with `set`, where the turn looks on every poll anyway ([`crate::drive::wake::Signals`]).
+    flag: Option<crate::drive::wake::Flag>,
 }
 
 impl Abort {
@@ -115,8 +115,8 @@ pub struct AbortWatch {
     abort: Abort,
     /// The abort's flag, kept here: reading it through the abort would touch the abort's own
     /// memory on every poll, which the flag is there to spare.
-    flag: Option<crate::wake::Flag>,
-    armed: crate::wake::Armed,
+    flag: Option<crate::drive::wake::Flag>,
+    armed: crate::drive::wake::Armed,
 }
 
 impl AbortWatch {
@@ -152,7 +152,7 @@ impl AbortWatch {
 
 impl Registry {
     /// Registers a turn in flight; its signal is set by [`Registry::abort`], and raises `flag` too.
-    pub fn begin(&self, live: Arc<InFlight>, flag: Option<crate::wake::Flag>) -> Abort {
+    pub fn begin(&self, live: Arc<InFlight>, flag: Option<crate::drive::wake::Flag>) -> Abort {
         let signal = Abort(Arc::new(AbortInner {
             flag,
             ..AbortInner::default()
@@ -262,15 +262,17 @@ mod tests {
     fn an_abort_raises_its_flag() {
         #[derive(Default)]
         struct Word(std::sync::atomic::AtomicU8);
-        impl crate::wake::Signals for Word {
+        impl crate::drive::wake::Signals for Word {
             fn signals(&self) -> &std::sync::atomic::AtomicU8 {
                 &self.0
             }
         }
         let reg = Registry::default();
         let word = Arc::new(Word::default());
-        let watch =
-            AbortWatch::new(reg.begin(turn(1, "a"), Some(crate::wake::Flag::new(word.clone(), 4))));
+        let watch = AbortWatch::new(reg.begin(
+            turn(1, "a"),
+            Some(crate::drive::wake::Flag::new(word.clone(), 4)),
+        ));
         assert!(!watch.is_aborted());
         assert_eq!(reg.abort(1), 1);
         assert_eq!(word.0.load(Ordering::SeqCst), 4);

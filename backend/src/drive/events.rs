@@ -26,7 +26,7 @@ use std::time::Duration;
 use futures::Stream;
 use futures::task::AtomicWaker;
 
-use crate::wake::{Flag, Signals, Silence};
+use crate::drive::wake::{Flag, Signals, Silence};
 use hero_shared::wire::{ErrorData, SseEvent};
 
 pub(crate) type TurnFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
