@@ -166,7 +166,7 @@ mod tests {
         )
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_silent_stream_gets_a_comment_after_each_quiet_period() {
         let (tx, rx) = futures::channel::mpsc::unbounded::<Bytes>();
         let mut body = SseBody::with_keep_alive(rx, PERIOD);
@@ -197,7 +197,7 @@ mod tests {
         assert!(took < PERIOD * 5, "{took:?}");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_first_poll_out_of_budget_still_arms_the_keep_alive() {
         let (_tx, rx) = futures::channel::mpsc::unbounded::<Bytes>();
         let mut body = SseBody::with_keep_alive(rx, PERIOD);
