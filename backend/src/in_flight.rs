@@ -49,9 +49,14 @@ impl InFlight {
         offset
     }
 
+    /// The reply's text so far.
+    pub fn text(&self) -> String {
+        self.text.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// The reply so far as a phantom frame, and its length in bytes.
     pub fn snapshot(&self) -> (Frame, usize) {
-        let text = self.text.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let text = self.text();
         let len = text.len();
         let frame = Frame {
             id: self.message_id.clone(),

@@ -339,7 +339,9 @@ async fn run(
             .publish(out.user_id, session_id, HubEvent::Started(live.clone()));
     }
 
-    let mut text = String::new();
+    // The reply's text lives in `live` alone (a reader joining mid-reply is sent it); its
+    // length is kept here, where every token looks anyway.
+    let mut len = 0usize;
     let mut thinking = String::new();
     let mut error: Option<String> = None;
     let mut aborted = false;
@@ -399,7 +401,7 @@ async fn run(
                 idle.heard();
                 match item {
                     None => break,
-                    Some(Ok(Delta::Text(t))) if text.len() + t.len() > MAX_REPLY_BYTES => {
+                    Some(Ok(Delta::Text(t))) if len + t.len() > MAX_REPLY_BYTES => {
                         error = Some(format!(
                             "the reply grew past {} MiB and was ended",
                             MAX_REPLY_BYTES >> 20
@@ -409,6 +411,7 @@ async fn run(
                     Some(Ok(Delta::Text(t))) => {
                         parser.feed_str_with(&t, |ev| emit_parsed(&out, ev));
                         let offset = live.push(&t);
+                        len += t.len();
                         if out.has_listeners() {
                             st.hub.publish(
                                 out.user_id,
@@ -421,7 +424,6 @@ async fn run(
                                 },
                             );
                         }
-                        text.push_str(&t);
                     }
                     Some(Ok(Delta::Thinking(t))) => thinking.push_str(&t),
                     Some(Ok(Delta::ToolUseStart { id, name })) => {
@@ -447,6 +449,7 @@ async fn run(
     }
     // Elements still open complete as truncated: never offered for execution.
     parser.finish_with(|ev| emit_parsed(&out, ev));
+    let text = live.text();
 
     let mut payload = json!({
         "role": "agent",
