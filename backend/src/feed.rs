@@ -217,7 +217,9 @@ impl SessionFeed {
     /// unless the log already holds them.
     fn send_joined(&mut self) {
         for live in std::mem::take(&mut self.joined) {
-            if !self.read_from_log(&live.message_id) {
+            // A reply finished by now has its frame stored at or before the seq this reader
+            // starts from, or coming live: a phantom of it would never be replaced.
+            if !self.read_from_log(&live.message_id) && !live.is_finished() {
                 let ev = self.phantom(&live);
                 self.ready.push_back(ev);
             }
@@ -423,6 +425,26 @@ mod tests {
             Some(SessionEvent::Chunk(c)) => assert_eq!(c.content, "!"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_reply_that_finished_before_the_reader_came_is_no_phantom() {
+        let fx = fixture().await;
+        let live = Arc::new(InFlight::new("reply-3", fx.session, 4, "Agent", 0));
+        let _abort = fx.t.turns.begin(live.clone(), None);
+        live.push("all of it");
+        live.finish();
+        // Its frame is stored before the reader reads where the log ends.
+        let stored = fx.store_as("reply-3", "all of it").await;
+        let mut feed = fx.feed(None).await;
+        assert!(stored.seq <= feed.sent);
+        // Everything the reader is sent, up to the server's shutdown: no phantom.
+        fx.t.hub.close();
+        let mut seen = Vec::new();
+        while let Some(ev) = next(&mut feed).await {
+            seen.push(ev);
+        }
+        assert_eq!(seen, vec![SessionEvent::Shutdown]);
     }
 
     #[tokio::test]

@@ -20,6 +20,9 @@ pub struct InFlight {
     /// The reply's text so far. Pushed once per token by the turn's own task, read only
     /// when a reader joins: an uncontended lock.
     text: Mutex<String>,
+    /// Set just before the reply's frame is stored: a reader that joins from then on reads
+    /// the frame (from the log or live) and is sent no phantom of it.
+    finished: std::sync::atomic::AtomicBool,
 }
 
 impl InFlight {
@@ -38,6 +41,7 @@ impl InFlight {
             after_seq,
             timestamp: crate::now_text(),
             text: Mutex::new(String::new()),
+            finished: Default::default(),
         }
     }
 
@@ -47,6 +51,16 @@ impl InFlight {
         let offset = text.len();
         text.push_str(delta);
         offset
+    }
+
+    /// The reply is complete and its frame about to be stored.
+    pub fn finish(&self) {
+        self.finished
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.finished.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The reply's text so far.

@@ -450,6 +450,7 @@ async fn run(
     // Elements still open complete as truncated: never offered for execution.
     parser.finish_with(|ev| emit_parsed(&out, ev));
     let text = live.text();
+    live.finish();
 
     let mut payload = json!({
         "role": "agent",
