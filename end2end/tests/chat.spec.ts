@@ -96,6 +96,29 @@ test("a second tab watches the reply live, and a reload shows the same conversat
   expect(await page.getByTestId("messages").innerText()).toBe(before);
 });
 
+test("a tab opened mid-reply shows the reply so far at once, then the rest", async ({ page, context }) => {
+  await signIn(page, "carol", "carol-password");
+  const id = await mockSession(page, "Joined late");
+  const words = Array.from({ length: 60 }, (_, i) => `w${i}`).join(" ");
+  await send(page, slowly(`EARLY-PART ${words} LATE-PART`, 40, 6));
+  // Well into the reply, a new tab opens the session.
+  await expect(page.locator(".msg-agent.live")).toContainText("w20", { timeout: 10_000 });
+  const other = await context.newPage();
+  await other.goto(`/s/${id}`);
+  await connected(other);
+  // What was written before it came is there while the reply is still streaming.
+  const live = other.locator(".msg-agent.live");
+  await expect(live).toContainText("EARLY-PART", { timeout: 5_000 });
+  await expect(live).toContainText("w20");
+  await expect(live).not.toContainText("LATE-PART");
+  // Then the rest, and the stored message replaces the live one, once.
+  const done = other.locator(".msg-agent:not(.live)").last();
+  await expect(done).toContainText("LATE-PART", { timeout: 15_000 });
+  await expect(done).toContainText("EARLY-PART");
+  await expect(other.locator(".msg-agent.live")).toHaveCount(0);
+  await expect(other.locator(".msg-agent", { hasText: "EARLY-PART" })).toHaveCount(1);
+});
+
 test("stop ends the reply and keeps what arrived", async ({ page }) => {
   await signIn(page, "carol", "carol-password");
   await mockSession(page, "Stoppable");

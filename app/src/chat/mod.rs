@@ -264,82 +264,88 @@ pub fn ChatView(
         Effect::new(move |_| {
             // Subscribe after the frames the page was rendered with: nothing in between is lost.
             let after = conversation.get_untracked().stats.last_seq.unwrap_or(0);
+            // A reply seen for the first time: the live bubble starts here (at its start, or
+            // from a phantom frame with the text so far when this tab came mid-reply).
+            let begin_reply = move |mid: String, agent: String| {
+                flush();
+                let reply = LiveReply::new(mid.clone(), agent.clone());
+                live.set(Some(LiveView {
+                    message_id: StoredValue::new(mid),
+                    agent_name: StoredValue::new(agent),
+                    blocks: reply.blocks,
+                    error: reply.error,
+                    finished: reply.finished,
+                }));
+                state.set_value(Some(reply));
+            };
+            let is_current = move |mid: &str| {
+                state.with_value(|s| s.as_ref().is_some_and(|r| r.message_id == mid))
+            };
             let on_event = move |name: &str, data: &str| {
-                let v: serde_json::Value = serde_json::from_str(data).unwrap_or_default();
-                let mid = v
-                    .get("messageId")
-                    .and_then(|m| m.as_str())
-                    .unwrap_or_default()
-                    .to_owned();
-                match name {
-                    "frame" => {
-                        use hero_shared::wire::{Applied, Frame};
-                        let applied = match serde_json::from_value::<Frame>(v) {
-                            Ok(f) => {
-                                let known = conversation.with_untracked(|c| {
-                                    c.stats.last_seq.is_some_and(|l| f.seq <= l)
-                                });
-                                if known {
-                                    Applied::AlreadyIn
-                                } else {
-                                    // Subscribers hear of it only when a message was added.
-                                    conversation
-                                        .try_maybe_update(|c| {
-                                            let a = c.apply(&f);
-                                            (a == Applied::Added, a)
-                                        })
-                                        .unwrap_or(Applied::Recompile)
-                                }
-                            }
-                            Err(_) => Applied::Recompile,
+                use hero_shared::feed::SessionEvent;
+                use hero_shared::wire::{Applied, SseEvent};
+                // The feed's events are one closed type; anything else is ignored.
+                let Ok(event) = SessionEvent::from_sse(name, data) else {
+                    return;
+                };
+                match event {
+                    SessionEvent::Frame(f) => {
+                        let known = conversation
+                            .with_untracked(|c| c.stats.last_seq.is_some_and(|l| f.seq <= l));
+                        let applied = if known {
+                            Applied::AlreadyIn
+                        } else {
+                            // Subscribers hear of it only when a message was added.
+                            conversation
+                                .try_maybe_update(|c| {
+                                    let a = c.apply(&f);
+                                    (a == Applied::Added, a)
+                                })
+                                .unwrap_or(Applied::Recompile)
                         };
                         if applied == Applied::Recompile {
                             refresh();
                         }
                     }
-                    "message_start" => {
-                        flush();
-                        let agent = v
-                            .get("agentName")
-                            .and_then(|m| m.as_str())
-                            .unwrap_or("Agent")
-                            .to_owned();
-                        let reply = LiveReply::new(mid.clone(), agent.clone());
-                        live.set(Some(LiveView {
-                            message_id: StoredValue::new(mid),
-                            agent_name: StoredValue::new(agent),
-                            blocks: reply.blocks,
-                            error: reply.error,
-                            finished: reply.finished,
-                        }));
-                        state.set_value(Some(reply));
+                    // A reply in flight this tab has not seen start: show it so far at once.
+                    SessionEvent::Phantom(f) if !is_current(&f.id) => {
+                        let stored = conversation
+                            .with_untracked(|c| c.messages.iter().any(|m| m.frame_id == f.id));
+                        if !stored {
+                            let agent = f.payload["agent_name"]
+                                .as_str()
+                                .unwrap_or("Agent")
+                                .to_owned();
+                            begin_reply(f.id.clone(), agent);
+                            let so_far = f.payload["content"].as_str().unwrap_or_default();
+                            pending.write_value().push_str(so_far);
+                            flush();
+                        }
                     }
-                    "message_chunk" => {
-                        let current =
-                            state.with_value(|s| s.as_ref().is_some_and(|r| r.message_id == mid));
-                        if current {
-                            let delta = v
-                                .get("content")
-                                .and_then(|m| m.as_str())
-                                .unwrap_or_default();
-                            pending.write_value().push_str(delta);
+                    SessionEvent::Phantom(_) => {}
+                    SessionEvent::Reply(SseEvent::MessageStart(m)) => {
+                        begin_reply(m.message_id, m.agent_name)
+                    }
+                    SessionEvent::Chunk(c) => {
+                        if is_current(&c.message_id) {
+                            pending.write_value().push_str(&c.content);
                             if !scheduled.get_value() {
                                 scheduled.set_value(true);
                                 set_timeout(flush, FEED_EVERY);
                             }
                         }
                     }
-                    "error" => {
-                        let e = v
-                            .get("error")
-                            .and_then(|m| m.as_str())
-                            .unwrap_or("error")
-                            .to_owned();
+                    SessionEvent::Error(e)
+                    | SessionEvent::Reply(SseEvent::Error(hero_shared::wire::ErrorData {
+                        error: e,
+                        ..
+                    })) => {
                         if let Some(l) = live.get_untracked() {
                             l.error.set(Some(e));
                         }
                     }
-                    "message_complete" => {
+                    SessionEvent::Reply(SseEvent::MessageComplete(m)) => {
+                        let mid = m.message_id;
                         flush();
                         state.update_value(|s| {
                             if let Some(r) = s.as_mut().filter(|r| r.message_id == mid) {
@@ -354,7 +360,7 @@ pub fn ChatView(
                             refresh();
                         }
                     }
-                    _ => {}
+                    SessionEvent::Reply(_) | SessionEvent::Shutdown => {}
                 }
             };
             source.set_value(browser::subscribe(session_id, after, on_event, connected));
