@@ -21,6 +21,10 @@ pub enum LiveBlock {
 }
 
 pub struct LiveReply {
+    /// Owns every signal of this reply (its blocks, made as chunks arrive, included): the
+    /// chat disposes it ([`LiveReply::dispose`]) once the reply's bubble is gone, so a long
+    /// session does not keep the signals of every reply it streamed.
+    owner: Owner,
     pub message_id: String,
     pub agent_name: String,
     pub blocks: RwSignal<Vec<LiveBlock>>,
@@ -37,12 +41,21 @@ pub struct LiveReply {
 
 impl LiveReply {
     pub fn new(message_id: String, agent_name: String) -> Self {
+        let owner = Owner::current().map_or_else(Owner::new, |o| o.child());
+        let (blocks, error, finished) = owner.with(|| {
+            (
+                RwSignal::new(Vec::new()),
+                RwSignal::new(None),
+                RwSignal::new(false),
+            )
+        });
         LiveReply {
+            owner,
             message_id,
             agent_name,
-            blocks: RwSignal::new(Vec::new()),
-            error: RwSignal::new(None),
-            finished: RwSignal::new(false),
+            blocks,
+            error,
+            finished,
             parser: StreamParser::new(),
             raw: String::new(),
             depth: 0,
@@ -54,16 +67,24 @@ impl LiveReply {
     pub fn feed(&mut self, delta: &str) {
         self.raw.push_str(delta);
         let mut parser = std::mem::replace(&mut self.parser, StreamParser::new());
-        parser.feed_str_with(delta, |ev| self.on_event(ev));
+        // Blocks made now belong to this reply, whatever owner (if any) the caller runs under.
+        let owner = self.owner.clone();
+        owner.with(|| parser.feed_str_with(delta, |ev| self.on_event(ev)));
         self.parser = parser;
         self.refresh_open();
     }
 
     pub fn finish(&mut self) {
         let mut parser = std::mem::replace(&mut self.parser, StreamParser::new());
-        parser.finish_with(|ev| self.on_event(ev));
+        let owner = self.owner.clone();
+        owner.with(|| parser.finish_with(|ev| self.on_event(ev)));
         self.refresh_open();
         self.finished.set(true);
+    }
+
+    /// Drops every signal of this reply. Only once nothing shows it any more.
+    pub fn dispose(self) {
+        self.owner.cleanup();
     }
 
     fn refresh_open(&self) {
@@ -158,5 +179,36 @@ fn block_view(b: LiveBlock) -> AnyView {
                 .collect_view()
         })
         .into_any(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every signal a reply made, its blocks included, is gone once it is disposed: a long
+    /// session does not keep one set per reply.
+    #[test]
+    fn a_disposed_reply_leaves_no_signal_behind() {
+        let mut r = LiveReply::new("m".into(), "Agent".into());
+        r.feed("Hello <thinking>some ");
+        r.feed("thought</thinking> world\n\nand more");
+        r.finish();
+        let blocks = r.blocks;
+        let made = blocks.get_untracked();
+        assert!(made.len() >= 3, "text, element, text: {}", made.len());
+        assert!(r.finished.get_untracked());
+        let (error, finished) = (r.error, r.finished);
+        r.dispose();
+        assert!(blocks.try_get_untracked().is_none());
+        assert!(error.try_get_untracked().is_none() && finished.try_get_untracked().is_none());
+        for b in made {
+            match b {
+                LiveBlock::Text(s) => assert!(s.try_get_untracked().is_none()),
+                LiveBlock::Element { src, done } => {
+                    assert!(src.try_get_untracked().is_none() && done.try_get_untracked().is_none())
+                }
+            }
+        }
     }
 }

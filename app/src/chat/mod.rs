@@ -121,7 +121,9 @@ fn MessageView(m: CompiledMessage) -> impl IntoView {
                 .payload
                 .get("aborted")
                 .and_then(|v| v.as_bool())
-                .unwrap_or(false);
+                .unwrap_or(false)
+                // A reply the server's shutdown cut says so in its error instead.
+                && m.payload.get("aborted_by").is_none();
             let doc = hero_shared::hml::parse(&m.content);
             view! {
                 <div class="msg msg-agent" data-message-id=id>
@@ -211,6 +213,8 @@ pub fn ChatView(
     #[cfg(feature = "hydrate")]
     {
         let state = StoredValue::new_local(None::<LiveReply>);
+        // The reply before the current one, disposed when the next one begins.
+        let retired = StoredValue::new_local(None::<LiveReply>);
         // Chunks are fed in batches, at most one render per FEED_EVERY: a fast stream costs
         // one parse-and-render of the newest text per batch, not one per token.
         let pending = StoredValue::new(String::new());
@@ -269,6 +273,13 @@ pub fn ChatView(
             let begin_reply = move |mid: String, agent: String| {
                 flush();
                 let reply = LiveReply::new(mid.clone(), agent.clone());
+                // The reply before the one being replaced has long left the page: its
+                // signals go now. (The one replaced may still be on its way out.)
+                if let Some(old) = state.try_update_value(|s| s.take()).flatten()
+                    && let Some(older) = retired.try_update_value(|r| r.replace(old)).flatten()
+                {
+                    older.dispose();
+                }
                 live.set(Some(LiveView {
                     message_id: StoredValue::new(mid),
                     agent_name: StoredValue::new(agent),
