@@ -97,10 +97,6 @@ impl SessionFeed {
         })
     }
 
-    pub fn session_id(&self) -> i64 {
-        self.session
-    }
-
     /// The next event; `None` once the feed has ended (after its last event).
     pub async fn next(&mut self) -> Option<SessionEvent> {
         loop {

@@ -71,11 +71,6 @@ impl SessionEvent {
         }
     }
 
-    /// Whether the feed ends after this event.
-    pub fn is_last(&self) -> bool {
-        matches!(self, SessionEvent::Error(_) | SessionEvent::Shutdown)
-    }
-
     /// Appends the whole SSE frame. A persisted frame carries `id:` (its seq), so that
     /// `Last-Event-ID` resumes after it; the shutdown is a comment and a `retry:`.
     pub fn write_sse(&self, out: &mut Vec<u8>) {
@@ -188,16 +183,6 @@ impl SessionEvent {
                 _ => return None,
             },
         })
-    }
-
-    /// The message the event belongs to, if any.
-    pub fn message_id(&self) -> Option<&str> {
-        match self {
-            SessionEvent::Frame(f) | SessionEvent::Phantom(f) => Some(&f.id),
-            SessionEvent::Reply(e) => e.message_id(),
-            SessionEvent::Chunk(c) => Some(&c.message_id),
-            SessionEvent::Error(_) | SessionEvent::Shutdown => None,
-        }
     }
 }
 
