@@ -19,7 +19,7 @@ pub async fn create(
     let username = users::validate_username(username)?;
     password::validate(pw)?;
     let hash = password::hash(pw).await?;
-    let mut tx = crate::db::begin_write(db).await?;
+    let mut tx = crate::store::begin_write(db).await?;
     let (row, data_key) = users::insert(&mut tx, keys, username, &hash, is_admin).await?;
     agents::insert_demo(&mut tx, row.id, &data_key).await?;
     tx.commit().await?;

@@ -5,10 +5,11 @@
 
 use hero_shared::api::{AgentDto, CreateAgentRequest, ProviderKind, UpdateAgentRequest};
 use serde_json::{Map, Value};
-use sqlx::{Sqlite, SqlitePool};
+use sqlx::{Sqlite, SqliteConnection, SqlitePool};
 
 use crate::auth::AuthUser;
 use crate::crypto::{self, Keyring, SecretKey};
+use crate::store::{self, agents::AgentRow};
 use crate::{Error, Result, now_text, users};
 
 pub const MAX_NAME_CHARS: usize = 100;
@@ -58,23 +59,8 @@ impl std::fmt::Debug for AgentRuntime {
     }
 }
 
-#[derive(sqlx::FromRow)]
-struct Row {
-    id: i64,
-    name: String,
-    provider: String,
-    model: String,
-    base_url: Option<String>,
-    api_key: Option<Vec<u8>>,
-    config: Vec<u8>,
-    created_at: String,
-    updated_at: String,
-}
-
-const COLUMNS: &str =
-    "id, name, provider, model, base_url, api_key, config, created_at, updated_at";
-
-impl Row {
+/// Reading a stored agent: its provider parsed, its config and key opened.
+impl AgentRow {
     fn provider(&self) -> Result<ProviderKind> {
         ProviderKind::parse(&self.provider)
             .ok_or_else(|| Error::Internal(format!("agent {} has unknown provider", self.id)))
@@ -89,6 +75,15 @@ impl Row {
                 self.id
             ))),
         }
+    }
+
+    fn api_key(&self, dk: &SecretKey) -> Result<Option<String>> {
+        let Some(sealed) = &self.api_key else {
+            return Ok(None);
+        };
+        String::from_utf8(crypto::open(dk, &key_aad(self.id), sealed)?)
+            .map(Some)
+            .map_err(|_| Error::Internal("stored api key is not text".into()))
     }
 
     fn dto(self, dk: &SecretKey) -> Result<AgentDto> {
@@ -202,32 +197,26 @@ struct Fields {
     config: Map<String, Value>,
 }
 
-async fn insert<'c>(
-    tx: &mut sqlx::Transaction<'c, Sqlite>,
-    user_id: i64,
-    dk: &SecretKey,
-    f: &Fields,
-) -> Result<i64> {
-    let now = now_text();
-    let (id,): (i64,) = sqlx::query_as(
-        "INSERT INTO agents (user_id, name, provider, model, base_url, config, created_at, updated_at) \
-         VALUES (?, ?, ?, ?, ?, x'', ?, ?) RETURNING id",
-    )
-    .bind(user_id)
-    .bind(&f.name)
-    .bind(f.provider.as_str())
-    .bind(&f.model)
-    .bind(&f.base_url)
-    .bind(&now)
-    .bind(&now)
-    .fetch_one(&mut **tx)
-    .await?;
-    write_secrets(tx, id, dk, f).await?;
+impl Fields {
+    fn plain(&self) -> store::agents::AgentFields<'_> {
+        store::agents::AgentFields {
+            name: &self.name,
+            provider: self.provider.as_str(),
+            model: &self.model,
+            base_url: self.base_url.as_deref(),
+        }
+    }
+}
+
+async fn insert(c: &mut SqliteConnection, user_id: i64, dk: &SecretKey, f: &Fields) -> Result<i64> {
+    let id = store::agents::insert(c, user_id, &f.plain(), &now_text()).await?;
+    write_secrets(c, id, dk, f).await?;
     Ok(id)
 }
 
-async fn write_secrets<'c>(
-    tx: &mut sqlx::Transaction<'c, Sqlite>,
+/// Seals the key and the config, each bound to the agent's row, and stores them.
+async fn write_secrets(
+    c: &mut SqliteConnection,
     id: i64,
     dk: &SecretKey,
     f: &Fields,
@@ -237,18 +226,13 @@ async fn write_secrets<'c>(
         .api_key
         .as_ref()
         .map(|k| crypto::seal(dk, &key_aad(id), k.as_bytes()));
-    sqlx::query("UPDATE agents SET api_key = ?, config = ? WHERE id = ?")
-        .bind(sealed_key)
-        .bind(crypto::seal(dk, &config_aad(id), &config))
-        .bind(id)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
+    let sealed_config = crypto::seal(dk, &config_aad(id), &config);
+    store::agents::set_secrets(c, id, sealed_key.as_deref(), &sealed_config).await
 }
 
 /// The offline demo every new account starts with (called inside account creation).
-pub(crate) async fn insert_demo<'c>(
-    tx: &mut sqlx::Transaction<'c, Sqlite>,
+pub(crate) async fn insert_demo(
+    c: &mut SqliteConnection,
     user_id: i64,
     dk: &SecretKey,
 ) -> Result<i64> {
@@ -260,7 +244,7 @@ pub(crate) async fn insert_demo<'c>(
         api_key: None,
         config: Map::new(),
     };
-    insert(tx, user_id, dk, &f).await
+    insert(c, user_id, dk, &f).await
 }
 
 pub async fn create(
@@ -279,7 +263,7 @@ pub async fn create(
     };
     check_combination(f.provider, &f.base_url)?;
     let dk = users::data_key(db, keys, user.id()).await?;
-    let mut tx = crate::db::begin_write(db).await?;
+    let mut tx = store::begin_write(db).await?;
     let id = insert(&mut tx, user.id(), &dk, &f).await?;
     tx.commit().await?;
     get(db, keys, user, id).await
@@ -289,15 +273,10 @@ async fn fetch<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
     ex: E,
     user_id: i64,
     id: i64,
-) -> Result<Row> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM agents WHERE id = ? AND user_id = ? AND deleted_at IS NULL"
-    ))
-    .bind(id)
-    .bind(user_id)
-    .fetch_optional(ex)
-    .await?
-    .ok_or(Error::NotFound("agent"))
+) -> Result<AgentRow> {
+    store::agents::get(ex, user_id, id)
+        .await?
+        .ok_or(Error::NotFound("agent"))
 }
 
 pub async fn get(db: &SqlitePool, keys: &Keyring, user: &AuthUser, id: i64) -> Result<AgentDto> {
@@ -307,12 +286,7 @@ pub async fn get(db: &SqlitePool, keys: &Keyring, user: &AuthUser, id: i64) -> R
 
 pub async fn list(db: &SqlitePool, keys: &Keyring, user: &AuthUser) -> Result<Vec<AgentDto>> {
     let dk = users::data_key(db, keys, user.id()).await?;
-    let rows: Vec<Row> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM agents WHERE user_id = ? AND deleted_at IS NULL ORDER BY id"
-    ))
-    .bind(user.id())
-    .fetch_all(db)
-    .await?;
+    let rows = store::agents::list(db, user.id()).await?;
     rows.into_iter().map(|r| r.dto(&dk)).collect()
 }
 
@@ -324,15 +298,9 @@ pub async fn update(
     req: UpdateAgentRequest,
 ) -> Result<AgentDto> {
     let dk = users::data_key(db, keys, user.id()).await?;
-    let mut tx = crate::db::begin_write(db).await?;
+    let mut tx = store::begin_write(db).await?;
     let row = fetch(&mut *tx, user.id(), id).await?;
-    let current_key = match &row.api_key {
-        Some(sealed) => Some(
-            String::from_utf8(crypto::open(&dk, &key_aad(id), sealed)?)
-                .map_err(|_| Error::Internal("stored api key is not text".into()))?,
-        ),
-        None => None,
-    };
+    let current_key = row.api_key(&dk)?;
     let new_base = req
         .base_url
         .as_ref()
@@ -366,15 +334,7 @@ pub async fn update(
         },
     };
     check_combination(f.provider, &f.base_url)?;
-    sqlx::query("UPDATE agents SET name = ?, provider = ?, model = ?, base_url = ?, updated_at = ? WHERE id = ?")
-        .bind(&f.name)
-        .bind(f.provider.as_str())
-        .bind(&f.model)
-        .bind(&f.base_url)
-        .bind(now_text())
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
+    store::agents::update(&mut tx, id, &f.plain(), &now_text()).await?;
     write_secrets(&mut tx, id, &dk, &f).await?;
     tx.commit().await?;
     get(db, keys, user, id).await
@@ -382,15 +342,7 @@ pub async fn update(
 
 /// Soft delete: the row stays for the sessions and usage that name it.
 pub async fn delete(db: &SqlitePool, user: &AuthUser, id: i64) -> Result<()> {
-    let done = sqlx::query(
-        "UPDATE agents SET deleted_at = ? WHERE id = ? AND user_id = ? AND deleted_at IS NULL",
-    )
-    .bind(now_text())
-    .bind(id)
-    .bind(user.id())
-    .execute(db)
-    .await?;
-    if done.rows_affected() == 0 {
+    if !store::agents::soft_delete(db, user.id(), id, &now_text()).await? {
         return Err(Error::NotFound("agent"));
     }
     Ok(())
@@ -413,13 +365,7 @@ pub(crate) async fn first_usable<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
     ex: E,
     user_id: i64,
 ) -> Result<Option<i64>> {
-    let row: Option<(i64,)> = sqlx::query_as(
-        "SELECT id FROM agents WHERE user_id = ? AND deleted_at IS NULL ORDER BY id LIMIT 1",
-    )
-    .bind(user_id)
-    .fetch_optional(ex)
-    .await?;
-    Ok(row.map(|r| r.0))
+    store::agents::first_live(ex, user_id).await
 }
 
 /// What a turn needs before it starts, read in one statement: the user's data key, the
@@ -427,7 +373,7 @@ pub(crate) async fn first_usable<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
 pub(crate) struct TurnSetup {
     pub dk: SecretKey,
     agent_id: Option<i64>,
-    row: Option<Row>,
+    row: Option<AgentRow>,
 }
 
 /// The user's data key and the agent of their session `session_id` (not found: someone
@@ -438,32 +384,12 @@ pub(crate) fn turn_setup(
     user: &AuthUser,
     session_id: i64,
 ) -> Result<TurnSetup> {
-    use rusqlite::OptionalExtension;
-    let mut q = c.prepare_cached(
-        "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
-         a.created_at, a.updated_at \
-         FROM sessions s JOIN users u ON u.id = s.user_id \
-         LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
-         WHERE s.id = ?1 AND s.user_id = ?2",
-    )?;
-    let read = q.query_row(rusqlite::params![session_id, user.id()], |r| {
-        let agent = match r.get::<_, Option<i64>>(2)? {
-            None => None,
-            Some(id) => Some(Row {
-                id,
-                name: r.get(3)?,
-                provider: r.get(4)?,
-                model: r.get(5)?,
-                base_url: r.get(6)?,
-                api_key: r.get(7)?,
-                config: r.get(8)?,
-                created_at: r.get(9)?,
-                updated_at: r.get(10)?,
-            }),
-        };
-        Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Option<i64>>(1)?, agent))
-    });
-    let (data_key, agent_id, row) = read.optional()?.ok_or(Error::NotFound("session"))?;
+    let read = store::agents::turn_setup(c, user.id(), session_id)?;
+    let store::agents::TurnSetupRow {
+        data_key,
+        agent_id,
+        agent: row,
+    } = read.ok_or(Error::NotFound("session"))?;
     let dk = keys.unwrap_data_key(user.id(), &data_key)?;
     Ok(TurnSetup { dk, agent_id, row })
 }
@@ -480,13 +406,7 @@ impl TurnSetup {
             Error::Invalid("this session's agent was deleted; choose another agent for it".into())
         })?;
         let dk = &self.dk;
-        let api_key = match &row.api_key {
-            Some(sealed) => Some(
-                String::from_utf8(crypto::open(dk, &key_aad(row.id), sealed)?)
-                    .map_err(|_| Error::Internal("stored api key is not text".into()))?,
-            ),
-            None => None,
-        };
+        let api_key = row.api_key(dk)?;
         Ok(AgentRuntime {
             id: row.id,
             provider: row.provider()?,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use http::HeaderMap;
 
-use crate::{AppState, Error, Result, password, tokens, users};
+use crate::{AppState, Error, Result, password, store, tokens, users};
 
 pub const COOKIE_NAME: &str = "hero_token";
 
@@ -58,17 +58,16 @@ pub struct Login {
 pub async fn login(st: &AppState, username: &str, password: &str) -> Result<Login> {
     let key = username.trim().to_lowercase();
     st.throttle.check(&key)?;
-    let row: Option<(i64, String, String, bool, bool)> = sqlx::query_as(
-        "SELECT id, username, password_hash, is_admin, disabled FROM users WHERE username = ?",
-    )
-    .bind(username.trim())
-    .fetch_optional(&st.db)
-    .await?;
+    let row = store::users::credentials(&st.db, username.trim()).await?;
     let bad = || Error::Unauthorized("wrong username or password");
     if password.len() > password::MAX_PASSWORD_BYTES {
         return Err(bad());
     }
-    let Some((id, name, hash, is_admin, disabled)) = row else {
+    let Some(store::users::Credentials {
+        user,
+        password_hash: hash,
+    }) = row
+    else {
         // Spend the same time as a real check, so timing does not tell which names exist.
         password::verify(password, password::DUMMY_HASH).await;
         return Err(bad());
@@ -76,11 +75,11 @@ pub async fn login(st: &AppState, username: &str, password: &str) -> Result<Logi
     if !password::verify(password, &hash).await {
         return Err(bad());
     }
-    if disabled {
+    if user.disabled {
         return Err(Error::Unauthorized("this account is disabled"));
     }
     st.throttle.record_success(&key);
-    issue(st, id, name, is_admin).await
+    issue(st, user.id, user.username, user.is_admin).await
 }
 
 async fn issue(st: &AppState, id: i64, username: String, is_admin: bool) -> Result<Login> {
@@ -102,30 +101,16 @@ pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
     let claims = tokens::verify(&st.keys, token)?;
     let row = st
         .hot_db
-        .read(&st.db, |c| {
-            use rusqlite::OptionalExtension;
-            let mut q = c.prepare_cached(
-                "SELECT u.id, u.username, u.is_admin, u.disabled, t.revoked_at \
-                 FROM auth_tokens t JOIN users u ON u.id = t.user_id WHERE t.jti = ?1",
-            )?;
-            let row: Option<(i64, String, bool, bool, Option<String>)> = q
-                .query_row([&claims.jti], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-                })
-                .optional()?;
-            Ok(row)
-        })
+        .read(&st.db, |c| store::tokens::by_jti_hot(c, &claims.jti))
         .await?;
     match row {
-        Some((id, username, is_admin, false, None)) if id.to_string() == claims.sub => {
-            Ok(AuthUser {
-                id,
-                username,
-                is_admin,
-                jti: claims.jti,
-            })
-        }
-        Some((_, _, _, true, _)) => Err(Error::Unauthorized("this account is disabled")),
+        Some(t) if t.disabled => Err(Error::Unauthorized("this account is disabled")),
+        Some(t) if !t.revoked && t.user_id.to_string() == claims.sub => Ok(AuthUser {
+            id: t.user_id,
+            username: t.username,
+            is_admin: t.is_admin,
+            jti: claims.jti,
+        }),
         _ => Err(Error::Unauthorized("this sign-in has ended; sign in again")),
     }
 }
@@ -133,14 +118,8 @@ pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
 /// Whether this sign-in still stands (not logged out, password unchanged, account enabled):
 /// long-lived streams ask again from time to time.
 pub async fn still_valid(st: &AppState, user: &AuthUser) -> bool {
-    let row: Option<(bool, Option<String>)> = sqlx::query_as(
-        "SELECT u.disabled, t.revoked_at FROM auth_tokens t JOIN users u ON u.id = t.user_id WHERE t.jti = ?",
-    )
-    .bind(&user.jti)
-    .fetch_optional(&st.db)
-    .await
-    .unwrap_or(None);
-    matches!(row, Some((false, None)))
+    let row = store::tokens::by_jti(&st.db, &user.jti).await;
+    matches!(row, Ok(Some(t)) if !t.disabled && !t.revoked)
 }
 
 /// How often a live stream (events, WebSocket) re-checks its sign-in, by default
@@ -186,10 +165,9 @@ pub async fn change_password(
     current: &str,
     new: &str,
 ) -> Result<()> {
-    let (hash,): (String,) = sqlx::query_as("SELECT password_hash FROM users WHERE id = ?")
-        .bind(user.id)
-        .fetch_one(&st.db)
-        .await?;
+    let hash = store::users::password_hash(&st.db, user.id)
+        .await?
+        .ok_or(Error::NotFound("user"))?;
     if !password::verify(current, &hash).await {
         return Err(Error::Invalid("the current password is wrong".into()));
     }

@@ -30,7 +30,7 @@ pub enum Error {
     Crypto(#[from] crate::crypto::CryptoError),
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
-    /// From the hot connection ([`crate::db::HotDb`]).
+    /// From the hot connection ([`crate::store::HotDb`]).
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error("migration error: {0}")]

@@ -1,6 +1,7 @@
-//! The frame log's storage: append (with the per-session `seq` assigned inside the insert,
-//! so concurrent appends never share or skip a number) and reads. Payloads are sealed with
-//! the session owner's data key, bound to the frame id. Rows are never updated or deleted.
+//! The frame log: append (the store assigns the per-session `seq` inside the insert, so
+//! concurrent appends never share or skip a number) and reads. Payloads are sealed with the
+//! session owner's data key, bound to the frame id, here; [`crate::store::frames`] holds the
+//! rows. Frames are never updated or deleted.
 //!
 //! Callers check that the session belongs to the user first (`sessions::get`, or
 //! `agents::turn_setup` in the same transaction); these functions take a session id that is
@@ -11,6 +12,7 @@ use serde_json::Value;
 use sqlx::SqlitePool;
 
 use crate::crypto::{self, SecretKey};
+use crate::store::{self, frames::FrameRow};
 use crate::{Error, Result};
 
 fn payload_aad(id: &str) -> Vec<u8> {
@@ -100,28 +102,23 @@ pub fn seal(dk: &SecretKey, f: NewFrame) -> Result<Sealed> {
 }
 
 impl Sealed {
-    /// Inserts the frame and returns its `seq`. One statement: SQLite runs it under the write
-    /// lock, so the MAX(seq)+1 it reads is the one it writes; UNIQUE(session_id, seq) guards
-    /// the invariant regardless.
+    /// Inserts the frame and returns its `seq` ([`store::frames::insert`]).
     pub fn insert(&self, c: &rusqlite::Connection) -> Result<i64> {
         let f = &self.frame;
-        let mut st = c.prepare_cached(
-            "INSERT INTO frames (id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload) \
-             VALUES (?1, ?2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM frames WHERE session_id = ?2), ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
-             RETURNING seq",
-        )?;
-        let params = rusqlite::params![
-            f.id,
-            f.session_id,
-            f.parent_id,
-            self.targets,
-            self.timestamp,
-            type_str(f.frame_type),
-            author_str(f.author_type),
-            f.author_id,
-            self.payload
-        ];
-        Ok(st.query_row(params, |r| r.get(0))?)
+        store::frames::insert(
+            c,
+            &store::frames::NewFrameRow {
+                id: &f.id,
+                session_id: f.session_id,
+                parent_id: f.parent_id.as_deref(),
+                target_ids: &self.targets,
+                timestamp: &self.timestamp,
+                frame_type: type_str(f.frame_type),
+                author_type: author_str(f.author_type),
+                author_id: f.author_id,
+                payload: &self.payload,
+            },
+        )
     }
 
     /// The frame as stored with `seq`, counted as [`crate::history`] counts it.
@@ -155,22 +152,8 @@ pub async fn append(st: &crate::AppState, dk: &SecretKey, f: NewFrame) -> Result
     Ok(sealed.stored(seq))
 }
 
-#[derive(sqlx::FromRow)]
-struct Row {
-    id: String,
-    session_id: i64,
-    seq: i64,
-    parent_id: Option<String>,
-    target_ids: String,
-    timestamp: String,
-    #[sqlx(rename = "type")]
-    frame_type: String,
-    author_type: String,
-    author_id: Option<i64>,
-    payload: Vec<u8>,
-}
-
-impl Row {
+/// Opening a stored frame: its payload unsealed with the session owner's key and checked.
+impl FrameRow {
     fn open(self, dk: &SecretKey) -> Result<Frame> {
         let bad = |what: &str| Error::Internal(format!("frame {} has a bad {what}", self.id));
         let plain = crypto::open(dk, &payload_aad(&self.id), &self.payload)?;
@@ -196,9 +179,6 @@ impl Row {
     }
 }
 
-const COLUMNS: &str =
-    "id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload";
-
 /// What `list` returns.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
@@ -216,39 +196,18 @@ pub async fn list(
     f: &Filter,
 ) -> Result<Vec<Frame>> {
     let limit = f.limit.unwrap_or(MAX_LIST_LIMIT).clamp(1, MAX_LIST_LIMIT);
-    let rows: Vec<Row> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND seq > ? AND (? IS NULL OR type = ?) \
-         ORDER BY seq LIMIT ?"
-    ))
-    .bind(session_id)
-    .bind(f.after_seq.unwrap_or(0))
-    .bind(f.frame_type.map(type_str))
-    .bind(f.frame_type.map(type_str))
-    .bind(limit)
-    .fetch_all(db)
+    let rows = store::frames::list(
+        db,
+        session_id,
+        f.after_seq.unwrap_or(0),
+        f.frame_type.map(type_str),
+        limit,
+    )
     .await?;
     rows.into_iter().map(|r| r.open(dk)).collect()
 }
 
-/// The seq of the session's last `compact` frame, if any (an index lookup: nothing before
-/// it is read).
-pub async fn last_compact_seq(db: &SqlitePool, session_id: i64) -> Result<Option<i64>> {
-    let seq: Option<i64> =
-        sqlx::query_scalar("SELECT MAX(seq) FROM frames WHERE session_id = ? AND type = 'compact'")
-            .bind(session_id)
-            .fetch_one(db)
-            .await?;
-    Ok(seq)
-}
-
-/// How much of a conversation is read on the hot connection, which blocks a runtime thread
-/// while it reads: beyond either bound, [`before`] reads it through the pool.
-pub const HOT_HISTORY_FRAMES: usize = 256;
-pub const HOT_HISTORY_BYTES: usize = 1 << 20;
-
-const SINCE_LAST_COMPACT: &str = "SELECT id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload \
-     FROM frames WHERE session_id = ?1 AND seq < ?3 AND seq >= COALESCE( \
-       (SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact' AND seq < ?3), 0) ORDER BY seq LIMIT ?2";
+pub use store::frames::{HOT_HISTORY_BYTES, HOT_HISTORY_FRAMES, last_compact_seq, last_seq};
 
 /// Every frame before `seq` from the last `compact` on (all of them when there is none): the
 /// context the agent is sent, read on the hot connection (see [`Rows`]). `None` when there
@@ -258,33 +217,7 @@ pub fn since_last_compact(
     session_id: i64,
     seq: i64,
 ) -> Result<Option<Rows>> {
-    let mut st = c.prepare_cached(SINCE_LAST_COMPACT)?;
-    let mut rows = st.query(rusqlite::params![
-        session_id,
-        HOT_HISTORY_FRAMES as i64 + 1,
-        seq
-    ])?;
-    let (mut out, mut bytes) = (Vec::new(), 0);
-    while let Some(r) = rows.next()? {
-        let row = Row {
-            id: r.get(0)?,
-            session_id: r.get(1)?,
-            seq: r.get(2)?,
-            parent_id: r.get(3)?,
-            target_ids: r.get(4)?,
-            timestamp: r.get(5)?,
-            frame_type: r.get(6)?,
-            author_type: r.get(7)?,
-            author_id: r.get(8)?,
-            payload: r.get(9)?,
-        };
-        bytes += row.payload.len();
-        out.push(row);
-        if out.len() > HOT_HISTORY_FRAMES || bytes > HOT_HISTORY_BYTES {
-            return Ok(None);
-        }
-    }
-    Ok(Some(Rows(out)))
+    Ok(store::frames::since_last_compact(c, session_id, seq)?.map(Rows))
 }
 
 /// The frames from the last `compact` before `seq` up to `seq` (excluded), through the pool:
@@ -296,19 +229,13 @@ pub async fn before(
     session_id: i64,
     seq: i64,
 ) -> Result<Vec<crate::history::Kept>> {
-    // The hot connection's query, with no limit (-1).
-    let rows: Vec<Row> = sqlx::query_as(SINCE_LAST_COMPACT)
-        .bind(session_id)
-        .bind(-1)
-        .bind(seq)
-        .fetch_all(db)
-        .await?;
+    let rows = store::frames::before(db, session_id, seq).await?;
     Rows(rows).open(dk)
 }
 
 /// Frames read but still sealed: opened with [`Rows::open`] once the hot connection is let
 /// go, so that decryption does not hold it.
-pub struct Rows(Vec<Row>);
+pub struct Rows(Vec<FrameRow>);
 
 impl Rows {
     /// Opened, each counted by its sealed size, as [`crate::history`] keeps them.
@@ -325,23 +252,8 @@ impl Rows {
 
 /// Every frame of the session (for statistics).
 pub async fn all(db: &SqlitePool, dk: &SecretKey, session_id: i64) -> Result<Vec<Frame>> {
-    let rows: Vec<Row> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM frames WHERE session_id = ? ORDER BY seq"
-    ))
-    .bind(session_id)
-    .fetch_all(db)
-    .await?;
+    let rows = store::frames::all(db, session_id).await?;
     rows.into_iter().map(|r| r.open(dk)).collect()
-}
-
-/// The session's highest seq, 0 when it has no frame.
-pub async fn last_seq(db: &SqlitePool, session_id: i64) -> Result<i64> {
-    let (seq,): (i64,) =
-        sqlx::query_as("SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?")
-            .bind(session_id)
-            .fetch_one(db)
-            .await?;
-    Ok(seq)
 }
 
 pub async fn get(
@@ -350,13 +262,7 @@ pub async fn get(
     session_id: i64,
     frame_id: &str,
 ) -> Result<Frame> {
-    let row: Option<Row> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND id = ?"
-    ))
-    .bind(session_id)
-    .bind(frame_id)
-    .fetch_optional(db)
-    .await?;
+    let row = store::frames::get(db, session_id, frame_id).await?;
     row.ok_or(Error::NotFound("frame"))?.open(dk)
 }
 

@@ -2,7 +2,8 @@
 //!
 //! Layout, one module per concept:
 //! - [`crypto`]: AES-256-GCM sealing, the master key and per-user data keys.
-//! - [`db`]: opening the SQLite store (WAL) and applying migrations.
+//! - [`store`]: the only module that touches the database: the pool, the hot connection,
+//!   and one submodule per table with its SQL and its row type, decoded in one place.
 //! - [`password`]: password rules and argon2id hashing (a leaf).
 //! - [`tokens`]: signed, revocable sign-in tokens (a leaf).
 //! - [`users`]: the user rows (list, password, disable), each with a wrapped data key.
@@ -30,7 +31,6 @@ pub mod accounts;
 pub mod agents;
 pub mod auth;
 pub mod crypto;
-pub mod db;
 pub mod drive;
 pub mod error;
 pub mod feed;
@@ -41,6 +41,7 @@ pub mod in_flight;
 pub mod password;
 pub mod providers;
 pub mod sessions;
+pub mod store;
 pub mod tokens;
 pub mod turn;
 pub mod users;
@@ -82,8 +83,8 @@ pub struct AppState(Arc<Services>);
 /// What every request uses; reached through [`AppState`].
 pub struct Services {
     pub db: sqlx::SqlitePool,
-    /// The connection of sign-in checks and turns ([`db::HotDb`]).
-    pub hot_db: db::HotDb,
+    /// The connection of sign-in checks and turns ([`store::HotDb`]).
+    pub hot_db: store::HotDb,
     pub keys: Arc<crypto::Keyring>,
     pub throttle: Arc<auth::LoginThrottle>,
     pub settings: Arc<Settings>,

@@ -7,21 +7,11 @@ use hero_shared::api::{
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use crate::auth::AuthUser;
+use crate::store::{self, sessions::SessionRow};
 use crate::{Error, Result, now_text};
 
-#[derive(sqlx::FromRow)]
-struct Row {
-    id: i64,
-    name: String,
-    status: String,
-    parent_session_id: Option<i64>,
-    agent_id: Option<i64>,
-    streaming: bool,
-    created_at: String,
-    updated_at: String,
-}
-
-impl Row {
+/// A stored session as the API shows it.
+impl SessionRow {
     fn dto(self) -> SessionDto {
         SessionDto {
             id: self.id,
@@ -36,9 +26,6 @@ impl Row {
         }
     }
 }
-
-const COLUMNS: &str =
-    "id, name, status, parent_session_id, agent_id, streaming, created_at, updated_at";
 
 /// Trims and checks a session name.
 pub fn validate_name(name: &str) -> Result<String> {
@@ -61,13 +48,8 @@ pub fn validate_name(name: &str) -> Result<String> {
 
 /// All the user's sessions, oldest first (the UI groups children under parents).
 pub async fn list(db: &SqlitePool, user: &AuthUser) -> Result<Vec<SessionDto>> {
-    let rows: Vec<Row> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM sessions WHERE user_id = ? ORDER BY id"
-    ))
-    .bind(user.id())
-    .fetch_all(db)
-    .await?;
-    Ok(rows.into_iter().map(Row::dto).collect())
+    let rows = store::sessions::list(db, user.id()).await?;
+    Ok(rows.into_iter().map(SessionRow::dto).collect())
 }
 
 pub async fn get(db: &SqlitePool, user: &AuthUser, id: i64) -> Result<SessionDto> {
@@ -79,14 +61,8 @@ async fn fetch<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
     user_id: i64,
     id: i64,
 ) -> Result<SessionDto> {
-    let row: Option<Row> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM sessions WHERE id = ? AND user_id = ?"
-    ))
-    .bind(id)
-    .bind(user_id)
-    .fetch_optional(ex)
-    .await?;
-    row.map(Row::dto).ok_or(Error::NotFound("session"))
+    let row = store::sessions::get(ex, user_id, id).await?;
+    row.map(SessionRow::dto).ok_or(Error::NotFound("session"))
 }
 
 pub async fn create(
@@ -96,7 +72,7 @@ pub async fn create(
 ) -> Result<SessionDto> {
     let name = validate_name(&req.name)?;
     let status = req.status.unwrap_or(SessionStatus::Active);
-    let mut tx = crate::db::begin_write(db).await?;
+    let mut tx = store::begin_write(db).await?;
     if let Some(parent) = req.parent_session_id {
         fetch(&mut *tx, user.id(), parent)
             .await
@@ -106,20 +82,13 @@ pub async fn create(
         Some(a) => Some(crate::agents::check_usable(&mut *tx, user.id(), a).await?),
         None => crate::agents::first_usable(&mut *tx, user.id()).await?,
     };
-    let now = now_text();
-    let row: Row = sqlx::query_as(&format!(
-        "INSERT INTO sessions (user_id, name, status, parent_session_id, agent_id, created_at, updated_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}"
-    ))
-    .bind(user.id())
-    .bind(name)
-    .bind(status.as_str())
-    .bind(req.parent_session_id)
-    .bind(agent_id)
-    .bind(&now)
-    .bind(&now)
-    .fetch_one(&mut *tx)
-    .await?;
+    let fields = store::sessions::SessionFields {
+        name: &name,
+        status: status.as_str(),
+        parent_session_id: req.parent_session_id,
+        agent_id,
+    };
+    let row = store::sessions::insert(&mut tx, user.id(), &fields, &now_text()).await?;
     tx.commit().await?;
     Ok(row.dto())
 }
@@ -132,7 +101,7 @@ pub async fn update(
     req: UpdateSessionRequest,
 ) -> Result<SessionDto> {
     let name = req.name.as_deref().map(validate_name).transpose()?;
-    let mut tx = crate::db::begin_write(db).await?;
+    let mut tx = store::begin_write(db).await?;
     let current = fetch(&mut *tx, user.id(), id).await?;
     let parent = match req.parent_session_id {
         Some(Some(p)) => {
@@ -147,19 +116,16 @@ pub async fn update(
         Some(None) => None,
         None => current.agent_id,
     };
-    let row: Row = sqlx::query_as(&format!(
-        "UPDATE sessions SET name = ?, status = ?, parent_session_id = ?, agent_id = ?, updated_at = ? \
-         WHERE id = ? AND user_id = ? RETURNING {COLUMNS}"
-    ))
-    .bind(name.unwrap_or(current.name))
-    .bind(req.status.unwrap_or(current.status).as_str())
-    .bind(parent)
-    .bind(agent_id)
-    .bind(now_text())
-    .bind(id)
-    .bind(user.id())
-    .fetch_one(&mut *tx)
-    .await?;
+    let name = name.unwrap_or(current.name);
+    let fields = store::sessions::SessionFields {
+        name: &name,
+        status: req.status.unwrap_or(current.status).as_str(),
+        parent_session_id: parent,
+        agent_id,
+    };
+    let row = store::sessions::update(&mut tx, user.id(), id, &fields, &now_text())
+        .await?
+        .ok_or(Error::NotFound("session"))?;
     tx.commit().await?;
     Ok(row.dto())
 }
@@ -176,12 +142,7 @@ pub(crate) fn set_streaming(
     id: i64,
     on: bool,
 ) -> Result<()> {
-    let changed = c
-        .prepare_cached(
-            "UPDATE sessions SET streaming = ?1, updated_at = ?2 WHERE id = ?3 AND user_id = ?4",
-        )?
-        .execute(rusqlite::params![on, now_text(), id, user.id()])?;
-    if changed == 0 {
+    if !store::sessions::set_streaming(c, user.id(), id, on, &now_text())? {
         return Err(Error::NotFound("session"));
     }
     Ok(())

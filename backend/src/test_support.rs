@@ -5,7 +5,7 @@
 
 use std::ops::Deref;
 
-use crate::{AppState, Settings, accounts, auth, crypto, db};
+use crate::{AppState, Settings, accounts, auth, crypto, store};
 
 /// An [`AppState`] over a database in a temporary directory, removed when this is dropped.
 pub struct TestState {
@@ -30,8 +30,8 @@ pub async fn state() -> (tempfile::TempDir, AppState) {
 /// [`state`] with the given settings.
 pub async fn state_with(settings: Settings) -> TestState {
     let dir = tempfile::tempdir().expect("temp dir");
-    let pool = db::open(dir.path()).await.expect("open db");
-    db::migrate(&pool).await.expect("migrate");
+    let pool = store::open(dir.path()).await.expect("open db");
+    store::migrate(&pool).await.expect("migrate");
     let keys = crypto::Keyring::new(crypto::SecretKey::random());
     TestState {
         st: AppState::new(pool, keys, settings).expect("state"),

@@ -4,10 +4,10 @@
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::crypto::Keyring;
-use crate::{Error, Result, now_text};
+use crate::{Error, Result, now_text, store};
 
 const ISSUER: &str = "hero";
 const AUDIENCE: &str = "hero";
@@ -64,15 +64,7 @@ pub(crate) async fn issue(
         &EncodingKey::from_secret(keys.jwt_secret()),
     )
     .map_err(|e| Error::Internal(format!("token signing failed: {e}")))?;
-    sqlx::query(
-        "INSERT INTO auth_tokens (jti, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
-    )
-    .bind(&jti)
-    .bind(user_id)
-    .bind(now_text())
-    .bind(exp)
-    .execute(db)
-    .await?;
+    store::tokens::insert(db, &jti, user_id, &now_text(), exp).await?;
     Ok(Issued {
         jti,
         token,
@@ -98,20 +90,10 @@ pub(crate) fn verify(keys: &Keyring, token: &str) -> Result<Claims> {
 
 /// Revokes one token.
 pub(crate) async fn revoke(db: &SqlitePool, jti: &str) -> Result<()> {
-    sqlx::query("UPDATE auth_tokens SET revoked_at = ? WHERE jti = ? AND revoked_at IS NULL")
-        .bind(now_text())
-        .bind(jti)
-        .execute(db)
-        .await?;
-    Ok(())
+    store::tokens::revoke(db, jti, &now_text()).await
 }
 
 /// Revokes every token of a user, inside the transaction that changes the account.
-pub(crate) async fn revoke_all(tx: &mut Transaction<'_, Sqlite>, user_id: i64) -> Result<()> {
-    sqlx::query("UPDATE auth_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL")
-        .bind(now_text())
-        .bind(user_id)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
+pub(crate) async fn revoke_all(c: &mut SqliteConnection, user_id: i64) -> Result<()> {
+    store::tokens::revoke_all(c, user_id, &now_text()).await
 }

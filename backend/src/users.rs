@@ -3,21 +3,14 @@
 //! account has ([`crate::tokens`]). A whole account (user and demo agent) is made by
 //! [`crate::accounts::create`].
 
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::crypto::{Keyring, SecretKey};
-use crate::{Error, Result, now_text, password, tokens};
+use crate::{Error, Result, now_text, password, store, tokens};
 
 pub const MAX_USERNAME_CHARS: usize = 64;
 
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct UserRow {
-    pub id: i64,
-    pub username: String,
-    pub is_admin: bool,
-    pub disabled: bool,
-    pub created_at: String,
-}
+pub use store::users::UserRow;
 
 pub fn validate_username(name: &str) -> Result<&str> {
     let name = name.trim();
@@ -40,48 +33,25 @@ pub fn validate_username(name: &str) -> Result<&str> {
     Ok(name)
 }
 
-pub async fn count(db: &SqlitePool) -> Result<i64> {
-    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM users")
-        .fetch_one(db)
-        .await?;
-    Ok(n)
-}
+pub use store::users::count;
 
 /// Inserts the user row with a fresh data key (wrapped, bound to the row's id) inside `tx`;
 /// answers the row and the data key, for what the account's creation adds next.
 pub(crate) async fn insert(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut SqliteConnection,
     keys: &Keyring,
     username: &str,
     password_hash: &str,
     is_admin: bool,
 ) -> Result<(UserRow, SecretKey)> {
     let now = now_text();
-    let taken: Option<(i64,)> = sqlx::query_as("SELECT id FROM users WHERE username = ?")
-        .bind(username)
-        .fetch_optional(&mut **tx)
-        .await?;
-    if taken.is_some() {
+    if store::users::name_taken(tx, username).await? {
         return Err(Error::Conflict(format!("username '{username}' is taken")));
     }
+    let id = store::users::insert(tx, username, password_hash, is_admin, &now).await?;
     // The wrapped key's associated data names the row id, which exists only after insert.
-    let (id,): (i64,) = sqlx::query_as(
-        "INSERT INTO users (username, password_hash, is_admin, data_key, created_at, updated_at) \
-         VALUES (?, ?, ?, x'', ?, ?) RETURNING id",
-    )
-    .bind(username)
-    .bind(password_hash)
-    .bind(is_admin)
-    .bind(&now)
-    .bind(&now)
-    .fetch_one(&mut **tx)
-    .await?;
     let data_key = SecretKey::random();
-    sqlx::query("UPDATE users SET data_key = ? WHERE id = ?")
-        .bind(keys.wrap_data_key(id, &data_key))
-        .bind(id)
-        .execute(&mut **tx)
-        .await?;
+    store::users::set_data_key(tx, id, &keys.wrap_data_key(id, &data_key)).await?;
     let row = UserRow {
         id,
         username: username.to_owned(),
@@ -93,37 +63,21 @@ pub(crate) async fn insert(
 }
 
 pub async fn list(db: &SqlitePool) -> Result<Vec<UserRow>> {
-    Ok(
-        sqlx::query_as(
-            "SELECT id, username, is_admin, disabled, created_at FROM users ORDER BY id",
-        )
-        .fetch_all(db)
-        .await?,
-    )
+    store::users::list(db).await
 }
 
 pub async fn find_by_name(db: &SqlitePool, username: &str) -> Result<UserRow> {
-    sqlx::query_as(
-        "SELECT id, username, is_admin, disabled, created_at FROM users WHERE username = ?",
-    )
-    .bind(username.trim())
-    .fetch_optional(db)
-    .await?
-    .ok_or(Error::NotFound("user"))
+    store::users::find_by_name(db, username.trim())
+        .await?
+        .ok_or(Error::NotFound("user"))
 }
 
 /// Sets a new password and revokes every token of the account.
 pub async fn set_password(db: &SqlitePool, user_id: i64, password: &str) -> Result<()> {
     password::validate(password)?;
     let hash = password::hash(password).await?;
-    let mut tx = crate::db::begin_write(db).await?;
-    let done = sqlx::query("UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?")
-        .bind(hash)
-        .bind(now_text())
-        .bind(user_id)
-        .execute(&mut *tx)
-        .await?;
-    if done.rows_affected() == 0 {
+    let mut tx = store::begin_write(db).await?;
+    if !store::users::set_password_hash(&mut tx, user_id, &hash, &now_text()).await? {
         return Err(Error::NotFound("user"));
     }
     tokens::revoke_all(&mut tx, user_id).await?;
@@ -133,14 +87,8 @@ pub async fn set_password(db: &SqlitePool, user_id: i64, password: &str) -> Resu
 
 /// Disables (or re-enables) an account; disabling revokes every token it has.
 pub async fn set_disabled(db: &SqlitePool, user_id: i64, disabled: bool) -> Result<()> {
-    let mut tx = crate::db::begin_write(db).await?;
-    let done = sqlx::query("UPDATE users SET disabled = ?, updated_at = ? WHERE id = ?")
-        .bind(disabled)
-        .bind(now_text())
-        .bind(user_id)
-        .execute(&mut *tx)
-        .await?;
-    if done.rows_affected() == 0 {
+    let mut tx = store::begin_write(db).await?;
+    if !store::users::set_disabled(&mut tx, user_id, disabled, &now_text()).await? {
         return Err(Error::NotFound("user"));
     }
     if disabled {
@@ -152,9 +100,7 @@ pub async fn set_disabled(db: &SqlitePool, user_id: i64, disabled: bool) -> Resu
 
 /// The user's data key, unwrapped; for encrypting their frames, agent keys and abilities.
 pub async fn data_key(db: &SqlitePool, keys: &Keyring, user_id: i64) -> Result<SecretKey> {
-    let (wrapped,): (Vec<u8>,) = sqlx::query_as("SELECT data_key FROM users WHERE id = ?")
-        .bind(user_id)
-        .fetch_optional(db)
+    let wrapped = store::users::wrapped_data_key(db, user_id)
         .await?
         .ok_or(Error::NotFound("user"))?;
     Ok(keys.unwrap_data_key(user_id, &wrapped)?)

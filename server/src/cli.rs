@@ -5,17 +5,17 @@ use std::future::IntoFuture;
 use std::io::{BufRead, IsTerminal};
 
 use anyhow::{Context, bail};
-use hero_backend::{AppState, accounts, crypto, db, users};
+use hero_backend::{AppState, accounts, crypto, store, users};
 use rand::Rng;
 
 use crate::config::Config;
 
 /// Opens the data directory: database (created and migrated), master key, key check.
 pub async fn open_store(cfg: &Config) -> anyhow::Result<AppState> {
-    let pool = db::open(&cfg.data_dir)
+    let pool = store::open(&cfg.data_dir)
         .await
         .with_context(|| format!("cannot open the database in {}", cfg.data_dir.display()))?;
-    db::migrate(&pool)
+    store::migrate(&pool)
         .await
         .context("cannot apply database migrations")?;
     let (master, source) = crypto::load_master_key(cfg.master_key.as_deref(), &cfg.data_dir)?;
@@ -30,7 +30,7 @@ pub async fn open_store(cfg: &Config) -> anyhow::Result<AppState> {
         crypto::KeySource::Environment => tracing::debug!("master key from HERO_MASTER_KEY"),
     }
     let keys = crypto::Keyring::new(master);
-    db::check_master_key(&pool, &keys).await?;
+    store::check_master_key(&pool, &keys).await?;
     Ok(AppState::new(pool, keys, cfg.backend_settings())?)
 }
 

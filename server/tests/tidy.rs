@@ -1,6 +1,7 @@
 //! Checks that keep the style (STYLE.md) over every Rust file of the repository: no ignored
 //! test, `inner_html` in the markdown module alone, a `//!` at the top of every module, no
-//! `eprintln!` in library code, and no secret-holding type that can be serialised.
+//! `eprintln!` in library code, no SQL outside the store, and no secret-holding type that can
+//! be serialised.
 
 use std::path::{Path, PathBuf};
 
@@ -104,6 +105,35 @@ fn library_code_logs_through_tracing() {
     assert!(
         found.is_empty(),
         "eprintln! in library code (use tracing): {found:?}"
+    );
+}
+
+#[test]
+fn only_the_store_touches_the_database() {
+    // What runs SQL on either connection: the pool's query builders and the hot
+    // connection's statements. Tests may look at raw rows; library code goes through
+    // `hero_backend::store`, where each row type is decoded once.
+    let sql = [
+        "sqlx::query",
+        ".prepare_cached(",
+        ".prepare(",
+        ".query_row(",
+        ".execute_batch(",
+        "rusqlite::params",
+        "FromRow",
+    ];
+    let found: Vec<String> = sources()
+        .iter()
+        .filter(|(p, _)| is_library(p) && !p.starts_with("backend/src/store/"))
+        .flat_map(|(p, t)| {
+            // Unit tests at the foot of a module may read raw rows to check what is stored.
+            let code = t.split("#[cfg(test)]").next().unwrap_or(t);
+            sql.iter().flat_map(move |n| hits(p, code, n))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "SQL outside backend/src/store (add a function there): {found:?}"
     );
 }
 

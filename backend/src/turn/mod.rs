@@ -567,20 +567,18 @@ struct Usage<'a> {
 }
 
 fn record_usage(c: &rusqlite::Connection, u: &Usage<'_>, input: u64, output: u64) -> Result<()> {
-    c.prepare_cached(
-        "INSERT INTO usage (user_id, agent_id, session_id, frame_id, provider, model, input_tokens, output_tokens, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    )?
-    .execute(rusqlite::params![
-        u.user_id,
-        u.agent_id,
-        u.session_id,
-        u.frame_id,
-        u.provider.as_str(),
-        u.model,
-        input as i64,
-        output as i64,
-        crate::now_text()
-    ])?;
-    Ok(())
+    crate::store::usage::insert(
+        c,
+        &crate::store::usage::UsageRow {
+            user_id: u.user_id,
+            agent_id: u.agent_id,
+            session_id: u.session_id,
+            frame_id: u.frame_id,
+            provider: u.provider.as_str(),
+            model: u.model,
+            input_tokens: input as i64,
+            output_tokens: output as i64,
+            created_at: &crate::now_text(),
+        },
+    )
 }

@@ -1,47 +1,12 @@
-//! The SQLite store: one file in the data directory, WAL mode, migrations embedded in the
-//! binary and applied at start-up.
+//! The hot connection: the one the sign-in checks and the turns use, on the calling thread,
+//! kept out of the pool; and the checkpoints of the write-ahead log its writes start.
 
-use std::path::Path;
-use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use crate::crypto::{self, Keyring};
+use super::BUSY_FOR;
 use crate::{Error, Result};
-
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
-
-/// Opens (creating if missing) `<data_dir>/hero.db`. The data directory is created too.
-pub async fn open(data_dir: &Path) -> Result<SqlitePool> {
-    std::fs::create_dir_all(data_dir).map_err(|e| {
-        Error::Internal(format!(
-            "cannot create data directory {}: {e}",
-            data_dir.display()
-        ))
-    })?;
-    let path = data_dir.join("hero.db");
-    let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal)
-        .foreign_keys(true)
-        // A log restarted after a checkpoint is cut back to this size (else it keeps the
-        // size of its longest stretch between checkpoints).
-        .pragma("journal_size_limit", "16777216")
-        // No mmap: measured, it costs more than it saves here (the map is redone as the file
-        // grows, with TLB shootdowns across cores).
-        .busy_timeout(BUSY_FOR);
-    // A connection to a local file does not go stale: no ping before each use (the ping is
-    // a round trip to the connection's thread, as dear as the query it precedes).
-    let pool = SqlitePoolOptions::new()
-        .max_connections(8)
-        .test_before_acquire(false)
-        .connect_with(opts)
-        .await?;
-    Ok(pool)
-}
 
 /// The connection of the hot path, kept out of the pool: every request's sign-in check and
 /// every turn's reads and writes, run on the calling thread.
@@ -52,7 +17,7 @@ pub async fn open(data_dir: &Path) -> Result<SqlitePool> {
 /// its commit). A turn makes six. This connection is a plain SQLite handle (rusqlite, on the
 /// same libsqlite3 as sqlx) behind a mutex held only while statements run, never across an
 /// `.await`; its statements are short and bounded: a key lookup, a session's recent frames
-/// (at most [`crate::frames::HOT_HISTORY_FRAMES`], else the pool reads them), an insert.
+/// (at most [`super::frames::HOT_HISTORY_FRAMES`], else the pool reads them), an insert.
 ///
 /// It never blocks on another connection: its busy timeout is zero, and a statement refused
 /// because a pooled connection holds the write lock is retried after an asynchronous sleep
@@ -72,10 +37,6 @@ pub struct HotDb {
 /// Writes between two checkpoints of the write-ahead log (a turn makes three, of a few
 /// pages each; SQLite's own default is every 1,000 pages).
 pub const CHECKPOINT_EVERY: u32 = 256;
-
-/// How long a statement refused for a busy database is retried (the pool's busy timeout,
-/// set in [`open`]).
-const BUSY_FOR: Duration = Duration::from_secs(5);
 
 impl HotDb {
     /// Runs `f` on the hot connection: reads, or a statement that commits on its own.
@@ -243,13 +204,8 @@ fn checkpoint(pool: &SqlitePool, running: &std::sync::Arc<std::sync::atomic::Ato
         let done = restart_log(&pool).await;
         match done {
             Ok((0, _, _)) => {
-                let touch = sqlx::query(
-                    "INSERT INTO meta (key, value) VALUES ('last_checkpoint', ?) \
-                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                )
-                .bind(crate::now_text().into_bytes())
-                .execute(&pool)
-                .await;
+                let now = crate::now_text();
+                let touch = super::meta::set(&pool, "last_checkpoint", now.as_bytes()).await;
                 if let Err(e) = touch {
                     tracing::warn!(error = %e, "could not start the write-ahead log again");
                 }
@@ -262,53 +218,10 @@ fn checkpoint(pool: &SqlitePool, running: &std::sync::Arc<std::sync::atomic::Ato
     });
 }
 
-/// A transaction on the pool that writes: it takes the write lock at once (`BEGIN
-/// IMMEDIATE`, waiting its turn). A deferred one reads first and asks for the lock at its
-/// first write; if another connection (the hot one, turn after turn) has committed since
-/// its read, SQLite refuses it at once ("database is locked"), without waiting.
-pub async fn begin_write(pool: &SqlitePool) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-    Ok(pool.begin_with("BEGIN IMMEDIATE").await?)
-}
-
-/// Applies every pending migration.
-pub async fn migrate(pool: &SqlitePool) -> Result<()> {
-    MIGRATOR.run(pool).await?;
-    Ok(())
-}
-
-/// Checks the master key against the one this database was first used with (recording it
-/// on first use), so a wrong key stops start-up with a clear message.
-pub async fn check_master_key(pool: &SqlitePool, keys: &Keyring) -> Result<()> {
-    const AAD: &[u8] = b"meta.master_key_check";
-    let row: Option<(Vec<u8>,)> =
-        sqlx::query_as("SELECT value FROM meta WHERE key = 'master_key_check'")
-            .fetch_optional(pool)
-            .await?;
-    match row {
-        Some((sealed,)) => crypto::open(keys.master(), AAD, &sealed)
-            .map(|_| ())
-            .map_err(|_| {
-                Error::Internal(
-                    "the master key does not match the one this data directory was created with \
-                 (check HERO_MASTER_KEY or <data dir>/master.key)"
-                        .into(),
-                )
-            }),
-        None => {
-            let sealed = crypto::seal(keys.master(), AAD, b"hero");
-            sqlx::query("INSERT INTO meta (key, value) VALUES ('master_key_check', ?)")
-                .bind(sealed)
-                .execute(pool)
-                .await?;
-            Ok(())
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crypto::SecretKey;
+    use crate::store::{begin_write, open};
 
     #[tokio::test]
     async fn a_broken_hot_connection_is_replaced() {
@@ -529,37 +442,5 @@ mod tests {
                 .await
                 .is_err()
         );
-    }
-
-    #[tokio::test]
-    async fn opens_in_wal_mode_and_checks_the_master_key() {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("nested/data");
-        let pool = open(&data).await.unwrap();
-        migrate(&pool).await.unwrap();
-        let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-        assert_eq!(mode, "wal");
-        let (limit,): (i64,) = sqlx::query_as("PRAGMA journal_size_limit")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-        assert_eq!(limit, 16 << 20);
-        let key = SecretKey::random();
-        check_master_key(&pool, &Keyring::new(key.clone()))
-            .await
-            .unwrap();
-        check_master_key(&pool, &Keyring::new(key)).await.unwrap();
-        let err = check_master_key(&pool, &Keyring::new(SecretKey::random()))
-            .await
-            .unwrap_err();
-        assert!(
-            err.to_string().contains("master key does not match"),
-            "{err}"
-        );
-        // Migrating again is a no-op.
-        migrate(&pool).await.unwrap();
     }
 }

@@ -1,0 +1,201 @@
+//! The `agents` table. The API key and the config arrive sealed and leave sealed
+//! ([`crate::agents`] seals and opens them); a deleted agent keeps its row (`deleted_at`)
+//! for the sessions and usage that name it, and no read here returns it.
+
+use sqlx::{Sqlite, SqliteConnection, SqlitePool};
+
+use super::Columns;
+use crate::Result;
+
+/// An agent as stored, its key and config still sealed.
+pub struct AgentRow {
+    pub id: i64,
+    pub name: String,
+    pub provider: String,
+    pub model: String,
+    pub base_url: Option<String>,
+    pub api_key: Option<Vec<u8>>,
+    pub config: Vec<u8>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+const COLUMNS: &str =
+    "id, name, provider, model, base_url, api_key, config, created_at, updated_at";
+
+impl AgentRow {
+    /// The one decoder of an agent row: [`COLUMNS`] in order, from column `at` on.
+    fn read(r: &impl Columns, at: usize) -> Result<Self> {
+        Ok(AgentRow {
+            id: r.get(at)?,
+            name: r.get(at + 1)?,
+            provider: r.get(at + 2)?,
+            model: r.get(at + 3)?,
+            base_url: r.get(at + 4)?,
+            api_key: r.get(at + 5)?,
+            config: r.get(at + 6)?,
+            created_at: r.get(at + 7)?,
+            updated_at: r.get(at + 8)?,
+        })
+    }
+}
+
+/// The fields of an agent other than its secrets (validated by [`crate::agents`]).
+pub struct AgentFields<'a> {
+    pub name: &'a str,
+    pub provider: &'a str,
+    pub model: &'a str,
+    pub base_url: Option<&'a str>,
+}
+
+/// Inserts an agent with empty secrets (their associated data names the row id, which
+/// exists only after the insert: [`set_secrets`] follows in the same transaction).
+pub async fn insert(
+    c: &mut SqliteConnection,
+    user_id: i64,
+    f: &AgentFields<'_>,
+    now: &str,
+) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO agents (user_id, name, provider, model, base_url, config, created_at, updated_at) \
+         VALUES (?, ?, ?, ?, ?, x'', ?, ?) RETURNING id",
+    )
+    .bind(user_id)
+    .bind(f.name)
+    .bind(f.provider)
+    .bind(f.model)
+    .bind(f.base_url)
+    .bind(now)
+    .bind(now)
+    .fetch_one(c)
+    .await?)
+}
+
+/// Stores the agent's sealed key (none: removed) and sealed config.
+pub async fn set_secrets(
+    c: &mut SqliteConnection,
+    id: i64,
+    api_key: Option<&[u8]>,
+    config: &[u8],
+) -> Result<()> {
+    sqlx::query("UPDATE agents SET api_key = ?, config = ? WHERE id = ?")
+        .bind(api_key)
+        .bind(config)
+        .bind(id)
+        .execute(c)
+        .await?;
+    Ok(())
+}
+
+/// Sets the fields other than the secrets of agent `id` (already known to be the user's).
+pub async fn update(
+    c: &mut SqliteConnection,
+    id: i64,
+    f: &AgentFields<'_>,
+    now: &str,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE agents SET name = ?, provider = ?, model = ?, base_url = ?, updated_at = ? WHERE id = ?",
+    )
+    .bind(f.name)
+    .bind(f.provider)
+    .bind(f.model)
+    .bind(f.base_url)
+    .bind(now)
+    .bind(id)
+    .execute(c)
+    .await?;
+    Ok(())
+}
+
+/// The user's live agent `id`, if it is theirs.
+pub async fn get<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
+    ex: E,
+    user_id: i64,
+    id: i64,
+) -> Result<Option<AgentRow>> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM agents WHERE id = ? AND user_id = ? AND deleted_at IS NULL"
+    ))
+    .bind(id)
+    .bind(user_id)
+    .fetch_optional(ex)
+    .await?;
+    row.as_ref().map(|r| AgentRow::read(r, 0)).transpose()
+}
+
+/// The user's live agents, oldest first.
+pub async fn list(db: &SqlitePool, user_id: i64) -> Result<Vec<AgentRow>> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM agents WHERE user_id = ? AND deleted_at IS NULL ORDER BY id"
+    ))
+    .bind(user_id)
+    .fetch_all(db)
+    .await?;
+    rows.iter().map(|r| AgentRow::read(r, 0)).collect()
+}
+
+/// Marks the user's agent `id` deleted; whether there was such a live agent.
+pub async fn soft_delete(db: &SqlitePool, user_id: i64, id: i64, now: &str) -> Result<bool> {
+    let done = sqlx::query(
+        "UPDATE agents SET deleted_at = ? WHERE id = ? AND user_id = ? AND deleted_at IS NULL",
+    )
+    .bind(now)
+    .bind(id)
+    .bind(user_id)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// The id of the user's first live agent.
+pub async fn first_live<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
+    ex: E,
+    user_id: i64,
+) -> Result<Option<i64>> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM agents WHERE user_id = ? AND deleted_at IS NULL ORDER BY id LIMIT 1",
+    )
+    .bind(user_id)
+    .fetch_optional(ex)
+    .await?)
+}
+
+/// What a turn reads before it starts, in one statement on the hot connection.
+pub struct TurnSetupRow {
+    /// The user's wrapped data key.
+    pub data_key: Vec<u8>,
+    /// The session's agent, as the session names it.
+    pub agent_id: Option<i64>,
+    /// That agent's row while it stands (not deleted, the user's).
+    pub agent: Option<AgentRow>,
+}
+
+/// The user's wrapped data key and the agent of their session `session_id`; `None` when
+/// the session is not theirs.
+pub fn turn_setup(
+    c: &rusqlite::Connection,
+    user_id: i64,
+    session_id: i64,
+) -> Result<Option<TurnSetupRow>> {
+    let mut q = c.prepare_cached(
+        "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
+         a.created_at, a.updated_at \
+         FROM sessions s JOIN users u ON u.id = s.user_id \
+         LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
+         WHERE s.id = ?1 AND s.user_id = ?2",
+    )?;
+    let mut rows = q.query(rusqlite::params![session_id, user_id])?;
+    let Some(r) = rows.next()? else {
+        return Ok(None);
+    };
+    let agent = match r.get::<_, Option<i64>>(2)? {
+        None => None,
+        Some(_) => Some(AgentRow::read(r, 2)?),
+    };
+    Ok(Some(TurnSetupRow {
+        data_key: Columns::get(r, 0)?,
+        agent_id: Columns::get(r, 1)?,
+        agent,
+    }))
+}

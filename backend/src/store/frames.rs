@@ -1,0 +1,195 @@
+//! The `frames` table: the append-only log. Rows are only ever inserted (on the hot
+//! connection, `seq` assigned inside the insert) and read; nothing here updates or deletes.
+//! Payloads arrive sealed and leave sealed: [`crate::frames`] seals and opens them.
+
+use sqlx::SqlitePool;
+
+use super::Columns;
+use crate::Result;
+
+/// A frame as stored, its payload still sealed.
+pub struct FrameRow {
+    pub id: String,
+    pub session_id: i64,
+    pub seq: i64,
+    pub parent_id: Option<String>,
+    /// JSON list of target ids.
+    pub target_ids: String,
+    pub timestamp: String,
+    pub frame_type: String,
+    pub author_type: String,
+    pub author_id: Option<i64>,
+    pub payload: Vec<u8>,
+}
+
+const COLUMNS: &str =
+    "id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload";
+
+impl FrameRow {
+    /// The one decoder of a frame row, from either connection ([`COLUMNS`] in order).
+    fn read(r: &impl Columns) -> Result<Self> {
+        Ok(FrameRow {
+            id: r.get(0)?,
+            session_id: r.get(1)?,
+            seq: r.get(2)?,
+            parent_id: r.get(3)?,
+            target_ids: r.get(4)?,
+            timestamp: r.get(5)?,
+            frame_type: r.get(6)?,
+            author_type: r.get(7)?,
+            author_id: r.get(8)?,
+            payload: r.get(9)?,
+        })
+    }
+}
+
+/// A frame to insert, serialised and sealed; the store assigns `seq`.
+pub struct NewFrameRow<'a> {
+    pub id: &'a str,
+    pub session_id: i64,
+    pub parent_id: Option<&'a str>,
+    pub target_ids: &'a str,
+    pub timestamp: &'a str,
+    pub frame_type: &'a str,
+    pub author_type: &'a str,
+    pub author_id: Option<i64>,
+    pub payload: &'a [u8],
+}
+
+/// Inserts the frame and returns its `seq`. One statement: SQLite runs it under the write
+/// lock, so the MAX(seq)+1 it reads is the one it writes; UNIQUE(session_id, seq) guards the
+/// invariant regardless.
+pub fn insert(c: &rusqlite::Connection, f: &NewFrameRow<'_>) -> Result<i64> {
+    let mut st = c.prepare_cached(
+        "INSERT INTO frames (id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload) \
+         VALUES (?1, ?2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM frames WHERE session_id = ?2), ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+         RETURNING seq",
+    )?;
+    let params = rusqlite::params![
+        f.id,
+        f.session_id,
+        f.parent_id,
+        f.target_ids,
+        f.timestamp,
+        f.frame_type,
+        f.author_type,
+        f.author_id,
+        f.payload
+    ];
+    Ok(st.query_row(params, |r| r.get(0))?)
+}
+
+/// The session's frames after `after_seq`, of `frame_type` if given, `limit` at most.
+pub async fn list(
+    db: &SqlitePool,
+    session_id: i64,
+    after_seq: i64,
+    frame_type: Option<&str>,
+    limit: i64,
+) -> Result<Vec<FrameRow>> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND seq > ? AND (? IS NULL OR type = ?) \
+         ORDER BY seq LIMIT ?"
+    ))
+    .bind(session_id)
+    .bind(after_seq)
+    .bind(frame_type)
+    .bind(frame_type)
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    rows.iter().map(FrameRow::read).collect()
+}
+
+/// The seq of the session's last `compact` frame, if any (an index lookup: nothing before
+/// it is read).
+pub async fn last_compact_seq(db: &SqlitePool, session_id: i64) -> Result<Option<i64>> {
+    Ok(
+        sqlx::query_scalar("SELECT MAX(seq) FROM frames WHERE session_id = ? AND type = 'compact'")
+            .bind(session_id)
+            .fetch_one(db)
+            .await?,
+    )
+}
+
+/// How much of a conversation is read on the hot connection, which blocks a runtime thread
+/// while it reads: beyond either bound, [`before`] reads it through the pool.
+pub const HOT_HISTORY_FRAMES: usize = 256;
+pub const HOT_HISTORY_BYTES: usize = 1 << 20;
+
+const SINCE_LAST_COMPACT: &str = "SELECT id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload \
+     FROM frames WHERE session_id = ?1 AND seq < ?3 AND seq >= COALESCE( \
+       (SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact' AND seq < ?3), 0) ORDER BY seq LIMIT ?2";
+
+/// Every frame before `seq` from the last `compact` on (all of them when there is none): the
+/// context the agent is sent, read on the hot connection. `None` when there is more than
+/// [`HOT_HISTORY_FRAMES`] or [`HOT_HISTORY_BYTES`] of it: reading stops there.
+pub fn since_last_compact(
+    c: &rusqlite::Connection,
+    session_id: i64,
+    seq: i64,
+) -> Result<Option<Vec<FrameRow>>> {
+    let mut st = c.prepare_cached(SINCE_LAST_COMPACT)?;
+    let mut rows = st.query(rusqlite::params![
+        session_id,
+        HOT_HISTORY_FRAMES as i64 + 1,
+        seq
+    ])?;
+    let (mut out, mut bytes) = (Vec::new(), 0);
+    while let Some(r) = rows.next()? {
+        let row = FrameRow::read(r)?;
+        bytes += row.payload.len();
+        out.push(row);
+        if out.len() > HOT_HISTORY_FRAMES || bytes > HOT_HISTORY_BYTES {
+            return Ok(None);
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The frames from the last `compact` before `seq` up to `seq` (excluded), through the pool:
+/// what [`since_last_compact`] saw just before the frame `seq` was appended (frames are only
+/// ever appended), when it was too much to read on the hot connection.
+pub async fn before(db: &SqlitePool, session_id: i64, seq: i64) -> Result<Vec<FrameRow>> {
+    // The hot connection's query, with no limit (-1).
+    let rows = sqlx::query(SINCE_LAST_COMPACT)
+        .bind(session_id)
+        .bind(-1)
+        .bind(seq)
+        .fetch_all(db)
+        .await?;
+    rows.iter().map(FrameRow::read).collect()
+}
+
+/// Every frame of the session, in order.
+pub async fn all(db: &SqlitePool, session_id: i64) -> Result<Vec<FrameRow>> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = ? ORDER BY seq"
+    ))
+    .bind(session_id)
+    .fetch_all(db)
+    .await?;
+    rows.iter().map(FrameRow::read).collect()
+}
+
+/// The session's highest seq, 0 when it has no frame.
+pub async fn last_seq(db: &SqlitePool, session_id: i64) -> Result<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?")
+            .bind(session_id)
+            .fetch_one(db)
+            .await?,
+    )
+}
+
+/// One frame of the session, by id.
+pub async fn get(db: &SqlitePool, session_id: i64, frame_id: &str) -> Result<Option<FrameRow>> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND id = ?"
+    ))
+    .bind(session_id)
+    .bind(frame_id)
+    .fetch_optional(db)
+    .await?;
+    row.as_ref().map(FrameRow::read).transpose()
+}

@@ -1,0 +1,47 @@
+//! The `meta` table: small facts about the database itself, by key (the master key's check
+//! value, when the write-ahead log last started again).
+
+use sqlx::SqlitePool;
+
+use crate::crypto::{self, Keyring};
+use crate::{Error, Result};
+
+/// The value stored under `key`, if any.
+pub async fn get(pool: &SqlitePool, key: &str) -> Result<Option<Vec<u8>>> {
+    Ok(sqlx::query_scalar("SELECT value FROM meta WHERE key = ?")
+        .bind(key)
+        .fetch_optional(pool)
+        .await?)
+}
+
+/// Stores `value` under `key`, replacing what was there.
+pub async fn set(pool: &SqlitePool, key: &str, value: &[u8]) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO meta (key, value) VALUES (?, ?) \
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    )
+    .bind(key)
+    .bind(value)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Checks the master key against the one this database was first used with (recording it
+/// on first use), so a wrong key stops start-up with a clear message.
+pub async fn check_master_key(pool: &SqlitePool, keys: &Keyring) -> Result<()> {
+    const KEY: &str = "master_key_check";
+    const AAD: &[u8] = b"meta.master_key_check";
+    match get(pool, KEY).await? {
+        Some(sealed) => crypto::open(keys.master(), AAD, &sealed)
+            .map(|_| ())
+            .map_err(|_| {
+                Error::Internal(
+                    "the master key does not match the one this data directory was created with \
+                 (check HERO_MASTER_KEY or <data dir>/master.key)"
+                        .into(),
+                )
+            }),
+        None => set(pool, KEY, &crypto::seal(keys.master(), AAD, b"hero")).await,
+    }
+}

@@ -1,0 +1,152 @@
+//! The store: the only module that touches the database. One SQLite file in the data
+//! directory (WAL mode, migrations embedded in the binary and applied at start-up), reached
+//! through the pool (sqlx, each connection on a thread of its own) and the hot connection
+//! ([`HotDb`], on the calling thread: sign-in checks and turns).
+//!
+//! One submodule per table holds that table's SQL and its row type, decoded in one place
+//! ([`Columns`]) whichever connection read it. Domain modules above keep the rules and the
+//! cryptography: they hand the store sealed bytes and validated values, and get rows back.
+//!
+//! - [`meta`]: the master key's check value and the last checkpoint.
+//! - [`users`], [`tokens`]: accounts and sign-in tokens.
+//! - [`agents`], [`sessions`]: a user's agents and sessions, every query naming the user.
+//! - [`frames`]: the append-only log (insert on the hot connection, reads on either).
+//! - [`usage`]: what each call cost.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+use crate::{Error, Result};
+
+pub mod agents;
+pub mod frames;
+mod hot;
+pub mod meta;
+pub mod sessions;
+pub mod tokens;
+pub mod usage;
+pub mod users;
+
+pub use hot::{CHECKPOINT_EVERY, HotDb};
+pub use meta::check_master_key;
+
+/// How long a statement refused for a busy database is retried (the pool's busy timeout,
+/// set in [`open`]).
+pub(crate) const BUSY_FOR: Duration = Duration::from_secs(5);
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+/// Opens (creating if missing) `<data_dir>/hero.db`. The data directory is created too.
+pub async fn open(data_dir: &Path) -> Result<SqlitePool> {
+    std::fs::create_dir_all(data_dir).map_err(|e| {
+        Error::Internal(format!(
+            "cannot create data directory {}: {e}",
+            data_dir.display()
+        ))
+    })?;
+    let path = data_dir.join("hero.db");
+    let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .foreign_keys(true)
+        // A log restarted after a checkpoint is cut back to this size (else it keeps the
+        // size of its longest stretch between checkpoints).
+        .pragma("journal_size_limit", "16777216")
+        // No mmap: measured, it costs more than it saves here (the map is redone as the file
+        // grows, with TLB shootdowns across cores).
+        .busy_timeout(BUSY_FOR);
+    // A connection to a local file does not go stale: no ping before each use (the ping is
+    // a round trip to the connection's thread, as dear as the query it precedes).
+    let pool = SqlitePoolOptions::new()
+        .max_connections(8)
+        .test_before_acquire(false)
+        .connect_with(opts)
+        .await?;
+    Ok(pool)
+}
+
+/// A transaction on the pool that writes: it takes the write lock at once (`BEGIN
+/// IMMEDIATE`, waiting its turn). A deferred one reads first and asks for the lock at its
+/// first write; if another connection (the hot one, turn after turn) has committed since
+/// its read, SQLite refuses it at once ("database is locked"), without waiting.
+pub async fn begin_write(pool: &SqlitePool) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+    Ok(pool.begin_with("BEGIN IMMEDIATE").await?)
+}
+
+/// Applies every pending migration.
+pub async fn migrate(pool: &SqlitePool) -> Result<()> {
+    MIGRATOR.run(pool).await?;
+    Ok(())
+}
+
+/// A column type both drivers read: what a row decoder may ask [`Columns`] for.
+pub trait Column:
+    rusqlite::types::FromSql + for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>
+{
+}
+
+impl<T> Column for T where
+    T: rusqlite::types::FromSql + for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>
+{
+}
+
+/// A row as either connection hands it, read by column index: each row type's decoder is
+/// written once, over this, for the pool and the hot connection alike.
+pub trait Columns {
+    fn get<T: Column>(&self, index: usize) -> Result<T>;
+}
+
+impl Columns for sqlx::sqlite::SqliteRow {
+    fn get<T: Column>(&self, index: usize) -> Result<T> {
+        Ok(sqlx::Row::try_get(self, index)?)
+    }
+}
+
+impl Columns for rusqlite::Row<'_> {
+    fn get<T: Column>(&self, index: usize) -> Result<T> {
+        Ok(rusqlite::Row::get(self, index)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::{Keyring, SecretKey};
+
+    #[tokio::test]
+    async fn opens_in_wal_mode_and_checks_the_master_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("nested/data");
+        let pool = open(&data).await.unwrap();
+        migrate(&pool).await.unwrap();
+        let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let (limit,): (i64,) = sqlx::query_as("PRAGMA journal_size_limit")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(limit, 16 << 20);
+        let key = SecretKey::random();
+        check_master_key(&pool, &Keyring::new(key.clone()))
+            .await
+            .unwrap();
+        check_master_key(&pool, &Keyring::new(key)).await.unwrap();
+        let err = check_master_key(&pool, &Keyring::new(SecretKey::random()))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("master key does not match"),
+            "{err}"
+        );
+        // Migrating again is a no-op.
+        migrate(&pool).await.unwrap();
+    }
+}

@@ -1,0 +1,84 @@
+//! The `auth_tokens` table: one row per sign-in token issued (its `jti`), revoked by
+//! setting `revoked_at`; a token stands only while its row does, unrevoked.
+
+use sqlx::{SqliteConnection, SqlitePool};
+
+use super::Columns;
+use crate::Result;
+
+pub async fn insert(
+    db: &SqlitePool,
+    jti: &str,
+    user_id: i64,
+    now: &str,
+    expires_at: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO auth_tokens (jti, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
+    )
+    .bind(jti)
+    .bind(user_id)
+    .bind(now)
+    .bind(expires_at)
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+pub async fn revoke(db: &SqlitePool, jti: &str, now: &str) -> Result<()> {
+    sqlx::query("UPDATE auth_tokens SET revoked_at = ? WHERE jti = ? AND revoked_at IS NULL")
+        .bind(now)
+        .bind(jti)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// Revokes every token of a user (inside the transaction that changes the account).
+pub async fn revoke_all(c: &mut SqliteConnection, user_id: i64, now: &str) -> Result<()> {
+    sqlx::query("UPDATE auth_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL")
+        .bind(now)
+        .bind(user_id)
+        .execute(c)
+        .await?;
+    Ok(())
+}
+
+/// A token's row with its account.
+pub struct TokenRow {
+    pub user_id: i64,
+    pub username: String,
+    pub is_admin: bool,
+    pub disabled: bool,
+    pub revoked: bool,
+}
+
+const BY_JTI: &str = "SELECT u.id, u.username, u.is_admin, u.disabled, t.revoked_at IS NOT NULL \
+     FROM auth_tokens t JOIN users u ON u.id = t.user_id WHERE t.jti = ?1";
+
+impl TokenRow {
+    /// The one decoder of a token row ([`BY_JTI`]'s columns in order).
+    fn read(r: &impl Columns) -> Result<Self> {
+        Ok(TokenRow {
+            user_id: r.get(0)?,
+            username: r.get(1)?,
+            is_admin: r.get(2)?,
+            disabled: r.get(3)?,
+            revoked: r.get(4)?,
+        })
+    }
+}
+
+/// The token `jti` and its account, on the hot connection (every request's sign-in check).
+pub fn by_jti_hot(c: &rusqlite::Connection, jti: &str) -> Result<Option<TokenRow>> {
+    let mut q = c.prepare_cached(BY_JTI)?;
+    let mut rows = q.query([jti])?;
+    rows.next()?.map(TokenRow::read).transpose()
+}
+
+/// The token `jti` and its account, through the pool (the periodic re-check of live
+/// streams, which may wait).
+pub async fn by_jti(db: &SqlitePool, jti: &str) -> Result<Option<TokenRow>> {
+    let row = sqlx::query(BY_JTI).bind(jti).fetch_optional(db).await?;
+    row.as_ref().map(TokenRow::read).transpose()
+}

@@ -1,0 +1,165 @@
+//! The `users` table: accounts, their password hashes and wrapped data keys.
+
+use sqlx::{SqliteConnection, SqlitePool};
+
+use super::Columns;
+use crate::Result;
+
+/// An account as listed (no hash, no key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserRow {
+    pub id: i64,
+    pub username: String,
+    pub is_admin: bool,
+    pub disabled: bool,
+    pub created_at: String,
+}
+
+const COLUMNS: &str = "id, username, is_admin, disabled, created_at";
+
+impl UserRow {
+    /// The one decoder of a listed user ([`COLUMNS`] in order).
+    fn read(r: &impl Columns) -> Result<Self> {
+        Ok(UserRow {
+            id: r.get(0)?,
+            username: r.get(1)?,
+            is_admin: r.get(2)?,
+            disabled: r.get(3)?,
+            created_at: r.get(4)?,
+        })
+    }
+}
+
+pub async fn count(db: &SqlitePool) -> Result<i64> {
+    Ok(sqlx::query_scalar("SELECT COUNT(*) FROM users")
+        .fetch_one(db)
+        .await?)
+}
+
+pub async fn name_taken(c: &mut SqliteConnection, username: &str) -> Result<bool> {
+    let id: Option<i64> = sqlx::query_scalar("SELECT id FROM users WHERE username = ?")
+        .bind(username)
+        .fetch_optional(c)
+        .await?;
+    Ok(id.is_some())
+}
+
+/// Inserts a user with an empty data key (its wrapping names the row id, which exists only
+/// after the insert: [`set_data_key`] follows in the same transaction); answers the id.
+pub async fn insert(
+    c: &mut SqliteConnection,
+    username: &str,
+    password_hash: &str,
+    is_admin: bool,
+    now: &str,
+) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO users (username, password_hash, is_admin, data_key, created_at, updated_at) \
+         VALUES (?, ?, ?, x'', ?, ?) RETURNING id",
+    )
+    .bind(username)
+    .bind(password_hash)
+    .bind(is_admin)
+    .bind(now)
+    .bind(now)
+    .fetch_one(c)
+    .await?)
+}
+
+pub async fn set_data_key(c: &mut SqliteConnection, id: i64, wrapped: &[u8]) -> Result<()> {
+    sqlx::query("UPDATE users SET data_key = ? WHERE id = ?")
+        .bind(wrapped)
+        .bind(id)
+        .execute(c)
+        .await?;
+    Ok(())
+}
+
+pub async fn list(db: &SqlitePool) -> Result<Vec<UserRow>> {
+    let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM users ORDER BY id"))
+        .fetch_all(db)
+        .await?;
+    rows.iter().map(UserRow::read).collect()
+}
+
+pub async fn find_by_name(db: &SqlitePool, username: &str) -> Result<Option<UserRow>> {
+    let row = sqlx::query(&format!("SELECT {COLUMNS} FROM users WHERE username = ?"))
+        .bind(username)
+        .fetch_optional(db)
+        .await?;
+    row.as_ref().map(UserRow::read).transpose()
+}
+
+/// What a sign-in checks: the account and its password hash.
+pub struct Credentials {
+    pub user: UserRow,
+    pub password_hash: String,
+}
+
+pub async fn credentials(db: &SqlitePool, username: &str) -> Result<Option<Credentials>> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS}, password_hash FROM users WHERE username = ?"
+    ))
+    .bind(username)
+    .fetch_optional(db)
+    .await?;
+    row.as_ref()
+        .map(|r| {
+            Ok(Credentials {
+                user: UserRow::read(r)?,
+                password_hash: r.get(5)?,
+            })
+        })
+        .transpose()
+}
+
+pub async fn password_hash(db: &SqlitePool, id: i64) -> Result<Option<String>> {
+    Ok(
+        sqlx::query_scalar("SELECT password_hash FROM users WHERE id = ?")
+            .bind(id)
+            .fetch_optional(db)
+            .await?,
+    )
+}
+
+/// Sets the password hash; whether the user exists.
+pub async fn set_password_hash(
+    c: &mut SqliteConnection,
+    id: i64,
+    hash: &str,
+    now: &str,
+) -> Result<bool> {
+    let done = sqlx::query("UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?")
+        .bind(hash)
+        .bind(now)
+        .bind(id)
+        .execute(c)
+        .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Disables or re-enables the account; whether the user exists.
+pub async fn set_disabled(
+    c: &mut SqliteConnection,
+    id: i64,
+    disabled: bool,
+    now: &str,
+) -> Result<bool> {
+    let done = sqlx::query("UPDATE users SET disabled = ?, updated_at = ? WHERE id = ?")
+        .bind(disabled)
+        .bind(now)
+        .bind(id)
+        .execute(c)
+        .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// The user's data key as stored, wrapped by the master key.
+pub async fn wrapped_data_key(db: &SqlitePool, id: i64) -> Result<Option<Vec<u8>>> {
+    Ok(
+        sqlx::query_scalar("SELECT data_key FROM users WHERE id = ?")
+            .bind(id)
+            .fetch_optional(db)
+            .await?,
+    )
+}
