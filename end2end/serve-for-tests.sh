@@ -11,4 +11,5 @@ unset HERO_MASTER_KEY || true
 printf 'alice-password\n' | "$bin" user add alice --admin
 printf 'bob-password\n' | "$bin" user add bob
 printf 'carol-password\n' | "$bin" user add carol
+printf 'dave-password\n' | "$bin" user add dave
 exec "$bin" serve --addr "127.0.0.1:$port" --site-root "$root/target/site"

@@ -8,12 +8,15 @@
 //! - [`chat`]: the conversation: stored messages, the live reply, the composer.
 //! - [`agents`]: the Agents page.
 //! - `guard` (ssr only): `require_user()` and the error mapping every server function uses.
+//! - `csp` (ssr only): the pages' Content-Security-Policy, with each response's nonce.
 
 #![recursion_limit = "256"]
 
 pub mod agents;
 pub mod auth;
 pub mod chat;
+#[cfg(feature = "ssr")]
+pub mod csp;
 #[cfg(feature = "ssr")]
 pub mod guard;
 pub mod sessions;
@@ -25,6 +28,8 @@ use leptos_router::{SsrMode, path};
 
 /// The HTML document around the app, rendered on the server only.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    csp::send_with_nonce();
     view! {
         <!DOCTYPE html>
         <html lang="en">

@@ -55,6 +55,9 @@ pub async fn update_session(
         .map_err(fail)
 }
 
+/// How many levels of sub-sessions the sidebar indents (`.depth-N` in the stylesheet).
+const MAX_INDENT: usize = 8;
+
 /// A session and its depth in the parent/child tree, in display order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TreeRow {
@@ -251,10 +254,15 @@ fn SessionTree(sessions: Vec<SessionDto>, current: Memo<Option<i64>>) -> impl In
         <ul>
             {rows.into_iter().map(|row| {
                 let id = row.session.id;
-                let class = format!("session status-{}", row.session.status.as_str());
-                let style = format!("--depth: {}", row.depth);
+                // Indented by a class, not an inline style: the pages' policy applies the
+                // stylesheet alone. Deeper than MAX_INDENT shows at MAX_INDENT.
+                let class = format!(
+                    "session status-{} depth-{}",
+                    row.session.status.as_str(),
+                    row.depth.min(MAX_INDENT)
+                );
                 view! {
-                    <li class=class style=style data-session-id=id data-status=row.session.status.as_str()>
+                    <li class=class data-depth=row.depth data-session-id=id data-status=row.session.status.as_str()>
                         <A href=format!("/s/{id}") attr:aria-current=move || (current.get() == Some(id)).then_some("page")>
                             {row.session.name}
                         </A>

@@ -15,6 +15,19 @@ use http::HeaderMap;
 use crate::{AppState, Error, Result, password, store, tokens, users};
 
 pub const COOKIE_NAME: &str = "hero_token";
+/// The cookie's name when it is `Secure`: the `__Host-` prefix makes the browser refuse it
+/// unless it came from this very host over HTTPS with `Path=/` and no `Domain`, so a
+/// sibling subdomain cannot plant a sign-in of its choosing.
+pub const SECURE_COOKIE_NAME: &str = "__Host-hero_token";
+
+/// The sign-in cookie's name: prefixed when the cookie is `Secure`.
+pub fn cookie_name(secure: bool) -> &'static str {
+    if secure {
+        SECURE_COOKIE_NAME
+    } else {
+        COOKIE_NAME
+    }
+}
 
 /// The signed-in user. Only this module constructs one, after checking a token or a
 /// password, so a function that takes `&AuthUser` cannot run for nobody.
@@ -128,11 +141,15 @@ pub const RECHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(15
 
 /// Authenticates the request's `Authorization: Bearer` token, else its cookie.
 pub async fn authenticate_headers(st: &AppState, headers: &HeaderMap) -> Result<AuthUser> {
-    let token = token_from_headers(headers).ok_or(Error::Unauthorized("sign in first"))?;
+    let token = token_from_headers(headers, st.settings.secure_cookie)
+        .ok_or(Error::Unauthorized("sign in first"))?;
     authenticate(st, &token).await
 }
 
-pub fn token_from_headers(headers: &HeaderMap) -> Option<String> {
+/// The bearer token, else the sign-in cookie (only the `__Host-` one when cookies are
+/// `Secure`: an unprefixed one could have been planted by another host of the site).
+pub fn token_from_headers(headers: &HeaderMap, secure: bool) -> Option<String> {
+    let name = cookie_name(secure);
     if let Some(v) = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -148,7 +165,7 @@ pub fn token_from_headers(headers: &HeaderMap) -> Option<String> {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE_NAME)
+        .find(|(k, _)| *k == name)
         .map(|(_, v)| v.to_owned())
 }
 
@@ -178,7 +195,8 @@ pub async fn change_password(
 /// SameSite=Lax (other sites' forms cannot post with it).
 pub fn session_cookie(token: &str, max_age_secs: i64, secure: bool) -> String {
     format!(
-        "{COOKIE_NAME}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age_secs}{}",
+        "{}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age_secs}{}",
+        cookie_name(secure),
         if secure { "; Secure" } else { "" }
     )
 }
@@ -355,9 +373,30 @@ mod tests {
             "cookie",
             "a=1; hero_token=from-cookie; b=2".parse().unwrap(),
         );
-        assert_eq!(token_from_headers(&h).as_deref(), Some("from-cookie"));
+        assert_eq!(
+            token_from_headers(&h, false).as_deref(),
+            Some("from-cookie")
+        );
+        // Secure cookies are read only under their __Host- name.
+        assert_eq!(token_from_headers(&h, true), None);
+        h.insert(
+            "cookie",
+            "hero_token=planted; __Host-hero_token=real"
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(token_from_headers(&h, true).as_deref(), Some("real"));
         h.insert("authorization", "Bearer from-bearer".parse().unwrap());
-        assert_eq!(token_from_headers(&h).as_deref(), Some("from-bearer"));
-        assert_eq!(token_from_headers(&HeaderMap::new()), None);
+        assert_eq!(token_from_headers(&h, true).as_deref(), Some("from-bearer"));
+        assert_eq!(token_from_headers(&HeaderMap::new(), false), None);
+    }
+
+    #[test]
+    fn a_secure_cookie_is_host_prefixed() {
+        let c = session_cookie("t", 60, true);
+        assert!(c.starts_with("__Host-hero_token=t; Path=/;"), "{c}");
+        assert!(c.ends_with("; Secure") && !c.contains("Domain"), "{c}");
+        assert!(session_cookie("t", 60, false).starts_with("hero_token=t;"));
+        assert!(clear_cookie(true).starts_with("__Host-hero_token=;"));
     }
 }

@@ -198,6 +198,7 @@ pub fn load_master_key(
     };
     match std::fs::read_to_string(&path) {
         Ok(text) => {
+            check_private(&path).map_err(key_file_err)?;
             let key = SecretKey::parse(&text).map_err(|e| key_file_err(e.to_string()))?;
             Ok((key, KeySource::ExistingFile(path)))
         }
@@ -218,6 +219,27 @@ pub fn load_master_key(
         }
         Err(e) => Err(key_file_err(e.to_string())),
     }
+}
+
+/// A key file others can read (or write) is refused, with the command that fixes it:
+/// whoever reads it opens every secret in the data directory.
+fn check_private(path: &Path) -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .map_err(|e| e.to_string())?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            return Err(format!(
+                "other users can read or change it (mode {:o}); make it private with `chmod 600 {}`",
+                mode & 0o777,
+                path.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -320,6 +342,25 @@ mod tests {
         assert_eq!(k1.bytes(), k2.bytes());
         let (_, src3) = load_master_key(Some(&"ab".repeat(32)), dir.path()).unwrap();
         assert_eq!(src3, KeySource::Environment);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_key_file_others_can_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        load_master_key(None, dir.path()).unwrap();
+        let path = dir.path().join("master.key");
+        for mode in [0o644, 0o640, 0o604, 0o660, 0o606] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = load_master_key(None, dir.path()).unwrap_err().to_string();
+            assert!(
+                err.contains("chmod 600") && err.contains(&format!("{mode:o}")),
+                "{err}"
+            );
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o400)).unwrap();
+        load_master_key(None, dir.path()).unwrap();
     }
 
     #[test]

@@ -15,8 +15,41 @@ use crate::crypto::{self, SecretKey};
 use crate::store::{self, frames::FrameRow};
 use crate::{Error, Result};
 
-fn payload_aad(id: &str) -> Vec<u8> {
-    format!("frames.payload:{id}").into_bytes()
+/// How new frames are sealed: the associated data binds every stored field but `seq`
+/// (assigned inside the insert), so no field can be changed in the database without the
+/// payload failing to open. Frames of seal 1, stored before, bind their id alone.
+const SEAL: i64 = 2;
+
+/// The associated data of a frame's payload, as `seal` defines it.
+fn payload_aad(seal: i64, f: &FrameMeta<'_>) -> Vec<u8> {
+    match seal {
+        1 => format!("frames.payload:{}", f.id).into_bytes(),
+        // NUL between fields: none can hold one (the targets are JSON, which escapes it).
+        _ => format!(
+            "frames.payload.v2\0{}\0{}\0{}\0{}\0{}\0{}\0{}\0{}",
+            f.id,
+            f.session_id,
+            f.frame_type,
+            f.author_type,
+            f.author_id.map(|a| a.to_string()).unwrap_or_default(),
+            f.parent_id.unwrap_or(""),
+            f.target_ids,
+            f.timestamp,
+        )
+        .into_bytes(),
+    }
+}
+
+/// The stored fields a payload's associated data names.
+struct FrameMeta<'a> {
+    id: &'a str,
+    session_id: i64,
+    frame_type: &'a str,
+    author_type: &'a str,
+    author_id: Option<i64>,
+    parent_id: Option<&'a str>,
+    target_ids: &'a str,
+    timestamp: &'a str,
 }
 
 /// A frame to append; the store assigns `seq` and the timestamp.
@@ -92,11 +125,26 @@ pub struct Sealed {
 
 pub fn seal(dk: &SecretKey, f: NewFrame) -> Result<Sealed> {
     let plain = serde_json::to_vec(&f.payload).map_err(|e| Error::Internal(e.to_string()))?;
+    let timestamp = now_precise();
+    let targets =
+        serde_json::to_string(&f.target_ids).map_err(|e| Error::Internal(e.to_string()))?;
+    let aad = payload_aad(
+        SEAL,
+        &FrameMeta {
+            id: &f.id,
+            session_id: f.session_id,
+            frame_type: type_str(f.frame_type),
+            author_type: author_str(f.author_type),
+            author_id: f.author_id,
+            parent_id: f.parent_id.as_deref(),
+            target_ids: &targets,
+            timestamp: &timestamp,
+        },
+    );
     Ok(Sealed {
-        timestamp: now_precise(),
-        targets: serde_json::to_string(&f.target_ids)
-            .map_err(|e| Error::Internal(e.to_string()))?,
-        payload: crypto::seal(dk, &payload_aad(&f.id), &plain),
+        payload: crypto::seal(dk, &aad, &plain),
+        timestamp,
+        targets,
         frame: f,
     })
 }
@@ -117,6 +165,7 @@ impl Sealed {
                 author_type: author_str(f.author_type),
                 author_id: f.author_id,
                 payload: &self.payload,
+                seal: SEAL,
             },
         )
     }
@@ -156,7 +205,17 @@ pub async fn append(st: &crate::AppState, dk: &SecretKey, f: NewFrame) -> Result
 impl FrameRow {
     fn open(self, dk: &SecretKey) -> Result<Frame> {
         let bad = |what: &str| Error::Internal(format!("frame {} has a bad {what}", self.id));
-        let plain = crypto::open(dk, &payload_aad(&self.id), &self.payload)?;
+        let meta = FrameMeta {
+            id: &self.id,
+            session_id: self.session_id,
+            frame_type: &self.frame_type,
+            author_type: &self.author_type,
+            author_id: self.author_id,
+            parent_id: self.parent_id.as_deref(),
+            target_ids: &self.target_ids,
+            timestamp: &self.timestamp,
+        };
+        let plain = crypto::open(dk, &payload_aad(self.seal, &meta), &self.payload)?;
         let payload: Value = serde_json::from_slice(&plain).map_err(|_| bad("payload"))?;
         let frame_type = serde_json::from_value(Value::String(self.frame_type.clone()))
             .map_err(|_| bad("type"))?;
@@ -478,5 +537,107 @@ mod tests {
             get(&st.db, &dk, s.id + 1, &newest.id).await,
             Err(Error::NotFound(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn a_frame_whose_stored_fields_change_no_longer_opens() {
+        let (_dir, st, alice, s, dk) = alice_with_a_session().await;
+        let other = session(&st, &alice, "other").await;
+        let mut f = NewFrame::message(
+            s.id,
+            AuthorType::Agent,
+            Some(7),
+            json!({"role": "assistant", "content": "the real answer"}),
+        );
+        f.parent_id = Some(new_id());
+        f.target_ids = vec!["user:1".parse::<TargetId>().unwrap()];
+        let stored = append(&st, &dk, f).await.unwrap();
+        assert_eq!(get(&st.db, &dk, s.id, &stored.id).await.unwrap(), stored);
+        // Each change an attacker with the database file could make, one at a time.
+        let tampered = [
+            ("session_id", json!(other.id)),
+            ("type", json!("result")),
+            ("author_type", json!("user")),
+            ("author_id", json!(1)),
+            ("parent_id", json!(new_id())),
+            ("target_ids", json!("[]")),
+            ("timestamp", json!("2020-01-01T00:00:00Z")),
+            // Claiming the old sealing, which names the id alone.
+            ("seal", json!(1)),
+        ];
+        for (column, value) in tampered {
+            let session_of = if column == "session_id" {
+                other.id
+            } else {
+                s.id
+            };
+            let before: (String,) = sqlx::query_as(&format!(
+                "SELECT CAST({column} AS TEXT) FROM frames WHERE id = ?"
+            ))
+            .bind(&stored.id)
+            .fetch_one(&st.db)
+            .await
+            .unwrap();
+            let bind_value = match &value {
+                serde_json::Value::Number(n) => n.to_string(),
+                serde_json::Value::String(t) => t.clone(),
+                _ => unreachable!(),
+            };
+            sqlx::query(&format!("UPDATE frames SET {column} = ? WHERE id = ?"))
+                .bind(&bind_value)
+                .bind(&stored.id)
+                .execute(&st.db)
+                .await
+                .unwrap();
+            assert!(
+                get(&st.db, &dk, session_of, &stored.id).await.is_err(),
+                "a frame whose {column} changed still opens"
+            );
+            sqlx::query(&format!("UPDATE frames SET {column} = ? WHERE id = ?"))
+                .bind(&before.0)
+                .bind(&stored.id)
+                .execute(&st.db)
+                .await
+                .unwrap();
+            assert_eq!(get(&st.db, &dk, s.id, &stored.id).await.unwrap(), stored);
+        }
+    }
+
+    #[tokio::test]
+    async fn frames_sealed_before_the_metadata_was_bound_still_open() {
+        let (_dir, st, _, s, dk) = alice_with_a_session().await;
+        let id = new_id();
+        let payload = json!({"role": "user", "content": "from an older Hero"});
+        let sealed = crypto::seal(
+            &dk,
+            format!("frames.payload:{id}").as_bytes(),
+            &serde_json::to_vec(&payload).unwrap(),
+        );
+        sqlx::query(
+            "INSERT INTO frames (id, session_id, seq, target_ids, timestamp, type, author_type, payload) \
+             VALUES (?, ?, 1, '[]', '2026-11-01T00:00:00Z', 'message', 'user', ?)",
+        )
+        .bind(&id)
+        .bind(s.id)
+        .bind(sealed)
+        .execute(&st.db)
+        .await
+        .unwrap();
+        let old = get(&st.db, &dk, s.id, &id).await.unwrap();
+        assert_eq!(old.payload, payload);
+        // What is appended after it is sealed the new way.
+        let new = append(
+            &st,
+            &dk,
+            NewFrame::message(s.id, AuthorType::User, None, json!({"content": "new"})),
+        )
+        .await
+        .unwrap();
+        let (seal,): (i64,) = sqlx::query_as("SELECT seal FROM frames WHERE id = ?")
+            .bind(&new.id)
+            .fetch_one(&st.db)
+            .await
+            .unwrap();
+        assert_eq!((new.seq, seal), (2, SEAL));
     }
 }

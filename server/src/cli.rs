@@ -44,8 +44,13 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let st = open_store(&cfg).await?;
     let first_run_password = if users::count(&st.db).await? == 0 {
         let pw = random_password();
+        // The file first: an account whose password was never told would lock its owner out.
+        let file = write_private(
+            &cfg.data_dir.join(FIRST_PASSWORD_FILE),
+            format!("{pw}\n").as_bytes(),
+        )?;
         accounts::create(&st.db, &st.keys, "admin", &pw, true).await?;
-        Some(pw)
+        Some(file)
     } else {
         None
     };
@@ -60,15 +65,20 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         );
     }
     let state = st.clone();
-    let app = crate::web::router(st, crate::web::leptos_options(addr, &cfg.site_root));
+    let app = crate::web::pin_host(
+        crate::web::router(st, crate::web::leptos_options(addr, &cfg.site_root)),
+        crate::web::HostPolicy::new(cfg.public_url.as_ref(), addr),
+    );
     println!("Hero is serving on http://{addr}");
-    if let Some(pw) = first_run_password {
+    if let Some(file) = first_run_password {
+        // The password itself goes to a private file, never to the output, which often ends
+        // up in a log that others read.
         println!();
         println!("First run: an administrator account was created.");
         println!("  Sign in at http://{addr}/login");
         println!("  username: admin");
-        println!("  password: {pw}");
-        println!("Change it with `hero user passwd admin`; this password is not shown again.");
+        println!("  password: in {} (readable by you alone)", file.display());
+        println!("Change it with `hero user passwd admin`, then delete that file.");
         println!();
     }
     let signalled = std::sync::Arc::new(tokio::sync::Notify::new());
@@ -126,6 +136,26 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}
+
+/// Where the first run leaves the administrator's password, in the data directory.
+pub const FIRST_PASSWORD_FILE: &str = "initial-admin-password";
+
+/// Writes `bytes` to a new file at `path` that only its owner can read (mode 0600); an
+/// existing file is an error, never overwritten.
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<std::path::PathBuf> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let mut f = opts
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path.to_path_buf())
 }
 
 fn random_password() -> String {

@@ -66,6 +66,11 @@ pub struct ConfigArgs {
     /// the process exits anyway, in seconds [default: 10]
     #[arg(long, env = "HERO_DRAIN_SECS", global = true, value_name = "SECONDS")]
     pub drain_secs: Option<u64>,
+
+    /// The URL people reach Hero by (https://hero.example.com); requests naming another host
+    /// are refused. Unset: any host, or only localhost when serving on a loopback address
+    #[arg(long, env = "HERO_PUBLIC_URL", global = true, value_name = "URL")]
+    pub public_url: Option<String>,
 }
 
 #[derive(Default, Deserialize)]
@@ -79,6 +84,7 @@ struct FileConfig {
     site_root: Option<PathBuf>,
     log: Option<String>,
     drain_secs: Option<u64>,
+    public_url: Option<String>,
 }
 
 /// The settings in force. Its `Debug` hides the master key.
@@ -92,6 +98,8 @@ pub struct Config {
     pub site_root: PathBuf,
     pub log: String,
     pub drain: std::time::Duration,
+    /// Where people reach Hero, checked: an http(s) URL with a host and nothing after it.
+    pub public_url: Option<axum::http::Uri>,
 }
 
 impl std::fmt::Debug for Config {
@@ -105,6 +113,7 @@ impl std::fmt::Debug for Config {
             .field("site_root", &self.site_root)
             .field("log", &self.log)
             .field("drain", &self.drain)
+            .field("public_url", &self.public_url)
             .finish()
     }
 }
@@ -145,8 +154,33 @@ impl ConfigArgs {
                     .or(file.drain_secs)
                     .unwrap_or(DEFAULT_DRAIN_SECS),
             ),
+            public_url: self
+                .public_url
+                .or(file.public_url)
+                .map(|u| parse_public_url(&u))
+                .transpose()?,
         })
     }
+}
+
+/// A public URL is the scheme and host (and port) people type: http or https, a host, and
+/// no user, path, query or fragment (Hero is served at the root of its host).
+fn parse_public_url(text: &str) -> anyhow::Result<axum::http::Uri> {
+    let bad = |why: &str| {
+        anyhow::anyhow!("public_url {text:?} {why}; write it as https://hero.example.com")
+    };
+    let uri: axum::http::Uri = text.trim().parse().map_err(|_| bad("is not a URL"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Err(bad("must start with http:// or https://"));
+    }
+    let authority = uri.authority().ok_or_else(|| bad("has no host"))?;
+    if authority.as_str().contains('@') {
+        return Err(bad("must not hold a user name or password"));
+    }
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return Err(bad("must not have a path or query"));
+    }
+    Ok(uri)
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -229,5 +263,35 @@ mod tests {
             ..Default::default()
         };
         assert!(format!("{:#}", missing.resolve().unwrap_err()).contains("cannot read"));
+    }
+
+    #[test]
+    fn a_public_url_is_a_scheme_and_a_host() {
+        let url = |u: &str| {
+            ConfigArgs {
+                config: Some("/dev/null".into()),
+                public_url: Some(u.into()),
+                ..Default::default()
+            }
+            .resolve()
+            .map(|c| c.public_url.map(|u| u.to_string()))
+            .map_err(|e| e.to_string())
+        };
+        assert!(url("https://hero.example.com").is_ok());
+        assert!(url("http://hero.lan:8080/").is_ok());
+        for (bad, why) in [
+            ("hero.example.com", "http"),
+            ("ftp://hero.example.com", "http"),
+            ("https://user:pw@hero.example.com", "user"),
+            ("https://hero.example.com/hero", "path"),
+            ("https://hero.example.com/?a=1", "query"),
+            ("not a url", "not a URL"),
+        ] {
+            let err = url(bad).unwrap_err();
+            assert!(
+                err.contains(why) && err.contains("https://hero.example.com"),
+                "{bad}: {err}"
+            );
+        }
     }
 }

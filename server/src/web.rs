@@ -50,6 +50,7 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
         )
         .fallback(leptos_axum::file_and_error_handler::<ServerState, _>(shell))
         .layer(axum::middleware::from_fn(same_origin))
+        .layer(axum::middleware::from_fn(security_headers))
         .layer(axum::middleware::from_fn(trace_request))
         .with_state(state)
 }
@@ -140,4 +141,160 @@ async fn same_origin(
         }
     }
     next.run(req).await
+}
+
+/// Headers every answer carries: no type sniffing, no referrer, no framing, a strict
+/// Content-Security-Policy where the page did not set its own (pages set theirs, with the
+/// response's nonce: `app::csp`), and `no-store` on everything but the built site's files,
+/// so that nothing holding a user's data stays in a shared or back-button cache.
+async fn security_headers(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::{HeaderValue, header};
+    static DEFAULT_POLICY: std::sync::LazyLock<HeaderValue> = std::sync::LazyLock::new(|| {
+        HeaderValue::from_str(&app::csp::policy(None)).expect("the policy is a header value")
+    });
+    let site_file = is_site_file(req.uri().path());
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert_with(|| DEFAULT_POLICY.clone());
+    if !site_file {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    resp
+}
+
+/// The built site's files (wasm, JS, CSS, the icon): the same for everyone, no user data.
+fn is_site_file(path: &str) -> bool {
+    path.starts_with("/pkg/") || path == "/favicon.svg"
+}
+
+/// Which `Host` a request may name. A page of another site whose name the attacker makes
+/// resolve to this machine (DNS rebinding) is, to the browser, of that other origin, and
+/// could read Hero's answers; its requests name the attacker's host, and are refused here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostPolicy {
+    /// Served on another address with no public URL set: any host.
+    Any,
+    /// Served on loopback with no public URL set: `localhost` and loopback addresses.
+    Loopback,
+    /// The public URL's host (and port, if it names one), lowercase.
+    Exactly(String),
+}
+
+impl HostPolicy {
+    /// From the `public_url` setting (already checked: an http(s) URL with a host) and the
+    /// address Hero serves on.
+    pub fn new(public_url: Option<&axum::http::Uri>, addr: std::net::SocketAddr) -> Self {
+        match public_url.and_then(|u| u.authority()) {
+            Some(a) => HostPolicy::Exactly(a.as_str().to_ascii_lowercase()),
+            None if addr.ip().is_loopback() => HostPolicy::Loopback,
+            None => HostPolicy::Any,
+        }
+    }
+
+    pub fn allows(&self, host: &str) -> bool {
+        let host = host.trim().to_ascii_lowercase();
+        match self {
+            HostPolicy::Any => true,
+            HostPolicy::Exactly(h) => host == *h,
+            HostPolicy::Loopback => {
+                // Strip the port: after the brackets of an IPv6 literal, else after a colon.
+                let name = match host.strip_prefix('[') {
+                    Some(rest) => rest.split(']').next().unwrap_or(""),
+                    None => host.rsplit_once(':').map_or(host.as_str(), |(n, _)| n),
+                };
+                name == "localhost"
+                    || name
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            }
+        }
+    }
+}
+
+/// Puts `policy` in front of `router`: a request whose `Host` it does not allow answers
+/// 421 (a client that sends none, such as an in-process test, is not a browser and passes).
+pub fn pin_host(router: Router, policy: HostPolicy) -> Router {
+    if policy == HostPolicy::Any {
+        return router;
+    }
+    let policy = std::sync::Arc::new(policy);
+    router.layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let policy = policy.clone();
+            async move {
+                use axum::response::IntoResponse;
+                let host = req
+                    .headers()
+                    .get(axum::http::header::HOST)
+                    .map(|h| h.to_str().unwrap_or(""));
+                if let Some(host) = host
+                    && !policy.allows(host)
+                {
+                    let body = hero_shared::api::ErrorBody {
+                        error: "this server does not answer to that host name; \
+                                an administrator can set HERO_PUBLIC_URL to the name it is reached by"
+                            .into(),
+                    };
+                    return (axum::http::StatusCode::MISDIRECTED_REQUEST, axum::Json(body))
+                        .into_response();
+                }
+                next.run(req).await
+            }
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_pinned() {
+        let local: std::net::SocketAddr = "127.0.0.1:3000".parse().unwrap();
+        let anywhere: std::net::SocketAddr = "0.0.0.0:3000".parse().unwrap();
+        let loopback = HostPolicy::new(None, local);
+        assert_eq!(loopback, HostPolicy::Loopback);
+        for ok in [
+            "127.0.0.1:3000",
+            "localhost:3000",
+            "LOCALHOST",
+            "127.1.2.3",
+            "[::1]:3000",
+            "[::1]",
+        ] {
+            assert!(loopback.allows(ok), "{ok}");
+        }
+        for refused in [
+            "evil.example:3000",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io:3000",
+            "10.0.0.1:3000",
+            "[::ffff:7f00:1]:3000",
+            "",
+        ] {
+            assert!(!loopback.allows(refused), "{refused}");
+        }
+        assert_eq!(HostPolicy::new(None, anywhere), HostPolicy::Any);
+        let public: axum::http::Uri = "https://Hero.example.com".parse().unwrap();
+        let pinned = HostPolicy::new(Some(&public), anywhere);
+        assert!(pinned.allows("hero.example.com"));
+        assert!(!pinned.allows("hero.example.com:8443"));
+        assert!(!pinned.allows("127.0.0.1:3000"));
+        let with_port: axum::http::Uri = "http://hero.lan:8080/".parse().unwrap();
+        let pinned = HostPolicy::new(Some(&with_port), local);
+        assert!(pinned.allows("hero.lan:8080") && !pinned.allows("localhost:8080"));
+    }
 }

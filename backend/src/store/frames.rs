@@ -20,10 +20,11 @@ pub struct FrameRow {
     pub author_type: String,
     pub author_id: Option<i64>,
     pub payload: Vec<u8>,
+    /// How the payload was sealed (the migration that added it says what each value binds).
+    pub seal: i64,
 }
 
-const COLUMNS: &str =
-    "id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload";
+const COLUMNS: &str = "id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload, seal";
 
 impl FrameRow {
     /// The one decoder of a frame row, from either connection ([`COLUMNS`] in order).
@@ -39,6 +40,7 @@ impl FrameRow {
             author_type: r.get(7)?,
             author_id: r.get(8)?,
             payload: r.get(9)?,
+            seal: r.get(10)?,
         })
     }
 }
@@ -54,6 +56,7 @@ pub struct NewFrameRow<'a> {
     pub author_type: &'a str,
     pub author_id: Option<i64>,
     pub payload: &'a [u8],
+    pub seal: i64,
 }
 
 /// Inserts the frame and returns its `seq`. One statement: SQLite runs it under the write
@@ -61,8 +64,8 @@ pub struct NewFrameRow<'a> {
 /// invariant regardless.
 pub fn insert(c: &rusqlite::Connection, f: &NewFrameRow<'_>) -> Result<i64> {
     let mut st = c.prepare_cached(
-        "INSERT INTO frames (id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload) \
-         VALUES (?1, ?2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM frames WHERE session_id = ?2), ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+        "INSERT INTO frames (id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload, seal) \
+         VALUES (?1, ?2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM frames WHERE session_id = ?2), ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
          RETURNING seq",
     )?;
     let params = rusqlite::params![
@@ -74,7 +77,8 @@ pub fn insert(c: &rusqlite::Connection, f: &NewFrameRow<'_>) -> Result<i64> {
         f.frame_type,
         f.author_type,
         f.author_id,
-        f.payload
+        f.payload,
+        f.seal
     ];
     Ok(st.query_row(params, |r| r.get(0))?)
 }
@@ -117,7 +121,7 @@ pub async fn last_compact_seq(db: &SqlitePool, session_id: i64) -> Result<Option
 pub const HOT_HISTORY_FRAMES: usize = 256;
 pub const HOT_HISTORY_BYTES: usize = 1 << 20;
 
-const SINCE_LAST_COMPACT: &str = "SELECT id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload \
+const SINCE_LAST_COMPACT: &str = "SELECT id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload, seal \
      FROM frames WHERE session_id = ?1 AND seq < ?3 AND seq >= COALESCE( \
        (SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact' AND seq < ?3), 0) ORDER BY seq LIMIT ?2";
 

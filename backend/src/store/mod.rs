@@ -42,7 +42,13 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
 /// Opens (creating if missing) `<data_dir>/hero.db`. The data directory is created too.
 pub async fn open(data_dir: &Path) -> Result<SqlitePool> {
-    std::fs::create_dir_all(data_dir).map_err(|e| {
+    // Private: it holds the database and, unless the key comes from the environment, the
+    // master key. (An existing directory keeps the mode its owner gave it.)
+    let mut dir = std::fs::DirBuilder::new();
+    dir.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut dir, 0o700);
+    dir.create(data_dir).map_err(|e| {
         Error::Internal(format!(
             "cannot create data directory {}: {e}",
             data_dir.display()
@@ -123,6 +129,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("nested/data");
         let pool = open(&data).await.unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&data).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700, "the data directory is private");
+        }
         migrate(&pool).await.unwrap();
         let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode")
             .fetch_one(&pool)

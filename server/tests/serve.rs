@@ -1,0 +1,198 @@
+//! `hero serve` as an operator and a browser meet it, over real sockets: the first run's
+//! administrator password in a private file (never in the output), the data directory's
+//! modes, the headers every answer carries, and the `Host` pinning that turns DNS
+//! rebinding away.
+
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `hero serve` on a free port of `ip`, its data in `data`; answers with its base URL.
+async fn serve(data: &std::path::Path, ip: &str, extra_env: &[(&str, &str)]) -> (Child, String) {
+    let port = std::net::TcpListener::bind(format!("{ip}:0"))
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hero"));
+    cmd.args(["serve", "--addr", &format!("{ip}:{port}")])
+        .env("HERO_DATA_DIR", data)
+        .env("HERO_SITE_ROOT", data.join("site"))
+        .env("HERO_LOG", "warn")
+        .env_remove("HERO_MASTER_KEY")
+        .env_remove("HERO_CONFIG")
+        .env_remove("HERO_PUBLIC_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("hero starts");
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while reqwest::get(format!("{base}/api/me")).await.is_err() {
+        assert!(Instant::now() < deadline, "hero did not start listening");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, base)
+}
+
+/// Stops `child` and answers with everything it wrote.
+fn output_of(mut child: Child) -> String {
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    out
+}
+
+#[cfg(unix)]
+fn mode(p: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[tokio::test]
+async fn the_first_run_password_is_in_a_private_file_and_nowhere_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (child, base) = serve(&data, "127.0.0.1", &[]).await;
+    let file = data.join("initial-admin-password");
+    let password = std::fs::read_to_string(&file).unwrap().trim().to_owned();
+    assert!(password.len() >= 16, "a strong password: {password:?}");
+    #[cfg(unix)]
+    {
+        assert_eq!(mode(&file), 0o600, "the password file is private");
+        assert_eq!(mode(&data), 0o700, "the data directory is private");
+        assert_eq!(mode(&data.join("master.key")), 0o600);
+    }
+    let login = reqwest::Client::new()
+        .post(format!("{base}/api/auth/login"))
+        .json(&serde_json::json!({"username": "admin", "password": password}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 200, "the file's password signs in");
+    let out = output_of(child);
+    assert!(!out.contains(&password), "the password was printed: {out}");
+    assert!(
+        out.contains(&file.display().to_string()),
+        "the path is printed: {out}"
+    );
+
+    // The next start makes no account and leaves the file be.
+    let (child, _) = serve(&data, "127.0.0.1", &[]).await;
+    let out = output_of(child);
+    assert!(!out.contains("First run"), "{out}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), password);
+}
+
+#[tokio::test]
+async fn every_answer_carries_the_security_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, base) = serve(&dir.path().join("data"), "127.0.0.1", &[]).await;
+    let c = reqwest::Client::new();
+    let page = c.get(format!("{base}/login")).send().await.unwrap();
+    let h = page.headers().clone();
+    let html = page.text().await.unwrap();
+    let csp = h["content-security-policy"].to_str().unwrap().to_owned();
+    // The page's policy names the nonce its scripts carry, and only that one.
+    let nonce = csp
+        .split("'nonce-")
+        .nth(1)
+        .and_then(|r| r.split('\'').next())
+        .expect("a nonce in the page's policy");
+    assert!(nonce.len() >= 16, "{csp}");
+    assert!(html.contains(&format!("nonce=\"{nonce}\"")), "{html}");
+    for part in [
+        "style-src 'self'",
+        "frame-ancestors 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "'wasm-unsafe-eval'",
+    ] {
+        assert!(csp.contains(part), "{part} in {csp}");
+    }
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    // Another load, another nonce.
+    let again = c.get(format!("{base}/login")).send().await.unwrap();
+    assert!(
+        !again.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains(nonce)
+    );
+    // The API and a missing page: the same headers, a policy without a nonce, no caching.
+    for path in ["/login", "/api/me", "/no-such-page", "/api/sessions"] {
+        let r = c.get(format!("{base}{path}")).send().await.unwrap();
+        let h = r.headers();
+        assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
+        assert_eq!(h["referrer-policy"], "no-referrer", "{path}");
+        assert_eq!(h["cache-control"], "no-store", "{path}");
+        assert!(
+            h["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("frame-ancestors 'none'"),
+            "{path}"
+        );
+    }
+    output_of(child);
+}
+
+#[tokio::test]
+async fn a_request_naming_another_host_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = reqwest::Client::new();
+    let with_host =
+        |base: &str, host: &str| c.get(format!("{base}/api/me")).header("host", host).send();
+    // Served on loopback: only loopback names (a rebinding attacker's page names its own).
+    let (child, base) = serve(&dir.path().join("a"), "127.0.0.1", &[]).await;
+    let port = base.rsplit(':').next().unwrap();
+    for host in [format!("127.0.0.1:{port}"), format!("localhost:{port}")] {
+        assert_eq!(
+            with_host(&base, &host).await.unwrap().status(),
+            401,
+            "{host}"
+        );
+    }
+    for host in [
+        format!("attacker.example:{port}"),
+        "hero.example.com".into(),
+    ] {
+        let r = with_host(&base, &host).await.unwrap();
+        assert_eq!(r.status(), 421, "{host}");
+        assert!(r.text().await.unwrap().contains("HERO_PUBLIC_URL"));
+    }
+    output_of(child);
+    // With a public URL: that host alone.
+    let (child, base) = serve(
+        &dir.path().join("b"),
+        "127.0.0.1",
+        &[("HERO_PUBLIC_URL", "https://hero.example.com")],
+    )
+    .await;
+    assert_eq!(
+        with_host(&base, "hero.example.com").await.unwrap().status(),
+        401
+    );
+    let port = base.rsplit(':').next().unwrap();
+    assert_eq!(
+        with_host(&base, &format!("127.0.0.1:{port}"))
+            .await
+            .unwrap()
+            .status(),
+        421
+    );
+    output_of(child);
+}
