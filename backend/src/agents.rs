@@ -128,13 +128,8 @@ fn validate_base_url(url: Option<&str>) -> Result<Option<String>> {
     let Some(url) = url.map(str::trim).filter(|u| !u.is_empty()) else {
         return Ok(None);
     };
-    let parsed = reqwest::Url::parse(url)
-        .map_err(|e| Error::Invalid(format!("base_url is not a URL ({e}): {url}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
-        return Err(Error::Invalid(
-            "base_url must be an http:// or https:// URL with a host".into(),
-        ));
-    }
+    // The form only: the address is checked at every call, against the policy in force then.
+    crate::egress::BaseUrl::parse(url).map_err(|e| Error::Invalid(e.to_string()))?;
     Ok(Some(url.trim_end_matches('/').to_owned()))
 }
 
