@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use hero_backend::egress::EgressPolicy;
 use serde::Deserialize;
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:3000";
@@ -66,6 +67,17 @@ pub struct ConfigArgs {
     /// the process exits anyway, in seconds [default: 10]
     #[arg(long, env = "HERO_DRAIN_SECS", global = true, value_name = "SECONDS")]
     pub drain_secs: Option<u64>,
+
+    /// Non-public addresses agents may reach, as comma-separated HOST:PORT (for example
+    /// 127.0.0.1:11434 for Ollama on this machine); every other loopback, private,
+    /// link-local or metadata address is refused [default: none]
+    #[arg(
+        long,
+        env = "HERO_EGRESS_ALLOW",
+        global = true,
+        value_name = "HOST:PORT,..."
+    )]
+    pub egress_allow: Option<String>,
 }
 
 #[derive(Default, Deserialize)]
@@ -79,6 +91,7 @@ struct FileConfig {
     site_root: Option<PathBuf>,
     log: Option<String>,
     drain_secs: Option<u64>,
+    egress_allow: Option<Vec<String>>,
 }
 
 /// The settings in force. Its `Debug` hides the master key.
@@ -92,6 +105,7 @@ pub struct Config {
     pub site_root: PathBuf,
     pub log: String,
     pub drain: std::time::Duration,
+    pub egress: hero_backend::egress::EgressPolicy,
 }
 
 impl std::fmt::Debug for Config {
@@ -105,6 +119,7 @@ impl std::fmt::Debug for Config {
             .field("site_root", &self.site_root)
             .field("log", &self.log)
             .field("drain", &self.drain)
+            .field("egress_allow", &self.egress.allowed())
             .finish()
     }
 }
@@ -123,6 +138,12 @@ impl ConfigArgs {
         if token_ttl_hours == 0 {
             bail!("token_ttl_hours must be at least 1");
         }
+        let egress = match (&self.egress_allow, &file.egress_allow) {
+            (Some(list), _) => EgressPolicy::parse_list(list),
+            (None, Some(entries)) => EgressPolicy::new(entries),
+            (None, None) => Ok(EgressPolicy::default()),
+        }
+        .context("egress_allow (HERO_EGRESS_ALLOW) is not valid")?;
         Ok(Config {
             addr: self
                 .addr
@@ -145,6 +166,7 @@ impl ConfigArgs {
                     .or(file.drain_secs)
                     .unwrap_or(DEFAULT_DRAIN_SECS),
             ),
+            egress,
         })
     }
 }
@@ -171,6 +193,7 @@ impl Config {
             secure_cookie: self.secure_cookie,
             call_options: Default::default(),
             recheck_every: hero_backend::auth::RECHECK_EVERY,
+            egress: self.egress.clone(),
         }
     }
 }
@@ -207,6 +230,57 @@ mod tests {
         .unwrap();
         assert_eq!(flag.addr.to_string(), "127.0.0.1:4000");
         assert_eq!(flag.data_dir, PathBuf::from("/srv/hero"));
+    }
+
+    #[test]
+    fn egress_allowances_come_from_flag_or_file_and_bad_ones_stop_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hero.toml");
+        std::fs::write(
+            &path,
+            "egress_allow = [\"127.0.0.1:11434\", \"ollama.lan:80\"]\n",
+        )
+        .unwrap();
+        let from_file = ConfigArgs {
+            config: Some(path.clone()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(
+            from_file.egress.allowed(),
+            ["127.0.0.1:11434", "ollama.lan:80"]
+        );
+        let flag = ConfigArgs {
+            config: Some(path),
+            egress_allow: Some("[::1]:8080, 10.0.0.2:443".into()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(flag.egress.allowed(), ["[::1]:8080", "10.0.0.2:443"]);
+        let empty = dir.path().join("empty.toml");
+        std::fs::write(&empty, "").unwrap();
+        assert_eq!(
+            flag.backend_settings().egress.allowed(),
+            ["[::1]:8080", "10.0.0.2:443"]
+        );
+        let err = format!(
+            "{:#}",
+            ConfigArgs {
+                config: Some(empty),
+                egress_allow: Some("127.0.0.1".into()),
+                ..Default::default()
+            }
+            .resolve()
+            .unwrap_err()
+        );
+        assert!(
+            err.contains("HERO_EGRESS_ALLOW")
+                && err.contains("\"127.0.0.1\"")
+                && err.contains("HOST:PORT"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -29,7 +29,12 @@ fn check(policy: &EgressPolicy, table: &[(&str, &str)]) -> usize {
             (got != *want).then(|| format!("{url}: expected {want}, got {got}"))
         })
         .collect();
-    assert!(wrong.is_empty(), "{} wrong:\n{}", wrong.len(), wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{} wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
     table.len()
 }
 
@@ -141,7 +146,10 @@ const IPV6: &[(&str, &str)] = &[
     ("http://[::1]:11434/", "loopback"),
     ("http://[::ffff:127.0.0.1]/", "mapped(loopback)"),
     ("http://[::ffff:7f00:1]/", "mapped(loopback)"),
-    ("http://[0:0:0:0:0:ffff:169.254.169.254]/", "mapped(link-local)"),
+    (
+        "http://[0:0:0:0:0:ffff:169.254.169.254]/",
+        "mapped(link-local)",
+    ),
     ("http://[::ffff:a9fe:a9fe]/", "mapped(link-local)"),
     ("http://[::ffff:10.0.0.1]/", "mapped(private)"),
     ("http://[::ffff:0.0.0.0]/", "mapped(unspecified)"),
@@ -387,8 +395,7 @@ async fn a_name_that_resolves_to_loopback_is_refused_when_connecting() {
     let refused = refusal_in(&err).expect("the resolver's refusal is in the error");
     assert_eq!(refused.reason, Reason::Loopback);
     assert!(refused.to_string().contains(ALLOW_SETTING), "{refused}");
-    let accepted =
-        tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+    let accepted = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
     assert!(accepted.is_err(), "nothing connected");
 
     // The same name, allowed with this port: the request arrives.
@@ -422,5 +429,9 @@ async fn an_ip_literal_is_refused_before_any_connection() {
     let err = out.check(&format!("http://{addr}/v1")).unwrap_err();
     assert!(matches!(err, UrlError::Refused(ref r) if r.reason == Reason::Loopback));
     let out = EgressPolicy::default().allowing(addr).client().unwrap();
-    assert!(out.check(&format!("http://{addr}/v1")).unwrap().is_allowed());
+    assert!(
+        out.check(&format!("http://{addr}/v1"))
+            .unwrap()
+            .is_allowed()
+    );
 }

@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 
 use super::{
-    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, drive,
-    brief, error_message_from, normalize, send_with_retry, sse_events, target,
+    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, brief,
+    drive, error_message_from, normalize, send_with_retry, sse_events, target,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -200,7 +200,9 @@ impl Decoder for AnthropicDecoder {
                     .pointer("/error/type")
                     .and_then(Value::as_str)
                     .unwrap_or("error");
-                out.push_back(Err(ProviderError::Midstream(brief(&format!("{ty}: {msg}")))));
+                out.push_back(Err(ProviderError::Midstream(brief(&format!(
+                    "{ty}: {msg}"
+                )))));
                 return Step::End;
             }
             _ => {} // content_block_stop, ping

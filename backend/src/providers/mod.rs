@@ -590,7 +590,11 @@ mod tests {
             m(r#"{"error":{"message":"model 'x' not found\nat line 2"}}"#).as_deref(),
             Some("model 'x' not found at line 2")
         );
-        let long = m(&format!(r#"{{"error":{{"message":"{}"}}}}"#, "a".repeat(500))).unwrap();
+        let long = m(&format!(
+            r#"{{"error":{{"message":"{}"}}}}"#,
+            "a".repeat(500)
+        ))
+        .unwrap();
         assert_eq!(long.chars().count(), MAX_MESSAGE_CHARS);
         // Whatever else answered is not shown: HTML, plain text, JSON of another shape.
         assert_eq!(m("<html><title>Router admin</title></html>"), None);

@@ -6,8 +6,8 @@ use hero_shared::api::ProviderKind;
 use serde_json::{Value, json};
 
 use super::{
-    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, drive,
-    brief, error_message_from, normalize, send_with_retry, sse_events, target,
+    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, brief,
+    drive, error_message_from, normalize, send_with_retry, sse_events, target,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
