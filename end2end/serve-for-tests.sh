@@ -6,7 +6,9 @@ port="$1"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${HERO_BIN:-$root/target/debug/hero}"
 data="$(mktemp -d)"
-export HERO_DATA_DIR="$data" HERO_CONFIG=/dev/null
+# The chat tests' agents point at the mock LLM, one port up (playwright.config.ts): the only
+# non-public address this Hero may reach.
+export HERO_DATA_DIR="$data" HERO_CONFIG=/dev/null HERO_EGRESS_ALLOW="127.0.0.1:$((port + 1))"
 unset HERO_MASTER_KEY || true
 printf 'alice-password\n' | "$bin" user add alice --admin
 printf 'bob-password\n' | "$bin" user add bob

@@ -42,7 +42,7 @@ pub async fn create_agent(
         api_key: Some(api_key).filter(|k| !k.trim().is_empty()),
         config: parse_config(&config).map_err(bad)?,
     };
-    hero_backend::agents::create(&st.db, &st.keys, &user, req)
+    hero_backend::agents::create(&st.db, &st.keys, &st.settings.egress, &user, req)
         .await
         .map_err(fail)
 }
@@ -72,7 +72,7 @@ pub async fn update_agent(
         ),
         provider: None,
     };
-    hero_backend::agents::update(&st.db, &st.keys, &user, id, req)
+    hero_backend::agents::update(&st.db, &st.keys, &st.settings.egress, &user, id, req)
         .await
         .map_err(fail)
 }

@@ -9,6 +9,7 @@ use sqlx::{Sqlite, SqliteConnection, SqlitePool};
 
 use crate::auth::AuthUser;
 use crate::crypto::{self, Keyring, SecretKey};
+use crate::egress::EgressPolicy;
 use crate::store::{self, agents::AgentRow};
 use crate::{Error, Result, now_text, users};
 
@@ -119,17 +120,16 @@ fn validate_text(what: &str, value: &str, max: usize) -> Result<String> {
     Ok(v.to_owned())
 }
 
-fn validate_base_url(url: Option<&str>) -> Result<Option<String>> {
+/// The form, and an address written as an IP literal, against the egress policy: a clear
+/// 400 at once rather than a refused call later. (Names are checked on what they resolve
+/// to, and every URL again at each call, against the policy in force then.)
+fn validate_base_url(egress: &EgressPolicy, url: Option<&str>) -> Result<Option<String>> {
     let Some(url) = url.map(str::trim).filter(|u| !u.is_empty()) else {
         return Ok(None);
     };
-    let parsed = reqwest::Url::parse(url)
-        .map_err(|e| Error::Invalid(format!("base_url is not a URL ({e}): {url}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
-        return Err(Error::Invalid(
-            "base_url must be an http:// or https:// URL with a host".into(),
-        ));
-    }
+    egress
+        .check(url)
+        .map_err(|e| Error::Invalid(format!("base_url: {e}")))?;
     Ok(Some(url.trim_end_matches('/').to_owned()))
 }
 
@@ -250,6 +250,7 @@ pub(crate) async fn insert_demo(
 pub async fn create(
     db: &SqlitePool,
     keys: &Keyring,
+    egress: &EgressPolicy,
     user: &AuthUser,
     req: CreateAgentRequest,
 ) -> Result<AgentDto> {
@@ -257,7 +258,7 @@ pub async fn create(
         name: validate_text("name", &req.name, MAX_NAME_CHARS)?,
         provider: req.provider,
         model: validate_text("model", &req.model, MAX_MODEL_CHARS)?,
-        base_url: validate_base_url(req.base_url.as_deref())?,
+        base_url: validate_base_url(egress, req.base_url.as_deref())?,
         api_key: validate_api_key(req.api_key.as_deref())?,
         config: validate_config(req.config.as_ref())?,
     };
@@ -293,6 +294,7 @@ pub async fn list(db: &SqlitePool, keys: &Keyring, user: &AuthUser) -> Result<Ve
 pub async fn update(
     db: &SqlitePool,
     keys: &Keyring,
+    egress: &EgressPolicy,
     user: &AuthUser,
     id: i64,
     req: UpdateAgentRequest,
@@ -304,7 +306,7 @@ pub async fn update(
     let new_base = req
         .base_url
         .as_ref()
-        .map(|u| validate_base_url(u.as_deref()))
+        .map(|u| validate_base_url(egress, u.as_deref()))
         .transpose()?;
     let moved = new_base.as_ref().is_some_and(|u| *u != row.base_url)
         || req
@@ -448,6 +450,7 @@ mod tests {
         let a = create(
             &st.db,
             &st.keys,
+            &st.settings.egress,
             &alice,
             req(json!({
                 "name": "Claude", "provider": "anthropic", "model": "claude-x",
@@ -491,6 +494,7 @@ mod tests {
         let renamed = update(
             &st.db,
             &st.keys,
+            &st.settings.egress,
             &alice,
             a.id,
             serde_json::from_value(json!({"name": "C2"})).unwrap(),
@@ -501,6 +505,7 @@ mod tests {
         let cleared = update(
             &st.db,
             &st.keys,
+            &st.settings.egress,
             &alice,
             a.id,
             serde_json::from_value(json!({"api_key": null})).unwrap(),
@@ -512,6 +517,7 @@ mod tests {
         update(
             &st.db,
             &st.keys,
+            &st.settings.egress,
             &alice,
             a.id,
             serde_json::from_value(json!({"api_key": "sk-again-123"})).unwrap(),
@@ -521,6 +527,7 @@ mod tests {
         let same_host = update(
             &st.db,
             &st.keys,
+            &st.settings.egress,
             &alice,
             a.id,
             serde_json::from_value(json!({"base_url": null})).unwrap(),
@@ -531,6 +538,7 @@ mod tests {
         let moved = update(
             &st.db,
             &st.keys,
+            &st.settings.egress,
             &alice,
             a.id,
             serde_json::from_value(json!({"base_url": "https://elsewhere.example"})).unwrap(),
@@ -566,6 +574,18 @@ mod tests {
                 "http:// or https://",
             ),
             (
+                json!({"name": "x", "provider": "openai-compatible", "model": "m", "base_url": "http://127.0.0.1:11434/v1"}),
+                "127.0.0.1:11434 is a loopback address; an administrator can allow it with HERO_EGRESS_ALLOW",
+            ),
+            (
+                json!({"name": "x", "provider": "openai", "model": "m", "base_url": "http://169.254.169.254/"}),
+                "HERO_EGRESS_ALLOW",
+            ),
+            (
+                json!({"name": "x", "provider": "openai", "model": "m", "base_url": "https://u:p@api.example.com"}),
+                "base_url",
+            ),
+            (
                 json!({"name": " ", "provider": "openai", "model": "m"}),
                 "name must not be empty",
             ),
@@ -574,7 +594,7 @@ mod tests {
                 "model must not be empty",
             ),
         ] {
-            let e = create(&st.db, &st.keys, &alice, req(body))
+            let e = create(&st.db, &st.keys, &st.settings.egress, &alice, req(body))
                 .await
                 .unwrap_err()
                 .to_string();
@@ -591,6 +611,7 @@ mod tests {
         let a = create(
             &st.db,
             &st.keys,
+            &st.settings.egress,
             &alice,
             req(json!({"name": "A", "provider": "openai", "model": "m"})),
         )

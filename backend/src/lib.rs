@@ -12,6 +12,7 @@
 //! - [`sessions`]: the user's sessions, every query scoped by the user.
 //! - [`agents`]: the user's AI backends; keys sealed, never returned.
 //! - [`frames`]: the conversation log's storage (sealed payloads, per-session seq).
+//! - [`egress`]: where outbound requests may go, and the one client that sends them.
 //! - [`providers`]: Anthropic, OpenAI(-compatible) and the scripted demo, as streams of deltas.
 //! - [`history`]: the conversations turns were last given, kept decrypted between turns.
 //! - [`turn`]: one turn, from the user's message to the agent's frame; `turn::Registry`, the
@@ -32,6 +33,7 @@ pub mod agents;
 pub mod auth;
 pub mod crypto;
 pub mod drive;
+pub mod egress;
 pub mod error;
 pub mod feed;
 pub mod frames;
@@ -61,6 +63,8 @@ pub struct Settings {
     pub call_options: providers::CallOptions,
     /// How often a live stream (events, WebSocket) re-checks its sign-in.
     pub recheck_every: std::time::Duration,
+    /// Where outbound requests may go besides the public internet (`HERO_EGRESS_ALLOW`).
+    pub egress: egress::EgressPolicy,
 }
 
 impl Default for Settings {
@@ -70,6 +74,7 @@ impl Default for Settings {
             secure_cookie: false,
             call_options: providers::CallOptions::default(),
             recheck_every: auth::RECHECK_EVERY,
+            egress: egress::EgressPolicy::default(),
         }
     }
 }
@@ -93,21 +98,17 @@ pub struct Services {
     pub turns: Arc<turn::Registry>,
     /// Each session's conversation as its last turn left it ([`history`]).
     pub history: history::HistoryCache,
-    /// One HTTP client for every provider call: connection pools are shared.
-    pub http: reqwest::Client,
+    /// The one client of every outbound request, under the egress policy: connection pools
+    /// are shared, and nothing reaches the network another way.
+    pub http: egress::Outbound,
     pub call_options: Arc<providers::CallOptions>,
 }
 
 impl AppState {
-    /// Fails only if the provider HTTP client cannot be built (no TLS roots, say): Hero
-    /// does not fall back to a client that would follow redirects with a key in its headers.
+    /// Fails only if the outbound HTTP client cannot be built (no TLS roots, say): Hero
+    /// does not fall back to a client outside the egress policy.
     pub fn new(db: sqlx::SqlitePool, keys: crypto::Keyring, settings: Settings) -> Result<Self> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(std::time::Duration::from_secs(10))
-            // A redirect would carry the key header to whatever host it names.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| Error::Internal(format!("cannot build the provider HTTP client: {e}")))?;
+        let http = settings.egress.client()?;
         Ok(AppState(Arc::new(Services {
             db,
             hot_db: Default::default(),

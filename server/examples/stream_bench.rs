@@ -731,7 +731,12 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
         addr
     };
     // Hero, set up the same way on the middle runtime.
-    let test_support::TestState { st, dir } = test_support::state_with(Settings::default()).await;
+    // Allowed to reach the mock on loopback, and nothing else that is not public.
+    let settings = Settings {
+        egress: hero_backend::egress::EgressPolicy::default().allowing(mock_addr),
+        ..Settings::default()
+    };
+    let test_support::TestState { st, dir } = test_support::state_with(settings).await;
     accounts::create(&st.db, &st.keys, "bench", "bench-password", false)
         .await
         .expect("user");

@@ -97,11 +97,21 @@ async fn scenario(
     compact_back: usize,
     turns: usize,
 ) -> Vec<f64> {
-    let t = test_support::state_with(Settings::default()).await;
+    // Allowed to reach the mock on loopback, and nothing else that is not public.
+    let mock_addr = mock_url
+        .trim_start_matches("http://")
+        .parse()
+        .expect("mock address");
+    let settings = Settings {
+        egress: hero_backend::egress::EgressPolicy::default().allowing(mock_addr),
+        ..Settings::default()
+    };
+    let t = test_support::state_with(settings).await;
     let user = test_support::signed_in(&t, "bench").await;
     let agent = agents::create(
         &t.db,
         &t.keys,
+        &t.settings.egress,
         &user,
         CreateAgentRequest {
             name: "bench".into(),

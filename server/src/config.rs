@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use hero_backend::egress::EgressPolicy;
 use serde::Deserialize;
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:3000";
@@ -71,6 +72,16 @@ pub struct ConfigArgs {
     /// are refused. Unset: any host, or only localhost when serving on a loopback address
     #[arg(long, env = "HERO_PUBLIC_URL", global = true, value_name = "URL")]
     pub public_url: Option<String>,
+    /// Non-public addresses agents may reach, as comma-separated HOST:PORT (for example
+    /// 127.0.0.1:11434 for Ollama on this machine); every other loopback, private,
+    /// link-local or metadata address is refused [default: none]
+    #[arg(
+        long,
+        env = "HERO_EGRESS_ALLOW",
+        global = true,
+        value_name = "HOST:PORT,..."
+    )]
+    pub egress_allow: Option<String>,
 }
 
 #[derive(Default, Deserialize)]
@@ -85,6 +96,7 @@ struct FileConfig {
     log: Option<String>,
     drain_secs: Option<u64>,
     public_url: Option<String>,
+    egress_allow: Option<Vec<String>>,
 }
 
 /// The settings in force. Its `Debug` hides the master key.
@@ -100,6 +112,7 @@ pub struct Config {
     pub drain: std::time::Duration,
     /// Where people reach Hero, checked: an http(s) URL with a host and nothing after it.
     pub public_url: Option<axum::http::Uri>,
+    pub egress: hero_backend::egress::EgressPolicy,
 }
 
 impl std::fmt::Debug for Config {
@@ -114,6 +127,7 @@ impl std::fmt::Debug for Config {
             .field("log", &self.log)
             .field("drain", &self.drain)
             .field("public_url", &self.public_url)
+            .field("egress_allow", &self.egress.allowed())
             .finish()
     }
 }
@@ -132,6 +146,12 @@ impl ConfigArgs {
         if token_ttl_hours == 0 {
             bail!("token_ttl_hours must be at least 1");
         }
+        let egress = match (&self.egress_allow, &file.egress_allow) {
+            (Some(list), _) => EgressPolicy::parse_list(list),
+            (None, Some(entries)) => EgressPolicy::new(entries),
+            (None, None) => Ok(EgressPolicy::default()),
+        }
+        .context("egress_allow (HERO_EGRESS_ALLOW) is not valid")?;
         Ok(Config {
             addr: self
                 .addr
@@ -159,6 +179,7 @@ impl ConfigArgs {
                 .or(file.public_url)
                 .map(|u| parse_public_url(&u))
                 .transpose()?,
+            egress,
         })
     }
 }
@@ -205,6 +226,7 @@ impl Config {
             secure_cookie: self.secure_cookie,
             call_options: Default::default(),
             recheck_every: hero_backend::auth::RECHECK_EVERY,
+            egress: self.egress.clone(),
         }
     }
 }
@@ -241,6 +263,57 @@ mod tests {
         .unwrap();
         assert_eq!(flag.addr.to_string(), "127.0.0.1:4000");
         assert_eq!(flag.data_dir, PathBuf::from("/srv/hero"));
+    }
+
+    #[test]
+    fn egress_allowances_come_from_flag_or_file_and_bad_ones_stop_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hero.toml");
+        std::fs::write(
+            &path,
+            "egress_allow = [\"127.0.0.1:11434\", \"ollama.lan:80\"]\n",
+        )
+        .unwrap();
+        let from_file = ConfigArgs {
+            config: Some(path.clone()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(
+            from_file.egress.allowed(),
+            ["127.0.0.1:11434", "ollama.lan:80"]
+        );
+        let flag = ConfigArgs {
+            config: Some(path),
+            egress_allow: Some("[::1]:8080, 10.0.0.2:443".into()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(flag.egress.allowed(), ["[::1]:8080", "10.0.0.2:443"]);
+        let empty = dir.path().join("empty.toml");
+        std::fs::write(&empty, "").unwrap();
+        assert_eq!(
+            flag.backend_settings().egress.allowed(),
+            ["[::1]:8080", "10.0.0.2:443"]
+        );
+        let err = format!(
+            "{:#}",
+            ConfigArgs {
+                config: Some(empty),
+                egress_allow: Some("127.0.0.1".into()),
+                ..Default::default()
+            }
+            .resolve()
+            .unwrap_err()
+        );
+        assert!(
+            err.contains("HERO_EGRESS_ALLOW")
+                && err.contains("\"127.0.0.1\"")
+                && err.contains("HOST:PORT"),
+            "{err}"
+        );
     }
 
     #[test]

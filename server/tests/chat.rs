@@ -4,8 +4,10 @@
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
+use hero_backend::egress::EgressPolicy;
 use hero_backend::providers::CallOptions;
 use hero_backend::{AppState, Settings, accounts, test_support};
+use hero_shared::api::{CreateAgentRequest, ProviderKind};
 use mock_llm::{Answer, Config};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -45,7 +47,9 @@ struct Hero {
     seen: std::sync::Mutex<Vec<String>>,
 }
 
-async fn hero() -> Hero {
+/// Hero on loopback, allowed to reach `allow` (the mock LLM's address) and nothing else
+/// that is not public.
+async fn hero(allow: &[std::net::SocketAddr]) -> Hero {
     let settings = Settings {
         call_options: CallOptions {
             first_byte_timeout: Duration::from_secs(2),
@@ -54,6 +58,9 @@ async fn hero() -> Hero {
             max_retry_wait: Duration::from_secs(2),
         },
         recheck_every: Duration::from_millis(300),
+        egress: allow
+            .iter()
+            .fold(EgressPolicy::default(), |p, a| p.allowing(*a)),
         ..Settings::default()
     };
     let test_support::TestState { st, dir } = test_support::state_with(settings).await;
@@ -239,7 +246,6 @@ fn last_data<'a>(events: &'a [(String, Value)], name: &str) -> &'a Value {
 const ANSWER: &str = "Let me look. <thinking>checking files</thinking>\nHere: <bash cwd=\"/tmp\">ls -l > out.txt</bash> done.\n<progress value=\"1\" max=\"2\"/>";
 
 async fn check_full_turn(provider: &str) {
-    let h = hero().await;
     let mock = mock_llm::spawn(
         Config::default()
             .answers(vec![Answer::text(ANSWER)])
@@ -248,6 +254,7 @@ async fn check_full_turn(provider: &str) {
     )
     .await
     .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, agent) = h.session_with(provider, &mock, KEY).await;
     let events = h.stream(session, "What is in /tmp?").await;
     let n = names(&events);
@@ -352,10 +359,10 @@ async fn anthropic_turn_streams_parses_and_stores_frames() {
 
 #[tokio::test]
 async fn a_reply_is_stored_even_when_its_usage_cannot_be() {
-    let h = hero().await;
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("fine")]))
         .await
         .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     sqlx::query("CREATE TRIGGER usage_refused BEFORE INSERT ON usage BEGIN SELECT RAISE(ABORT, 'refused'); END")
         .execute(&h.st.db)
@@ -387,10 +394,10 @@ async fn openai_turn_streams_parses_and_stores_frames() {
 
 #[tokio::test]
 async fn context_is_compiled_from_frames() {
-    let h = hero().await;
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("first answer")]))
         .await
         .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     h.stream(session, "first question").await;
     let events = h.stream(session, "second question [[mock echo]]").await;
@@ -412,10 +419,10 @@ async fn context_is_compiled_from_frames() {
 async fn context_follows_frames_appended_outside_turns() {
     use hero_backend::frames;
     use hero_shared::frame::AuthorType;
-    let h = hero().await;
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("an answer")]))
         .await
         .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     h.stream(session, "first").await;
     assert!(
@@ -498,7 +505,6 @@ async fn context_follows_frames_appended_outside_turns() {
 
 /// One fault: what the events say, and what the stored agent frame kept.
 async fn check_fault(provider: &str, directive: &str, want_error: &str, want_partial: bool) {
-    let h = hero().await;
     let mock = mock_llm::spawn(
         Config::default()
             .answers(vec![Answer::text("abcdefghij".repeat(10))])
@@ -506,6 +512,7 @@ async fn check_fault(provider: &str, directive: &str, want_error: &str, want_par
     )
     .await
     .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with(provider, &mock, KEY).await;
     let events = h.stream(session, &format!("go {directive}")).await;
     let n = names(&events);
@@ -566,10 +573,10 @@ async fn each_fault_ends_the_turn_with_a_clear_message() {
 
 #[tokio::test]
 async fn a_rejected_key_is_explained() {
-    let h = hero().await;
     let mock = mock_llm::spawn(Config::default().api_key(Some("the-right-key".into())))
         .await
         .unwrap();
+    let h = hero(&[mock.addr()]).await;
     for provider in ["anthropic", "openai"] {
         let (session, _) = h.session_with(provider, &mock, KEY).await;
         let events = h.stream(session, "hello").await;
@@ -584,10 +591,10 @@ async fn a_rejected_key_is_explained() {
 
 #[tokio::test]
 async fn a_429_is_retried_before_the_first_byte() {
-    let h = hero().await;
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("after the wait")]))
         .await
         .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("openai", &mock, KEY).await;
     let events = h
         .stream(session, "hi [[mock fault=429 times=1 retry_after=1]]")
@@ -602,10 +609,10 @@ async fn a_429_is_retried_before_the_first_byte() {
 
 #[tokio::test]
 async fn batch_mode_and_the_stream_switch() {
-    let h = hero().await;
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("whole answer")]))
         .await
         .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     let path = format!("/api/sessions/{session}/messages");
     let (s, r) = h
@@ -655,7 +662,6 @@ async fn batch_mode_and_the_stream_switch() {
 
 #[tokio::test]
 async fn concurrent_posts_keep_seq_strictly_increasing() {
-    let h = std::sync::Arc::new(hero().await);
     let mock = mock_llm::spawn(
         Config::default()
             .answers(vec![Answer::text("ok")])
@@ -663,6 +669,7 @@ async fn concurrent_posts_keep_seq_strictly_increasing() {
     )
     .await
     .unwrap();
+    let h = std::sync::Arc::new(hero(&[mock.addr()]).await);
     let (session, _) = h.session_with("openai", &mock, KEY).await;
     let mut tasks = Vec::new();
     for i in 0..6 {
@@ -687,7 +694,6 @@ async fn concurrent_posts_keep_seq_strictly_increasing() {
 /// taken up by other work (long reads, a busy admin) does not hold up a reply.
 #[tokio::test]
 async fn turns_do_not_wait_for_the_pool() {
-    let h = hero().await;
     let mock = mock_llm::spawn(
         Config::default()
             .answers(vec![Answer::text("ok")])
@@ -695,6 +701,7 @@ async fn turns_do_not_wait_for_the_pool() {
     )
     .await
     .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     let mut taken = Vec::new();
     for _ in 0..h.st.db.options().get_max_connections() {
@@ -713,7 +720,6 @@ async fn turns_do_not_wait_for_the_pool() {
 #[tokio::test]
 async fn a_watcher_that_falls_behind_is_told_and_dropped() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let h = hero().await;
     // A long reply in one-byte pieces, as fast as the mock can: two events per piece on
     // `/events`, 6 MB in all, more than the sockets hold (the server's send buffer grows
     // to 4 MB) and then far more events than the hub keeps for a reader that does not read.
@@ -725,6 +731,7 @@ async fn a_watcher_that_falls_behind_is_told_and_dropped() {
     )
     .await
     .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     let (_, login) = h
         .json(
@@ -795,7 +802,6 @@ async fn a_watcher_that_falls_behind_is_told_and_dropped() {
 
 #[tokio::test]
 async fn the_event_stream_resumes_without_gap_or_duplicate() {
-    let h = hero().await;
     let mock = mock_llm::spawn(
         Config::default()
             .answers(vec![Answer::text("live answer")])
@@ -803,6 +809,7 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
     )
     .await
     .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     h.stream(session, "one").await; // frames 1, 2
     let message = |ev: &Ev| {
@@ -916,7 +923,6 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
 #[tokio::test]
 async fn abort_over_the_websocket_keeps_the_partial_answer() {
     use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
-    let h = hero().await;
     let mock = mock_llm::spawn(
         Config::default()
             .answers(vec![Answer::text("x".repeat(10_000))])
@@ -925,6 +931,7 @@ async fn abort_over_the_websocket_keeps_the_partial_answer() {
     )
     .await
     .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     // The WebSocket authenticates with the same cookie.
     let login: Value =
@@ -1023,7 +1030,6 @@ async fn abort_over_the_websocket_keeps_the_partial_answer() {
 /// to a task of its own, which finishes and stores it whole.
 #[tokio::test]
 async fn a_poster_that_leaves_mid_reply_does_not_stop_it() {
-    let h = hero().await;
     let answer = "steady words ".repeat(40);
     let mock = mock_llm::spawn(
         Config::default()
@@ -1033,6 +1039,7 @@ async fn a_poster_that_leaves_mid_reply_does_not_stop_it() {
     )
     .await
     .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     let resp =
         h.c.post(h.url(&format!("/api/sessions/{session}/messages/stream")))
@@ -1080,8 +1087,8 @@ async fn a_poster_that_leaves_mid_reply_does_not_stop_it() {
 #[tokio::test]
 async fn signing_out_ends_live_streams() {
     use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
-    let h = hero().await;
     let mock = mock_llm::spawn(Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     let login: Value =
         h.c.post(h.url("/api/auth/login"))
@@ -1156,8 +1163,8 @@ async fn signing_out_ends_live_streams() {
 
 #[tokio::test]
 async fn bad_chat_input_is_refused_clearly() {
-    let h = hero().await;
     let mock = mock_llm::spawn(Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, agent) = h.session_with("openai", &mock, KEY).await;
     let post = |content: &str| json!({"content": content});
     let path = format!("/api/sessions/{session}/messages/stream");
@@ -1270,10 +1277,10 @@ async fn bad_chat_input_is_refused_clearly() {
 
 #[tokio::test]
 async fn a_provider_that_never_answers_times_out() {
-    let h = hero().await;
     // Accepts connections and never answers a byte.
     let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = silent.local_addr().unwrap();
+    let h = hero(&[addr]).await;
     tokio::spawn(async move {
         let mut held = Vec::new();
         while let Ok((sock, _)) = silent.accept().await {
@@ -1304,12 +1311,191 @@ async fn a_provider_that_never_answers_times_out() {
     assert_eq!(names(&events).last(), Some(&"message_complete"));
 }
 
+impl Hero {
+    /// An agent at `base_url` and a session with it; the error event of one turn.
+    async fn turn_error(&self, provider: &str, base_url: &str) -> String {
+        let (s, agent) = self
+            .json(reqwest::Method::POST, "/api/agents", Some(json!({
+                "name": "elsewhere", "provider": provider, "model": "m", "base_url": base_url, "api_key": KEY
+            })))
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{agent}");
+        let (_, session) = self
+            .json(
+                reqwest::Method::POST,
+                "/api/sessions",
+                Some(json!({"name": "t", "agent_id": agent["id"]})),
+            )
+            .await;
+        let events = self.stream(session["id"].as_i64().unwrap(), "hello").await;
+        assert_eq!(names(&events).last(), Some(&"message_complete"));
+        last_data(&events, "error")["error"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+}
+
+/// The same setup as every turn test, without the allowance: refused when the agent is
+/// saved, with the setting that would allow it named; and an agent saved while it was
+/// allowed is refused at its next call once the allowance is gone, before any connection.
+#[tokio::test]
+async fn the_mock_on_loopback_is_refused_without_the_allowance() {
+    let mock = mock_llm::spawn(Config::default()).await.unwrap();
+    let h = hero(&[]).await;
+    let refusal = format!(
+        "{} is a loopback address; an administrator can allow it with HERO_EGRESS_ALLOW",
+        mock.addr()
+    );
+    let (status, body) = h
+        .json(reqwest::Method::POST, "/api/agents", Some(json!({
+            "name": "here", "provider": "anthropic", "model": "m", "base_url": mock.url(), "api_key": KEY
+        })))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"], format!("base_url: {refusal}"));
+    // Saved under an administrator's allowance that the running server no longer has.
+    let metadata: std::net::SocketAddr = "169.254.169.254:80".parse().unwrap();
+    let then = EgressPolicy::default()
+        .allowing(mock.addr())
+        .allowing(metadata);
+    let alice = hero_backend::auth::login(&h.st, "alice", "alice-password")
+        .await
+        .unwrap()
+        .user;
+    for (provider, base, want) in [
+        (ProviderKind::Anthropic, mock.url(), refusal.clone()),
+        (ProviderKind::OpenAi, format!("{}/v1", mock.url()), refusal.clone()),
+        // The cloud metadata address, in decimal.
+        (
+            ProviderKind::Anthropic,
+            "http://2852039166".into(),
+            "169.254.169.254:80 is a link-local address; an administrator can allow it with HERO_EGRESS_ALLOW".into(),
+        ),
+    ] {
+        let agent = hero_backend::agents::create(
+            &h.st.db,
+            &h.st.keys,
+            &then,
+            &alice,
+            CreateAgentRequest {
+                name: "then".into(),
+                provider,
+                model: "m".into(),
+                base_url: Some(base),
+                api_key: Some(KEY.into()),
+                config: None,
+            },
+        )
+        .await
+        .unwrap();
+        let (_, session) = h
+            .json(
+                reqwest::Method::POST,
+                "/api/sessions",
+                Some(json!({"name": "t", "agent_id": agent.id})),
+            )
+            .await;
+        let events = h.stream(session["id"].as_i64().unwrap(), "hello").await;
+        assert_eq!(names(&events).last(), Some(&"message_complete"));
+        assert_eq!(last_data(&events, "error")["error"], want.as_str());
+    }
+    assert!(mock.requests().is_empty(), "{:?}", mock.requests());
+}
+
+/// Allowing 127.0.0.1:PORT does not allow `localhost:PORT`: the name is refused by the
+/// client's resolver, on the address it resolves to, at connect time.
+#[tokio::test]
+async fn a_name_that_resolves_to_loopback_is_refused_at_connect_time() {
+    let mock = mock_llm::spawn(Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
+    let err = h
+        .turn_error(
+            "anthropic",
+            &format!("http://localhost:{}", mock.addr().port()),
+        )
+        .await;
+    assert_eq!(
+        err,
+        "localhost resolves to a loopback address; an administrator can allow it with HERO_EGRESS_ALLOW"
+    );
+    assert!(mock.requests().is_empty(), "{:?}", mock.requests());
+}
+
+#[tokio::test]
+async fn base_urls_with_credentials_queries_or_fragments_are_refused() {
+    let h = hero(&[]).await;
+    for (url, want) in [
+        ("http://me:pw@example.com/v1", "user name or password"),
+        ("https://example.com/v1?key=k", "must not contain a query"),
+        ("https://example.com/v1#top", "must not contain a fragment"),
+        ("file:///etc/passwd", "http:// or https://"),
+    ] {
+        let (s, body) = h
+            .json(
+                reqwest::Method::POST,
+                "/api/agents",
+                Some(json!({
+                    "name": "x", "provider": "openai-compatible", "model": "m", "base_url": url
+                })),
+            )
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{url}");
+        let err = body["error"].as_str().unwrap();
+        assert!(err.contains(want), "{url}: {err}");
+    }
+}
+
+/// What answers at an allowed address is not shown unless it is a provider's JSON error
+/// message; a refused connection is one line, whatever the cause.
+#[tokio::test]
+async fn only_a_providers_json_error_message_reaches_the_user() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let other_addr = other.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = other.accept().await {
+            let mut buf = vec![0u8; 64 * 1024];
+            let _ = sock.read(&mut buf).await;
+            let body = "<html><title>Router admin</title>secret-page</html>";
+            let _ = sock
+                .write_all(
+                    format!(
+                        "HTTP/1.1 404 Not Found\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                )
+                .await;
+        }
+    });
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let h = hero(&[other_addr, closed]).await;
+    let err = h
+        .turn_error("openai-compatible", &format!("http://{other_addr}/v1"))
+        .await;
+    assert_eq!(
+        err,
+        "the provider rejected the request (404): no error message came with it"
+    );
+    let err = h
+        .turn_error("openai-compatible", &format!("http://{closed}/v1"))
+        .await;
+    assert_eq!(
+        err,
+        format!("could not connect to the provider at {closed}")
+    );
+}
+
 #[tokio::test]
 async fn frames_routes_filter_and_stay_private() {
-    let h = hero().await;
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("fine")]))
         .await
         .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     h.stream(session, "one").await;
     h.stream(session, "two").await;
@@ -1443,10 +1629,10 @@ where
 #[tokio::test]
 async fn a_websocket_subscription_replays_the_log_then_goes_live() {
     use tokio_tungstenite::tungstenite::Message;
-    let h = hero().await;
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("an answer")]))
         .await
         .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     h.stream(session, "one").await; // frames 1, 2
     h.stream(session, "two").await; // frames 3, 4
@@ -1523,7 +1709,6 @@ async fn a_websocket_subscription_replays_the_log_then_goes_live() {
 
 #[tokio::test]
 async fn a_tab_opened_mid_reply_gets_the_reply_so_far_at_once() {
-    let h = hero().await;
     let mock = mock_llm::spawn(
         Config::default()
             .answers(vec![Answer::text(
@@ -1534,6 +1719,7 @@ async fn a_tab_opened_mid_reply_gets_the_reply_so_far_at_once() {
     )
     .await
     .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     let resp =
         h.c.post(h.url(&format!("/api/sessions/{session}/messages/stream")))
@@ -1594,10 +1780,10 @@ async fn a_tab_opened_mid_reply_gets_the_reply_so_far_at_once() {
 async fn the_frame_list_starts_at_the_last_compact_unless_asked_for_all() {
     use hero_backend::frames;
     use hero_shared::frame::{AuthorType, FrameType};
-    let h = hero().await;
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("an answer")]))
         .await
         .unwrap();
+    let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     h.stream(session, "first").await; // frames 1, 2
     h.stream(session, "second").await; // frames 3, 4

@@ -13,8 +13,9 @@ use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
 
 const PASSWORD: &str = "alice-password";
 
-/// `hero serve` on a free loopback port, its data in `data`; answers with its base URL.
-async fn serve(data: &std::path::Path) -> (Child, String) {
+/// `hero serve` on a free loopback port, its data in `data`, allowed to reach `allow` (the
+/// mock LLM's address); answers with its base URL.
+async fn serve(data: &std::path::Path, allow: &str) -> (Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
@@ -27,6 +28,7 @@ async fn serve(data: &std::path::Path) -> (Child, String) {
         .env_remove("HERO_MASTER_KEY")
         .env_remove("HERO_CONFIG")
         .env_remove("HERO_DRAIN_SECS")
+        .env("HERO_EGRESS_ALLOW", allow)
         .stdout(Stdio::null())
         .spawn()
         .expect("hero starts");
@@ -98,7 +100,7 @@ async fn sigterm_ends_streams_keeps_the_partial_reply_and_exits_promptly() {
     assert!(add.wait().unwrap().success());
 
     let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
-    let (mut hero, base) = serve(data.path()).await;
+    let (mut hero, base) = serve(data.path(), &mock.addr().to_string()).await;
     let (c, token) = signed_in(&base).await;
     let agent: Value = c
         .post(format!("{base}/api/agents"))
@@ -219,7 +221,7 @@ async fn sigterm_ends_streams_keeps_the_partial_reply_and_exits_promptly() {
     assert!(status.success(), "{status:?}");
 
     // Back up: the partial reply is in the log, marked aborted by shutdown.
-    let (mut again, base) = serve(data.path()).await;
+    let (mut again, base) = serve(data.path(), &mock.addr().to_string()).await;
     let (c, _) = signed_in(&base).await;
     let page: Value = c
         .get(format!("{base}/api/sessions/{sid}/frames"))

@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 
 use super::{
-    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, drive,
-    endpoint, error_message_from, normalize, send_with_retry, sse_events,
+    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, brief,
+    drive, error_message_from, normalize, send_with_retry, sse_events, target,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -34,25 +34,27 @@ pub fn body(call: &Call<'_>) -> Value {
     Value::Object(body)
 }
 
-fn read_error(body: &str) -> String {
+fn read_error(body: &str) -> Option<String> {
     error_message_from(body, "/error/message")
 }
 
 pub async fn stream(
-    client: &reqwest::Client,
+    client: &crate::egress::Outbound,
     opts: &CallOptions,
     call: &Call<'_>,
 ) -> Result<DeltaStream, ProviderError> {
     let key = call.agent.api_key.clone().ok_or_else(|| {
         ProviderError::Config("this agent has no API key; set one on the Agents page".into())
     })?;
-    let url = endpoint(
+    let url = target(
+        client,
         call.agent.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL),
         "/v1/messages",
-    );
+    )?;
     let body = body(call);
     let resp = send_with_retry(
         opts,
+        &url,
         || {
             client
                 .post(&url)
@@ -198,7 +200,9 @@ impl Decoder for AnthropicDecoder {
                     .pointer("/error/type")
                     .and_then(Value::as_str)
                     .unwrap_or("error");
-                out.push_back(Err(ProviderError::Midstream(format!("{ty}: {msg}"))));
+                out.push_back(Err(ProviderError::Midstream(brief(&format!(
+                    "{ty}: {msg}"
+                )))));
                 return Step::End;
             }
             _ => {} // content_block_stop, ping

@@ -6,6 +6,12 @@
 //! Failure policy: a 429 before the first byte is retried (honouring `retry-after`, with
 //! backoff, a few times); every other failure ends the call with a [`ProviderError`] whose
 //! text a person can act on. What streamed before a failure is the caller's to keep.
+//!
+//! Every call goes through the egress policy ([`crate::egress`]): its URL is checked before
+//! each call, whatever was allowed when the agent was saved. What a provider's answer says
+//! reaches the user only as the provider's JSON error message, cut to a sentence, and a
+//! failed connection is one line naming the host: a base URL pointed at some other service
+//! must not turn Hero into a way to read it or to map its ports.
 
 pub mod anthropic;
 pub mod openai;
@@ -18,6 +24,7 @@ use futures::Stream;
 use hero_shared::api::ProviderKind;
 
 use crate::agents::AgentRuntime;
+use crate::egress::{Outbound, PublicUrl};
 
 /// One piece of a reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,8 +70,14 @@ pub enum ProviderError {
     Timeout(u64),
     #[error("the provider went silent for {0} seconds mid-reply; the reply was ended")]
     Stalled(u64),
-    #[error("could not reach the provider: {0}")]
-    Connect(String),
+    /// Why is logged, not shown: the difference between a refused connection and a closed
+    /// port is what a port scanner wants to know.
+    #[error("could not connect to the provider at {host}")]
+    Connect { host: String },
+    /// The egress policy refused the base URL, or it is not of the right form; the text
+    /// says which setting would allow it.
+    #[error("{0}")]
+    Refused(String),
     #[error("the connection to the provider was cut mid-reply")]
     Cut,
     #[error("the provider sent something unreadable: {0}")]
@@ -118,7 +131,7 @@ pub struct Call<'a> {
 /// Starts a streaming call; the returned stream yields the reply as it arrives. Silence
 /// mid-reply is the caller's to bound ([`crate::drive::wake::Silence`]).
 pub async fn stream(
-    client: &reqwest::Client,
+    client: &Outbound,
     opts: &CallOptions,
     call: Call<'_>,
 ) -> Result<DeltaStream, ProviderError> {
@@ -159,11 +172,21 @@ pub fn normalize(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
     out
 }
 
-/// Sends `req`, retrying 429s before any byte of an answer arrived.
+/// The URL of `path` under the agent's base URL, if the egress policy lets a call go there
+/// now.
+fn target(client: &Outbound, base: &str, path: &str) -> Result<PublicUrl, ProviderError> {
+    client
+        .check(&endpoint(base, path))
+        .map_err(|e| ProviderError::Refused(e.to_string()))
+}
+
+/// Sends the request `make` builds for `url`, retrying 429s before any byte of an answer
+/// arrived.
 async fn send_with_retry(
     opts: &CallOptions,
+    url: &PublicUrl,
     make: impl Fn() -> reqwest::RequestBuilder,
-    read_error: fn(&str) -> String,
+    read_error: fn(&str) -> Option<String>,
 ) -> Result<reqwest::Response, ProviderError> {
     let mut attempt = 0u32;
     loop {
@@ -172,10 +195,15 @@ async fn send_with_retry(
             .await
             .map_err(|_| ProviderError::Timeout(opts.first_byte_timeout.as_secs()))?
             .map_err(|e| {
-                if e.is_timeout() {
+                if let Some(refused) = crate::egress::refusal_in(&e) {
+                    ProviderError::Refused(refused.to_string())
+                } else if e.is_timeout() {
                     ProviderError::Timeout(opts.first_byte_timeout.as_secs())
                 } else {
-                    ProviderError::Connect(without_url_secrets(&e))
+                    tracing::info!(cause = %without_url_secrets(&e), "provider connection failed");
+                    ProviderError::Connect {
+                        host: url.authority(),
+                    }
                 }
             })?;
         let status = resp.status().as_u16();
@@ -189,7 +217,7 @@ async fn send_with_retry(
             .and_then(|v| v.trim().parse::<f64>().ok())
             .and_then(|s| Duration::try_from_secs_f64(s.max(0.0)).ok());
         let body = read_error_body(resp, opts.first_byte_timeout).await;
-        let message = read_error(&body);
+        let message = read_error(&body).unwrap_or_else(|| "no error message came with it".into());
         match status {
             429 if attempt <= opts.max_retries => {
                 let backoff = Duration::from_millis(500 * 2u64.pow(attempt - 1));
@@ -250,23 +278,35 @@ fn without_url_secrets(e: &reqwest::Error) -> String {
     }
 }
 
-/// The `message` of a JSON error body, or a short excerpt of whatever came.
-fn error_message_from(body: &str, pointer: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| {
-            v.pointer(pointer)
-                .and_then(|m| m.as_str())
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| {
-            let t: String = body.chars().take(200).collect();
-            if t.trim().is_empty() {
-                "no details given".into()
-            } else {
-                t
-            }
-        })
+/// The provider's own error message in a JSON error body, cut to a sentence; nothing for any
+/// other body (whatever answered is not shown to the user).
+fn error_message_from(body: &str, pointer: &str) -> Option<String> {
+    let v = serde_json::from_str::<serde_json::Value>(body).ok()?;
+    let message = brief(v.pointer(pointer)?.as_str()?);
+    (!message.is_empty()).then_some(message)
+}
+
+/// Longest provider message shown, in characters.
+const MAX_MESSAGE_CHARS: usize = 200;
+
+/// A provider's message as the user is shown it: its first sentence, on one line, at most
+/// [`MAX_MESSAGE_CHARS`].
+pub(crate) fn brief(message: &str) -> String {
+    let line: String = message
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let sentence = line
+        .match_indices(['.', '!', '?'])
+        .find(|(i, _)| line[i + 1..].starts_with(' '))
+        .map_or(line.as_str(), |(i, _)| &line[..=i]);
+    if sentence.chars().count() <= MAX_MESSAGE_CHARS {
+        return sentence.to_owned();
+    }
+    let mut cut: String = sentence.chars().take(MAX_MESSAGE_CHARS - 1).collect();
+    cut.push('…');
+    cut
 }
 
 /// Joins a base URL and a path.
@@ -533,6 +573,35 @@ mod tests {
         assert_eq!(&*events.next().await.unwrap().unwrap().event, "ping");
         assert!(read.is_unique(), "the decoder still holds the read buffer");
         assert_eq!(&*events.next().await.unwrap().unwrap().data, "{}");
+    }
+
+    #[test]
+    fn provider_messages_are_cut_to_a_sentence() {
+        let m = |body: &str| error_message_from(body, "/error/message");
+        assert_eq!(
+            m(r#"{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low. Go to Plans & Billing."}}"#).as_deref(),
+            Some("Your credit balance is too low.")
+        );
+        assert_eq!(
+            m(r#"{"error":{"message":"Incorrect API key provided: sk-abc***xyz. You can find your key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error"}}"#).as_deref(),
+            Some("Incorrect API key provided: sk-abc***xyz.")
+        );
+        assert_eq!(
+            m(r#"{"error":{"message":"model 'x' not found\nat line 2"}}"#).as_deref(),
+            Some("model 'x' not found at line 2")
+        );
+        let long = m(&format!(
+            r#"{{"error":{{"message":"{}"}}}}"#,
+            "a".repeat(500)
+        ))
+        .unwrap();
+        assert_eq!(long.chars().count(), MAX_MESSAGE_CHARS);
+        // Whatever else answered is not shown: HTML, plain text, JSON of another shape.
+        assert_eq!(m("<html><title>Router admin</title></html>"), None);
+        assert_eq!(m("SSH-2.0-OpenSSH_9.6"), None);
+        assert_eq!(m(r#"{"detail":"secret internal state"}"#), None);
+        assert_eq!(m(r#"{"error":{"message":"  "}}"#), None);
+        assert_eq!(m(""), None);
     }
 
     #[test]

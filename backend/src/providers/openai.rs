@@ -6,8 +6,8 @@ use hero_shared::api::ProviderKind;
 use serde_json::{Value, json};
 
 use super::{
-    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, drive,
-    endpoint, error_message_from, normalize, send_with_retry, sse_events,
+    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, brief,
+    drive, error_message_from, normalize, send_with_retry, sse_events, target,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -33,12 +33,12 @@ pub fn body(call: &Call<'_>) -> Value {
     Value::Object(body)
 }
 
-fn read_error(body: &str) -> String {
+fn read_error(body: &str) -> Option<String> {
     error_message_from(body, "/error/message")
 }
 
 pub async fn stream(
-    client: &reqwest::Client,
+    client: &crate::egress::Outbound,
     opts: &CallOptions,
     call: &Call<'_>,
 ) -> Result<DeltaStream, ProviderError> {
@@ -49,10 +49,11 @@ pub async fn stream(
         ));
     }
     let base = call.agent.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
-    let url = endpoint(base, "/chat/completions");
+    let url = target(client, base, "/chat/completions")?;
     let body = body(call);
     let resp = send_with_retry(
         opts,
+        &url,
         || {
             let req = client.post(&url).json(&body);
             match &key {
@@ -115,7 +116,7 @@ impl Decoder for OpenAiDecoder {
                 .get("message")
                 .and_then(Value::as_str)
                 .unwrap_or("unknown error");
-            out.push_back(Err(ProviderError::Midstream(msg.to_owned())));
+            out.push_back(Err(ProviderError::Midstream(brief(msg))));
             return Step::End;
         }
         if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {

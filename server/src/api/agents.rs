@@ -22,7 +22,7 @@ pub async fn create(
 ) -> ApiResult<(StatusCode, Json<AgentDto>)> {
     Ok((
         StatusCode::CREATED,
-        Json(agents::create(&st.db, &st.keys, &user, req).await?),
+        Json(agents::create(&st.db, &st.keys, &st.settings.egress, &user, req).await?),
     ))
 }
 
@@ -41,7 +41,7 @@ pub async fn update(
     ApiJson(req): ApiJson<UpdateAgentRequest>,
 ) -> ApiResult<Json<AgentDto>> {
     Ok(Json(
-        agents::update(&st.db, &st.keys, &user, id, req).await?,
+        agents::update(&st.db, &st.keys, &st.settings.egress, &user, id, req).await?,
     ))
 }
 
