@@ -77,6 +77,25 @@ pub fn fuzz_detect(data: &[u8]) {
     }
 }
 
+/// Markdown target: any text renders to inert HTML ([`crate::markdown::inert`]), and a
+/// reply's prose does so at every point it may be cut while it streams.
+pub fn fuzz_markdown(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let check = |t: &str| {
+        for part in crate::markdown::render(t) {
+            if let crate::markdown::MdPart::Html(h) = part
+                && let Err(e) = crate::markdown::inert(&h)
+            {
+                panic!("live markup ({e}) from {t:?}: {h}");
+            }
+        }
+    };
+    check(&text);
+    if let Some(cut) = text.char_indices().map(|(i, _)| i).nth(text.len() / 2) {
+        check(&text[..cut]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +106,7 @@ mod tests {
         b"\x81<todo><item status=done>aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa<item>b</todo>",
         b"\x02<interaction>{\"target_id\":\"@system\",\"target_property\":\"x\",\"sender_id\":1,\"payload\":{\"sender_id\":2}}</interaction>",
         b"\x03```\n<bash>no</bash>\n```\n@system(websearch, {q: [1, {a: 'b'}]}) \xff\xfe\xf0\x9f",
+        b"[x](javascript:alert(1)) <img src=x onerror=alert(1)> ![a](https://e.com/?l=1) | a |\n|:-:|\n| <b> |",
         b"\x90<bash a=\"0123456789012345678901234567890\">x</bash><hml-prompt id=p><data>[\"</data>\"]</data><response>r",
     ];
 
@@ -95,6 +115,7 @@ mod tests {
         for seed in SEEDS {
             fuzz_parse(seed);
             fuzz_detect(seed);
+            fuzz_markdown(seed);
         }
     }
 }

@@ -13,6 +13,8 @@
 //! - [`wire`]: SSE events and WebSocket messages, shared by server and browser.
 //! - [`feed`]: the session event feed ([`feed::SessionEvent`]) and its SSE and WebSocket
 //!   encodings.
+//! - [`markdown`]: markdown to HTML that is safe by construction (no sanitizer needed),
+//!   the one renderer of server and browser.
 //! - [`heap`]: a counting global allocator for benchmarks (the one other `unsafe` here).
 //! - [`corpus`]: a deterministic generator of HML-laden replies, for tests and benchmarks.
 //!
@@ -50,4 +52,5 @@ pub mod fuzz;
 pub mod heap;
 pub mod hml;
 pub mod interaction;
+pub mod markdown;
 pub mod wire;
