@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 source scripts/env.sh
 cargo leptos build --release
+scripts/compress-site.sh target/site
 exec target/release/hero serve "$@"

@@ -17,6 +17,13 @@ if [ "$want_browser" = browser ] && [ ! -x /usr/bin/chromium ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
+# brotli: scripts/compress-site.sh precompresses the release site with it.
+if ! command -v brotli >/dev/null; then
+  echo "setup: installing Debian's brotli (precompresses the site)"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq brotli >/dev/null
+fi
+
 # rustfmt and clippy: the test command checks style with both.
 for component in rustfmt clippy; do
   if ! rustup component list --installed | grep -q "^$component"; then

@@ -16,7 +16,15 @@ pub async fn current_user() -> Result<UserDto, ServerFnError> {
 pub async fn login(username: String, password: String) -> Result<(), ServerFnError> {
     use crate::guard::{fail, state};
     let st = state()?;
-    let l = hero_backend::auth::login(&st, &username, &password)
+    // The brake keys on the client's address too (the peer, or what a trusted proxy says).
+    let client = use_context::<http::request::Parts>().and_then(|parts| {
+        let peer = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.ip());
+        hero_backend::auth::client_address(&parts.headers, peer, &st.settings.trusted_proxies)
+    });
+    let l = hero_backend::auth::login_from(&st, client, &username, &password)
         .await
         .map_err(fail)?;
     let cookie = hero_backend::auth::session_cookie(

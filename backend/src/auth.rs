@@ -7,6 +7,7 @@
 //! password change and disabling take effect at the next request.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -67,32 +68,80 @@ pub struct Login {
     pub expires_at: i64,
 }
 
-/// Checks a username and password and issues a token.
+/// Checks a username and password and issues a token ([`login_from`] with no known client).
 pub async fn login(st: &AppState, username: &str, password: &str) -> Result<Login> {
-    let key = username.trim().to_lowercase();
-    st.throttle.check(&key)?;
-    let row = store::users::credentials(&st.db, username.trim()).await?;
+    login_from(st, None, username, password).await
+}
+
+/// Checks a username and password from `client` (the address the request came from, see
+/// [`client_address`]) and issues a token. Refused before anything is stored or hashed: a
+/// username longer than any account can have, a password longer than any can be, and a
+/// guess the brake holds back ([`LoginThrottle`]).
+pub async fn login_from(
+    st: &AppState,
+    client: Option<IpAddr>,
+    username: &str,
+    password: &str,
+) -> Result<Login> {
+    let name = username.trim();
+    if name.len() > users::MAX_USERNAME_CHARS {
+        return Err(Error::Invalid(format!(
+            "username is too long (at most {} characters)",
+            users::MAX_USERNAME_CHARS
+        )));
+    }
+    let key = name.to_lowercase();
     let bad = || Error::Unauthorized("wrong username or password");
     if password.len() > password::MAX_PASSWORD_BYTES {
         return Err(bad());
     }
+    st.throttle.check(&key, client)?;
+    let row = store::users::credentials(&st.db, name).await?;
     let Some(store::users::Credentials {
         user,
         password_hash: hash,
     }) = row
     else {
         // Spend the same time as a real check, so timing does not tell which names exist.
-        password::verify(password, password::DUMMY_HASH).await;
+        st.hash_gate.verify(password, password::DUMMY_HASH).await?;
         return Err(bad());
     };
-    if !password::verify(password, &hash).await {
+    if !st.hash_gate.verify(password, &hash).await? {
         return Err(bad());
     }
     if user.disabled {
         return Err(Error::Unauthorized("this account is disabled"));
     }
-    st.throttle.record_success(&key);
+    st.throttle.record_success(&key, client);
     issue(st, user.id, user.username, user.is_admin).await
+}
+
+/// The address a request came from: the peer, or, when the peer is one of the
+/// `trusted_proxies`, the last address in `X-Forwarded-For` that is not (the proxies
+/// append; what a client wrote itself stands further left and is not believed).
+pub fn client_address(
+    headers: &HeaderMap,
+    peer: Option<IpAddr>,
+    trusted_proxies: &[IpAddr],
+) -> Option<IpAddr> {
+    let peer = peer?;
+    if !trusted_proxies.contains(&peer) {
+        return Some(peer);
+    }
+    let forwarded: Vec<IpAddr> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|a| a.trim().parse().ok())
+        .collect();
+    Some(
+        forwarded
+            .into_iter()
+            .rev()
+            .find(|a| !trusted_proxies.contains(a))
+            .unwrap_or(peer),
+    )
 }
 
 async fn issue(st: &AppState, id: i64, username: String, is_admin: bool) -> Result<Login> {
@@ -179,15 +228,22 @@ pub async fn logout(st: &AppState, user: &AuthUser) -> Result<()> {
 pub async fn change_password(
     st: &AppState,
     user: &AuthUser,
+    client: Option<IpAddr>,
     current: &str,
     new: &str,
 ) -> Result<()> {
+    // The same brake as a sign-in: a stolen session must not make it a free password oracle.
+    let key = user.username.to_lowercase();
+    st.throttle.check(&key, client)?;
     let hash = store::users::password_hash(&st.db, user.id)
         .await?
         .ok_or(Error::NotFound("user"))?;
-    if !password::verify(current, &hash).await {
+    if current.len() > password::MAX_PASSWORD_BYTES
+        || !st.hash_gate.verify(current, &hash).await?
+    {
         return Err(Error::Invalid("the current password is wrong".into()));
     }
+    st.throttle.record_success(&key, client);
     users::set_password(&st.db, user.id, new).await
 }
 
@@ -206,12 +262,28 @@ pub fn clear_cookie(secure: bool) -> String {
     session_cookie("", 0, secure)
 }
 
-/// Slows down guessing: after [`LoginThrottle::FREE_FAILURES`] failures in a row for one
-/// username, each further attempt must wait twice as long as the last, up to
-/// [`LoginThrottle::MAX_DELAY`]. A success clears the count.
+/// Slows down guessing, on two keys at once: one username from one client address, and
+/// one client address whatever the username. After [`LoginThrottle::FREE_FAILURES`]
+/// failures in a row on a username from one address (or [`LoginThrottle::FREE_SPRAY`] from
+/// one address across usernames), each further attempt must wait twice as long as the last,
+/// up to [`LoginThrottle::MAX_DELAY`]; a success clears the username's count from that
+/// address. Guessing from one address is slowed, spraying many names from one is slowed,
+/// and one address cannot hold back an account's owner signing in from another. (With no
+/// known address, as in-process callers, every attempt shares one.)
+///
+/// Its memory is bounded: [`LoginThrottle::MAX_ENTRIES`] keys at most, idle ones forgotten
+/// first, then the oldest.
 #[derive(Debug, Default)]
 pub struct LoginThrottle {
-    by_name: Mutex<HashMap<String, Failures>>,
+    keys: Mutex<HashMap<Brake, Failures>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Brake {
+    /// A username from one address.
+    Name(String, Option<IpAddr>),
+    /// One address, any username.
+    Client(IpAddr),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -222,43 +294,58 @@ struct Failures {
 
 impl LoginThrottle {
     pub const FREE_FAILURES: u32 = 5;
+    pub const FREE_SPRAY: u32 = 20;
     pub const MAX_DELAY: Duration = Duration::from_secs(300);
-    /// Entries idle this long are forgotten, which also bounds the map's memory.
+    /// Entries idle this long are forgotten.
     const FORGET_AFTER: Duration = Duration::from_secs(3600);
-    const MAX_ENTRIES: usize = 100_000;
+    pub const MAX_ENTRIES: usize = 100_000;
 
-    fn delay_for(count: u32) -> Duration {
-        if count < Self::FREE_FAILURES {
+    fn delay_for(count: u32, free: u32) -> Duration {
+        if count < free {
             return Duration::ZERO;
         }
-        let exp = (count - Self::FREE_FAILURES).min(16);
+        let exp = (count - free).min(16);
         Duration::from_secs(1u64 << exp).min(Self::MAX_DELAY)
     }
 
-    /// Refuses while the wait is running; otherwise counts this attempt as a failure until
-    /// [`LoginThrottle::record_success`] says otherwise, so parallel guesses cannot all slip
-    /// past one check.
-    pub fn check(&self, name: &str) -> Result<()> {
-        let mut map = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(f) = map.get(name) {
-            let wait = Self::delay_for(f.count);
-            let elapsed = f.last.elapsed();
-            if elapsed < wait {
-                return Err(Error::TooManyAttempts {
-                    retry_after: wait - elapsed,
-                });
-            }
+    fn brakes(name: &str, client: Option<IpAddr>) -> impl Iterator<Item = (Brake, u32)> {
+        std::iter::once((Brake::Name(name.to_owned(), client), Self::FREE_FAILURES))
+            .chain(client.map(|c| (Brake::Client(c), Self::FREE_SPRAY)))
+    }
+
+    /// Refuses while a wait is running on either key; otherwise counts this attempt as a
+    /// failure until [`LoginThrottle::record_success`] says otherwise, so parallel guesses
+    /// cannot all slip past one check.
+    pub fn check(&self, name: &str, client: Option<IpAddr>) -> Result<()> {
+        let mut map = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        let wait = Self::brakes(name, client)
+            .filter_map(|(k, free)| {
+                let f = map.get(&k)?;
+                Self::delay_for(f.count, free).checked_sub(f.last.elapsed())
+            })
+            .max();
+        if let Some(retry_after) = wait.filter(|w| !w.is_zero()) {
+            return Err(Error::TooManyAttempts { retry_after });
         }
-        Self::count_failure(&mut map, name);
+        for (k, _) in Self::brakes(name, client) {
+            Self::count_failure(&mut map, k);
+        }
         Ok(())
     }
 
-    fn count_failure(map: &mut HashMap<String, Failures>, name: &str) {
-        if map.len() >= Self::MAX_ENTRIES {
+    fn count_failure(map: &mut HashMap<Brake, Failures>, key: Brake) {
+        if map.len() >= Self::MAX_ENTRIES && !map.contains_key(&key) {
             map.retain(|_, f| f.last.elapsed() < Self::FORGET_AFTER);
+            if map.len() >= Self::MAX_ENTRIES {
+                // All recent: the oldest tenth goes.
+                let mut ages: Vec<Instant> = map.values().map(|f| f.last).collect();
+                let cut = ages.len() / 10;
+                let (_, &mut oldest_kept, _) = ages.select_nth_unstable(cut);
+                map.retain(|_, f| f.last >= oldest_kept);
+            }
         }
         let now = Instant::now();
-        let e = map.entry(name.to_owned()).or_insert(Failures {
+        let e = map.entry(key).or_insert(Failures {
             count: 0,
             last: now,
         });
@@ -269,11 +356,22 @@ impl LoginThrottle {
         e.last = now;
     }
 
-    pub fn record_success(&self, name: &str) {
-        self.by_name
+    /// The username signed in from `client`: its count there is cleared (the address's
+    /// count across usernames stays, so one valid password does not reset a spray).
+    pub fn record_success(&self, name: &str, client: Option<IpAddr>) {
+        self.keys
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(name);
+            .remove(&Brake::Name(name.to_owned(), client));
+    }
+
+    /// How many keys the brake holds (for the test of its bound).
+    pub fn len(&self) -> usize {
+        self.keys.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -322,11 +420,11 @@ mod tests {
         let l1 = login(&st, "alice", "correct horse").await.unwrap();
         let l2 = login(&st, "alice", "correct horse").await.unwrap();
         let u = authenticate(&st, &l1.token).await.unwrap();
-        let wrong = change_password(&st, &u, "nope nope", "new password!")
+        let wrong = change_password(&st, &u, None, "nope nope", "new password!")
             .await
             .unwrap_err();
         assert!(wrong.to_string().contains("current password"));
-        change_password(&st, &u, "correct horse", "new password!")
+        change_password(&st, &u, None, "correct horse", "new password!")
             .await
             .unwrap();
         assert!(authenticate(&st, &l1.token).await.is_err());
@@ -357,13 +455,103 @@ mod tests {
             }
             other => panic!("expected TooManyAttempts, got {other}"),
         }
-        assert_eq!(LoginThrottle::delay_for(6), Duration::from_secs(2));
-        assert_eq!(LoginThrottle::delay_for(40), LoginThrottle::MAX_DELAY);
+        assert_eq!(LoginThrottle::delay_for(6, 5), Duration::from_secs(2));
+        assert_eq!(LoginThrottle::delay_for(40, 5), LoginThrottle::MAX_DELAY);
         // Another account is not affected.
         crate::accounts::create(&st.db, &st.keys, "bob", "battery staple", false)
             .await
             .unwrap();
         login(&st, "bob", "battery staple").await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn one_address_cannot_hold_back_an_account_signing_in_from_another() {
+        let (_dir, st) = state().await;
+        crate::accounts::create(&st.db, &st.keys, "alice", "correct horse", false)
+            .await
+            .unwrap();
+        let attacker: IpAddr = "203.0.113.9".parse().unwrap();
+        let alice_home: IpAddr = "198.51.100.4".parse().unwrap();
+        for _ in 0..LoginThrottle::FREE_FAILURES {
+            login_from(&st, Some(attacker), "alice", "guess!!!!")
+                .await
+                .unwrap_err();
+        }
+        let held = login_from(&st, Some(attacker), "alice", "correct horse").await;
+        assert!(matches!(held, Err(Error::TooManyAttempts { .. })), "{held:?}");
+        login_from(&st, Some(alice_home), "alice", "correct horse")
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn spraying_many_names_from_one_address_is_slowed() {
+        let (_dir, st) = state().await;
+        let sprayer: IpAddr = "203.0.113.7".parse().unwrap();
+        for i in 0..LoginThrottle::FREE_SPRAY {
+            let e = login_from(&st, Some(sprayer), &format!("user{i}"), "password1")
+                .await
+                .unwrap_err();
+            assert!(matches!(e, Error::Unauthorized(_)), "{e}");
+        }
+        let e = login_from(&st, Some(sprayer), "someone-new", "password1")
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::TooManyAttempts { .. }), "{e}");
+        // Another address is not slowed by it.
+        let e = login_from(&st, Some("192.0.2.1".parse().unwrap()), "someone-new", "password1")
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::Unauthorized(_)), "{e}");
+    }
+
+    #[tokio::test]
+    async fn an_overlong_username_is_refused_before_anything_is_kept() {
+        let (_dir, st) = state().await;
+        let long = "a".repeat(crate::users::MAX_USERNAME_CHARS + 1);
+        let e = login(&st, &long, "password1").await.unwrap_err();
+        assert!(e.to_string().contains("username is too long"), "{e}");
+        assert!(st.throttle.is_empty(), "nothing of it was stored");
+        // Nor is an overlong password hashed or kept as a failure of its own.
+        let e = login(&st, "alice", &"p".repeat(password::MAX_PASSWORD_BYTES + 1))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::Unauthorized(_)), "{e}");
+        assert!(st.throttle.is_empty());
+    }
+
+    #[test]
+    fn the_brake_holds_so_many_keys_at_most() {
+        let t = LoginThrottle::default();
+        for i in 0..LoginThrottle::MAX_ENTRIES + 5_000 {
+            let client = IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8]);
+            let _ = t.check(&format!("u{i}"), Some(client));
+        }
+        assert!(t.len() <= LoginThrottle::MAX_ENTRIES, "{} keys", t.len());
+        // And it still brakes what it holds.
+        let me: IpAddr = "192.0.2.200".parse().unwrap();
+        for _ in 0..LoginThrottle::FREE_FAILURES {
+            t.check("me", Some(me)).unwrap();
+        }
+        assert!(t.check("me", Some(me)).is_err());
+    }
+
+    #[test]
+    fn the_client_is_the_peer_unless_a_trusted_proxy_names_it() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", "1.1.1.1, 203.0.113.5".parse().unwrap());
+        let peer: IpAddr = "198.51.100.1".parse().unwrap();
+        let proxy: IpAddr = "10.0.0.2".parse().unwrap();
+        // An untrusted peer's header is not believed.
+        assert_eq!(client_address(&h, Some(peer), &[]), Some(peer));
+        // Behind the proxy: the last address it did not add itself (the first, 1.1.1.1,
+        // is what the client wrote and could be anything).
+        assert_eq!(
+            client_address(&h, Some(proxy), &[proxy]),
+            "203.0.113.5".parse().ok()
+        );
+        assert_eq!(client_address(&HeaderMap::new(), Some(proxy), &[proxy]), Some(proxy));
+        assert_eq!(client_address(&h, None, &[proxy]), None);
     }
 
     #[test]

@@ -65,6 +65,12 @@ pub struct Settings {
     pub recheck_every: std::time::Duration,
     /// Where outbound requests may go besides the public internet (`HERO_EGRESS_ALLOW`).
     pub egress: egress::EgressPolicy,
+    /// Password hashes run at once on the sign-in paths, at most ([`password::HashGate`]).
+    pub hash_at_once: usize,
+    /// How long a sign-in waits for its turn to hash before it is told the server is busy.
+    pub hash_wait: std::time::Duration,
+    /// Reverse proxies whose `X-Forwarded-For` names the client ([`auth::client_address`]).
+    pub trusted_proxies: Vec<std::net::IpAddr>,
 }
 
 impl Default for Settings {
@@ -75,6 +81,9 @@ impl Default for Settings {
             call_options: providers::CallOptions::default(),
             recheck_every: auth::RECHECK_EVERY,
             egress: egress::EgressPolicy::default(),
+            hash_at_once: password::cores(),
+            hash_wait: std::time::Duration::from_secs(5),
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -92,6 +101,8 @@ pub struct Services {
     pub hot_db: store::HotDb,
     pub keys: Arc<crypto::Keyring>,
     pub throttle: Arc<auth::LoginThrottle>,
+    /// At most so many password hashes at once on the sign-in paths.
+    pub hash_gate: password::HashGate,
     pub settings: Arc<Settings>,
     pub hub: Arc<hub::Hub>,
     /// The turns in flight.
@@ -114,6 +125,7 @@ impl AppState {
             hot_db: Default::default(),
             keys: Arc::new(keys),
             throttle: Arc::new(auth::LoginThrottle::default()),
+            hash_gate: password::HashGate::new(settings.hash_at_once, settings.hash_wait),
             hub: Arc::new(hub::Hub::default()),
             turns: Arc::new(turn::Registry::default()),
             history: Default::default(),

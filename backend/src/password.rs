@@ -5,6 +5,8 @@
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 
+use std::time::Duration;
+
 use crate::{Error, Result};
 
 pub const MIN_PASSWORD_CHARS: usize = 8;
@@ -42,6 +44,39 @@ pub async fn hash(pw: &str) -> Result<String> {
     .map_err(|e| Error::Internal(format!("password hashing task failed: {e}")))?
 }
 
+/// At most so many password hashes run at once (the number of cores, by default); the
+/// rest wait their turn a bounded time, then are told the server is busy (503 with
+/// Retry-After), so a burst of sign-ins cannot queue unbounded CPU work behind it. Used on
+/// the paths anyone can reach: sign-in and password change.
+#[derive(Debug)]
+pub struct HashGate {
+    permits: tokio::sync::Semaphore,
+    wait: Duration,
+}
+
+impl HashGate {
+    pub fn new(at_once: usize, wait: Duration) -> Self {
+        HashGate {
+            permits: tokio::sync::Semaphore::new(at_once.max(1)),
+            wait,
+        }
+    }
+
+    /// [`verify`], when a turn comes within the wait.
+    pub async fn verify(&self, pw: &str, hash: &str) -> Result<bool> {
+        let _turn = tokio::time::timeout(self.wait, self.permits.acquire())
+            .await
+            .map_err(|_| Error::Unavailable("too many sign-ins at once; try again in a moment"))?
+            .map_err(|_| Error::Unavailable("the server is shutting down"))?;
+        Ok(verify(pw, hash).await)
+    }
+}
+
+/// The default number of hashes at once: the machine's cores.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
 /// True when `pw` matches `hash`. A malformed stored hash counts as no match.
 pub async fn verify(pw: &str, hash: &str) -> bool {
     let (pw, hash) = (pw.to_owned(), hash.to_owned());
@@ -61,6 +96,31 @@ pub async fn verify(pw: &str, hash: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_gate_lets_so_many_hash_at_once_and_turns_the_rest_away_in_time() {
+        let gate = std::sync::Arc::new(HashGate::new(1, Duration::from_millis(1)));
+        let hash = hash("correct horse").await.unwrap();
+        let tries: Vec<_> = (0..8)
+            .map(|_| {
+                let (gate, hash) = (gate.clone(), hash.clone());
+                tokio::spawn(async move { gate.verify("correct horse", &hash).await })
+            })
+            .collect();
+        let (mut ok, mut busy) = (0, 0);
+        for t in tries {
+            match t.await.unwrap() {
+                Ok(true) => ok += 1,
+                Err(Error::Unavailable(m)) => {
+                    assert!(m.contains("too many sign-ins"), "{m}");
+                    busy += 1
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // One hash takes longer than the wait: the first runs, most of the rest give up.
+        assert!(ok >= 1 && busy >= 1 && ok + busy == 8, "{ok} ran, {busy} turned away");
+    }
 
     #[tokio::test]
     async fn hashes_verify_and_rules_hold() {

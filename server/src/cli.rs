@@ -95,7 +95,11 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         }
     };
     // A cheap clone of the router per connection (see `web::router`).
-    let server = axum::serve(crate::web::listener(listener), app.into_make_service())
+    // Each connection's peer address reaches the handlers (the sign-in brake keys on it).
+    let server = axum::serve(
+        crate::web::listener(listener),
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
         .with_graceful_shutdown(on_signal)
         .into_future();
     tokio::pin!(server);

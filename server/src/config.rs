@@ -82,6 +82,16 @@ pub struct ConfigArgs {
         value_name = "HOST:PORT,..."
     )]
     pub egress_allow: Option<String>,
+
+    /// Reverse proxies in front of Hero, as comma-separated IP addresses: for requests from
+    /// them, the client is the address they name in X-Forwarded-For [default: none]
+    #[arg(long, env = "HERO_TRUSTED_PROXIES", global = true, value_name = "IP,...")]
+    pub trusted_proxies: Option<String>,
+
+    /// How many password checks run at once; more sign-ins wait up to 5 seconds, then get
+    /// 503 [default: the number of cores]
+    #[arg(long, env = "HERO_HASH_AT_ONCE", global = true, value_name = "N")]
+    pub hash_at_once: Option<usize>,
 }
 
 #[derive(Default, Deserialize)]
@@ -97,6 +107,8 @@ struct FileConfig {
     drain_secs: Option<u64>,
     public_url: Option<String>,
     egress_allow: Option<Vec<String>>,
+    trusted_proxies: Option<Vec<std::net::IpAddr>>,
+    hash_at_once: Option<usize>,
 }
 
 /// The settings in force. Its `Debug` hides the master key.
@@ -113,6 +125,8 @@ pub struct Config {
     /// Where people reach Hero, checked: an http(s) URL with a host and nothing after it.
     pub public_url: Option<axum::http::Uri>,
     pub egress: hero_backend::egress::EgressPolicy,
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+    pub hash_at_once: usize,
 }
 
 impl std::fmt::Debug for Config {
@@ -128,6 +142,8 @@ impl std::fmt::Debug for Config {
             .field("drain", &self.drain)
             .field("public_url", &self.public_url)
             .field("egress_allow", &self.egress.allowed())
+            .field("trusted_proxies", &self.trusted_proxies)
+            .field("hash_at_once", &self.hash_at_once)
             .finish()
     }
 }
@@ -180,6 +196,24 @@ impl ConfigArgs {
                 .map(|u| parse_public_url(&u))
                 .transpose()?,
             egress,
+            trusted_proxies: match self.trusted_proxies {
+                Some(list) => list
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| {
+                        a.parse().with_context(|| {
+                            format!("trusted_proxies (HERO_TRUSTED_PROXIES): {a:?} is not an IP address")
+                        })
+                    })
+                    .collect::<anyhow::Result<_>>()?,
+                None => file.trusted_proxies.unwrap_or_default(),
+            },
+            hash_at_once: match self.hash_at_once.or(file.hash_at_once) {
+                Some(0) => bail!("hash_at_once must be at least 1"),
+                Some(n) => n,
+                None => hero_backend::password::cores(),
+            },
         })
     }
 }
@@ -226,7 +260,10 @@ impl Config {
             secure_cookie: self.secure_cookie,
             call_options: Default::default(),
             recheck_every: hero_backend::auth::RECHECK_EVERY,
+            hash_at_once: self.hash_at_once,
+            trusted_proxies: self.trusted_proxies.clone(),
             egress: self.egress.clone(),
+            ..hero_backend::Settings::default()
         }
     }
 }

@@ -39,7 +39,15 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
         leptos_options: leptos_options.clone(),
         backend: backend.clone(),
     }));
+    // The built site's files, each as `.br` or `.gz` when the build left one beside it and
+    // the browser accepts it (scripts/compress-site.sh makes them for release builds).
+    let pkg = std::path::Path::new(leptos_options.site_root.as_ref())
+        .join(leptos_options.site_pkg_dir.as_ref());
+    let site_files = tower_http::services::ServeDir::new(pkg)
+        .precompressed_br()
+        .precompressed_gzip();
     Router::new()
+        .nest_service("/pkg", site_files)
         .nest("/api", crate::api::router())
         .route("/ws", axum::routing::get(crate::api::ws::ws))
         .leptos_routes_with_context(
@@ -60,13 +68,14 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
 /// previous one's acknowledgement, which a client may delay by up to 40 ms.
 pub fn listener(
     l: tokio::net::TcpListener,
-) -> impl axum::serve::Listener<Addr = std::net::SocketAddr> {
+) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
     use axum::serve::ListenerExt;
-    l.tap_io(|tcp| {
+    fn nodelay(tcp: &mut tokio::net::TcpStream) {
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
-    })
+    }
+    l.tap_io(nodelay as fn(&mut tokio::net::TcpStream))
 }
 
 /// Leptos options for serving at `addr` from the built site in `site_root`.
@@ -77,6 +86,12 @@ pub fn leptos_options(addr: std::net::SocketAddr, site_root: &std::path::Path) -
         .site_pkg_dir("pkg")
         .site_addr(addr)
         .build();
+    // cargo-leptos names the site's files by their content (hero.<hash>.wasm) and leaves
+    // the hashes beside the binary; pages then link those names (Leptos reads the file).
+    opts.hash_files = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join(opts.hash_file.as_ref())))
+        .is_some_and(|f| f.is_file());
     // cargo-leptos's dev server sets LEPTOS_ENV=DEV for live reload; a plain run is PROD.
     opts.env = match std::env::var("LEPTOS_ENV").as_deref() {
         Ok("DEV") | Ok("dev") | Ok("development") => Env::DEV,
@@ -155,7 +170,7 @@ async fn security_headers(
     static DEFAULT_POLICY: std::sync::LazyLock<HeaderValue> = std::sync::LazyLock::new(|| {
         HeaderValue::from_str(&app::csp::policy(None)).expect("the policy is a header value")
     });
-    let site_file = is_site_file(req.uri().path());
+    let site_cache = site_cache_control(req.uri().path());
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
     h.insert(
@@ -169,15 +184,39 @@ async fn security_headers(
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.entry(header::CONTENT_SECURITY_POLICY)
         .or_insert_with(|| DEFAULT_POLICY.clone());
-    if !site_file {
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    }
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(site_cache.unwrap_or("no-store")),
+    );
     resp
 }
 
-/// The built site's files (wasm, JS, CSS, the icon): the same for everyone, no user data.
-fn is_site_file(path: &str) -> bool {
-    path.starts_with("/pkg/") || path == "/favicon.svg"
+/// How long a browser may keep one of the built site's files (wasm, JS, CSS, the icon: the
+/// same for everyone, no user data), `None` for anything else. A file named by its content
+/// (`hero.<hash>.wasm`) never changes: kept for a year without asking again. Any other
+/// is kept but asked about each time (a new build may have replaced it).
+fn site_cache_control(path: &str) -> Option<&'static str> {
+    let name = if let Some(name) = path.strip_prefix("/pkg/") {
+        name
+    } else if path == "/favicon.svg" {
+        return Some("no-cache");
+    } else {
+        return None;
+    };
+    let hashed = name
+        .split('.')
+        .nth(1)
+        .filter(|_| name.split('.').count() >= 3)
+        .is_some_and(|h| {
+            h.len() >= 10
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+    Some(if hashed {
+        "public, max-age=31536000, immutable"
+    } else {
+        "no-cache"
+    })
 }
 
 /// Which `Host` a request may name. A page of another site whose name the attacker makes
@@ -260,6 +299,18 @@ pub fn pin_host(router: Router, policy: HostPolicy) -> Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_named_files_are_kept_for_good() {
+        let forever = Some("public, max-age=31536000, immutable");
+        assert_eq!(site_cache_control("/pkg/hero.Xk3_9-abcDEFgh.wasm"), forever);
+        assert_eq!(site_cache_control("/pkg/hero.Xk3_9-abcDEFgh.js"), forever);
+        assert_eq!(site_cache_control("/pkg/hero.wasm"), Some("no-cache"));
+        assert_eq!(site_cache_control("/pkg/hero.css"), Some("no-cache"));
+        assert_eq!(site_cache_control("/favicon.svg"), Some("no-cache"));
+        assert_eq!(site_cache_control("/s/12"), None);
+        assert_eq!(site_cache_control("/api/pkg/hero.Xk3_9-abcDEFgh.js"), None);
+    }
 
     #[test]
     fn hosts_are_pinned() {

@@ -167,6 +167,32 @@ where
     }
 }
 
+/// The address a request came from ([`auth::client_address`]): the connection's peer, or,
+/// behind a trusted proxy, the address it forwarded. `None` when the server was not told
+/// its peers (in-process callers).
+pub struct Client(pub Option<std::net::IpAddr>);
+
+impl<S> FromRequestParts<S> for Client
+where
+    S: Send + Sync,
+    AppState: FromRef<S>,
+{
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let st = AppState::from_ref(state);
+        let peer = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.ip());
+        Ok(Client(auth::client_address(
+            &parts.headers,
+            peer,
+            &st.settings.trusted_proxies,
+        )))
+    }
+}
+
 pub type ApiResult<T> = Result<T, ApiError>;
 
 fn set_cookie(resp: &mut Response, value: &str) -> ApiResult<()> {
@@ -178,9 +204,10 @@ fn set_cookie(resp: &mut Response, value: &str) -> ApiResult<()> {
 
 async fn login(
     State(st): State<AppState>,
+    Client(client): Client,
     ApiJson(req): ApiJson<LoginRequest>,
 ) -> ApiResult<Response> {
-    let l = auth::login(&st, &req.username, &req.password).await?;
+    let l = auth::login_from(&st, client, &req.username, &req.password).await?;
     let mut resp = Json(LoginResponse {
         user: l.user.dto(),
         token: l.token.clone(),
@@ -210,9 +237,17 @@ async fn me(Authed(user): Authed) -> Json<UserDto> {
 async fn change_password(
     State(st): State<AppState>,
     Authed(user): Authed,
+    Client(client): Client,
     ApiJson(req): ApiJson<ChangePasswordRequest>,
 ) -> ApiResult<StatusCode> {
-    auth::change_password(&st, &user, &req.current_password, &req.new_password).await?;
+    auth::change_password(
+        &st,
+        &user,
+        client,
+        &req.current_password,
+        &req.new_password,
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
