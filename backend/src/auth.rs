@@ -38,6 +38,8 @@ pub struct AuthUser {
     username: String,
     is_admin: bool,
     jti: String,
+    /// When the token ends (Unix seconds): a live stream opened with it ends then too.
+    expires_at: i64,
 }
 
 impl AuthUser {
@@ -152,6 +154,7 @@ async fn issue(st: &AppState, id: i64, username: String, is_admin: bool) -> Resu
             username,
             is_admin,
             jti: t.jti,
+            expires_at: t.expires_at,
         },
         token: t.token,
         expires_at: t.expires_at,
@@ -172,14 +175,18 @@ pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
             username: t.username,
             is_admin: t.is_admin,
             jti: claims.jti,
+            expires_at: claims.exp,
         }),
         _ => Err(Error::Unauthorized("this sign-in has ended; sign in again")),
     }
 }
 
-/// Whether this sign-in still stands (not logged out, password unchanged, account enabled):
-/// long-lived streams ask again from time to time.
+/// Whether this sign-in still stands (not expired, not logged out, password unchanged,
+/// account enabled): long-lived streams ask again from time to time.
 pub async fn still_valid(st: &AppState, user: &AuthUser) -> bool {
+    if time::OffsetDateTime::now_utc().unix_timestamp() >= user.expires_at {
+        return false;
+    }
     let row = store::tokens::by_jti(&st.db, &user.jti).await;
     matches!(row, Ok(Some(t)) if !t.disabled && !t.revoked)
 }
@@ -238,9 +245,7 @@ pub async fn change_password(
     let hash = store::users::password_hash(&st.db, user.id)
         .await?
         .ok_or(Error::NotFound("user"))?;
-    if current.len() > password::MAX_PASSWORD_BYTES
-        || !st.hash_gate.verify(current, &hash).await?
-    {
+    if current.len() > password::MAX_PASSWORD_BYTES || !st.hash_gate.verify(current, &hash).await? {
         return Err(Error::Invalid("the current password is wrong".into()));
     }
     st.throttle.record_success(&key, client);
@@ -465,6 +470,24 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_sign_in_stops_standing_when_its_token_expires() {
+        let t = crate::test_support::state_with(crate::Settings {
+            token_ttl: time::Duration::seconds(1),
+            ..Default::default()
+        })
+        .await;
+        crate::accounts::create(&t.db, &t.keys, "alice", "correct horse", false)
+            .await
+            .unwrap();
+        let l = login(&t, "alice", "correct horse").await.unwrap();
+        let u = authenticate(&t, &l.token).await.unwrap();
+        assert!(still_valid(&t, &u).await && still_valid(&t, &l.user).await);
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        // A live stream opened with it re-checks and ends: not revoked, but over.
+        assert!(!still_valid(&t, &u).await && !still_valid(&t, &l.user).await);
+    }
+
+    #[tokio::test]
     async fn one_address_cannot_hold_back_an_account_signing_in_from_another() {
         let (_dir, st) = state().await;
         crate::accounts::create(&st.db, &st.keys, "alice", "correct horse", false)
@@ -478,7 +501,10 @@ mod tests {
                 .unwrap_err();
         }
         let held = login_from(&st, Some(attacker), "alice", "correct horse").await;
-        assert!(matches!(held, Err(Error::TooManyAttempts { .. })), "{held:?}");
+        assert!(
+            matches!(held, Err(Error::TooManyAttempts { .. })),
+            "{held:?}"
+        );
         login_from(&st, Some(alice_home), "alice", "correct horse")
             .await
             .unwrap();
@@ -499,9 +525,14 @@ mod tests {
             .unwrap_err();
         assert!(matches!(e, Error::TooManyAttempts { .. }), "{e}");
         // Another address is not slowed by it.
-        let e = login_from(&st, Some("192.0.2.1".parse().unwrap()), "someone-new", "password1")
-            .await
-            .unwrap_err();
+        let e = login_from(
+            &st,
+            Some("192.0.2.1".parse().unwrap()),
+            "someone-new",
+            "password1",
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(e, Error::Unauthorized(_)), "{e}");
     }
 
@@ -550,7 +581,10 @@ mod tests {
             client_address(&h, Some(proxy), &[proxy]),
             "203.0.113.5".parse().ok()
         );
-        assert_eq!(client_address(&HeaderMap::new(), Some(proxy), &[proxy]), Some(proxy));
+        assert_eq!(
+            client_address(&HeaderMap::new(), Some(proxy), &[proxy]),
+            Some(proxy)
+        );
         assert_eq!(client_address(&h, None, &[proxy]), None);
     }
 

@@ -26,6 +26,10 @@ pub enum Error {
     /// The server cannot take this now (it is shutting down); the same request may work later.
     #[error("{0}")]
     Unavailable(&'static str),
+    /// The user holds as many of something as a user may (live streams, sessions, turns at
+    /// once); the message says which and how many.
+    #[error("{0}")]
+    Limit(String),
     #[error(transparent)]
     Crypto(#[from] crate::crypto::CryptoError),
     #[error("database error: {0}")]
@@ -50,6 +54,7 @@ impl Error {
             Error::Conflict(_) => S::CONFLICT,
             Error::TooManyAttempts { .. } => S::TOO_MANY_REQUESTS,
             Error::Unavailable(_) => S::SERVICE_UNAVAILABLE,
+            Error::Limit(_) => S::TOO_MANY_REQUESTS,
             Error::Crypto(_)
             | Error::Db(_)
             | Error::Sqlite(_)

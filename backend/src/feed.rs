@@ -40,7 +40,7 @@ pub struct SessionFeed {
     session: i64,
     /// The seq of the last frame sent.
     sent: i64,
-    live: broadcast::Receiver<Arc<HubEvent>>,
+    live: crate::hub::Subscription,
     recheck: tokio::time::Interval,
     /// Resolves when the server shuts down; made once, so waiting costs nothing per event.
     closing: Pin<Box<dyn std::future::Future<Output = ()> + Send>>,

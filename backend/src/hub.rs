@@ -43,14 +43,16 @@ pub enum HubEvent {
 }
 
 pub struct Hub {
-    sessions: Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>,
-    users: Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>,
+    sessions: Arc<Channels>,
+    users: Arc<Channels>,
     /// Bumped whenever a channel gains a subscriber or is forgotten: a turn remembers
     /// whether anyone listens until this changes ([`Hub::has_listeners_cached`]), instead of
     /// taking the two maps' locks, which every turn shares, for every token.
-    version: AtomicU64,
+    version: Arc<AtomicU64>,
     /// True once the server shuts down ([`Hub::close`]).
     closing: tokio::sync::watch::Sender<bool>,
+    /// How many live streams (event streams, WebSockets) each user holds open.
+    streams: Arc<Mutex<HashMap<i64, usize>>>,
 }
 
 impl Default for Hub {
@@ -60,6 +62,7 @@ impl Default for Hub {
             users: Default::default(),
             version: Default::default(),
             closing: tokio::sync::watch::Sender::new(false),
+            streams: Default::default(),
         }
     }
 }
@@ -70,11 +73,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 type Channels = Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>;
 
-fn subscribe_in(
-    map: &Channels,
-    version: &AtomicU64,
-    key: i64,
-) -> broadcast::Receiver<Arc<HubEvent>> {
+fn subscribe_in(map: &Arc<Channels>, version: &Arc<AtomicU64>, key: i64) -> Subscription {
     let mut m = lock(map);
     let rx = m
         .entry(key)
@@ -82,7 +81,48 @@ fn subscribe_in(
         .subscribe();
     // After the subscriber is in: whoever sees the new version sees it.
     version.fetch_add(1, Ordering::AcqRel);
-    rx
+    Subscription {
+        rx,
+        map: map.clone(),
+        version: version.clone(),
+        key,
+    }
+}
+
+/// A subscriber's end of a channel. When the last subscriber of a channel leaves, the
+/// channel is forgotten at once (its buffer is [`CHANNEL_CAPACITY`] slots): a session or
+/// user nobody watches costs nothing, however many streams were opened and abandoned.
+pub struct Subscription {
+    rx: broadcast::Receiver<Arc<HubEvent>>,
+    map: Arc<Channels>,
+    version: Arc<AtomicU64>,
+    key: i64,
+}
+
+impl std::ops::Deref for Subscription {
+    type Target = broadcast::Receiver<Arc<HubEvent>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.rx
+    }
+}
+
+impl std::ops::DerefMut for Subscription {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.rx
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        // `rx` is still alive here, so the last subscriber sees a count of one. Subscribing
+        // takes the same lock: no one joins between the count and the removal.
+        let mut m = lock(&self.map);
+        if m.get(&self.key).is_some_and(|tx| tx.receiver_count() <= 1) {
+            m.remove(&self.key);
+            self.version.fetch_add(1, Ordering::AcqRel);
+        }
+    }
 }
 
 fn send_in(map: &Channels, version: &AtomicU64, key: i64, ev: &Arc<HubEvent>) {
@@ -93,6 +133,24 @@ fn send_in(map: &Channels, version: &AtomicU64, key: i64, ev: &Arc<HubEvent>) {
         // Nobody listens any more: forget the channel so idle sessions cost nothing.
         m.remove(&key);
         version.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// One open live stream of a user ([`Hub::open_stream`]); counted until dropped.
+pub struct StreamPermit {
+    streams: Arc<Mutex<HashMap<i64, usize>>>,
+    user_id: i64,
+}
+
+impl Drop for StreamPermit {
+    fn drop(&mut self) {
+        let mut m = lock(&self.streams);
+        if let Some(n) = m.get_mut(&self.user_id) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.user_id);
+            }
+        }
     }
 }
 
@@ -113,11 +171,11 @@ impl Default for Listening {
 }
 
 impl Hub {
-    pub fn subscribe_session(&self, session_id: i64) -> broadcast::Receiver<Arc<HubEvent>> {
+    pub fn subscribe_session(&self, session_id: i64) -> Subscription {
         subscribe_in(&self.sessions, &self.version, session_id)
     }
 
-    pub fn subscribe_user(&self, user_id: i64) -> broadcast::Receiver<Arc<HubEvent>> {
+    pub fn subscribe_user(&self, user_id: i64) -> Subscription {
         subscribe_in(&self.users, &self.version, user_id)
     }
 
@@ -128,8 +186,7 @@ impl Hub {
     }
 
     /// [`Hub::has_listeners`], looked up again only when a channel has come or gone since
-    /// `seen` last looked. A listener that has left may still count until the next publish
-    /// finds its channel empty and forgets it.
+    /// `seen` last looked.
     pub fn has_listeners_cached(&self, user_id: i64, session_id: i64, seen: &Listening) -> bool {
         let version = self.version.load(Ordering::Acquire);
         if seen.version.load(Ordering::Relaxed) == version {
@@ -146,6 +203,23 @@ impl Hub {
         let ev = Arc::new(ev);
         send_in(&self.sessions, &self.version, session_id, &ev);
         send_in(&self.users, &self.version, user_id, &ev);
+    }
+
+    /// A live stream (an event stream or a WebSocket) for `user_id`, while they hold fewer
+    /// than `at_most`; held until the permit is dropped with the stream.
+    pub fn open_stream(&self, user_id: i64, at_most: usize) -> crate::Result<StreamPermit> {
+        let mut m = lock(&self.streams);
+        let n = m.entry(user_id).or_default();
+        if *n >= at_most {
+            return Err(crate::Error::Limit(format!(
+                "you have {at_most} live streams open (tabs or connections) already; close one first"
+            )));
+        }
+        *n += 1;
+        Ok(StreamPermit {
+            streams: self.streams.clone(),
+            user_id,
+        })
     }
 
     /// The server is shutting down: every live stream sees [`Hub::closed`] and ends.
@@ -218,13 +292,43 @@ mod tests {
         let rx = hub.subscribe_session(1);
         assert!(hub.has_listeners_cached(7, 1, &seen));
         drop(rx);
-        // Still counted until a publish finds nobody there and forgets the channel.
-        assert!(hub.has_listeners_cached(7, 1, &seen));
-        hub.publish(7, 1, text(1, 0));
         assert!(!hub.has_listeners_cached(7, 1, &seen));
         let _user = hub.subscribe_user(7);
         assert!(hub.has_listeners_cached(7, 1, &seen));
         assert!(!hub.has_listeners_cached(8, 2, &Listening::default()));
+    }
+
+    #[test]
+    fn a_channel_is_forgotten_when_its_last_subscriber_leaves() {
+        let hub = Hub::default();
+        let subs: Vec<_> = (0..1000).map(|s| hub.subscribe_session(s)).collect();
+        let a = hub.subscribe_session(5);
+        assert_eq!(lock(&hub.sessions).len(), 1000);
+        drop(subs);
+        // Session 5 still has `a`; every other channel is gone, never published to.
+        assert_eq!(lock(&hub.sessions).keys().collect::<Vec<_>>(), [&5]);
+        drop(a);
+        assert!(lock(&hub.sessions).is_empty());
+        let u = hub.subscribe_user(7);
+        drop(u);
+        assert!(lock(&hub.users).is_empty());
+    }
+
+    #[test]
+    fn a_user_holds_so_many_live_streams_at_most() {
+        let hub = Hub::default();
+        let held: Vec<_> = (0..3).map(|_| hub.open_stream(7, 3).unwrap()).collect();
+        let e = hub.open_stream(7, 3).err().unwrap();
+        assert!(
+            matches!(&e, crate::Error::Limit(m) if m.contains("3 live streams")),
+            "{e}"
+        );
+        assert_eq!(e.status(), http::StatusCode::TOO_MANY_REQUESTS);
+        // Another user is not counted with them; a closed stream frees its place.
+        let _other = hub.open_stream(8, 3).unwrap();
+        drop(held);
+        let _again = hub.open_stream(7, 3).unwrap();
+        assert_eq!(lock(&hub.streams).get(&7), Some(&1));
     }
 
     #[tokio::test]

@@ -71,6 +71,8 @@ pub struct Settings {
     pub hash_wait: std::time::Duration,
     /// Reverse proxies whose `X-Forwarded-For` names the client ([`auth::client_address`]).
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// Event streams and WebSockets one user may hold open at once ([`hub::Hub::open_stream`]).
+    pub live_streams_per_user: usize,
 }
 
 impl Default for Settings {
@@ -84,6 +86,7 @@ impl Default for Settings {
             hash_at_once: password::cores(),
             hash_wait: std::time::Duration::from_secs(5),
             trusted_proxies: Vec::new(),
+            live_streams_per_user: 32,
         }
     }
 }

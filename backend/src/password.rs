@@ -119,7 +119,10 @@ mod tests {
             }
         }
         // One hash takes longer than the wait: the first runs, most of the rest give up.
-        assert!(ok >= 1 && busy >= 1 && ok + busy == 8, "{ok} ran, {busy} turned away");
+        assert!(
+            ok >= 1 && busy >= 1 && ok + busy == 8,
+            "{ok} ran, {busy} turned away"
+        );
     }
 
     #[tokio::test]

@@ -100,8 +100,8 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         crate::web::listener(listener),
         app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
-        .with_graceful_shutdown(on_signal)
-        .into_future();
+    .with_graceful_shutdown(on_signal)
+    .into_future();
     tokio::pin!(server);
     tokio::select! {
         r = &mut server => return r.context("server stopped with an error"),

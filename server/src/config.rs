@@ -85,7 +85,12 @@ pub struct ConfigArgs {
 
     /// Reverse proxies in front of Hero, as comma-separated IP addresses: for requests from
     /// them, the client is the address they name in X-Forwarded-For [default: none]
-    #[arg(long, env = "HERO_TRUSTED_PROXIES", global = true, value_name = "IP,...")]
+    #[arg(
+        long,
+        env = "HERO_TRUSTED_PROXIES",
+        global = true,
+        value_name = "IP,..."
+    )]
     pub trusted_proxies: Option<String>,
 
     /// How many password checks run at once; more sign-ins wait up to 5 seconds, then get
@@ -203,7 +208,9 @@ impl ConfigArgs {
                     .filter(|a| !a.is_empty())
                     .map(|a| {
                         a.parse().with_context(|| {
-                            format!("trusted_proxies (HERO_TRUSTED_PROXIES): {a:?} is not an IP address")
+                            format!(
+                                "trusted_proxies (HERO_TRUSTED_PROXIES): {a:?} is not an IP address"
+                            )
                         })
                     })
                     .collect::<anyhow::Result<_>>()?,

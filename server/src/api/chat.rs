@@ -80,8 +80,13 @@ pub async fn events(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<i64>().ok())
         .or(q.after);
+    let permit = st
+        .hub
+        .open_stream(user.id(), st.settings.live_streams_per_user)?;
     let feed = SessionFeed::open(&st, &user, id, last_seen).await?;
-    let events = feed.into_stream().map(|ev| {
+    let events = feed.into_stream().map(move |ev| {
+        // Held as long as the stream is: it counts among the user's live streams.
+        let _held = &permit;
         let mut out = Vec::with_capacity(128);
         ev.write_sse(&mut out);
         Bytes::from(out)

@@ -240,14 +240,7 @@ async fn change_password(
     Client(client): Client,
     ApiJson(req): ApiJson<ChangePasswordRequest>,
 ) -> ApiResult<StatusCode> {
-    auth::change_password(
-        &st,
-        &user,
-        client,
-        &req.current_password,
-        &req.new_password,
-    )
-    .await?;
+    auth::change_password(&st, &user, client, &req.current_password, &req.new_password).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -28,9 +28,19 @@ pub async fn ws(
     Authed(user): Authed,
     upgrade: WebSocketUpgrade,
 ) -> Response {
+    let permit = match st
+        .hub
+        .open_stream(user.id(), st.settings.live_streams_per_user)
+    {
+        Ok(p) => p,
+        Err(e) => return axum::response::IntoResponse::into_response(super::ApiError::from(e)),
+    };
     upgrade
         .max_message_size(MAX_CLIENT_MESSAGE)
-        .on_upgrade(move |socket| serve(st, user, socket))
+        .on_upgrade(move |socket| async move {
+            serve(st, user, socket).await;
+            drop(permit);
+        })
 }
 
 /// What the WebSocket's mirror of every session sends for a hub event, if anything: the
@@ -71,10 +81,18 @@ async fn send(
     msg: &WsServerMessage,
 ) -> bool {
     match serde_json::to_string(msg) {
-        Ok(text) => sink.send(Message::Text(text.into())).await.is_ok(),
+        // A client that reads nothing fills the socket's buffers and the write waits: one
+        // that has not moved for WRITE_STALL is given up on (false: the socket closes).
+        Ok(text) => matches!(
+            tokio::time::timeout(WRITE_STALL, sink.send(Message::Text(text.into()))).await,
+            Ok(Ok(()))
+        ),
         Err(_) => true,
     }
 }
+
+/// How long one write to a WebSocket may wait for the client before the socket is closed.
+pub const WRITE_STALL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Sessions one socket may subscribe to at once: each holds a feed and its channel.
 pub const MAX_SUBSCRIPTIONS: usize = 64;
