@@ -50,12 +50,18 @@ struct Hero {
 /// Hero on loopback, allowed to reach `allow` (the mock LLM's address) and nothing else
 /// that is not public.
 async fn hero(allow: &[std::net::SocketAddr]) -> Hero {
-    let settings = Settings {
+    hero_with(allow, |_| {}).await
+}
+
+/// [`hero`] with its settings changed by `tweak` first.
+async fn hero_with(allow: &[std::net::SocketAddr], tweak: impl FnOnce(&mut Settings)) -> Hero {
+    let mut settings = Settings {
         call_options: CallOptions {
             first_byte_timeout: Duration::from_secs(2),
             idle_timeout: Duration::from_millis(800),
             max_retries: 2,
             max_retry_wait: Duration::from_secs(2),
+            turn_deadline: Duration::from_secs(60),
         },
         recheck_every: Duration::from_millis(300),
         egress: allow
@@ -63,6 +69,7 @@ async fn hero(allow: &[std::net::SocketAddr]) -> Hero {
             .fold(EgressPolicy::default(), |p, a| p.allowing(*a)),
         ..Settings::default()
     };
+    tweak(&mut settings);
     let test_support::TestState { st, dir } = test_support::state_with(settings).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -1831,4 +1838,58 @@ async fn the_frame_list_starts_at_the_last_compact_unless_asked_for_all() {
         text.contains("Summary: two questions") && !text.contains("first"),
         "{text}"
     );
+}
+
+/// A reply paced to outlast the turn's deadline ends at the deadline, keeping what came.
+#[tokio::test]
+async fn a_reply_ends_at_the_turn_deadline_with_what_arrived() {
+    let mock = mock_llm::spawn(Config::default()).await.unwrap();
+    let h = hero_with(&[mock.addr()], |s| {
+        s.call_options.turn_deadline = Duration::from_secs(1)
+    })
+    .await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let slow = format!(
+        "[[mock chunk=4 delay_ms=100 text={:?}]]",
+        "word ".repeat(200)
+    );
+    let events = h.stream(session, &slow).await;
+    let err = last_data(&events, "error")["error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(err, "the reply took longer than 1 seconds and was ended");
+    assert_eq!(names(&events).last(), Some(&"message_complete"));
+    let done = last_data(&events, "message_complete");
+    let kept = done["content"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        kept.starts_with("word word"),
+        "what arrived is kept: {done}"
+    );
+    assert!(kept.len() < 1000, "{}", kept.len());
+}
+
+/// Thinking past its cap ends the reply with a message of its own.
+#[tokio::test]
+async fn thinking_past_its_cap_ends_the_reply() {
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer {
+        text: "never reached".into(),
+        thinking: Some("t".repeat(hero_backend::turn::MAX_THINKING_BYTES + 1)),
+        chunk_bytes: Some(64 * 1024),
+        ..Answer::default()
+    }]))
+    .await
+    .unwrap();
+    let h = hero(&[mock.addr()]).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let events = h.stream(session, "think hard").await;
+    let err = last_data(&events, "error")["error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        err,
+        "the model's thinking grew past 1 MiB and the reply was ended"
+    );
+    assert_eq!(names(&events).last(), Some(&"message_complete"));
 }

@@ -70,6 +70,12 @@ pub enum ProviderError {
     Timeout(u64),
     #[error("the provider went silent for {0} seconds mid-reply; the reply was ended")]
     Stalled(u64),
+    #[error("the reply took longer than {0} seconds and was ended")]
+    Overtime(u64),
+    /// One line or event of the provider's stream outgrew its cap (it would be buffered
+    /// whole before anything of it could be read).
+    #[error("the provider sent {0} and the reply was ended")]
+    Oversized(&'static str),
     /// Why is logged, not shown: the difference between a refused connection and a closed
     /// port is what a port scanner wants to know.
     #[error("could not connect to the provider at {host}")]
@@ -109,6 +115,8 @@ pub struct CallOptions {
     pub max_retries: u32,
     /// Longest wait for one retry, whatever `retry-after` says.
     pub max_retry_wait: Duration,
+    /// The longest a reply may take from the call on, however it is paced.
+    pub turn_deadline: Duration,
 }
 
 impl Default for CallOptions {
@@ -118,6 +126,7 @@ impl Default for CallOptions {
             idle_timeout: Duration::from_secs(90),
             max_retries: 3,
             max_retry_wait: Duration::from_secs(30),
+            turn_deadline: Duration::from_secs(600),
         }
     }
 }
@@ -363,23 +372,113 @@ impl Pending {
 pub(crate) fn sse_events(
     resp: reqwest::Response,
 ) -> impl futures::Stream<
-    Item = Result<sseer::event::Event, sseer::errors::EventStreamError<reqwest::Error>>,
+    Item = Result<sseer::event::Event, sseer::errors::EventStreamError<BodyError<reqwest::Error>>>,
 > + Send
 + 'static {
     copied_sse(resp.bytes_stream())
 }
 
+/// The most one line of a provider's stream may hold, and one event (its lines up to the
+/// blank one): the SSE decoder keeps either whole until it ends, so a provider that never
+/// ends one would otherwise grow it without bound.
+pub const MAX_SSE_LINE: usize = 1 << 20;
+pub const MAX_SSE_EVENT: usize = 4 << 20;
+
+/// A failure reading a provider's body: the connection's, or a line or event too long.
+#[derive(Debug)]
+pub enum BodyError<E> {
+    Read(E),
+    Oversized(&'static str),
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for BodyError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::Read(e) => e.fmt(f),
+            BodyError::Oversized(what) => f.write_str(what),
+        }
+    }
+}
+
+/// What a body's read error says of the reply: a cut connection, or a cap passed.
+pub(crate) trait Transport: std::fmt::Display {
+    fn oversized(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+impl<E: std::fmt::Display> Transport for BodyError<E> {
+    fn oversized(&self) -> Option<&'static str> {
+        match self {
+            BodyError::Oversized(what) => Some(what),
+            BodyError::Read(_) => None,
+        }
+    }
+}
+
+impl Transport for std::io::Error {}
+
+/// Counts the bytes of the line and of the event being read; past [`MAX_SSE_LINE`] or
+/// [`MAX_SSE_EVENT`], the body ends with [`BodyError::Oversized`].
+#[derive(Default)]
+struct Caps {
+    /// Bytes of the line so far (its `\n` not yet seen).
+    line: usize,
+    /// The line so far is exactly `\r`: ended by `\n`, it is a blank line.
+    line_is_cr: bool,
+    /// Bytes since the last blank line (which ends an event).
+    event: usize,
+}
+
+impl Caps {
+    fn take(&mut self, chunk: &[u8]) -> Result<(), &'static str> {
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', chunk) {
+            let seg = &chunk[start..nl];
+            let blank = (self.line == 0 && (seg.is_empty() || seg == b"\r"))
+                || (self.line_is_cr && seg.is_empty());
+            self.event = if blank { 0 } else { self.event + seg.len() + 1 };
+            (self.line, self.line_is_cr) = (0, false);
+            start = nl + 1;
+        }
+        let rest = &chunk[start..];
+        self.line_is_cr = (self.line == 0 && rest == b"\r") || (self.line_is_cr && rest.is_empty());
+        self.line += rest.len();
+        self.event += rest.len();
+        if self.line > MAX_SSE_LINE {
+            return Err("a line longer than 1 MiB");
+        }
+        if self.event > MAX_SSE_EVENT {
+            return Err("an event longer than 4 MiB");
+        }
+        Ok(())
+    }
+}
+
 fn copied_sse<S, E>(
     body: S,
-) -> sseer::EventStream<impl futures::Stream<Item = Result<bytes::Bytes, E>>>
+) -> sseer::EventStream<impl futures::Stream<Item = Result<bytes::Bytes, BodyError<E>>>>
 where
     S: futures::Stream<Item = Result<bytes::Bytes, E>>,
 {
-    use futures::TryStreamExt;
+    use futures::StreamExt;
+    let mut caps = Caps::default();
+    let mut over = false;
     // A copy of its own size, from memory just freed (the last chunk's): copying into one
     // buffer per stream instead, each token wrote to lines not touched since its turn came
     // round last, cold, and measured dearer.
-    sseer::EventStream::new(body.map_ok(|b| bytes::Bytes::copy_from_slice(&b)))
+    let capped = body.map(move |r| match r {
+        _ if over => Err(BodyError::Oversized("more after a cap")),
+        Ok(b) => match caps.take(&b) {
+            Ok(()) => Ok(bytes::Bytes::copy_from_slice(&b)),
+            Err(what) => {
+                over = true;
+                Err(BodyError::Oversized(what))
+            }
+        },
+        Err(e) => Err(BodyError::Read(e)),
+    });
+    sseer::EventStream::new(capped)
 }
 
 /// Turns an SSE stream into a [`DeltaStream`] in the caller's task: no task and no channel
@@ -391,7 +490,7 @@ where
     S: futures::Stream<Item = Result<sseer::event::Event, sseer::errors::EventStreamError<E>>>
         + Send
         + 'static,
-    E: std::fmt::Display + Send + 'static,
+    E: Transport + Send + 'static,
     D: Decoder,
 {
     Box::pin(Deltas {
@@ -416,7 +515,7 @@ where
     S: futures::Stream<Item = Result<sseer::event::Event, sseer::errors::EventStreamError<E>>>
         + Send
         + 'static,
-    E: std::fmt::Display,
+    E: Transport,
     D: Decoder,
 {
     type Item = Result<Delta, ProviderError>;
@@ -487,9 +586,12 @@ fn finish_body<S: futures::Stream + Send + 'static>(mut events: std::pin::Pin<Bo
 }
 
 /// Maps the SSE decoder's errors: a body that ends or breaks early is a cut connection.
-fn sse_error<E: std::fmt::Display>(e: sseer::errors::EventStreamError<E>) -> ProviderError {
+fn sse_error<E: Transport>(e: sseer::errors::EventStreamError<E>) -> ProviderError {
     match e {
-        sseer::errors::EventStreamError::Transport(_) => ProviderError::Cut,
+        sseer::errors::EventStreamError::Transport(e) => match e.oversized() {
+            Some(what) => ProviderError::Oversized(what),
+            None => ProviderError::Cut,
+        },
         other => ProviderError::Protocol(other.to_string()),
     }
 }
@@ -497,6 +599,52 @@ fn sse_error<E: std::fmt::Display>(e: sseer::errors::EventStreamError<E>) -> Pro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn caps_count_lines_and_events_across_chunks() {
+        let mut c = Caps::default();
+        // Events of any number, each small: never over, whatever the cuts.
+        for _ in 0..10_000 {
+            c.take(b"event: x\r\ndata: {\"a\":1}\r").unwrap();
+            c.take(b"\n\r").unwrap();
+            c.take(b"\n").unwrap();
+        }
+        assert_eq!((c.line, c.event), (0, 0));
+        // One line that never ends.
+        let mut c = Caps::default();
+        let kib = [b'x'; 1024];
+        for _ in 0..1024 {
+            c.take(&kib).unwrap();
+        }
+        assert_eq!(c.take(b"x"), Err("a line longer than 1 MiB"));
+        // Short lines, no blank one: one event that never ends.
+        let mut c = Caps::default();
+        let line = [&[b'd'; 1023][..], b"\n"].concat();
+        for _ in 0..4096 {
+            c.take(&line).unwrap();
+        }
+        assert_eq!(c.take(b"data\n"), Err("an event longer than 4 MiB"));
+    }
+
+    #[tokio::test]
+    async fn a_provider_line_past_its_cap_ends_the_reply_with_what_came_before() {
+        use futures::StreamExt;
+        let first = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"kept\"}}\n\n";
+        let flood = vec![b'x'; 64 * 1024];
+        let body = futures::stream::iter(
+            std::iter::once(Ok::<_, std::io::Error>(bytes::Bytes::from(first)))
+                .chain(std::iter::repeat_n(bytes::Bytes::from(flood), 100).map(Ok)),
+        );
+        let deltas: Vec<_> = drive(copied_sse(body), anthropic::AnthropicDecoder::default())
+            .collect()
+            .await;
+        assert_eq!(deltas[0], Ok(Delta::Text("kept".into())));
+        assert_eq!(
+            deltas.last(),
+            Some(&Err(ProviderError::Oversized("a line longer than 1 MiB")))
+        );
+        assert_eq!(deltas.len(), 2, "{deltas:?}");
+    }
 
     #[tokio::test]
     async fn the_rest_of_a_body_is_read_to_its_end_in_the_background() {

@@ -28,6 +28,9 @@ use crate::{AppState, Error, Result, sessions};
 pub const MAX_MESSAGE_CHARS: usize = 100_000;
 /// A reply longer than this is ended: a provider that never stops must not fill memory.
 pub const MAX_REPLY_BYTES: usize = 4 << 20;
+/// The most of a model's thinking one reply keeps; past it the reply is ended (the thinking
+/// is stored with the reply, and nothing else bounds it).
+pub const MAX_THINKING_BYTES: usize = 1 << 20;
 
 /// How agents are told to answer. Abilities, skills and memory extend this later.
 pub const SYSTEM_PROMPT: &str = "You are an agent in Hero, a workspace where people work with AI agents. \
@@ -361,6 +364,8 @@ async fn run(
     };
     // The call's future, and the store's below, are boxed: large, each alive once, they
     // would otherwise widen the turn's future that every token walks (2.4 KB against 1.5).
+    // However the provider paces it, a reply ends by this time (what arrived is kept).
+    let deadline = tokio::time::Instant::now() + st.call_options.turn_deadline;
     let started = tokio::select! {
         r = Box::pin(providers::stream(&st.http, &st.call_options, call)) => r.map_err(|e| e.to_string()),
         _ = cancel.aborted() => { aborted = true; Err(String::new()) }
@@ -373,6 +378,7 @@ async fn run(
             let mut idle =
                 crate::drive::wake::Silence::flagged(idle_timeout, out.sink.flag(events::IDLE));
             let mut cancel = AbortWatch::new(cancel);
+            let mut over = std::pin::pin!(tokio::time::sleep_until(deadline));
             loop {
                 // Once per token: the stream first, and the abort and the silence timer
                 // only registered while it waits. An abort wins over tokens still coming.
@@ -386,6 +392,11 @@ async fn run(
                     }
                     if cancel.poll_aborted(cx).is_ready() {
                         return Poll::Ready(None);
+                    }
+                    if over.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Some(Some(Err(providers::ProviderError::Overtime(
+                            st.call_options.turn_deadline.as_secs().max(1),
+                        )))));
                     }
                     idle.poll(cx).map(|()| {
                         Some(Some(Err(providers::ProviderError::Stalled(
@@ -424,6 +435,15 @@ async fn run(
                                 },
                             );
                         }
+                    }
+                    Some(Ok(Delta::Thinking(t)))
+                        if thinking.len() + t.len() > MAX_THINKING_BYTES =>
+                    {
+                        error = Some(format!(
+                            "the model's thinking grew past {} MiB and the reply was ended",
+                            MAX_THINKING_BYTES >> 20
+                        ));
+                        break;
                     }
                     Some(Ok(Delta::Thinking(t))) => thinking.push_str(&t),
                     Some(Ok(Delta::ToolUseStart { id, name })) => {
