@@ -32,7 +32,7 @@ pub async fn create_session(
         status: None,
         agent_id: None,
     };
-    hero_backend::sessions::create(&st.db, &user, req)
+    hero_backend::sessions::create(&st, &user, req)
         .await
         .map_err(fail)
 }

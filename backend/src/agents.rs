@@ -469,7 +469,7 @@ mod tests {
         assert!(!raw.windows(13).any(|w| w == b"sk-secret-123"));
         // Only a turn unseals it, for the session's agent, and only for the session's owner.
         let session = crate::sessions::create(
-            &st.db,
+            &st,
             &alice,
             serde_json::from_value(json!({"name": "s", "agent_id": a.id})).unwrap(),
         )

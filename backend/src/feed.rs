@@ -288,7 +288,7 @@ mod tests {
         let t = state_with(settings).await;
         let user = signed_in(&t, "alice").await;
         let session = crate::sessions::create(
-            &t.db,
+            &t,
             &user,
             CreateSessionRequest {
                 name: "s".into(),

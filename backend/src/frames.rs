@@ -368,7 +368,7 @@ mod tests {
         name: &str,
     ) -> hero_shared::api::SessionDto {
         crate::sessions::create(
-            &st.db,
+            st,
             user,
             CreateSessionRequest {
                 name: name.into(),

@@ -52,7 +52,7 @@ pub struct Hub {
     /// True once the server shuts down ([`Hub::close`]).
     closing: tokio::sync::watch::Sender<bool>,
     /// How many live streams (event streams, WebSockets) each user holds open.
-    streams: Arc<Mutex<HashMap<i64, usize>>>,
+    streams: crate::limits::PerUser,
 }
 
 impl Default for Hub {
@@ -136,24 +136,6 @@ fn send_in(map: &Channels, version: &AtomicU64, key: i64, ev: &Arc<HubEvent>) {
     }
 }
 
-/// One open live stream of a user ([`Hub::open_stream`]); counted until dropped.
-pub struct StreamPermit {
-    streams: Arc<Mutex<HashMap<i64, usize>>>,
-    user_id: i64,
-}
-
-impl Drop for StreamPermit {
-    fn drop(&mut self) {
-        let mut m = lock(&self.streams);
-        if let Some(n) = m.get_mut(&self.user_id) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&self.user_id);
-            }
-        }
-    }
-}
-
 /// What a turn last learnt of its listeners ([`Hub::has_listeners_cached`]).
 #[derive(Debug)]
 pub struct Listening {
@@ -207,19 +189,13 @@ impl Hub {
 
     /// A live stream (an event stream or a WebSocket) for `user_id`, while they hold fewer
     /// than `at_most`; held until the permit is dropped with the stream.
-    pub fn open_stream(&self, user_id: i64, at_most: usize) -> crate::Result<StreamPermit> {
-        let mut m = lock(&self.streams);
-        let n = m.entry(user_id).or_default();
-        if *n >= at_most {
-            return Err(crate::Error::Limit(format!(
-                "you have {at_most} live streams open (tabs or connections) already; close one first"
-            )));
-        }
-        *n += 1;
-        Ok(StreamPermit {
-            streams: self.streams.clone(),
-            user_id,
-        })
+    pub fn open_stream(
+        &self,
+        user_id: i64,
+        at_most: usize,
+    ) -> crate::Result<crate::limits::Permit> {
+        self.streams
+            .acquire(user_id, at_most, "live streams open (tabs or connections)")
     }
 
     /// The server is shutting down: every live stream sees [`Hub::closed`] and ends.
@@ -312,23 +288,6 @@ mod tests {
         let u = hub.subscribe_user(7);
         drop(u);
         assert!(lock(&hub.users).is_empty());
-    }
-
-    #[test]
-    fn a_user_holds_so_many_live_streams_at_most() {
-        let hub = Hub::default();
-        let held: Vec<_> = (0..3).map(|_| hub.open_stream(7, 3).unwrap()).collect();
-        let e = hub.open_stream(7, 3).err().unwrap();
-        assert!(
-            matches!(&e, crate::Error::Limit(m) if m.contains("3 live streams")),
-            "{e}"
-        );
-        assert_eq!(e.status(), http::StatusCode::TOO_MANY_REQUESTS);
-        // Another user is not counted with them; a closed stream frees its place.
-        let _other = hub.open_stream(8, 3).unwrap();
-        drop(held);
-        let _again = hub.open_stream(7, 3).unwrap();
-        assert_eq!(lock(&hub.streams).get(&7), Some(&1));
     }
 
     #[tokio::test]

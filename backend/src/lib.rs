@@ -21,6 +21,7 @@
 //!   and the WebSocket's `subscribe`.
 //! - [`hub`]: live fan-out to subscribers, and the shutdown signal of live streams.
 //! - [`in_flight`]: a reply in flight as far as it has come (what a late reader is sent).
+//! - [`limits`]: per-user bounds and the permits that count what a user holds at once.
 //! - [`drive`]: the hand-made async machinery: the poster-driven turn executor and the
 //!   wake signals, with tests that drive their interleavings.
 //! - `test_support` (feature `test-support`): the harness of tests and benchmarks.
@@ -40,6 +41,7 @@ pub mod frames;
 pub mod history;
 pub mod hub;
 pub mod in_flight;
+pub mod limits;
 pub mod password;
 pub mod providers;
 pub mod sessions;
@@ -71,8 +73,8 @@ pub struct Settings {
     pub hash_wait: std::time::Duration,
     /// Reverse proxies whose `X-Forwarded-For` names the client ([`auth::client_address`]).
     pub trusted_proxies: Vec<std::net::IpAddr>,
-    /// Event streams and WebSockets one user may hold open at once ([`hub::Hub::open_stream`]).
-    pub live_streams_per_user: usize,
+    /// Per-user bounds: sessions, frames per session, turns and live streams at once.
+    pub limits: limits::Limits,
 }
 
 impl Default for Settings {
@@ -86,7 +88,7 @@ impl Default for Settings {
             hash_at_once: password::cores(),
             hash_wait: std::time::Duration::from_secs(5),
             trusted_proxies: Vec::new(),
-            live_streams_per_user: 32,
+            limits: limits::Limits::default(),
         }
     }
 }
@@ -110,6 +112,8 @@ pub struct Services {
     pub hub: Arc<hub::Hub>,
     /// The turns in flight.
     pub turns: Arc<turn::Registry>,
+    /// How many turns each user has in flight ([`limits::Limits::turns_per_user`]).
+    pub turn_slots: limits::PerUser,
     /// Each session's conversation as its last turn left it ([`history`]).
     pub history: history::HistoryCache,
     /// The one client of every outbound request, under the egress policy: connection pools
@@ -131,6 +135,7 @@ impl AppState {
             hash_gate: password::HashGate::new(settings.hash_at_once, settings.hash_wait),
             hub: Arc::new(hub::Hub::default()),
             turns: Arc::new(turn::Registry::default()),
+            turn_slots: Default::default(),
             history: Default::default(),
             http,
             call_options: Arc::new(settings.call_options.clone()),

@@ -66,13 +66,20 @@ async fn fetch<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
 }
 
 pub async fn create(
-    db: &SqlitePool,
+    st: &crate::AppState,
     user: &AuthUser,
     req: CreateSessionRequest,
 ) -> Result<SessionDto> {
     let name = validate_name(&req.name)?;
     let status = req.status.unwrap_or(SessionStatus::Active);
-    let mut tx = store::begin_write(db).await?;
+    let mut tx = store::begin_write(&st.db).await?;
+    // Counted in the transaction that inserts: two creations at once cannot both slip in.
+    let most = st.settings.limits.sessions_per_user;
+    if store::sessions::count(&mut *tx, user.id()).await? >= most as i64 {
+        return Err(Error::Limit(format!(
+            "you have {most} sessions, the most one may (an administrator sets it: HERO_MAX_SESSIONS)"
+        )));
+    }
     if let Some(parent) = req.parent_session_id {
         fetch(&mut *tx, user.id(), parent)
             .await
@@ -181,7 +188,7 @@ mod tests {
         let (_dir, st) = state().await;
         let alice = signed_in(&st, "alice").await;
         let s = create(
-            &st.db,
+            &st,
             &alice,
             CreateSessionRequest {
                 name: "  Plans ".into(),
@@ -228,7 +235,7 @@ mod tests {
         let alice = signed_in(&st, "alice").await;
         let bob = signed_in(&st, "bob").await;
         let s = create(
-            &st.db,
+            &st,
             &alice,
             CreateSessionRequest {
                 name: "mine".into(),
@@ -258,7 +265,7 @@ mod tests {
             agent_id: None,
         };
         assert!(matches!(
-            create(&st.db, &bob, child).await,
+            create(&st, &bob, child).await,
             Err(Error::Invalid(_))
         ));
         assert_eq!(get(&st.db, &alice, s.id).await.unwrap().name, "mine");
@@ -274,8 +281,8 @@ mod tests {
             status: None,
             agent_id: None,
         };
-        let a = create(&st.db, &alice, mk("a", None)).await.unwrap();
-        let b = create(&st.db, &alice, mk("b", Some(a.id))).await.unwrap();
+        let a = create(&st, &alice, mk("a", None)).await.unwrap();
+        let b = create(&st, &alice, mk("b", Some(a.id))).await.unwrap();
         assert_eq!(b.parent_session_id, Some(a.id));
         let to = |p| UpdateSessionRequest {
             parent_session_id: Some(p),
@@ -298,7 +305,7 @@ mod tests {
         let (_dir, st) = state().await;
         let alice = signed_in(&st, "alice").await;
         let s = create(
-            &st.db,
+            &st,
             &alice,
             CreateSessionRequest {
                 name: "ok".into(),
@@ -328,7 +335,7 @@ mod tests {
         }
         assert_eq!(get(&st.db, &alice, s.id).await.unwrap(), s);
         let e = create(
-            &st.db,
+            &st,
             &alice,
             CreateSessionRequest {
                 name: "".into(),

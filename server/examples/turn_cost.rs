@@ -125,7 +125,7 @@ async fn scenario(
     .await
     .expect("agent");
     let session = sessions::create(
-        &t.db,
+        &t,
         &user,
         CreateSessionRequest {
             name: "bench".into(),

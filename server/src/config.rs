@@ -97,6 +97,26 @@ pub struct ConfigArgs {
     /// 503 [default: the number of cores]
     #[arg(long, env = "HERO_HASH_AT_ONCE", global = true, value_name = "N")]
     pub hash_at_once: Option<usize>,
+    /// Sessions one user may have [default: 10000]
+    #[arg(long, env = "HERO_MAX_SESSIONS", global = true, value_name = "N")]
+    pub max_sessions: Option<usize>,
+
+    /// Frames one session may hold (a message is one) [default: 200000]
+    #[arg(
+        long,
+        env = "HERO_MAX_FRAMES_PER_SESSION",
+        global = true,
+        value_name = "N"
+    )]
+    pub max_frames_per_session: Option<i64>,
+
+    /// Replies one user may have in flight at once [default: 8]
+    #[arg(long, env = "HERO_MAX_TURNS", global = true, value_name = "N")]
+    pub max_turns: Option<usize>,
+
+    /// Event streams and WebSockets one user may hold open at once [default: 32]
+    #[arg(long, env = "HERO_MAX_LIVE_STREAMS", global = true, value_name = "N")]
+    pub max_live_streams: Option<usize>,
 }
 
 #[derive(Default, Deserialize)]
@@ -114,6 +134,10 @@ struct FileConfig {
     egress_allow: Option<Vec<String>>,
     trusted_proxies: Option<Vec<std::net::IpAddr>>,
     hash_at_once: Option<usize>,
+    max_sessions: Option<usize>,
+    max_frames_per_session: Option<i64>,
+    max_turns: Option<usize>,
+    max_live_streams: Option<usize>,
 }
 
 /// The settings in force. Its `Debug` hides the master key.
@@ -132,6 +156,7 @@ pub struct Config {
     pub egress: hero_backend::egress::EgressPolicy,
     pub trusted_proxies: Vec<std::net::IpAddr>,
     pub hash_at_once: usize,
+    pub limits: hero_backend::limits::Limits,
 }
 
 impl std::fmt::Debug for Config {
@@ -149,6 +174,7 @@ impl std::fmt::Debug for Config {
             .field("egress_allow", &self.egress.allowed())
             .field("trusted_proxies", &self.trusted_proxies)
             .field("hash_at_once", &self.hash_at_once)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -216,6 +242,42 @@ impl ConfigArgs {
                     .collect::<anyhow::Result<_>>()?,
                 None => file.trusted_proxies.unwrap_or_default(),
             },
+            limits: {
+                let d = hero_backend::limits::Limits::default();
+                let at_least_one = |v: usize, name: &str| {
+                    if v == 0 {
+                        bail!("{name} must be at least 1")
+                    }
+                    Ok(v)
+                };
+                hero_backend::limits::Limits {
+                    sessions_per_user: at_least_one(
+                        self.max_sessions
+                            .or(file.max_sessions)
+                            .unwrap_or(d.sessions_per_user),
+                        "max_sessions",
+                    )?,
+                    frames_per_session: at_least_one(
+                        self.max_frames_per_session
+                            .or(file.max_frames_per_session)
+                            .unwrap_or(d.frames_per_session)
+                            .max(0) as usize,
+                        "max_frames_per_session",
+                    )? as i64,
+                    turns_per_user: at_least_one(
+                        self.max_turns
+                            .or(file.max_turns)
+                            .unwrap_or(d.turns_per_user),
+                        "max_turns",
+                    )?,
+                    live_streams_per_user: at_least_one(
+                        self.max_live_streams
+                            .or(file.max_live_streams)
+                            .unwrap_or(d.live_streams_per_user),
+                        "max_live_streams",
+                    )?,
+                }
+            },
             hash_at_once: match self.hash_at_once.or(file.hash_at_once) {
                 Some(0) => bail!("hash_at_once must be at least 1"),
                 Some(n) => n,
@@ -269,6 +331,7 @@ impl Config {
             recheck_every: hero_backend::auth::RECHECK_EVERY,
             hash_at_once: self.hash_at_once,
             trusted_proxies: self.trusted_proxies.clone(),
+            limits: self.limits.clone(),
             egress: self.egress.clone(),
             ..hero_backend::Settings::default()
         }

@@ -1893,3 +1893,110 @@ async fn thinking_past_its_cap_ends_the_reply() {
     );
     assert_eq!(names(&events).last(), Some(&"message_complete"));
 }
+
+/// Each per-user limit answers 429 in words, and what it refuses leaves nothing behind.
+#[tokio::test]
+async fn per_user_limits_refuse_clearly_and_store_nothing() {
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("ok")]))
+        .await
+        .unwrap();
+    let h = hero_with(&[mock.addr()], |s| {
+        s.limits.frames_per_session = 4;
+        s.limits.sessions_per_user = 3;
+        s.limits.turns_per_user = 1;
+    })
+    .await;
+    // Frames: two exchanges fill the session; the third message is refused and not stored.
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let path = format!("/api/sessions/{session}/messages");
+    let batch = |content: &str| {
+        h.json(
+            reqwest::Method::POST,
+            &path,
+            Some(json!({"content": content})),
+        )
+    };
+    for m in ["one", "two"] {
+        assert_eq!(batch(m).await.0, StatusCode::OK);
+    }
+    let (status, body) = batch("three").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("this session holds 4 frames"),
+        "{body}"
+    );
+    let (_, frames) = h
+        .json(
+            reqwest::Method::GET,
+            &format!("/api/sessions/{session}/frames"),
+            None,
+        )
+        .await;
+    assert_eq!(frames["frames"].as_array().unwrap().len(), 4);
+    assert_eq!(frames["last_seq"], 4);
+
+    // Replies in flight: a second one while the first streams is refused.
+    let (other, _) = h.session_with("anthropic", &mock, KEY).await;
+    let slow = h
+        .c
+        .post(h.url(&format!("/api/sessions/{other}/messages/stream")))
+        .json(&json!({"content": "[[mock chunk=2 delay_ms=50 text=\"a slow and steady reply\"]]"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(slow.status(), StatusCode::OK);
+    let mut slow = slow.bytes_stream();
+    let _first = slow.next().await;
+    let (status, body) = h
+        .json(
+            reqwest::Method::POST,
+            &format!("/api/sessions/{other}/messages"),
+            Some(json!({"content": "me too"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("1 replies in flight"),
+        "{body}"
+    );
+    while slow.next().await.is_some() {}
+    // The first ended: its place is free again.
+    assert_eq!(
+        h.json(
+            reqwest::Method::POST,
+            &format!("/api/sessions/{other}/messages"),
+            Some(json!({"content": "now"})),
+        )
+        .await
+        .0,
+        StatusCode::OK
+    );
+
+    // Sessions: the third exists; a fourth is refused.
+    let (status, body) = h
+        .json(
+            reqwest::Method::POST,
+            "/api/sessions",
+            Some(json!({"name": "x"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = h
+        .json(
+            reqwest::Method::POST,
+            "/api/sessions",
+            Some(json!({"name": "y"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("3 sessions"),
+        "{body}"
+    );
+}

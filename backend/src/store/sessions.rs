@@ -48,6 +48,19 @@ pub async fn list(db: &SqlitePool, user_id: i64) -> Result<Vec<SessionRow>> {
     rows.iter().map(SessionRow::read).collect()
 }
 
+/// How many sessions the user has.
+pub async fn count<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
+    ex: E,
+    user_id: i64,
+) -> Result<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT COUNT(*) FROM sessions WHERE user_id = ?")
+            .bind(user_id)
+            .fetch_one(ex)
+            .await?,
+    )
+}
+
 /// The user's session `id`, if it is theirs.
 pub async fn get<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
     ex: E,

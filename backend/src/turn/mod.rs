@@ -140,6 +140,12 @@ pub async fn post(
         Posted::Message(c) => c,
     };
 
+    // Taken before anything is stored, given back when the turn ends, however it ends.
+    let slot = st.turn_slots.acquire(
+        user.id(),
+        st.settings.limits.turns_per_user,
+        "replies in flight",
+    )?;
     let Started {
         agent,
         dk,
@@ -165,6 +171,7 @@ pub async fn post(
     let guard = out.clone();
     let turn = Box::pin(async move {
         use futures::FutureExt;
+        let _slot = slot;
         // Whatever happens inside, the turn ends with `message_complete` and leaves the hub.
         let turn = std::panic::AssertUnwindSafe(run(out, agent, messages, dk, live, cancel));
         if turn.catch_unwind().await.is_err() {
@@ -211,6 +218,13 @@ async fn start(st: &AppState, user: &AuthUser, session_id: i64, content: &str) -
             );
             let sealed = frames::seal(&dk, message)?;
             let seq = sealed.insert(tx)?;
+            // The insert is rolled back with the refusal: a full session takes nothing more.
+            let most = st.settings.limits.frames_per_session;
+            if seq > most {
+                return Err(Error::Limit(format!(
+                    "this session holds {most} frames, the most one may; start a new session"
+                )));
+            }
             let kept = st.history.get(session_id, seq - 1);
             let rows = match kept {
                 Some(_) => None,

@@ -82,7 +82,7 @@ pub async fn events(
         .or(q.after);
     let permit = st
         .hub
-        .open_stream(user.id(), st.settings.live_streams_per_user)?;
+        .open_stream(user.id(), st.settings.limits.live_streams_per_user)?;
     let feed = SessionFeed::open(&st, &user, id, last_seen).await?;
     let events = feed.into_stream().map(move |ev| {
         // Held as long as the stream is: it counts among the user's live streams.

@@ -258,7 +258,7 @@ async fn create_session(
 ) -> ApiResult<(StatusCode, Json<SessionDto>)> {
     Ok((
         StatusCode::CREATED,
-        Json(sessions::create(&st.db, &user, req).await?),
+        Json(sessions::create(&st, &user, req).await?),
     ))
 }
 

@@ -30,7 +30,7 @@ pub async fn ws(
 ) -> Response {
     let permit = match st
         .hub
-        .open_stream(user.id(), st.settings.live_streams_per_user)
+        .open_stream(user.id(), st.settings.limits.live_streams_per_user)
     {
         Ok(p) => p,
         Err(e) => return axum::response::IntoResponse::into_response(super::ApiError::from(e)),

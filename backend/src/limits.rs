@@ -1,0 +1,111 @@
+//! Per-user counts of things held at once (live streams, turns in flight), each with its
+//! bound: a permit is taken before the thing starts and given back when it ends, so the
+//! count is exact whatever ends it, and nothing is refused half-begun.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::{Error, Result};
+
+/// How many of one kind of thing each user holds.
+#[derive(Debug, Default)]
+pub struct PerUser {
+    held: Arc<Mutex<HashMap<i64, usize>>>,
+}
+
+/// One thing a user holds ([`PerUser::acquire`]); counted until dropped.
+#[derive(Debug)]
+pub struct Permit {
+    held: Arc<Mutex<HashMap<i64, usize>>>,
+    user_id: i64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl PerUser {
+    /// A permit while `user_id` holds fewer than `at_most`; else a 429 whose message says
+    /// `what` they hold too many of (a plural: "live streams").
+    pub fn acquire(&self, user_id: i64, at_most: usize, what: &str) -> Result<Permit> {
+        let mut m = lock(&self.held);
+        let n = m.entry(user_id).or_default();
+        if *n >= at_most {
+            if *n == 0 {
+                m.remove(&user_id);
+            }
+            return Err(Error::Limit(format!(
+                "you have {at_most} {what} already, the most one may; wait for one to end"
+            )));
+        }
+        *n += 1;
+        Ok(Permit {
+            held: self.held.clone(),
+            user_id,
+        })
+    }
+
+    /// How many `user_id` holds.
+    pub fn held(&self, user_id: i64) -> usize {
+        lock(&self.held).get(&user_id).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let mut m = lock(&self.held);
+        if let Some(n) = m.get_mut(&self.user_id) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.user_id);
+            }
+        }
+    }
+}
+
+/// The per-user bounds ([`crate::Settings::limits`]); the defaults are what a shared
+/// deployment would choose, and each is a setting.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub sessions_per_user: usize,
+    pub frames_per_session: i64,
+    pub turns_per_user: usize,
+    pub live_streams_per_user: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            sessions_per_user: 10_000,
+            frames_per_session: 200_000,
+            turns_per_user: 8,
+            live_streams_per_user: 32,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_holds_so_many_at_most_and_a_dropped_permit_frees_its_place() {
+        let p = PerUser::default();
+        let held: Vec<_> = (0..3)
+            .map(|_| p.acquire(7, 3, "live streams").unwrap())
+            .collect();
+        let e = p.acquire(7, 3, "live streams").unwrap_err();
+        assert!(
+            matches!(&e, Error::Limit(m) if m.contains("3 live streams")),
+            "{e}"
+        );
+        assert_eq!(e.status(), http::StatusCode::TOO_MANY_REQUESTS);
+        // Another user is counted apart; a dropped permit frees its place.
+        let _other = p.acquire(8, 3, "live streams").unwrap();
+        drop(held);
+        assert_eq!(p.held(7), 0);
+        let _again = p.acquire(7, 3, "live streams").unwrap();
+        assert_eq!(p.held(7), 1);
+        assert!(p.acquire(9, 0, "turns").is_err() && p.held(9) == 0);
+    }
+}
