@@ -19,6 +19,9 @@ pub(crate) struct Directive {
     /// Serve the fault to the first `times` requests with this directive only.
     pub times: Option<u64>,
     pub echo: bool,
+    /// Answer a streaming request with the whole message as one JSON body, as some
+    /// compatible proxies do.
+    pub whole: bool,
     pub chunk: Option<usize>,
     pub delay_ms: Option<u64>,
     pub tokens_per_sec: Option<f64>,
@@ -147,6 +150,10 @@ fn apply(d: &mut Directive, key: &str, value: Option<Raw<'_>>) -> Result<(), Str
                 d.echo = true;
                 Ok(())
             }
+            "whole" => {
+                d.whole = true;
+                Ok(())
+            }
             _ => Err(format!("`{key}` needs a value (`{key}=…`)")),
         };
     };
@@ -163,6 +170,7 @@ fn apply(d: &mut Directive, key: &str, value: Option<Raw<'_>>) -> Result<(), Str
         "retry_after" => fault_mut(d, key)?.retry_after = Some(v.number(key)?),
         "after_bytes" => fault_mut(d, key)?.after_bytes = Some(v.number(key)?),
         "echo" => d.echo = v.string(key)? != "false",
+        "whole" => d.whole = v.string(key)? != "false",
         "chunk" | "chunk_bytes" => {
             let n: usize = v.number(key)?;
             if n == 0 {
@@ -227,25 +235,25 @@ mod tests {
         check(
             "go [[mock fault=429 times=1 retry_after=2]] now",
             expect![[
-                r#"Directive { key: "[[mock fault=429 times=1 retry_after=2]]", fault: Some(FaultSpec { kind: RateLimited, retry_after: Some(2), after_bytes: None }), times: Some(1), echo: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: None, thinking: None, tools: [], stop: None, usage_input: None, usage_output: None }"#
+                r#"Directive { key: "[[mock fault=429 times=1 retry_after=2]]", fault: Some(FaultSpec { kind: RateLimited, retry_after: Some(2), after_bytes: None }), times: Some(1), echo: false, whole: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: None, thinking: None, tools: [], stop: None, usage_input: None, usage_output: None }"#
             ]],
         );
         check(
             "[[mock chunk=3 fault=cut after_bytes=10]][[mock echo]]",
             expect![[
-                r#"Directive { key: "[[mock chunk=3 fault=cut after_bytes=10]] [[mock echo]]", fault: Some(FaultSpec { kind: Cut, retry_after: None, after_bytes: Some(10) }), times: None, echo: true, chunk: Some(3), delay_ms: None, tokens_per_sec: None, text: None, thinking: None, tools: [], stop: None, usage_input: None, usage_output: None }"#
+                r#"Directive { key: "[[mock chunk=3 fault=cut after_bytes=10]] [[mock echo]]", fault: Some(FaultSpec { kind: Cut, retry_after: None, after_bytes: Some(10) }), times: None, echo: true, whole: false, chunk: Some(3), delay_ms: None, tokens_per_sec: None, text: None, thinking: None, tools: [], stop: None, usage_input: None, usage_output: None }"#
             ]],
         );
         check(
             r#"[[mock text="say \"hi\" ]] <b>\n" thinking=hmm tool=get_weather input={"city": "Paris"} stop=max_tokens]]"#,
             expect![[
-                r#"Directive { key: "[[mock text=\"say \\\"hi\\\" ]] <b>\\n\" thinking=hmm tool=get_weather input={\"city\": \"Paris\"} stop=max_tokens]]", fault: None, times: None, echo: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: Some("say \"hi\" ]] <b>\n"), thinking: Some("hmm"), tools: [ToolCall { name: "get_weather", input: Object {"city": String("Paris")} }], stop: Some(MaxTokens), usage_input: None, usage_output: None }"#
+                r#"Directive { key: "[[mock text=\"say \\\"hi\\\" ]] <b>\\n\" thinking=hmm tool=get_weather input={\"city\": \"Paris\"} stop=max_tokens]]", fault: None, times: None, echo: false, whole: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: Some("say \"hi\" ]] <b>\n"), thinking: Some("hmm"), tools: [ToolCall { name: "get_weather", input: Object {"city": String("Paris")} }], stop: Some(MaxTokens), usage_input: None, usage_output: None }"#
             ]],
         );
         check(
             "[[mock text=plain]]",
             expect![[
-                r#"Directive { key: "[[mock text=plain]]", fault: None, times: None, echo: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: Some("plain"), thinking: None, tools: [], stop: None, usage_input: None, usage_output: None }"#
+                r#"Directive { key: "[[mock text=plain]]", fault: None, times: None, echo: false, whole: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: Some("plain"), thinking: None, tools: [], stop: None, usage_input: None, usage_output: None }"#
             ]],
         );
         check(

@@ -499,7 +499,7 @@ async fn chat(
         Wire::OpenAi => format!("chatcmpl-mock{n:016}"),
     };
 
-    if req.stream {
+    if req.stream && !directive.whole {
         let encoder = match wire {
             Wire::Anthropic => Encoder::Anthropic { id },
             Wire::OpenAi => Encoder::OpenAi {

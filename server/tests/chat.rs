@@ -2000,3 +2000,45 @@ async fn per_user_limits_refuse_clearly_and_store_nothing() {
         "{body}"
     );
 }
+
+/// A provider that answers a streaming request with the whole message as one JSON body (a
+/// compatible proxy's way) is read as that message, in both wire formats.
+#[tokio::test]
+async fn a_whole_json_answer_to_a_streaming_request_is_read_as_the_message() {
+    let mock = mock_llm::spawn(Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
+    for provider in ["anthropic", "openai"] {
+        let (session, _) = h.session_with(provider, &mock, KEY).await;
+        let events = h
+            .stream(
+                session,
+                "[[mock whole thinking=\"first this\" text=\"The **whole** answer.\"]]",
+            )
+            .await;
+        assert!(
+            events.iter().all(|(n, _)| n != "error"),
+            "{provider}: {events:?}"
+        );
+        let done = last_data(&events, "message_complete");
+        assert_eq!(done["content"], "The **whole** answer.", "{provider}");
+        let (_, frames) = h
+            .json(
+                reqwest::Method::GET,
+                &format!("/api/sessions/{session}/frames"),
+                None,
+            )
+            .await;
+        let reply = &frames["frames"][1]["payload"];
+        assert_eq!(reply["content"], "The **whole** answer.", "{provider}");
+        assert!(
+            reply["usage"]["output_tokens"].as_u64().unwrap() > 0,
+            "{reply}"
+        );
+    }
+    // The requests were streaming ones: the mock answered them whole, as told.
+    assert!(
+        mock.requests().iter().all(|r| r["body"]["stream"] == true),
+        "{:?}",
+        mock.requests()
+    );
+}

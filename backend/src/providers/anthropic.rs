@@ -65,7 +65,46 @@ pub async fn stream(
         read_error,
     )
     .await?;
+    if super::is_whole(&resp) {
+        return super::whole(resp, opts.first_byte_timeout, whole_message).await;
+    }
     Ok(drive(sse_events(resp), AnthropicDecoder::default()))
+}
+
+/// The deltas of a whole Messages API answer (`stream: false`'s shape), in its order.
+fn whole_message(v: &serde_json::Value) -> Vec<Delta> {
+    use serde_json::Value;
+    let mut out = Vec::new();
+    for block in v["content"].as_array().into_iter().flatten() {
+        match block["type"].as_str() {
+            Some("text") => out.push(Delta::Text(block["text"].as_str().unwrap_or("").into())),
+            Some("thinking") => out.push(Delta::Thinking(
+                block["thinking"].as_str().unwrap_or("").into(),
+            )),
+            Some("tool_use") => {
+                let id = block["id"].as_str().unwrap_or("").to_owned();
+                out.push(Delta::ToolUseStart {
+                    id: id.clone(),
+                    name: block["name"].as_str().unwrap_or("").into(),
+                });
+                out.push(Delta::ToolInput {
+                    id,
+                    json: block
+                        .get("input")
+                        .map_or_else(String::new, Value::to_string),
+                });
+            }
+            _ => {}
+        }
+    }
+    out.push(Delta::Usage {
+        input: v.pointer("/usage/input_tokens").and_then(Value::as_u64),
+        output: v.pointer("/usage/output_tokens").and_then(Value::as_u64),
+    });
+    out.push(Delta::Done {
+        stop_reason: v["stop_reason"].as_str().map(str::to_owned),
+    });
+    out
 }
 
 #[derive(Default)]

@@ -251,6 +251,53 @@ async fn send_with_retry(
     }
 }
 
+/// The most of a whole-message answer read (a reply's text is capped at 4 MiB anyway).
+const MAX_WHOLE_BODY: usize = 8 << 20;
+
+/// Whether a streaming request was answered with one whole JSON message instead of an
+/// event stream (some OpenAI- and Anthropic-compatible proxies do this).
+pub(crate) fn is_whole(resp: &reqwest::Response) -> bool {
+    resp.headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"))
+}
+
+/// Reads a whole-message answer ([`is_whole`]), within `limit` and [`MAX_WHOLE_BODY`], and
+/// hands it out as the deltas `read` finds in it, as if it had streamed. An error object
+/// in it ends the reply with the provider's message.
+pub(crate) async fn whole(
+    resp: reqwest::Response,
+    limit: Duration,
+    read: fn(&serde_json::Value) -> Vec<Delta>,
+) -> Result<DeltaStream, ProviderError> {
+    use futures::StreamExt;
+    let mut body = Vec::new();
+    let mut chunks = resp.bytes_stream();
+    let read_all = async {
+        while let Some(c) = chunks.next().await {
+            let c = c.map_err(|_| ProviderError::Cut)?;
+            if body.len() + c.len() > MAX_WHOLE_BODY {
+                return Err(ProviderError::Oversized(
+                    "a whole message longer than 8 MiB",
+                ));
+            }
+            body.extend_from_slice(&c);
+        }
+        Ok(())
+    };
+    tokio::time::timeout(limit, read_all)
+        .await
+        .map_err(|_| ProviderError::Timeout(limit.as_secs()))??;
+    let v: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|_| ProviderError::Protocol("a JSON answer that does not parse".into()))?;
+    if let Some(m) = v.pointer("/error/message").and_then(|m| m.as_str()) {
+        return Err(ProviderError::Midstream(brief(m)));
+    }
+    let deltas = read(&v);
+    Ok(Box::pin(futures::stream::iter(deltas.into_iter().map(Ok))))
+}
+
 /// At most [`MAX_ERROR_BODY`] bytes of an error answer, within `limit`: a provider that
 /// stalls or streams after an error status must not hold the turn.
 const MAX_ERROR_BODY: usize = 64 * 1024;

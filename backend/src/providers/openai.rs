@@ -64,7 +64,56 @@ pub async fn stream(
         read_error,
     )
     .await?;
+    if super::is_whole(&resp) {
+        return super::whole(resp, opts.first_byte_timeout, whole_completion).await;
+    }
     Ok(drive(sse_events(resp), OpenAiDecoder::default()))
+}
+
+/// The deltas of a whole chat completion (`stream: false`'s shape).
+fn whole_completion(v: &serde_json::Value) -> Vec<Delta> {
+    use serde_json::Value;
+    let mut out = Vec::new();
+    let choice = &v["choices"][0];
+    let message = &choice["message"];
+    if let Some(t) = message["reasoning_content"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+    {
+        out.push(Delta::Thinking(t.into()));
+    }
+    if let Some(t) = message["content"].as_str().filter(|t| !t.is_empty()) {
+        out.push(Delta::Text(t.into()));
+    }
+    for call in message["tool_calls"].as_array().into_iter().flatten() {
+        let id = call["id"].as_str().unwrap_or("").to_owned();
+        out.push(Delta::ToolUseStart {
+            id: id.clone(),
+            name: call
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+        });
+        out.push(Delta::ToolInput {
+            id,
+            json: call
+                .pointer("/function/arguments")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+        });
+    }
+    out.push(Delta::Usage {
+        input: v.pointer("/usage/prompt_tokens").and_then(Value::as_u64),
+        output: v
+            .pointer("/usage/completion_tokens")
+            .and_then(Value::as_u64),
+    });
+    out.push(Delta::Done {
+        stop_reason: choice["finish_reason"].as_str().map(str::to_owned),
+    });
+    out
 }
 
 #[derive(Default)]
