@@ -18,7 +18,10 @@ step "build (cargo leptos build: server binary, wasm, site)"
 # cargo-leptos exits 0 even when the build fails (TOOLCHAIN.md), so check what it made.
 cargo leptos build
 cargo build -p mock-llm
-test -x target/debug/hero && test -f target/site/pkg/hero.wasm || { echo "build failed"; exit 1; }
+# The site's files are named by their content (hero.<hash>.wasm), the hashes in hash.txt.
+test -x target/debug/hero && test -f target/debug/hash.txt &&
+  wasm="target/site/pkg/hero.$(sed -n 's/^wasm: //p' target/debug/hash.txt).wasm" && test -f "$wasm" ||
+  { echo "build failed"; exit 1; }
 
 step "the shared core builds for the browser"
 cargo build -p hero-shared --target wasm32-unknown-unknown
