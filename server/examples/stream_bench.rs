@@ -734,6 +734,13 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
     // Allowed to reach the mock on loopback, and nothing else that is not public.
     let settings = Settings {
         egress: hero_backend::egress::EgressPolicy::default().allowing(mock_addr),
+        // One user stands for the N users whose replies stream at once: the per-user
+        // bounds would refuse all but a few of them.
+        limits: hero_backend::limits::Limits {
+            turns_per_user: usize::MAX,
+            live_streams_per_user: usize::MAX,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     let test_support::TestState { st, dir } = test_support::state_with(settings).await;
