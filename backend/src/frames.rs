@@ -309,7 +309,7 @@ impl Rows {
     }
 }
 
-/// Every frame of the session (for statistics).
+/// Every frame of the session, opened (tests compare against it; requests page instead).
 pub async fn all(db: &SqlitePool, dk: &SecretKey, session_id: i64) -> Result<Vec<Frame>> {
     let rows = store::frames::all(db, session_id).await?;
     rows.into_iter().map(|r| r.open(dk)).collect()
@@ -336,18 +336,47 @@ pub async fn session_key(
     crate::users::data_key(&st.db, &st.keys, user.id()).await
 }
 
-/// The page's view of a session: compiled from the last compact on, with statistics over
-/// every frame. Checks that the session is the user's.
+/// A session's statistics, from its frames' metadata alone: no payload is read or
+/// decrypted, however long the session.
+pub async fn stats(db: &SqlitePool, session_id: i64) -> Result<hero_shared::frame::FrameStats> {
+    let mut st = hero_shared::frame::FrameStats::default();
+    for (frame_type, n, max_seq) in store::frames::counts(db, session_id).await? {
+        let n = n.max(0) as u64;
+        st.total += n;
+        st.last_seq = st.last_seq.max(Some(max_seq));
+        match frame_type.as_str() {
+            "message" => st.messages = n,
+            "request" => st.requests = n,
+            "result" => st.results = n,
+            "update" => st.updates = n,
+            "compact" => {
+                st.compacts = n;
+                st.last_compact_seq = Some(max_seq);
+            }
+            other => tracing::warn!(frame_type = other, "a frame of an unknown type"),
+        }
+    }
+    st.messages_since_compact = store::frames::messages_since_last_compact(db, session_id)
+        .await?
+        .max(0) as u64;
+    Ok(st)
+}
+
+/// The page's view of a session: compiled from the last compact on, with the statistics of
+/// every frame. Reads and decrypts only what it returns (what precedes the compact is
+/// counted, never opened). Checks that the session is the user's.
 pub async fn view(
     st: &crate::AppState,
     user: &crate::auth::AuthUser,
     session_id: i64,
 ) -> Result<hero_shared::wire::CompiledView> {
     let dk = session_key(st, user, session_id).await?;
-    let all = all(&st.db, &dk, session_id).await?;
-    let stats = hero_shared::frame::frame_stats(&all);
-    let from = stats.last_compact_seq.unwrap_or(0);
-    let in_view: Vec<Frame> = all.into_iter().filter(|f| f.seq >= from).collect();
+    let stats = stats(&st.db, session_id).await?;
+    let in_view: Vec<Frame> = before(&st.db, &dk, session_id, i64::MAX)
+        .await?
+        .into_iter()
+        .map(|k| (*k.frame).clone())
+        .collect();
     Ok(hero_shared::wire::CompiledView {
         session_id,
         messages: hero_shared::frame::compile_frames(&in_view),
@@ -639,5 +668,59 @@ mod tests {
             .await
             .unwrap();
         assert_eq!((new.seq, seal), (2, SEAL));
+    }
+
+    #[tokio::test]
+    async fn statistics_and_the_view_never_open_what_lies_before_the_compact() {
+        let (_dir, st, alice, s, dk) = alice_with_a_session().await;
+        let msg = |c: &str, t: FrameType| {
+            let mut f = NewFrame::message(
+                s.id,
+                AuthorType::User,
+                None,
+                json!({"role": "user", "content": c}),
+            );
+            f.frame_type = t;
+            f
+        };
+        let old = append(&st, &dk, msg("old", FrameType::Message))
+            .await
+            .unwrap();
+        append(&st, &dk, msg("asks", FrameType::Request))
+            .await
+            .unwrap();
+        append(&st, &dk, msg("answers", FrameType::Result))
+            .await
+            .unwrap();
+        append(&st, &dk, msg("summary", FrameType::Compact))
+            .await
+            .unwrap();
+        append(&st, &dk, msg("new", FrameType::Message))
+            .await
+            .unwrap();
+        append(&st, &dk, msg("newer", FrameType::Message))
+            .await
+            .unwrap();
+        let opened = hero_shared::frame::frame_stats(&all(&st.db, &dk, s.id).await.unwrap());
+        assert_eq!(stats(&st.db, s.id).await.unwrap(), opened);
+        assert_eq!(
+            (
+                opened.total,
+                opened.messages_since_compact,
+                opened.last_compact_seq
+            ),
+            (6, 2, Some(4))
+        );
+        // A frame before the compact that could not be opened is never opened.
+        sqlx::query("UPDATE frames SET payload = x'00' WHERE id = ?")
+            .bind(&old.id)
+            .execute(&st.db)
+            .await
+            .unwrap();
+        assert!(all(&st.db, &dk, s.id).await.is_err(), "it is unreadable");
+        let v = view(&st, &alice, s.id).await.unwrap();
+        assert_eq!(v.stats, opened);
+        assert_eq!(v.messages.len(), 3, "{:?}", v.messages);
+        assert_eq!(stats(&st.db, s.id + 99).await.unwrap(), Default::default());
     }
 }

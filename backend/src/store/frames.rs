@@ -176,6 +176,28 @@ pub async fn all(db: &SqlitePool, session_id: i64) -> Result<Vec<FrameRow>> {
     rows.iter().map(FrameRow::read).collect()
 }
 
+/// The session's frames counted by type, with each type's highest seq, from the rows'
+/// metadata alone (nothing is decrypted): `(type, count, max seq)`.
+pub async fn counts(db: &SqlitePool, session_id: i64) -> Result<Vec<(String, i64, i64)>> {
+    Ok(sqlx::query_as(
+        "SELECT type, COUNT(*), MAX(seq) FROM frames WHERE session_id = ? GROUP BY type",
+    )
+    .bind(session_id)
+    .fetch_all(db)
+    .await?)
+}
+
+/// How many `message` frames follow the session's last `compact` (all of them without one).
+pub async fn messages_since_last_compact(db: &SqlitePool, session_id: i64) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT COUNT(*) FROM frames WHERE session_id = ?1 AND type = 'message' AND seq > \
+         COALESCE((SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact'), 0)",
+    )
+    .bind(session_id)
+    .fetch_one(db)
+    .await?)
+}
+
 /// The session's highest seq, 0 when it has no frame.
 pub async fn last_seq(db: &SqlitePool, session_id: i64) -> Result<i64> {
     Ok(
