@@ -13,6 +13,7 @@
 //! - [`agents`]: the user's AI backends; keys sealed, never returned.
 //! - [`frames`]: the conversation log's storage (sealed payloads, per-session seq).
 //! - [`egress`]: where outbound requests may go, and the one client that sends them.
+//! - [`fuzz`]: the bodies of the backend's fuzz targets (egress URLs, API request bodies).
 //! - [`providers`]: Anthropic, OpenAI(-compatible) and the scripted demo, as streams of deltas.
 //! - [`history`]: the conversations turns were last given, kept decrypted between turns.
 //! - [`turn`]: one turn, from the user's message to the agent's frame; `turn::Registry`, the
@@ -38,6 +39,7 @@ pub mod egress;
 pub mod error;
 pub mod feed;
 pub mod frames;
+pub mod fuzz;
 pub mod history;
 pub mod hub;
 pub mod in_flight;
