@@ -195,7 +195,7 @@ impl Hub {
         at_most: usize,
     ) -> crate::Result<crate::limits::Permit> {
         self.streams
-            .acquire(user_id, at_most, "live streams open (tabs or connections)")
+            .acquire(user_id, at_most, "open tabs and connections")
     }
 
     /// The server is shutting down: every live stream sees [`Hub::closed`] and ends.

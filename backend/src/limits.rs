@@ -25,8 +25,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl PerUser {
-    /// A permit while `user_id` holds fewer than `at_most`; else a 429 whose message says
-    /// `what` they hold too many of (a plural: "live streams").
+    /// A permit while `user_id` holds fewer than `at_most`; else a 429 whose message names
+    /// `what` they hold too many of ("live streams").
     pub fn acquire(&self, user_id: i64, at_most: usize, what: &str) -> Result<Permit> {
         let mut m = lock(&self.held);
         let n = m.entry(user_id).or_default();
@@ -35,7 +35,7 @@ impl PerUser {
                 m.remove(&user_id);
             }
             return Err(Error::Limit(format!(
-                "you have {at_most} {what} already, the most one may; wait for one to end"
+                "you are at the limit of {what} ({at_most} at once); wait for one to end"
             )));
         }
         *n += 1;
@@ -96,7 +96,7 @@ mod tests {
             .collect();
         let e = p.acquire(7, 3, "live streams").unwrap_err();
         assert!(
-            matches!(&e, Error::Limit(m) if m.contains("3 live streams")),
+            matches!(&e, Error::Limit(m) if m.contains("limit of live streams (3 at once)")),
             "{e}"
         );
         assert_eq!(e.status(), http::StatusCode::TOO_MANY_REQUESTS);

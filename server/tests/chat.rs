@@ -1962,7 +1962,7 @@ async fn per_user_limits_refuse_clearly_and_store_nothing() {
         body["error"]
             .as_str()
             .unwrap()
-            .contains("1 replies in flight"),
+            .contains("limit of replies in flight (1 at once)"),
         "{body}"
     );
     while slow.next().await.is_some() {}
