@@ -361,13 +361,18 @@ impl LoginThrottle {
         e.last = now;
     }
 
-    /// The username signed in from `client`: its count there is cleared (the address's
-    /// count across usernames stays, so one valid password does not reset a spray).
+    /// The username signed in from `client`: its count there is cleared, and this attempt
+    /// no longer counts against the address (its earlier failures still do, so one valid
+    /// password does not reset a spray, and many people signing in from one address do
+    /// not slow each other).
     pub fn record_success(&self, name: &str, client: Option<IpAddr>) {
-        self.keys
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&Brake::Name(name.to_owned(), client));
+        let mut map = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        map.remove(&Brake::Name(name.to_owned(), client));
+        if let Some(c) = client
+            && let Some(f) = map.get_mut(&Brake::Client(c))
+        {
+            f.count = f.count.saturating_sub(1);
+        }
     }
 
     /// How many keys the brake holds (for the test of its bound).
@@ -508,6 +513,20 @@ mod tests {
         login_from(&st, Some(alice_home), "alice", "correct horse")
             .await
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn many_sign_ins_from_one_address_do_not_slow_it() {
+        let (_dir, st) = state().await;
+        crate::accounts::create(&st.db, &st.keys, "alice", "correct horse", false)
+            .await
+            .unwrap();
+        let office: IpAddr = "198.51.100.77".parse().unwrap();
+        for _ in 0..LoginThrottle::FREE_SPRAY * 2 {
+            login_from(&st, Some(office), "alice", "correct horse")
+                .await
+                .unwrap();
+        }
     }
 
     #[tokio::test]

@@ -50,25 +50,27 @@ pub async fn hash(pw: &str) -> Result<String> {
 /// the paths anyone can reach: sign-in and password change.
 #[derive(Debug)]
 pub struct HashGate {
-    permits: tokio::sync::Semaphore,
+    permits: std::sync::Arc<tokio::sync::Semaphore>,
     wait: Duration,
 }
 
 impl HashGate {
     pub fn new(at_once: usize, wait: Duration) -> Self {
         HashGate {
-            permits: tokio::sync::Semaphore::new(at_once.max(1)),
+            permits: std::sync::Arc::new(tokio::sync::Semaphore::new(at_once.max(1))),
             wait,
         }
     }
 
-    /// [`verify`], when a turn comes within the wait.
+    /// [`verify`], when a turn comes within the wait. The turn goes with the hash onto the
+    /// blocking pool and is given back when the hash ends: a client that leaves mid-check
+    /// cannot free its place while the hash still runs.
     pub async fn verify(&self, pw: &str, hash: &str) -> Result<bool> {
-        let _turn = tokio::time::timeout(self.wait, self.permits.acquire())
+        let turn = tokio::time::timeout(self.wait, self.permits.clone().acquire_owned())
             .await
             .map_err(|_| Error::Unavailable("too many sign-ins at once; try again in a moment"))?
             .map_err(|_| Error::Unavailable("the server is shutting down"))?;
-        Ok(verify(pw, hash).await)
+        Ok(verify_holding(pw, hash, Some(turn)).await)
     }
 }
 
@@ -79,8 +81,18 @@ pub fn cores() -> usize {
 
 /// True when `pw` matches `hash`. A malformed stored hash counts as no match.
 pub async fn verify(pw: &str, hash: &str) -> bool {
+    verify_holding(pw, hash, None).await
+}
+
+/// [`verify`], holding `turn` until the hash itself ends.
+async fn verify_holding(
+    pw: &str,
+    hash: &str,
+    turn: Option<tokio::sync::OwnedSemaphorePermit>,
+) -> bool {
     let (pw, hash) = (pw.to_owned(), hash.to_owned());
     tokio::task::spawn_blocking(move || {
+        let _turn = turn;
         PasswordHash::new(&hash)
             .map(|parsed| {
                 Argon2::default()

@@ -145,10 +145,16 @@ async fn shutdown_signal() {
 /// Where the first run leaves the administrator's password, in the data directory.
 pub const FIRST_PASSWORD_FILE: &str = "initial-admin-password";
 
-/// Writes `bytes` to a new file at `path` that only its owner can read (mode 0600); an
-/// existing file is an error, never overwritten.
+/// Writes `bytes` to a new file at `path` that only its owner can read (mode 0600). One left
+/// by a first run that failed is removed first (never written through: someone else could
+/// have made it, readable).
 fn write_private(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<std::path::PathBuf> {
     use std::io::Write;
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot replace {}", path.display())),
+    }
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create_new(true);
     #[cfg(unix)]

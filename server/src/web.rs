@@ -184,6 +184,9 @@ async fn security_headers(
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.entry(header::CONTENT_SECURITY_POLICY)
         .or_insert_with(|| DEFAULT_POLICY.clone());
+    // Only a file found may be kept: a 404 for a name the next build will have is not.
+    let site_cache = site_cache.filter(|_| resp.status().is_success());
+    let h = resp.headers_mut();
     h.insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static(site_cache.unwrap_or("no-store")),
@@ -237,7 +240,15 @@ impl HostPolicy {
     /// address Hero serves on.
     pub fn new(public_url: Option<&axum::http::Uri>, addr: std::net::SocketAddr) -> Self {
         match public_url.and_then(|u| u.authority()) {
-            Some(a) => HostPolicy::Exactly(a.as_str().to_ascii_lowercase()),
+            // A browser leaves out the scheme's own port: `https://h:443` is sent as `h`.
+            Some(a) => HostPolicy::Exactly(
+                match (public_url.and_then(|u| u.scheme_str()), a.port_u16()) {
+                    (Some("https"), Some(443)) | (Some("http"), Some(80)) => {
+                        a.host().to_ascii_lowercase()
+                    }
+                    _ => a.as_str().to_ascii_lowercase(),
+                },
+            ),
             None if addr.ip().is_loopback() => HostPolicy::Loopback,
             None => HostPolicy::Any,
         }
@@ -344,6 +355,9 @@ mod tests {
         assert!(pinned.allows("hero.example.com"));
         assert!(!pinned.allows("hero.example.com:8443"));
         assert!(!pinned.allows("127.0.0.1:3000"));
+        let explicit: axum::http::Uri = "https://hero.example.com:443".parse().unwrap();
+        let pinned = HostPolicy::new(Some(&explicit), anywhere);
+        assert!(pinned.allows("hero.example.com"), "{pinned:?}");
         let with_port: axum::http::Uri = "http://hero.lan:8080/".parse().unwrap();
         let pinned = HostPolicy::new(Some(&with_port), local);
         assert!(pinned.allows("hero.lan:8080") && !pinned.allows("localhost:8080"));

@@ -1937,6 +1937,8 @@ async fn per_user_limits_refuse_clearly_and_store_nothing() {
         .await;
     assert_eq!(frames["frames"].as_array().unwrap().len(), 4);
     assert_eq!(frames["last_seq"], 4);
+    // Nor does switching streaming, whose note is a frame too.
+    assert_eq!(batch("/stream off").await.0, StatusCode::TOO_MANY_REQUESTS);
 
     // Replies in flight: a second one while the first streams is refused.
     let (other, _) = h.session_with("anthropic", &mock, KEY).await;

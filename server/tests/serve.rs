@@ -124,6 +124,14 @@ async fn every_answer_carries_the_security_headers() {
         assert!(csp.contains(part), "{part} in {csp}");
     }
     assert!(!csp.contains("unsafe-inline"), "{csp}");
+    // A site file that is not there is not kept (the next build may bring it).
+    let missing = c
+        .get(format!("{base}/pkg/hero.AAAAAAAAAAAAAAAAAAAAAA.wasm"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    assert_eq!(missing.headers()["cache-control"], "no-store");
     // Another load, another nonce.
     let again = c.get(format!("{base}/login")).send().await.unwrap();
     assert!(

@@ -466,30 +466,37 @@ impl<E: std::fmt::Display> Transport for BodyError<E> {
 impl Transport for std::io::Error {}
 
 /// Counts the bytes of the line and of the event being read; past [`MAX_SSE_LINE`] or
-/// [`MAX_SSE_EVENT`], the body ends with [`BodyError::Oversized`].
+/// [`MAX_SSE_EVENT`], the body ends with [`BodyError::Oversized`]. Lines end as SSE says:
+/// at `\r\n`, `\n` or `\r`; an empty line ends an event.
 #[derive(Default)]
 struct Caps {
-    /// Bytes of the line so far (its `\n` not yet seen).
+    /// Bytes of the line so far (its end not yet seen).
     line: usize,
-    /// The line so far is exactly `\r`: ended by `\n`, it is a blank line.
-    line_is_cr: bool,
-    /// Bytes since the last blank line (which ends an event).
+    /// The last byte seen ended a line with `\r`: a `\n` right after it is the same end.
+    after_cr: bool,
+    /// Bytes since the last empty line (which ends an event).
     event: usize,
 }
 
 impl Caps {
     fn take(&mut self, chunk: &[u8]) -> Result<(), &'static str> {
         let mut start = 0;
-        for nl in memchr::memchr_iter(b'\n', chunk) {
-            let seg = &chunk[start..nl];
-            let blank = (self.line == 0 && (seg.is_empty() || seg == b"\r"))
-                || (self.line_is_cr && seg.is_empty());
-            self.event = if blank { 0 } else { self.event + seg.len() + 1 };
-            (self.line, self.line_is_cr) = (0, false);
-            start = nl + 1;
+        for end in memchr::memchr2_iter(b'\r', b'\n', chunk) {
+            let seg = &chunk[start..end];
+            start = end + 1;
+            if chunk[end] == b'\n' && seg.is_empty() && self.after_cr {
+                self.after_cr = false;
+                continue;
+            }
+            let empty = self.line == 0 && seg.is_empty();
+            self.event = if empty { 0 } else { self.event + seg.len() + 1 };
+            self.line = 0;
+            self.after_cr = chunk[end] == b'\r';
         }
         let rest = &chunk[start..];
-        self.line_is_cr = (self.line == 0 && rest == b"\r") || (self.line_is_cr && rest.is_empty());
+        if !rest.is_empty() {
+            self.after_cr = false;
+        }
         self.line += rest.len();
         self.event += rest.len();
         if self.line > MAX_SSE_LINE {
@@ -657,6 +664,19 @@ mod tests {
             c.take(b"\n").unwrap();
         }
         assert_eq!((c.line, c.event), (0, 0));
+        // Lines ended by a lone CR (which SSE allows), events by an empty one.
+        let mut c = Caps::default();
+        for _ in 0..100_000 {
+            c.take(b"data: {\"a\":1}\r\r").unwrap();
+        }
+        assert_eq!((c.line, c.event), (0, 0));
+        // A CRLF cut between its two bytes is one line end, not an empty line.
+        let mut c = Caps::default();
+        c.take(b"data: a\r").unwrap();
+        c.take(b"\ndata: b\r").unwrap();
+        assert_eq!(c.event, 16, "still one event of two lines");
+        c.take(b"\n\r\n").unwrap();
+        assert_eq!(c.event, 0);
         // One line that never ends.
         let mut c = Caps::default();
         let kib = [b'x'; 1024];

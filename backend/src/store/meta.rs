@@ -42,6 +42,15 @@ pub async fn check_master_key(pool: &SqlitePool, keys: &Keyring) -> Result<()> {
                         .into(),
                 )
             }),
-        None => set(pool, KEY, &crypto::seal(keys.master(), AAD, b"hero")).await,
+        // A plain insert: a second process starting on the same empty database with
+        // another key fails here instead of replacing the first one's check value.
+        None => {
+            sqlx::query("INSERT INTO meta (key, value) VALUES (?, ?)")
+                .bind(KEY)
+                .bind(crypto::seal(keys.master(), AAD, b"hero"))
+                .execute(pool)
+                .await?;
+            Ok(())
+        }
     }
 }

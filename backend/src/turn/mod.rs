@@ -118,6 +118,7 @@ pub async fn post(
                     f.id = message_id.clone();
                     let sealed = frames::seal(&setup.dk, f)?;
                     let seq = sealed.insert(tx)?;
+                    full_session(st, seq)?;
                     Ok(sealed.kept(seq))
                 })
                 .await?;
@@ -188,6 +189,18 @@ pub async fn post(
     Ok(TurnHandle { message_id, events })
 }
 
+/// Refuses a frame at `seq` past the session's bound ([`crate::limits::Limits`]); called in
+/// the transaction that inserts, so the refusal rolls the insert back.
+fn full_session(st: &AppState, seq: i64) -> Result<()> {
+    let most = st.settings.limits.frames_per_session;
+    if seq > most {
+        return Err(Error::Limit(format!(
+            "this session holds {most} frames, the most one may; start a new session"
+        )));
+    }
+    Ok(())
+}
+
 /// What a turn starts from.
 struct Started {
     agent: AgentRuntime,
@@ -219,12 +232,8 @@ async fn start(st: &AppState, user: &AuthUser, session_id: i64, content: &str) -
             let sealed = frames::seal(&dk, message)?;
             let seq = sealed.insert(tx)?;
             // The insert is rolled back with the refusal: a full session takes nothing more.
-            let most = st.settings.limits.frames_per_session;
-            if seq > most {
-                return Err(Error::Limit(format!(
-                    "this session holds {most} frames, the most one may; start a new session"
-                )));
-            }
+            // A message needs room for its reply too.
+            full_session(st, seq + 1)?;
             let kept = st.history.get(session_id, seq - 1);
             let rows = match kept {
                 Some(_) => None,
