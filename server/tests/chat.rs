@@ -2044,3 +2044,34 @@ async fn a_whole_json_answer_to_a_streaming_request_is_read_as_the_message() {
         mock.requests()
     );
 }
+
+/// Tool-call arguments past their cap end the reply with a message of their own.
+#[tokio::test]
+async fn tool_arguments_past_their_cap_end_the_reply() {
+    let big = "a".repeat(hero_backend::turn::MAX_TOOL_INPUT_BYTES + 1);
+    let mock = mock_llm::spawn(Config::default().answers(vec![Answer {
+        text: "calling".into(),
+        tool_calls: vec![mock_llm::ToolCall {
+            name: "f".into(),
+            input: json!({"blob": big}),
+        }],
+        chunk_bytes: Some(64 * 1024),
+        ..Answer::default()
+    }]))
+    .await
+    .unwrap();
+    let h = hero(&[mock.addr()]).await;
+    for provider in ["anthropic", "openai"] {
+        let (session, _) = h.session_with(provider, &mock, KEY).await;
+        let events = h.stream(session, "use the tool").await;
+        let err = last_data(&events, "error")["error"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(
+            err, "the model's tool-call arguments grew past 1 MiB and the reply was ended",
+            "{provider}"
+        );
+        assert_eq!(names(&events).last(), Some(&"message_complete"));
+    }
+}

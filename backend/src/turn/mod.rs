@@ -31,6 +31,9 @@ pub const MAX_REPLY_BYTES: usize = 4 << 20;
 /// The most of a model's thinking one reply keeps; past it the reply is ended (the thinking
 /// is stored with the reply, and nothing else bounds it).
 pub const MAX_THINKING_BYTES: usize = 1 << 20;
+/// The most tool-call arguments one reply may stream (they are not kept yet; bounded all
+/// the same, so a model cannot stream them for the whole turn deadline).
+pub const MAX_TOOL_INPUT_BYTES: usize = 1 << 20;
 
 /// How agents are told to answer. Abilities, skills and memory extend this later.
 pub const SYSTEM_PROMPT: &str = "You are an agent in Hero, a workspace where people work with AI agents. \
@@ -369,6 +372,7 @@ async fn run(
     // length is kept here, where every token looks anyway.
     let mut len = 0usize;
     let mut thinking = String::new();
+    let mut tool_input = 0usize;
     let mut error: Option<String> = None;
     let mut aborted = false;
     let (mut input_tokens, mut output_tokens) = (0u64, 0u64);
@@ -476,7 +480,16 @@ async fn run(
                             name,
                         }))
                     }
-                    Some(Ok(Delta::ToolInput { .. })) => {}
+                    Some(Ok(Delta::ToolInput { json, .. })) => {
+                        tool_input += json.len();
+                        if tool_input > MAX_TOOL_INPUT_BYTES {
+                            error = Some(format!(
+                                "the model's tool-call arguments grew past {} MiB and the reply was ended",
+                                MAX_TOOL_INPUT_BYTES >> 20
+                            ));
+                            break;
+                        }
+                    }
                     Some(Ok(Delta::Usage { input, output })) => {
                         input_tokens = input.unwrap_or(input_tokens);
                         output_tokens = output.unwrap_or(output_tokens);
