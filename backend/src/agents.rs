@@ -26,6 +26,7 @@ pub const RESERVED_CONFIG_KEYS: &[&str] = &[
     "model",
     "system",
     "prompt",
+    "tools",
 ];
 
 pub const DEMO_NAME: &str = "Hero demo (offline)";

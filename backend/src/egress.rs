@@ -146,6 +146,18 @@ impl EgressPolicy {
         })
     }
 
+    /// [`EgressPolicy::check`] for a page or an API that takes a query (web search): the
+    /// same rules, the query kept, a fragment dropped (it never leaves a browser either).
+    pub fn check_with_query(&self, url: &str) -> Result<PublicUrl, UrlError> {
+        let mut parsed = Url::parse(url.trim()).map_err(|e| UrlError::NotAUrl(e.to_string()))?;
+        parsed.set_fragment(None);
+        let query = parsed.query().map(str::to_owned);
+        parsed.set_query(None);
+        let mut ok = self.check(parsed.as_str())?;
+        ok.url.set_query(query.as_deref());
+        Ok(ok)
+    }
+
     /// The one outbound client: this policy's resolvers, no redirects, no proxy.
     ///
     /// Two connection pools behind it: one whose resolver keeps only public addresses, for
@@ -548,13 +560,25 @@ impl Outbound {
         self.policy.check(url)
     }
 
+    /// [`EgressPolicy::check_with_query`] under this client's policy.
+    pub fn check_with_query(&self, url: &str) -> Result<PublicUrl, UrlError> {
+        self.policy.check_with_query(url)
+    }
+
     pub fn post(&self, url: &PublicUrl) -> reqwest::RequestBuilder {
-        let client = if url.allowed {
+        self.client_for(url).post(url.url.clone())
+    }
+
+    pub fn get(&self, url: &PublicUrl) -> reqwest::RequestBuilder {
+        self.client_for(url).get(url.url.clone())
+    }
+
+    fn client_for(&self, url: &PublicUrl) -> &reqwest::Client {
+        if url.allowed {
             &self.allowed
         } else {
             &self.public
-        };
-        client.post(url.url.clone())
+        }
     }
 }
 

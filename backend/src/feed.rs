@@ -170,8 +170,9 @@ impl SessionFeed {
                 self.phantoms.retain(|(id, _)| *id != f.id);
                 Some(SessionEvent::Frame(f.clone()))
             }
+            // A call runs after its message is stored: its events are not the reply's.
             HubEvent::Stream { event, .. } => match event.message_id() {
-                Some(m) if self.read_from_log(m) => None,
+                Some(m) if self.read_from_log(m) && !event.is_execution() => None,
                 _ => Some(SessionEvent::Reply(event.clone())),
             },
             HubEvent::Chunk {
@@ -196,6 +197,7 @@ impl SessionFeed {
             }
             HubEvent::Started(live) if self.read_from_log(&live.message_id) => None,
             HubEvent::Started(live) => Some(self.phantom(live)),
+            HubEvent::Approval(a) => Some(SessionEvent::Approval(a.clone())),
         }
     }
 

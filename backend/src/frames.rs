@@ -203,7 +203,7 @@ pub async fn append(st: &crate::AppState, dk: &SecretKey, f: NewFrame) -> Result
 
 /// Opening a stored frame: its payload unsealed with the session owner's key and checked.
 impl FrameRow {
-    fn open(self, dk: &SecretKey) -> Result<Frame> {
+    pub(crate) fn open(self, dk: &SecretKey) -> Result<Frame> {
         let bad = |what: &str| Error::Internal(format!("frame {} has a bad {what}", self.id));
         let meta = FrameMeta {
             id: &self.id,
@@ -323,6 +323,17 @@ pub async fn get(
 ) -> Result<Frame> {
     let row = store::frames::get(db, session_id, frame_id).await?;
     row.ok_or(Error::NotFound("frame"))?.open(dk)
+}
+
+/// The session a frame of the user's belongs to (another user's frame is a missing one).
+pub async fn session_of(
+    st: &crate::AppState,
+    user: &crate::auth::AuthUser,
+    frame_id: &str,
+) -> Result<i64> {
+    store::frames::session_of(&st.db, user.id(), frame_id)
+        .await?
+        .ok_or(Error::NotFound("call"))
 }
 
 /// The key that opens a session's frames, once the session is known to be the user's: the

@@ -40,6 +40,8 @@ pub enum HubEvent {
     },
     /// A reply began: readers send it as a phantom frame (reference 003).
     Started(Arc<InFlight>),
+    /// A call waits for the user's approval (`ability_approval_request`).
+    Approval(hero_shared::feed::ApprovalPrompt),
 }
 
 pub struct Hub {

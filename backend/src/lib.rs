@@ -16,6 +16,10 @@
 //! - [`fuzz`]: the bodies of the backend's fuzz targets (egress URLs, API request bodies).
 //! - [`providers`]: Anthropic, OpenAI(-compatible) and the scripted demo, as streams of deltas.
 //! - [`history`]: the conversations turns were last given, kept decrypted between turns.
+//! - [`permissions`]: each user's level for each function, over its default.
+//! - [`functions`]: the function registry (`help`, `websearch`): specs, schemas, handlers.
+//! - [`act`]: acting on what a message asks for: detection, the permission gate, request
+//!   and result frames, decisions, the follow-up reply.
 //! - [`turn`]: one turn, from the user's message to the agent's frame; `turn::Registry`, the
 //!   turns in flight (abort, shutdown, the watch over posters that stop reading).
 //! - [`feed`]: one reader of a session's events: the resume algorithm behind `/events`
@@ -31,6 +35,7 @@
 //! [`auth::AuthUser`], which only [`auth`] can make.
 
 pub mod accounts;
+pub mod act;
 pub mod agents;
 pub mod auth;
 pub mod crypto;
@@ -39,12 +44,14 @@ pub mod egress;
 pub mod error;
 pub mod feed;
 pub mod frames;
+pub mod functions;
 pub mod fuzz;
 pub mod history;
 pub mod hub;
 pub mod in_flight;
 pub mod limits;
 pub mod password;
+pub mod permissions;
 pub mod providers;
 pub mod sessions;
 pub mod store;
@@ -77,6 +84,8 @@ pub struct Settings {
     pub trusted_proxies: Vec<std::net::IpAddr>,
     /// Per-user bounds: sessions, frames per session, turns and live streams at once.
     pub limits: limits::Limits,
+    /// The search service behind `websearch`.
+    pub search: functions::websearch::SearchSettings,
 }
 
 impl Default for Settings {
@@ -91,6 +100,7 @@ impl Default for Settings {
             hash_wait: std::time::Duration::from_secs(5),
             trusted_proxies: Vec::new(),
             limits: limits::Limits::default(),
+            search: Default::default(),
         }
     }
 }
@@ -122,12 +132,26 @@ pub struct Services {
     /// are shared, and nothing reaches the network another way.
     pub http: egress::Outbound,
     pub call_options: Arc<providers::CallOptions>,
+    /// What agents may call ([`functions::Registry::builtin`]).
+    pub functions: functions::Registry,
+    /// One lock per message whose calls are being worked on ([`act`]).
+    pub message_locks: act::MessageLocks,
 }
 
 impl AppState {
     /// Fails only if the outbound HTTP client cannot be built (no TLS roots, say): Hero
     /// does not fall back to a client outside the egress policy.
     pub fn new(db: sqlx::SqlitePool, keys: crypto::Keyring, settings: Settings) -> Result<Self> {
+        Self::with_functions(db, keys, settings, functions::Registry::builtin())
+    }
+
+    /// [`AppState::new`] with a registry of one's own (tests add functions to it).
+    pub fn with_functions(
+        db: sqlx::SqlitePool,
+        keys: crypto::Keyring,
+        settings: Settings,
+        functions: functions::Registry,
+    ) -> Result<Self> {
         let http = settings.egress.client()?;
         Ok(AppState(Arc::new(Services {
             db,
@@ -142,7 +166,34 @@ impl AppState {
             http,
             call_options: Arc::new(settings.call_options.clone()),
             settings: Arc::new(settings),
+            functions,
+            message_locks: Default::default(),
         })))
+    }
+}
+
+#[cfg(any(test, feature = "test-support"))]
+impl AppState {
+    /// The same database and keys with everything held in memory fresh: what a restart of
+    /// the process leaves (tests of state that must survive one).
+    pub fn restarted(&self) -> AppState {
+        let settings = (*self.settings).clone();
+        AppState(Arc::new(Services {
+            db: self.db.clone(),
+            hot_db: Default::default(),
+            keys: self.keys.clone(),
+            throttle: Arc::new(auth::LoginThrottle::default()),
+            hash_gate: password::HashGate::new(settings.hash_at_once, settings.hash_wait),
+            hub: Arc::new(hub::Hub::default()),
+            turns: Arc::new(turn::Registry::default()),
+            turn_slots: Default::default(),
+            history: Default::default(),
+            http: settings.egress.client().expect("client"),
+            call_options: Arc::new(settings.call_options.clone()),
+            settings: Arc::new(settings),
+            functions: functions::Registry::builtin(),
+            message_locks: Default::default(),
+        }))
     }
 }
 

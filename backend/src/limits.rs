@@ -71,6 +71,9 @@ pub struct Limits {
     pub frames_per_session: i64,
     pub turns_per_user: usize,
     pub live_streams_per_user: usize,
+    /// Replies of calls and follow-ups one user message may set going: the reply at this
+    /// round has its calls refused, and the agent is not run again.
+    pub rounds_per_message: usize,
 }
 
 impl Default for Limits {
@@ -80,6 +83,7 @@ impl Default for Limits {
             frames_per_session: 200_000,
             turns_per_user: 8,
             live_streams_per_user: 32,
+            rounds_per_message: 8,
         }
     }
 }

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::{
     reply::{Block, Event, Reply, SIGNATURE},
-    request::{Request, last_user_text, prompt_chars},
+    request::{Request, directive_source, prompt_chars},
     script::StopReason,
 };
 
@@ -52,12 +52,14 @@ pub(crate) fn validate(body: Option<&Value>) -> Result<Request, String> {
         context.push(json!({"role": "system", "content": system}));
     }
     context.extend(messages.iter().cloned());
+    let source = directive_source(messages);
     Ok(Request {
         model: model.to_string(),
         stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
         include_usage: true,
         prompt_chars: prompt_chars(&context),
-        last_user_text: last_user_text(messages),
+        last_user_text: source.0,
+        rounds_after: source.1,
         context,
     })
 }

@@ -19,6 +19,7 @@
 //! - `reply`: the format-independent reply and the lazy cursor that chunks it.
 //! - `anthropic`, `openai`: each wire format's validation, frames and bodies.
 //! - `body`: the paced body stream and its four endings (complete, cut, stall, error event).
+//! - `search`: a mock web search service (SearXNG's and Brave's JSON APIs) and pages.
 //! - `server`: routes, auth, the request log, and starting and stopping.
 
 mod anthropic;
@@ -29,6 +30,7 @@ mod openai;
 mod reply;
 mod request;
 mod script;
+mod search;
 mod server;
 
 pub use config::Config;

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::{
     reply::{Block, Event, Reply},
-    request::{Request, last_user_text, prompt_chars},
+    request::{Request, directive_source, prompt_chars},
     script::StopReason,
 };
 
@@ -38,12 +38,14 @@ pub(crate) fn validate(body: Option<&Value>) -> Result<Request, String> {
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let source = directive_source(messages);
     Ok(Request {
         model: model.to_string(),
         stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
         include_usage,
         prompt_chars: prompt_chars(messages),
-        last_user_text: last_user_text(messages),
+        last_user_text: source.0,
+        rounds_after: source.1,
         context: messages.clone(),
     })
 }

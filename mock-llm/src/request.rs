@@ -12,22 +12,47 @@ pub(crate) struct Request {
     /// The messages as received (Anthropic's `system` first, as a system message): what
     /// echo answers with.
     pub context: Vec<Value>,
-    /// Text of the last user message: where directives are read.
+    /// Text of the user message directives are read from: the last one holding a
+    /// directive, else the last one.
     pub last_user_text: String,
+    /// How many assistant messages follow that message (0: it is the one being answered).
+    pub rounds_after: usize,
     /// Characters of prompt text, for the default input-token count.
     pub prompt_chars: usize,
+}
+
+/// Where a request's directives are read: the text of the last user message that holds
+/// one (with the number of assistant messages after it: the model's replies since, tool
+/// calls and follow-ups), else of the last user message.
+pub(crate) fn directive_source(messages: &[Value]) -> (String, usize) {
+    let is = |m: &Value, role: &str| m.get("role").and_then(Value::as_str) == Some(role);
+    for (i, m) in messages.iter().enumerate().rev() {
+        if is(m, "user") {
+            let text = text_of(m);
+            if text.contains("[[mock") {
+                let after = messages[i + 1..]
+                    .iter()
+                    .filter(|m| is(m, "assistant"))
+                    .count();
+                return (text, after);
+            }
+        }
+    }
+    (last_user_text(messages), 0)
 }
 
 /// The text of the last message with role `user`: its string content, or its text blocks
 /// (Anthropic `{"type":"text"}`, OpenAI `{"type":"text"}` parts) joined by newlines.
 pub(crate) fn last_user_text(messages: &[Value]) -> String {
-    let Some(last) = messages
+    messages
         .iter()
         .rev()
         .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-    else {
-        return String::new();
-    };
+        .map(text_of)
+        .unwrap_or_default()
+}
+
+fn text_of(last: &Value) -> String {
     match last.get("content") {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(parts)) => parts

@@ -333,6 +333,9 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/messages", post(anthropic_messages))
         .route("/v1/chat/completions", post(openai_chat))
         .route("/v1/models", get(models))
+        .route("/search", get(crate::search::searxng))
+        .route("/res/v1/web/search", get(crate::search::brave))
+        .route("/page/{name}", get(crate::search::page))
         .route(
             "/mock/requests",
             get(|State(s): State<Arc<Shared>>| async move { axum::Json(s.requests()) }),
@@ -427,7 +430,7 @@ async fn chat(
         Err(message) => return invalid(wire, &message),
     };
     let directive = match directive::parse(&req.last_user_text) {
-        Ok(d) => d.unwrap_or_default(),
+        Ok(d) => d.unwrap_or_default().later(req.rounds_after),
         Err(message) => return invalid(wire, &format!("mock-llm directive: {message}")),
     };
 

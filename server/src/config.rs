@@ -117,6 +117,28 @@ pub struct ConfigArgs {
     /// Event streams and WebSockets one user may hold open at once [default: 32]
     #[arg(long, env = "HERO_MAX_LIVE_STREAMS", global = true, value_name = "N")]
     pub max_live_streams: Option<usize>,
+
+    /// Rounds of calls and follow-up replies one user message may set going [default: 8]
+    #[arg(long, env = "HERO_MAX_ROUNDS", global = true, value_name = "N")]
+    pub max_rounds: Option<usize>,
+
+    /// The search service of `websearch`: a SearXNG instance's URL, or Brave's API URL
+    #[arg(long, env = "HERO_SEARCH_URL", global = true, value_name = "URL")]
+    pub search_url: Option<String>,
+
+    /// Which search service `search_url` is: searxng or brave [default: searxng]
+    #[arg(long, env = "HERO_SEARCH_BACKEND", global = true, value_name = "NAME")]
+    pub search_backend: Option<String>,
+
+    /// The search service's API key (Brave's subscription token)
+    #[arg(
+        long,
+        env = "HERO_SEARCH_API_KEY",
+        global = true,
+        value_name = "KEY",
+        hide_env_values = true
+    )]
+    pub search_api_key: Option<String>,
 }
 
 #[derive(Default, Deserialize)]
@@ -138,6 +160,10 @@ struct FileConfig {
     max_frames_per_session: Option<i64>,
     max_turns: Option<usize>,
     max_live_streams: Option<usize>,
+    max_rounds: Option<usize>,
+    search_url: Option<String>,
+    search_backend: Option<String>,
+    search_api_key: Option<String>,
 }
 
 /// The settings in force. Its `Debug` hides the master key.
@@ -157,6 +183,7 @@ pub struct Config {
     pub trusted_proxies: Vec<std::net::IpAddr>,
     pub hash_at_once: usize,
     pub limits: hero_backend::limits::Limits,
+    pub search: hero_backend::functions::websearch::SearchSettings,
 }
 
 impl std::fmt::Debug for Config {
@@ -175,6 +202,7 @@ impl std::fmt::Debug for Config {
             .field("trusted_proxies", &self.trusted_proxies)
             .field("hash_at_once", &self.hash_at_once)
             .field("limits", &self.limits)
+            .field("search", &self.search)
             .finish()
     }
 }
@@ -276,6 +304,36 @@ impl ConfigArgs {
                             .unwrap_or(d.live_streams_per_user),
                         "max_live_streams",
                     )?,
+                    rounds_per_message: at_least_one(
+                        self.max_rounds
+                            .or(file.max_rounds)
+                            .unwrap_or(d.rounds_per_message),
+                        "max_rounds",
+                    )?,
+                }
+            },
+            search: {
+                use hero_backend::functions::websearch::{Backend, SearchSettings};
+                let backend = match self.search_backend.or(file.search_backend) {
+                    None => Backend::default(),
+                    Some(b) => Backend::parse(b.trim()).with_context(|| {
+                        format!(
+                            "search_backend (HERO_SEARCH_BACKEND) {b:?} is not searxng or brave"
+                        )
+                    })?,
+                };
+                let url = self
+                    .search_url
+                    .or(file.search_url)
+                    .filter(|u| !u.trim().is_empty());
+                if let Some(u) = &url {
+                    hero_backend::egress::BaseUrl::parse(u)
+                        .map_err(|e| anyhow::anyhow!("search_url (HERO_SEARCH_URL) {u:?}: {e}"))?;
+                }
+                SearchSettings {
+                    backend,
+                    url,
+                    api_key: self.search_api_key.or(file.search_api_key),
                 }
             },
             hash_at_once: match self.hash_at_once.or(file.hash_at_once) {
@@ -333,6 +391,7 @@ impl Config {
             trusted_proxies: self.trusted_proxies.clone(),
             limits: self.limits.clone(),
             egress: self.egress.clone(),
+            search: self.search.clone(),
             ..hero_backend::Settings::default()
         }
     }

@@ -210,6 +210,30 @@ pub struct PostMessageResponse {
     pub error: Option<String>,
 }
 
+/// One function of `GET /api/permissions`: its default level and the signed-in user's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PermissionDto {
+    pub function: String,
+    pub description: String,
+    pub default: crate::calls::Permission,
+    /// The user's own level: their override, else the default.
+    pub level: crate::calls::Permission,
+}
+
+/// `PUT /api/permissions/{function}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetPermissionRequest {
+    pub level: crate::calls::Permission,
+}
+
+/// `POST /api/sessions/{id}/approvals/{request_frame_id}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRequest {
+    pub approved: bool,
+}
+
 /// The body of every 4xx and 5xx answer of the JSON API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {

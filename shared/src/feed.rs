@@ -30,6 +30,9 @@ pub enum SessionEvent {
     /// The raw text the provider just sent for a reply in flight (reference 000's
     /// `message_chunk`): a reader runs the shared parser on it.
     Chunk(MessageChunk),
+    /// A call waits for the user's approval (reference 000's `ability_approval_request`;
+    /// the request frame holds the same, for readers that come later).
+    Approval(ApprovalPrompt),
     /// The feed ends with this error (a reader too far behind, a sign-in that ended).
     Error(String),
     /// The feed ends because the server shuts down: reconnect after [`SHUTDOWN_RETRY_MS`].
@@ -43,6 +46,18 @@ pub struct MessageChunk {
     pub session_id: SessionId,
     pub message_id: String,
     pub content: String,
+}
+
+/// `ability_approval_request`'s data: the call waiting, by its request frame id.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalPrompt {
+    pub session_id: SessionId,
+    pub execution_id: String,
+    pub ability: String,
+    pub summary: String,
+    #[serde(default)]
+    pub details: serde_json::Value,
 }
 
 /// A frame as the feed writes it: phantom ones say so.
@@ -66,6 +81,7 @@ impl SessionEvent {
             SessionEvent::Frame(_) | SessionEvent::Phantom(_) => "frame",
             SessionEvent::Reply(e) => e.event_name(),
             SessionEvent::Chunk(_) => "message_chunk",
+            SessionEvent::Approval(_) => "ability_approval_request",
             SessionEvent::Error(_) => "error",
             SessionEvent::Shutdown => "",
         }
@@ -103,6 +119,7 @@ impl SessionEvent {
                 let _ = e.write_data(out);
             }
             SessionEvent::Chunk(c) => json(out, c),
+            SessionEvent::Approval(a) => json(out, a),
             SessionEvent::Error(e) => json(out, &StreamError { error: e.clone() }),
             SessionEvent::Shutdown => {}
         }
@@ -124,6 +141,7 @@ impl SessionEvent {
                 }
             }
             "message_chunk" => SessionEvent::Chunk(p(data)?),
+            "ability_approval_request" => SessionEvent::Approval(p(data)?),
             // A reply's error names its message; the feed's own does not.
             "error" => {
                 let e: ErrorData = p(data)?;
@@ -153,6 +171,13 @@ impl SessionEvent {
                 message_id: c.message_id.clone(),
                 content: c.content.clone(),
             },
+            SessionEvent::Approval(a) => WsServerMessage::AbilityApprovalRequest {
+                session_id: a.session_id,
+                execution_id: a.execution_id.clone(),
+                ability: a.ability.clone(),
+                summary: a.summary.clone(),
+                details: a.details.clone(),
+            },
             SessionEvent::Error(e) => WsServerMessage::Error { error: e.clone() },
             SessionEvent::Shutdown => return None,
             SessionEvent::Reply(event) => match event {
@@ -178,6 +203,21 @@ impl SessionEvent {
                     message_id: m.message_id.clone(),
                 },
                 SseEvent::Error(e) => WsServerMessage::Error {
+                    error: e.error.clone(),
+                },
+                SseEvent::ElementExecuting(e) => WsServerMessage::OperationStart {
+                    session_id,
+                    operation_id: e.execution_id.clone().unwrap_or_else(|| e.id.clone()),
+                    command: e.kind.clone(),
+                },
+                SseEvent::ElementResult(e) => WsServerMessage::OperationComplete {
+                    session_id,
+                    operation_id: e.execution_id.clone().unwrap_or_else(|| e.id.clone()),
+                    result: e.result.clone(),
+                },
+                SseEvent::ElementError(e) => WsServerMessage::OperationError {
+                    session_id,
+                    operation_id: e.execution_id.clone().unwrap_or_else(|| e.id.clone()),
                     error: e.error.clone(),
                 },
                 _ => return None,

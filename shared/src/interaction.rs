@@ -228,6 +228,14 @@ pub fn from_value(
     })
 }
 
+/// Removes every `sender_id` nested anywhere in `v` (a tool call's input, a payload);
+/// answers whether there was one.
+pub fn strip_sender_ids(v: &mut Value) -> bool {
+    let mut stripped = Vec::new();
+    strip_nested(v, &mut stripped, 0);
+    !stripped.is_empty()
+}
+
 fn strip_nested(v: &mut Value, stripped: &mut Vec<String>, depth: usize) {
     if depth > MAX_DEPTH {
         return;

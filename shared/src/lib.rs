@@ -6,6 +6,8 @@
 //!   chunk-fed parser ([`hml::StreamParser`]) and the document tree ([`hml::parse`]).
 //! - [`interaction`]: finds `<interaction>` blocks and `@target(method, args)` calls in a
 //!   reply and turns them into validated [`interaction::InteractionCall`]s.
+//! - [`calls`]: what an agent asked the system to run, as its `request` and `result`
+//!   frames record it, and the permission levels.
 //! - [`frame`]: the event log of a conversation and [`frame::compile_frames`], which
 //!   replays it into the messages the page and the agent see.
 //! - [`api`]: JSON API and server-function bodies (sessions, users); owned by the
@@ -45,6 +47,7 @@
 //! its parsers never fail: they return a value and diagnostics.
 
 pub mod api;
+pub mod calls;
 pub mod corpus;
 pub mod feed;
 pub mod frame;

@@ -118,6 +118,9 @@ pub struct ElementRef {
     pub id: String,
     #[serde(rename = "type")]
     pub kind: String,
+    /// The call's request frame id (the WebSocket's `operationId` / `executionId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -127,6 +130,9 @@ pub struct ElementResult {
     pub id: String,
     #[serde(rename = "type")]
     pub kind: String,
+    /// The call's request frame id (the WebSocket's `operationId` / `executionId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_id: Option<String>,
     pub result: serde_json::Value,
 }
 
@@ -137,6 +143,9 @@ pub struct ElementErrorData {
     pub id: String,
     #[serde(rename = "type")]
     pub kind: String,
+    /// The call's request frame id (the WebSocket's `operationId` / `executionId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_id: Option<String>,
     pub error: String,
 }
 
@@ -223,6 +232,17 @@ impl std::fmt::Display for WireError {
 impl std::error::Error for WireError {}
 
 impl SseEvent {
+    /// An event of a call's execution (which follows its stored message), not of the reply.
+    pub fn is_execution(&self) -> bool {
+        matches!(
+            self,
+            SseEvent::ElementExecuting(_)
+                | SseEvent::ElementResult(_)
+                | SseEvent::ElementError(_)
+                | SseEvent::ToolResult(_)
+        )
+    }
+
     pub const NAMES: [&'static str; 12] = [
         "message_start",
         "text",
@@ -381,6 +401,7 @@ impl SseEvent {
                 id: id.to_owned(),
                 kind: kind.name().to_owned(),
                 error: format!("element larger than {limit} bytes"),
+                execution_id: None,
             }),
             Event::Diagnostic(_) => return None,
         })
@@ -645,6 +666,7 @@ mod tests {
                 message_id: m(),
                 id: "e1".into(),
                 kind: "bash".into(),
+                execution_id: None,
             }),
             expect![[r#"element_executing {"messageId":"m1","id":"e1","type":"bash"}"#]],
         );
@@ -654,6 +676,7 @@ mod tests {
                 id: "e1".into(),
                 kind: "bash".into(),
                 result: json!({"exitCode": 0}),
+                execution_id: None,
             }),
             expect![[
                 r#"element_result {"messageId":"m1","id":"e1","type":"bash","result":{"exitCode":0}}"#
@@ -665,9 +688,10 @@ mod tests {
                 id: "e1".into(),
                 kind: "bash".into(),
                 error: "denied".into(),
+                execution_id: Some("r1".into()),
             }),
             expect![[
-                r#"element_error {"messageId":"m1","id":"e1","type":"bash","error":"denied"}"#
+                r#"element_error {"messageId":"m1","id":"e1","type":"bash","executionId":"r1","error":"denied"}"#
             ]],
         );
         check_sse(

@@ -39,15 +39,14 @@ pub async fn post_message(session_id: i64, content: String) -> Result<String, Se
     Ok(handle.message_id)
 }
 
-/// Stops the session's reply in flight; what arrived is kept.
+/// Stops the session's reply in flight (what arrived is kept) and its calls.
 #[server(prefix = "/_fn")]
 pub async fn abort_turn(session_id: i64) -> Result<usize, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::sessions::get(&st.db, &user, session_id)
+    hero_backend::turn::stop(&st, &user, session_id)
         .await
-        .map_err(fail)?;
-    Ok(st.turns.abort(session_id))
+        .map_err(fail)
 }
 
 #[server(prefix = "/_fn")]

@@ -16,7 +16,25 @@ const DEFAULT_MAX_TOKENS: u64 = 4096;
 pub fn body(call: &Call<'_>) -> Value {
     let messages: Vec<Value> = normalize(call.messages.clone())
         .into_iter()
-        .map(|m| json!({"role": if m.role == Role::User { "user" } else { "assistant" }, "content": m.content}))
+        .map(|m| {
+            let role = if m.role == Role::User { "user" } else { "assistant" };
+            if m.tool_calls.is_empty() && m.tool_results.is_empty() {
+                return json!({"role": role, "content": m.content});
+            }
+            let mut blocks: Vec<Value> = m
+                .tool_results
+                .iter()
+                .map(|r| json!({"type": "tool_result", "tool_use_id": r.tool_use_id, "content": r.content, "is_error": r.is_error}))
+                .collect();
+            if !m.content.trim().is_empty() {
+                blocks.push(json!({"type": "text", "text": m.content}));
+            }
+            blocks.extend(m.tool_calls.iter().map(|c| {
+                let input = if c.input.is_object() { c.input.clone() } else { json!({}) };
+                json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input})
+            }));
+            json!({"role": role, "content": blocks})
+        })
         .collect();
     let mut body = serde_json::Map::new();
     body.insert("max_tokens".into(), json!(DEFAULT_MAX_TOKENS));
@@ -30,6 +48,16 @@ pub fn body(call: &Call<'_>) -> Value {
         body.insert("system".into(), json!(call.system));
     }
     body.insert("messages".into(), json!(messages));
+    if !call.tools.is_empty() {
+        let tools: Vec<Value> = call
+            .tools
+            .iter()
+            .map(
+                |t| json!({"name": t.name, "description": t.description, "input_schema": t.schema}),
+            )
+            .collect();
+        body.insert("tools".into(), json!(tools));
+    }
     body.insert("stream".into(), json!(true));
     Value::Object(body)
 }

@@ -92,16 +92,62 @@ pub enum ProviderError {
     Config(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Role {
+    #[default]
     User,
     Assistant,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One message of the conversation sent to a model. An assistant message may carry the
+/// native tool calls it made; a user message, the results of those calls (sent before its
+/// text, as both APIs want them right after the calls).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChatMessage {
     pub role: Role,
     pub content: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub tool_results: Vec<ToolOutput>,
+}
+
+impl ChatMessage {
+    pub fn text(role: Role, content: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            role,
+            content: content.into(),
+            ..ChatMessage::default()
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.content.trim().is_empty() && self.tool_calls.is_empty() && self.tool_results.is_empty()
+    }
+}
+
+/// A native tool call as the model made it; `input` is `null` when its arguments were not
+/// a JSON object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub input: serde_json::Value,
+}
+
+/// A tool call's result, as the model is given it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub tool_use_id: String,
+    pub content: String,
+    pub is_error: bool,
+}
+
+/// A function the model is offered as a native tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of its arguments.
+    pub schema: serde_json::Value,
 }
 
 /// Knobs shared by every call; from the server's settings.
@@ -135,6 +181,8 @@ pub struct Call<'a> {
     pub agent: &'a AgentRuntime,
     pub system: String,
     pub messages: Vec<ChatMessage>,
+    /// Offered as native tools (none: the model answers in text only).
+    pub tools: Vec<Tool>,
 }
 
 /// Starts a streaming call; the returned stream yields the reply as it arrives. Silence
@@ -157,28 +205,71 @@ pub async fn stream(
 /// APIs expect a conversation to read.
 pub fn normalize(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
     let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len());
-    for m in messages
-        .into_iter()
-        .filter(|m| !m.content.trim().is_empty())
-    {
+    for m in messages.into_iter().filter(|m| !m.is_empty()) {
         match out.last_mut() {
             Some(last) if last.role == m.role => {
-                last.content.push_str("\n\n");
-                last.content.push_str(&m.content);
+                if !m.content.trim().is_empty() {
+                    if !last.content.trim().is_empty() {
+                        last.content.push_str("\n\n");
+                    }
+                    last.content.push_str(&m.content);
+                }
+                last.tool_calls.extend(m.tool_calls);
+                last.tool_results.extend(m.tool_results);
             }
             _ => out.push(m),
         }
     }
     if out.first().is_some_and(|m| m.role == Role::Assistant) {
-        out.insert(
-            0,
-            ChatMessage {
-                role: Role::User,
-                content: "(conversation continues)".into(),
-            },
-        );
+        out.insert(0, ChatMessage::text(Role::User, "(conversation continues)"));
     }
+    pair_tool_results(&mut out);
     out
+}
+
+/// Both APIs want every tool call answered by a result in the very next message, and no
+/// result without its call: a call still waiting (for the user's approval) is answered as
+/// not run yet, and a result whose call is not right before it becomes text.
+fn pair_tool_results(out: &mut Vec<ChatMessage>) {
+    let mut i = 0;
+    while i < out.len() {
+        if out[i].role == Role::User && !out[i].tool_results.is_empty() {
+            let asked: Vec<String> = match i.checked_sub(1).map(|p| &out[p]) {
+                Some(prev) if prev.role == Role::Assistant => {
+                    prev.tool_calls.iter().map(|c| c.id.clone()).collect()
+                }
+                _ => Vec::new(),
+            };
+            let (kept, orphans): (Vec<ToolOutput>, Vec<ToolOutput>) =
+                std::mem::take(&mut out[i].tool_results)
+                    .into_iter()
+                    .partition(|r| asked.contains(&r.tool_use_id));
+            out[i].tool_results = kept;
+            for o in orphans {
+                if !out[i].content.is_empty() {
+                    out[i].content.push_str("\n\n");
+                }
+                out[i].content.push_str(&o.content);
+            }
+        }
+        if out[i].role == Role::Assistant && !out[i].tool_calls.is_empty() {
+            if out.get(i + 1).is_none_or(|n| n.role != Role::User) {
+                out.insert(i + 1, ChatMessage::text(Role::User, ""));
+            }
+            let calls = out[i].tool_calls.clone();
+            let next = &mut out[i + 1];
+            for c in calls {
+                if !next.tool_results.iter().any(|r| r.tool_use_id == c.id) {
+                    next.tool_results.push(ToolOutput {
+                        tool_use_id: c.id,
+                        content: "(no result: the call has not run)".into(),
+                        is_error: true,
+                    });
+                }
+            }
+        }
+        i += 1;
+    }
 }
 
 /// The URL of `path` under the agent's base URL, if the egress policy lets a call go there
@@ -821,10 +912,7 @@ mod tests {
 
     #[test]
     fn conversations_are_normalized() {
-        let m = |role, c: &str| ChatMessage {
-            role,
-            content: c.into(),
-        };
+        let m = |role, c: &str| ChatMessage::text(role, c);
         let out = normalize(vec![
             m(Role::Assistant, "hi"),
             m(Role::User, "a"),

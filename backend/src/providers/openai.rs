@@ -17,17 +17,44 @@ pub fn body(call: &Call<'_>) -> Value {
     if !call.system.is_empty() {
         messages.push(json!({"role": "system", "content": call.system}));
     }
-    messages.extend(
-        normalize(call.messages.clone())
-            .into_iter()
-            .map(|m| json!({"role": if m.role == Role::User { "user" } else { "assistant" }, "content": m.content})),
-    );
+    for m in normalize(call.messages.clone()) {
+        for r in &m.tool_results {
+            messages
+                .push(json!({"role": "tool", "tool_call_id": r.tool_use_id, "content": r.content}));
+        }
+        if m.role == Role::Assistant && !m.tool_calls.is_empty() {
+            let calls: Vec<Value> = m
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    let args = if c.input.is_object() { c.input.to_string() } else { "{}".into() };
+                    json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": args}})
+                })
+                .collect();
+            let content = if m.content.trim().is_empty() {
+                Value::Null
+            } else {
+                json!(m.content)
+            };
+            messages.push(json!({"role": "assistant", "content": content, "tool_calls": calls}));
+        } else if !m.content.trim().is_empty() || m.tool_results.is_empty() {
+            messages.push(json!({"role": if m.role == Role::User { "user" } else { "assistant" }, "content": m.content}));
+        }
+    }
     let mut body = serde_json::Map::new();
     for (k, v) in &call.agent.config {
         body.insert(k.clone(), v.clone());
     }
     body.insert("model".into(), json!(call.agent.model));
     body.insert("messages".into(), json!(messages));
+    if !call.tools.is_empty() {
+        let tools: Vec<Value> = call
+            .tools
+            .iter()
+            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.schema}}))
+            .collect();
+        body.insert("tools".into(), json!(tools));
+    }
     body.insert("stream".into(), json!(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));
     Value::Object(body)

@@ -49,7 +49,26 @@ fn main() {{ println!("Vec<T> stays text"); }}
 ```
 
 <hml-prompt id="demo-color" type="select">Which colour do you like best?<data>["blue", "green", "orange"]</data></hml-prompt>
+
+Agents act by calling functions. This one runs at once: @system(help, {{function: "websearch"}})
+and this one waits for your approval (the card below asks you):
+
+<websearch>rust leptos hydration</websearch>
 "#
+    )
+}
+
+/// The demo's reply once it is given the results of its calls.
+pub fn follow_up(results: &str) -> String {
+    let quoted: String = results
+        .lines()
+        .take(12)
+        .map(|l| format!("> {}\n", l.replace(['<', '>'], "")))
+        .collect();
+    format!(
+        "The results of my calls came back to me:\n\n{quoted}\nThat is the whole loop: I asked \
+         for the calls in my reply, Hero checked each against your permissions (asking you where \
+         it must), ran them, and gave me what they returned in this follow-up."
     )
 }
 
@@ -61,7 +80,26 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
         .find(|m| m.role == Role::User)
         .map(|m| m.content.clone())
         .unwrap_or_default();
-    let text = showcase(&last_user);
+    // Given the results of its calls (a tool result, or the system's line for each), the
+    // demo answers with them instead of playing its script again.
+    let results: Vec<&str> = call
+        .messages
+        .iter()
+        .rev()
+        .take_while(|m| m.role == Role::User)
+        .flat_map(|m| {
+            m.tool_results.iter().map(|r| r.content.as_str()).chain(
+                m.content
+                    .starts_with("[System] The call")
+                    .then_some(m.content.as_str()),
+            )
+        })
+        .collect();
+    let text = if results.is_empty() {
+        showcase(&last_user)
+    } else {
+        follow_up(&results.join("\n"))
+    };
     let input = (call.messages.iter().map(|m| m.content.len()).sum::<usize>() / 4).max(1) as u64;
     let output = (text.len() / 4).max(1) as u64;
     Box::pin(async_stream_like(move |mut emit| async move {
@@ -152,6 +190,7 @@ mod tests {
                 ElementKind::HmlPrompt,
                 ElementKind::Data,
                 ElementKind::Bash,
+                ElementKind::Websearch,
             ] {
                 assert!(kinds.contains(&k), "{k:?} missing for {user:?}");
             }

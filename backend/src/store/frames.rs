@@ -219,3 +219,61 @@ pub async fn get(db: &SqlitePool, session_id: i64, frame_id: &str) -> Result<Opt
     .await?;
     row.as_ref().map(FrameRow::read).transpose()
 }
+
+/// One frame of the session, by id, on the hot connection (inside a write: a decision reads
+/// the request it decides in the transaction that records it).
+pub fn get_hot(
+    c: &rusqlite::Connection,
+    session_id: i64,
+    frame_id: &str,
+) -> Result<Option<FrameRow>> {
+    let mut st = c.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = ?1 AND id = ?2"
+    ))?;
+    let mut rows = st.query(rusqlite::params![session_id, frame_id])?;
+    rows.next()?.map(FrameRow::read).transpose()
+}
+
+/// The frames whose parent is `parent_id`, in seq order, on the hot connection: a message's
+/// requests, a request's decision and result.
+pub fn children_hot(
+    c: &rusqlite::Connection,
+    session_id: i64,
+    parent_id: &str,
+) -> Result<Vec<FrameRow>> {
+    let mut st = c.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM frames WHERE parent_id = ?2 AND session_id = ?1 ORDER BY seq"
+    ))?;
+    let mut rows = st.query(rusqlite::params![session_id, parent_id])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(FrameRow::read(r)?);
+    }
+    Ok(out)
+}
+
+/// The session's request frames that have no result yet (the calls still open), oldest
+/// first, through the pool.
+pub async fn open_requests(db: &SqlitePool, session_id: i64) -> Result<Vec<FrameRow>> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM frames f WHERE session_id = ? AND type = 'request' \
+         AND NOT EXISTS (SELECT 1 FROM frames r WHERE r.parent_id = f.id AND r.type = 'result') \
+         ORDER BY seq"
+    ))
+    .bind(session_id)
+    .fetch_all(db)
+    .await?;
+    rows.iter().map(FrameRow::read).collect()
+}
+
+/// The session of a frame, if it is one of the user's.
+pub async fn session_of(db: &SqlitePool, user_id: i64, frame_id: &str) -> Result<Option<i64>> {
+    Ok(sqlx::query_scalar(
+        "SELECT f.session_id FROM frames f JOIN sessions s ON s.id = f.session_id \
+         WHERE f.id = ? AND s.user_id = ?",
+    )
+    .bind(frame_id)
+    .bind(user_id)
+    .fetch_optional(db)
+    .await?)
+}

@@ -12,6 +12,7 @@
 //! - [`agents`], [`sessions`]: a user's agents and sessions, every query naming the user.
 //! - [`frames`]: the append-only log (insert on the hot connection, reads on either).
 //! - [`usage`]: what each call cost.
+//! - [`permissions`]: each user's own level for a function.
 
 use std::path::Path;
 use std::str::FromStr;
@@ -26,6 +27,7 @@ pub mod agents;
 pub mod frames;
 mod hot;
 pub mod meta;
+pub mod permissions;
 pub mod sessions;
 pub mod tokens;
 pub mod usage;

@@ -146,3 +146,14 @@ pub fn set_streaming(
         .execute(rusqlite::params![on, now, id, user_id])?;
     Ok(changed > 0)
 }
+
+/// The session's agent, on the hot connection (`None`: no agent, or not the user's session).
+pub fn agent_of(c: &rusqlite::Connection, user_id: i64, session_id: i64) -> Result<Option<i64>> {
+    let mut st =
+        c.prepare_cached("SELECT agent_id FROM sessions WHERE id = ?1 AND user_id = ?2")?;
+    let mut rows = st.query(rusqlite::params![session_id, user_id])?;
+    Ok(match rows.next()? {
+        Some(r) => r.get(0)?,
+        None => None,
+    })
+}

@@ -11,10 +11,13 @@
 //! kept in the frame.
 
 use hero_shared::api::ProviderKind;
-use hero_shared::frame::{AuthorType, Role as FrameRole, compile_frames};
+use hero_shared::calls::{CallResult, Outcome};
+use hero_shared::frame::{AuthorType, FrameType, Role as FrameRole, compile_frames};
 use hero_shared::hml::StreamParser;
-use hero_shared::wire::{ErrorData, MessageComplete, MessageStart, SseEvent, ToolUseStart};
-use serde_json::json;
+use hero_shared::wire::{
+    ErrorData, ExecutedElement, MessageComplete, MessageStart, SseEvent, ToolUseStart,
+};
+use serde_json::{Value, json};
 
 use crate::agents::{self, AgentRuntime};
 use crate::auth::AuthUser;
@@ -23,7 +26,7 @@ use crate::frames::{self, NewFrame};
 use crate::history::Kept;
 use crate::hub::HubEvent;
 use crate::providers::{self, ChatMessage, Delta, Role};
-use crate::{AppState, Error, Result, sessions};
+use crate::{AppState, Error, Result, act, sessions};
 
 pub const MAX_MESSAGE_CHARS: usize = 100_000;
 /// A reply longer than this is ended: a provider that never stops must not fill memory.
@@ -46,7 +49,7 @@ mod registry;
 
 use crate::drive::events::{self, Sink};
 pub use crate::drive::events::{STALL_CHECK, TurnEvents, Watch};
-pub use registry::{Abort, AbortReason, AbortWatch, Registry};
+pub use registry::{Abort, AbortReason, AbortWatch, Acting, Registry};
 
 /// A started turn: its id (the agent frame's id) and the events for the poster. Reading the
 /// events drives the turn; dropping them leaves it to finish on its own.
@@ -138,7 +141,7 @@ pub async fn post(
             }));
             st.hub
                 .publish(user.id(), session_id, HubEvent::Frame(frame));
-            out.emit(complete(&message_id, note));
+            out.emit(complete(&message_id, note, Vec::new()));
             return Ok(TurnHandle { message_id, events });
         }
         Posted::Message(c) => c,
@@ -158,6 +161,7 @@ pub async fn post(
     } = start(st, user, session_id, &content).await?;
     let messages = context(&history);
     let user_frame_seq = user_frame.seq;
+    let user_frame_id = user_frame.id.clone();
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(user_frame));
 
@@ -171,30 +175,39 @@ pub async fn post(
     let cancel = st
         .turns
         .begin(live.clone(), Some(out.sink.flag(events::ABORTED)));
-    let mid = message_id.clone();
-    let guard = out.clone();
-    let turn = Box::pin(async move {
-        use futures::FutureExt;
-        let _slot = slot;
-        // Whatever happens inside, the turn ends with `message_complete` and leaves the hub.
-        let turn = std::panic::AssertUnwindSafe(run(out, agent, messages, dk, live, cancel));
-        if turn.catch_unwind().await.is_err() {
-            tracing::error!("a turn failed unexpectedly");
-            guard.emit(SseEvent::Error(ErrorData {
-                message_id: Some(mid.clone()),
-                error: "the reply failed unexpectedly; the server log has the details".into(),
-            }));
-            guard.emit(complete(&mid, ""));
-            guard.st.turns.end(guard.session_id, &mid);
-        }
-    });
+    // Calls in the user's own message run with their authority, before the agent replies.
+    let asked = act::find(&st.functions, &content, &[]);
+    let user_calls = (!asked.is_empty()).then(|| (user_frame_id, asked));
+    let turn = guarded(
+        out,
+        message_id.clone(),
+        slot,
+        converse_args(
+            user.clone(),
+            agent,
+            dk,
+            messages,
+            user_calls,
+            live,
+            cancel,
+            0,
+        ),
+    );
     events.start(turn, &st.turns.watch);
     Ok(TurnHandle { message_id, events })
 }
 
+/// Stop: the session's replies in flight end (keeping what they have), calls running for
+/// it end as stopped, and calls waiting for approval are recorded as stopped too.
+pub async fn stop(st: &AppState, user: &AuthUser, session_id: i64) -> Result<usize> {
+    sessions::get(&st.db, user, session_id).await?;
+    let n = st.turns.abort(session_id);
+    Ok(n + act::stop_open(st, user, session_id).await?)
+}
+
 /// Refuses a frame at `seq` past the session's bound ([`crate::limits::Limits`]); called in
 /// the transaction that inserts, so the refusal rolls the insert back.
-fn full_session(st: &AppState, seq: i64) -> Result<()> {
+pub(crate) fn full_session(st: &AppState, seq: i64) -> Result<()> {
     let most = st.settings.limits.frames_per_session;
     if seq > most {
         return Err(Error::Limit(format!(
@@ -314,44 +327,368 @@ impl Out {
     }
 }
 
-fn complete(message_id: &str, content: &str) -> SseEvent {
+fn complete(message_id: &str, content: &str, executed: Vec<ExecutedElement>) -> SseEvent {
     SseEvent::MessageComplete(MessageComplete {
         message_id: message_id.to_owned(),
         content: content.to_owned(),
-        executed_elements: Vec::new(),
+        executed_elements: executed,
     })
 }
 
 /// The conversation as the provider reads it: compiled from the frames since the last
-/// compact. System entries (results, summaries, notes) reach the model as user-side text.
+/// compact. A call's request is left out (its result says what was asked); a result is
+/// what the agent is told, as a native tool result when the call was a tool call. System
+/// entries (results, summaries, notes) reach the model as user-side text.
 fn context(frames: &[Kept]) -> Vec<ChatMessage> {
     compile_frames(frames)
         .into_iter()
-        .map(|m| match m.role {
-            FrameRole::Agent => ChatMessage {
+        .filter_map(|m| match (m.frame_type, m.role) {
+            (FrameType::Request, _) => None,
+            (FrameType::Result, _) => {
+                let r: Option<CallResult> = serde_json::from_value(m.payload).ok();
+                Some(match r {
+                    Some(CallResult {
+                        tool_use_id: Some(id),
+                        content,
+                        outcome,
+                        ..
+                    }) => ChatMessage {
+                        role: Role::User,
+                        tool_results: vec![providers::ToolOutput {
+                            tool_use_id: id,
+                            content,
+                            is_error: outcome != Outcome::Ok,
+                        }],
+                        ..ChatMessage::default()
+                    },
+                    _ => ChatMessage::text(Role::User, format!("[System] {}", m.content)),
+                })
+            }
+            (_, FrameRole::Agent) => Some(ChatMessage {
                 role: Role::Assistant,
+                tool_calls: stored_tool_calls(&m.payload),
                 content: m.content,
-            },
-            FrameRole::User => ChatMessage {
-                role: Role::User,
-                content: m.content,
-            },
-            FrameRole::System => ChatMessage {
-                role: Role::User,
-                content: format!("[System] {}", m.content),
-            },
+                ..ChatMessage::default()
+            }),
+            (_, FrameRole::User) => Some(ChatMessage::text(Role::User, m.content)),
+            (_, FrameRole::System) => Some(ChatMessage::text(
+                Role::User,
+                format!("[System] {}", m.content),
+            )),
         })
         .collect()
 }
 
-async fn run(
+/// The native tool calls an agent's reply made, as its frame keeps them.
+fn stored_tool_calls(payload: &Value) -> Vec<providers::ToolCall> {
+    payload
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            Some(providers::ToolCall {
+                id: c.get("id")?.as_str()?.to_owned(),
+                name: c.get("name")?.as_str()?.to_owned(),
+                input: c.get("input").cloned().unwrap_or(Value::Null),
+            })
+        })
+        .collect()
+}
+
+/// How many replies the agent has given since the user's last message: the round the
+/// next reply is (the loop of calls and follow-ups is bounded per user message).
+fn rounds_since_user(frames: &[Kept]) -> usize {
+    let mut n = 0;
+    for f in frames.iter().rev() {
+        let f: &hero_shared::frame::Frame = &f.frame;
+        if f.frame_type != FrameType::Message {
+            continue;
+        }
+        match f.author_type {
+            AuthorType::User => break,
+            AuthorType::Agent => n += 1,
+            AuthorType::System => {}
+        }
+    }
+    n
+}
+
+/// The conversation since the last compact as it now is (after calls appended to it).
+async fn load_context(st: &AppState, dk: &SecretKey, session_id: i64) -> Result<Vec<Kept>> {
+    let rows = st
+        .hot_db
+        .read(&st.db, |c| {
+            frames::since_last_compact(c, session_id, i64::MAX)
+        })
+        .await?;
+    let kept = match rows {
+        Some(rows) => rows.open(dk)?,
+        None => frames::before(&st.db, dk, session_id, i64::MAX).await?,
+    };
+    st.history.put(session_id, kept.clone());
+    Ok(kept)
+}
+
+/// What one reply came to.
+struct Replied {
+    message_id: String,
+    text: String,
+    tool_calls: Vec<providers::ToolCall>,
+    /// Stored, and ended as the model meant: no error, no Stop.
+    clean: bool,
+}
+
+/// A turn's replies: the user's own calls first, then the agent's reply; while a reply's
+/// calls all settle at once (no approval to wait for) and the rounds allow, the agent is
+/// given their results and replies again. A reply whose calls wait for the user ends the
+/// turn; the decision that settles the last of them starts the next reply ([`follow_up`]).
+#[allow(clippy::too_many_arguments)]
+async fn converse(
     out: Out,
+    user: AuthUser,
     agent: AgentRuntime,
-    messages: Vec<ChatMessage>,
     dk: SecretKey,
+    mut messages: Vec<ChatMessage>,
+    user_calls: Option<(String, Vec<act::Asked>)>,
+    mut live: std::sync::Arc<crate::in_flight::InFlight>,
+    mut cancel: Abort,
+    mut round: usize,
+) {
+    let st = out.st.clone();
+    let session_id = out.session_id;
+    let tools = act::offered(&st, user.id()).await.unwrap_or_default();
+    let emit = |ev: SseEvent| out.emit(ev);
+    if let Some((message_id, asked)) = user_calls {
+        let sc = act::Scene {
+            user: user.clone(),
+            session_id,
+            dk: dk.clone(),
+            message_id,
+            agent_id: Some(agent.id),
+        };
+        let acted = async {
+            let opened = act::open(&st, &sc, act::Authority::User(user.id()), asked, None).await?;
+            act::settle(&st, &sc, &opened, &emit, Some(&cancel)).await?;
+            load_context(&st, &dk, session_id).await
+        };
+        match acted.await {
+            Ok(kept) => messages = context(&kept),
+            Err(e) => tracing::error!(error = %e, "the calls in a user's message could not be run"),
+        }
+    }
+    loop {
+        let r = reply(
+            &out,
+            &agent,
+            messages,
+            &tools,
+            &dk,
+            live.clone(),
+            cancel.clone(),
+        )
+        .await;
+        let mut executed = Vec::new();
+        let mut follow = false;
+        if r.clean {
+            let asked = act::find(&st.functions, &r.text, &r.tool_calls);
+            if !asked.is_empty() {
+                let max = st.settings.limits.rounds_per_message;
+                let over = (round >= max).then_some(max);
+                let sc = act::Scene {
+                    user: user.clone(),
+                    session_id,
+                    dk: dk.clone(),
+                    message_id: r.message_id.clone(),
+                    agent_id: Some(agent.id),
+                };
+                let acted = async {
+                    let opened =
+                        act::open(&st, &sc, act::Authority::Agent(agent.id), asked, over).await?;
+                    act::settle(&st, &sc, &opened, &emit, Some(&cancel)).await
+                };
+                match acted.await {
+                    Ok(settled) => {
+                        executed = settled.executed;
+                        follow = settled.done && over.is_none() && !cancel.is_aborted();
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "a reply's calls could not be run");
+                        out.emit(SseEvent::Error(ErrorData {
+                            message_id: Some(r.message_id.clone()),
+                            error:
+                                "the reply's calls could not be run; the server log has the details"
+                                    .into(),
+                        }));
+                    }
+                }
+            }
+        }
+        out.emit(complete(&r.message_id, &r.text, executed));
+        st.turns.end(session_id, &r.message_id);
+        if !follow {
+            return;
+        }
+        // The agent is given the results: the conversation as it now is, a new reply.
+        round += 1;
+        let kept = match load_context(&st, &dk, session_id).await {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::error!(error = %e, "the conversation could not be read for a follow-up");
+                return;
+            }
+        };
+        messages = context(&kept);
+        let after_seq = kept.last().map_or(0, |k| k.frame.seq);
+        live = std::sync::Arc::new(crate::in_flight::InFlight::new(
+            &frames::new_id(),
+            session_id,
+            agent.id,
+            &agent.name,
+            after_seq,
+        ));
+        cancel = st
+            .turns
+            .begin(live.clone(), Some(out.sink.flag(events::ABORTED)));
+    }
+}
+
+/// The agent's next reply after a decision settled the last open call of its message:
+/// started in a task of its own (nobody posted it), seen through the session's feed.
+pub async fn follow_up(st: &AppState, user: &AuthUser, session_id: i64) -> Result<()> {
+    if st.hub.is_closing() {
+        return Ok(());
+    }
+    let slot = st.turn_slots.acquire(
+        user.id(),
+        st.settings.limits.turns_per_user,
+        "replies in flight",
+    )?;
+    let (agent, dk) = st
+        .hot_db
+        .read(&st.db, |c| {
+            let setup = agents::turn_setup(c, &st.keys, user, session_id)?;
+            let dk = setup.dk.clone();
+            Ok((setup.agent()?, dk))
+        })
+        .await?;
+    let kept = load_context(st, &dk, session_id).await?;
+    let round = rounds_since_user(&kept);
+    let after_seq = kept.last().map_or(0, |k| k.frame.seq);
+    let messages = context(&kept);
+    let mut events = TurnEvents::new();
+    let message_id = frames::new_id();
+    let out = Out {
+        st: st.clone(),
+        user_id: user.id(),
+        session_id,
+        sink: events.sink(),
+        listening: Default::default(),
+    };
+    let live = std::sync::Arc::new(crate::in_flight::InFlight::new(
+        &message_id,
+        session_id,
+        agent.id,
+        &agent.name,
+        after_seq,
+    ));
+    let cancel = st
+        .turns
+        .begin(live.clone(), Some(out.sink.flag(events::ABORTED)));
+    let turn = guarded(
+        out,
+        message_id,
+        slot,
+        converse_args(user.clone(), agent, dk, messages, None, live, cancel, round),
+    );
+    events.start(turn, &st.turns.watch);
+    // Nobody reads these events: dropping them hands the turn to a task of its own.
+    drop(events);
+    Ok(())
+}
+
+/// What [`converse`] is given, past its `Out`.
+struct ConverseArgs {
+    user: AuthUser,
+    agent: AgentRuntime,
+    dk: SecretKey,
+    messages: Vec<ChatMessage>,
+    user_calls: Option<(String, Vec<act::Asked>)>,
     live: std::sync::Arc<crate::in_flight::InFlight>,
     cancel: Abort,
-) {
+    round: usize,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn converse_args(
+    user: AuthUser,
+    agent: AgentRuntime,
+    dk: SecretKey,
+    messages: Vec<ChatMessage>,
+    user_calls: Option<(String, Vec<act::Asked>)>,
+    live: std::sync::Arc<crate::in_flight::InFlight>,
+    cancel: Abort,
+    round: usize,
+) -> ConverseArgs {
+    ConverseArgs {
+        user,
+        agent,
+        dk,
+        messages,
+        user_calls,
+        live,
+        cancel,
+        round,
+    }
+}
+
+/// The turn as the poster (or a task) drives it: whatever happens inside, it ends with
+/// `message_complete` and leaves the registry; the turn slot is held until then.
+fn guarded(
+    out: Out,
+    message_id: String,
+    slot: crate::limits::Permit,
+    a: ConverseArgs,
+) -> crate::drive::events::TurnFuture {
+    let guard = out.clone();
+    Box::pin(async move {
+        use futures::FutureExt;
+        let _slot = slot;
+        let turn = std::panic::AssertUnwindSafe(converse(
+            out,
+            a.user,
+            a.agent,
+            a.dk,
+            a.messages,
+            a.user_calls,
+            a.live,
+            a.cancel,
+            a.round,
+        ));
+        if turn.catch_unwind().await.is_err() {
+            tracing::error!("a turn failed unexpectedly");
+            guard.emit(SseEvent::Error(ErrorData {
+                message_id: Some(message_id.clone()),
+                error: "the reply failed unexpectedly; the server log has the details".into(),
+            }));
+            guard.emit(complete(&message_id, "", Vec::new()));
+            guard.st.turns.end(guard.session_id, &message_id);
+        }
+    })
+}
+
+/// One reply: the provider's stream through the parser to the poster and the readers,
+/// then stored (with its usage). Everything but `message_complete`, which waits for the
+/// reply's calls.
+async fn reply(
+    out: &Out,
+    agent: &AgentRuntime,
+    messages: Vec<ChatMessage>,
+    tools: &[providers::Tool],
+    dk: &SecretKey,
+    live: std::sync::Arc<crate::in_flight::InFlight>,
+    cancel: Abort,
+) -> Replied {
     use futures::StreamExt;
     let st = out.st.clone();
     let session_id = out.session_id;
@@ -373,6 +710,8 @@ async fn run(
     let mut len = 0usize;
     let mut thinking = String::new();
     let mut tool_input = 0usize;
+    // Native tool calls as they stream: id, name, arguments so far.
+    let mut tool_calls: Vec<(String, String, String)> = Vec::new();
     let mut error: Option<String> = None;
     let mut aborted = false;
     let (mut input_tokens, mut output_tokens) = (0u64, 0u64);
@@ -385,9 +724,10 @@ async fn run(
     };
 
     let call = providers::Call {
-        agent: &agent,
+        agent,
         system: SYSTEM_PROMPT.to_owned(),
         messages,
+        tools: tools.to_vec(),
     };
     // The call's future, and the store's below, are boxed: large, each alive once, they
     // would otherwise widen the turn's future that every token walks (2.4 KB against 1.5).
@@ -474,13 +814,17 @@ async fn run(
                     }
                     Some(Ok(Delta::Thinking(t))) => thinking.push_str(&t),
                     Some(Ok(Delta::ToolUseStart { id, name })) => {
+                        tool_calls.push((id.clone(), name.clone(), String::new()));
                         out.emit(SseEvent::ToolUseStart(ToolUseStart {
                             message_id: message_id.clone(),
                             tool_id: id,
                             name,
                         }))
                     }
-                    Some(Ok(Delta::ToolInput { json, .. })) => {
+                    Some(Ok(Delta::ToolInput { id, json })) => {
+                        if let Some(c) = tool_calls.iter_mut().rev().find(|c| c.0 == id) {
+                            c.2.push_str(&json);
+                        }
                         tool_input += json.len();
                         if tool_input > MAX_TOOL_INPUT_BYTES {
                             error = Some(format!(
@@ -521,6 +865,28 @@ async fn run(
     if let Some(r) = &stop_reason {
         payload["stop_reason"] = json!(r);
     }
+    let tool_calls: Vec<providers::ToolCall> = tool_calls
+        .into_iter()
+        .map(|(id, name, args)| {
+            let input = if args.trim().is_empty() {
+                json!({})
+            } else {
+                serde_json::from_str::<Value>(&args)
+                    .ok()
+                    .filter(Value::is_object)
+                    .unwrap_or(Value::Null)
+            };
+            providers::ToolCall { id, name, input }
+        })
+        .collect();
+    if !tool_calls.is_empty() {
+        payload["tool_calls"] = json!(
+            tool_calls
+                .iter()
+                .map(|c| json!({"id": c.id, "name": c.name, "input": c.input}))
+                .collect::<Vec<_>>()
+        );
+    }
     let by_shutdown = aborted && stop.reason() == Some(AbortReason::Shutdown);
     if aborted {
         payload["aborted"] = json!(true);
@@ -548,11 +914,12 @@ async fn run(
     let charge = agent.provider != ProviderKind::Scripted || input_tokens + output_tokens > 0;
     let stored = Box::pin(store_reply(
         &st,
-        &dk,
+        dk,
         f,
         charge.then_some((&usage, input_tokens, output_tokens)),
     ))
     .await;
+    let was_stored = stored.is_ok();
     match stored {
         Ok(kept) => {
             st.hub.publish(
@@ -574,8 +941,12 @@ async fn run(
             error: e.clone(),
         }));
     }
-    out.emit(complete(&message_id, &text));
-    st.turns.end(session_id, &message_id);
+    Replied {
+        clean: was_stored && error.is_none() && !aborted,
+        message_id,
+        text,
+        tool_calls,
+    }
 }
 
 /// Stores the agent's frame and what the call cost, in one transaction. If that fails, each

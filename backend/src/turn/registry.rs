@@ -20,6 +20,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Default)]
 pub struct Registry {
     turns: Mutex<HashMap<i64, HashMap<String, Turn>>>,
+    /// Calls running outside a turn (after a decision), by session: Stop ends them too.
+    acting: Arc<Mutex<HashMap<i64, Vec<(u64, Abort)>>>>,
+    next_act: std::sync::atomic::AtomicU64,
     /// Turns driven by their posters, watched for posters that stop reading.
     pub(crate) watch: Arc<Watch>,
     /// Set by [`Registry::stop_all`] for shutdown: a turn that begins afterwards stops at once.
@@ -150,6 +153,32 @@ impl AbortWatch {
     }
 }
 
+/// Calls running for a session outside a turn ([`Registry::acting`]).
+pub struct Acting {
+    map: Arc<Mutex<HashMap<i64, Vec<(u64, Abort)>>>>,
+    session_id: i64,
+    id: u64,
+    abort: Abort,
+}
+
+impl Acting {
+    pub fn abort(&self) -> &Abort {
+        &self.abort
+    }
+}
+
+impl Drop for Acting {
+    fn drop(&mut self) {
+        let mut m = lock(&self.map);
+        if let Some(v) = m.get_mut(&self.session_id) {
+            v.retain(|(id, _)| *id != self.id);
+            if v.is_empty() {
+                m.remove(&self.session_id);
+            }
+        }
+    }
+}
+
 impl Registry {
     /// Registers a turn in flight; its signal is set by [`Registry::abort`], and raises `flag` too.
     pub fn begin(&self, live: Arc<InFlight>, flag: Option<crate::drive::wake::Flag>) -> Abort {
@@ -185,12 +214,37 @@ impl Registry {
         }
     }
 
-    /// Stops every turn in flight on the session; returns how many.
+    /// Stops every turn in flight on the session, and the calls running for it; returns
+    /// how many.
     pub fn abort(&self, session_id: i64) -> usize {
-        lock(&self.turns).get(&session_id).map_or(0, |m| {
+        let acts = lock(&self.acting).get(&session_id).map_or(0, |v| {
+            v.iter().for_each(|(_, a)| a.abort());
+            v.len()
+        });
+        acts + lock(&self.turns).get(&session_id).map_or(0, |m| {
             m.values().for_each(|t| t.abort.abort());
             m.len()
         })
+    }
+
+    /// Registers calls running for the session outside a turn; Stop (and shutdown) reach
+    /// them through the guard's [`Abort`] until it is dropped.
+    pub fn acting(&self, session_id: i64) -> Acting {
+        let abort = Abort::default();
+        if self.closing.load(Ordering::Acquire) {
+            abort.abort_for(AbortReason::Shutdown);
+        }
+        let id = self.next_act.fetch_add(1, Ordering::Relaxed);
+        lock(&self.acting)
+            .entry(session_id)
+            .or_default()
+            .push((id, abort.clone()));
+        Acting {
+            map: self.acting.clone(),
+            session_id,
+            id,
+            abort,
+        }
     }
 
     /// The session's replies in flight.
@@ -217,6 +271,10 @@ impl Registry {
             turns
                 .values()
                 .for_each(|t| t.abort.abort_for(AbortReason::Shutdown));
+        }
+        for acts in lock(&self.acting).values() {
+            acts.iter()
+                .for_each(|(_, a)| a.abort_for(AbortReason::Shutdown));
         }
     }
 }

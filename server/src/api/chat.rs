@@ -38,18 +38,21 @@ pub async fn post_batch(
     let mut handle = turn::post(&st, &user, id, req.content).await?;
     let mut error = None;
     let mut content = String::new();
+    let mut message_id = handle.message_id;
+    // The turn's last reply: after calls that ran at once, the agent replied again.
     while let Some(ev) = handle.events.next().await {
         match ev {
             SseEvent::Error(e) => error = Some(e.error),
-            SseEvent::MessageComplete(c) => {
-                content = c.content;
-                break;
+            SseEvent::MessageStart(m) => {
+                message_id = m.message_id;
+                error = None;
             }
+            SseEvent::MessageComplete(c) => content = c.content,
             _ => {}
         }
     }
     Ok(Json(PostMessageResponse {
-        message_id: handle.message_id,
+        message_id,
         content,
         error,
     }))

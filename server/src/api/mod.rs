@@ -16,6 +16,7 @@ use hero_shared::api::{
 };
 
 mod agents;
+mod calls;
 mod chat;
 mod sse;
 pub mod ws;
@@ -46,6 +47,12 @@ where
         .route("/sessions/{id}/frames/stats", get(chat::frame_stats))
         .route("/sessions/{id}/frames/{frame_id}", get(chat::get_frame))
         .route("/sessions/{id}/view", get(chat::view))
+        .route(
+            "/sessions/{id}/approvals/{request_frame_id}",
+            post(calls::decide),
+        )
+        .route("/permissions", get(calls::list))
+        .route("/permissions/{function}", axum::routing::put(calls::set))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such API route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

@@ -8,10 +8,10 @@ use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use futures::{SinkExt, StreamExt};
+use hero_backend::AppState;
 use hero_backend::auth::AuthUser;
 use hero_backend::feed::SessionFeed;
 use hero_backend::hub::HubEvent;
-use hero_backend::{AppState, sessions};
 use hero_shared::feed::{MessageChunk, SessionEvent};
 use hero_shared::wire::{WsClientMessage, WsServerMessage};
 use std::pin::Pin;
@@ -63,6 +63,7 @@ pub fn to_ws(ev: &HubEvent) -> Option<WsServerMessage> {
             }),
         ),
         HubEvent::Started(live) => (live.session_id, SessionEvent::Phantom(live.snapshot().0)),
+        HubEvent::Approval(a) => (a.session_id, SessionEvent::Approval(a.clone())),
     };
     ev.to_ws(session_id)
 }
@@ -73,6 +74,7 @@ fn session_of(ev: &HubEvent) -> i64 {
         HubEvent::Frame(f) => f.session_id,
         HubEvent::Stream { session_id, .. } | HubEvent::Chunk { session_id, .. } => *session_id,
         HubEvent::Started(live) => live.session_id,
+        HubEvent::Approval(a) => a.session_id,
     }
 }
 
@@ -126,6 +128,25 @@ async fn subscribe(
     }
 }
 
+/// `ability_approval_response`: the decision on the call whose request frame is
+/// `execution_id`, in whichever of the user's sessions it is.
+async fn approve(
+    st: &AppState,
+    user: &AuthUser,
+    execution_id: &str,
+    approved: bool,
+) -> Option<WsServerMessage> {
+    let decided = match hero_backend::frames::session_of(st, user, execution_id).await {
+        Ok(session_id) => {
+            hero_backend::act::decide(st, user, session_id, execution_id, approved).await
+        }
+        Err(e) => Err(e),
+    };
+    decided.err().map(|e| WsServerMessage::Error {
+        error: e.public_message(),
+    })
+}
+
 async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
     let (mut sink, mut incoming) = socket.split();
     let mut live = st.hub.subscribe_user(user.id());
@@ -160,11 +181,8 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
                 };
                 let reply = match serde_json::from_str::<WsClientMessage>(&text) {
                     Err(e) => Some(WsServerMessage::Error { error: format!("unreadable message: {e}") }),
-                    Ok(WsClientMessage::Abort { session_id }) => match sessions::get(&st.db, &user, session_id).await {
-                        Ok(_) => {
-                            st.turns.abort(session_id);
-                            None
-                        }
+                    Ok(WsClientMessage::Abort { session_id }) => match hero_backend::turn::stop(&st, &user, session_id).await {
+                        Ok(_) => None,
                         Err(e) => Some(WsServerMessage::Error { error: e.public_message() }),
                     },
                     Ok(WsClientMessage::Subscribe { session_id, after_seq }) => {
@@ -174,7 +192,10 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
                         feeds.remove(&session_id);
                         None
                     }
-                    Ok(WsClientMessage::QuestionResponse { .. } | WsClientMessage::AbilityApprovalResponse { .. }) => {
+                    Ok(WsClientMessage::AbilityApprovalResponse { execution_id, approved }) => {
+                        approve(&st, &user, &execution_id, approved).await
+                    }
+                    Ok(WsClientMessage::QuestionResponse { .. }) => {
                         Some(WsServerMessage::Error { error: "nothing is waiting for that answer".into() })
                     }
                 };

@@ -1,0 +1,818 @@
+//! Acting on what a message asks for (reference 000, "Detection & Execution Flow"): find
+//! the calls (executable elements, `<interaction>` blocks, `@system(...)` in prose, native
+//! tool calls), strip `sender_id`, check each against its function's schema, gate it by the
+//! user's permission level, run what may run, and record it all in the log:
+//!
+//! ```text
+//! message (the agent's reply, or the user's own)
+//!   └── request  (parent: the message; target system:<function>; status as gated)
+//!         ├── update  (the user's decision, when the level is `ask`)
+//!         └── result  (parent: the request; target agent:<id>; what the agent is told)
+//! ```
+//!
+//! Authority is the code path's, never the text's: calls found in an agent's reply are the
+//! agent's ([`Authority::Agent`]); only calls in the signed-in user's own message carry
+//! their authority ([`Authority::User`], recorded as `sender_id`). A decision arrives only
+//! through the user's own request ([`decide`]).
+//!
+//! The log is the state: a call is open while its request has no result; a message's calls
+//! are settled when none is open, and then (for an agent's reply, within the round bound)
+//! the agent is given the results in a follow-up reply. Whoever records the last result of
+//! a message starts that follow-up: the turn itself, or the decision that came later (after
+//! a restart too). Work on one message's calls is serialised by [`MessageLocks`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use hero_shared::calls::{CallOrigin, CallRequest, CallResult, CallStatus, Outcome, Permission};
+use hero_shared::feed::ApprovalPrompt;
+use hero_shared::frame::{AuthorType, FrameType, TargetId};
+use hero_shared::hml::ElementKind;
+use hero_shared::interaction::{self, CallSource, InteractionError};
+use hero_shared::wire::{
+    ElementErrorData, ElementRef, ElementResult, ExecutedElement, SseEvent, ToolResult,
+};
+use serde_json::{Value, json};
+
+use crate::auth::AuthUser;
+use crate::crypto::SecretKey;
+use crate::frames::{self, NewFrame};
+use crate::functions::{self, Ctx, Registry};
+use crate::hub::HubEvent;
+use crate::providers::ToolCall;
+use crate::turn::Abort;
+use crate::{AppState, Error, Result, store};
+
+/// The most calls one message may make; the rest are told they were not run.
+pub const MAX_CALLS_PER_MESSAGE: usize = 16;
+
+/// Whose authority a message's calls carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Authority {
+    /// The agent's reply: every call passes the user's permission levels.
+    Agent(i64),
+    /// The signed-in user's own message: `ask` needs no approval (they asked), `never`
+    /// still refuses.
+    User(i64),
+}
+
+/// A call found in a message, before the gate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asked {
+    pub function: String,
+    pub args: Value,
+    pub origin: CallOrigin,
+    /// Why it cannot run, if it cannot (told to the agent as the call's result).
+    pub problem: Option<String>,
+}
+
+/// Finds the calls in a message's text and the provider's tool calls, in the order they
+/// were made, each validated against the registry.
+pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
+    let mut found: Vec<(u64, Asked)> = Vec::new();
+    let doc = if text.contains('<') {
+        Some(hero_shared::hml::parse(text))
+    } else {
+        None
+    };
+    let span_of = |id: &str| {
+        doc.as_ref()
+            .and_then(|d| d.find(id))
+            .map_or(0, |e| e.span.start)
+    };
+    // Executable elements that stand for a function (`<websearch>`), complete only.
+    if let Some(d) = &doc {
+        for e in d.elements() {
+            if !e.kind.is_executable()
+                || e.kind == ElementKind::Interaction
+                || e.truncated
+                || e.error.is_some()
+            {
+                continue;
+            }
+            let Some((_, f)) = registry.get(e.kind.name()) else {
+                continue;
+            };
+            if let Some(args) = f.from_element(e) {
+                found.push((
+                    e.span.start,
+                    Asked {
+                        function: e.kind.name().to_owned(),
+                        args,
+                        origin: CallOrigin::Element {
+                            element_id: e.id.clone(),
+                            kind: e.kind.name().to_owned(),
+                        },
+                        problem: None,
+                    },
+                ));
+            }
+        }
+    }
+    // `<interaction>` blocks and `@system(...)` in prose.
+    let det = interaction::detect(text);
+    for c in det.calls {
+        let (at, origin) = match &c.source {
+            CallSource::Block { element_id } => (
+                span_of(element_id),
+                CallOrigin::Element {
+                    element_id: element_id.clone(),
+                    kind: "interaction".into(),
+                },
+            ),
+            CallSource::Call { offset } => (*offset, CallOrigin::Prose { offset: *offset }),
+        };
+        let target = c.target_id.trim_start_matches('@');
+        let problem = (target != "system").then(|| {
+            format!(
+                "only @system calls run here; `{}` is not a target Hero serves",
+                c.target_id
+            )
+        });
+        found.push((
+            at,
+            Asked {
+                function: c.target_property,
+                args: c.payload,
+                origin,
+                problem,
+            },
+        ));
+    }
+    for (source, err) in det.rejected {
+        // A block cut off by the end of the reply never runs and is not a call.
+        if err == InteractionError::Incomplete {
+            continue;
+        }
+        let (at, origin) = match &source {
+            CallSource::Block { element_id } => (
+                span_of(element_id),
+                CallOrigin::Element {
+                    element_id: element_id.clone(),
+                    kind: "interaction".into(),
+                },
+            ),
+            CallSource::Call { offset } => (*offset, CallOrigin::Prose { offset: *offset }),
+        };
+        found.push((
+            at,
+            Asked {
+                function: "(unreadable)".into(),
+                args: Value::Null,
+                origin,
+                problem: Some(match err {
+                    InteractionError::Malformed { detail } => {
+                        format!("the call could not be read: {detail}")
+                    }
+                    InteractionError::NotAnObject => {
+                        "an <interaction> holds a JSON object or an @system(...) call".into()
+                    }
+                    InteractionError::MissingField { field } => {
+                        format!("the interaction has no `{field}`")
+                    }
+                    InteractionError::Incomplete => unreachable!("skipped above"),
+                }),
+            },
+        ));
+    }
+    found.sort_by_key(|(at, _)| *at);
+    let mut asked: Vec<Asked> = found.into_iter().map(|(_, a)| a).collect();
+    for t in tools {
+        let mut args = t.input.clone();
+        interaction::strip_sender_ids(&mut args);
+        asked.push(Asked {
+            function: t.name.clone(),
+            problem: t
+                .input
+                .is_null()
+                .then(|| "the tool call's arguments are not a JSON object".to_owned()),
+            args,
+            origin: CallOrigin::Tool {
+                tool_use_id: t.id.clone(),
+            },
+        });
+    }
+    // Unknown functions and arguments against the schema.
+    for a in &mut asked {
+        if a.problem.is_some() {
+            continue;
+        }
+        a.problem = match registry.get(&a.function) {
+            None => Some(format!(
+                "there is no function `{}`; call @system(help) for the list",
+                a.function
+            )),
+            Some((spec, _)) => functions::schema::validate(spec.name, &spec.schema, &a.args).err(),
+        };
+    }
+    if asked.len() > MAX_CALLS_PER_MESSAGE {
+        let dropped = asked.len() - MAX_CALLS_PER_MESSAGE;
+        asked.truncate(MAX_CALLS_PER_MESSAGE);
+        let last = asked.last_mut().expect("more than the bound");
+        last.problem = Some(format!(
+            "a message may make at most {MAX_CALLS_PER_MESSAGE} calls; this one and the {dropped} after it were not run"
+        ));
+    }
+    asked
+}
+
+/// The level a function has for a user: their own, else the function's default.
+fn level(
+    c: &rusqlite::Connection,
+    registry: &Registry,
+    user_id: i64,
+    function: &str,
+) -> Result<Permission> {
+    let own = store::permissions::get_hot(c, user_id, function)?;
+    Ok(own
+        .as_deref()
+        .and_then(Permission::parse)
+        .or_else(|| registry.get(function).map(|(s, _)| s.default))
+        .unwrap_or(Permission::Ask))
+}
+
+/// The status a call starts with, and who decided it.
+fn gate(
+    asked: &Asked,
+    level: Permission,
+    authority: Authority,
+) -> (CallStatus, Option<&'static str>) {
+    if asked.problem.is_some() {
+        return (CallStatus::Invalid, Some("schema"));
+    }
+    match (level, authority) {
+        (Permission::Never, _) => (CallStatus::Denied, Some("never")),
+        (Permission::Always, _) => (CallStatus::Approved, Some("always")),
+        (Permission::Ask, Authority::User(_)) => (CallStatus::Approved, Some("sender")),
+        (Permission::Ask, Authority::Agent(_)) => (CallStatus::Pending, None),
+    }
+}
+
+/// One line naming a call, for the log and the agent.
+fn describe(function: &str, args: &Value) -> String {
+    match args {
+        Value::Null => format!("{function}()"),
+        Value::Object(o) if o.is_empty() => format!("{function}()"),
+        a => format!("{function}({a})"),
+    }
+}
+
+/// What a message's calls act for: its session, its owner, and the message.
+#[derive(Clone)]
+pub struct Scene {
+    pub user: AuthUser,
+    pub session_id: i64,
+    pub dk: SecretKey,
+    /// The message whose calls these are.
+    pub message_id: String,
+    /// The agent the results are for (the session's), if known.
+    pub agent_id: Option<i64>,
+}
+
+/// A request as stored.
+#[derive(Debug, Clone)]
+pub struct Opened {
+    pub request_id: String,
+    pub req: CallRequest,
+}
+
+/// Stores a request frame for each call (one transaction), gated: the levels are read in
+/// it too. `over_bound` marks every call not run because the message's rounds are spent.
+pub async fn open(
+    st: &AppState,
+    sc: &Scene,
+    authority: Authority,
+    mut asked: Vec<Asked>,
+    over_bound: Option<usize>,
+) -> Result<Vec<Opened>> {
+    if let Some(max) = over_bound {
+        for a in &mut asked {
+            a.problem.get_or_insert_with(|| format!(
+                "not run: this conversation has had {max} rounds of calls since the user's message, the most it may; the user can ask to go on"
+            ));
+        }
+    }
+    let user_id = sc.user.id();
+    let kept = st
+        .hot_db
+        .write(&st.db, |tx| {
+            let mut out = Vec::with_capacity(asked.len());
+            for a in &asked {
+                let lv = level(tx, &st.functions, user_id, &a.function)?;
+                let (status, by) = gate(a, lv, authority);
+                let req = CallRequest {
+                    function: a.function.clone(),
+                    args: a.args.clone(),
+                    origin: a.origin.clone(),
+                    status,
+                    decided_by: by.map(str::to_owned),
+                    sender_id: match authority {
+                        Authority::User(id) => Some(id),
+                        Authority::Agent(_) => None,
+                    },
+                    content: match &a.problem {
+                        Some(p) => format!("{} — {p}", describe(&a.function, &a.args)),
+                        None => describe(&a.function, &a.args),
+                    },
+                };
+                let f = NewFrame {
+                    id: frames::new_id(),
+                    session_id: sc.session_id,
+                    parent_id: Some(sc.message_id.clone()),
+                    target_ids: vec![TargetId::System(a.function.clone())],
+                    frame_type: FrameType::Request,
+                    author_type: AuthorType::System,
+                    author_id: None,
+                    payload: serde_json::to_value(&req)
+                        .map_err(|e| Error::Internal(e.to_string()))?,
+                };
+                let sealed = frames::seal(&sc.dk, f)?;
+                let seq = sealed.insert(tx)?;
+                crate::turn::full_session(st, seq)?;
+                out.push((sealed.kept(seq), req));
+            }
+            Ok(out)
+        })
+        .await?;
+    let mut opened = Vec::with_capacity(kept.len());
+    for (k, req) in kept {
+        let request_id = k.frame.id.clone();
+        publish(st, user_id, k);
+        if req.status == CallStatus::Pending {
+            st.hub.publish(
+                user_id,
+                sc.session_id,
+                HubEvent::Approval(ApprovalPrompt {
+                    session_id: sc.session_id,
+                    execution_id: request_id.clone(),
+                    ability: req.function.clone(),
+                    summary: req.content.clone(),
+                    details: req.args.clone(),
+                }),
+            );
+        }
+        opened.push(Opened { request_id, req });
+    }
+    Ok(opened)
+}
+
+/// A stored frame goes to the session's readers and to the conversation kept in memory.
+fn publish(st: &AppState, user_id: i64, k: crate::history::Kept) {
+    st.hub.publish(
+        user_id,
+        k.frame.session_id,
+        HubEvent::Frame((*k.frame).clone()),
+    );
+    st.history.append(k);
+}
+
+/// Runs (or refuses) one call whose status is decided, stores its result and reports it
+/// through `emit`. A Stop (`abort`) while it runs ends it as stopped.
+pub async fn settle_one(
+    st: &AppState,
+    sc: &Scene,
+    o: &Opened,
+    emit: &(dyn Fn(SseEvent) + Send + Sync),
+    abort: Option<&Abort>,
+) -> Result<ExecutedElement> {
+    let element_id = o.req.origin.element_id();
+    let kind = match &o.req.origin {
+        CallOrigin::Element { kind, .. } => kind.clone(),
+        _ => o.req.function.clone(),
+    };
+    let named = describe(&o.req.function, &o.req.args);
+    let (outcome, output) = match o.req.status {
+        CallStatus::Pending => {
+            return Err(Error::Internal("a pending call cannot be settled".into()));
+        }
+        CallStatus::Invalid => {
+            let why = o
+                .req
+                .content
+                .split_once(" — ")
+                .map_or(o.req.content.as_str(), |(_, p)| p);
+            (Outcome::Invalid, why.to_owned())
+        }
+        CallStatus::Denied => (
+            Outcome::Denied,
+            if o.req.decided_by.as_deref() == Some("never") {
+                format!(
+                    "{} is not allowed (its permission is never)",
+                    o.req.function
+                )
+            } else {
+                "the user denied it".to_owned()
+            },
+        ),
+        CallStatus::Stopped => (Outcome::Stopped, "the user stopped it".to_owned()),
+        CallStatus::Approved => {
+            emit(SseEvent::ElementExecuting(ElementRef {
+                message_id: sc.message_id.clone(),
+                id: element_id.clone(),
+                kind: kind.clone(),
+                execution_id: Some(o.request_id.clone()),
+            }));
+            let cx = Ctx {
+                st,
+                user_id: sc.user.id(),
+                session_id: sc.session_id,
+                registry: &st.functions,
+            };
+            let run = async {
+                match st.functions.get(&o.req.function) {
+                    Some((_, f)) => f.run(&cx, &o.req.args).await,
+                    None => Err(format!("there is no function `{}`", o.req.function)),
+                }
+            };
+            let ran = match abort {
+                Some(a) => tokio::select! {
+                    r = run => Some(r),
+                    () = a.aborted() => None,
+                },
+                None => Some(run.await),
+            };
+            match ran {
+                Some(Ok(out)) => (Outcome::Ok, functions::cut(out)),
+                Some(Err(e)) => (Outcome::Error, functions::cut(e)),
+                None => (
+                    Outcome::Stopped,
+                    "the user stopped it while it ran".to_owned(),
+                ),
+            }
+        }
+    };
+    let content = match outcome {
+        Outcome::Ok => format!("The call {named} returned:\n{output}"),
+        Outcome::Error => format!("The call {named} failed: {output}"),
+        Outcome::Denied => format!("The call {named} was denied: {output}. It did not run."),
+        Outcome::Invalid => format!("The call {named} was not run: {output}"),
+        Outcome::Stopped => format!("The call {named} did not finish: {output}."),
+    };
+    let tool_use_id = match &o.req.origin {
+        CallOrigin::Tool { tool_use_id } => Some(tool_use_id.clone()),
+        _ => None,
+    };
+    let result = CallResult {
+        function: o.req.function.clone(),
+        outcome,
+        content,
+        output: output.clone(),
+        tool_use_id: tool_use_id.clone(),
+    };
+    let f = NewFrame {
+        id: frames::new_id(),
+        session_id: sc.session_id,
+        parent_id: Some(o.request_id.clone()),
+        target_ids: sc
+            .agent_id
+            .map(|a| vec![TargetId::Agent(a.to_string())])
+            .unwrap_or_default(),
+        frame_type: FrameType::Result,
+        author_type: AuthorType::System,
+        author_id: None,
+        payload: serde_json::to_value(&result).map_err(|e| Error::Internal(e.to_string()))?,
+    };
+    let sealed = frames::seal(&sc.dk, f)?;
+    let seq = st.hot_db.write(&st.db, |tx| sealed.insert(tx)).await?;
+    publish(st, sc.user.id(), sealed.kept(seq));
+    if outcome == Outcome::Ok {
+        emit(SseEvent::ElementResult(ElementResult {
+            message_id: sc.message_id.clone(),
+            id: element_id.clone(),
+            kind: kind.clone(),
+            result: json!({"outcome": "ok", "output": output}),
+            execution_id: Some(o.request_id.clone()),
+        }));
+    } else {
+        emit(SseEvent::ElementError(ElementErrorData {
+            message_id: sc.message_id.clone(),
+            id: element_id.clone(),
+            kind: kind.clone(),
+            error: output.clone(),
+            execution_id: Some(o.request_id.clone()),
+        }));
+    }
+    if let Some(id) = tool_use_id {
+        emit(SseEvent::ToolResult(ToolResult {
+            message_id: sc.message_id.clone(),
+            tool_id: id,
+            content: result.content.clone(),
+        }));
+    }
+    Ok(ExecutedElement {
+        id: element_id,
+        kind,
+        result: (outcome == Outcome::Ok).then(|| json!(output)),
+        error: (outcome != Outcome::Ok).then_some(output),
+    })
+}
+
+/// How a message's calls stand after [`settle`].
+pub struct Settled {
+    pub executed: Vec<ExecutedElement>,
+    /// Every call of the message has its result.
+    pub done: bool,
+}
+
+/// Settles every call of `opened` that is decided, in order, under the message's lock;
+/// pending ones are left for the user's decision.
+pub async fn settle(
+    st: &AppState,
+    sc: &Scene,
+    opened: &[Opened],
+    emit: &(dyn Fn(SseEvent) + Send + Sync),
+    abort: Option<&Abort>,
+) -> Result<Settled> {
+    let _lock = st.message_locks.lock(&sc.message_id).await;
+    let mut executed = Vec::new();
+    let open = open_calls(st, sc.session_id, &sc.message_id).await?;
+    for o in opened {
+        // Pending calls wait for the user; one settled meanwhile (a Stop) is left alone.
+        if o.req.status == CallStatus::Pending || !open.contains(&o.request_id) {
+            continue;
+        }
+        let mut o = o.clone();
+        if abort.is_some_and(Abort::is_aborted) && o.req.status == CallStatus::Approved {
+            o.req.status = CallStatus::Stopped;
+        }
+        executed.push(settle_one(st, sc, &o, emit, abort).await?);
+    }
+    let done = open_calls(st, sc.session_id, &sc.message_id)
+        .await?
+        .is_empty();
+    Ok(Settled { executed, done })
+}
+
+/// The message's requests that have no result yet (with their state as last decided).
+pub async fn open_calls(st: &AppState, session_id: i64, message_id: &str) -> Result<Vec<String>> {
+    st.hot_db
+        .read(&st.db, |c| {
+            let mut open = Vec::new();
+            for r in store::frames::children_hot(c, session_id, message_id)? {
+                if r.frame_type != "request" {
+                    continue;
+                }
+                let resolved = store::frames::children_hot(c, session_id, &r.id)?
+                    .iter()
+                    .any(|k| k.frame_type == "result");
+                if !resolved {
+                    open.push(r.id);
+                }
+            }
+            Ok(open)
+        })
+        .await
+}
+
+/// The user's decision on a pending call: recorded as an `update` of its request (one
+/// transaction with the check that nothing decided it before: a second decision is a 409),
+/// then the call runs or is refused in a task of its own, and if it was the message's last
+/// open call the agent is given the results.
+pub async fn decide(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    request_id: &str,
+    approved: bool,
+) -> Result<CallStatus> {
+    let dk = frames::session_key(st, user, session_id).await?;
+    let status = if approved {
+        CallStatus::Approved
+    } else {
+        CallStatus::Denied
+    };
+    let (kept, req) = st
+        .hot_db
+        .write(&st.db, |tx| {
+            let row = store::frames::get_hot(tx, session_id, request_id)?
+                .filter(|r| r.frame_type == "request")
+                .ok_or(Error::NotFound("call"))?;
+            let request = row.open(&dk)?;
+            let mut req: CallRequest = serde_json::from_value(request.payload.clone())
+                .map_err(|_| Error::Internal("a request frame is unreadable".into()))?;
+            let decided = !store::frames::children_hot(tx, session_id, request_id)?.is_empty();
+            if decided || req.status != CallStatus::Pending {
+                return Err(Error::Conflict("this call was already decided".into()));
+            }
+            req.status = status;
+            req.decided_by = Some("user".into());
+            let f = NewFrame {
+                id: frames::new_id(),
+                session_id,
+                parent_id: Some(request_id.to_owned()),
+                target_ids: vec![TargetId::Frame(request_id.to_owned())],
+                frame_type: FrameType::Update,
+                author_type: AuthorType::User,
+                author_id: Some(user.id()),
+                payload: serde_json::to_value(&req).map_err(|e| Error::Internal(e.to_string()))?,
+            };
+            let sealed = frames::seal(&dk, f)?;
+            let seq = sealed.insert(tx)?;
+            crate::turn::full_session(st, seq)?;
+            Ok((
+                sealed.kept(seq),
+                (req, request.parent_id.unwrap_or_default()),
+            ))
+        })
+        .await?;
+    publish(st, user.id(), kept);
+    let (req, message_id) = req;
+    let st = st.clone();
+    let user = user.clone();
+    let request_id = request_id.to_owned();
+    tokio::spawn(async move {
+        if let Err(e) = carry_on(
+            &st,
+            user,
+            session_id,
+            dk,
+            message_id,
+            Opened { request_id, req },
+        )
+        .await
+        {
+            tracing::error!(error = %e, "a decided call could not be carried on");
+        }
+    });
+    Ok(status)
+}
+
+/// After a decision: settles the call and, if the message has no open call left, starts
+/// the agent's follow-up.
+async fn carry_on(
+    st: &AppState,
+    user: AuthUser,
+    session_id: i64,
+    dk: SecretKey,
+    message_id: String,
+    o: Opened,
+) -> Result<()> {
+    let agent_id = st
+        .hot_db
+        .read(&st.db, |c| {
+            store::sessions::agent_of(c, user.id(), session_id)
+        })
+        .await?;
+    let sc = Scene {
+        user: user.clone(),
+        session_id,
+        dk,
+        message_id: message_id.clone(),
+        agent_id,
+    };
+    let acting = st.turns.acting(session_id);
+    let emit = |ev: SseEvent| {
+        st.hub.publish(
+            user.id(),
+            session_id,
+            HubEvent::Stream {
+                session_id,
+                event: ev,
+            },
+        )
+    };
+    let settled = settle(
+        st,
+        &sc,
+        std::slice::from_ref(&o),
+        &emit,
+        Some(acting.abort()),
+    )
+    .await?;
+    if settled.done && !acting.abort().is_aborted() {
+        drop(acting);
+        crate::turn::follow_up(st, &user, session_id).await?;
+    }
+    Ok(())
+}
+
+/// Stop with calls waiting: every open call of the session is recorded as stopped, so the
+/// agent is not run on them.
+pub async fn stop_open(st: &AppState, user: &AuthUser, session_id: i64) -> Result<usize> {
+    let dk = frames::session_key(st, user, session_id).await?;
+    let rows = store::frames::open_requests(&st.db, session_id).await?;
+    let agent_id = st
+        .hot_db
+        .read(&st.db, |c| {
+            store::sessions::agent_of(c, user.id(), session_id)
+        })
+        .await?;
+    let mut n = 0;
+    for row in rows {
+        let f = row.open(&dk)?;
+        let Ok(mut req) = serde_json::from_value::<CallRequest>(f.payload.clone()) else {
+            continue;
+        };
+        let Some(message_id) = f.parent_id.clone() else {
+            continue;
+        };
+        let sc = Scene {
+            user: user.clone(),
+            session_id,
+            dk: dk.clone(),
+            message_id: message_id.clone(),
+            agent_id,
+        };
+        let _lock = st.message_locks.lock(&message_id).await;
+        if !open_calls(st, session_id, &message_id)
+            .await?
+            .contains(&f.id)
+        {
+            continue;
+        }
+        req.status = CallStatus::Stopped;
+        let emit = |ev: SseEvent| {
+            st.hub.publish(
+                user.id(),
+                session_id,
+                HubEvent::Stream {
+                    session_id,
+                    event: ev,
+                },
+            )
+        };
+        settle_one(
+            st,
+            &sc,
+            &Opened {
+                request_id: f.id.clone(),
+                req,
+            },
+            &emit,
+            None,
+        )
+        .await?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The registry's functions as native tools, but those the user has set to never.
+pub async fn offered(st: &AppState, user_id: i64) -> Result<Vec<crate::providers::Tool>> {
+    let names: Vec<&'static str> = st.functions.specs().map(|s| s.name).collect();
+    let levels = st
+        .hot_db
+        .read(&st.db, |c| {
+            names
+                .iter()
+                .map(|n| level(c, &st.functions, user_id, n))
+                .collect::<Result<Vec<_>>>()
+        })
+        .await?;
+    Ok(st
+        .functions
+        .specs()
+        .zip(levels)
+        .filter(|(_, l)| *l != Permission::Never)
+        .map(|(s, _)| crate::providers::Tool {
+            name: s.name.to_owned(),
+            description: s.description.to_owned(),
+            schema: s.schema.clone(),
+        })
+        .collect())
+}
+
+/// One lock per message whose calls are being worked on: the turn settling them and a
+/// decision arriving meanwhile take turns, so exactly one of them sees the last result.
+#[derive(Default)]
+pub struct MessageLocks(std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+
+/// Held while a message's calls are worked on; forgets the lock when nobody else wants it.
+pub struct MessageGuard<'a> {
+    locks: &'a MessageLocks,
+    id: String,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl MessageLocks {
+    pub async fn lock(&self, message_id: &str) -> MessageGuard<'_> {
+        let m = {
+            let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            map.entry(message_id.to_owned()).or_default().clone()
+        };
+        MessageGuard {
+            locks: self,
+            id: message_id.to_owned(),
+            guard: Some(m.lock_owned().await),
+        }
+    }
+
+    /// How many messages have a lock (held or wanted): zero when nothing is being acted on.
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for MessageGuard<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        let mut map = self.locks.0.lock().unwrap_or_else(|p| p.into_inner());
+        if map.get(&self.id).is_some_and(|m| Arc::strong_count(m) == 1) {
+            map.remove(&self.id);
+        }
+    }
+}

@@ -1,0 +1,592 @@
+//! Agents that act, end to end on loopback: calls found in replies (elements, interactions,
+//! `@system(...)`, native tool calls), the permission gate, decisions over HTTP and the
+//! WebSocket, request and result frames, the follow-up reply, the round bound, Stop, and
+//! a restart between a request and its decision. The mock LLM plays the model and, on the
+//! same server, the search service.
+
+mod support;
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use hero_backend::functions::websearch::{Backend, SearchSettings};
+use mock_llm::Config;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use support::*;
+
+/// Hero with the mock as its model and its search service.
+async fn acting(tweak: impl FnOnce(&mut hero_backend::Settings)) -> (mock_llm::MockServer, Hero) {
+    let mock = mock_llm::spawn(Config::default()).await.unwrap();
+    let url = mock.url();
+    let h = hero_with(&[mock.addr()], |s| {
+        s.search = SearchSettings {
+            backend: Backend::Searxng,
+            url: Some(url),
+            api_key: None,
+        };
+        tweak(s);
+    })
+    .await;
+    (mock, h)
+}
+
+/// Frames of the session once `done` holds for them (the follow-up runs in a task).
+async fn frames_when(h: &Hero, session: i64, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    for _ in 0..400 {
+        let f = h.frames(session).await;
+        if done(&f) {
+            return f;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!(
+        "frames never got there: {:#}",
+        json!(h.frames(session).await)
+    );
+}
+
+fn of_type<'a>(frames: &'a [Value], t: &str) -> Vec<&'a Value> {
+    frames.iter().filter(|f| f["type"] == t).collect()
+}
+
+fn agent_messages(frames: &[Value]) -> Vec<&Value> {
+    frames
+        .iter()
+        .filter(|f| f["type"] == "message" && f["author_type"] == "agent")
+        .collect()
+}
+
+/// The text of every message the mock was sent in its `i`th chat request (0 = first).
+fn sent_text(mock: &mock_llm::MockServer, i: usize) -> String {
+    let reqs: Vec<Value> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("/messages") || p.ends_with("/completions"))
+        })
+        .collect();
+    reqs.get(i)
+        .map(|r| r["body"]["messages"].to_string())
+        .unwrap_or_default()
+}
+
+async fn decide(h: &Hero, session: i64, request: &str, approved: bool) -> (StatusCode, Value) {
+    h.json(
+        Method::POST,
+        &format!("/api/sessions/{session}/approvals/{request}"),
+        Some(json!({"approved": approved})),
+    )
+    .await
+}
+
+/// Approve: the call waits (a request frame, pending; nothing else runs), then runs on the
+/// user's decision; its result is a frame whose parent is the request, the agent's next
+/// reply reads it, and a second decision is a 409.
+#[tokio::test]
+async fn an_approved_search_runs_and_the_agent_answers_with_it() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, agent_id) = h.session_with("anthropic", &mock, KEY).await;
+    let events = h
+        .stream(
+            session,
+            r#"search please [[mock text="Let me look. \u003cwebsearch>rust leptos</websearch>" then="Found: Result 1."]]"#,
+        )
+        .await;
+    let complete = last_data(&events, "message_complete");
+    assert_eq!(complete["executedElements"], json!([]), "nothing ran yet");
+    let frames = h.frames(session).await;
+    let requests = of_type(&frames, "request");
+    assert_eq!(requests.len(), 1, "{frames:#?}");
+    let req = requests[0];
+    let agent_msg = agent_messages(&frames)[0];
+    assert_eq!(req["parent_id"], agent_msg["id"]);
+    assert_eq!(req["target_ids"], json!(["system:websearch"]));
+    assert_eq!(req["payload"]["status"], "pending");
+    assert_eq!(req["payload"]["args"], json!({"query": "rust leptos"}));
+    assert!(req["payload"].get("sender_id").is_none());
+    assert!(of_type(&frames, "result").is_empty());
+    let rid = req["id"].as_str().unwrap();
+
+    let (s, body) = decide(&h, session, rid, true).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "approved");
+    let (s, body) = decide(&h, session, rid, false).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"], "this call was already decided");
+
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    let result = of_type(&frames, "result")[0];
+    assert_eq!(result["parent_id"], req["id"]);
+    assert_eq!(result["target_ids"], json!([format!("agent:{agent_id}")]));
+    assert_eq!(result["payload"]["outcome"], "ok");
+    let content = result["payload"]["content"].as_str().unwrap();
+    assert!(content.contains("Result 1 for rust leptos"), "{content}");
+    assert!(!content.contains("<b>"), "tags are stripped: {content}");
+    let decision = of_type(&frames, "update")[0];
+    assert_eq!(decision["parent_id"], req["id"]);
+    assert_eq!(decision["author_type"], "user");
+    assert_eq!(decision["payload"]["status"], "approved");
+    assert_eq!(
+        agent_messages(&frames)[1]["payload"]["content"],
+        "Found: Result 1."
+    );
+    // The follow-up was sent the result, as the system's line, not the request.
+    let second = sent_text(&mock, 1);
+    assert!(second.contains("[System] The call websearch"), "{second}");
+    assert!(second.contains("Result 2 for rust leptos"), "{second}");
+}
+
+/// Deny: the agent is told, and answers; nothing was searched.
+#[tokio::test]
+async fn a_denied_call_is_reported_to_the_agent() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("openai", &mock, KEY).await;
+    h.stream(
+        session,
+        r#"[[mock text="\u0040system(websearch, {query: 'boots'})" then="Understood."]]"#,
+    )
+    .await;
+    let frames = h.frames(session).await;
+    let rid = of_type(&frames, "request")[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, _) = decide(&h, session, &rid, false).await;
+    assert_eq!(s, StatusCode::OK);
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    let result = &of_type(&frames, "result")[0]["payload"];
+    assert_eq!(result["outcome"], "denied");
+    assert!(sent_text(&mock, 1).contains("was denied: the user denied it"));
+    assert_eq!(
+        agent_messages(&frames)[1]["payload"]["content"],
+        "Understood."
+    );
+}
+
+/// NEVER refuses at once, ALWAYS runs at once: both settle within the turn, so the
+/// follow-up streams to the poster on the same response; the Permissions API lists the
+/// levels and refuses unknown functions and levels clearly.
+#[tokio::test]
+async fn never_and_always_settle_in_the_same_turn() {
+    let (mock, h) = acting(|_| {}).await;
+    let (s, list) = h.json(Method::GET, "/api/permissions", None).await;
+    assert_eq!(s, StatusCode::OK);
+    let levels: Vec<(String, String, String)> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["function"].as_str().unwrap().into(),
+                p["default"].as_str().unwrap().into(),
+                p["level"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        levels,
+        [
+            ("help".into(), "always".into(), "always".into()),
+            ("websearch".into(), "ask".into(), "ask".into())
+        ]
+    );
+    let (s, p) = h
+        .json(
+            Method::PUT,
+            "/api/permissions/websearch",
+            Some(json!({"level": "never"})),
+        )
+        .await;
+    assert_eq!((s, p["level"].as_str()), (StatusCode::OK, Some("never")));
+    let (s, e) = h
+        .json(
+            Method::PUT,
+            "/api/permissions/rm_rf",
+            Some(json!({"level": "always"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{e}");
+    let (s, e) = h
+        .json(
+            Method::PUT,
+            "/api/permissions/help",
+            Some(json!({"level": "sometimes"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let resp = h
+        .c
+        .post(h.url(&format!("/api/sessions/{session}/messages/stream")))
+        .json(&json!({"content": r#"[[mock text="\u003cwebsearch>boots</websearch> and \u0040system(help)" then="Done."]]"#}))
+        .send()
+        .await
+        .unwrap();
+    // The whole turn: both replies, on one stream that ends after the second.
+    let body = tokio::time::timeout(Duration::from_secs(20), resp.text())
+        .await
+        .unwrap()
+        .unwrap();
+    let names: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(
+        names.iter().filter(|n| **n == "message_complete").count(),
+        2,
+        "{names:?}"
+    );
+    assert!(names.contains(&"element_executing"), "{names:?}");
+    assert!(names.contains(&"element_result"), "{names:?}");
+    assert!(
+        names.contains(&"element_error"),
+        "the denied one: {names:?}"
+    );
+    let frames = h.frames(session).await;
+    let outcomes: Vec<(&str, &str)> = of_type(&frames, "result")
+        .iter()
+        .map(|r| {
+            (
+                r["payload"]["function"].as_str().unwrap(),
+                r["payload"]["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(outcomes, [("websearch", "denied"), ("help", "ok")]);
+    let help = of_type(&frames, "result")[1]["payload"]["output"]
+        .as_str()
+        .unwrap();
+    assert!(
+        help.contains("## websearch") && help.contains("`query`"),
+        "{help}"
+    );
+    assert!(sent_text(&mock, 1).contains("its permission is never"));
+}
+
+/// A call against its function's schema, or of no such function, or a search that fails:
+/// each is one clear line to the agent, and the turn goes on.
+#[tokio::test]
+async fn schema_errors_and_handler_errors_are_told_to_the_agent() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.json(
+        Method::PUT,
+        "/api/permissions/websearch",
+        Some(json!({"level": "always"})),
+    )
+    .await;
+    let events = h
+        .stream(
+            session,
+            r#"[[mock text="\u0040system(websearch, {q: 1}) \u0040system(nope) \u003cwebsearch>fail</websearch>" then="ok"]]"#,
+        )
+        .await;
+    let complete = last_data(&events, "message_complete");
+    let errors: Vec<&str> = complete["executedElements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["error"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            "websearch has no argument `q` (it takes: count, query, url)",
+            "there is no function `nope`; call @system(help) for the list",
+            "the search service answered 500 Internal Server Error",
+        ]
+    );
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    let outcomes: Vec<&str> = of_type(&frames, "result")
+        .iter()
+        .map(|r| r["payload"]["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["invalid", "invalid", "error"]);
+}
+
+/// A model that calls forever is stopped by the round bound: the reply at the bound has
+/// its calls refused, and the agent is not run again.
+#[tokio::test]
+async fn the_loop_is_bounded() {
+    let (mock, h) = acting(|s| s.limits.rounds_per_message = 2).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let resp =
+        h.c.post(h.url(&format!("/api/sessions/{session}/messages/stream")))
+            .json(&json!({"content": r#"[[mock text="again \u0040system(help)" repeat]]"#}))
+            .send()
+            .await
+            .unwrap();
+    let body = tokio::time::timeout(Duration::from_secs(20), resp.text())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(body.matches("event: message_complete").count(), 3);
+    let frames = h.frames(session).await;
+    assert_eq!(agent_messages(&frames).len(), 3);
+    let last = of_type(&frames, "result").last().unwrap()["payload"].clone();
+    assert_eq!(last["outcome"], "invalid");
+    assert!(
+        last["output"]
+            .as_str()
+            .unwrap()
+            .contains("2 rounds of calls"),
+        "{last}"
+    );
+}
+
+/// Native tool calls in both wire formats pass the same gate; the result goes back as a
+/// tool result (`tool_result` on SSE; a `tool_result` block or a `tool` message to the
+/// model), and the turn continues to the model's final answer.
+#[tokio::test]
+async fn native_tool_calls_in_both_formats() {
+    for provider in ["anthropic", "openai"] {
+        let (mock, h) = acting(|_| {}).await;
+        let (session, _) = h.session_with(provider, &mock, KEY).await;
+        let resp = h
+            .c
+            .post(h.url(&format!("/api/sessions/{session}/messages/stream")))
+            .json(&json!({"content": r#"[[mock tool=help input={"function": "websearch"} then="Here is how."]]"#}))
+            .send()
+            .await
+            .unwrap();
+        let body = tokio::time::timeout(Duration::from_secs(20), resp.text())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(body.contains("event: tool_use_start"), "{provider}: {body}");
+        assert!(body.contains("event: tool_result"), "{provider}: {body}");
+        assert_eq!(
+            body.matches("event: message_complete").count(),
+            2,
+            "{provider}"
+        );
+        let first = &mock.requests()[0]["body"];
+        assert!(
+            first["tools"].to_string().contains("websearch"),
+            "{provider}: tools offered"
+        );
+        let second = &mock.requests()[1]["body"]["messages"];
+        let tool_result = if provider == "anthropic" {
+            second.as_array().unwrap().iter().any(|m| {
+                m["content"]
+                    .as_array()
+                    .is_some_and(|b| b.iter().any(|b| b["type"] == "tool_result"))
+            })
+        } else {
+            second
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["role"] == "tool")
+        };
+        assert!(tool_result, "{provider}: {second:#}");
+        let frames = h.frames(session).await;
+        let req = &of_type(&frames, "request")[0]["payload"];
+        assert_eq!(req["origin"]["form"], "tool");
+        assert_eq!(
+            agent_messages(&frames)[1]["payload"]["content"],
+            "Here is how."
+        );
+    }
+}
+
+/// Calls typed by the user run with their authority: no approval asked, `sender_id` set by
+/// the server; the agent's reply is given the result.
+#[tokio::test]
+async fn a_users_own_call_runs_with_their_authority() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let me = h.json(Method::GET, "/api/me", None).await.1["id"]
+        .as_i64()
+        .unwrap();
+    h.stream(
+        session,
+        r#"@system(websearch, {query: "mine"}) [[mock echo]]"#,
+    )
+    .await;
+    let frames = h.frames(session).await;
+    let req = &of_type(&frames, "request")[0]["payload"];
+    assert_eq!(req["status"], "approved");
+    assert_eq!(req["decided_by"], "sender");
+    assert_eq!(req["sender_id"], me);
+    let echoed = agent_messages(&frames)[0]["payload"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(echoed.contains("Result 1 for mine"), "{echoed}");
+}
+
+/// Stop while the agent's follow-up streams ends it there: no further reply.
+#[tokio::test]
+async fn stop_during_a_follow_up_ends_the_loop() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let resp = h
+        .c
+        .post(h.url(&format!("/api/sessions/{session}/messages/stream")))
+        .json(&json!({"content": r#"[[mock text="\u0040system(help)" then="a very slow and long answer that goes on and on" tokens_per_sec=5]]"#}))
+        .send()
+        .await
+        .unwrap();
+    let mut events = sse(resp.bytes_stream());
+    let mut completes = 0;
+    let mut stopped = false;
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(30), events.next())
+        .await
+        .expect("SSE stalled")
+    {
+        let ev = ev.unwrap();
+        if ev.event == "message_start" && completes == 1 && !stopped {
+            let user = hero_backend::auth::login(&h.st, "alice", "alice-password")
+                .await
+                .unwrap()
+                .user;
+            hero_backend::turn::stop(&h.st, &user, session)
+                .await
+                .unwrap();
+            stopped = true;
+        }
+        if ev.event == "message_complete" {
+            completes += 1;
+        }
+    }
+    assert!(stopped);
+    assert_eq!(completes, 2, "the follow-up was the last reply");
+    let frames = h.frames(session).await;
+    let msgs = agent_messages(&frames);
+    assert_eq!(msgs.len(), 2);
+    assert_eq!(msgs[1]["payload"]["aborted"], true);
+}
+
+/// A restart between the request and the decision loses nothing: the call still waits, is
+/// decided after, runs, and the agent answers (from a process with nothing in memory).
+#[tokio::test]
+async fn a_restart_between_request_and_decision() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(
+        session,
+        r#"[[mock text="\u003cwebsearch>after restart</websearch>" then="Back."]]"#,
+    )
+    .await;
+    let rid = of_type(&h.frames(session).await, "request")[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A new process: the same database and keys, nothing else.
+    let st = h.st.restarted();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = server::web::router(
+        st,
+        server::web::leptos_options(addr, &h._dir.path().join("site")),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let url = |p: &str| format!("http://{addr}{p}");
+    let c = reqwest::Client::builder()
+        .cookie_store(true)
+        .build()
+        .unwrap();
+    let r = c
+        .post(url("/api/auth/login"))
+        .json(&json!({"username": "alice", "password": "alice-password"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = c
+        .post(url(&format!("/api/sessions/{session}/approvals/{rid}")))
+        .json(&json!({"approved": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    assert_eq!(agent_messages(&frames)[1]["payload"]["content"], "Back.");
+    assert!(sent_text(&mock, 1).contains("Result 1 for after restart"));
+}
+
+/// Over the WebSocket: the approval request reaches a subscriber, its answer decides the
+/// call, and the operation's start and end follow; another user cannot decide it.
+#[tokio::test]
+async fn approvals_over_the_websocket() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let (_, mut ws) = h.ws().await;
+    use tokio_tungstenite::tungstenite::Message;
+    // A first exchange, so that the subscription's replay shows it is live before the call.
+    h.stream(session, r#"hello [[mock text="hi"]]"#).await;
+    ws.send(Message::Text(
+        json!({"type": "subscribe", "sessionId": session, "afterSeq": 0})
+            .to_string()
+            .into(),
+    ))
+    .await
+    .unwrap();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) if t.contains("\"frame\"") => break,
+            Ok(Some(Ok(_))) => continue,
+            other => panic!("no replay: {other:?}"),
+        }
+    }
+    h.stream(
+        session,
+        r#"[[mock text="\u003cwebsearch>over ws</websearch>" then="Seen."]]"#,
+    )
+    .await;
+    let mut execution = None;
+    let mut seen = Vec::new();
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("the socket went quiet after {seen:?}"));
+        let t = match next {
+            Some(Ok(Message::Text(t))) => t,
+            Some(Ok(_)) => continue,
+            other => panic!("the socket ended: {other:?} after {seen:?}"),
+        };
+        let m: Value = serde_json::from_str(&t).unwrap();
+        let kind = m["type"].as_str().unwrap_or_default().to_owned();
+        if kind == "ability_approval_request" {
+            assert_eq!(m["ability"], "websearch");
+            execution = m["executionId"].as_str().map(str::to_owned);
+            // Another user's decision is refused as if the call did not exist.
+            hero_backend::accounts::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
+                .await
+                .unwrap();
+            let bob = hero_backend::auth::login(&h.st, "bob", "bob-password")
+                .await
+                .unwrap()
+                .user;
+            let e = hero_backend::act::decide(
+                &h.st,
+                &bob,
+                session,
+                execution.as_deref().unwrap(),
+                true,
+            )
+            .await
+            .unwrap_err();
+            assert_eq!(e.status(), StatusCode::NOT_FOUND);
+            ws.send(Message::Text(
+                json!({"type": "ability_approval_response", "executionId": execution, "approved": true})
+                    .to_string()
+                    .into(),
+            ))
+            .await
+            .unwrap();
+        }
+        seen.push(kind.clone());
+        if kind == "operation_complete" {
+            assert_eq!(m["operationId"].as_str(), execution.as_deref());
+            break;
+        }
+    }
+    assert!(seen.contains(&"operation_start".to_owned()), "{seen:?}");
+    frames_when(&h, session, |f| agent_messages(f).len() == 3).await;
+}
