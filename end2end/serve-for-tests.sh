@@ -9,9 +9,12 @@ data="$(mktemp -d)"
 # The chat tests' agents point at the mock LLM, one port up (playwright.config.ts): the only
 # non-public address this Hero may reach.
 export HERO_DATA_DIR="$data" HERO_CONFIG=/dev/null HERO_EGRESS_ALLOW="127.0.0.1:$((port + 1))"
+# The mock LLM is the search service of `websearch` too.
+export HERO_SEARCH_URL="http://127.0.0.1:$((port + 1))"
 unset HERO_MASTER_KEY || true
 printf 'alice-password\n' | "$bin" user add alice --admin
 printf 'bob-password\n' | "$bin" user add bob
 printf 'carol-password\n' | "$bin" user add carol
 printf 'dave-password\n' | "$bin" user add dave
+printf 'erin-password\n' | "$bin" user add erin
 exec "$bin" serve --addr "127.0.0.1:$port" --site-root "$root/target/site"

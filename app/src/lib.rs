@@ -19,6 +19,7 @@ pub mod chat;
 pub mod csp;
 #[cfg(feature = "ssr")]
 pub mod guard;
+pub mod permissions;
 pub mod sessions;
 
 use leptos::prelude::*;
@@ -67,6 +68,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/") view=sessions::Workspace ssr=SsrMode::Async/>
                 <Route path=path!("/s/:id") view=sessions::Workspace ssr=SsrMode::Async/>
                 <Route path=path!("/agents") view=agents::AgentsPage ssr=SsrMode::Async/>
+                <Route path=path!("/permissions") view=permissions::PermissionsPage ssr=SsrMode::Async/>
             </Routes>
         </Router>
     }

@@ -29,12 +29,20 @@ pub async fn state() -> (tempfile::TempDir, AppState) {
 
 /// [`state`] with the given settings.
 pub async fn state_with(settings: Settings) -> TestState {
+    state_with_functions(settings, crate::functions::Registry::builtin()).await
+}
+
+/// [`state_with`] and a registry of one's own.
+pub async fn state_with_functions(
+    settings: Settings,
+    functions: crate::functions::Registry,
+) -> TestState {
     let dir = tempfile::tempdir().expect("temp dir");
     let pool = store::open(dir.path()).await.expect("open db");
     store::migrate(&pool).await.expect("migrate");
     let keys = crypto::Keyring::new(crypto::SecretKey::random());
     TestState {
-        st: AppState::new(pool, keys, settings).expect("state"),
+        st: AppState::with_functions(pool, keys, settings, functions).expect("state"),
         dir,
     }
 }
@@ -51,6 +59,26 @@ pub async fn signed_in(st: &AppState, name: &str) -> auth::AuthUser {
         .await
         .expect("create user");
     auth::login(st, name, &pw).await.expect("login").user
+}
+
+/// A new session of `user` named `name`, with their first agent (the offline demo).
+pub async fn session(
+    st: &AppState,
+    user: &auth::AuthUser,
+    name: &str,
+) -> hero_shared::api::SessionDto {
+    crate::sessions::create(
+        st,
+        user,
+        hero_shared::api::CreateSessionRequest {
+            name: name.into(),
+            parent_session_id: None,
+            status: None,
+            agent_id: None,
+        },
+    )
+    .await
+    .expect("create session")
 }
 
 /// The Anthropic decoder over raw SSE bytes, as a turn reads a provider's body: what the

@@ -1,21 +1,11 @@
 import { test, expect, type Page } from "@playwright/test";
-import { createSession, hydrated, signIn } from "./helpers";
+import { connected, createSession, hydrated, send, signIn } from "./helpers";
 
 // Carol's conversations: the offline demo, and agents pointed at the repository's mock LLM.
 test.describe.configure({ mode: "serial" });
 
 const mock = process.env.HERO_E2E_MOCK ?? "http://127.0.0.1:3211";
 
-async function connected(page: Page) {
-  await hydrated(page);
-  await expect(page.locator(".chat")).toHaveAttribute("data-connected", "true");
-}
-
-async function send(page: Page, text: string) {
-  const box = page.getByLabel("Message", { exact: true });
-  await box.fill(text);
-  await box.press("Enter");
-}
 
 /** A session whose agent is an Anthropic-format agent at the mock LLM. */
 async function mockSession(page: Page, name: string): Promise<number> {

@@ -27,3 +27,16 @@ export async function createSession(page: Page, name: string): Promise<number> {
 export function sidebarItem(page: Page, id: number) {
   return page.locator(`.session-list li[data-session-id="${id}"]`);
 }
+
+/** Hydrated, with the session's event stream connected. */
+export async function connected(page: Page) {
+  await hydrated(page);
+  await expect(page.locator(".chat")).toHaveAttribute("data-connected", "true");
+}
+
+/** Types a message and sends it with Enter. */
+export async function send(page: Page, text: string) {
+  const box = page.getByLabel("Message", { exact: true });
+  await box.fill(text);
+  await box.press("Enter");
+}

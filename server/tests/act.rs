@@ -516,10 +516,10 @@ async fn a_restart_between_request_and_decision() {
 async fn approvals_over_the_websocket() {
     let (mock, h) = acting(|_| {}).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    // A first exchange, so that the subscription's replay (two frames) shows it is live.
+    h.stream(session, r#"hello [[mock text="hi"]]"#).await;
     let (_, mut ws) = h.ws().await;
     use tokio_tungstenite::tungstenite::Message;
-    // A first exchange, so that the subscription's replay shows it is live before the call.
-    h.stream(session, r#"hello [[mock text="hi"]]"#).await;
     ws.send(Message::Text(
         json!({"type": "subscribe", "sessionId": session, "afterSeq": 0})
             .to_string()
@@ -527,9 +527,10 @@ async fn approvals_over_the_websocket() {
     ))
     .await
     .unwrap();
-    loop {
+    let mut replayed = 0;
+    while replayed < 2 {
         match tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
-            Ok(Some(Ok(Message::Text(t)))) if t.contains("\"frame\"") => break,
+            Ok(Some(Ok(Message::Text(t)))) if t.contains("\"type\":\"frame\"") => replayed += 1,
             Ok(Some(Ok(_))) => continue,
             other => panic!("no replay: {other:?}"),
         }

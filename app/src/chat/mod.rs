@@ -4,13 +4,14 @@
 //! near the bottom) and a `Composer` with its stop button, all reading the session's feed
 //! through [`events::use_session_events`].
 
+pub mod calls;
 pub mod elements;
 pub mod events;
 pub mod live;
 pub mod markdown;
 
 use hero_shared::api::{AgentDto, SessionDto};
-use hero_shared::frame::{CompiledMessage, Role};
+use hero_shared::frame::{CompiledMessage, FrameType, Role};
 use hero_shared::wire::CompiledView;
 use leptos::prelude::*;
 
@@ -74,9 +75,25 @@ pub async fn set_session_agent(
         .map_err(fail)
 }
 
-/// One stored message.
+/// One stored message, and the cards of the calls it asked for.
 #[component]
-fn MessageView(m: CompiledMessage) -> impl IntoView {
+fn MessageView(
+    m: CompiledMessage,
+    session_id: i64,
+    calls: Vec<hero_shared::calls::CallView>,
+) -> impl IntoView {
+    // The executable elements in the message show their call's state.
+    provide_context(calls::MessageCalls(calls.clone()));
+    let cards = (!calls.is_empty()).then(|| view! {
+        <div class="calls">
+            {calls.into_iter().map(|c| view! { <calls::CallCard session_id c/> }).collect_view()}
+        </div>
+    });
+    view! { <MessageBody m/> {cards} }
+}
+
+#[component]
+fn MessageBody(m: CompiledMessage) -> impl IntoView {
     let id = m.frame_id.clone();
     match m.role {
         Role::User => view! {
@@ -140,7 +157,7 @@ pub fn ChatView(
     view! {
         <div class="chat" data-connected=move || connected.get().to_string()>
             <AgentPicker session_id current=session.agent_id agents streaming=session.streaming/>
-            <MessageList feed streaming=session.streaming near_bottom/>
+            <MessageList feed session_id streaming=session.streaming near_bottom/>
             <Composer session_id feed near_bottom/>
         </div>
     }
@@ -184,6 +201,7 @@ fn AgentPicker(
                 </select>
             </elements::ClientOnly>
             <a href="/agents" class="manage-agents">"Manage agents"</a>
+            <a href="/permissions" class="manage-permissions">"Permissions"</a>
             {(!streaming).then(|| view! { <span class="badge">"batch mode"</span> })}
         </div>
     }
@@ -192,7 +210,12 @@ fn AgentPicker(
 /// The stored messages, then the reply in flight; follows new content while the reader is
 /// near the bottom, and offers a way down when they are not.
 #[component]
-fn MessageList(feed: SessionEvents, streaming: bool, near_bottom: RwSignal<bool>) -> impl IntoView {
+fn MessageList(
+    feed: SessionEvents,
+    session_id: i64,
+    streaming: bool,
+    near_bottom: RwSignal<bool>,
+) -> impl IntoView {
     let SessionEvents {
         conversation,
         live,
@@ -241,7 +264,19 @@ fn MessageList(feed: SessionEvents, streaming: bool, near_bottom: RwSignal<bool>
                 if v.messages.is_empty() {
                     view! { <p class="empty">"No messages yet. Say hello below."</p> }.into_any()
                 } else {
-                    v.messages.into_iter().filter(|m| !m.hidden).map(|m| view! { <MessageView m/> }).collect_view().into_any()
+                    let mut all = hero_shared::calls::calls(&v.messages);
+                    v.messages
+                        .into_iter()
+                        .filter(|m| !m.hidden)
+                        // A call's request and result show as a card under its message.
+                        .filter(|m| !matches!(m.frame_type, FrameType::Request | FrameType::Result))
+                        .map(|m| {
+                            let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut all).into_iter().partition(|c| c.message_id == m.frame_id);
+                            all = rest;
+                            view! { <MessageView m session_id calls=mine/> }
+                        })
+                        .collect_view()
+                        .into_any()
                 }
             }}
             {move || live.get().map(|l| view! { <LiveMessage l streaming/> })}

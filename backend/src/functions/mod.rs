@@ -45,7 +45,7 @@ pub trait Function: Send + Sync + 'static {
 
     /// The arguments an executable element of the function's name stands for
     /// (`<websearch>words</websearch>`); `None` when the element does not call it.
-    fn from_element(&self, _e: &Element) -> Option<Value> {
+    fn args_of_element(&self, _e: &Element) -> Option<Value> {
         None
     }
 

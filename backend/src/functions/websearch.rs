@@ -85,7 +85,7 @@ impl Function for WebSearch {
         }
     }
 
-    fn from_element(&self, e: &Element) -> Option<Value> {
+    fn args_of_element(&self, e: &Element) -> Option<Value> {
         if e.kind != ElementKind::Websearch {
             return None;
         }
@@ -454,7 +454,7 @@ mod tests {
         );
         let args: Vec<Value> = doc
             .elements()
-            .filter_map(|e| WebSearch.from_element(e))
+            .filter_map(|e| WebSearch.args_of_element(e))
             .collect();
         assert_eq!(
             args,

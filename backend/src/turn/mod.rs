@@ -177,7 +177,7 @@ pub async fn post(
         .begin(live.clone(), Some(out.sink.flag(events::ABORTED)));
     // Calls in the user's own message run with their authority, before the agent replies.
     let asked = act::find(&st.functions, &content, &[]);
-    let user_calls = (!asked.is_empty()).then(|| (user_frame_id, asked));
+    let user_calls = (!asked.is_empty()).then_some((user_frame_id, asked));
     let turn = guarded(
         out,
         message_id.clone(),
@@ -787,7 +787,7 @@ async fn reply(
                         break;
                     }
                     Some(Ok(Delta::Text(t))) => {
-                        parser.feed_str_with(&t, |ev| emit_parsed(&out, ev));
+                        parser.feed_str_with(&t, |ev| emit_parsed(out, ev));
                         let offset = live.push(&t);
                         len += t.len();
                         if out.has_listeners() {
@@ -848,7 +848,7 @@ async fn reply(
         }
     }
     // Elements still open complete as truncated: never offered for execution.
-    parser.finish_with(|ev| emit_parsed(&out, ev));
+    parser.finish_with(|ev| emit_parsed(out, ev));
     let text = live.text();
     live.finish();
 

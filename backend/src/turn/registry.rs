@@ -16,12 +16,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Calls running outside a turn, by session: each with the id its guard removes it by.
+type ActingMap = Arc<Mutex<HashMap<i64, Vec<(u64, Abort)>>>>;
+
 /// Every turn in flight, by session and message id.
 #[derive(Default)]
 pub struct Registry {
     turns: Mutex<HashMap<i64, HashMap<String, Turn>>>,
     /// Calls running outside a turn (after a decision), by session: Stop ends them too.
-    acting: Arc<Mutex<HashMap<i64, Vec<(u64, Abort)>>>>,
+    acting: ActingMap,
     next_act: std::sync::atomic::AtomicU64,
     /// Turns driven by their posters, watched for posters that stop reading.
     pub(crate) watch: Arc<Watch>,
@@ -155,7 +158,7 @@ impl AbortWatch {
 
 /// Calls running for a session outside a turn ([`Registry::acting`]).
 pub struct Acting {
-    map: Arc<Mutex<HashMap<i64, Vec<(u64, Abort)>>>>,
+    map: ActingMap,
     session_id: i64,
     id: u64,
     abort: Abort,

@@ -1,5 +1,5 @@
 //! The executable elements (`<bash>`, `<websearch>`, `<ask>`, `<interaction>`): a card with
-//! what would run and its state (being written, cut off, or recognised).
+//! what would run and its state (being written, cut off, waiting for approval, run).
 
 use hero_shared::hml::{Element, ElementKind};
 use leptos::prelude::*;
@@ -20,6 +20,9 @@ pub fn Executable(e: Element, live: bool) -> impl IntoView {
         .join(" · "),
         _ => String::new(),
     };
+    // The call the element stands for, if it made one (a stored message's cards).
+    let call = use_context::<crate::chat::calls::MessageCalls>()
+        .and_then(|c| c.of_element(&e.id).map(|c| c.state()));
     let state = if open {
         "being written…"
     } else if e.error.is_some() {
@@ -27,7 +30,7 @@ pub fn Executable(e: Element, live: bool) -> impl IntoView {
     } else if e.truncated {
         "cut off: never run"
     } else {
-        "recognised: not run"
+        call.unwrap_or("recognised: not run")
     };
     let state_class = if open {
         "streaming"

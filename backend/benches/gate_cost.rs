@@ -1,0 +1,114 @@
+//! What a gated call costs the server beyond its handler's own time: finding it in the
+//! reply, the permission read and the request frame (one transaction), the result frame,
+//! the open-call checks and the events, on a real SQLite file. The handler does nothing,
+//! so what is measured is the pipeline. Two paths: an `always` function (run at once), and
+//! an `ask` one from the user's decision to its stored result. Prints p50 and p99; asserts
+//! nothing.
+//!
+//! `cargo bench -p hero-backend --features test-support --bench gate_cost`
+
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use hero_backend::act::{self, Authority, Scene};
+use hero_backend::functions::{Ctx, Function, Registry, Spec};
+use hero_backend::{Settings, frames, test_support};
+use hero_shared::calls::Permission;
+use serde_json::{Value, json};
+
+/// A function that does nothing: its own time is nil.
+struct Noop(&'static str, Permission);
+
+impl Function for Noop {
+    fn spec(&self) -> Spec {
+        Spec {
+            name: self.0,
+            description: "does nothing",
+            default: self.1,
+            schema: json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+            examples: vec![],
+        }
+    }
+
+    fn run<'a>(
+        &'a self,
+        _cx: &'a Ctx<'a>,
+        _args: &'a Value,
+    ) -> BoxFuture<'a, Result<String, String>> {
+        Box::pin(async { Ok("ok".to_owned()) })
+    }
+}
+
+fn quantiles(mut v: Vec<Duration>) -> (f64, f64) {
+    v.sort();
+    let at = |q: f64| v[((v.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e3;
+    (at(0.5), at(0.99))
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    const N: usize = 2_000;
+    let mut reg = Registry::builtin();
+    reg.register(Noop("noop_always", Permission::Always));
+    reg.register(Noop("noop_ask", Permission::Ask));
+    let t = test_support::state_with_functions(Settings::default(), reg).await;
+    let st = t.st.clone();
+    let user = test_support::signed_in(&st, "bench").await;
+    let session = test_support::session(&st, &user, "gate").await;
+    let dk = frames::session_key(&st, &user, session.id).await.unwrap();
+    let scene = |i: usize| Scene {
+        user: user.clone(),
+        session_id: session.id,
+        dk: dk.clone(),
+        message_id: format!("reply-{i}"),
+        agent_id: None,
+    };
+
+    let mut always = Vec::with_capacity(N);
+    for i in 0..N {
+        let text = format!("Running it: @system(noop_always, {{n: {i}}})");
+        let t0 = Instant::now();
+        let sc = scene(i);
+        let asked = act::find(&st.functions, &text, &[]);
+        let opened = act::open(&st, &sc, Authority::Agent(1), asked, None)
+            .await
+            .unwrap();
+        let settled = act::settle(&st, &sc, &opened, &|_| {}, None).await.unwrap();
+        always.push(t0.elapsed());
+        assert!(settled.done);
+    }
+    let (p50, p99) = quantiles(always);
+    println!(
+        "always: a call found, gated, run (a no-op) and recorded: p50 {p50:.3} ms, p99 {p99:.3} ms ({N} calls)"
+    );
+
+    let mut decided = Vec::with_capacity(N);
+    for i in 0..N {
+        let sc = scene(N + i);
+        let asked = act::find(
+            &st.functions,
+            &format!("@system(noop_ask, {{n: {i}}})"),
+            &[],
+        );
+        let opened = act::open(&st, &sc, Authority::Agent(1), asked, None)
+            .await
+            .unwrap();
+        let t0 = Instant::now();
+        act::decide(&st, &user, session.id, &opened[0].request_id, true)
+            .await
+            .unwrap();
+        // The call runs in a task of its own: done when its result is stored.
+        while !act::open_calls(&st, session.id, &sc.message_id)
+            .await
+            .unwrap()
+            .is_empty()
+        {
+            tokio::task::yield_now().await;
+        }
+        decided.push(t0.elapsed());
+    }
+    let (p50, p99) = quantiles(decided);
+    println!(
+        "ask: from the user's decision to the stored result: p50 {p50:.3} ms, p99 {p99:.3} ms ({N} calls)"
+    );
+}
