@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use hero_backend::act::{self, Authority, Scene};
 use hero_backend::functions::{Ctx, Function, Registry, Spec};
+use hero_backend::hub::HubEvent;
 use hero_backend::{Settings, frames, test_support};
 use hero_shared::calls::Permission;
+use hero_shared::frame::FrameType;
 use serde_json::{Value, json};
 
 /// A function that does nothing: its own time is nil.
@@ -45,7 +47,7 @@ fn quantiles(mut v: Vec<Duration>) -> (f64, f64) {
     (at(0.5), at(0.99))
 }
 
-#[tokio::main(flavor = "current_thread")]
+#[tokio::main]
 async fn main() {
     const N: usize = 2_000;
     let mut reg = Registry::builtin();
@@ -55,6 +57,19 @@ async fn main() {
     let st = t.st.clone();
     let user = test_support::signed_in(&st, "bench").await;
     let session = test_support::session(&st, &user, "gate").await;
+    // No agent: a decided call's follow-up reply finds none and does not run, so that only
+    // the call itself is measured.
+    hero_backend::sessions::update(
+        &st.db,
+        &user,
+        session.id,
+        hero_shared::api::UpdateSessionRequest {
+            agent_id: Some(None),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     let dk = frames::session_key(&st, &user, session.id).await.unwrap();
     let scene = |i: usize| Scene {
         user: user.clone(),
@@ -82,6 +97,7 @@ async fn main() {
         "always: a call found, gated, run (a no-op) and recorded: p50 {p50:.3} ms, p99 {p99:.3} ms ({N} calls)"
     );
 
+    let mut live = st.hub.subscribe_session(session.id);
     let mut decided = Vec::with_capacity(N);
     for i in 0..N {
         let sc = scene(N + i);
@@ -97,13 +113,16 @@ async fn main() {
         act::decide(&st, &user, session.id, &opened[0].request_id, true)
             .await
             .unwrap();
-        // The call runs in a task of its own: done when its result is stored.
-        while !act::open_calls(&st, session.id, &sc.message_id)
-            .await
-            .unwrap()
-            .is_empty()
-        {
-            tokio::task::yield_now().await;
+        // The call runs in a task of its own: done when its result is published.
+        loop {
+            match live.recv().await {
+                Ok(ev) if matches!(&*ev, HubEvent::Frame(f) if f.frame_type == FrameType::Result) =>
+                {
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) => panic!("{e}"),
+            }
         }
         decided.push(t0.elapsed());
     }

@@ -912,6 +912,35 @@ mod tests {
             .join(if rng.gen_bool(0.5) { "\n" } else { " " })
     }
 
+    /// A message makes at most [`MAX_CALLS_PER_MESSAGE`] calls; the last one kept says how
+    /// many more were dropped, and none of them runs.
+    #[test]
+    fn a_message_makes_a_bounded_number_of_calls() {
+        let reg = Registry::builtin();
+        let text = "@system(help) ".repeat(MAX_CALLS_PER_MESSAGE + 5);
+        let asked = find(&reg, &text, &[]);
+        assert_eq!(asked.len(), MAX_CALLS_PER_MESSAGE);
+        assert!(
+            asked[..MAX_CALLS_PER_MESSAGE - 1]
+                .iter()
+                .all(|a| a.problem.is_none())
+        );
+        let last = asked.last().unwrap().problem.as_deref().unwrap();
+        assert!(
+            last.contains("at most 16 calls") && last.contains("the 5 after it"),
+            "{last}"
+        );
+        assert_eq!(
+            gate(
+                asked.last().unwrap(),
+                Permission::Always,
+                Authority::User(1)
+            )
+            .0,
+            CallStatus::Invalid
+        );
+    }
+
     /// 10,000 generated model outputs: none is taken as the user's authority or as a
     /// decision. Every one goes through detection and the gate; every 40th also through the
     /// store (requests, results), after which the log holds no decision and no `sender_id`.

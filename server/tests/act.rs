@@ -591,3 +591,47 @@ async fn approvals_over_the_websocket() {
     assert!(seen.contains(&"operation_start".to_owned()), "{seen:?}");
     frames_when(&h, session, |f| agent_messages(f).len() == 3).await;
 }
+
+/// Stop with calls waiting for approval records them as stopped: the agent is not run on
+/// them, and a late decision is a 409.
+#[tokio::test]
+async fn stop_with_calls_waiting_records_them_stopped() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(
+        session,
+        r#"[[mock text="\u003cwebsearch>one</websearch> \u003cwebsearch>two</websearch>" then="never sent"]]"#,
+    )
+    .await;
+    let frames = h.frames(session).await;
+    let ids: Vec<String> = of_type(&frames, "request")
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    let user = hero_backend::auth::login(&h.st, "alice", "alice-password")
+        .await
+        .unwrap()
+        .user;
+    assert_eq!(
+        hero_backend::turn::stop(&h.st, &user, session)
+            .await
+            .unwrap(),
+        2
+    );
+    let frames = h.frames(session).await;
+    let outcomes: Vec<&str> = of_type(&frames, "result")
+        .iter()
+        .map(|r| r["payload"]["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["stopped", "stopped"]);
+    let (s, _) = decide(&h, session, &ids[0], true).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        agent_messages(&h.frames(session).await).len(),
+        1,
+        "no follow-up"
+    );
+    assert_eq!(mock.requests().len(), 1);
+}
