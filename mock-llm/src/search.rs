@@ -2,7 +2,8 @@
 //! &format=json`), the Brave Search API (`GET /res/v1/web/search?q=…`, which wants an
 //! `X-Subscription-Token`), and pages to fetch (`GET /page/{name}`). Answers are made from
 //! the query, so tests know them: result `i` of "q" is titled `Result i for q`. The query
-//! `fail` answers 500; `empty` has no results.
+//! `fail` answers 500; `empty` has no results. The page `big` is 4 MB of HTML, `binary` an
+//! image.
 
 use axum::extract::{Path, Query};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -62,6 +63,21 @@ pub(crate) async fn brave(
 }
 
 pub(crate) async fn page(Path(name): Path<String>) -> Response {
+    match name.as_str() {
+        // Longer than any reader should take whole.
+        "big" => {
+            let body = "<p>big page line</p>\n".repeat(200_000);
+            return ([(header::CONTENT_TYPE, "text/html")], body).into_response();
+        }
+        "binary" => {
+            return (
+                [(header::CONTENT_TYPE, "image/png")],
+                vec![0x89u8, b'P', b'N', b'G'],
+            )
+                .into_response();
+        }
+        _ => {}
+    }
     let body = format!(
         "<!doctype html><html><head><title>Page {name}</title><script>var secret = 1;</script></head>\
          <body><h1>About {name}</h1><p>This page is about <b>{name}</b> &amp; nothing else.</p></body></html>"

@@ -635,3 +635,143 @@ async fn stop_with_calls_waiting_records_them_stopped() {
     );
     assert_eq!(mock.requests().len(), 1);
 }
+
+/// `websearch` itself against the mock search service: SearXNG and Brave, a page read as
+/// text, the bounds on what it reads, the egress policy on the pages a model names, and the
+/// line that names the setting when nothing is configured.
+#[tokio::test]
+async fn websearch_backends_pages_and_bounds() {
+    use hero_backend::functions::Ctx;
+    let mock = mock_llm::spawn(Config::default()).await.unwrap();
+    async fn run(
+        mock: &mock_llm::MockServer,
+        search: SearchSettings,
+        args: Value,
+    ) -> Result<String, String> {
+        let t = hero_backend::test_support::state_with(hero_backend::Settings {
+            egress: hero_backend::egress::EgressPolicy::default().allowing(mock.addr()),
+            search,
+            ..Default::default()
+        })
+        .await;
+        let (_, f) = t.st.functions.get("websearch").unwrap();
+        let cx = Ctx {
+            st: &t.st,
+            user_id: 1,
+            session_id: 1,
+            registry: &t.st.functions,
+        };
+        f.run(&cx, &args).await
+    }
+    let searxng = SearchSettings {
+        backend: Backend::Searxng,
+        url: Some(mock.url()),
+        api_key: None,
+    };
+    let out = run(
+        &mock,
+        searxng.clone(),
+        json!({"query": "boots", "count": 2}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        out,
+        format!(
+            "Results for “boots”:\n1. Result 1 for boots — https://example.com/boots/1\n   Snippet 1 about boots\n\
+             2. Result 2 for boots — https://example.com/boots/2\n   Snippet 2 about boots\n"
+        )
+    );
+    let brave = SearchSettings {
+        backend: Backend::Brave,
+        url: Some(mock.url()),
+        api_key: Some("brave-token".into()),
+    };
+    let out = run(&mock, brave.clone(), json!({"query": "tents"}))
+        .await
+        .unwrap();
+    assert!(
+        out.contains("3. Result 3 for tents — https://example.com/tents/3"),
+        "{out}"
+    );
+    let e = run(
+        &mock,
+        SearchSettings {
+            api_key: None,
+            ..brave
+        },
+        json!({"query": "x"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("search_api_key"), "{e}");
+    let e = run(&mock, SearchSettings::default(), json!({"query": "x"}))
+        .await
+        .unwrap_err();
+    assert!(
+        e.starts_with("web search is not configured: set `search_url`"),
+        "{e}"
+    );
+    assert!(!e.contains('\n'));
+    assert_eq!(
+        run(&mock, searxng.clone(), json!({"query": "empty"}))
+            .await
+            .unwrap(),
+        "No results for “empty”."
+    );
+
+    // A page: its text, not its script; a page past the bound is cut; not text is refused.
+    let page = run(
+        &mock,
+        SearchSettings::default(),
+        json!({"url": format!("{}/page/leptos", mock.url())}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        page.contains("# Page leptos")
+            && page.contains("This page is about leptos & nothing else."),
+        "{page}"
+    );
+    assert!(!page.contains("secret"), "{page}");
+    let big = run(
+        &mock,
+        SearchSettings::default(),
+        json!({"url": format!("{}/page/big", mock.url())}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        big.ends_with("the rest was not read]"),
+        "{}",
+        &big[big.len() - 200..]
+    );
+    assert!(big.len() < 2_200_000, "{}", big.len());
+    let e = run(
+        &mock,
+        SearchSettings::default(),
+        json!({"url": format!("{}/page/binary", mock.url())}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e, "the page is image/png, not text");
+    // Pages the model names pass the egress policy: a private address is refused.
+    for url in [
+        "http://10.1.2.3/admin",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::1]:9/x",
+    ] {
+        let e = run(&mock, SearchSettings::default(), json!({"url": url}))
+            .await
+            .unwrap_err();
+        assert!(e.starts_with("that address is refused"), "{url}: {e}");
+    }
+    let e = run(
+        &mock,
+        searxng,
+        json!({"query": "x", "url": "http://example.com/"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("either `query`"), "{e}");
+}
