@@ -17,6 +17,13 @@ if [ "$want_browser" = browser ] && [ ! -x /usr/bin/chromium ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
+# bubblewrap: the sandbox `bash` runs in (without it, bash is refused).
+if ! command -v bwrap >/dev/null; then
+  echo "setup: installing Debian's bubblewrap (the sandbox of bash)"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+fi
+
 # brotli: scripts/compress-site.sh precompresses the release site with it.
 if ! command -v brotli >/dev/null; then
   echo "setup: installing Debian's brotli (precompresses the site)"

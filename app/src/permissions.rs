@@ -6,6 +6,7 @@ use leptos::prelude::*;
 use leptos_router::components::Redirect;
 
 use crate::auth::{current_user, error_text};
+use crate::chat::elements::ClientOnly;
 
 #[server(prefix = "/_fn")]
 pub async fn list_permissions() -> Result<Vec<PermissionDto>, ServerFnError> {
@@ -88,6 +89,7 @@ fn PermissionRow(p: PermissionDto, set: ServerAction<SetPermission>) -> impl Int
         level,
     } = p;
     let label = format!("Level of {function}");
+    let current = level.as_str();
     let (row, name) = (function.clone(), function.clone());
     view! {
         <tr data-function=row>
@@ -96,11 +98,14 @@ fn PermissionRow(p: PermissionDto, set: ServerAction<SetPermission>) -> impl Int
             <td>
                 <ActionForm action=set attr:class="permission-form">
                     <input type="hidden" name="function" value=function/>
-                    <select name="level" aria-label=label>
-                        {["always", "ask", "never"].into_iter().map(|l| view! {
-                            <option value=l selected=l == level.as_str()>{l}</option>
-                        }).collect_view()}
-                    </select>
+                    // Made in the browser: a server-rendered <select> does not hydrate.
+                    <ClientOnly fallback=move || view! { <span class="level-now">{current}</span> }>
+                        <select name="level" aria-label=label.clone()>
+                            {["always", "ask", "never"].into_iter().map(|l| view! {
+                                <option value=l selected=l == current>{l}</option>
+                            }).collect_view()}
+                        </select>
+                    </ClientOnly>
                     <button type="submit">"Save"</button>
                 </ActionForm>
             </td>

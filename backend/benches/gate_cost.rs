@@ -72,7 +72,7 @@ async fn main() {
     .unwrap();
     let dk = frames::session_key(&st, &user, session.id).await.unwrap();
     let scene = |i: usize| Scene {
-        user: user.clone(),
+        user_id: user.id(),
         session_id: session.id,
         dk: dk.clone(),
         message_id: format!("reply-{i}"),
@@ -129,5 +129,48 @@ async fn main() {
     let (p50, p99) = quantiles(decided);
     println!(
         "ask: from the user's decision to the stored result: p50 {p50:.3} ms, p99 {p99:.3} ms ({N} calls)"
+    );
+
+    // bash: from the approval to its first line of output (and to its stored result).
+    const RUNS: usize = 200;
+    println!("sandbox: {}", st.sandbox.layers().describe());
+    let mut first_line = Vec::with_capacity(RUNS);
+    let mut to_result = Vec::with_capacity(RUNS);
+    for i in 0..RUNS {
+        let sc = scene(3 * N + i);
+        let asked = act::find(&st.functions, "<bash>echo first line</bash>", &[]);
+        let opened = act::open(&st, &sc, Authority::Agent(1), asked, None)
+            .await
+            .unwrap();
+        let t0 = Instant::now();
+        act::decide(&st, &user, session.id, &opened[0].request_id, true)
+            .await
+            .unwrap();
+        loop {
+            match live.recv().await {
+                Ok(ev) if matches!(&*ev, HubEvent::Frame(f) if f.frame_type == FrameType::Result) =>
+                {
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        to_result.push(t0.elapsed());
+        // The run's own first output, from its spawn; the decision's part is the rest.
+        let ran = st
+            .sandbox
+            .run(1, "echo first line", None, None, None)
+            .await
+            .unwrap();
+        first_line.push(ran.first_output.unwrap_or_default());
+    }
+    let (p50, p99) = quantiles(to_result);
+    println!(
+        "bash: from the approval to its stored result (`echo`): p50 {p50:.3} ms, p99 {p99:.3} ms ({RUNS} runs)"
+    );
+    let (p50, p99) = quantiles(first_line);
+    println!(
+        "bash: from the sandbox's spawn to the first output line: p50 {p50:.3} ms, p99 {p99:.3} ms ({RUNS} runs)"
     );
 }

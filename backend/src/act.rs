@@ -80,9 +80,24 @@ pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
             .and_then(|d| d.find(id))
             .map_or(0, |e| e.span.start)
     };
+    // Only elements at the top of the reply are calls: one inside a display element
+    // (`<thinking>`, a todo item, a result) is quoted, as prose calls there are.
+    let top: std::collections::HashSet<&str> = doc
+        .as_ref()
+        .map(|d| {
+            d.nodes
+                .iter()
+                .filter_map(|n| match n {
+                    hero_shared::hml::Node::Element(e) => Some(e.id.as_str()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let quoted = |id: &str| !top.contains(id);
     // Executable elements that stand for a function (`<websearch>`), complete only.
     if let Some(d) = &doc {
-        for e in d.elements() {
+        for e in d.elements().filter(|e| !quoted(&e.id)) {
             if !e.kind.is_executable()
                 || e.kind == ElementKind::Interaction
                 || e.truncated
@@ -111,7 +126,8 @@ pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
     }
     // `<interaction>` blocks and `@system(...)` in prose.
     let det = interaction::detect(text);
-    for c in det.calls {
+    let block_quoted = |source: &CallSource| matches!(source, CallSource::Block { element_id } if quoted(element_id));
+    for c in det.calls.into_iter().filter(|c| !block_quoted(&c.source)) {
         let (at, origin) = match &c.source {
             CallSource::Block { element_id } => (
                 span_of(element_id),
@@ -141,7 +157,7 @@ pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
     }
     for (source, err) in det.rejected {
         // A block cut off by the end of the reply never runs and is not a call.
-        if err == InteractionError::Incomplete {
+        if err == InteractionError::Incomplete || block_quoted(&source) {
             continue;
         }
         let (at, origin) = match &source {
@@ -260,7 +276,8 @@ fn describe(function: &str, args: &Value) -> String {
 /// What a message's calls act for: its session, its owner, and the message.
 #[derive(Clone)]
 pub struct Scene {
-    pub user: AuthUser,
+    /// The session's owner, whose levels gate the calls.
+    pub user_id: i64,
     pub session_id: i64,
     pub dk: SecretKey,
     /// The message whose calls these are.
@@ -292,7 +309,7 @@ pub async fn open(
             ));
         }
     }
-    let user_id = sc.user.id();
+    let user_id = sc.user_id;
     let kept = st
         .hot_db
         .write(&st.db, |tx| {
@@ -310,6 +327,7 @@ pub async fn open(
                         Authority::User(id) => Some(id),
                         Authority::Agent(_) => None,
                     },
+                    problem: a.problem.clone(),
                     content: match &a.problem {
                         Some(p) => format!("{} — {p}", describe(&a.function, &a.args)),
                         None => describe(&a.function, &a.args),
@@ -380,19 +398,17 @@ pub async fn settle_one(
         CallOrigin::Element { kind, .. } => kind.clone(),
         _ => o.req.function.clone(),
     };
-    let named = describe(&o.req.function, &o.req.args);
     let (outcome, output) = match o.req.status {
         CallStatus::Pending => {
             return Err(Error::Internal("a pending call cannot be settled".into()));
         }
-        CallStatus::Invalid => {
-            let why = o
-                .req
-                .content
-                .split_once(" — ")
-                .map_or(o.req.content.as_str(), |(_, p)| p);
-            (Outcome::Invalid, why.to_owned())
-        }
+        CallStatus::Invalid => (
+            Outcome::Invalid,
+            o.req
+                .problem
+                .clone()
+                .unwrap_or_else(|| "not a valid call".into()),
+        ),
         CallStatus::Denied => (
             Outcome::Denied,
             if o.req.decided_by.as_deref() == Some("never") {
@@ -414,13 +430,21 @@ pub async fn settle_one(
             }));
             let cx = Ctx {
                 st,
-                user_id: sc.user.id(),
+                user_id: sc.user_id,
                 session_id: sc.session_id,
                 registry: &st.functions,
             };
             let run = async {
+                use futures::FutureExt;
                 match st.functions.get(&o.req.function) {
-                    Some((_, f)) => f.run(&cx, &o.req.args).await,
+                    // A handler that panics is a failed call, not a call left open.
+                    Some((_, f)) => std::panic::AssertUnwindSafe(f.run(&cx, &o.req.args))
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(|_| {
+                            tracing::error!(function = %o.req.function, "a function failed unexpectedly");
+                            Err("the function failed unexpectedly; the server log has the details".into())
+                        }),
                     None => Err(format!("there is no function `{}`", o.req.function)),
                 }
             };
@@ -441,6 +465,24 @@ pub async fn settle_one(
             }
         }
     };
+    record(st, sc, o, outcome, output, emit).await
+}
+
+/// Stores a call's result (what the agent is told) and reports it through `emit`.
+async fn record(
+    st: &AppState,
+    sc: &Scene,
+    o: &Opened,
+    outcome: Outcome,
+    output: String,
+    emit: &(dyn Fn(SseEvent) + Send + Sync),
+) -> Result<ExecutedElement> {
+    let element_id = o.req.origin.element_id();
+    let kind = match &o.req.origin {
+        CallOrigin::Element { kind, .. } => kind.clone(),
+        _ => o.req.function.clone(),
+    };
+    let named = describe(&o.req.function, &o.req.args);
     let content = match outcome {
         Outcome::Ok => format!("The call {named} returned:\n{output}"),
         Outcome::Error => format!("The call {named} failed: {output}"),
@@ -474,7 +516,7 @@ pub async fn settle_one(
     };
     let sealed = frames::seal(&sc.dk, f)?;
     let seq = st.hot_db.write(&st.db, |tx| sealed.insert(tx)).await?;
-    publish(st, sc.user.id(), sealed.kept(seq));
+    publish(st, sc.user_id, sealed.kept(seq));
     if outcome == Outcome::Ok {
         emit(SseEvent::ElementResult(ElementResult {
             message_id: sc.message_id.clone(),
@@ -527,12 +569,14 @@ pub async fn settle(
     let mut executed = Vec::new();
     let open = open_calls(st, sc.session_id, &sc.message_id).await?;
     for o in opened {
-        // Pending calls wait for the user; one settled meanwhile (a Stop) is left alone.
-        if o.req.status == CallStatus::Pending || !open.contains(&o.request_id) {
+        let stopped = abort.is_some_and(Abort::is_aborted);
+        // Pending calls wait for the user (unless Stop came first); one settled meanwhile
+        // is left alone.
+        if (o.req.status == CallStatus::Pending && !stopped) || !open.contains(&o.request_id) {
             continue;
         }
         let mut o = o.clone();
-        if abort.is_some_and(Abort::is_aborted) && o.req.status == CallStatus::Approved {
+        if stopped && matches!(o.req.status, CallStatus::Approved | CallStatus::Pending) {
             o.req.status = CallStatus::Stopped;
         }
         executed.push(settle_one(st, sc, &o, emit, abort).await?);
@@ -647,6 +691,8 @@ async fn carry_on(
     message_id: String,
     o: Opened,
 ) -> Result<()> {
+    // Registered first: a Stop from now on reaches the call, and the follow-up after it.
+    let acting = st.turns.acting(session_id);
     let agent_id = st
         .hot_db
         .read(&st.db, |c| {
@@ -654,13 +700,12 @@ async fn carry_on(
         })
         .await?;
     let sc = Scene {
-        user: user.clone(),
+        user_id: user.id(),
         session_id,
         dk,
         message_id: message_id.clone(),
         agent_id,
     };
-    let acting = st.turns.acting(session_id);
     let emit = |ev: SseEvent| {
         st.hub.publish(
             user.id(),
@@ -679,11 +724,81 @@ async fn carry_on(
         Some(acting.abort()),
     )
     .await?;
-    if settled.done && !acting.abort().is_aborted() {
-        drop(acting);
-        crate::turn::follow_up(st, &user, session_id).await?;
+    if settled.done
+        && !acting.abort().is_aborted()
+        && let Err(e) = crate::turn::follow_up(st, &user, session_id, Some(acting.abort())).await
+    {
+        // The results are stored; the agent's answer to them could not start. Say so
+        // where the user looks, in words they can act on.
+        tracing::warn!(error = %e, "a follow-up reply could not start");
+        emit(SseEvent::Error(hero_shared::wire::ErrorData {
+            message_id: Some(message_id.clone()),
+            error: format!(
+                "the agent could not be given the results: {}; send a message to go on",
+                e.public_message()
+            ),
+        }));
     }
+    // Held until the follow-up is registered: a Stop in between reaches one of them.
+    drop(acting);
     Ok(())
+}
+
+/// After a restart: a call that was approved and had begun, but has no result, will never
+/// finish; it is recorded as interrupted, so that its card and the agent say so (calls still
+/// waiting for a decision wait on). Runs once at start-up, before requests are served.
+pub async fn recover(st: &AppState) -> Result<usize> {
+    let mut n = 0;
+    for (row, user_id) in store::frames::open_requests_everywhere(&st.db).await? {
+        let (session_id, request_id) = (row.session_id, row.id.clone());
+        let dk = crate::users::data_key(&st.db, &st.keys, user_id).await?;
+        let Some(message_id) = row.parent_id.clone() else {
+            continue;
+        };
+        let request = row.open(&dk)?;
+        // The request as last decided: its latest update, if any.
+        let updates = st
+            .hot_db
+            .read(&st.db, |c| {
+                store::frames::children_hot(c, session_id, &request_id)
+            })
+            .await?;
+        let latest = match updates.into_iter().rfind(|r| r.frame_type == "update") {
+            Some(u) => u.open(&dk)?.payload,
+            None => request.payload,
+        };
+        let Ok(req) = serde_json::from_value::<CallRequest>(latest) else {
+            continue;
+        };
+        if req.status != CallStatus::Approved {
+            continue;
+        }
+        let agent_id = st
+            .hot_db
+            .read(&st.db, |c| {
+                store::sessions::agent_of(c, user_id, session_id)
+            })
+            .await?;
+        let sc = Scene {
+            user_id,
+            session_id,
+            dk,
+            message_id,
+            agent_id,
+        };
+        let o = Opened { request_id, req };
+        record(
+            st,
+            &sc,
+            &o,
+            Outcome::Error,
+            "interrupted: the server stopped before the call finished; ask for it again".into(),
+            &|_| {},
+        )
+        .await?;
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// Stop with calls waiting: every open call of the session is recorded as stopped, so the
@@ -707,7 +822,7 @@ pub async fn stop_open(st: &AppState, user: &AuthUser, session_id: i64) -> Resul
             continue;
         };
         let sc = Scene {
-            user: user.clone(),
+            user_id: user.id(),
             session_id,
             dk: dk.clone(),
             message_id: message_id.clone(),
@@ -912,6 +1027,33 @@ mod tests {
             .join(if rng.gen_bool(0.5) { "\n" } else { " " })
     }
 
+    /// Calls quoted inside display elements (thinking, a todo item, a result) or code are
+    /// not calls; the same at the top of the reply are.
+    #[test]
+    fn only_calls_at_the_top_of_a_reply_count() {
+        let reg = Registry::builtin();
+        let quoted = r#"<thinking>I could <websearch>a</websearch> or <interaction>{"target_id": "@system", "target_property": "help"}</interaction> or @system(help)</thinking>
+<todo title="t"><item status="pending"><websearch>b</websearch></item></todo>
+<result for="x" status="ok"><websearch>c</websearch></result>
+`<websearch>d</websearch>` and ```@system(help)```"#;
+        assert_eq!(find(&reg, quoted, &[]), []);
+        let real = format!(
+            "{quoted}
+<websearch>e</websearch> @system(help)"
+        );
+        let names: Vec<(String, Value)> = find(&reg, &real, &[])
+            .into_iter()
+            .map(|a| (a.function, a.args))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("websearch".to_owned(), json!({"query": "e"})),
+                ("help".to_owned(), Value::Null)
+            ]
+        );
+    }
+
     /// A message makes at most [`MAX_CALLS_PER_MESSAGE`] calls; the last one kept says how
     /// many more were dropped, and none of them runs.
     #[test]
@@ -975,7 +1117,7 @@ mod tests {
             }
             if i % 40 == 0 && !asked.is_empty() {
                 let sc = Scene {
-                    user: user.clone(),
+                    user_id: user.id(),
                     session_id: session.id,
                     dk: dk.clone(),
                     message_id: format!("agent-message-{i}"),

@@ -560,6 +560,13 @@ impl Outbound {
         self.policy.check(url)
     }
 
+    /// [`EgressPolicy::check_with_query`] with no allowance at all: for addresses a model
+    /// names (a page to read), which may only be public. (The request then goes through
+    /// the client whose resolver keeps public addresses only.)
+    pub fn check_public(&self, url: &str) -> Result<PublicUrl, UrlError> {
+        EgressPolicy::default().check_with_query(url)
+    }
+
     /// [`EgressPolicy::check_with_query`] under this client's policy.
     pub fn check_with_query(&self, url: &str) -> Result<PublicUrl, UrlError> {
         self.policy.check_with_query(url)

@@ -17,6 +17,7 @@
 //! - [`providers`]: Anthropic, OpenAI(-compatible) and the scripted demo, as streams of deltas.
 //! - [`history`]: the conversations turns were last given, kept decrypted between turns.
 //! - [`permissions`]: each user's level for each function, over its default.
+//! - [`sandbox`]: commands in a sandbox that fails closed (bubblewrap, rlimits, cgroups).
 //! - [`functions`]: the function registry (`help`, `websearch`): specs, schemas, handlers.
 //! - [`act`]: acting on what a message asks for: detection, the permission gate, request
 //!   and result frames, decisions, the follow-up reply.
@@ -53,6 +54,7 @@ pub mod limits;
 pub mod password;
 pub mod permissions;
 pub mod providers;
+pub mod sandbox;
 pub mod sessions;
 pub mod store;
 pub mod tokens;
@@ -86,6 +88,9 @@ pub struct Settings {
     pub limits: limits::Limits,
     /// The search service behind `websearch`.
     pub search: functions::websearch::SearchSettings,
+    /// Where each user's `bash` workspace lives (`DATA_DIR/workspaces`).
+    pub workspaces: std::path::PathBuf,
+    pub sandbox: sandbox::SandboxLimits,
 }
 
 impl Default for Settings {
@@ -101,6 +106,8 @@ impl Default for Settings {
             trusted_proxies: Vec::new(),
             limits: limits::Limits::default(),
             search: Default::default(),
+            workspaces: std::env::temp_dir().join("hero-workspaces"),
+            sandbox: Default::default(),
         }
     }
 }
@@ -136,6 +143,8 @@ pub struct Services {
     pub functions: functions::Registry,
     /// One lock per message whose calls are being worked on ([`act`]).
     pub message_locks: act::MessageLocks,
+    /// Where `bash` runs.
+    pub sandbox: sandbox::Sandbox,
 }
 
 impl AppState {
@@ -165,6 +174,7 @@ impl AppState {
             history: Default::default(),
             http,
             call_options: Arc::new(settings.call_options.clone()),
+            sandbox: sandbox::Sandbox::new(settings.workspaces.clone(), settings.sandbox.clone()),
             settings: Arc::new(settings),
             functions,
             message_locks: Default::default(),
@@ -190,6 +200,7 @@ impl AppState {
             history: Default::default(),
             http: settings.egress.client().expect("client"),
             call_options: Arc::new(settings.call_options.clone()),
+            sandbox: sandbox::Sandbox::new(settings.workspaces.clone(), settings.sandbox.clone()),
             settings: Arc::new(settings),
             functions: functions::Registry::builtin(),
             message_locks: Default::default(),

@@ -38,6 +38,10 @@ pub async fn state_with_functions(
     functions: crate::functions::Registry,
 ) -> TestState {
     let dir = tempfile::tempdir().expect("temp dir");
+    let settings = Settings {
+        workspaces: dir.path().join("workspaces"),
+        ..settings
+    };
     let pool = store::open(dir.path()).await.expect("open db");
     store::migrate(&pool).await.expect("migrate");
     let keys = crypto::Keyring::new(crypto::SecretKey::random());

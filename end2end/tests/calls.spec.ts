@@ -1,8 +1,9 @@
 import { test, expect, type Page } from "@playwright/test";
 import { connected, createSession, hydrated, send, signIn } from "./helpers";
 
-// Erin's agent acts: the offline demo calls `help` (runs at once) and `websearch` (asks),
-// answered by the mock search service. The cards come from the log, in every tab.
+// Erin's agent acts: the offline demo calls `help` (runs at once), `websearch` (asks;
+// answered by the mock search service) and `bash` (asks; runs in the sandbox). The cards
+// come from the log, in every tab; the agent's follow-up comes once every call is settled.
 test.describe.configure({ mode: "serial" });
 
 
@@ -29,6 +30,14 @@ test("the approval card shows in two tabs; approving in one updates both", async
   // The element in the message says so too.
   await expect(page.locator('[data-hml="websearch"]').last()).toContainText("waiting for your approval");
   await card(other, "websearch").getByRole("button", { name: "Approve" }).click();
+  await expect(card(page, "websearch").getByTestId("call-state")).toHaveText("done", { timeout: 20_000 });
+  // The bash command waits too; approved, it runs in the sandbox and its output shows.
+  await expect(card(page, "bash").getByTestId("call-state")).toHaveText("waiting for your approval");
+  await card(page, "bash").getByRole("button", { name: "Approve" }).click();
+  await expect(card(other, "bash").getByTestId("call-state")).toHaveText("done", { timeout: 20_000 });
+  await card(other, "bash").locator("summary").click();
+  await expect(card(other, "bash").locator(".call-result pre")).toContainText("hello from Hero");
+  await expect(card(other, "bash").locator(".call-result pre")).toContainText("exit status 0");
   for (const p of [page, other]) {
     await expect(card(p, "websearch").getByTestId("call-state")).toHaveText("done", { timeout: 20_000 });
     await expect(card(p, "websearch").getByRole("button", { name: "Approve" })).toHaveCount(0);
@@ -44,6 +53,8 @@ test("deny tells the agent, which answers accordingly", async ({ page }) => {
   await demoReplyWaiting(page, "Deny");
   await card(page, "websearch").getByRole("button", { name: "Deny" }).click();
   await expect(card(page, "websearch").getByTestId("call-state")).toHaveText("denied", { timeout: 20_000 });
+  await card(page, "bash").getByRole("button", { name: "Deny" }).click();
+  await expect(card(page, "bash").getByTestId("call-state")).toHaveText("denied", { timeout: 20_000 });
   await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("was denied", { timeout: 20_000 });
 });
 
@@ -62,11 +73,14 @@ test("always allow: no card waits the next time, and the Permissions page says s
   await demoReplyWaiting(page, "Always");
   await card(page, "websearch").getByRole("button", { name: "Always allow websearch" }).click();
   await expect(card(page, "websearch").getByTestId("call-state")).toHaveText("done", { timeout: 20_000 });
+  await card(page, "bash").getByRole("button", { name: "Deny" }).click();
   await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("came back to me", { timeout: 20_000 });
   await send(page, "And again");
   await expect(page.locator(".msg-user").last()).toContainText("And again");
-  await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("came back to me", { timeout: 30_000 });
-  await expect(page.locator(".call-waiting")).toHaveCount(0);
+  // The new reply's search ran at once; only its bash command waits.
+  await expect(card(page, "bash").getByTestId("call-state")).toHaveText("waiting for your approval", { timeout: 30_000 });
+  await expect(card(page, "websearch").getByTestId("call-state")).toHaveText("done");
+  await expect(page.locator('.call-waiting[data-function="websearch"]')).toHaveCount(0);
   await page.goto("/permissions");
   await hydrated(page);
   const row = page.locator('tr[data-function="websearch"]');

@@ -42,7 +42,7 @@ test("the offline demo shows every element while it streams", async ({ page }) =
     await expect(reply.locator(`[data-hml="${kind}"]`).first(), kind).toBeVisible();
   }
   await expect(reply.locator(".hml-item")).toHaveCount(4);
-  await expect(reply.locator('[data-hml="bash"]')).toContainText("recognised: not run");
+  await expect(reply.locator('[data-hml="bash"]')).toContainText("waiting for your approval");
   await expect(reply.locator(".code-block")).toContainText("<bash>rm -rf /</bash>");
   await expect(reply.locator('[data-hml="progress"] progress')).toHaveAttribute("value", "3");
   await expect(page.getByRole("button", { name: "Send" })).toBeVisible();

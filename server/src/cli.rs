@@ -42,6 +42,18 @@ pub async fn migrate(cfg: &Config) -> anyhow::Result<()> {
 
 pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let st = open_store(&cfg).await?;
+    // Calls a previous run approved but never finished are told so, before anyone asks.
+    match hero_backend::act::recover(&st).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            calls = n,
+            "calls interrupted by the last shutdown are recorded as such"
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "calls interrupted by the last shutdown could not be recorded")
+        }
+    }
+    tracing::info!(sandbox = %st.sandbox.layers().describe(), "bash runs in");
     let first_run_password = if users::count(&st.db).await? == 0 {
         let pw = random_password();
         // The file first: an account whose password was never told would lock its owner out.

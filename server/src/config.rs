@@ -130,6 +130,24 @@ pub struct ConfigArgs {
     #[arg(long, env = "HERO_SEARCH_BACKEND", global = true, value_name = "NAME")]
     pub search_backend: Option<String>,
 
+    /// Let `websearch` read pages on the hosts `egress_allow` names (an intranet) [default: false]
+    #[arg(
+        long,
+        env = "HERO_SEARCH_PAGES_ALLOWED",
+        global = true,
+        value_name = "BOOL"
+    )]
+    pub search_pages_allowed: Option<bool>,
+
+    /// The longest a `bash` command may run, in seconds (its own timeout is capped to it) [default: 300]
+    #[arg(
+        long,
+        env = "HERO_BASH_MAX_TIMEOUT",
+        global = true,
+        value_name = "SECS"
+    )]
+    pub bash_max_timeout: Option<u64>,
+
     /// The search service's API key (Brave's subscription token)
     #[arg(
         long,
@@ -164,6 +182,8 @@ struct FileConfig {
     search_url: Option<String>,
     search_backend: Option<String>,
     search_api_key: Option<String>,
+    search_pages_allowed: Option<bool>,
+    bash_max_timeout: Option<u64>,
 }
 
 /// The settings in force. Its `Debug` hides the master key.
@@ -184,6 +204,7 @@ pub struct Config {
     pub hash_at_once: usize,
     pub limits: hero_backend::limits::Limits,
     pub search: hero_backend::functions::websearch::SearchSettings,
+    pub bash_max_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for Config {
@@ -203,6 +224,7 @@ impl std::fmt::Debug for Config {
             .field("hash_at_once", &self.hash_at_once)
             .field("limits", &self.limits)
             .field("search", &self.search)
+            .field("bash_max_timeout", &self.bash_max_timeout)
             .finish()
     }
 }
@@ -334,7 +356,16 @@ impl ConfigArgs {
                     backend,
                     url,
                     api_key: self.search_api_key.or(file.search_api_key),
+                    pages_allowed: self
+                        .search_pages_allowed
+                        .or(file.search_pages_allowed)
+                        .unwrap_or(false),
                 }
+            },
+            bash_max_timeout: match self.bash_max_timeout.or(file.bash_max_timeout) {
+                Some(0) => bail!("bash_max_timeout must be at least 1 second"),
+                Some(n) => std::time::Duration::from_secs(n),
+                None => hero_backend::sandbox::SandboxLimits::default().max_timeout,
             },
             hash_at_once: match self.hash_at_once.or(file.hash_at_once) {
                 Some(0) => bail!("hash_at_once must be at least 1"),
@@ -392,6 +423,11 @@ impl Config {
             limits: self.limits.clone(),
             egress: self.egress.clone(),
             search: self.search.clone(),
+            workspaces: self.data_dir.join("workspaces"),
+            sandbox: hero_backend::sandbox::SandboxLimits {
+                max_timeout: self.bash_max_timeout,
+                ..Default::default()
+            },
             ..hero_backend::Settings::default()
         }
     }

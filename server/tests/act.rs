@@ -24,6 +24,7 @@ async fn acting(tweak: impl FnOnce(&mut hero_backend::Settings)) -> (mock_llm::M
             backend: Backend::Searxng,
             url: Some(url),
             api_key: None,
+            pages_allowed: false,
         };
         tweak(s);
     })
@@ -190,7 +191,8 @@ async fn never_and_always_settle_in_the_same_turn() {
         levels,
         [
             ("help".into(), "always".into(), "always".into()),
-            ("websearch".into(), "ask".into(), "ask".into())
+            ("websearch".into(), "ask".into(), "ask".into()),
+            ("bash".into(), "ask".into(), "ask".into())
         ]
     );
     let (s, p) = h
@@ -667,6 +669,12 @@ async fn websearch_backends_pages_and_bounds() {
         backend: Backend::Searxng,
         url: Some(mock.url()),
         api_key: None,
+        pages_allowed: false,
+    };
+    // Pages on the mock (loopback, allowed for the search service) only with the setting.
+    let pages = SearchSettings {
+        pages_allowed: true,
+        ..SearchSettings::default()
     };
     let out = run(
         &mock,
@@ -686,6 +694,7 @@ async fn websearch_backends_pages_and_bounds() {
         backend: Backend::Brave,
         url: Some(mock.url()),
         api_key: Some("brave-token".into()),
+        pages_allowed: false,
     };
     let out = run(&mock, brave.clone(), json!({"query": "tents"}))
         .await
@@ -721,9 +730,20 @@ async fn websearch_backends_pages_and_bounds() {
     );
 
     // A page: its text, not its script; a page past the bound is cut; not text is refused.
-    let page = run(
+    let e = run(
         &mock,
         SearchSettings::default(),
+        json!({"url": format!("{}/page/leptos", mock.url())}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        e.starts_with("that address is refused"),
+        "a model's page is public or nothing: {e}"
+    );
+    let page = run(
+        &mock,
+        pages.clone(),
         json!({"url": format!("{}/page/leptos", mock.url())}),
     )
     .await
@@ -736,7 +756,7 @@ async fn websearch_backends_pages_and_bounds() {
     assert!(!page.contains("secret"), "{page}");
     let big = run(
         &mock,
-        SearchSettings::default(),
+        pages.clone(),
         json!({"url": format!("{}/page/big", mock.url())}),
     )
     .await
@@ -749,7 +769,7 @@ async fn websearch_backends_pages_and_bounds() {
     assert!(big.len() < 2_200_000, "{}", big.len());
     let e = run(
         &mock,
-        SearchSettings::default(),
+        pages.clone(),
         json!({"url": format!("{}/page/binary", mock.url())}),
     )
     .await
@@ -774,4 +794,64 @@ async fn websearch_backends_pages_and_bounds() {
     .await
     .unwrap_err();
     assert!(e.contains("either `query`"), "{e}");
+}
+
+/// A call approved but cut short by a restart is recorded as interrupted at start-up, so
+/// its card does not say "running" forever; calls still waiting wait on.
+#[tokio::test]
+async fn a_restart_records_interrupted_calls() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(
+        session,
+        r#"[[mock text="\u003cwebsearch>one</websearch> \u003cwebsearch>two</websearch>" then="x"]]"#,
+    )
+    .await;
+    let frames = h.frames(session).await;
+    let requests = of_type(&frames, "request");
+    let (first, second) = (requests[0].clone(), requests[1].clone());
+    // The first was approved and had begun when the server stopped: its decision is in
+    // the log, its result never came.
+    let user = hero_backend::auth::login(&h.st, "alice", "alice-password")
+        .await
+        .unwrap()
+        .user;
+    let dk = hero_backend::frames::session_key(&h.st, &user, session)
+        .await
+        .unwrap();
+    let mut payload = first["payload"].clone();
+    payload["status"] = json!("approved");
+    payload["decided_by"] = json!("user");
+    let decision = hero_backend::frames::NewFrame {
+        id: hero_backend::frames::new_id(),
+        session_id: session,
+        parent_id: first["id"].as_str().map(str::to_owned),
+        target_ids: vec![hero_shared::frame::TargetId::Frame(
+            first["id"].as_str().unwrap().into(),
+        )],
+        frame_type: hero_shared::frame::FrameType::Update,
+        author_type: hero_shared::frame::AuthorType::User,
+        author_id: Some(user.id()),
+        payload,
+    };
+    hero_backend::frames::append(&h.st, &dk, decision)
+        .await
+        .unwrap();
+    let st = h.st.restarted();
+    assert_eq!(hero_backend::act::recover(&st).await.unwrap(), 1);
+    let frames = h.frames(session).await;
+    let results = of_type(&frames, "result");
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["parent_id"], first["id"]);
+    assert_eq!(results[0]["payload"]["outcome"], "error");
+    assert!(
+        results[0]["payload"]["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("interrupted")
+    );
+    // The other still waits, and can be decided.
+    let (s, _) = decide(&h, session, second["id"].as_str().unwrap(), false).await;
+    assert_eq!(s, StatusCode::OK);
+    frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
 }

@@ -36,7 +36,7 @@ async fn check_full_turn(provider: &str) {
     assert_eq!(start["sessionId"], session);
     assert_eq!(start["agentName"], format!("{provider} agent"));
     let message_id = start["messageId"].as_str().unwrap().to_owned();
-    // Elements recognised while streaming; executable ones shown, not run.
+    // Elements recognised while streaming; the executable one asks before it runs.
     let starts: Vec<&str> = events
         .iter()
         .filter(|(n, _)| n == "element_start")
@@ -65,9 +65,18 @@ async fn check_full_turn(provider: &str) {
         "{text}"
     );
 
-    // Both turns are frames: the user's and the agent's, seq 1 and 2.
+    // Both turns are frames: the user's and the agent's, seq 1 and 2; then the bash
+    // command's request, waiting for approval (bash asks by default).
     let frames = h.frames(session).await;
-    assert_eq!(frames.len(), 2);
+    assert_eq!(frames.len(), 3);
+    assert_eq!(
+        (
+            frames[2]["type"].as_str(),
+            frames[2]["payload"]["function"].as_str(),
+            frames[2]["payload"]["status"].as_str()
+        ),
+        (Some("request"), Some("bash"), Some("pending"))
+    );
     assert_eq!(
         (frames[0]["seq"].as_i64(), frames[0]["author_type"].as_str()),
         (Some(1), Some("user"))

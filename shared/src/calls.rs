@@ -97,6 +97,9 @@ pub struct CallRequest {
     /// The user whose own message asked for the call: set by the server only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender_id: Option<i64>,
+    /// Why it is not valid (`invalid` only): what the agent is told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
     /// One line for people reading the log.
     pub content: String,
 }
@@ -224,6 +227,7 @@ mod tests {
             status: CallStatus::Pending,
             decided_by: None,
             sender_id: None,
+            problem: None,
             content: "websearch".into(),
         };
         let mut frames = vec![

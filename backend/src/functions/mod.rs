@@ -6,6 +6,7 @@
 //! line to [`Registry::builtin`]. `help` answers from the specs, the Permissions page lists
 //! them, and providers are offered them as tools.
 
+pub mod bash;
 pub mod help;
 pub mod schema;
 pub mod websearch;
@@ -68,6 +69,7 @@ impl Registry {
         let mut r = Registry::empty();
         r.register(help::Help);
         r.register(websearch::WebSearch);
+        r.register(bash::Bash);
         r
     }
 

@@ -48,6 +48,9 @@ pub struct SearchSettings {
     pub url: Option<String>,
     /// Brave's subscription token. Never shown.
     pub api_key: Option<String>,
+    /// Pages the model names may be on the hosts an administrator allowed
+    /// (`search_pages_allowed`, for an intranet); by default pages are public or nothing.
+    pub pages_allowed: bool,
 }
 
 impl std::fmt::Debug for SearchSettings {
@@ -56,6 +59,7 @@ impl std::fmt::Debug for SearchSettings {
             .field("backend", &self.backend)
             .field("url", &self.url)
             .field("api_key", &self.api_key.as_ref().map(|_| "(set)"))
+            .field("pages_allowed", &self.pages_allowed)
             .finish()
     }
 }
@@ -213,12 +217,15 @@ async fn search(cx: &Ctx<'_>, query: &str, count: u64) -> Result<String, String>
     Ok(out)
 }
 
+/// A page the model names is public or nothing, unless `pages_allowed`: the administrator's
+/// allowances are for the services Hero is set up with (a model, the search service).
 async fn fetch_page(cx: &Ctx<'_>, url: &str) -> Result<String, String> {
-    let target = cx
-        .st
-        .http
-        .check_with_query(url)
-        .map_err(|e| format!("that address is refused: {e}"))?;
+    let checked = if cx.st.settings.search.pages_allowed {
+        cx.st.http.check_with_query(url)
+    } else {
+        cx.st.http.check_public(url)
+    };
+    let target = checked.map_err(|e| format!("that address is refused: {e}"))?;
     let resp = cx
         .st
         .http
@@ -391,7 +398,10 @@ fn decode_entities(s: &str) -> String {
     while let Some(at) = rest.find('&') {
         out.push_str(&rest[..at]);
         rest = &rest[at..];
-        let end = rest[..rest.len().min(12)].find(';');
+        // `;` is ASCII: looking for it in bytes never cuts a character.
+        let end = rest.as_bytes()[..rest.len().min(12)]
+            .iter()
+            .position(|&b| b == b';');
         let decoded = end.and_then(|e| {
             let name = &rest[1..e];
             let c = match name {
@@ -438,6 +448,17 @@ mod tests {
             html_to_text(html),
             "# Rust & Leptos\n\nHydration\nServer renders, the browser hydrates.\none\ntwo — A"
         );
+    }
+
+    #[test]
+    fn entities_next_to_any_text_decode_without_cutting_a_character() {
+        assert_eq!(decode_entities("&amp;Привет"), "&Привет");
+        assert_eq!(decode_entities("&Привет мир"), "&Привет мир");
+        assert_eq!(decode_entities("a&中文字中文字;b"), "a&中文字中文字;b");
+        assert_eq!(strip_tags("<b>&amp;中文</b>&#x4e2d;"), "&中文中");
+        for s in ["&", "&&", "&#", "&#x", "&#xZZ;", "&#99999999;", "&é", "é&"] {
+            let _ = decode_entities(s);
+        }
     }
 
     #[test]

@@ -39,6 +39,8 @@ Read more in the <link href="https://github.com/">project documentation</link>.
 
 A command you could copy: <copy label="Copy the command">cargo leptos build --release</copy>
 
+A shell command runs in a sandbox of your own once you approve it:
+
 <bash cwd="/tmp" timeout="10">echo "hello from Hero" > greeting.txt && cat greeting.txt</bash>
 
 <result for="demo" status="ok">hello from Hero</result>

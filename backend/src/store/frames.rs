@@ -277,3 +277,24 @@ pub async fn session_of(db: &SqlitePool, user_id: i64, frame_id: &str) -> Result
     .fetch_optional(db)
     .await?)
 }
+
+/// Every request frame without a result, in every session, with its session's owner: what
+/// start-up looks through for calls a restart interrupted.
+pub async fn open_requests_everywhere(db: &SqlitePool) -> Result<Vec<(FrameRow, i64)>> {
+    let rows = sqlx::query(&format!(
+        "SELECT {}, s.user_id FROM frames f JOIN sessions s ON s.id = f.session_id \
+         WHERE f.type = 'request' \
+         AND NOT EXISTS (SELECT 1 FROM frames r WHERE r.parent_id = f.id AND r.type = 'result') \
+         ORDER BY f.session_id, f.seq",
+        COLUMNS
+            .split(", ")
+            .map(|c| format!("f.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+    .fetch_all(db)
+    .await?;
+    rows.iter()
+        .map(|r| Ok((FrameRow::read(r)?, sqlx::Row::try_get::<i64, _>(r, 11)?)))
+        .collect()
+}

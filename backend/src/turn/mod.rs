@@ -454,14 +454,21 @@ async fn converse(
     mut live: std::sync::Arc<crate::in_flight::InFlight>,
     mut cancel: Abort,
     mut round: usize,
+    current: std::sync::Arc<std::sync::Mutex<String>>,
 ) {
     let st = out.st.clone();
     let session_id = out.session_id;
-    let tools = act::offered(&st, user.id()).await.unwrap_or_default();
+    // Official APIs take native tools; a compatible server may refuse the whole request
+    // for them (Ollama for a model without a tool template, llama.cpp without --jinja), so
+    // there the agent calls in text only.
+    let tools = match agent.provider {
+        ProviderKind::OpenAiCompatible | ProviderKind::Scripted => Vec::new(),
+        _ => act::offered(&st, user.id()).await.unwrap_or_default(),
+    };
     let emit = |ev: SseEvent| out.emit(ev);
     if let Some((message_id, asked)) = user_calls {
         let sc = act::Scene {
-            user: user.clone(),
+            user_id: user.id(),
             session_id,
             dk: dk.clone(),
             message_id,
@@ -496,7 +503,7 @@ async fn converse(
                 let max = st.settings.limits.rounds_per_message;
                 let over = (round >= max).then_some(max);
                 let sc = act::Scene {
-                    user: user.clone(),
+                    user_id: user.id(),
                     session_id,
                     dk: dk.clone(),
                     message_id: r.message_id.clone(),
@@ -516,28 +523,31 @@ async fn converse(
                         tracing::error!(error = %e, "a reply's calls could not be run");
                         out.emit(SseEvent::Error(ErrorData {
                             message_id: Some(r.message_id.clone()),
-                            error:
-                                "the reply's calls could not be run; the server log has the details"
-                                    .into(),
+                            error: format!(
+                                "the reply's calls could not be run: {}",
+                                e.public_message()
+                            ),
                         }));
                     }
                 }
             }
         }
         out.emit(complete(&r.message_id, &r.text, executed));
-        st.turns.end(session_id, &r.message_id);
-        if !follow {
-            return;
-        }
-        // The agent is given the results: the conversation as it now is, a new reply.
-        round += 1;
-        let kept = match load_context(&st, &dk, session_id).await {
-            Ok(k) => k,
-            Err(e) => {
-                tracing::error!(error = %e, "the conversation could not be read for a follow-up");
-                return;
-            }
+        let kept = if follow {
+            load_context(&st, &dk, session_id)
+                .await
+                .inspect_err(|e| tracing::error!(error = %e, "the conversation could not be read for a follow-up"))
+                .ok()
+        } else {
+            None
         };
+        let Some(kept) = kept else {
+            st.turns.end(session_id, &r.message_id);
+            return;
+        };
+        // The agent is given the results: the conversation as it now is, a new reply. It
+        // is registered before the last one leaves, so a Stop in between reaches one of them.
+        round += 1;
         messages = context(&kept);
         let after_seq = kept.last().map_or(0, |k| k.frame.seq);
         live = std::sync::Arc::new(crate::in_flight::InFlight::new(
@@ -547,15 +557,27 @@ async fn converse(
             &agent.name,
             after_seq,
         ));
-        cancel = st
+        let next = st
             .turns
             .begin(live.clone(), Some(out.sink.flag(events::ABORTED)));
+        st.turns.end(session_id, &r.message_id);
+        if cancel.is_aborted() {
+            next.abort();
+        }
+        cancel = next;
+        *current.lock().unwrap_or_else(|p| p.into_inner()) = live.message_id.clone();
     }
 }
 
 /// The agent's next reply after a decision settled the last open call of its message:
-/// started in a task of its own (nobody posted it), seen through the session's feed.
-pub async fn follow_up(st: &AppState, user: &AuthUser, session_id: i64) -> Result<()> {
+/// started in a task of its own (nobody posted it), seen through the session's feed. A
+/// Stop that reached `prior` (the calls' own signal) before the reply registered stops it.
+pub async fn follow_up(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    prior: Option<&Abort>,
+) -> Result<()> {
     if st.hub.is_closing() {
         return Ok(());
     }
@@ -595,6 +617,9 @@ pub async fn follow_up(st: &AppState, user: &AuthUser, session_id: i64) -> Resul
     let cancel = st
         .turns
         .begin(live.clone(), Some(out.sink.flag(events::ABORTED)));
+    if prior.is_some_and(Abort::is_aborted) {
+        cancel.abort();
+    }
     let turn = guarded(
         out,
         message_id,
@@ -651,6 +676,9 @@ fn guarded(
     a: ConverseArgs,
 ) -> crate::drive::events::TurnFuture {
     let guard = out.clone();
+    // The reply in flight, which a failure must end (the turn may be rounds further on).
+    let current = std::sync::Arc::new(std::sync::Mutex::new(message_id));
+    let now = current.clone();
     Box::pin(async move {
         use futures::FutureExt;
         let _slot = slot;
@@ -664,8 +692,10 @@ fn guarded(
             a.live,
             a.cancel,
             a.round,
+            now,
         ));
         if turn.catch_unwind().await.is_err() {
+            let message_id = current.lock().unwrap_or_else(|p| p.into_inner()).clone();
             tracing::error!("a turn failed unexpectedly");
             guard.emit(SseEvent::Error(ErrorData {
                 message_id: Some(message_id.clone()),
@@ -813,7 +843,13 @@ async fn reply(
                         break;
                     }
                     Some(Ok(Delta::Thinking(t))) => thinking.push_str(&t),
+                    // A repeated id continues its call; past the calls a message may make,
+                    // more are not kept (the last kept one says so when it is gated).
+                    Some(Ok(Delta::ToolUseStart { id, .. }))
+                        if tool_calls.iter().any(|c| c.0 == id)
+                            || tool_calls.len() > act::MAX_CALLS_PER_MESSAGE => {}
                     Some(Ok(Delta::ToolUseStart { id, name })) => {
+                        tool_input += id.len() + name.len();
                         tool_calls.push((id.clone(), name.clone(), String::new()));
                         out.emit(SseEvent::ToolUseStart(ToolUseStart {
                             message_id: message_id.clone(),

@@ -262,8 +262,10 @@ impl Registry {
     }
 
     /// Every turn in flight, on every session.
+    /// Turns in flight and calls running outside them (what shutdown waits for).
     pub fn count_all(&self) -> usize {
-        lock(&self.turns).values().map(HashMap::len).sum()
+        lock(&self.turns).values().map(HashMap::len).sum::<usize>()
+            + lock(&self.acting).values().map(Vec::len).sum::<usize>()
     }
 
     /// Stops every turn in flight, and every turn that begins from now on, for shutdown:

@@ -1,0 +1,609 @@
+//! Commands in a sandbox that fails closed (`bash`). Each run is a bubblewrap (`bwrap`)
+//! process in new user, pid, network, ipc, uts and cgroup namespaces, mapped to an
+//! unprivileged id with every capability dropped and no new privileges; it sees `/usr`
+//! read-only, a fresh `/tmp`, and the user's workspace (`DATA_DIR/workspaces/<user>`,
+//! 0700) as `/workspace`, and nothing else of the host: not the data directory, the key, the
+//! database, or another user's workspace. It has no network (a network namespace of its
+//! own, loopback included). Inside, rlimits bound files, memory, descriptors and CPU time;
+//! outside, where the machine has them, a pids and a memory cgroup per run bound processes
+//! and memory.
+//!
+//! The layers are probed once, on the first run, and logged. Without bubblewrap working
+//! there is no isolating layer, and every run is refused with the reason in one line: a
+//! command never runs unsandboxed.
+//!
+//! At the timeout, or on Stop, the whole tree dies: bwrap is killed (its pid namespace's
+//! first process follows it, and with it every process of the namespace, daemonised or
+//! not), and so is every process left in the run's cgroup. bwrap is spawned from a thread
+//! that lives as long as the server: `--die-with-parent` ties the sandbox to the thread
+//! that spawned it, and a pooled thread may end while the command still runs.
+
+use std::path::{Component, Path, PathBuf};
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncReadExt;
+
+use crate::turn::Abort;
+
+/// What a run may use.
+#[derive(Debug, Clone)]
+pub struct SandboxLimits {
+    pub default_timeout: Duration,
+    pub max_timeout: Duration,
+    /// Of stdout and of stderr, each: the rest is read and dropped.
+    pub output_bytes: usize,
+    pub memory_bytes: u64,
+    pub processes: u32,
+    /// The largest file a run may write.
+    pub file_bytes: u64,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        SandboxLimits {
+            default_timeout: Duration::from_secs(30),
+            max_timeout: Duration::from_secs(300),
+            output_bytes: 64 << 10,
+            memory_bytes: 512 << 20,
+            processes: 128,
+            file_bytes: 64 << 20,
+        }
+    }
+}
+
+/// The layers this machine allows, found by [`Sandbox::probe`].
+#[derive(Debug, Clone)]
+pub struct Layers {
+    pub bwrap: Option<PathBuf>,
+    /// Why bash is refused, when it is.
+    pub refused: Option<String>,
+    /// `/sys/fs/cgroup/pids` and `/sys/fs/cgroup/memory` (cgroup v1), when they can be used.
+    pub cgroups: Option<(PathBuf, PathBuf)>,
+}
+
+impl Layers {
+    /// One line for the log and the note.
+    pub fn describe(&self) -> String {
+        match &self.refused {
+            Some(why) => format!("bash refused: {why}"),
+            None => format!(
+                "bubblewrap (user, pid, network, ipc, uts, cgroup namespaces; uid 65534; no capabilities; no new privileges; /usr read-only, workspace the only writable host path), rlimits (files, memory, descriptors, CPU){}",
+                if self.cgroups.is_some() {
+                    ", pids and memory cgroups"
+                } else {
+                    "; no cgroups (none writable here)"
+                }
+            ),
+        }
+    }
+}
+
+/// The sandbox of `bash`: its workspaces, its limits and (once probed) its layers.
+pub struct Sandbox {
+    workspaces: PathBuf,
+    pub limits: SandboxLimits,
+    layers: OnceLock<Layers>,
+    spawner: OnceLock<Spawner>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// The command exited with this status (128 + n for a signal).
+    Exited(i32),
+    TimedOut,
+    Stopped,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    pub ended: Ended,
+    pub stdout: String,
+    pub stderr: String,
+    /// Output past [`SandboxLimits::output_bytes`] was dropped.
+    pub cut: bool,
+    pub took: Duration,
+    /// When the first byte of output came, from the start.
+    pub first_output: Option<Duration>,
+}
+
+impl Ran {
+    /// The run as the agent and the card read it.
+    pub fn report(&self) -> String {
+        let how = match self.ended {
+            Ended::Exited(c) => format!("exit status {c}"),
+            Ended::TimedOut => "killed at its timeout".into(),
+            Ended::Stopped => "stopped by the user".into(),
+        };
+        let mut out = format!("{how}, after {:.2} s", self.took.as_secs_f64());
+        for (name, text) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            if !text.is_empty() {
+                out.push_str(&format!("\n--- {name} ---\n{text}"));
+                if !text.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+        }
+        if self.cut {
+            out.push_str("[… output past the limit was dropped]\n");
+        }
+        out
+    }
+}
+
+static RUNS: AtomicU64 = AtomicU64::new(0);
+
+impl Sandbox {
+    pub fn new(workspaces: PathBuf, limits: SandboxLimits) -> Sandbox {
+        Sandbox {
+            workspaces,
+            limits,
+            layers: OnceLock::new(),
+            spawner: OnceLock::new(),
+        }
+    }
+
+    /// The layers, probed on first use (and logged).
+    pub fn layers(&self) -> &Layers {
+        self.layers.get_or_init(|| {
+            let l = probe();
+            tracing::info!(sandbox = %l.describe(), "sandbox layers for bash");
+            l
+        })
+    }
+
+    /// The user's workspace directory on the host (created 0700).
+    pub fn workspace(&self, user_id: i64) -> std::io::Result<PathBuf> {
+        let dir = self.workspaces.join(user_id.to_string());
+        let mut b = std::fs::DirBuilder::new();
+        b.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(&dir)?;
+        Ok(dir)
+    }
+
+    /// Runs `command` in the user's sandbox.
+    pub async fn run(
+        &self,
+        user_id: i64,
+        command: &str,
+        cwd: Option<&str>,
+        timeout: Option<Duration>,
+        abort: Option<&Abort>,
+    ) -> Result<Ran, String> {
+        let layers = self.layers().clone();
+        if let Some(why) = &layers.refused {
+            return Err(format!("bash cannot run on this server: {why}"));
+        }
+        let bwrap = layers.bwrap.clone().expect("probed");
+        let cwd = sandbox_cwd(cwd)?;
+        if command.contains('\0') {
+            return Err("the command holds a NUL character".into());
+        }
+        let timeout = timeout
+            .unwrap_or(self.limits.default_timeout)
+            .min(self.limits.max_timeout);
+        let workspace = self
+            .workspace(user_id)
+            .map_err(|e| format!("the workspace could not be made: {e}"))?;
+        let run = RUNS.fetch_add(1, Ordering::Relaxed);
+        let cgroup = layers
+            .cgroups
+            .as_ref()
+            .and_then(|(p, m)| RunCgroup::new(p, m, run, &self.limits).ok());
+        let mut argv: Vec<String> = Vec::new();
+        if let Some(cg) = &cgroup {
+            // The shell puts itself in the run's cgroups before it becomes bwrap: nothing
+            // of the run starts outside them.
+            argv.extend([
+                "/bin/sh".into(),
+                "-c".into(),
+                r#"echo $$ > "$1" && echo $$ > "$2" && shift 2 && exec "$@""#.into(),
+                "hero-sandbox".into(),
+                cg.pids.join("cgroup.procs").display().to_string(),
+                cg.memory.join("cgroup.procs").display().to_string(),
+            ]);
+        }
+        argv.push(bwrap.display().to_string());
+        argv.extend(bwrap_args(&workspace, &cwd));
+        let l = &self.limits;
+        // Inside: the rlimits, then the command (as bash's own `-c`, verbatim).
+        let limits = format!(
+            "ulimit -c 0; ulimit -f {}; ulimit -n 256; ulimit -v {}; ulimit -t {}; exec /usr/bin/bash -c \"$1\"",
+            l.file_bytes / 1024,
+            (l.memory_bytes * 2) / 1024,
+            timeout.as_secs() + 1,
+        );
+        argv.extend([
+            "/usr/bin/bash".into(),
+            "-c".into(),
+            limits,
+            "hero-bash".into(),
+            command.to_owned(),
+        ]);
+        let started = Instant::now();
+        let child = self
+            .spawner
+            .get_or_init(Spawner::start)
+            .spawn(argv)
+            .await
+            .map_err(|e| format!("the sandbox could not start: {e}"))?;
+        // Killed however this future ends: dropped by a Stop included.
+        let mut run = Running { child, cgroup };
+        let pipes = (run.child.stdout.take(), run.child.stderr.take());
+        let (Some(out), Some(err)) = pipes else {
+            return Err("the sandbox's output could not be read".into());
+        };
+        let out = tokio::process::ChildStdout::from_std(out).map_err(|e| e.to_string())?;
+        let err = tokio::process::ChildStderr::from_std(err).map_err(|e| e.to_string())?;
+        let first = OnceLock::new();
+        let cap = l.output_bytes;
+        // Kept outside the futures: a run killed at its timeout keeps what it printed.
+        let (kept_out, kept_err) = (
+            std::sync::Mutex::new((Vec::new(), false)),
+            std::sync::Mutex::new((Vec::new(), false)),
+        );
+        let reading = async {
+            tokio::join!(
+                read_capped(out, cap, &kept_out, &first, started),
+                read_capped(err, cap, &kept_err, &first, started)
+            )
+        };
+        let waiting = async {
+            let mut pause = Duration::from_millis(2);
+            loop {
+                if let Ok(Some(status)) = run.child.try_wait() {
+                    return status;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(25));
+            }
+        };
+        let stopped = async {
+            match abort {
+                Some(a) => a.aborted().await,
+                None => std::future::pending().await,
+            }
+        };
+        let ended = tokio::select! {
+            (status, _) = async { tokio::join!(waiting, reading) } => {
+                use std::os::unix::process::ExitStatusExt;
+                Ended::Exited(status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(-1))
+            }
+            () = tokio::time::sleep(timeout) => Ended::TimedOut,
+            () = stopped => Ended::Stopped,
+        };
+        // Whatever is left of the run dies with it: daemonised children included.
+        run.kill();
+        if let Some(cg) = run.cgroup.take() {
+            cg.remove().await;
+        }
+        let take = |m: std::sync::Mutex<(Vec<u8>, bool)>| {
+            m.into_inner().unwrap_or_else(|p| p.into_inner())
+        };
+        let ((o, oc), (e, ec)) = (take(kept_out), take(kept_err));
+        let cut = oc || ec;
+        Ok(Ran {
+            ended,
+            stdout: String::from_utf8_lossy(&o).into_owned(),
+            stderr: String::from_utf8_lossy(&e).into_owned(),
+            cut,
+            took: started.elapsed(),
+            first_output: first.get().copied(),
+        })
+    }
+}
+
+/// The bwrap arguments: namespaces, identity, what of the host is visible.
+fn bwrap_args(workspace: &Path, cwd: &str) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--unshare-all",
+        "--unshare-user",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--disable-userns",
+        "--uid",
+        "65534",
+        "--gid",
+        "65534",
+        "--hostname",
+        "sandbox",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--symlink",
+        "usr/bin",
+        "/bin",
+        "--symlink",
+        "usr/lib",
+        "/lib",
+        "--symlink",
+        "usr/lib64",
+        "/lib64",
+        "--symlink",
+        "usr/sbin",
+        "/sbin",
+        "--ro-bind-try",
+        "/etc/alternatives",
+        "/etc/alternatives",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/local/bin:/usr/bin:/bin",
+        "--setenv",
+        "HOME",
+        "/workspace",
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    a.extend([
+        "--bind".into(),
+        workspace.display().to_string(),
+        "/workspace".into(),
+        // The sandbox's own root (a tmpfs bwrap made) read-only too: only the workspace
+        // and /tmp take writes.
+        "--remount-ro".into(),
+        "/".into(),
+        "--chdir".into(),
+        cwd.to_owned(),
+        "--".into(),
+    ]);
+    a
+}
+
+/// The working directory inside the sandbox: `/workspace` by default; a relative path is
+/// under it; an absolute one must be under `/workspace` or `/tmp`; no `..`.
+pub fn sandbox_cwd(cwd: Option<&str>) -> Result<String, String> {
+    let Some(c) = cwd.map(str::trim).filter(|c| !c.is_empty()) else {
+        return Ok("/workspace".into());
+    };
+    if c.contains('\0') || c.len() > 1024 {
+        return Err("cwd is not a usable path".into());
+    }
+    let p = Path::new(c);
+    if p.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(format!(
+            "cwd {c:?} may not go up with `..`: commands run in the workspace"
+        ));
+    }
+    let full = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        Path::new("/workspace").join(p)
+    };
+    if !(full.starts_with("/workspace") || full.starts_with("/tmp")) {
+        return Err(format!(
+            "cwd {c:?} is outside the workspace: use a path under /workspace (or /tmp)"
+        ));
+    }
+    Ok(full.display().to_string())
+}
+
+/// Reads a pipe to its end into `kept`, keeping the first `cap` bytes (and whether more
+/// came).
+async fn read_capped<R: tokio::io::AsyncRead + Unpin>(
+    mut r: R,
+    cap: usize,
+    kept: &std::sync::Mutex<(Vec<u8>, bool)>,
+    first: &OnceLock<Duration>,
+    started: Instant,
+) {
+    let mut buf = vec![0u8; 16 << 10];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                let _ = first.set(started.elapsed());
+                let mut k = kept.lock().unwrap_or_else(|p| p.into_inner());
+                let room = cap.saturating_sub(k.0.len());
+                if n > room {
+                    k.1 = true;
+                }
+                k.0.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+}
+
+/// A run in progress: killed when dropped.
+struct Running {
+    child: std::process::Child,
+    cgroup: Option<RunCgroup>,
+}
+
+impl Running {
+    /// Kills the run: bwrap (its namespace follows), then whatever is left in its cgroup.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(cg) = &self.cgroup {
+            cg.kill_all();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.kill();
+        if let Some(cg) = self.cgroup.take() {
+            // Best effort at once; the processes are dead or dying.
+            let _ = std::fs::remove_dir(&cg.pids);
+            let _ = std::fs::remove_dir(&cg.memory);
+        }
+    }
+}
+
+/// A run's own pids and memory cgroups (v1).
+struct RunCgroup {
+    pids: PathBuf,
+    memory: PathBuf,
+}
+
+impl RunCgroup {
+    fn new(
+        pids_root: &Path,
+        mem_root: &Path,
+        run: u64,
+        l: &SandboxLimits,
+    ) -> std::io::Result<RunCgroup> {
+        let name = format!("run-{}-{run}", std::process::id());
+        let pids = pids_root.join(&name);
+        let memory = mem_root.join(&name);
+        std::fs::create_dir_all(&pids)?;
+        std::fs::create_dir_all(&memory)?;
+        std::fs::write(pids.join("pids.max"), l.processes.to_string())?;
+        std::fs::write(
+            memory.join("memory.limit_in_bytes"),
+            l.memory_bytes.to_string(),
+        )?;
+        // Swap counted too where the kernel accounts it (ignored where it does not).
+        let _ = std::fs::write(
+            memory.join("memory.memsw.limit_in_bytes"),
+            l.memory_bytes.to_string(),
+        );
+        Ok(RunCgroup { pids, memory })
+    }
+
+    fn kill_all(&self) {
+        for _ in 0..3 {
+            let Ok(procs) = std::fs::read_to_string(self.pids.join("cgroup.procs")) else {
+                return;
+            };
+            let pids: Vec<&str> = procs.split_whitespace().collect();
+            if pids.is_empty() {
+                return;
+            }
+            let _ = std::process::Command::new("kill")
+                .arg("-9")
+                .args(&pids)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+
+    /// Removes the cgroups once their processes are gone (the kernel refuses before).
+    async fn remove(self) {
+        for _ in 0..100 {
+            let a = std::fs::remove_dir(&self.pids).is_ok() || !self.pids.exists();
+            let b = std::fs::remove_dir(&self.memory).is_ok() || !self.memory.exists();
+            if a && b {
+                return;
+            }
+            self.kill_all();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tracing::warn!(cgroup = %self.pids.display(), "a sandbox cgroup could not be removed");
+    }
+}
+
+/// Finds bwrap and checks that it makes the namespaces; finds writable cgroups.
+fn probe() -> Layers {
+    let bwrap = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .chain([PathBuf::from("/usr/bin")])
+        .map(|d| d.join("bwrap"))
+        .find(|p| p.is_file());
+    let Some(bwrap) = bwrap else {
+        return Layers {
+            bwrap: None,
+            refused: Some(
+                "bubblewrap (bwrap) is not installed; install Debian's `bubblewrap`".into(),
+            ),
+            cgroups: None,
+        };
+    };
+    let dir = std::env::temp_dir().join(format!("hero-sandbox-probe-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let mut args = bwrap_args(&dir, "/workspace");
+    args.push("/usr/bin/true".into());
+    let ok = std::process::Command::new(&bwrap)
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    let _ = std::fs::remove_dir_all(&dir);
+    let refused = match ok {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(format!(
+            "bubblewrap cannot make its namespaces here: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Some(format!("bubblewrap could not run: {e}")),
+    };
+    let cgroups = ["pids", "memory"]
+        .map(|c| Path::new("/sys/fs/cgroup").join(c).join("hero-sandbox"))
+        .into_iter()
+        .map(|p| std::fs::create_dir_all(&p).ok().map(|()| p))
+        .collect::<Option<Vec<_>>>()
+        .filter(|v| v.iter().all(|p| p.join("cgroup.procs").exists()))
+        .map(|v| (v[0].clone(), v[1].clone()));
+    Layers {
+        bwrap: Some(bwrap),
+        refused,
+        cgroups,
+    }
+}
+
+/// The thread runs are spawned from: it lives as long as the server, so that
+/// `--die-with-parent` fires when a run is killed, not when a pooled thread retires.
+struct Spawner {
+    tx: std::sync::mpsc::Sender<(
+        Vec<String>,
+        tokio::sync::oneshot::Sender<std::io::Result<std::process::Child>>,
+    )>,
+}
+
+impl Spawner {
+    fn start() -> Spawner {
+        let (tx, rx) = std::sync::mpsc::channel::<(
+            Vec<String>,
+            tokio::sync::oneshot::Sender<std::io::Result<std::process::Child>>,
+        )>();
+        std::thread::Builder::new()
+            .name("hero-sandbox-spawner".into())
+            .spawn(move || {
+                for (argv, reply) in rx {
+                    let child = std::process::Command::new(&argv[0])
+                        .args(&argv[1..])
+                        .env_clear()
+                        .env("PATH", "/usr/bin:/bin")
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .spawn();
+                    let _ = reply.send(child);
+                }
+            })
+            .expect("the sandbox spawner thread");
+        Spawner { tx }
+    }
+
+    async fn spawn(&self, argv: Vec<String>) -> std::io::Result<std::process::Child> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.tx
+            .send((argv, reply))
+            .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
+        rx.await
+            .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
+    }
+}

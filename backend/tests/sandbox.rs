@@ -1,0 +1,373 @@
+//! Escapes from the `bash` sandbox, each of which must fail: reading another user's
+//! workspace, the data directory, the key or the database; writing outside the workspace;
+//! reaching the network; signalling or tracing the server; bombs and floods; outliving the
+//! timeout; symlinks and `cwd` out of the workspace. The server's secrets are real files
+//! beside the workspaces, where a data directory keeps them.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use hero_backend::sandbox::{Ended, Ran, Sandbox, SandboxLimits, sandbox_cwd};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    data: PathBuf,
+    sandbox: Sandbox,
+}
+
+/// A data directory with a key, a database and two users' workspaces; user 1 runs.
+fn fixture(limits: SandboxLimits) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("workspaces/2")).unwrap();
+    std::fs::write(data.join("master.key"), "MASTER-KEY-SECRET").unwrap();
+    std::fs::write(data.join("hero.db"), "SQLITE-DATABASE-SECRET").unwrap();
+    std::fs::write(data.join("workspaces/2/notes.txt"), "BOB-PRIVATE-NOTES").unwrap();
+    let sandbox = Sandbox::new(data.join("workspaces"), limits);
+    assert!(
+        sandbox.layers().refused.is_none(),
+        "the sandbox must work on this machine: {}",
+        sandbox.layers().describe()
+    );
+    Fixture {
+        _dir: dir,
+        data,
+        sandbox,
+    }
+}
+
+async fn run(f: &Fixture, cmd: &str) -> Ran {
+    f.sandbox
+        .run(1, cmd, None, Some(Duration::from_secs(10)), None)
+        .await
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"))
+}
+
+fn all_output(r: &Ran) -> String {
+    format!("{}{}", r.stdout, r.stderr)
+}
+
+/// No secret of the server's is readable by absolute path, relative path, /proc or a
+/// symlink; the environment holds nothing of the server's.
+#[tokio::test]
+async fn the_servers_files_and_other_workspaces_are_out_of_reach() {
+    let f = fixture(SandboxLimits::default());
+    let d = f.data.display().to_string();
+    let attempts = [
+        format!("cat {d}/master.key"),
+        format!("cat {d}/hero.db"),
+        format!("cat {d}/workspaces/2/notes.txt"),
+        "cat ../2/notes.txt".into(),
+        "cat /workspace/../2/notes.txt".into(),
+        format!("ln -s {d}/master.key k && cat k"),
+        format!("ln -s {d}/workspaces/2 bob && cat bob/notes.txt"),
+        format!("cat /proc/1/root{d}/master.key"),
+        format!("cat /proc/self/root{d}/hero.db"),
+        "grep -r BOB-PRIVATE / 2>/dev/null".into(),
+        "grep -r MASTER-KEY-SECRET /proc/*/environ /proc/*/cmdline 2>/dev/null".into(),
+        "env".into(),
+        "ls -la /proc/self/fd/ && cat /proc/self/fd/* 2>/dev/null".into(),
+        "cat /etc/shadow /etc/passwd /root/.bash_history".into(),
+        "ls /sys /home /root /work /var 2>&1".into(),
+    ];
+    for cmd in attempts {
+        let r = run(&f, &cmd).await;
+        let out = all_output(&r);
+        for secret in [
+            "MASTER-KEY-SECRET",
+            "SQLITE-DATABASE-SECRET",
+            "BOB-PRIVATE-NOTES",
+            "HERO_",
+        ] {
+            assert!(!out.contains(secret), "{cmd} leaked {secret}: {out}");
+        }
+    }
+    // The environment is the sandbox's own.
+    let env = run(&f, "env | sort").await.stdout;
+    assert_eq!(
+        env.lines()
+            .filter(|l| !l.starts_with('_')
+                && !l.starts_with("PWD")
+                && !l.starts_with("SHLVL")
+                && !l.starts_with("OLDPWD"))
+            .collect::<Vec<_>>(),
+        [
+            "HOME=/workspace",
+            "LANG=C.UTF-8",
+            "PATH=/usr/local/bin:/usr/bin:/bin"
+        ]
+    );
+}
+
+/// Only the workspace (and a private /tmp) can be written; the host's /tmp is untouched.
+#[tokio::test]
+async fn nothing_outside_the_workspace_can_be_written() {
+    let f = fixture(SandboxLimits::default());
+    let marker = format!("hero-escape-{}", std::process::id());
+    for cmd in [
+        "echo x > /usr/bin/evil".to_owned(),
+        "echo x > /evil".to_owned(),
+        "mkdir /etc".to_owned(),
+        format!("echo x > {}/master.key", f.data.display()),
+        "mount -t tmpfs none /usr".to_owned(),
+        "chroot / true".to_owned(),
+    ] {
+        let r = run(&f, &cmd).await;
+        assert_ne!(
+            r.ended,
+            Ended::Exited(0),
+            "{cmd} succeeded: {}",
+            all_output(&r)
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(f.data.join("master.key")).unwrap(),
+        "MASTER-KEY-SECRET"
+    );
+    let r = run(
+        &f,
+        &format!("echo inside > /tmp/{marker} && cat /tmp/{marker}"),
+    )
+    .await;
+    assert_eq!(r.stdout, "inside\n");
+    assert!(
+        !std::path::Path::new(&format!("/tmp/{marker}")).exists(),
+        "the host's /tmp was written"
+    );
+    // The workspace is the user's, and kept between runs.
+    let r = run(&f, "echo kept > note.txt && pwd").await;
+    assert_eq!(r.stdout, "/workspace\n");
+    assert_eq!(run(&f, "cat note.txt").await.stdout, "kept\n");
+    assert_eq!(
+        std::fs::read_to_string(f.data.join("workspaces/1/note.txt")).unwrap(),
+        "kept\n"
+    );
+}
+
+/// No network: not the server on loopback, not another address.
+#[tokio::test]
+async fn the_network_is_out_of_reach() {
+    let f = fixture(SandboxLimits::default());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    for cmd in [
+        format!("echo hi > /dev/tcp/127.0.0.1/{port}"),
+        "echo hi > /dev/tcp/10.0.0.1/80".into(),
+        "echo hi > /dev/tcp/1.1.1.1/53".into(),
+        "getent hosts example.com".into(),
+    ] {
+        let r = run(&f, &format!("timeout 3 bash -c '{cmd}'")).await;
+        assert_ne!(r.ended, Ended::Exited(0), "{cmd} reached out");
+    }
+    listener.set_nonblocking(true).unwrap();
+    assert!(
+        listener.accept().is_err(),
+        "the sandbox connected to the host's loopback"
+    );
+    let r = run(&f, "cat /proc/net/dev | tail -n +3 | cut -d: -f1").await;
+    assert_eq!(r.stdout.trim(), "lo", "only a loopback of its own");
+}
+
+/// The server's process cannot be seen, signalled or traced; privileges stay dropped.
+#[tokio::test]
+async fn the_server_cannot_be_signalled_or_traced() {
+    let f = fixture(SandboxLimits::default());
+    let me = std::process::id();
+    for cmd in [
+        format!("kill -9 {me}"),
+        format!("kill -STOP {me}"),
+        format!("cat /proc/{me}/environ"),
+        format!("cat /proc/{me}/mem"),
+        format!("ls /proc/{me}/fd"),
+        "unshare -r true".into(),
+        "unshare -U true".into(),
+        "su -c true".into(),
+        "capsh --print | grep -q 'Current: =ep'".into(),
+    ] {
+        let r = run(&f, &cmd).await;
+        assert_ne!(
+            r.ended,
+            Ended::Exited(0),
+            "{cmd} succeeded: {}",
+            all_output(&r)
+        );
+    }
+    let r = run(&f, "id -u; grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status; ps -e --no-headers | wc -l").await;
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines[0], "65534");
+    assert_eq!(lines[1].split_whitespace().nth(1), Some("0000000000000000"));
+    assert_eq!(lines[2].split_whitespace().nth(1), Some("1"));
+    assert!(
+        lines[3].trim().parse::<u32>().unwrap() <= 4,
+        "only the sandbox's own processes: {}",
+        r.stdout
+    );
+}
+
+/// Bombs and floods end bounded: the fork bomb and the memory bomb fail or are killed at
+/// the timeout, the output flood is cut, a huge file is refused; the server goes on.
+#[tokio::test]
+async fn bombs_and_floods_are_bounded() {
+    let f = fixture(SandboxLimits {
+        output_bytes: 4096,
+        ..SandboxLimits::default()
+    });
+    let t = Instant::now();
+    let r = f
+        .sandbox
+        .run(
+            1,
+            "bomb() { bomb | bomb & }; bomb; sleep 5; echo survived",
+            None,
+            Some(Duration::from_secs(3)),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(r.ended, Ended::TimedOut | Ended::Exited(_)),
+        "{r:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    let r = run(
+        &f,
+        "x=$(head -c 3000000000 /dev/zero | tr '\\0' a); echo ${#x}",
+    )
+    .await;
+    assert_ne!(r.stdout.trim(), "3000000000", "a 3 GB string was allowed");
+    let r = f
+        .sandbox
+        .run(1, "yes flood", None, Some(Duration::from_secs(2)), None)
+        .await
+        .unwrap();
+    assert_eq!(r.ended, Ended::TimedOut);
+    assert!(r.cut && r.stdout.len() == 4096, "{}", r.stdout.len());
+    let r = run(
+        &f,
+        "head -c 100000000 /dev/zero > big; ls -l big | cut -d' ' -f5",
+    )
+    .await;
+    assert_ne!(r.stdout.trim(), "100000000", "a 100 MB file was written");
+    let _ = run(&f, "rm -f big").await;
+    let r = run(&f, "ulimit -n; ulimit -c").await;
+    assert_eq!(r.stdout, "256\n0\n");
+}
+
+/// At the timeout the whole tree dies, whatever it did to outlive it.
+#[tokio::test]
+async fn nothing_outlives_the_timeout() {
+    let f = fixture(SandboxLimits::default());
+    let tag = format!("hero-survivor-{}", std::process::id());
+    let cases = [
+        "(exec -a TAG sleep 1000) & sleep 1000",
+        "nohup bash -c 'exec -a TAG sleep 1000' >/dev/null 2>&1 & sleep 1000",
+        "setsid bash -c 'exec -a TAG sleep 1000' & sleep 1000",
+        "(setsid bash -c 'trap \"\" TERM HUP INT; exec -a TAG sleep 1000' &); sleep 1000",
+        "bash -c '(exec -a TAG sleep 1000) & disown'; sleep 1000",
+        "exec -a TAG sleep 1000",
+    ];
+    for (i, how) in cases.iter().enumerate() {
+        // The tag in argv makes the processes findable from the host.
+        let mark = format!("{tag}-{i}");
+        let cmd = how.replace("TAG", &mark);
+        let t = Instant::now();
+        let r = f
+            .sandbox
+            .run(1, &cmd, None, Some(Duration::from_secs(1)), None)
+            .await
+            .unwrap();
+        assert_eq!(r.ended, Ended::TimedOut, "{how}: {r:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "{how}: {:?}",
+            t.elapsed()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let alive = std::process::Command::new("pgrep")
+            .arg("-f")
+            .arg(&mark)
+            .output()
+            .unwrap();
+        assert!(
+            alive.stdout.is_empty(),
+            "{how}: still alive: {}",
+            String::from_utf8_lossy(&alive.stdout)
+        );
+    }
+}
+
+/// Stop kills the run at once.
+#[tokio::test]
+async fn stop_kills_the_run() {
+    let f = fixture(SandboxLimits::default());
+    let abort = hero_backend::turn::Abort::default();
+    let a2 = abort.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        a2.abort();
+    });
+    let t = Instant::now();
+    let r = f
+        .sandbox
+        .run(
+            1,
+            "echo started; sleep 100",
+            None,
+            Some(Duration::from_secs(60)),
+            Some(&abort),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.ended, Ended::Stopped);
+    assert_eq!(r.stdout, "started\n");
+    assert!(t.elapsed() < Duration::from_secs(2));
+}
+
+/// `cwd` stays in the workspace (or /tmp): never up, never elsewhere.
+#[tokio::test]
+async fn cwd_stays_inside() {
+    assert_eq!(sandbox_cwd(None).unwrap(), "/workspace");
+    assert_eq!(sandbox_cwd(Some("src/app")).unwrap(), "/workspace/src/app");
+    assert_eq!(sandbox_cwd(Some("/tmp")).unwrap(), "/tmp");
+    for bad in [
+        "..",
+        "../2",
+        "/workspace/../2",
+        "/etc",
+        "/",
+        "a/../../b",
+        "/data/workspaces/2",
+    ] {
+        assert!(sandbox_cwd(Some(bad)).is_err(), "{bad}");
+    }
+    let f = fixture(SandboxLimits::default());
+    let e = f
+        .sandbox
+        .run(1, "pwd", Some("../2"), None, None)
+        .await
+        .unwrap_err();
+    assert!(e.contains("may not go up"), "{e}");
+    // A symlink in the workspace leads only within the sandbox's own view.
+    let _ = run(&f, &format!("ln -sfn {} out", f.data.display())).await;
+    let r = f
+        .sandbox
+        .run(1, "ls", Some("out"), None, None)
+        .await
+        .unwrap();
+    assert!(!all_output(&r).contains("master.key"), "{}", all_output(&r));
+    // An exit status, output and the time it took come back.
+    let r = f
+        .sandbox
+        .run(1, "echo out; echo err >&2; exit 3", None, None, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.ended.clone(), r.stdout.as_str(), r.stderr.as_str()),
+        (Ended::Exited(3), "out\n", "err\n")
+    );
+    assert!(
+        r.report().starts_with("exit status 3, after "),
+        "{}",
+        r.report()
+    );
+}
