@@ -8,6 +8,7 @@ use leptos_router::components::Redirect;
 
 use crate::auth::{current_user, error_text};
 use crate::chat::list_agents;
+use crate::json::resource;
 
 /// Reads the config textarea: empty means `{}`.
 #[cfg(feature = "ssr")]
@@ -88,7 +89,7 @@ pub async fn delete_agent(id: i64) -> Result<(), ServerFnError> {
 
 #[component]
 pub fn AgentsPage() -> impl IntoView {
-    let user = Resource::new(|| (), |_| current_user());
+    let user = resource(|| (), |_| current_user());
     view! {
         <Suspense>
             {move || user.get().map(|u| match u {
@@ -104,7 +105,7 @@ fn Agents() -> impl IntoView {
     let create = ServerAction::<CreateAgent>::new();
     let update = ServerAction::<UpdateAgent>::new();
     let delete = ServerAction::<DeleteAgent>::new();
-    let agents = Resource::new(
+    let agents = resource(
         move || {
             (
                 create.version().get(),

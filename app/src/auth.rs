@@ -62,7 +62,7 @@ pub(crate) fn reload_to(href: &str) {
 
 #[component]
 pub fn LoginPage() -> impl IntoView {
-    let user = Resource::new(|| (), |_| current_user());
+    let user = crate::json::resource(|| (), |_| current_user());
     let login = ServerAction::<Login>::new();
     Effect::new(move |_| {
         if let Some(Ok(())) = login.value().get() {

@@ -8,6 +8,7 @@
 //! - [`chat`]: the conversation: stored messages, the live reply, the composer.
 //! - [`agents`]: the Agents page.
 //! - `guard` (ssr only): `require_user()` and the error mapping every server function uses.
+//! - [`json`]: the codec of the pages' resources.
 //! - `csp` (ssr only): the pages' Content-Security-Policy, with each response's nonce.
 
 #![recursion_limit = "256"]
@@ -19,6 +20,7 @@ pub mod chat;
 pub mod csp;
 #[cfg(feature = "ssr")]
 pub mod guard;
+pub mod json;
 pub mod permissions;
 pub mod sessions;
 

@@ -7,6 +7,7 @@ use leptos_router::components::Redirect;
 
 use crate::auth::{current_user, error_text};
 use crate::chat::elements::ClientOnly;
+use crate::json::resource;
 
 #[server(prefix = "/_fn")]
 pub async fn list_permissions() -> Result<Vec<PermissionDto>, ServerFnError> {
@@ -36,7 +37,7 @@ pub async fn set_permission(
 
 #[component]
 pub fn PermissionsPage() -> impl IntoView {
-    let user = Resource::new(|| (), |_| current_user());
+    let user = resource(|| (), |_| current_user());
     view! {
         <Suspense>
             {move || user.get().map(|u| match u {
@@ -50,7 +51,7 @@ pub fn PermissionsPage() -> impl IntoView {
 #[component]
 fn Permissions() -> impl IntoView {
     let set = ServerAction::<SetPermission>::new();
-    let list = Resource::new(move || set.version().get(), |_| list_permissions());
+    let list = resource(move || set.version().get(), |_| list_permissions());
     let error = move || {
         set.value()
             .get()

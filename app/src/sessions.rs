@@ -9,6 +9,7 @@ use leptos_router::components::{A, Redirect};
 use leptos_router::hooks::{use_navigate, use_params_map};
 
 use crate::auth::{Logout, current_user, error_text, reload_to};
+use crate::json::{Json, resource};
 
 #[server(prefix = "/_fn")]
 pub async fn list_sessions() -> Result<Vec<SessionDto>, ServerFnError> {
@@ -115,19 +116,19 @@ struct PageData {
     create: ServerAction<CreateSession>,
     update: ServerAction<UpdateSession>,
     logout: ServerAction<Logout>,
-    sessions: Resource<Result<Vec<SessionDto>, ServerFnError>>,
-    chat: Resource<Result<Option<hero_shared::wire::CompiledView>, ServerFnError>>,
-    agents: Resource<Result<Vec<hero_shared::api::AgentDto>, ServerFnError>>,
+    sessions: Resource<Result<Vec<SessionDto>, ServerFnError>, Json>,
+    chat: Resource<Result<Option<hero_shared::wire::CompiledView>, ServerFnError>, Json>,
+    agents: Resource<Result<Vec<hero_shared::api::AgentDto>, ServerFnError>, Json>,
     current: Memo<Option<i64>>,
 }
 
 #[component]
 pub fn Workspace() -> impl IntoView {
-    let user = Resource::new(|| (), |_| current_user());
+    let user = resource(|| (), |_| current_user());
     let create = ServerAction::<CreateSession>::new();
     let update = ServerAction::<UpdateSession>::new();
     let logout = ServerAction::<Logout>::new();
-    let sessions = Resource::new(
+    let sessions = resource(
         move || (create.version().get(), update.version().get()),
         |_| list_sessions(),
     );
@@ -140,7 +141,7 @@ pub fn Workspace() -> impl IntoView {
     });
     // The open session's conversation and the user's agents load with the page, beside the
     // session list (not inside its suspended view, see `ChatView`).
-    let chat = Resource::new(
+    let chat = resource(
         move || current.get(),
         |id| async move {
             match id {
@@ -149,7 +150,7 @@ pub fn Workspace() -> impl IntoView {
             }
         },
     );
-    let agents = Resource::new(|| (), |_| crate::chat::list_agents());
+    let agents = resource(|| (), |_| crate::chat::list_agents());
     let data = PageData {
         create,
         update,

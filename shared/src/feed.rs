@@ -14,6 +14,23 @@ use serde::{Deserialize, Serialize};
 use crate::frame::Frame;
 use crate::wire::{ErrorData, SessionId, SseEvent, WireError, WsServerMessage};
 
+/// The events a page listens to: a live reply reaches it as frames and raw chunks, so the
+/// reply's other events (`text`, `element_*`, ...) are for other clients.
+pub const PAGE_EVENTS: [&str; 5] = [
+    "frame",
+    "message_start",
+    "message_chunk",
+    "message_complete",
+    "error",
+];
+
+/// Reads a wire JSON value, through the one decoder the browser also uses for server
+/// functions' answers (`from_slice`): each type decoded from both a `&str` and bytes
+/// would be in the wasm twice.
+pub(crate) fn json<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, WireError> {
+    serde_json::from_slice(data.as_bytes()).map_err(WireError::Json)
+}
+
 /// How long a browser waits before reconnecting after [`SessionEvent::Shutdown`], in ms.
 pub const SHUTDOWN_RETRY_MS: u64 = 1000;
 
@@ -61,11 +78,19 @@ pub struct ApprovalPrompt {
 }
 
 /// A frame as the feed writes it: phantom ones say so.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
 struct FeedFrame<F> {
     #[serde(flatten)]
     frame: F,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    phantom: bool,
+}
+
+/// The mark of a phantom frame, read beside the frame (which ignores it) rather than through
+/// `flatten`, whose buffering decoder is the dearest code serde puts in the wasm.
+#[derive(Deserialize)]
+struct PhantomMark {
+    #[serde(default)]
     phantom: bool,
 }
 
@@ -126,31 +151,48 @@ impl SessionEvent {
         out.extend_from_slice(b"\n\n");
     }
 
-    /// Reads an event back from its SSE name and data (the browser's side).
+    /// Reads an event back from its SSE name and data.
     pub fn from_sse(event: &str, data: &str) -> Result<SessionEvent, WireError> {
-        fn p<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, WireError> {
-            serde_json::from_str(data).map_err(WireError::Json)
+        if event == "ability_approval_request" {
+            return Ok(SessionEvent::Approval(json(data)?));
         }
+        if PAGE_EVENTS.contains(&event) {
+            SessionEvent::from_page_sse(event, data)
+        } else {
+            Ok(SessionEvent::Reply(SseEvent::from_parts(event, data)?))
+        }
+    }
+
+    /// Reads back one of the [`PAGE_EVENTS`] (the browser's side), anything else is
+    /// [`WireError::UnknownEvent`]: the page's wasm holds the decoders of these events
+    /// only, not those of every reply event.
+    pub fn from_page_sse(event: &str, data: &str) -> Result<SessionEvent, WireError> {
+        use crate::wire::{MessageComplete, MessageStart};
         Ok(match event {
             "frame" => {
-                let f: FeedFrame<Frame> = p(data)?;
-                if f.phantom {
-                    SessionEvent::Phantom(f.frame)
+                let frame: Frame = json(data)?;
+                if json::<PhantomMark>(data)?.phantom {
+                    SessionEvent::Phantom(frame)
                 } else {
-                    SessionEvent::Frame(f.frame)
+                    SessionEvent::Frame(frame)
                 }
             }
-            "message_chunk" => SessionEvent::Chunk(p(data)?),
-            "ability_approval_request" => SessionEvent::Approval(p(data)?),
+            "message_chunk" => SessionEvent::Chunk(json(data)?),
             // A reply's error names its message; the feed's own does not.
             "error" => {
-                let e: ErrorData = p(data)?;
+                let e: ErrorData = json(data)?;
                 match e.message_id {
                     Some(_) => SessionEvent::Reply(SseEvent::Error(e)),
                     None => SessionEvent::Error(e.error),
                 }
             }
-            other => SessionEvent::Reply(SseEvent::from_parts(other, data)?),
+            "message_start" => {
+                SessionEvent::Reply(SseEvent::MessageStart(json::<MessageStart>(data)?))
+            }
+            "message_complete" => {
+                SessionEvent::Reply(SseEvent::MessageComplete(json::<MessageComplete>(data)?))
+            }
+            other => return Err(WireError::UnknownEvent(other.to_owned())),
         })
     }
 

@@ -308,9 +308,7 @@ impl SseEvent {
 
     /// Reads an event back from its SSE name and data.
     pub fn from_parts(event: &str, data: &str) -> Result<SseEvent, WireError> {
-        fn p<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, WireError> {
-            serde_json::from_str(data).map_err(WireError::Json)
-        }
+        use crate::feed::json as p;
         Ok(match event {
             "message_start" => SseEvent::MessageStart(p(data)?),
             "text" => SseEvent::Text(p(data)?),

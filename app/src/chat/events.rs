@@ -143,7 +143,7 @@ pub fn use_session_events(session_id: i64, initial: CompiledView) -> SessionEven
                 use hero_shared::feed::SessionEvent;
                 use hero_shared::wire::{Applied, SseEvent};
                 // The feed's events are one closed type; anything else is ignored.
-                let Ok(event) = SessionEvent::from_sse(name, data) else {
+                let Ok(event) = SessionEvent::from_page_sse(name, data) else {
                     return;
                 };
                 match event {
@@ -257,13 +257,7 @@ mod browser {
             web_sys::EventSource::new(&format!("/api/sessions/{session_id}/events?after={after}"))
                 .ok()?;
         let on_event = std::rc::Rc::new(on_event);
-        for name in [
-            "frame",
-            "message_start",
-            "message_chunk",
-            "message_complete",
-            "error",
-        ] {
+        for name in hero_shared::feed::PAGE_EVENTS {
             let on_event = on_event.clone();
             let cb = Closure::<dyn FnMut(web_sys::Event)>::new(move |e: web_sys::Event| {
                 // The stream's own `error` (a dropped connection) is not a MessageEvent.

@@ -4,7 +4,7 @@
 //! message) and each top-level element re-renders only itself from its own source. The
 //! work per chunk is bounded by the chunk plus the block it lands in, never the whole reply.
 
-use hero_shared::hml::{Event, StreamParser};
+use hero_shared::hml::{DynSink, Event, StreamParser};
 use leptos::prelude::*;
 
 use super::elements::element_view;
@@ -69,7 +69,11 @@ impl LiveReply {
         let mut parser = std::mem::replace(&mut self.parser, StreamParser::new());
         // Blocks made now belong to this reply, whatever owner (if any) the caller runs under.
         let owner = self.owner.clone();
-        owner.with(|| parser.feed_str_with(delta, |ev| self.on_event(ev)));
+        // Through `DynSink`, as `hml::parse` does: one copy of the parser in the wasm.
+        owner.with(|| {
+            let sink: DynSink<'_> = &mut |ev| self.on_event(ev);
+            parser.feed_str_with(delta, sink)
+        });
         self.parser = parser;
         self.refresh_open();
     }
@@ -77,7 +81,10 @@ impl LiveReply {
     pub fn finish(&mut self) {
         let mut parser = std::mem::replace(&mut self.parser, StreamParser::new());
         let owner = self.owner.clone();
-        owner.with(|| parser.finish_with(|ev| self.on_event(ev)));
+        owner.with(|| {
+            let sink: DynSink<'_> = &mut |ev| self.on_event(ev);
+            parser.finish_with(sink)
+        });
         self.refresh_open();
         self.finished.set(true);
     }

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::stream::{Diagnostic, Event, ParserOptions, Span, StreamParser};
+use super::stream::{Diagnostic, DynSink, Event, ParserOptions, Span, StreamParser};
 use super::{Body, ElementKind};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -212,7 +212,10 @@ pub fn parse(text: &str) -> Document {
 pub fn parse_with(text: &str, opts: ParserOptions) -> Document {
     let mut parser = StreamParser::with_options(opts);
     let mut tree = TreeBuilder::new();
-    parser.feed_str_with(text, |e| tree.event(e));
-    parser.finish_with(|e| tree.event(e));
+    // One sink type for feeding and finishing, the browser's live reply's too (`DynSink`):
+    // each sink type is a copy of the whole parser in the wasm.
+    let sink: DynSink<'_> = &mut |e| tree.event(e);
+    parser.feed_str_with(text, &mut *sink);
+    parser.finish_with(sink);
     tree.finish()
 }

@@ -17,7 +17,7 @@ pub mod tag;
 pub use doc::{Document, Element, ElementError, Node, TreeBuilder, parse, parse_with};
 pub use prompt::{Prompt, PromptOption};
 pub use stream::{
-    DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_TAG_BYTES, Diagnostic, DiagnosticKind, Event,
+    DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_TAG_BYTES, Diagnostic, DiagnosticKind, DynSink, Event,
     OwnedEvent, ParserOptions, Span, StreamParser,
 };
 pub use tag::decode_entities;

@@ -410,6 +410,12 @@ pub struct StreamParser {
     diag: Diagnostic,
 }
 
+/// A sink behind a pointer. The parser is generic over its sink, so that the server's hot
+/// path inlines it; callers where a call per event costs nothing next to what the event does
+/// (building a tree, updating the page) share this one type, and so one copy of the parser
+/// in the wasm.
+pub type DynSink<'s> = &'s mut dyn FnMut(Event<'_>);
+
 impl Default for StreamParser {
     fn default() -> Self {
         StreamParser::new()
