@@ -19,6 +19,7 @@
 //! - [`permissions`]: each user's level for each function, over its default.
 //! - [`sandbox`]: commands in a sandbox that fails closed (bubblewrap, rlimits, cgroups).
 //! - [`functions`]: the function registry (`help`, `websearch`): specs, schemas, handlers.
+//! - [`answers`]: answers to the questions in a reply (`hml-prompt`), as frames.
 //! - [`act`]: acting on what a message asks for: detection, the permission gate, request
 //!   and result frames, decisions, the follow-up reply.
 //! - [`turn`]: one turn, from the user's message to the agent's frame; `turn::Registry`, the
@@ -38,6 +39,7 @@
 pub mod accounts;
 pub mod act;
 pub mod agents;
+pub mod answers;
 pub mod auth;
 pub mod crypto;
 pub mod drive;

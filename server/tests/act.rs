@@ -855,3 +855,71 @@ async fn a_restart_records_interrupted_calls() {
     assert_eq!(s, StatusCode::OK);
     frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
 }
+
+/// A prompt in a reply is answered once: the answer is a frame targeting the element, the
+/// compiled view shows it, the agent reads it as `<response>` next time; a second answer
+/// is a 409, an unknown prompt a 404, another user's session a 404, a huge answer a 400.
+#[tokio::test]
+async fn prompts_are_answered_once() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(
+        session,
+        r#"[[mock text="Pick: \u003chml-prompt id=\"color\" type=\"select\">Which?\u003cdata>[\"red\",\"blue\"]\u003c/data>\u003c/hml-prompt>"]]"#,
+    )
+    .await;
+    let frames = h.frames(session).await;
+    let msg = agent_messages(&frames)[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/api/sessions/{session}/answers");
+    let post = |element: &str, answer: Value| {
+        h.json(
+            Method::POST,
+            &path,
+            Some(json!({"message_id": msg, "element_id": element, "answer": answer})),
+        )
+    };
+    assert_eq!(post("nope", json!("red")).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(
+        post("color", json!("x".repeat(20_000))).await.0,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(post("color", json!("blue")).await.0, StatusCode::NO_CONTENT);
+    let (s, e) = post("color", json!("red")).await;
+    assert_eq!(
+        (s, e["error"].as_str()),
+        (
+            StatusCode::CONFLICT,
+            Some("this question was already answered")
+        )
+    );
+    let (_, view) = h
+        .json(Method::GET, &format!("/api/sessions/{session}/view"), None)
+        .await;
+    let shown = view["messages"].to_string();
+    assert!(
+        shown.contains("answered") && shown.contains("\\u003cresponse>blue")
+            || shown.contains("<response>blue"),
+        "{shown}"
+    );
+    h.stream(session, "[[mock echo]]").await;
+    assert!(
+        sent_text(&mock, 1).contains("<response>blue</response>"),
+        "{}",
+        sent_text(&mock, 1)
+    );
+    // Another user's session is a missing one.
+    hero_backend::accounts::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
+        .await
+        .unwrap();
+    let bob = hero_backend::auth::login(&h.st, "bob", "bob-password")
+        .await
+        .unwrap()
+        .user;
+    let e = hero_backend::answers::answer(&h.st, &bob, session, &msg, "color", json!("red"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), StatusCode::NOT_FOUND);
+}

@@ -227,6 +227,15 @@ pub struct SetPermissionRequest {
     pub level: crate::calls::Permission,
 }
 
+/// `POST /api/sessions/{id}/answers`: the answer to a question in a message.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerRequest {
+    pub message_id: String,
+    pub element_id: String,
+    pub answer: serde_json::Value,
+}
+
 /// `POST /api/sessions/{id}/approvals/{request_frame_id}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -82,8 +82,13 @@ fn MessageView(
     session_id: i64,
     calls: Vec<hero_shared::calls::CallView>,
 ) -> impl IntoView {
-    // The executable elements in the message show their call's state.
+    // The executable elements in the message show their call's state; its prompts know
+    // where their answers go.
     provide_context(calls::MessageCalls(calls.clone()));
+    provide_context(elements::prompt::MessageCtx {
+        session_id,
+        message_id: m.frame_id.clone(),
+    });
     let cards = (!calls.is_empty()).then(|| view! {
         <div class="calls">
             {calls.into_iter().map(|c| view! { <calls::CallCard session_id c/> }).collect_view()}

@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::extract::State;
 use hero_backend::{AppState, act, permissions};
-use hero_shared::api::{ApprovalRequest, PermissionDto, SetPermissionRequest};
+use hero_shared::api::{AnswerRequest, ApprovalRequest, PermissionDto, SetPermissionRequest};
 use hero_shared::calls::CallStatus;
 use serde_json::{Value, json};
 
@@ -44,4 +44,23 @@ pub async fn decide(
             _ => "denied",
         },
     })))
+}
+
+/// Answers a question in a message (an `hml-prompt`): 409 if it was answered already.
+pub async fn answer(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(session_id): ApiPath<i64>,
+    ApiJson(req): ApiJson<AnswerRequest>,
+) -> ApiResult<axum::http::StatusCode> {
+    hero_backend::answers::answer(
+        &st,
+        &user,
+        session_id,
+        &req.message_id,
+        &req.element_id,
+        req.answer,
+    )
+    .await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
 }

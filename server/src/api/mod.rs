@@ -51,6 +51,7 @@ where
             "/sessions/{id}/approvals/{request_frame_id}",
             post(calls::decide),
         )
+        .route("/sessions/{id}/answers", post(calls::answer))
         .route("/permissions", get(calls::list))
         .route("/permissions/{function}", axum::routing::put(calls::set))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such API route") })

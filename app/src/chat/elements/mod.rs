@@ -7,7 +7,7 @@ mod copy;
 mod executable;
 mod link;
 mod progress;
-mod prompt;
+pub mod prompt;
 mod result;
 mod thinking;
 mod todo;
