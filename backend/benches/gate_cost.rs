@@ -41,6 +41,19 @@ impl Function for Noop {
     }
 }
 
+/// Waits for the next result frame the session publishes.
+async fn result_published(live: &mut hero_backend::hub::Subscription) {
+    loop {
+        match live.recv().await {
+            Ok(ev) if matches!(&*ev, HubEvent::Frame(f) if f.frame_type == FrameType::Result) => {
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 fn quantiles(mut v: Vec<Duration>) -> (f64, f64) {
     v.sort();
     let at = |q: f64| v[((v.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e3;
@@ -114,16 +127,7 @@ async fn main() {
             .await
             .unwrap();
         // The call runs in a task of its own: done when its result is published.
-        loop {
-            match live.recv().await {
-                Ok(ev) if matches!(&*ev, HubEvent::Frame(f) if f.frame_type == FrameType::Result) =>
-                {
-                    break;
-                }
-                Ok(_) => {}
-                Err(e) => panic!("{e}"),
-            }
-        }
+        result_published(&mut live).await;
         decided.push(t0.elapsed());
     }
     let (p50, p99) = quantiles(decided);
@@ -146,16 +150,7 @@ async fn main() {
         act::decide(&st, &user, session.id, &opened[0].request_id, true)
             .await
             .unwrap();
-        loop {
-            match live.recv().await {
-                Ok(ev) if matches!(&*ev, HubEvent::Frame(f) if f.frame_type == FrameType::Result) =>
-                {
-                    break;
-                }
-                Ok(_) => {}
-                Err(e) => panic!("{e}"),
-            }
-        }
+        result_published(&mut live).await;
         to_result.push(t0.elapsed());
         // The run's own first output, from its spawn; the decision's part is the rest.
         let ran = st

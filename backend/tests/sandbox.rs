@@ -43,6 +43,17 @@ async fn run(f: &Fixture, cmd: &str) -> Ran {
         .unwrap_or_else(|e| panic!("{cmd}: {e}"))
 }
 
+/// Runs `cmd`, which must not succeed.
+async fn refused(f: &Fixture, cmd: &str) {
+    let r = run(f, cmd).await;
+    assert_ne!(
+        r.ended,
+        Ended::Exited(0),
+        "{cmd} succeeded: {}",
+        all_output(&r)
+    );
+}
+
 fn all_output(r: &Ran) -> String {
     format!("{}{}", r.stdout, r.stderr)
 }
@@ -112,13 +123,7 @@ async fn nothing_outside_the_workspace_can_be_written() {
         "mount -t tmpfs none /usr".to_owned(),
         "chroot / true".to_owned(),
     ] {
-        let r = run(&f, &cmd).await;
-        assert_ne!(
-            r.ended,
-            Ended::Exited(0),
-            "{cmd} succeeded: {}",
-            all_output(&r)
-        );
+        refused(&f, &cmd).await;
     }
     assert_eq!(
         std::fs::read_to_string(f.data.join("master.key")).unwrap(),
@@ -184,13 +189,7 @@ async fn the_server_cannot_be_signalled_or_traced() {
         "su -c true".into(),
         "capsh --print | grep -q 'Current: =ep'".into(),
     ] {
-        let r = run(&f, &cmd).await;
-        assert_ne!(
-            r.ended,
-            Ended::Exited(0),
-            "{cmd} succeeded: {}",
-            all_output(&r)
-        );
+        refused(&f, &cmd).await;
     }
     let r = run(&f, "id -u; grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status; ps -e --no-headers | wc -l").await;
     let lines: Vec<&str> = r.stdout.lines().collect();

@@ -485,7 +485,9 @@ async fn converse(
         }
     }
     loop {
-        let r = reply(
+        // Boxed: the reply's future is what every token polls, and stays as small as it
+        // was before the loop around it; the loop's own state is not walked per token.
+        let r = Box::pin(reply(
             &out,
             &agent,
             messages,
@@ -493,7 +495,7 @@ async fn converse(
             &dk,
             live.clone(),
             cancel.clone(),
-        )
+        ))
         .await;
         let mut executed = Vec::new();
         let mut follow = false;
