@@ -137,6 +137,17 @@ impl Ran {
 
 static RUNS: AtomicU64 = AtomicU64::new(0);
 
+/// What runs before bwrap, as `bash -c PRELUDE hero-sandbox PIDS_PROCS MEMORY_PROCS bwrap …`.
+const PRELUDE: &str = r#"set -e
+[ -z "$1" ] || echo $$ > "$1"
+[ -z "$2" ] || echo $$ > "$2"
+shift 2
+for fd in /proc/$$/fd/*; do
+  fd=${fd##*/}
+  if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
+done
+exec "$@""#;
+
 impl Sandbox {
     pub fn new(workspaces: PathBuf, limits: SandboxLimits) -> Sandbox {
         Sandbox {
@@ -196,19 +207,25 @@ impl Sandbox {
             .cgroups
             .as_ref()
             .and_then(|(p, m)| RunCgroup::new(p, m, run, &self.limits).ok());
-        let mut argv: Vec<String> = Vec::new();
-        if let Some(cg) = &cgroup {
-            // The shell puts itself in the run's cgroups before it becomes bwrap: nothing
-            // of the run starts outside them.
-            argv.extend([
-                "/bin/sh".into(),
-                "-c".into(),
-                r#"echo $$ > "$1" && echo $$ > "$2" && shift 2 && exec "$@""#.into(),
-                "hero-sandbox".into(),
-                cg.pids.join("cgroup.procs").display().to_string(),
-                cg.memory.join("cgroup.procs").display().to_string(),
-            ]);
-        }
+        // A shell first, which becomes bwrap: it puts itself in the run's cgroups (nothing of
+        // the run starts outside them), and closes every descriptor but 0, 1 and 2, so that
+        // nothing the server holds open (or inherited) reaches the command.
+        let (pids, memory) = cgroup
+            .as_ref()
+            .map_or((String::new(), String::new()), |cg| {
+                (
+                    cg.pids.join("cgroup.procs").display().to_string(),
+                    cg.memory.join("cgroup.procs").display().to_string(),
+                )
+            });
+        let mut argv: Vec<String> = vec![
+            "/usr/bin/bash".into(),
+            "-c".into(),
+            PRELUDE.into(),
+            "hero-sandbox".into(),
+            pids,
+            memory,
+        ];
         argv.push(bwrap.display().to_string());
         argv.extend(bwrap_args(&workspace, &cwd));
         let l = &self.limits;

@@ -923,3 +923,37 @@ async fn prompts_are_answered_once() {
         .unwrap_err();
     assert_eq!(e.status(), StatusCode::NOT_FOUND);
 }
+
+/// bash through the whole server: approved, it runs in the sandbox and its output is the
+/// result; the server's open files (the database, its sockets) are not among the command's
+/// descriptors, and its workspace is the user's own.
+#[tokio::test]
+async fn an_approved_bash_command_runs_sandboxed() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(
+        session,
+        r#"[[mock text="\u003cbash timeout=\"5\">ls /proc/self/fd | tr '\\n' ' '; echo; id -u; pwd</bash>" then="ok"]]"#,
+    )
+    .await;
+    let frames = h.frames(session).await;
+    let req = of_type(&frames, "request")[0].clone();
+    assert_eq!(req["payload"]["function"], "bash");
+    assert_eq!(req["payload"]["status"], "pending");
+    let (s, _) = decide(&h, session, req["id"].as_str().unwrap(), true).await;
+    assert_eq!(s, StatusCode::OK);
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    let result = &of_type(&frames, "result")[0]["payload"];
+    assert_eq!(result["outcome"], "ok", "{result}");
+    let out = result["output"].as_str().unwrap();
+    assert!(out.starts_with("exit status 0, after "), "{out}");
+    let fds: Vec<&str> = out
+        .lines()
+        .find(|l| l.trim().starts_with('0'))
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    // stdin, stdout, stderr, and the descriptor `ls` reads the directory with.
+    assert_eq!(fds, ["0", "1", "2", "3"], "{out}");
+    assert!(out.contains("\n65534\n/workspace\n"), "{out}");
+}
