@@ -4,9 +4,11 @@
 //! read-only, a fresh `/tmp`, and the user's workspace (`DATA_DIR/workspaces/<user>`,
 //! 0700) as `/workspace`, and nothing else of the host: not the data directory, the key, the
 //! database, or another user's workspace. It has no network (a network namespace of its
-//! own, loopback included). Inside, rlimits bound files, memory, descriptors and CPU time;
-//! outside, where the machine has them, a pids and a memory cgroup per run bound processes
-//! and memory.
+//! own, loopback included). A seccomp filter refuses the system calls a breakout needs
+//! (tracing, mounts, modules, keyrings, BPF, perf, namespaces, io_uring). Inside, rlimits
+//! bound files, memory, descriptors and CPU time; outside, where the machine has them, a
+//! pids and a memory cgroup per run bound processes and memory. Nothing the server holds
+//! open reaches the command: every descriptor above 2 is closed before bwrap starts.
 //!
 //! The layers are probed once, on the first run, and logged. Without bubblewrap working
 //! there is no isolating layer, and every run is refused with the reason in one line: a
@@ -62,6 +64,8 @@ pub struct Layers {
     pub refused: Option<String>,
     /// `/sys/fs/cgroup/pids` and `/sys/fs/cgroup/memory` (cgroup v1), when they can be used.
     pub cgroups: Option<(PathBuf, PathBuf)>,
+    /// The compiled seccomp filter bwrap loads, when this machine takes it.
+    pub seccomp: Option<PathBuf>,
 }
 
 impl Layers {
@@ -70,7 +74,12 @@ impl Layers {
         match &self.refused {
             Some(why) => format!("bash refused: {why}"),
             None => format!(
-                "bubblewrap (user, pid, network, ipc, uts, cgroup namespaces; uid 65534; no capabilities; no new privileges; /usr read-only, workspace the only writable host path), rlimits (files, memory, descriptors, CPU){}",
+                "bubblewrap (user, pid, network, ipc, uts, cgroup namespaces; uid 65534; no capabilities; no new privileges; /usr read-only, workspace the only writable host path), rlimits (files, memory, descriptors, CPU){}{}",
+                if self.seccomp.is_some() {
+                    ", a seccomp filter (ptrace, mount, bpf, keyrings, module and namespace calls refused)"
+                } else {
+                    "; no seccomp filter (refused here)"
+                },
                 if self.cgroups.is_some() {
                     ", pids and memory cgroups"
                 } else {
@@ -137,16 +146,92 @@ impl Ran {
 
 static RUNS: AtomicU64 = AtomicU64::new(0);
 
-/// What runs before bwrap, as `bash -c PRELUDE hero-sandbox PIDS_PROCS MEMORY_PROCS bwrap …`.
+/// What runs before bwrap, as `bash -c PRELUDE hero-sandbox PIDS_PROCS MEMORY_PROCS FILTER
+/// bwrap …`: it joins the run's cgroups, closes every descriptor but 0 to 2, opens the
+/// seccomp filter as descriptor 9 (bwrap's `--seccomp 9`), and becomes bwrap.
 const PRELUDE: &str = r#"set -e
 [ -z "$1" ] || echo $$ > "$1"
 [ -z "$2" ] || echo $$ > "$2"
-shift 2
+filter="$3"
+shift 3
 for fd in /proc/$$/fd/*; do
   fd=${fd##*/}
   if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
 done
+[ -z "$filter" ] || exec 9<"$filter"
 exec "$@""#;
+
+/// The command line up to bwrap itself.
+fn prelude(pids: String, memory: String, seccomp: Option<&Path>, bwrap: &Path) -> Vec<String> {
+    vec![
+        "/usr/bin/bash".into(),
+        "-c".into(),
+        PRELUDE.into(),
+        "hero-sandbox".into(),
+        pids,
+        memory,
+        seccomp.map(|p| p.display().to_string()).unwrap_or_default(),
+        bwrap.display().to_string(),
+    ]
+}
+
+/// The system calls a command has no use for and a breakout would: tracing, mounts, kernel
+/// modules and keyrings, BPF and perf, namespaces, io_uring. Each fails with EPERM.
+fn seccomp_filter() -> Result<Vec<u8>, String> {
+    use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
+    let denied = [
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_chroot,
+        libc::SYS_swapon,
+        libc::SYS_swapoff,
+        libc::SYS_reboot,
+        libc::SYS_kexec_load,
+        libc::SYS_init_module,
+        libc::SYS_finit_module,
+        libc::SYS_delete_module,
+        libc::SYS_bpf,
+        libc::SYS_perf_event_open,
+        libc::SYS_userfaultfd,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_unshare,
+        libc::SYS_setns,
+        libc::SYS_open_by_handle_at,
+        libc::SYS_name_to_handle_at,
+        libc::SYS_acct,
+        libc::SYS_quotactl,
+        libc::SYS_syslog,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+    ];
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
+    let filter = SeccompFilter::new(
+        denied.iter().map(|&n| (n, Vec::new())).collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(|e| e.to_string())?;
+    let program: BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+    // bwrap reads the program as the kernel takes it: `struct sock_filter`s, native order.
+    let mut bytes = Vec::with_capacity(program.len() * 8);
+    for ins in program {
+        bytes.extend_from_slice(&ins.code.to_ne_bytes());
+        bytes.push(ins.jt);
+        bytes.push(ins.jf);
+        bytes.extend_from_slice(&ins.k.to_ne_bytes());
+    }
+    Ok(bytes)
+}
 
 impl Sandbox {
     pub fn new(workspaces: PathBuf, limits: SandboxLimits) -> Sandbox {
@@ -161,7 +246,7 @@ impl Sandbox {
     /// The layers, probed on first use (and logged).
     pub fn layers(&self) -> &Layers {
         self.layers.get_or_init(|| {
-            let l = probe();
+            let l = probe(&self.workspaces);
             tracing::info!(sandbox = %l.describe(), "sandbox layers for bash");
             l
         })
@@ -218,16 +303,8 @@ impl Sandbox {
                     cg.memory.join("cgroup.procs").display().to_string(),
                 )
             });
-        let mut argv: Vec<String> = vec![
-            "/usr/bin/bash".into(),
-            "-c".into(),
-            PRELUDE.into(),
-            "hero-sandbox".into(),
-            pids,
-            memory,
-        ];
-        argv.push(bwrap.display().to_string());
-        argv.extend(bwrap_args(&workspace, &cwd));
+        let mut argv = prelude(pids, memory, layers.seccomp.as_deref(), &bwrap);
+        argv.extend(bwrap_args(&workspace, &cwd, layers.seccomp.is_some()));
         let l = &self.limits;
         // Inside: the rlimits, then the command (as bash's own `-c`, verbatim).
         let limits = format!(
@@ -317,7 +394,7 @@ impl Sandbox {
 }
 
 /// The bwrap arguments: namespaces, identity, what of the host is visible.
-fn bwrap_args(workspace: &Path, cwd: &str) -> Vec<String> {
+fn bwrap_args(workspace: &Path, cwd: &str, seccomp: bool) -> Vec<String> {
     let mut a: Vec<String> = [
         "--unshare-all",
         "--unshare-user",
@@ -370,6 +447,9 @@ fn bwrap_args(workspace: &Path, cwd: &str) -> Vec<String> {
     .into_iter()
     .map(str::to_owned)
     .collect();
+    if seccomp {
+        a.extend(["--seccomp".into(), "9".into()]);
+    }
     a.extend([
         "--bind".into(),
         workspace.display().to_string(),
@@ -531,8 +611,9 @@ impl RunCgroup {
     }
 }
 
-/// Finds bwrap and checks that it makes the namespaces; finds writable cgroups.
-fn probe() -> Layers {
+/// Finds bwrap and checks that it makes the namespaces (and takes the seccomp filter);
+/// finds writable cgroups.
+fn probe(workspaces: &Path) -> Layers {
     let bwrap = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
@@ -546,20 +627,24 @@ fn probe() -> Layers {
                 "bubblewrap (bwrap) is not installed; install Debian's `bubblewrap`".into(),
             ),
             cgroups: None,
+            seccomp: None,
         };
     };
+    // One run of `true` as every run goes (the prelude, bwrap), with and without the filter.
     let dir = std::env::temp_dir().join(format!("hero-sandbox-probe-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
-    let mut args = bwrap_args(&dir, "/workspace");
-    args.push("/usr/bin/true".into());
-    let ok = std::process::Command::new(&bwrap)
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output();
-    let _ = std::fs::remove_dir_all(&dir);
-    let refused = match ok {
+    let try_run = |seccomp: Option<&Path>| {
+        let mut argv = prelude(String::new(), String::new(), seccomp, &bwrap);
+        argv.extend(bwrap_args(&dir, "/workspace", seccomp.is_some()));
+        argv.push("/usr/bin/true".into());
+        std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+    };
+    let refused = match try_run(None) {
         Ok(o) if o.status.success() => None,
         Ok(o) => Some(format!(
             "bubblewrap cannot make its namespaces here: {}",
@@ -567,6 +652,22 @@ fn probe() -> Layers {
         )),
         Err(e) => Some(format!("bubblewrap could not run: {e}")),
     };
+    let filter_file = workspaces.join(".seccomp.bpf");
+    let seccomp = seccomp_filter()
+        .inspect_err(
+            |e| tracing::warn!(error = %e, "the sandbox's seccomp filter could not be compiled"),
+        )
+        .ok()
+        .filter(|bpf| {
+            let mut b = std::fs::DirBuilder::new();
+            b.recursive(true);
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+            b.create(workspaces).is_ok() && std::fs::write(&filter_file, bpf).is_ok()
+        })
+        .map(|_| filter_file.clone())
+        .filter(|f| refused.is_none() && try_run(Some(f)).is_ok_and(|o| o.status.success()));
+    let _ = std::fs::remove_dir_all(&dir);
     let cgroups = ["pids", "memory"]
         .map(|c| Path::new("/sys/fs/cgroup").join(c).join("hero-sandbox"))
         .into_iter()
@@ -578,6 +679,7 @@ fn probe() -> Layers {
         bwrap: Some(bwrap),
         refused,
         cgroups,
+        seccomp,
     }
 }
 

@@ -370,3 +370,41 @@ async fn cwd_stays_inside() {
         r.report()
     );
 }
+
+/// The seccomp filter is loaded, and the calls it denies fail with EPERM: tracing oneself,
+/// BPF, keyrings, perf, a new namespace, io_uring; ordinary work goes on.
+#[tokio::test]
+async fn the_seccomp_filter_denies_what_a_breakout_needs() {
+    let f = fixture(SandboxLimits::default());
+    assert!(
+        f.sandbox.layers().seccomp.is_some(),
+        "{}",
+        f.sandbox.layers().describe()
+    );
+    let r = run(&f, "grep Seccomp: /proc/self/status").await;
+    assert_eq!(
+        r.stdout.split_whitespace().nth(1),
+        Some("2"),
+        "{}",
+        r.stdout
+    );
+    // x86_64 numbers: ptrace 101, bpf 321, keyctl 250, perf_event_open 298, unshare 272,
+    // io_uring_setup 425.
+    for (name, nr) in [
+        ("ptrace", 101),
+        ("bpf", 321),
+        ("keyctl", 250),
+        ("perf_event_open", 298),
+        ("unshare", 272),
+        ("io_uring_setup", 425),
+    ] {
+        let r = run(
+            &f,
+            &format!("perl -e 'use POSIX; my $r = syscall({nr}, 0, 0, 0, 0, 0); print $r == -1 && $! == EPERM ? \"denied\" : \"allowed $r $!\"'"),
+        )
+        .await;
+        assert_eq!(r.stdout, "denied", "{name}: {}", all_output(&r));
+    }
+    let r = run(&f, "echo fine | tr a-z A-Z").await;
+    assert_eq!(r.stdout, "FINE\n");
+}
