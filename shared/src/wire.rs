@@ -559,14 +559,23 @@ pub enum Applied {
 
 impl CompiledView {
     /// Takes the next frame of the log into the view without compiling it all again: a
-    /// `message` frame right after the last one adds exactly the message that compiling
-    /// every frame would add, so a long session costs one message per new frame.
+    /// `message`, `request` or `result` frame right after the last one adds exactly the
+    /// message that compiling every frame would add, so a long session costs one message
+    /// per new frame (a call's cards included).
     pub fn apply(&mut self, f: &Frame) -> Applied {
         let last = self.stats.last_seq.unwrap_or(0);
         if f.seq <= last {
             return Applied::AlreadyIn;
         }
-        if f.seq != last + 1 || f.frame_type != crate::frame::FrameType::Message {
+        use crate::frame::FrameType;
+        // A message, a call's request and its result each add a message of their own; an
+        // update, a compact or a prompt's answer changes what came before.
+        let own = match f.frame_type {
+            FrameType::Message | FrameType::Request => true,
+            FrameType::Result => f.payload.get("answer").is_none(),
+            FrameType::Update | FrameType::Compact => false,
+        };
+        if f.seq != last + 1 || !own {
             return Applied::Recompile;
         }
         let added = crate::frame::compile_frames(std::slice::from_ref(f));

@@ -174,10 +174,20 @@ fn log_of(ops: Vec<(u8, usize, bool)>) -> Vec<Frame> {
                 vec![],
                 json!({"content": format!("summary {seq}")}),
             ),
-            _ => (
+            5 => (
                 FrameType::Result,
                 vec![format!("agent:{target}")],
                 json!({"content": format!("r{seq}")}),
+            ),
+            6 => (
+                FrameType::Request,
+                vec![format!("system:fn{target}")],
+                json!({"content": format!("q{seq}")}),
+            ),
+            _ => (
+                FrameType::Result,
+                vec![format!("element:p{target}")],
+                json!({"answer": format!("res{seq}")}),
             ),
         };
         frames.push(Frame {
@@ -233,7 +243,7 @@ proptest! {
 
     #[test]
     fn compile_ignores_duplication_and_delivery_order(
-        ops in prop::collection::vec((0u8..6, 0usize..8, any::<bool>()), 1..24),
+        ops in prop::collection::vec((0u8..8, 0usize..8, any::<bool>()), 1..24),
         dups in prop::collection::vec(any::<usize>(), 0..24),
         perm in any::<u64>(),
     ) {
@@ -258,7 +268,7 @@ proptest! {
 
     #[test]
     fn a_view_fed_frame_by_frame_equals_the_compiled_log(
-        ops in prop::collection::vec((0u8..6, 0usize..8, any::<bool>()), 1..24),
+        ops in prop::collection::vec((0u8..8, 0usize..8, any::<bool>()), 1..24),
         start in 0usize..24,
     ) {
         use hero_shared::wire::{Applied, CompiledView};
