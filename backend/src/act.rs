@@ -126,18 +126,20 @@ pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
     }
     // `<interaction>` blocks and `@system(...)` in prose.
     let det = interaction::detect(text);
+    // Where a detected call stands in the reply, and where it came from.
+    let origin_of = |source: &CallSource| match source {
+        CallSource::Block { element_id } => (
+            span_of(element_id),
+            CallOrigin::Element {
+                element_id: element_id.clone(),
+                kind: "interaction".into(),
+            },
+        ),
+        CallSource::Call { offset } => (*offset, CallOrigin::Prose { offset: *offset }),
+    };
     let block_quoted = |source: &CallSource| matches!(source, CallSource::Block { element_id } if quoted(element_id));
     for c in det.calls.into_iter().filter(|c| !block_quoted(&c.source)) {
-        let (at, origin) = match &c.source {
-            CallSource::Block { element_id } => (
-                span_of(element_id),
-                CallOrigin::Element {
-                    element_id: element_id.clone(),
-                    kind: "interaction".into(),
-                },
-            ),
-            CallSource::Call { offset } => (*offset, CallOrigin::Prose { offset: *offset }),
-        };
+        let (at, origin) = origin_of(&c.source);
         let target = c.target_id.trim_start_matches('@');
         let problem = (target != "system").then(|| {
             format!(
@@ -160,16 +162,7 @@ pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
         if err == InteractionError::Incomplete || block_quoted(&source) {
             continue;
         }
-        let (at, origin) = match &source {
-            CallSource::Block { element_id } => (
-                span_of(element_id),
-                CallOrigin::Element {
-                    element_id: element_id.clone(),
-                    kind: "interaction".into(),
-                },
-            ),
-            CallSource::Call { offset } => (*offset, CallOrigin::Prose { offset: *offset }),
-        };
+        let (at, origin) = origin_of(&source);
         found.push((
             at,
             Asked {

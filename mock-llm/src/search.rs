@@ -3,7 +3,7 @@
 //! `X-Subscription-Token`), and pages to fetch (`GET /page/{name}`). Answers are made from
 //! the query, so tests know them: result `i` of "q" is titled `Result i for q`. The query
 //! `fail` answers 500; `empty` has no results. The page `big` is 4 MB of HTML, `binary` an
-//! image.
+//! image, `slow` takes two minutes.
 
 use axum::extract::{Path, Query};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -68,6 +68,10 @@ pub(crate) async fn page(Path(name): Path<String>) -> Response {
         "big" => {
             let body = "<p>big page line</p>\n".repeat(200_000);
             return ([(header::CONTENT_TYPE, "text/html")], body).into_response();
+        }
+        // Never answers in time: the reader's time bound ends it.
+        "slow" => {
+            tokio::time::sleep(std::time::Duration::from_secs(120)).await;
         }
         "binary" => {
             return (

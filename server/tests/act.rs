@@ -775,6 +775,17 @@ async fn websearch_backends_pages_and_bounds() {
     .await
     .unwrap_err();
     assert_eq!(e, "the page is image/png, not text");
+    // A page that does not answer in time is given up at the bound.
+    let t = std::time::Instant::now();
+    let e = run(
+        &mock,
+        pages.clone(),
+        json!({"url": format!("{}/page/slow", mock.url())}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e, "no answer within 20 seconds");
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
     // Pages the model names pass the egress policy: a private address is refused.
     for url in [
         "http://10.1.2.3/admin",
