@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use hero_shared::calls::{CallOrigin, CallRequest, CallResult, CallStatus, Outcome, Permission};
-use hero_shared::feed::ApprovalPrompt;
+use hero_shared::feed::{ApprovalPrompt, QuestionPrompt};
 use hero_shared::frame::{AuthorType, FrameType, TargetId};
 use hero_shared::hml::ElementKind;
 use hero_shared::interaction::{self, CallSource, InteractionError};
@@ -240,17 +240,20 @@ fn level(
         .unwrap_or(Permission::Ask))
 }
 
-/// The status a call starts with, and who decided it.
+/// The status a call starts with, and who decided it. A question (`answers`: its function
+/// is answered by the user) waits for its answer at any level but `never`.
 fn gate(
     asked: &Asked,
     level: Permission,
     authority: Authority,
+    answers: bool,
 ) -> (CallStatus, Option<&'static str>) {
     if asked.problem.is_some() {
         return (CallStatus::Invalid, Some("schema"));
     }
     match (level, authority) {
         (Permission::Never, _) => (CallStatus::Denied, Some("never")),
+        _ if answers => (CallStatus::Asking, None),
         (Permission::Always, _) => (CallStatus::Approved, Some("always")),
         (Permission::Ask, Authority::User(_)) => (CallStatus::Approved, Some("sender")),
         (Permission::Ask, Authority::Agent(_)) => (CallStatus::Pending, None),
@@ -307,9 +310,23 @@ pub async fn open(
         .hot_db
         .write(&st.db, |tx| {
             let mut out = Vec::with_capacity(asked.len());
-            for a in &asked {
+            for a in &mut asked {
+                let answers = st
+                    .functions
+                    .get(&a.function)
+                    .is_some_and(|(s, _)| s.answered_by_user);
+                if answers && matches!(authority, Authority::User(_)) {
+                    a.problem.get_or_insert_with(|| {
+                        "only the agent asks the user questions; a message of the user's own cannot".into()
+                    });
+                }
+                let a = &*a;
                 let lv = level(tx, &st.functions, user_id, &a.function)?;
-                let (status, by) = gate(a, lv, authority);
+                let (status, by) = gate(a, lv, authority, answers);
+                let expires_at = (status == CallStatus::Asking)
+                    .then(|| a.args.get("timeout").and_then(Value::as_u64))
+                    .flatten()
+                    .map(|secs| now_ms() + secs as i64 * 1000);
                 let req = CallRequest {
                     function: a.function.clone(),
                     args: a.args.clone(),
@@ -325,6 +342,7 @@ pub async fn open(
                         Some(p) => format!("{} — {p}", describe(&a.function, &a.args)),
                         None => describe(&a.function, &a.args),
                     },
+                    expires_at,
                 };
                 let f = NewFrame {
                     id: frames::new_id(),
@@ -362,6 +380,16 @@ pub async fn open(
                 }),
             );
         }
+        if req.status == CallStatus::Asking {
+            st.hub.publish(
+                user_id,
+                sc.session_id,
+                HubEvent::Question(question_prompt(sc, &request_id, &req)),
+            );
+            if let Some(at) = req.expires_at {
+                arm(st, user_id, sc.session_id, request_id.clone(), at);
+            }
+        }
         opened.push(Opened { request_id, req });
     }
     Ok(opened)
@@ -392,8 +420,10 @@ pub async fn settle_one(
         _ => o.req.function.clone(),
     };
     let (outcome, output) = match o.req.status {
-        CallStatus::Pending => {
-            return Err(Error::Internal("a pending call cannot be settled".into()));
+        CallStatus::Pending | CallStatus::Asking => {
+            return Err(Error::Internal(
+                "a call waiting for the user cannot be settled".into(),
+            ));
         }
         CallStatus::Invalid => (
             Outcome::Invalid,
@@ -476,7 +506,14 @@ async fn record(
         _ => o.req.function.clone(),
     };
     let named = describe(&o.req.function, &o.req.args);
+    let question = (o.req.status == CallStatus::Asking)
+        .then(|| o.req.args.get("question").and_then(Value::as_str))
+        .flatten();
     let content = match outcome {
+        Outcome::Ok if question.is_some() => format!(
+            "The user's answer to your question {:?}: {output}",
+            question.unwrap_or_default()
+        ),
         Outcome::Ok => format!("The call {named} returned:\n{output}"),
         Outcome::Error => format!("The call {named} failed: {output}"),
         Outcome::Denied => format!("The call {named} was denied: {output}. It did not run."),
@@ -565,11 +602,17 @@ pub async fn settle(
         let stopped = abort.is_some_and(Abort::is_aborted);
         // Pending calls wait for the user (unless Stop came first); one settled meanwhile
         // is left alone.
-        if (o.req.status == CallStatus::Pending && !stopped) || !open.contains(&o.request_id) {
+        let waits = matches!(o.req.status, CallStatus::Pending | CallStatus::Asking);
+        if (waits && !stopped) || !open.contains(&o.request_id) {
             continue;
         }
         let mut o = o.clone();
-        if stopped && matches!(o.req.status, CallStatus::Approved | CallStatus::Pending) {
+        if stopped
+            && matches!(
+                o.req.status,
+                CallStatus::Approved | CallStatus::Pending | CallStatus::Asking
+            )
+        {
             o.req.status = CallStatus::Stopped;
         }
         executed.push(settle_one(st, sc, &o, emit, abort).await?);
@@ -717,24 +760,201 @@ async fn carry_on(
         Some(acting.abort()),
     )
     .await?;
-    if settled.done
-        && !acting.abort().is_aborted()
-        && let Err(e) = crate::turn::follow_up(st, &user, session_id, Some(acting.abort())).await
-    {
-        // The results are stored; the agent's answer to them could not start. Say so
-        // where the user looks, in words they can act on.
-        tracing::warn!(error = %e, "a follow-up reply could not start");
-        emit(SseEvent::Error(hero_shared::wire::ErrorData {
-            message_id: Some(message_id.clone()),
-            error: format!(
-                "the agent could not be given the results: {}; send a message to go on",
-                e.public_message()
-            ),
-        }));
+    if settled.done {
+        follow_on(st, &user, session_id, &message_id, &acting).await;
     }
     // Held until the follow-up is registered: a Stop in between reaches one of them.
     drop(acting);
     Ok(())
+}
+
+/// The agent is given the results of a message whose calls are all settled, unless a Stop
+/// reached `acting` first. A failure to start is told where the user looks.
+async fn follow_on(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    message_id: &str,
+    acting: &crate::turn::Acting,
+) {
+    if acting.abort().is_aborted() {
+        return;
+    }
+    if let Err(e) = crate::turn::follow_up(st, user, session_id, Some(acting.abort())).await {
+        // The results are stored; the agent's answer to them could not start. Say so
+        // where the user looks, in words they can act on.
+        tracing::warn!(error = %e, "a follow-up reply could not start");
+        st.hub.publish(
+            user.id(),
+            session_id,
+            HubEvent::Stream {
+                session_id,
+                event: SseEvent::Error(hero_shared::wire::ErrorData {
+                    message_id: Some(message_id.to_owned()),
+                    error: format!(
+                        "the agent could not be given the results: {}; send a message to go on",
+                        e.public_message()
+                    ),
+                }),
+            },
+        );
+    }
+}
+
+/// How a question is answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// The user's answer.
+    Given(Value),
+    /// The question's time ran out: its default (if it has one) is the answer.
+    TimedOut,
+}
+
+/// The answer to a question of the agent's (an `ask` call waiting, by its request frame
+/// id): stored as the call's result, under the message's lock and only while the question
+/// is open (a second answer is a 409); then, if it was the message's last open call, the
+/// agent is given the results in a task of its own.
+pub async fn answer_question(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    request_id: &str,
+    answer: Answer,
+) -> Result<()> {
+    let dk = frames::session_key(st, user, session_id).await?;
+    let row = st
+        .hot_db
+        .read(&st.db, |c| {
+            store::frames::get_hot(c, session_id, request_id)
+        })
+        .await?
+        .filter(|r| r.frame_type == "request")
+        .ok_or(Error::NotFound("question"))?;
+    let request = row.open(&dk)?;
+    let req: CallRequest = serde_json::from_value(request.payload)
+        .map_err(|_| Error::Internal("a request frame is unreadable".into()))?;
+    let message_id = request.parent_id.unwrap_or_default();
+    if req.status != CallStatus::Asking {
+        return Err(Error::NotFound("question"));
+    }
+    let output = match &answer {
+        Answer::Given(v) => {
+            let text = functions::ask::answer_text(v);
+            if text.trim().is_empty() {
+                return Err(Error::Invalid("the answer is empty".into()));
+            }
+            text
+        }
+        Answer::TimedOut => {
+            let waited = req.args.get("timeout").and_then(Value::as_u64).unwrap_or(0);
+            match req.args.get("default").and_then(Value::as_str) {
+                Some(d) => format!("{d} (the default: no answer came within {waited} s)"),
+                None => format!("no answer came within {waited} s"),
+            }
+        }
+    };
+    let acting = st.turns.acting(session_id);
+    let done = {
+        let _lock = st.message_locks.lock(&message_id).await;
+        if !open_calls(st, session_id, &message_id)
+            .await?
+            .contains(&request_id.to_owned())
+        {
+            return Err(Error::Conflict("this question was already answered".into()));
+        }
+        let agent_id = st
+            .hot_db
+            .read(&st.db, |c| {
+                store::sessions::agent_of(c, user.id(), session_id)
+            })
+            .await?;
+        let sc = Scene {
+            user_id: user.id(),
+            session_id,
+            dk,
+            message_id: message_id.clone(),
+            agent_id,
+        };
+        let emit = |ev: SseEvent| {
+            st.hub.publish(
+                user.id(),
+                session_id,
+                HubEvent::Stream {
+                    session_id,
+                    event: ev,
+                },
+            )
+        };
+        let o = Opened {
+            request_id: request_id.to_owned(),
+            req,
+        };
+        record(st, &sc, &o, Outcome::Ok, output, &emit).await?;
+        open_calls(st, session_id, &message_id).await?.is_empty()
+    };
+    if done {
+        let (st, user) = (st.clone(), user.clone());
+        tokio::spawn(async move {
+            follow_on(&st, &user, session_id, &message_id, &acting).await;
+            drop(acting);
+        });
+    }
+    Ok(())
+}
+
+/// `question_prompt`'s data for a question as its request holds it.
+fn question_prompt(sc: &Scene, request_id: &str, req: &CallRequest) -> QuestionPrompt {
+    let arg = |k: &str| req.args.get(k).and_then(Value::as_str).map(str::to_owned);
+    QuestionPrompt {
+        session_id: sc.session_id,
+        message_id: sc.message_id.clone(),
+        assertion_id: request_id.to_owned(),
+        question: arg("question").unwrap_or_default(),
+        mode: if req.expires_at.is_some() {
+            "timeout"
+        } else {
+            "demand"
+        }
+        .to_owned(),
+        timeout: req.expires_at.map(|at| (at - now_ms()).max(0) as u64),
+        options: req
+            .args
+            .get("options")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        default: arg("default"),
+    }
+}
+
+/// At `at` (Unix milliseconds), a timed question still open takes its default. Armed when
+/// the question is asked, and again at start-up for those still open.
+fn arm(st: &AppState, user_id: i64, session_id: i64, request_id: String, at: i64) {
+    let st = st.clone();
+    tokio::spawn(async move {
+        let wait = u64::try_from(at - now_ms()).unwrap_or(0);
+        tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+        // A server shutting down leaves it to the next start-up's [`recover`].
+        if st.hub.is_closing() {
+            return;
+        }
+        let user = AuthUser::on_behalf_of(user_id);
+        match answer_question(&st, &user, session_id, &request_id, Answer::TimedOut).await {
+            // Answered (or stopped) before its time: nothing to do.
+            Ok(()) | Err(Error::Conflict(_) | Error::NotFound(_)) => {}
+            Err(e) => tracing::warn!(error = %e, "a question's default could not be recorded"),
+        }
+    });
+}
+
+/// Now, in Unix milliseconds.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// After a restart: a call that was approved and had begun, but has no result, will never
@@ -763,6 +983,11 @@ pub async fn recover(st: &AppState) -> Result<usize> {
         let Ok(req) = serde_json::from_value::<CallRequest>(latest) else {
             continue;
         };
+        // A timed question waits on, to its time (or takes its default now).
+        if let (CallStatus::Asking, Some(at)) = (req.status, req.expires_at) {
+            arm(st, user_id, session_id, request_id, at);
+            continue;
+        }
         if req.status != CallStatus::Approved {
             continue;
         }
@@ -1069,7 +1294,8 @@ mod tests {
             gate(
                 asked.last().unwrap(),
                 Permission::Always,
-                Authority::User(1)
+                Authority::User(1),
+                false
             )
             .0,
             CallStatus::Invalid
@@ -1098,7 +1324,7 @@ mod tests {
                     .functions
                     .get(&a.function)
                     .map_or(Permission::Ask, |(s, _)| s.default);
-                let (status, by) = gate(a, lv, Authority::Agent(1));
+                let (status, by) = gate(a, lv, Authority::Agent(1), false);
                 assert!(!matches!(by, Some("sender" | "user")), "{text}");
                 if status == CallStatus::Approved {
                     assert_eq!(

@@ -198,6 +198,7 @@ impl SessionFeed {
             HubEvent::Started(live) if self.read_from_log(&live.message_id) => None,
             HubEvent::Started(live) => Some(self.phantom(live)),
             HubEvent::Approval(a) => Some(SessionEvent::Approval(a.clone())),
+            HubEvent::Question(q) => Some(SessionEvent::Question(q.clone())),
         }
     }
 

@@ -42,6 +42,8 @@ pub enum HubEvent {
     Started(Arc<InFlight>),
     /// A call waits for the user's approval (`ability_approval_request`).
     Approval(hero_shared::feed::ApprovalPrompt),
+    /// A question of the agent's waits for the user's answer.
+    Question(hero_shared::feed::QuestionPrompt),
 }
 
 pub struct Hub {

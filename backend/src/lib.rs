@@ -19,7 +19,9 @@
 //! - [`permissions`]: each user's level for each function, over its default.
 //! - [`sandbox`]: commands in a sandbox that fails closed (bubblewrap, rlimits, cgroups).
 //! - [`functions`]: the function registry (`help`, `websearch`): specs, schemas, handlers.
-//! - [`answers`]: answers to the questions in a reply (`hml-prompt`), as frames.
+//! - [`answers`]: answers to the questions in a reply (`ask`, `hml-prompt`), as frames.
+//! - [`conditional`]: instructions given to the agent only when they apply (conditional
+//!   abilities, `prompt_response_handler`).
 //! - [`act`]: acting on what a message asks for: detection, the permission gate, request
 //!   and result frames, decisions, the follow-up reply.
 //! - [`turn`]: one turn, from the user's message to the agent's frame; `turn::Registry`, the
@@ -41,6 +43,7 @@ pub mod act;
 pub mod agents;
 pub mod answers;
 pub mod auth;
+pub mod conditional;
 pub mod crypto;
 pub mod drive;
 pub mod egress;

@@ -192,7 +192,9 @@ async fn never_and_always_settle_in_the_same_turn() {
         [
             ("help".into(), "always".into(), "always".into()),
             ("websearch".into(), "ask".into(), "ask".into()),
-            ("bash".into(), "ask".into(), "ask".into())
+            ("bash".into(), "ask".into(), "ask".into()),
+            ("ask".into(), "always".into(), "always".into()),
+            ("update_prompt".into(), "always".into(), "always".into())
         ]
     );
     let (s, p) = h
@@ -967,4 +969,393 @@ async fn an_approved_bash_command_runs_sandboxed() {
     // stdin, stdout, stderr, and the descriptor `ls` reads the directory with.
     assert_eq!(fds, ["0", "1", "2", "3"], "{out}");
     assert!(out.contains("\n65534\n/workspace\n"), "{out}");
+}
+
+/// The question the agent's reply asked: its request frame.
+async fn question(h: &Hero, session: i64) -> Value {
+    let frames = frames_when(h, session, |f| !of_type(f, "request").is_empty()).await;
+    of_type(&frames, "request")[0].clone()
+}
+
+async fn answer(h: &Hero, session: i64, req: &Value, answer: Value) -> (StatusCode, Value) {
+    h.json(
+        Method::POST,
+        &format!("/api/sessions/{session}/answers"),
+        Some(json!({
+            "message_id": req["parent_id"],
+            "element_id": req["payload"]["origin"]["element_id"],
+            "answer": answer,
+        })),
+    )
+    .await
+}
+
+/// `<ask>` (demand): the reply ends with its question waiting (a request, status asking,
+/// no follow-up); the answer through the answers route is its result and the agent is
+/// given it; a second answer is a 409, and another user cannot answer it.
+#[tokio::test]
+async fn a_question_waits_for_its_answer() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, agent_id) = h.session_with("anthropic", &mock, KEY).await;
+    let events = h
+        .stream(
+            session,
+            r#"[[mock text="Before I go on: \u003cask>Continue with the migration?\u003c/ask>" then="Thanks."]]"#,
+        )
+        .await;
+    assert_eq!(
+        last_data(&events, "message_complete")["executedElements"],
+        json!([])
+    );
+    let req = question(&h, session).await;
+    assert_eq!(req["target_ids"], json!(["system:ask"]));
+    assert_eq!(req["payload"]["status"], "asking");
+    assert_eq!(
+        req["payload"]["args"],
+        json!({"question": "Continue with the migration?"})
+    );
+    assert!(
+        req["payload"].get("expires_at").is_none(),
+        "demand: no time limit"
+    );
+    // Nothing more happens while it waits.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let frames = h.frames(session).await;
+    assert_eq!(agent_messages(&frames).len(), 1);
+    assert!(of_type(&frames, "result").is_empty());
+
+    hero_backend::accounts::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
+        .await
+        .unwrap();
+    let bob = hero_backend::auth::login(&h.st, "bob", "bob-password")
+        .await
+        .unwrap()
+        .user;
+    let e = hero_backend::act::answer_question(
+        &h.st,
+        &bob,
+        session,
+        req["id"].as_str().unwrap(),
+        hero_backend::act::Answer::Given(json!("no")),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.status(), StatusCode::NOT_FOUND);
+
+    assert_eq!(
+        answer(&h, session, &req, json!("  ")).await.0,
+        StatusCode::BAD_REQUEST
+    );
+    let (s, body) = answer(&h, session, &req, json!("yes, go ahead")).await;
+    assert_eq!(s, StatusCode::NO_CONTENT, "{body}");
+    let (s, body) = answer(&h, session, &req, json!("no")).await;
+    assert_eq!(
+        (s, body["error"].as_str()),
+        (
+            StatusCode::CONFLICT,
+            Some("this question was already answered")
+        )
+    );
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    let result = of_type(&frames, "result")[0];
+    assert_eq!(result["parent_id"], req["id"]);
+    assert_eq!(result["target_ids"], json!([format!("agent:{agent_id}")]));
+    assert_eq!(result["payload"]["outcome"], "ok");
+    assert_eq!(result["payload"]["output"], "yes, go ahead");
+    assert_eq!(
+        result["payload"]["content"],
+        r#"The user's answer to your question "Continue with the migration?": yes, go ahead"#
+    );
+    // The follow-up was sent it.
+    let told = sent_text(&mock, 1);
+    assert!(
+        told.contains("[System] The user's answer to your question"),
+        "{told}"
+    );
+    assert_eq!(agent_messages(&frames)[1]["payload"]["content"], "Thanks.");
+}
+
+/// `<ask timeout default options>`: unanswered, the default is its answer at the timeout
+/// and the agent goes on with it; a late answer is a 409. The request holds when it ends,
+/// for a page that shows the countdown after a reload.
+#[tokio::test]
+async fn a_timed_question_takes_its_default() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    h.stream(
+        session,
+        r#"[[mock text="\u003cask timeout=\"1\" default=\"no\" options=\"yes,no\">Deploy now?\u003c/ask>" then="Thanks."]]"#,
+    )
+    .await;
+    let req = question(&h, session).await;
+    assert_eq!(
+        req["payload"]["args"],
+        json!({"question": "Deploy now?", "options": ["yes", "no"], "timeout": 1, "default": "no"})
+    );
+    let expires = req["payload"]["expires_at"].as_i64().unwrap();
+    assert!(
+        (before + 1000..before + 10_000).contains(&expires),
+        "{expires} vs {before}"
+    );
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    let result = of_type(&frames, "result")[0];
+    assert_eq!(
+        result["payload"]["output"],
+        "no (the default: no answer came within 1 s)"
+    );
+    assert!(sent_text(&mock, 1).contains("no (the default: no answer came within 1 s)"));
+    assert_eq!(
+        answer(&h, session, &req, json!("yes")).await.0,
+        StatusCode::CONFLICT
+    );
+}
+
+/// Over the WebSocket: a subscriber is sent `question_prompt` (demand, then timed with its
+/// options, default and time left), and its `question_response` answers the question.
+#[tokio::test]
+async fn questions_over_the_websocket() {
+    use tokio_tungstenite::tungstenite::Message;
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let (_, mut ws) = h.ws().await;
+    ws.send(Message::Text(
+        json!({"type": "subscribe", "sessionId": session})
+            .to_string()
+            .into(),
+    ))
+    .await
+    .unwrap();
+    // Subscribed once a first exchange reaches the socket.
+    h.stream(session, r#"hello [[mock text="hi"]]"#).await;
+    async fn next_of(
+        ws: &mut (
+                 impl futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>>
+                 + Unpin
+             ),
+        kind: &str,
+    ) -> Value {
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
+                .await
+                .unwrap_or_else(|_| panic!("no {kind}"));
+            if let Some(Ok(Message::Text(t))) = m {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if v["type"] == kind {
+                    return v;
+                }
+            }
+        }
+    }
+    h.stream(
+        session,
+        r#"[[mock text="\u003cask>Your favourite colour?\u003c/ask>" then="Thanks."]]"#,
+    )
+    .await;
+    let q = next_of(&mut ws, "question_prompt").await;
+    assert_eq!(q["mode"], "demand");
+    assert_eq!(q["question"], "Your favourite colour?");
+    assert_eq!(q["sessionId"], session);
+    assert!(q.get("timeout").is_none());
+    ws.send(Message::Text(
+        json!({"type": "question_response", "assertionId": q["assertionId"], "answer": "green"})
+            .to_string()
+            .into(),
+    ))
+    .await
+    .unwrap();
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 3).await;
+    assert_eq!(of_type(&frames, "result")[0]["payload"]["output"], "green");
+    // A second answer over the socket is refused with a message, and the socket lives on.
+    ws.send(Message::Text(
+        json!({"type": "question_response", "assertionId": q["assertionId"], "answer": "red"})
+            .to_string()
+            .into(),
+    ))
+    .await
+    .unwrap();
+    let e = next_of(&mut ws, "error").await;
+    assert_eq!(e["error"], "this question was already answered");
+
+    h.stream(
+        session,
+        r#"[[mock text="\u003cask timeout=\"60\" default=\"b\" options=\"a,b\">Pick\u003c/ask>"]]"#,
+    )
+    .await;
+    let q = next_of(&mut ws, "question_prompt").await;
+    assert_eq!(q["mode"], "timeout");
+    assert_eq!(q["options"], json!(["a", "b"]));
+    assert_eq!(q["default"], "b");
+    let left = q["timeout"].as_u64().unwrap();
+    assert!((50_000..=60_000).contains(&left), "{left}");
+}
+
+/// A timed question outlives a restart: the process that asked it stops before its time,
+/// and the next one, at start-up, takes the default when the time comes.
+#[tokio::test]
+async fn a_timed_question_survives_a_restart() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(
+        session,
+        r#"[[mock text="\u003cask timeout=\"2\" default=\"later\">When?\u003c/ask>" then="Thanks."]]"#,
+    )
+    .await;
+    question(&h, session).await;
+    // The first process shuts down: its timer records nothing.
+    h.st.hub.close();
+    let st = h.st.restarted();
+    assert_eq!(hero_backend::act::recover(&st).await.unwrap(), 0);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    let results = of_type(&frames, "result");
+    assert_eq!(results.len(), 1, "recorded once");
+    assert!(
+        results[0]["payload"]["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("later (the default")
+    );
+}
+
+/// Stop with a question waiting records it as stopped; the agent is not run on it and a
+/// late answer is a 409.
+#[tokio::test]
+async fn stop_ends_a_waiting_question() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(
+        session,
+        r#"[[mock text="\u003cask>Ready?\u003c/ask>" then="x"]]"#,
+    )
+    .await;
+    let req = question(&h, session).await;
+    let user = hero_backend::auth::login(&h.st, "alice", "alice-password")
+        .await
+        .unwrap()
+        .user;
+    assert_eq!(
+        hero_backend::turn::stop(&h.st, &user, session)
+            .await
+            .unwrap(),
+        1
+    );
+    let frames = frames_when(&h, session, |f| !of_type(f, "result").is_empty()).await;
+    assert_eq!(
+        of_type(&frames, "result")[0]["payload"]["outcome"],
+        "stopped"
+    );
+    assert_eq!(
+        answer(&h, session, &req, json!("yes")).await.0,
+        StatusCode::CONFLICT
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(agent_messages(&h.frames(session).await).len(), 1);
+}
+
+/// Conditional abilities: with a prompt of the agent's unanswered, the user's message
+/// reaches the model with `prompt_response_handler`'s instructions (never stored); the
+/// agent's `update_prompt` marks the prompt answered, and from then on nothing is added.
+/// A conversation without open prompts is sent as it is.
+#[tokio::test]
+async fn an_answer_in_chat_is_noticed_and_the_prompt_updated() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    // (No echoes here: an echo repeats the system prompt, whose example is a prompt.)
+    h.stream(session, r#"first [[mock text="hello"]]"#).await;
+    assert!(!sent_text(&mock, 0).contains("Conditional Ability"));
+    h.stream(
+        session,
+        r#"[[mock text="Tell me: \u003chml-prompt id=\"color\">Favourite colour?\u003c/hml-prompt>"]]"#,
+    )
+    .await;
+    let frames = h.frames(session).await;
+    let asked = agent_messages(&frames)[1]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    h.stream(session, r#"blue, I think [[mock text="noted"]]"#)
+        .await;
+    let sent = sent_text(&mock, 2);
+    assert!(
+        sent.contains("[System: Conditional Ability Triggered]"),
+        "{sent}"
+    );
+    assert!(sent.contains("**prompt_response_handler**"), "{sent}");
+    assert!(
+        sent.contains(&asked) && sent.contains("Favourite colour?"),
+        "{sent}"
+    );
+    // Given to the model, not stored.
+    let frames = h.frames(session).await;
+    let said = frames
+        .iter()
+        .rfind(|f| f["type"] == "message" && f["author_type"] == "user")
+        .unwrap();
+    assert_eq!(
+        said["payload"]["content"],
+        r#"blue, I think [[mock text="noted"]]"#
+    );
+    assert!(of_type(&frames, "request").is_empty() && of_type(&frames, "result").is_empty());
+
+    let call = format!(
+        r#"[[mock text="\u003cinteraction>{{\"target_id\": \"@system\", \"target_property\": \"update_prompt\", \"payload\": {{\"message_id\": \"{asked}\", \"prompt_id\": \"color\", \"answer\": \"blue\"}}}}\u003c/interaction>" then="Blue it is."]]"#
+    );
+    h.stream(session, &call).await;
+    let frames = frames_when(&h, session, |f| {
+        agent_messages(f)
+            .last()
+            .is_some_and(|m| m["payload"]["content"] == "Blue it is.")
+    })
+    .await;
+    let update = of_type(&frames, "request")
+        .into_iter()
+        .find(|r| r["payload"]["function"] == "update_prompt")
+        .expect("the call");
+    assert_eq!(
+        update["payload"]["status"], "approved",
+        "always, by default"
+    );
+    let (_, view) = h
+        .json(Method::GET, &format!("/api/sessions/{session}/view"), None)
+        .await;
+    assert!(
+        view["messages"].to_string().contains("blue</response>"),
+        "{view}"
+    );
+    // Marked answered: a second update is an error told to the agent.
+    h.stream(session, &call).await;
+    let frames = frames_when(&h, session, |f| {
+        of_type(f, "result")
+            .iter()
+            .filter(|r| r["payload"]["function"] == "update_prompt")
+            .count()
+            == 2
+    })
+    .await;
+    let second = of_type(&frames, "result")
+        .into_iter()
+        .rfind(|r| r["payload"]["function"] == "update_prompt")
+        .unwrap();
+    assert_eq!(second["payload"]["outcome"], "error");
+    assert_eq!(
+        second["payload"]["output"],
+        "the prompt `color` was already answered"
+    );
+    let n = mock.requests().len();
+    h.stream(session, r#"thanks [[mock text="ok"]]"#).await;
+    let last = mock.requests()[n..]
+        .iter()
+        .rfind(|r| r["path"].as_str().is_some_and(|p| p.ends_with("/messages")))
+        .unwrap()["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(last.contains("thanks"), "{last}");
+    assert!(!last.contains("Conditional Ability"), "{last}");
 }

@@ -80,6 +80,8 @@ pub enum CallStatus {
     Invalid,
     /// The user pressed Stop while it waited.
     Stopped,
+    /// A question (`ask`) waiting for the user's answer: the answer is its result.
+    Asking,
 }
 
 /// A `request` frame's payload.
@@ -102,6 +104,9 @@ pub struct CallRequest {
     pub problem: Option<String>,
     /// One line for people reading the log.
     pub content: String,
+    /// When a timed question takes its default (Unix milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
 }
 
 /// How a call ended.
@@ -156,11 +161,17 @@ impl CallView {
             (None, CallStatus::Denied) => "denied",
             (None, CallStatus::Invalid) => "not valid: not run",
             (None, CallStatus::Stopped) => "stopped",
+            (None, CallStatus::Asking) => "waiting for your answer",
         }
     }
 
     pub fn is_pending(&self) -> bool {
         self.result.is_none() && self.request.status == CallStatus::Pending
+    }
+
+    /// A question of the agent's still waiting for the user's answer.
+    pub fn is_question(&self) -> bool {
+        self.result.is_none() && self.request.status == CallStatus::Asking
     }
 }
 
@@ -229,6 +240,7 @@ mod tests {
             sender_id: None,
             problem: None,
             content: "websearch".into(),
+            expires_at: None,
         };
         let mut frames = vec![
             frame(

@@ -50,6 +50,9 @@ pub enum SessionEvent {
     /// A call waits for the user's approval (reference 000's `ability_approval_request`;
     /// the request frame holds the same, for readers that come later).
     Approval(ApprovalPrompt),
+    /// A question of the agent's waits for the user's answer (reference 000's
+    /// `question_prompt`; its request frame holds the same, for readers that come later).
+    Question(QuestionPrompt),
     /// The feed ends with this error (a reader too far behind, a sign-in that ended).
     Error(String),
     /// The feed ends because the server shuts down: reconnect after [`SHUTDOWN_RETRY_MS`].
@@ -75,6 +78,25 @@ pub struct ApprovalPrompt {
     pub summary: String,
     #[serde(default)]
     pub details: serde_json::Value,
+}
+
+/// `question_prompt`'s data: the question waiting, by its request frame id.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuestionPrompt {
+    pub session_id: SessionId,
+    pub message_id: String,
+    pub assertion_id: String,
+    pub question: String,
+    /// `demand` or `timeout`.
+    pub mode: String,
+    /// Milliseconds until the default is the answer (`timeout` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
 }
 
 /// A frame as the feed writes it: phantom ones say so.
@@ -107,6 +129,7 @@ impl SessionEvent {
             SessionEvent::Reply(e) => e.event_name(),
             SessionEvent::Chunk(_) => "message_chunk",
             SessionEvent::Approval(_) => "ability_approval_request",
+            SessionEvent::Question(_) => "question_prompt",
             SessionEvent::Error(_) => "error",
             SessionEvent::Shutdown => "",
         }
@@ -145,6 +168,7 @@ impl SessionEvent {
             }
             SessionEvent::Chunk(c) => json(out, c),
             SessionEvent::Approval(a) => json(out, a),
+            SessionEvent::Question(q) => json(out, q),
             SessionEvent::Error(e) => json(out, &StreamError { error: e.clone() }),
             SessionEvent::Shutdown => {}
         }
@@ -155,6 +179,9 @@ impl SessionEvent {
     pub fn from_sse(event: &str, data: &str) -> Result<SessionEvent, WireError> {
         if event == "ability_approval_request" {
             return Ok(SessionEvent::Approval(json(data)?));
+        }
+        if event == "question_prompt" {
+            return Ok(SessionEvent::Question(json(data)?));
         }
         if PAGE_EVENTS.contains(&event) {
             SessionEvent::from_page_sse(event, data)
@@ -219,6 +246,16 @@ impl SessionEvent {
                 ability: a.ability.clone(),
                 summary: a.summary.clone(),
                 details: a.details.clone(),
+            },
+            SessionEvent::Question(q) => WsServerMessage::QuestionPrompt {
+                session_id: q.session_id,
+                message_id: q.message_id.clone(),
+                assertion_id: q.assertion_id.clone(),
+                question: q.question.clone(),
+                mode: q.mode.clone(),
+                timeout: q.timeout,
+                options: q.options.clone(),
+                default: q.default.clone(),
             },
             SessionEvent::Error(e) => WsServerMessage::Error { error: e.clone() },
             SessionEvent::Shutdown => return None,

@@ -467,7 +467,10 @@ pub enum WsServerMessage {
         status: String,
         result: serde_json::Value,
     },
+    /// A question of the agent's waits for the user's answer (`assertionId`: its request
+    /// frame); `question_response` or the answers route answers it.
     QuestionPrompt {
+        session_id: SessionId,
         message_id: String,
         assertion_id: String,
         question: String,
@@ -475,6 +478,12 @@ pub enum WsServerMessage {
         mode: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout: Option<u64>,
+        /// Answers offered as buttons.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        options: Vec<String>,
+        /// The answer when the time is up.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        default: Option<String>,
     },
     OperationStart {
         session_id: SessionId,
@@ -827,14 +836,17 @@ mod tests {
         );
         check_ws(
             WsServerMessage::QuestionPrompt {
+                session_id: 3,
                 message_id: "m".into(),
                 assertion_id: "a".into(),
                 question: "Go?".into(),
                 mode: "timeout".into(),
                 timeout: Some(30000),
+                options: vec!["yes".into(), "no".into()],
+                default: Some("no".into()),
             },
             expect![[
-                r#"{"type":"question_prompt","messageId":"m","assertionId":"a","question":"Go?","mode":"timeout","timeout":30000}"#
+                r#"{"type":"question_prompt","sessionId":3,"messageId":"m","assertionId":"a","question":"Go?","mode":"timeout","timeout":30000,"options":["yes","no"],"default":"no"}"#
             ]],
         );
         check_ws(

@@ -182,7 +182,7 @@ pub fn use_session_events(session_id: i64, initial: CompiledView) -> SessionEven
                     }
                     SessionEvent::Phantom(_) => {}
                     // The request frame that came with it shows the card.
-                    SessionEvent::Approval(_) => {}
+                    SessionEvent::Approval(_) | SessionEvent::Question(_) => {}
                     SessionEvent::Reply(SseEvent::MessageStart(m)) => {
                         begin_reply(m.message_id, m.agent_name)
                     }

@@ -19,6 +19,7 @@ impl Function for Bash {
             name: "bash",
             description: "Runs a shell command in your sandboxed workspace (/workspace: no network, nothing of the server visible) and returns its output and exit status.",
             default: Permission::Ask,
+            answered_by_user: false,
             schema: json!({
                 "type": "object",
                 "properties": {

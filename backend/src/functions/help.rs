@@ -15,6 +15,7 @@ impl Function for Help {
             name: "help",
             description: "Lists the functions you can call, with their arguments and examples; give `function` for one of them.",
             default: Permission::Always,
+            answered_by_user: false,
             schema: json!({
                 "type": "object",
                 "properties": {

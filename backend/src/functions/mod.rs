@@ -6,9 +6,11 @@
 //! line to [`Registry::builtin`]. `help` answers from the specs, the Permissions page lists
 //! them, and providers are offered them as tools.
 
+pub mod ask;
 pub mod bash;
 pub mod help;
 pub mod schema;
+pub mod update_prompt;
 pub mod websearch;
 
 use futures::future::BoxFuture;
@@ -25,6 +27,9 @@ pub struct Spec {
     pub description: &'static str,
     /// Its level for a user who has not chosen one.
     pub default: Permission,
+    /// A question for the user (`ask`): it is not run but answered, by the user (or by its
+    /// default at its timeout), and the answer is its result.
+    pub answered_by_user: bool,
     /// A JSON Schema object of the subset [`schema::validate`] reads.
     pub schema: Value,
     /// Example arguments.
@@ -70,6 +75,8 @@ impl Registry {
         r.register(help::Help);
         r.register(websearch::WebSearch);
         r.register(bash::Bash);
+        r.register(ask::Ask);
+        r.register(update_prompt::UpdatePrompt);
         r
     }
 

@@ -1,6 +1,7 @@
 //! Arguments checked against a function's schema: the subset of JSON Schema the registry's
 //! own schemas use (an object of typed properties, `required`, no other keys; strings with
-//! `maxLength` and `enum`, numbers with `minimum` and `maximum`). Written here rather than
+//! `maxLength` and `enum`, numbers with `minimum` and `maximum`, arrays with `maxItems`
+//! and `items`). Written here rather than
 //! taken from a crate: the schemas are ours, and a general validator (with remote
 //! references, formats and regexes) would be most of a dependency tree for a page of code.
 //! A failure is one sentence for the agent, naming the function, the field and the rule.
@@ -103,6 +104,20 @@ fn check(function: &str, key: &str, rule: &Value, value: &Value) -> Result<(), S
                 "{function}'s argument `{key}` must be one of: {}",
                 names.join(", ")
             ));
+        }
+    }
+    if let Some(items) = value.as_array() {
+        if let Some(max) = rule.get("maxItems").and_then(Value::as_u64)
+            && items.len() as u64 > max
+        {
+            return Err(format!(
+                "{function}'s argument `{key}` has too many items (at most {max})"
+            ));
+        }
+        if let Some(each) = rule.get("items") {
+            for (i, item) in items.iter().enumerate() {
+                check(function, &format!("{key}[{i}]"), each, item)?;
+            }
         }
     }
     if let Some(n) = value.as_f64() {

@@ -74,6 +74,7 @@ impl Function for WebSearch {
             name: "websearch",
             description: "Searches the web and returns the top results (title, address, snippet); or, given `url`, fetches that one page as text.",
             default: Permission::Ask,
+            answered_by_user: false,
             schema: json!({
                 "type": "object",
                 "properties": {

@@ -338,9 +338,17 @@ fn complete(message_id: &str, content: &str, executed: Vec<ExecutedElement>) -> 
 /// The conversation as the provider reads it: compiled from the frames since the last
 /// compact. A call's request is left out (its result says what was asked); a result is
 /// what the agent is told, as a native tool result when the call was a tool call. System
-/// entries (results, summaries, notes) reach the model as user-side text.
+/// entries (results, summaries, notes) reach the model as user-side text. The conditional
+/// abilities that apply ([`crate::conditional`]) are added after the last input, unstored.
 fn context(frames: &[Kept]) -> Vec<ChatMessage> {
-    compile_frames(frames)
+    let compiled = compile_frames(frames);
+    let injected = crate::conditional::instructions(
+        crate::conditional::builtin(),
+        &crate::conditional::Situation {
+            messages: &compiled,
+        },
+    );
+    let mut messages: Vec<ChatMessage> = compiled
         .into_iter()
         .filter_map(|m| match (m.frame_type, m.role) {
             (FrameType::Request, _) => None,
@@ -376,7 +384,12 @@ fn context(frames: &[Kept]) -> Vec<ChatMessage> {
                 format!("[System] {}", m.content),
             )),
         })
-        .collect()
+        .collect();
+    if let Some(text) = injected {
+        // Merged into the last input by `providers::normalize`.
+        messages.push(ChatMessage::text(Role::User, text));
+    }
+    messages
 }
 
 /// The native tool calls an agent's reply made, as its frame keeps them.

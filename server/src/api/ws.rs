@@ -64,6 +64,7 @@ pub fn to_ws(ev: &HubEvent) -> Option<WsServerMessage> {
         ),
         HubEvent::Started(live) => (live.session_id, SessionEvent::Phantom(live.snapshot().0)),
         HubEvent::Approval(a) => (a.session_id, SessionEvent::Approval(a.clone())),
+        HubEvent::Question(q) => (q.session_id, SessionEvent::Question(q.clone())),
     };
     ev.to_ws(session_id)
 }
@@ -75,6 +76,7 @@ fn session_of(ev: &HubEvent) -> i64 {
         HubEvent::Stream { session_id, .. } | HubEvent::Chunk { session_id, .. } => *session_id,
         HubEvent::Started(live) => live.session_id,
         HubEvent::Approval(a) => a.session_id,
+        HubEvent::Question(q) => q.session_id,
     }
 }
 
@@ -147,6 +149,35 @@ async fn approve(
     })
 }
 
+/// `question_response`: the answer to the question whose request frame is `assertion_id`,
+/// in whichever of the user's sessions it is.
+async fn respond(
+    st: &AppState,
+    user: &AuthUser,
+    assertion_id: &str,
+    answer: serde_json::Value,
+) -> Option<WsServerMessage> {
+    let answered = match hero_backend::frames::session_of(st, user, assertion_id).await {
+        Ok(session_id) => match hero_backend::answers::check_size(&answer) {
+            Ok(()) => {
+                hero_backend::act::answer_question(
+                    st,
+                    user,
+                    session_id,
+                    assertion_id,
+                    hero_backend::act::Answer::Given(answer),
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    answered.err().map(|e| WsServerMessage::Error {
+        error: e.public_message(),
+    })
+}
+
 async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
     let (mut sink, mut incoming) = socket.split();
     let mut live = st.hub.subscribe_user(user.id());
@@ -195,8 +226,8 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
                     Ok(WsClientMessage::AbilityApprovalResponse { execution_id, approved }) => {
                         approve(&st, &user, &execution_id, approved).await
                     }
-                    Ok(WsClientMessage::QuestionResponse { .. }) => {
-                        Some(WsServerMessage::Error { error: "nothing is waiting for that answer".into() })
+                    Ok(WsClientMessage::QuestionResponse { assertion_id, answer }) => {
+                        respond(&st, &user, &assertion_id, answer).await
                     }
                 };
                 if let Some(r) = reply
