@@ -27,6 +27,7 @@ impl Function for Noop {
             name: self.0,
             description: "does nothing",
             default: self.1,
+            answered_by_user: false,
             schema: json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
             examples: vec![],
         }
@@ -66,7 +67,15 @@ async fn main() {
     let mut reg = Registry::builtin();
     reg.register(Noop("noop_always", Permission::Always));
     reg.register(Noop("noop_ask", Permission::Ask));
-    let t = test_support::state_with_functions(Settings::default(), reg).await;
+    // Every layer, as the server runs bash: this crate's Landlock helper included.
+    let settings = Settings {
+        sandbox: hero_backend::sandbox::SandboxLimits {
+            landlock_helper: Some(env!("CARGO_BIN_EXE_hero-landlock").into()),
+            ..Default::default()
+        },
+        ..Settings::default()
+    };
+    let t = test_support::state_with_functions(settings, reg).await;
     let st = t.st.clone();
     let user = test_support::signed_in(&st, "bench").await;
     let session = test_support::session(&st, &user, "gate").await;

@@ -904,7 +904,7 @@ pub async fn answer_question(
 
 /// `question_prompt`'s data for a question as its request holds it.
 fn question_prompt(sc: &Scene, request_id: &str, req: &CallRequest) -> QuestionPrompt {
-    let arg = |k: &str| req.args.get(k).and_then(Value::as_str).map(str::to_owned);
+    let arg = |k: &str| req.arg(k).map(str::to_owned);
     QuestionPrompt {
         session_id: sc.session_id,
         message_id: sc.message_id.clone(),
@@ -917,15 +917,7 @@ fn question_prompt(sc: &Scene, request_id: &str, req: &CallRequest) -> QuestionP
         }
         .to_owned(),
         timeout: req.expires_at.map(|at| (at - now_ms()).max(0) as u64),
-        options: req
-            .args
-            .get("options")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect(),
+        options: req.arg_list("options"),
         default: arg("default"),
     }
 }

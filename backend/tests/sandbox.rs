@@ -23,10 +23,20 @@ fn fixture(limits: SandboxLimits) -> Fixture {
     std::fs::write(data.join("master.key"), "MASTER-KEY-SECRET").unwrap();
     std::fs::write(data.join("hero.db"), "SQLITE-DATABASE-SECRET").unwrap();
     std::fs::write(data.join("workspaces/2/notes.txt"), "BOB-PRIVATE-NOTES").unwrap();
+    let limits = SandboxLimits {
+        landlock_helper: Some(env!("CARGO_BIN_EXE_hero-landlock").into()),
+        ..limits
+    };
     let sandbox = Sandbox::new(data.join("workspaces"), limits);
     assert!(
         sandbox.layers().refused.is_none(),
         "the sandbox must work on this machine: {}",
+        sandbox.layers().describe()
+    );
+    // This machine's kernel enforces Landlock (ABI 7): the layer must be there.
+    assert!(
+        sandbox.layers().landlock.is_some(),
+        "no Landlock layer: {}",
         sandbox.layers().describe()
     );
     Fixture {
@@ -407,4 +417,28 @@ async fn the_seccomp_filter_denies_what_a_breakout_needs() {
     }
     let r = run(&f, "echo fine | tr a-z A-Z").await;
     assert_eq!(r.stdout, "FINE\n");
+}
+
+/// Landlock, inside the namespaces: what bwrap alone leaves writable (its /dev) cannot be
+/// written, files outside the allowed trees cannot be read, TCP is refused even inside the
+/// sandbox's own network, and the command still works where it should.
+#[tokio::test]
+async fn landlock_confines_what_the_namespaces_leave() {
+    let f = fixture(SandboxLimits::default());
+    for cmd in [
+        "touch /dev/made-here",
+        "mkdir /dev/dir",
+        "ln -s /workspace /dev/link",
+        "cat /.hero-landlock > /dev/null",
+        "exec 3<>/dev/tcp/127.0.0.1/9",
+    ] {
+        refused(&f, cmd).await;
+    }
+    let r = run(
+        &f,
+        "ls / >/dev/null && echo ok > /workspace/w && cat /workspace/w && echo tmp > /tmp/t && cat /tmp/t && head -c 4 /dev/urandom | wc -c && cat /proc/self/status | grep -c NoNewPrivs",
+    )
+    .await;
+    assert_eq!(r.ended, Ended::Exited(0), "{}", all_output(&r));
+    assert_eq!(r.stdout, "ok\ntmp\n4\n1\n");
 }

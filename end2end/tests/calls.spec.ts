@@ -1,14 +1,19 @@
 import { test, expect, type Page } from "@playwright/test";
-import { connected, createSession, hydrated, send, signIn } from "./helpers";
+import { connected, createSession, hydrated, mockSays, mockSession, send, signIn } from "./helpers";
 
 // Erin's agent acts: the offline demo calls `help` (runs at once), `websearch` (asks;
-// answered by the mock search service) and `bash` (asks; runs in the sandbox). The cards
-// come from the log, in every tab; the agent's follow-up comes once every call is settled.
+// answered by the mock search service) and `bash` (asks; runs in the sandbox), and asks a
+// question (`ask`). The cards come from the log, in every tab; the agent's follow-up comes
+// once every call is settled and the question answered.
 test.describe.configure({ mode: "serial" });
 
 
 function card(page: Page, fn: string) {
   return page.locator(`.call[data-function="${fn}"]`).last();
+}
+
+function ask(page: Page) {
+  return page.locator('.msg-agent:not(.live) [data-hml="ask"]').last();
 }
 
 async function demoReplyWaiting(page: Page, name: string): Promise<number> {
@@ -38,6 +43,16 @@ test("the approval card shows in two tabs; approving in one updates both", async
   await card(other, "bash").locator("summary").click();
   await expect(card(other, "bash").locator(".call-result pre")).toContainText("hello from Hero");
   await expect(card(other, "bash").locator(".call-result pre")).toContainText("exit status 0");
+  // The question waits for an answer: the message box of either tab answers it.
+  for (const p of [page, other]) {
+    await expect(p.getByTestId("answering")).toContainText("Shall I sum up");
+    await expect(ask(p)).toHaveClass(/asking/);
+  }
+  await send(other, "yes please");
+  for (const p of [page, other]) {
+    await expect(ask(p).getByTestId("ask-answer")).toHaveText("yes please", { timeout: 20_000 });
+    await expect(p.getByTestId("answering")).toHaveCount(0);
+  }
   for (const p of [page, other]) {
     await expect(card(p, "websearch").getByTestId("call-state")).toHaveText("done", { timeout: 20_000 });
     await expect(card(p, "websearch").getByRole("button", { name: "Approve" })).toHaveCount(0);
@@ -55,7 +70,11 @@ test("deny tells the agent, which answers accordingly", async ({ page }) => {
   await expect(card(page, "websearch").getByTestId("call-state")).toHaveText("denied", { timeout: 20_000 });
   await card(page, "bash").getByRole("button", { name: "Deny" }).click();
   await expect(card(page, "bash").getByTestId("call-state")).toHaveText("denied", { timeout: 20_000 });
+  // The question's options are buttons.
+  await ask(page).getByRole("button", { name: "no", exact: true }).click();
+  await expect(ask(page).getByTestId("ask-answer")).toHaveText("no", { timeout: 20_000 });
   await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("was denied", { timeout: 20_000 });
+  await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("question");
 });
 
 test("a reload while waiting keeps the card, which still decides", async ({ page }) => {
@@ -74,6 +93,9 @@ test("always allow: no card waits the next time, and the Permissions page says s
   await card(page, "websearch").getByRole("button", { name: "Always allow websearch" }).click();
   await expect(card(page, "websearch").getByTestId("call-state")).toHaveText("done", { timeout: 20_000 });
   await card(page, "bash").getByRole("button", { name: "Deny" }).click();
+  // The question's own field answers it too.
+  await ask(page).getByLabel("Your answer").fill("later");
+  await ask(page).getByLabel("Your answer").press("Enter");
   await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("came back to me", { timeout: 20_000 });
   await send(page, "And again");
   await expect(page.locator(".msg-user").last()).toContainText("And again");
@@ -95,15 +117,7 @@ test("always allow: no card waits the next time, and the Permissions page says s
 
 test("each of the eight prompt types is answered, in every tab, and stays answered after a reload", async ({ page, context }) => {
   await signIn(page, "erin", "erin-password");
-  const mock = process.env.HERO_E2E_MOCK ?? "http://127.0.0.1:3211";
-  const agent = await page.request.post("/api/agents", {
-    data: { name: "Mock prompts", provider: "anthropic", model: "mock-model", base_url: mock, api_key: "e2e-key-123456" },
-  });
-  expect(agent.status()).toBe(201);
-  const id = await createSession(page, "Prompts");
-  expect((await page.request.patch(`/api/sessions/${id}`, { data: { agent_id: (await agent.json()).id } })).status()).toBe(200);
-  await page.reload();
-  await connected(page);
+  const id = await mockSession(page, "Prompts");
   const prompts = [
     '<hml-prompt id="p-text" type="text">Your name?</hml-prompt>',
     '<hml-prompt id="p-num" type="number" min="1" max="10">How many?</hml-prompt>',
@@ -168,4 +182,56 @@ test("each of the eight prompt types is answered, in every tab, and stays answer
   const msg = await page.locator(".msg-agent:not(.live)").last().getAttribute("data-message-id");
   const again = await page.request.post(`/api/sessions/${id}/answers`, { data: { message_id: msg, element_id: "p-text", answer: "Bob" } });
   expect(again.status()).toBe(409);
+});
+
+test("a demand question waits across a reload, in the message box too, and is answered once", async ({ page }) => {
+  await signIn(page, "erin", "erin-password");
+  const id = await mockSession(page, "Demand");
+  await send(page, mockSays("Before I migrate: <ask>Shall I migrate the database?</ask>", "Migrating."));
+  await expect(ask(page)).toHaveClass(/asking/, { timeout: 15_000 });
+  await expect(page.getByTestId("answering")).toContainText("Shall I migrate the database?");
+  await expect(page.getByLabel("Message", { exact: true })).toHaveAttribute("placeholder", /answer/);
+  await page.reload();
+  await connected(page);
+  await expect(page.getByTestId("answering")).toContainText("Shall I migrate the database?");
+  await send(page, "Yes, after the backup");
+  await expect(ask(page).getByTestId("ask-answer")).toHaveText("Yes, after the backup", { timeout: 15_000 });
+  await expect(page.locator(".msg-agent:not(.live)").last()).toHaveText(/Migrating\./, { timeout: 15_000 });
+  // The box writes messages again, and the question takes no second answer.
+  await expect(page.getByTestId("answering")).toHaveCount(0);
+  await expect(page.locator(".msg-user")).toHaveCount(1);
+  const msg = await page.locator(".msg-agent:not(.live)").first().getAttribute("data-message-id");
+  const again = await page.request.post(`/api/sessions/${id}/answers`, { data: { message_id: msg, element_id: "e1", answer: "no" } });
+  expect(again.status()).toBe(409);
+});
+
+test("a timed question counts down and takes its default", async ({ page }) => {
+  await signIn(page, "erin", "erin-password");
+  await mockSession(page, "Timed");
+  await send(page, mockSays('<ask timeout="4" default="no" options="yes,no">Deploy now?</ask>', "Not deploying."));
+  await expect(ask(page)).toHaveClass(/asking/, { timeout: 15_000 });
+  await expect(ask(page).getByRole("button", { name: "yes", exact: true })).toBeVisible();
+  // It counts down ("“no” is the answer in 3 s"), the message box stays free for messages.
+  const countdown = ask(page).getByTestId("ask-countdown");
+  await expect(countdown).toHaveText(/“no” is the answer in [1-4] s/);
+  const first = Number(await countdown.getAttribute("data-left"));
+  await expect.poll(async () => Number(await countdown.getAttribute("data-left")), { timeout: 5_000 }).toBeLessThan(first);
+  await expect(page.getByTestId("answering")).toHaveCount(0);
+  await expect(ask(page).getByTestId("ask-answer")).toHaveText("no (the default: no answer came within 4 s)", { timeout: 15_000 });
+  await expect(page.locator(".msg-agent:not(.live)").last()).toHaveText(/Not deploying\./, { timeout: 15_000 });
+});
+
+test("a command past its timeout is killed, and its card says so", async ({ page }) => {
+  await signIn(page, "erin", "erin-password");
+  await mockSession(page, "Timeout");
+  await send(page, mockSays('<bash timeout="1">echo started; sleep 30; echo never</bash>', "It was killed."));
+  await expect(card(page, "bash").getByTestId("call-state")).toHaveText("waiting for your approval", { timeout: 15_000 });
+  await card(page, "bash").getByRole("button", { name: "Approve" }).click();
+  await expect(card(page, "bash").getByTestId("call-state")).toHaveText("failed", { timeout: 15_000 });
+  await card(page, "bash").locator("summary").click();
+  const out = card(page, "bash").locator(".call-result pre");
+  await expect(out).toContainText("killed at its timeout");
+  await expect(out).toContainText("started");
+  await expect(out).not.toContainText("never");
+  await expect(page.locator(".msg-agent:not(.live)").last()).toHaveText(/It was killed\./, { timeout: 15_000 });
 });

@@ -1,25 +1,8 @@
 import { test, expect, type Page } from "@playwright/test";
-import { connected, createSession, hydrated, send, signIn } from "./helpers";
+import { connected, createSession, hydrated, mockSession, send, signIn } from "./helpers";
 
 // Carol's conversations: the offline demo, and agents pointed at the repository's mock LLM.
 test.describe.configure({ mode: "serial" });
-
-const mock = process.env.HERO_E2E_MOCK ?? "http://127.0.0.1:3211";
-
-
-/** A session whose agent is an Anthropic-format agent at the mock LLM. */
-async function mockSession(page: Page, name: string): Promise<number> {
-  const agent = await page.request.post("/api/agents", {
-    data: { name: `Mock ${name}`, provider: "anthropic", model: "mock-model", base_url: mock, api_key: "e2e-key-123456" },
-  });
-  expect(agent.status()).toBe(201);
-  const id = await createSession(page, name);
-  const patch = await page.request.patch(`/api/sessions/${id}`, { data: { agent_id: (await agent.json()).id } });
-  expect(patch.status()).toBe(200);
-  await page.reload();
-  await connected(page);
-  return id;
-}
 
 /** A directive asking the mock for `text`, slowly. */
 function slowly(text: string, delayMs = 40, chunk = 6) {
@@ -38,7 +21,7 @@ test("the offline demo shows every element while it streams", async ({ page }) =
   await expect(reply).toBeVisible({ timeout: 15_000 });
   await expect(page.locator(".msg-user").last()).toHaveText(/Hello demo/);
   await expect(reply.getByTestId("agent-name")).toHaveText("Hero demo (offline)");
-  for (const kind of ["thinking", "todo", "progress", "link", "copy", "result", "hml-prompt", "bash"]) {
+  for (const kind of ["thinking", "todo", "progress", "link", "copy", "result", "hml-prompt", "bash", "ask"]) {
     await expect(reply.locator(`[data-hml="${kind}"]`).first(), kind).toBeVisible();
   }
   await expect(reply.locator(".hml-item")).toHaveCount(4);

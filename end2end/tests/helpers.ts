@@ -40,3 +40,26 @@ export async function send(page: Page, text: string) {
   await box.fill(text);
   await box.press("Enter");
 }
+
+export const mock = process.env.HERO_E2E_MOCK ?? "http://127.0.0.1:3211";
+
+/** A session whose agent is an Anthropic-format agent at the mock LLM. */
+export async function mockSession(page: Page, name: string): Promise<number> {
+  const agent = await page.request.post("/api/agents", {
+    data: { name: `Mock ${name}`, provider: "anthropic", model: "mock-model", base_url: mock, api_key: "e2e-key-123456" },
+  });
+  expect(agent.status()).toBe(201);
+  const id = await createSession(page, name);
+  const patch = await page.request.patch(`/api/sessions/${id}`, { data: { agent_id: (await agent.json()).id } });
+  expect(patch.status()).toBe(200);
+  await page.reload();
+  await connected(page);
+  return id;
+}
+
+/** A directive making the mock answer `text`, then `then` once given the results of its
+ * calls. `<` is escaped, so that the user's own message holds no element. */
+export function mockSays(text: string, then?: string) {
+  const esc = (t: string) => JSON.stringify(t).replace(/</g, "\\u003c");
+  return `[[mock text=${esc(text)}${then === undefined ? "" : ` then=${esc(then)}`}]]`;
+}

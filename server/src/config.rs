@@ -426,6 +426,8 @@ impl Config {
             workspaces: self.data_dir.join("workspaces"),
             sandbox: hero_backend::sandbox::SandboxLimits {
                 max_timeout: self.bash_max_timeout,
+                // This executable is the sandbox's Landlock helper (`main` answers it first).
+                landlock_helper: std::env::current_exe().ok(),
                 ..Default::default()
             },
             ..hero_backend::Settings::default()

@@ -57,6 +57,8 @@ enum UserCommand {
 }
 
 fn main() -> std::process::ExitCode {
+    // Started inside a bash sandbox as its Landlock helper: restrict, become the command.
+    hero_backend::sandbox::landlock::main_if_asked();
     let cli = Cli::parse();
     let result = cli.config.resolve().and_then(|cfg| {
         init_logging(&cfg.log);

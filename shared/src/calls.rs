@@ -109,6 +109,25 @@ pub struct CallRequest {
     pub expires_at: Option<i64>,
 }
 
+impl CallRequest {
+    /// A text argument.
+    pub fn arg(&self, key: &str) -> Option<&str> {
+        self.args.get(key).and_then(Value::as_str)
+    }
+
+    /// A list-of-text argument (a question's `options`): its text items.
+    pub fn arg_list(&self, key: &str) -> Vec<String> {
+        self.args
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
 /// How a call ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

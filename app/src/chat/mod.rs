@@ -312,33 +312,82 @@ fn LiveMessage(l: LiveView, streaming: bool) -> impl IntoView {
 #[component]
 fn Composer(session_id: i64, feed: SessionEvents, near_bottom: RwSignal<bool>) -> impl IntoView {
     let SessionEvents {
-        live, connected, ..
+        live,
+        connected,
+        conversation,
+        ..
     } = feed;
     let draft = RwSignal::new(String::new());
     let send = ServerAction::<PostMessage>::new();
+    let reply = ServerAction::<elements::prompt::AnswerPrompt>::new();
     let stop = ServerAction::<AbortTurn>::new();
-    let busy = move || send.pending().get() || live.get().is_some_and(|l| !l.finished.get());
+    // A question of the agent's that waits for as long as it takes: the box answers it.
+    let question = Memo::new(move |_| {
+        conversation.with(|v| {
+            hero_shared::calls::calls(&v.messages)
+                .into_iter()
+                .rev()
+                .find(|c| c.is_question() && c.request.expires_at.is_none())
+        })
+    });
+    let busy = move || {
+        send.pending().get()
+            || reply.pending().get()
+            || live.get().is_some_and(|l| !l.finished.get())
+    };
     let submit = move || {
         let content = draft.get_untracked();
         if content.trim().is_empty() || busy() {
             return;
         }
         near_bottom.set(true);
-        send.dispatch(PostMessage {
-            session_id,
-            content,
-        });
+        match question.get_untracked() {
+            Some(q) => {
+                reply.dispatch(elements::prompt::AnswerPrompt {
+                    session_id,
+                    message_id: q.message_id.clone(),
+                    element_id: q.request.origin.element_id(),
+                    answer: serde_json::Value::String(content).to_string(),
+                });
+            }
+            None => {
+                send.dispatch(PostMessage {
+                    session_id,
+                    content,
+                });
+            }
+        }
         draft.set(String::new());
     };
+    let asked = move || {
+        question.get().map(|q| {
+            let text = q.request.arg("question").unwrap_or_default().to_owned();
+            view! {
+                <div class="composer-answering" data-testid="answering">
+                    <span>"Answering the agent's question: "</span>
+                    <q>{text}</q>
+                    <button type="button" class="dismiss" on:click=move |_| { stop.dispatch(AbortTurn { session_id }); }>"Dismiss"</button>
+                </div>
+            }
+        })
+    };
+    let placeholder = move || {
+        if question.with(Option::is_some) {
+            "Your answer to the agent's question (Enter answers)"
+        } else {
+            "Write a message (Enter sends, Shift+Enter adds a line)"
+        }
+    };
     view! {
-        {move || match send.value().get() {
-            Some(Err(e)) => Some(view! { <p class="form-error" role="alert">{error_text(&e)}</p> }),
+        {move || match (send.value().get(), reply.value().get()) {
+            (Some(Err(e)), _) | (_, Some(Err(e))) => Some(view! { <p class="form-error" role="alert">{error_text(&e)}</p> }),
             _ => None,
         }}
+        {asked}
         <form class="composer" on:submit=move |ev| { ev.prevent_default(); submit(); }>
             <textarea
                 aria-label="Message"
-                placeholder="Write a message (Enter sends, Shift+Enter adds a line)"
+                placeholder=placeholder
                 rows="3"
                 prop:value=move || draft.get()
                 on:input=move |ev| draft.set(event_target_value(&ev))

@@ -56,21 +56,27 @@ Agents act by calling functions. This one runs at once: @system(help, {{function
 and this one waits for your approval (the card below asks you):
 
 <websearch>rust leptos hydration</websearch>
+
+And an agent can ask you something and wait for your answer before it goes on:
+
+<ask options="yes,no">Shall I sum up what my calls found once they are done?</ask>
 "#
     )
 }
 
 /// The demo's reply once it is given the results of its calls.
-pub fn follow_up(results: &str) -> String {
+pub fn follow_up(results: &[&str]) -> String {
+    // The first lines of each result, so that every one of them shows.
     let quoted: String = results
-        .lines()
-        .take(12)
+        .iter()
+        .flat_map(|r| r.lines().take(4))
         .map(|l| format!("> {}\n", l.replace(['<', '>'], "")))
         .collect();
     format!(
         "The results of my calls came back to me:\n\n{quoted}\nThat is the whole loop: I asked \
          for the calls in my reply, Hero checked each against your permissions (asking you where \
-         it must), ran them, and gave me what they returned in this follow-up."
+         it must), ran them, waited for your answer to my question, and gave me all of it in this \
+         follow-up."
     )
 }
 
@@ -91,16 +97,16 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
         .take_while(|m| m.role == Role::User)
         .flat_map(|m| {
             m.tool_results.iter().map(|r| r.content.as_str()).chain(
-                m.content
-                    .starts_with("[System] The call")
-                    .then_some(m.content.as_str()),
+                (m.content.starts_with("[System] The call")
+                    || m.content.starts_with("[System] The user's answer"))
+                .then_some(m.content.as_str()),
             )
         })
         .collect();
     let text = if results.is_empty() {
         showcase(&last_user)
     } else {
-        follow_up(&results.join("\n"))
+        follow_up(&results)
     };
     let input = (call.messages.iter().map(|m| m.content.len()).sum::<usize>() / 4).max(1) as u64;
     let output = (text.len() / 4).max(1) as u64;

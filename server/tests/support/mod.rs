@@ -67,6 +67,11 @@ pub async fn hero_with(allow: &[std::net::SocketAddr], tweak: impl FnOnce(&mut S
         egress: allow
             .iter()
             .fold(EgressPolicy::default(), |p, a| p.allowing(*a)),
+        // The server binary is the sandbox's Landlock helper, as in production.
+        sandbox: hero_backend::sandbox::SandboxLimits {
+            landlock_helper: Some(env!("CARGO_BIN_EXE_hero").into()),
+            ..Default::default()
+        },
         ..Settings::default()
     };
     tweak(&mut settings);

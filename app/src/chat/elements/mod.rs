@@ -3,6 +3,7 @@
 //! through [`super::markdown`] (which sanitizes). Unknown tags never get here: the parser
 //! keeps them as text.
 
+mod ask;
 mod copy;
 mod executable;
 mod link;
@@ -57,10 +58,10 @@ pub fn element_view(e: Element, live: bool) -> AnyView {
         ElementKind::Copy => view! { <copy::Copy e/> }.into_any(),
         ElementKind::Result => view! { <result::Result e/> }.into_any(),
         ElementKind::HmlPrompt => view! { <prompt::HmlPrompt e/> }.into_any(),
-        ElementKind::Bash
-        | ElementKind::Websearch
-        | ElementKind::Ask
-        | ElementKind::Interaction => view! { <executable::Executable e live/> }.into_any(),
+        ElementKind::Ask => view! { <ask::Ask e live/> }.into_any(),
+        ElementKind::Bash | ElementKind::Websearch | ElementKind::Interaction => {
+            view! { <executable::Executable e live/> }.into_any()
+        }
         // Only meaningful inside their parents, which render them.
         ElementKind::Item | ElementKind::Data | ElementKind::Response => {
             view! { <span class="hml-orphan">{e.text()}</span> }.into_any()

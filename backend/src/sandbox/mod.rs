@@ -10,6 +10,9 @@
 //! pids and a memory cgroup per run bound processes and memory. Nothing the server holds
 //! open reaches the command: every descriptor above 2 is closed before bwrap starts.
 //!
+//! Inside, a Landlock ruleset ([`landlock`]) limits the file system to what the command may
+//! use, forbids TCP and scopes signals and abstract sockets to the sandbox.
+//!
 //! The layers are probed once, on the first run, and logged. Without bubblewrap working
 //! there is no isolating layer, and every run is refused with the reason in one line: a
 //! command never runs unsandboxed.
@@ -30,6 +33,8 @@ use tokio::io::AsyncReadExt;
 
 use crate::turn::Abort;
 
+pub mod landlock;
+
 /// What a run may use.
 #[derive(Debug, Clone)]
 pub struct SandboxLimits {
@@ -41,6 +46,9 @@ pub struct SandboxLimits {
     pub processes: u32,
     /// The largest file a run may write.
     pub file_bytes: u64,
+    /// The Landlock helper ([`landlock`]): the server's own executable, or a test's
+    /// `hero-landlock`. None: no Landlock layer.
+    pub landlock_helper: Option<PathBuf>,
 }
 
 impl Default for SandboxLimits {
@@ -52,6 +60,7 @@ impl Default for SandboxLimits {
             memory_bytes: 512 << 20,
             processes: 128,
             file_bytes: 64 << 20,
+            landlock_helper: None,
         }
     }
 }
@@ -66,6 +75,8 @@ pub struct Layers {
     pub cgroups: Option<(PathBuf, PathBuf)>,
     /// The compiled seccomp filter bwrap loads, when this machine takes it.
     pub seccomp: Option<PathBuf>,
+    /// The Landlock helper, when its rules hold here, and how fully (`full`, `partial`).
+    pub landlock: Option<(PathBuf, String)>,
 }
 
 impl Layers {
@@ -74,7 +85,7 @@ impl Layers {
         match &self.refused {
             Some(why) => format!("bash refused: {why}"),
             None => format!(
-                "bubblewrap (user, pid, network, ipc, uts, cgroup namespaces; uid 65534; no capabilities; no new privileges; /usr read-only, workspace the only writable host path), rlimits (files, memory, descriptors, CPU){}{}",
+                "bubblewrap (user, pid, network, ipc, uts, cgroup namespaces; uid 65534; no capabilities; no new privileges; /usr read-only, workspace the only writable host path), rlimits (files, memory, descriptors, CPU){}{}{}",
                 if self.seccomp.is_some() {
                     ", a seccomp filter (ptrace, mount, bpf, keyrings, module and namespace calls refused)"
                 } else {
@@ -84,6 +95,13 @@ impl Layers {
                     ", pids and memory cgroups"
                 } else {
                     "; no cgroups (none writable here)"
+                },
+                match &self.landlock {
+                    Some((_, how)) => format!(
+                        ", Landlock ({} enforced: /usr, /etc and /proc read-only, /workspace and /tmp writable, nothing else; no TCP; signals and abstract sockets scoped)",
+                        if how == "full" { "fully" } else { "partially" }
+                    ),
+                    None => "; no Landlock (no helper, or not enforced by this kernel)".to_owned(),
                 }
             ),
         }
@@ -246,7 +264,7 @@ impl Sandbox {
     /// The layers, probed on first use (and logged).
     pub fn layers(&self) -> &Layers {
         self.layers.get_or_init(|| {
-            let l = probe(&self.workspaces);
+            let l = probe(&self.workspaces, self.limits.landlock_helper.as_deref());
             tracing::info!(sandbox = %l.describe(), "sandbox layers for bash");
             l
         })
@@ -304,7 +322,13 @@ impl Sandbox {
                 )
             });
         let mut argv = prelude(pids, memory, layers.seccomp.as_deref(), &bwrap);
-        argv.extend(bwrap_args(&workspace, &cwd, layers.seccomp.is_some()));
+        let helper = layers.landlock.as_ref().map(|(h, _)| h.as_path());
+        argv.extend(bwrap_args(
+            &workspace,
+            &cwd,
+            layers.seccomp.is_some(),
+            helper,
+        ));
         let l = &self.limits;
         // Inside: the rlimits, then the command (as bash's own `-c`, verbatim).
         let limits = format!(
@@ -313,6 +337,9 @@ impl Sandbox {
             (l.memory_bytes * 2) / 1024,
             timeout.as_secs() + 1,
         );
+        if helper.is_some() {
+            argv.push(landlock::INSIDE.into());
+        }
         argv.extend([
             "/usr/bin/bash".into(),
             "-c".into(),
@@ -394,7 +421,7 @@ impl Sandbox {
 }
 
 /// The bwrap arguments: namespaces, identity, what of the host is visible.
-fn bwrap_args(workspace: &Path, cwd: &str, seccomp: bool) -> Vec<String> {
+fn bwrap_args(workspace: &Path, cwd: &str, seccomp: bool, landlock: Option<&Path>) -> Vec<String> {
     let mut a: Vec<String> = [
         "--unshare-all",
         "--unshare-user",
@@ -449,6 +476,13 @@ fn bwrap_args(workspace: &Path, cwd: &str, seccomp: bool) -> Vec<String> {
     .collect();
     if seccomp {
         a.extend(["--seccomp".into(), "9".into()]);
+    }
+    if let Some(helper) = landlock {
+        a.extend([
+            "--ro-bind".into(),
+            helper.display().to_string(),
+            landlock::INSIDE.into(),
+        ]);
     }
     a.extend([
         "--bind".into(),
@@ -613,7 +647,7 @@ impl RunCgroup {
 
 /// Finds bwrap and checks that it makes the namespaces (and takes the seccomp filter);
 /// finds writable cgroups.
-fn probe(workspaces: &Path) -> Layers {
+fn probe(workspaces: &Path, helper: Option<&Path>) -> Layers {
     let bwrap = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
@@ -628,22 +662,27 @@ fn probe(workspaces: &Path) -> Layers {
             ),
             cgroups: None,
             seccomp: None,
+            landlock: None,
         };
     };
     // One run of `true` as every run goes (the prelude, bwrap), with and without the filter.
     let dir = std::env::temp_dir().join(format!("hero-sandbox-probe-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
-    let try_run = |seccomp: Option<&Path>| {
+    let try_with = |seccomp: Option<&Path>, landlock: Option<&Path>| {
         let mut argv = prelude(String::new(), String::new(), seccomp, &bwrap);
-        argv.extend(bwrap_args(&dir, "/workspace", seccomp.is_some()));
-        argv.push("/usr/bin/true".into());
+        argv.extend(bwrap_args(&dir, "/workspace", seccomp.is_some(), landlock));
+        match landlock {
+            Some(_) => argv.extend([landlock::INSIDE.into(), landlock::PROBE.into()]),
+            None => argv.push("/usr/bin/true".into()),
+        }
         std::process::Command::new(&argv[0])
             .args(&argv[1..])
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .output()
     };
+    let try_run = |seccomp: Option<&Path>| try_with(seccomp, None);
     let refused = match try_run(None) {
         Ok(o) if o.status.success() => None,
         Ok(o) => Some(format!(
@@ -667,6 +706,21 @@ fn probe(workspaces: &Path) -> Layers {
         })
         .map(|_| filter_file.clone())
         .filter(|f| refused.is_none() && try_run(Some(f)).is_ok_and(|o| o.status.success()));
+    // The helper, run as every command will be (inside bwrap, under the filter), says how
+    // fully the kernel enforces its rules.
+    let landlock = helper.filter(|_| refused.is_none()).and_then(|h| {
+        let o = try_with(seccomp.as_deref(), Some(h)).ok()?;
+        let how = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+        if !o.status.success() || !matches!(how.as_str(), "full" | "partial") {
+            tracing::warn!(
+                helper = %h.display(),
+                error = %String::from_utf8_lossy(&o.stderr).trim(),
+                "the sandbox's Landlock layer is not available"
+            );
+            return None;
+        }
+        Some((h.to_path_buf(), how))
+    });
     let _ = std::fs::remove_dir_all(&dir);
     let cgroups = ["pids", "memory"]
         .map(|c| Path::new("/sys/fs/cgroup").join(c).join("hero-sandbox"))
@@ -680,6 +734,7 @@ fn probe(workspaces: &Path) -> Layers {
         refused,
         cgroups,
         seccomp,
+        landlock,
     }
 }
 

@@ -1,0 +1,106 @@
+//! The Landlock layer of the sandbox, applied inside it: after bwrap has made the namespaces
+//! and mounts (Landlock forbids mounting, so it cannot come first), a helper restricts itself
+//! and becomes the command. The helper is Hero's own executable started as
+//! `hero __hero-landlock PROGRAM ARGS…` ([`main_if_asked`], the first thing `main` does),
+//! bound read-only into the sandbox; tests use the `hero-landlock` binary of this crate.
+//!
+//! The rules: `/usr`, `/etc` and `/proc` may be read and executed, `/dev` read and written
+//! (its devices only; nothing may be made there), `/workspace` and `/tmp` used freely;
+//! directories may be listed; nothing else of the file system may be read or changed. No TCP bind or connect. Signals and abstract
+//! unix sockets reach only processes of the same sandbox. Should the rules fail to apply,
+//! the helper exits (126) instead of running the command: it fails closed.
+
+use std::ffi::OsString;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError,
+    RulesetStatus, Scope, path_beneath_rules,
+};
+
+/// The argument that makes Hero's executable the helper.
+pub const ARG: &str = "__hero-landlock";
+
+/// Where the helper is bound inside the sandbox.
+pub const INSIDE: &str = "/.hero-landlock";
+
+/// The helper's answer to `--probe`: how much of the rules the kernel enforces.
+pub const PROBE: &str = "--probe";
+
+/// If this process was started as the helper, restricts itself and becomes the command (or
+/// answers the probe); it never returns then. Otherwise it returns at once.
+pub fn main_if_asked() {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_none_or(|a| a != ARG) {
+        return;
+    }
+    std::process::exit(helper(args.collect()));
+}
+
+/// The helper's body: restrict, then exec `argv` (or print the status for `--probe`).
+pub fn helper(argv: Vec<OsString>) -> i32 {
+    let status = match restrict() {
+        Ok(RulesetStatus::NotEnforced) => {
+            eprintln!("hero sandbox: this kernel enforces no Landlock rules; not running");
+            return 126;
+        }
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("hero sandbox: the Landlock rules could not be applied: {e}");
+            return 126;
+        }
+    };
+    let Some(program) = argv.first() else {
+        eprintln!("hero sandbox: no command");
+        return 126;
+    };
+    if program == PROBE {
+        println!(
+            "{}",
+            if status == RulesetStatus::FullyEnforced {
+                "full"
+            } else {
+                "partial"
+            }
+        );
+        return 0;
+    }
+    use std::os::unix::process::CommandExt;
+    let err = std::process::Command::new(program).args(&argv[1..]).exec();
+    eprintln!("hero sandbox: {}: {err}", program.to_string_lossy());
+    127
+}
+
+/// Restricts this process (and what it executes) to the rules above.
+fn restrict() -> Result<RulesetStatus, RulesetError> {
+    // The newest ABI this crate knows; an older kernel enforces what it can (best effort).
+    let abi = ABI::V6;
+    let read = AccessFs::from_read(abi);
+    let existing = |paths: &'static [&'static str]| {
+        paths
+            .iter()
+            .copied()
+            .filter(|p| std::path::Path::new(p).exists())
+    };
+    let status = Ruleset::default()
+        .handle_access(AccessFs::from_all(abi))?
+        .handle_access(AccessNet::from_all(abi))?
+        .scope(Scope::from_all(abi))?
+        .create()?
+        // Directories may be listed anywhere (bwrap shows little): `ls /` works.
+        .add_rules(path_beneath_rules(["/"], AccessFs::ReadDir))?
+        .add_rules(path_beneath_rules(
+            existing(&["/usr", "/etc", "/proc"]),
+            read,
+        ))?
+        .add_rules(path_beneath_rules(
+            existing(&["/dev"]),
+            read | AccessFs::WriteFile | AccessFs::IoctlDev,
+        ))?
+        .add_rules(path_beneath_rules(
+            existing(&["/workspace", "/tmp"]),
+            AccessFs::from_all(abi),
+        ))?
+        // The helper itself (bound at INSIDE) needs nothing more once it has exec'd.
+        .restrict_self()?;
+    Ok(status.ruleset)
+}
