@@ -2,7 +2,7 @@
 
 use hero_shared::api::AgentDto;
 #[cfg(feature = "ssr")]
-use hero_shared::api::{CreateAgentRequest, ProviderKind, UpdateAgentRequest};
+use hero_shared::api::{AgentKind, CreateAgentRequest, ProviderKind, UpdateAgentRequest};
 use leptos::prelude::*;
 use leptos_router::components::Redirect;
 
@@ -29,12 +29,15 @@ pub async fn create_agent(
     base_url: String,
     api_key: String,
     config: String,
+    kind: String,
 ) -> Result<AgentDto, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
     let bad = |m: String| fail(hero_backend::Error::Invalid(m));
     let provider = ProviderKind::parse(&provider)
         .ok_or_else(|| bad(format!("unknown provider {provider:?}")))?;
+    let kind =
+        AgentKind::parse(&kind).ok_or_else(|| bad(format!("unknown agent type {kind:?}")))?;
     let req = CreateAgentRequest {
         name,
         provider,
@@ -42,6 +45,7 @@ pub async fn create_agent(
         base_url: Some(base_url).filter(|u| !u.trim().is_empty()),
         api_key: Some(api_key).filter(|k| !k.trim().is_empty()),
         config: parse_config(&config).map_err(bad)?,
+        kind,
     };
     hero_backend::agents::create(&st.db, &st.keys, &st.settings.egress, &user, req)
         .await
@@ -149,6 +153,12 @@ fn Agents() -> impl IntoView {
                         <option value="scripted">"Offline demo (scripted)"</option>
                     </select>
                 </label>
+                <label>"Type"
+                    <select name="kind">
+                        <option value="open">"Open: each user shapes its persona"</option>
+                        <option value="predefined">"Predefined: one persona for every user"</option>
+                    </select>
+                </label>
                 <label>"Model" <input type="text" name="model" required placeholder="claude-sonnet-4-5, gpt-4o, llama3…"/></label>
                 <label>"Base URL" <input type="text" name="base_url" placeholder="optional; needed for OpenAI-compatible servers"/></label>
                 <label>"API key" <input type="password" name="api_key" autocomplete="off"/></label>
@@ -176,6 +186,8 @@ fn AgentCard(
             <header>
                 <strong class="agent-name">{a.name.clone()}</strong>
                 <span class="badge">{a.provider.as_str()}</span>
+                <span class="badge agent-type">{a.kind.as_str()}</span>
+                <a class="agent-files" href=format!("/agents/{id}/files")>"Files"</a>
                 <span class="muted">{if a.has_api_key { "key set" } else { "no key" }}</span>
             </header>
             <ActionForm action=update attr:class="agent-form">

@@ -1072,29 +1072,35 @@ pub async fn stop_open(st: &AppState, user: &AuthUser, session_id: i64) -> Resul
     Ok(n)
 }
 
+/// The registry's functions the user has not set to never: what the agent is offered.
+pub(crate) fn allowed_specs<'r>(
+    c: &rusqlite::Connection,
+    registry: &'r Registry,
+    user_id: i64,
+) -> Result<Vec<&'r functions::Spec>> {
+    let mut out = Vec::new();
+    for s in registry.specs() {
+        if level(c, registry, user_id, s.name)? != Permission::Never {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
 /// The registry's functions as native tools, but those the user has set to never.
 pub async fn offered(st: &AppState, user_id: i64) -> Result<Vec<crate::providers::Tool>> {
-    let names: Vec<&'static str> = st.functions.specs().map(|s| s.name).collect();
-    let levels = st
-        .hot_db
+    st.hot_db
         .read(&st.db, |c| {
-            names
-                .iter()
-                .map(|n| level(c, &st.functions, user_id, n))
-                .collect::<Result<Vec<_>>>()
+            Ok(allowed_specs(c, &st.functions, user_id)?
+                .into_iter()
+                .map(|s| crate::providers::Tool {
+                    name: s.name.to_owned(),
+                    description: s.description.to_owned(),
+                    schema: s.schema.clone(),
+                })
+                .collect())
         })
-        .await?;
-    Ok(st
-        .functions
-        .specs()
-        .zip(levels)
-        .filter(|(_, l)| *l != Permission::Never)
-        .map(|(s, _)| crate::providers::Tool {
-            name: s.name.to_owned(),
-            description: s.description.to_owned(),
-            schema: s.schema.clone(),
-        })
-        .collect())
+        .await
 }
 
 /// One lock per message whose calls are being worked on: the turn settling them and a

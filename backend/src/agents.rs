@@ -3,7 +3,7 @@
 //! [`AgentDto`] only says whether one is set, and [`AgentRuntime`] (which holds it) is
 //! neither `Serialize` nor printable.
 
-use hero_shared::api::{AgentDto, CreateAgentRequest, ProviderKind, UpdateAgentRequest};
+use hero_shared::api::{AgentDto, AgentKind, CreateAgentRequest, ProviderKind, UpdateAgentRequest};
 use serde_json::{Map, Value};
 use sqlx::{Sqlite, SqliteConnection, SqlitePool};
 
@@ -48,6 +48,9 @@ pub struct AgentRuntime {
     pub base_url: Option<String>,
     pub api_key: Option<String>,
     pub config: Map<String, Value>,
+    pub kind: AgentKind,
+    /// The system prompt of its calls in this turn ([`crate::persona`]).
+    pub system: String,
 }
 
 impl std::fmt::Debug for AgentRuntime {
@@ -79,6 +82,11 @@ impl AgentRow {
         }
     }
 
+    fn kind(&self) -> Result<AgentKind> {
+        AgentKind::parse(&self.kind)
+            .ok_or_else(|| Error::Internal(format!("unknown agent type {:?}", self.kind)))
+    }
+
     fn api_key(&self, dk: &SecretKey) -> Result<Option<String>> {
         let Some(sealed) = &self.api_key else {
             return Ok(None);
@@ -92,6 +100,7 @@ impl AgentRow {
         Ok(AgentDto {
             id: self.id,
             provider: self.provider()?,
+            kind: self.kind()?,
             config: Value::Object(self.config(dk)?),
             name: self.name,
             model: self.model,
@@ -196,6 +205,7 @@ struct Fields {
     base_url: Option<String>,
     api_key: Option<String>,
     config: Map<String, Value>,
+    kind: AgentKind,
 }
 
 impl Fields {
@@ -205,6 +215,7 @@ impl Fields {
             provider: self.provider.as_str(),
             model: &self.model,
             base_url: self.base_url.as_deref(),
+            kind: self.kind.as_str(),
         }
     }
 }
@@ -244,6 +255,7 @@ pub(crate) async fn insert_demo(
         base_url: None,
         api_key: None,
         config: Map::new(),
+        kind: AgentKind::Open,
     };
     insert(c, user_id, dk, &f).await
 }
@@ -262,6 +274,7 @@ pub async fn create(
         base_url: validate_base_url(egress, req.base_url.as_deref())?,
         api_key: validate_api_key(req.api_key.as_deref())?,
         config: validate_config(req.config.as_ref())?,
+        kind: req.kind,
     };
     check_combination(f.provider, &f.base_url)?;
     let dk = users::data_key(db, keys, user.id()).await?;
@@ -335,6 +348,7 @@ pub async fn update(
             Some(c) => validate_config(Some(c))?,
             None => row.config(&dk)?,
         },
+        kind: row.kind()?,
     };
     check_combination(f.provider, &f.base_url)?;
     store::agents::update(&mut tx, id, &f.plain(), &now_text()).await?;
@@ -377,6 +391,10 @@ pub(crate) struct TurnSetup {
     pub dk: SecretKey,
     agent_id: Option<i64>,
     row: Option<AgentRow>,
+    /// The user's name, for the prompt.
+    pub username: String,
+    /// A sub-session (status `agent`): its prompt is minimal.
+    pub sub_session: bool,
 }
 
 /// The user's data key and the agent of their session `session_id` (not found: someone
@@ -392,9 +410,17 @@ pub(crate) fn turn_setup(
         data_key,
         agent_id,
         agent: row,
+        username,
+        session_status,
     } = read.ok_or(Error::NotFound("session"))?;
     let dk = keys.unwrap_data_key(user.id(), &data_key)?;
-    Ok(TurnSetup { dk, agent_id, row })
+    Ok(TurnSetup {
+        dk,
+        agent_id,
+        row,
+        username,
+        sub_session: session_status == "agent",
+    })
 }
 
 impl TurnSetup {
@@ -413,6 +439,8 @@ impl TurnSetup {
         Ok(AgentRuntime {
             id: row.id,
             provider: row.provider()?,
+            kind: row.kind()?,
+            system: String::new(),
             config: row.config(dk)?,
             name: row.name,
             model: row.model,

@@ -22,6 +22,10 @@
 //! - [`answers`]: answers to the questions in a reply (`ask`, `hml-prompt`), as frames.
 //! - [`conditional`]: instructions given to the agent only when they apply (conditional
 //!   abilities, `prompt_response_handler`).
+//! - [`context_files`]: an agent's context files (SOUL.md, USER.md, …): routing by agent
+//!   type, seeding from templates, merging, sealed storage.
+//! - [`prompt`]: the system prompt builder (sections, modes, the truncation pipeline).
+//! - [`persona`]: what an agent is told: its prompt for a call, from its files and the session.
 //! - [`act`]: acting on what a message asks for: detection, the permission gate, request
 //!   and result frames, decisions, the follow-up reply.
 //! - [`turn`]: one turn, from the user's message to the agent's frame; `turn::Registry`, the
@@ -44,6 +48,7 @@ pub mod agents;
 pub mod answers;
 pub mod auth;
 pub mod conditional;
+pub mod context_files;
 pub mod crypto;
 pub mod drive;
 pub mod egress;
@@ -58,6 +63,8 @@ pub mod in_flight;
 pub mod limits;
 pub mod password;
 pub mod permissions;
+pub mod persona;
+pub mod prompt;
 pub mod providers;
 pub mod sandbox;
 pub mod sessions;

@@ -120,6 +120,7 @@ async fn scenario(
             base_url: Some(mock_url.into()),
             api_key: Some("k".into()),
             config: None,
+            kind: Default::default(),
         },
     )
     .await

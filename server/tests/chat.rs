@@ -1165,6 +1165,7 @@ async fn the_mock_on_loopback_is_refused_without_the_allowance() {
                 base_url: Some(base),
                 api_key: Some(KEY.into()),
                 config: None,
+                kind: Default::default(),
             },
         )
         .await

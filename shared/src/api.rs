@@ -110,6 +110,66 @@ pub struct UpdateSessionRequest {
     pub agent_id: Option<Option<i64>>,
 }
 
+/// An agent's type (reference 002, table 4): where its context files live. An `open` agent
+/// keeps every file per user; a `predefined` one keeps its persona at the agent's level and
+/// only USER.md and BOOTSTRAP.md per user.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentKind {
+    #[default]
+    Open,
+    Predefined,
+}
+
+impl AgentKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AgentKind::Open => "open",
+            AgentKind::Predefined => "predefined",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<AgentKind> {
+        match s {
+            "open" => Some(AgentKind::Open),
+            "predefined" => Some(AgentKind::Predefined),
+            _ => None,
+        }
+    }
+}
+
+/// One of an agent's context files as `GET /api/agents/{id}/files` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextFileDto {
+    pub name: String,
+    /// `agent` (the agent's own), `user` (the signed-in user's copy) or `virtual` (made by
+    /// Hero for each call).
+    pub level: String,
+    /// In bytes.
+    pub size: u64,
+}
+
+/// `GET /api/agents/{id}/files/{name}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextFileContent {
+    pub name: String,
+    pub level: String,
+    pub content: String,
+}
+
+/// `PUT /api/agents/{id}/files/{name}`: empty content deletes the file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PutContextFileRequest {
+    pub content: String,
+}
+
+/// `GET /api/sessions/{id}/system-prompt`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SystemPromptDto {
+    pub prompt: String,
+}
+
 /// Which wire format and service an agent talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ProviderKind {
@@ -158,6 +218,8 @@ pub struct AgentDto {
     pub has_api_key: bool,
     /// Merged into every provider request (max_tokens, temperature, …).
     pub config: serde_json::Value,
+    #[serde(rename = "type", default)]
+    pub kind: AgentKind,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -174,6 +236,9 @@ pub struct CreateAgentRequest {
     pub api_key: Option<String>,
     #[serde(default)]
     pub config: Option<serde_json::Value>,
+    /// Where its context files live; `open` when not given. Chosen once, at creation.
+    #[serde(rename = "type", default)]
+    pub kind: AgentKind,
 }
 
 /// A partial update; `api_key: null` removes the key, `base_url: null` the URL.

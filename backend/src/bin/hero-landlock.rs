@@ -2,7 +2,5 @@
 //! is its own helper: `hero __hero-landlock …`). Usage: `hero-landlock PROGRAM ARGS…`.
 
 fn main() {
-    std::process::exit(hero_backend::sandbox::landlock::helper(
-        std::env::args_os().skip(1).collect(),
-    ));
+    hero_backend::sandbox::landlock::helper(std::env::args_os().skip(1).collect()).finish();
 }

@@ -64,6 +64,7 @@ pub fn describe(specs: &[&Spec]) -> String {
             s.name,
             s.description,
             match s.default {
+                _ if s.answered_by_user => "when the user answers (or at its timeout)",
                 Permission::Always => "at once",
                 Permission::Ask => "after the user approves it",
                 Permission::Never => "never, unless the user allows it",

@@ -8,6 +8,7 @@
 
 pub mod ask;
 pub mod bash;
+pub mod context_file;
 pub mod help;
 pub mod schema;
 pub mod update_prompt;
@@ -77,6 +78,7 @@ impl Registry {
         r.register(bash::Bash);
         r.register(ask::Ask);
         r.register(update_prompt::UpdatePrompt);
+        r.register(context_file::ContextFile);
         r
     }
 

@@ -26,48 +26,80 @@ pub const INSIDE: &str = "/.hero-landlock";
 /// The helper's answer to `--probe`: how much of the rules the kernel enforces.
 pub const PROBE: &str = "--probe";
 
+/// How the helper ended, for its `main` to print and exit with: on success it has become
+/// the command, so only a probe's answer or a failure comes back.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Exit {
+    pub code: i32,
+    /// For stdout (the probe's answer).
+    pub out: Option<&'static str>,
+    /// For stderr: why the command did not run.
+    pub err: Option<String>,
+}
+
+impl Exit {
+    fn failed(code: i32, why: String) -> Exit {
+        Exit {
+            code,
+            out: None,
+            err: Some(format!("hero sandbox: {why}")),
+        }
+    }
+
+    /// Prints what the helper has to say and ends the process.
+    pub fn finish(self) -> ! {
+        use std::io::Write;
+        if let Some(o) = self.out {
+            let _ = writeln!(std::io::stdout(), "{o}");
+        }
+        if let Some(e) = self.err {
+            let _ = writeln!(std::io::stderr(), "{e}");
+        }
+        std::process::exit(self.code)
+    }
+}
+
 /// If this process was started as the helper, restricts itself and becomes the command (or
-/// answers the probe); it never returns then. Otherwise it returns at once.
+/// answers the probe); then this never returns. Otherwise it returns at once.
 pub fn main_if_asked() {
     let mut args = std::env::args_os().skip(1);
     if args.next().is_none_or(|a| a != ARG) {
         return;
     }
-    std::process::exit(helper(args.collect()));
+    helper(args.collect()).finish();
 }
 
-/// The helper's body: restrict, then exec `argv` (or print the status for `--probe`).
-pub fn helper(argv: Vec<OsString>) -> i32 {
+/// The helper's body: restrict, then exec `argv` (or answer `--probe`).
+pub fn helper(argv: Vec<OsString>) -> Exit {
     let status = match restrict() {
         Ok(RulesetStatus::NotEnforced) => {
-            eprintln!("hero sandbox: this kernel enforces no Landlock rules; not running");
-            return 126;
+            return Exit::failed(
+                126,
+                "this kernel enforces no Landlock rules; not running".into(),
+            );
         }
         Ok(s) => s,
         Err(e) => {
-            eprintln!("hero sandbox: the Landlock rules could not be applied: {e}");
-            return 126;
+            return Exit::failed(126, format!("the Landlock rules could not be applied: {e}"));
         }
     };
     let Some(program) = argv.first() else {
-        eprintln!("hero sandbox: no command");
-        return 126;
+        return Exit::failed(126, "no command".into());
     };
     if program == PROBE {
-        println!(
-            "{}",
-            if status == RulesetStatus::FullyEnforced {
+        return Exit {
+            code: 0,
+            out: Some(if status == RulesetStatus::FullyEnforced {
                 "full"
             } else {
                 "partial"
-            }
-        );
-        return 0;
+            }),
+            err: None,
+        };
     }
     use std::os::unix::process::CommandExt;
     let err = std::process::Command::new(program).args(&argv[1..]).exec();
-    eprintln!("hero sandbox: {}: {err}", program.to_string_lossy());
-    127
+    Exit::failed(127, format!("{}: {err}", program.to_string_lossy()))
 }
 
 /// Restricts this process (and what it executes) to the rules above.

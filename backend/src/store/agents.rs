@@ -18,10 +18,12 @@ pub struct AgentRow {
     pub config: Vec<u8>,
     pub created_at: String,
     pub updated_at: String,
+    /// `open` or `predefined` (reference 002, table 4).
+    pub kind: String,
 }
 
 const COLUMNS: &str =
-    "id, name, provider, model, base_url, api_key, config, created_at, updated_at";
+    "id, name, provider, model, base_url, api_key, config, created_at, updated_at, kind";
 
 impl AgentRow {
     /// The one decoder of an agent row: [`COLUMNS`] in order, from column `at` on.
@@ -36,6 +38,7 @@ impl AgentRow {
             config: r.get(at + 6)?,
             created_at: r.get(at + 7)?,
             updated_at: r.get(at + 8)?,
+            kind: r.get(at + 9)?,
         })
     }
 }
@@ -46,6 +49,8 @@ pub struct AgentFields<'a> {
     pub provider: &'a str,
     pub model: &'a str,
     pub base_url: Option<&'a str>,
+    /// Set at creation only.
+    pub kind: &'a str,
 }
 
 /// Inserts an agent with empty secrets (their associated data names the row id, which
@@ -57,8 +62,8 @@ pub async fn insert(
     now: &str,
 ) -> Result<i64> {
     Ok(sqlx::query_scalar(
-        "INSERT INTO agents (user_id, name, provider, model, base_url, config, created_at, updated_at) \
-         VALUES (?, ?, ?, ?, ?, x'', ?, ?) RETURNING id",
+        "INSERT INTO agents (user_id, name, provider, model, base_url, config, created_at, updated_at, kind) \
+         VALUES (?, ?, ?, ?, ?, x'', ?, ?, ?) RETURNING id",
     )
     .bind(user_id)
     .bind(f.name)
@@ -67,6 +72,7 @@ pub async fn insert(
     .bind(f.base_url)
     .bind(now)
     .bind(now)
+    .bind(f.kind)
     .fetch_one(c)
     .await?)
 }
@@ -169,6 +175,9 @@ pub struct TurnSetupRow {
     pub agent_id: Option<i64>,
     /// That agent's row while it stands (not deleted, the user's).
     pub agent: Option<AgentRow>,
+    pub username: String,
+    /// `active`, `archived`, or `agent` (a sub-session: its prompt is minimal).
+    pub session_status: String,
 }
 
 /// The user's wrapped data key and the agent of their session `session_id`; `None` when
@@ -180,7 +189,7 @@ pub fn turn_setup(
 ) -> Result<Option<TurnSetupRow>> {
     let mut q = c.prepare_cached(
         "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
-         a.created_at, a.updated_at \
+         a.created_at, a.updated_at, a.kind, u.username, s.status \
          FROM sessions s JOIN users u ON u.id = s.user_id \
          LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
          WHERE s.id = ?1 AND s.user_id = ?2",
@@ -197,5 +206,7 @@ pub fn turn_setup(
         data_key: Columns::get(r, 0)?,
         agent_id: Columns::get(r, 1)?,
         agent,
+        username: Columns::get(r, 12)?,
+        session_status: Columns::get(r, 13)?,
     }))
 }

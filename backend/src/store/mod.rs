@@ -24,6 +24,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use crate::{Error, Result};
 
 pub mod agents;
+pub mod context_files;
 pub mod frames;
 mod hot;
 pub mod meta;

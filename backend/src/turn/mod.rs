@@ -38,13 +38,6 @@ pub const MAX_THINKING_BYTES: usize = 1 << 20;
 /// the same, so a model cannot stream them for the whole turn deadline).
 pub const MAX_TOOL_INPUT_BYTES: usize = 1 << 20;
 
-/// How agents are told to answer. Abilities, skills and memory extend this later.
-pub const SYSTEM_PROMPT: &str = "You are an agent in Hero, a workspace where people work with AI agents. \
-Answer in Markdown. You may use Hero Markup Language elements, which the user's browser renders: \
-<thinking>…</thinking> for your reasoning, <todo title=\"…\"><item status=\"done|pending|in_progress|failed\">…</item></todo>, \
-<progress value=\"3\" max=\"10\" status=\"…\"/>, <link href=\"…\">…</link>, <copy label=\"…\">text to copy</copy>, \
-<result for=\"…\" status=\"ok|error\">…</result>, and <hml-prompt id=\"…\" type=\"text|number|select|…\">question</hml-prompt> to ask the user.";
-
 mod registry;
 
 use crate::drive::events::{self, Sink};
@@ -238,7 +231,12 @@ async fn start(st: &AppState, user: &AuthUser, session_id: i64, content: &str) -
         .write(&st.db, |tx| {
             let setup = agents::turn_setup(tx, &st.keys, user, session_id)?;
             let dk = setup.dk.clone();
-            let agent = setup.agent()?;
+            let (username, sub) = (setup.username.clone(), setup.sub_session);
+            let mut agent = setup.agent()?;
+            // The agent's files, seeded on its first use, make its system prompt.
+            crate::context_files::ensure_seeded(tx, &dk, agent.id, user.id(), agent.kind)?;
+            agent.system =
+                crate::persona::system_prompt(tx, st, &dk, &agent, user.id(), &username, sub)?;
             let message = NewFrame::message(
                 session_id,
                 AuthorType::User,
@@ -606,7 +604,11 @@ pub async fn follow_up(
         .read(&st.db, |c| {
             let setup = agents::turn_setup(c, &st.keys, user, session_id)?;
             let dk = setup.dk.clone();
-            Ok((setup.agent()?, dk))
+            let (username, sub) = (setup.username.clone(), setup.sub_session);
+            let mut agent = setup.agent()?;
+            agent.system =
+                crate::persona::system_prompt(c, st, &dk, &agent, user.id(), &username, sub)?;
+            Ok((agent, dk))
         })
         .await?;
     let kept = load_context(st, &dk, session_id).await?;
@@ -770,7 +772,7 @@ async fn reply(
 
     let call = providers::Call {
         agent,
-        system: SYSTEM_PROMPT.to_owned(),
+        system: agent.system.clone(),
         messages,
         tools: tools.to_vec(),
     };

@@ -4,7 +4,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use hero_backend::{AppState, agents};
-use hero_shared::api::{AgentDto, CreateAgentRequest, UpdateAgentRequest};
+use hero_shared::api::{
+    AgentDto, ContextFileContent, ContextFileDto, CreateAgentRequest, PutContextFileRequest,
+    SystemPromptDto, UpdateAgentRequest,
+};
 
 use super::{ApiJson, ApiPath, ApiResult, Authed};
 
@@ -52,4 +55,48 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     agents::delete(&st.db, &user, id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The agent's context files as the signed-in user's calls use them.
+pub async fn files(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(id): ApiPath<i64>,
+) -> ApiResult<Json<Vec<ContextFileDto>>> {
+    Ok(Json(
+        hero_backend::context_files::list_files(&st, &user, id).await?,
+    ))
+}
+
+pub async fn read_file(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath((id, name)): ApiPath<(i64, String)>,
+) -> ApiResult<Json<ContextFileContent>> {
+    Ok(Json(
+        hero_backend::context_files::read_file(&st, &user, id, &name).await?,
+    ))
+}
+
+/// Writes a file at the level the agent's type routes it to; empty content deletes it.
+pub async fn write_file(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath((id, name)): ApiPath<(i64, String)>,
+    ApiJson(req): ApiJson<PutContextFileRequest>,
+) -> ApiResult<Json<ContextFileContent>> {
+    Ok(Json(
+        hero_backend::context_files::write_file(&st, &user, id, &name, &req.content).await?,
+    ))
+}
+
+/// What the session's next call would send as its system prompt.
+pub async fn system_prompt(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(session_id): ApiPath<i64>,
+) -> ApiResult<Json<SystemPromptDto>> {
+    Ok(Json(SystemPromptDto {
+        prompt: hero_backend::persona::for_session(&st, &user, session_id).await?,
+    }))
 }

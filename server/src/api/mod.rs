@@ -40,6 +40,12 @@ where
                 .patch(agents::update)
                 .delete(agents::delete),
         )
+        .route("/agents/{id}/files", get(agents::files))
+        .route(
+            "/agents/{id}/files/{name}",
+            get(agents::read_file).put(agents::write_file),
+        )
+        .route("/sessions/{id}/system-prompt", get(agents::system_prompt))
         .route("/sessions/{id}/messages", post(chat::post_batch))
         .route("/sessions/{id}/messages/stream", post(chat::post_stream))
         .route("/sessions/{id}/events", get(chat::events))
