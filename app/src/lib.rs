@@ -18,6 +18,7 @@ pub mod auth;
 pub mod chat;
 #[cfg(feature = "ssr")]
 pub mod csp;
+pub mod files;
 #[cfg(feature = "ssr")]
 pub mod guard;
 pub mod json;
@@ -70,6 +71,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/") view=sessions::Workspace ssr=SsrMode::Async/>
                 <Route path=path!("/s/:id") view=sessions::Workspace ssr=SsrMode::Async/>
                 <Route path=path!("/agents") view=agents::AgentsPage ssr=SsrMode::Async/>
+                <Route path=path!("/agents/:id/files") view=files::FilesPage ssr=SsrMode::Async/>
                 <Route path=path!("/permissions") view=permissions::PermissionsPage ssr=SsrMode::Async/>
             </Routes>
         </Router>

@@ -78,17 +78,32 @@ pub(crate) fn system_prompt(
     }))
 }
 
+/// The session's agent ready for a call: its runtime, its system prompt built, and the
+/// user's data key; `seed` seeds the agent's files first if they never were.
+pub(crate) fn prepared(
+    c: &Connection,
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    seed: bool,
+) -> Result<(AgentRuntime, SecretKey)> {
+    let setup = agents::turn_setup(c, &st.keys, user, session_id)?;
+    let (username, sub) = (setup.username.clone(), setup.sub_session);
+    let dk = setup.dk.clone();
+    let mut agent = setup.agent()?;
+    if seed {
+        context_files::ensure_seeded(c, &dk, agent.id, user.id(), agent.kind)?;
+    }
+    agent.system = system_prompt(c, st, &dk, &agent, user.id(), &username, sub)?;
+    Ok((agent, dk))
+}
+
 /// The system prompt the session's next call would send (its agent's files seeded first,
 /// as the call would).
 pub async fn for_session(st: &AppState, user: &AuthUser, session_id: i64) -> Result<String> {
     st.hot_db
         .write(&st.db, |tx| {
-            let setup = agents::turn_setup(tx, &st.keys, user, session_id)?;
-            let (username, sub) = (setup.username.clone(), setup.sub_session);
-            let dk = setup.dk.clone();
-            let agent = setup.agent()?;
-            context_files::ensure_seeded(tx, &dk, agent.id, user.id(), agent.kind)?;
-            system_prompt(tx, st, &dk, &agent, user.id(), &username, sub)
+            Ok(prepared(tx, st, user, session_id, true)?.0.system)
         })
         .await
 }

@@ -5,7 +5,9 @@ export async function hydrated(page: Page) {
   await expect(page.locator("body")).toHaveAttribute("data-hydrated", "true");
 }
 
-export async function signIn(page: Page, user: string, password: string) {
+/** Signs in. The offline demo starts with its first-run ritual; unless `ritual` is asked
+ * for, it is ended at once (an empty BOOTSTRAP.md), so that the demo plays its showcase. */
+export async function signIn(page: Page, user: string, password: string, opts: { ritual?: boolean } = {}) {
   await page.goto("/login");
   await hydrated(page);
   await page.getByLabel("Username").fill(user);
@@ -13,6 +15,16 @@ export async function signIn(page: Page, user: string, password: string) {
   await page.getByRole("button", { name: "Sign in" }).click();
   await expect(page.getByTestId("whoami")).toHaveText(user);
   await hydrated(page);
+  if (!opts.ritual) await endRitual(page);
+}
+
+/** Ends the demo agent's first-run ritual through the files API. */
+export async function endRitual(page: Page) {
+  const agents = await (await page.request.get("/api/agents")).json();
+  for (const a of agents.filter((a: any) => a.provider === "scripted")) {
+    const r = await page.request.put(`/api/agents/${a.id}/files/BOOTSTRAP.md`, { data: { content: "" } });
+    expect(r.status()).toBe(200);
+  }
 }
 
 export async function createSession(page: Page, name: string): Promise<number> {

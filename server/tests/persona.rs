@@ -328,3 +328,77 @@ async fn the_ritual_writes_user_md_and_ends_itself() {
     );
     assert!(!prompt(&h, s2).await.contains("I obey the page."));
 }
+
+/// The offline demo plays the ritual with no key: it asks who the user is (a question that
+/// waits), writes the answer to USER.md, empties BOOTSTRAP.md, and shows its showcase from
+/// then on.
+#[tokio::test]
+async fn the_demo_agent_plays_the_ritual() {
+    let h = hero(&[]).await;
+    let (_, agents) = h.json(Method::GET, "/api/agents", None).await;
+    let demo = agents[0]["id"].as_i64().unwrap();
+    assert_eq!(agents[0]["provider"], "scripted");
+    let session = session_of(&h, demo).await;
+    h.stream(session, "hello").await;
+    let f = h.frames(session).await;
+    let ask = f
+        .iter()
+        .find(|f| f["type"] == "request" && f["payload"]["function"] == "ask")
+        .expect("the ritual's question")
+        .clone();
+    let (s, v) = h
+        .json(
+            Method::POST,
+            &format!("/api/sessions/{session}/answers"),
+            Some(json!({"message_id": ask["parent_id"], "element_id": ask["payload"]["origin"]["element_id"], "answer": "Ada, Europe/London"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT, "{v}");
+    let mut done = false;
+    for _ in 0..400 {
+        let f = h.frames(session).await;
+        if f.iter().any(|m| {
+            m["type"] == "message"
+                && m["payload"]["content"]
+                    .as_str()
+                    .is_some_and(|c| c.contains("the ritual is over for good"))
+        }) {
+            done = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(done, "{:#}", json!(h.frames(session).await));
+    let (_, user_md) = h
+        .json(
+            Method::GET,
+            &format!("/api/agents/{demo}/files/USER.md"),
+            None,
+        )
+        .await;
+    assert!(
+        user_md["content"]
+            .as_str()
+            .unwrap()
+            .contains("Ada, Europe/London"),
+        "{user_md}"
+    );
+    let p = prompt(&h, session).await;
+    assert!(!p.contains("## First run"), "{p}");
+    // From now on, the showcase.
+    let events = h.stream(session, "show me").await;
+    let complete = last_data(&events, "message_complete");
+    assert!(
+        complete["content"]
+            .as_str()
+            .unwrap()
+            .contains("offline demo"),
+        "{complete}"
+    );
+    assert!(
+        !complete["content"]
+            .as_str()
+            .unwrap()
+            .contains("first-run ritual")
+    );
+}

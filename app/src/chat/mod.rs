@@ -168,6 +168,44 @@ pub fn ChatView(
     }
 }
 
+/// What the session's next call would send as its system prompt.
+#[server(prefix = "/_fn")]
+pub async fn system_prompt(session_id: i64) -> Result<String, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    hero_backend::persona::for_session(&st, &user, session_id)
+        .await
+        .map_err(fail)
+}
+
+/// "View system prompt": what the agent is told, fetched when asked for.
+#[component]
+fn SystemPromptView(session_id: i64) -> impl IntoView {
+    let fetch = ServerAction::<SystemPrompt>::new();
+    let open = RwSignal::new(false);
+    let toggle = move |_| {
+        let now = !open.get_untracked();
+        open.set(now);
+        if now {
+            fetch.dispatch(SystemPrompt { session_id });
+        }
+    };
+    view! {
+        <button type="button" class="view-prompt" on:click=toggle>
+            {move || if open.get() { "Hide system prompt" } else { "View system prompt" }}
+        </button>
+        {move || open.get().then(|| view! {
+            <section class="system-prompt" aria-label="System prompt">
+                {move || match fetch.value().get() {
+                    None => view! { <p class="muted">"Loading…"</p> }.into_any(),
+                    Some(Ok(p)) => view! { <pre data-testid="system-prompt">{p}</pre> }.into_any(),
+                    Some(Err(e)) => view! { <p class="form-error" role="alert">{error_text(&e)}</p> }.into_any(),
+                }}
+            </section>
+        })}
+    }
+}
+
 /// The session's agent, chosen from the user's agents, and the batch-mode badge.
 #[component]
 fn AgentPicker(
@@ -207,7 +245,9 @@ fn AgentPicker(
             </elements::ClientOnly>
             <a href="/agents" class="manage-agents">"Manage agents"</a>
             <a href="/permissions" class="manage-permissions">"Permissions"</a>
+            {current.map(|a| view! { <a href=format!("/agents/{a}/files") class="agent-files">"Files"</a> })}
             {(!streaming).then(|| view! { <span class="badge">"batch mode"</span> })}
+            <SystemPromptView session_id/>
         </div>
     }
 }

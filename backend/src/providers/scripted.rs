@@ -1,6 +1,8 @@
 //! The `scripted` provider: plays a built-in showcase in-process, with no key and no
 //! network, so a newcomer's first session shows every display element of HML while it
-//! streams. It is labelled as the offline demo wherever it appears.
+//! streams. It is labelled as the offline demo wherever it appears. On a user's first
+//! conversation with it (its BOOTSTRAP.md in the prompt) it plays the first-run ritual
+//! instead: it asks who the user is, writes the answer to USER.md and ends the ritual.
 
 use std::time::Duration;
 
@@ -80,6 +82,42 @@ pub fn follow_up(results: &[&str]) -> String {
     )
 }
 
+/// The first-run ritual (BOOTSTRAP.md in the prompt), scripted: the demo introduces itself
+/// and asks who the user is (a question that waits for the answer).
+pub const RITUAL_ASK: &str = r#"Hello! I'm Hero's **offline demo agent**. This is our first conversation, so I follow
+my first-run ritual (my BOOTSTRAP.md file) and get to know you before anything else.
+
+<ask>What should I call you, and which timezone are you in?</ask>
+"#;
+
+/// The ritual's second step, given the user's answer: write it to USER.md and empty
+/// BOOTSTRAP.md, so that the ritual never repeats.
+pub fn ritual_write(answer: &str) -> String {
+    let answer: String = answer
+        .chars()
+        .take(500)
+        .filter(|c| !matches!(c, '<' | '>'))
+        .collect();
+    let user_md = format!("# User\n\n- In their words: {}\n", answer.trim());
+    let call = |name: &str, content: &str| {
+        serde_json::json!({
+            "target_id": "@system",
+            "target_property": "context_file",
+            "payload": {"name": name, "content": content},
+        })
+    };
+    format!(
+        "Thank you! I'll keep that in my USER.md file, and empty BOOTSTRAP.md so that this ritual does not repeat.\n\n<interaction>{}</interaction>\n\n<interaction>{}</interaction>\n",
+        call("USER.md", &user_md),
+        call("BOOTSTRAP.md", "")
+    )
+}
+
+/// The ritual's end, once the files are written.
+pub const RITUAL_DONE: &str = "All set: what you told me is in USER.md (see the agent's **Files** page, or \
+**View system prompt**), and BOOTSTRAP.md is gone, so the ritual is over for good. Send me anything \
+to see what Hero's agents can show you.";
+
 pub fn stream(call: &Call<'_>) -> DeltaStream {
     let last_user = call
         .messages
@@ -103,10 +141,23 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
             )
         })
         .collect();
-    let text = if results.is_empty() {
-        showcase(&last_user)
-    } else {
-        follow_up(&results)
+    let first_run = call.system.contains("\n## First run\n");
+    let answer = results.iter().find_map(|r| {
+        r.strip_prefix("[System] The user's answer to your question ")
+            .and_then(|rest| rest.split_once("\": ").map(|(_, a)| a))
+    });
+    let text = match (first_run, answer, results.is_empty()) {
+        (true, Some(a), _) => ritual_write(a),
+        (true, None, true) => RITUAL_ASK.to_owned(),
+        (false, _, false)
+            if results
+                .iter()
+                .any(|r| r.contains("BOOTSTRAP.md is deleted")) =>
+        {
+            RITUAL_DONE.to_owned()
+        }
+        (_, _, true) => showcase(&last_user),
+        (_, _, false) => follow_up(&results),
     };
     let input = (call.messages.iter().map(|m| m.content.len()).sum::<usize>() / 4).max(1) as u64;
     let output = (text.len() / 4).max(1) as u64;

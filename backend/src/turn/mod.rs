@@ -229,14 +229,8 @@ async fn start(st: &AppState, user: &AuthUser, session_id: i64, content: &str) -
     let (agent, dk, kept, rows, user_frame) = st
         .hot_db
         .write(&st.db, |tx| {
-            let setup = agents::turn_setup(tx, &st.keys, user, session_id)?;
-            let dk = setup.dk.clone();
-            let (username, sub) = (setup.username.clone(), setup.sub_session);
-            let mut agent = setup.agent()?;
             // The agent's files, seeded on its first use, make its system prompt.
-            crate::context_files::ensure_seeded(tx, &dk, agent.id, user.id(), agent.kind)?;
-            agent.system =
-                crate::persona::system_prompt(tx, st, &dk, &agent, user.id(), &username, sub)?;
+            let (agent, dk) = crate::persona::prepared(tx, st, user, session_id, true)?;
             let message = NewFrame::message(
                 session_id,
                 AuthorType::User,
@@ -458,7 +452,7 @@ struct Replied {
 async fn converse(
     out: Out,
     user: AuthUser,
-    agent: AgentRuntime,
+    mut agent: AgentRuntime,
     dk: SecretKey,
     mut messages: Vec<ChatMessage>,
     user_calls: Option<(String, Vec<act::Asked>)>,
@@ -562,6 +556,17 @@ async fn converse(
         // is registered before the last one leaves, so a Stop in between reaches one of them.
         round += 1;
         messages = context(&kept);
+        // Its calls may have changed its context files: the prompt is built again.
+        match st
+            .hot_db
+            .read(&st.db, |c| {
+                crate::persona::prepared(c, &st, &user, session_id, false)
+            })
+            .await
+        {
+            Ok((fresh, _)) => agent.system = fresh.system,
+            Err(e) => tracing::warn!(error = %e, "the system prompt could not be built again"),
+        }
         let after_seq = kept.last().map_or(0, |k| k.frame.seq);
         live = std::sync::Arc::new(crate::in_flight::InFlight::new(
             &frames::new_id(),
@@ -602,13 +607,7 @@ pub async fn follow_up(
     let (agent, dk) = st
         .hot_db
         .read(&st.db, |c| {
-            let setup = agents::turn_setup(c, &st.keys, user, session_id)?;
-            let dk = setup.dk.clone();
-            let (username, sub) = (setup.username.clone(), setup.sub_session);
-            let mut agent = setup.agent()?;
-            agent.system =
-                crate::persona::system_prompt(c, st, &dk, &agent, user.id(), &username, sub)?;
-            Ok((agent, dk))
+            crate::persona::prepared(c, st, user, session_id, false)
         })
         .await?;
     let kept = load_context(st, &dk, session_id).await?;
