@@ -1,8 +1,13 @@
 //! The Agents page: a user's AI backends. Keys can be set or replaced, never read back.
+// A server function's arguments are its form's fields (the new-agent form has eight), and
+// the code `#[server]` generates for them carries no attribute of ours.
+#![allow(clippy::too_many_arguments)]
 
 use hero_shared::api::AgentDto;
 #[cfg(feature = "ssr")]
-use hero_shared::api::{AgentKind, CreateAgentRequest, ProviderKind, UpdateAgentRequest};
+use hero_shared::api::{
+    AgentKind, CreateAgentRequest, ProviderKind, SummonRequest, UpdateAgentRequest,
+};
 use leptos::prelude::*;
 use leptos_router::components::Redirect;
 
@@ -30,6 +35,7 @@ pub async fn create_agent(
     api_key: String,
     config: String,
     kind: String,
+    description: String,
 ) -> Result<AgentDto, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
@@ -47,9 +53,32 @@ pub async fn create_agent(
         config: parse_config(&config).map_err(bad)?,
         kind,
     };
-    hero_backend::agents::create(&st.db, &st.keys, &st.settings.egress, &user, req)
+    let agent = hero_backend::agents::create(&st.db, &st.keys, &st.settings.egress, &user, req)
         .await
-        .map_err(fail)
+        .map_err(fail)?;
+    if description.trim().is_empty() {
+        return Ok(agent);
+    }
+    // "New agent from a description": its own model writes its persona.
+    summon_agent(agent.id, description).await
+}
+
+/// "Edit with AI": the agent's persona files written again from a description.
+#[server(prefix = "/_fn")]
+pub async fn summon_agent(id: i64, description: String) -> Result<AgentDto, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    hero_backend::summon::summon(
+        &st,
+        &user,
+        id,
+        SummonRequest {
+            description,
+            with_agent_id: None,
+        },
+    )
+    .await
+    .map_err(fail)
 }
 
 /// Updates an agent; an empty key field keeps the stored key.
@@ -109,12 +138,20 @@ fn Agents() -> impl IntoView {
     let create = ServerAction::<CreateAgent>::new();
     let update = ServerAction::<UpdateAgent>::new();
     let delete = ServerAction::<DeleteAgent>::new();
+    let summon = ServerAction::<SummonAgent>::new();
+    // Agents' status as the user's event feed tells it (summoning, then active).
+    let status = RwSignal::new(std::collections::HashMap::<i64, (String, String)>::new());
+    let changed = RwSignal::new(0u64);
+    #[cfg(feature = "hydrate")]
+    browser::listen(status, changed);
     let agents = resource(
         move || {
             (
                 create.version().get(),
                 update.version().get(),
                 delete.version().get(),
+                summon.version().get(),
+                changed.get(),
             )
         },
         |_| list_agents(),
@@ -124,6 +161,7 @@ fn Agents() -> impl IntoView {
             create.value().get().and_then(Result::err),
             update.value().get().and_then(Result::err),
             delete.value().get().and_then(Result::err),
+            summon.value().get().and_then(Result::err),
         ]
         .into_iter()
         .flatten()
@@ -138,7 +176,7 @@ fn Agents() -> impl IntoView {
             {error}
             <Transition>
                 {move || agents.get().map(|r| match r {
-                    Ok(list) => list.into_iter().map(|a| view! { <AgentCard a update delete/> }).collect_view().into_any(),
+                    Ok(list) => list.into_iter().map(|a| view! { <AgentCard a update delete summon status/> }).collect_view().into_any(),
                     Err(e) => view! { <p class="form-error">{error_text(&e)}</p> }.into_any(),
                 })}
             </Transition>
@@ -163,6 +201,7 @@ fn Agents() -> impl IntoView {
                 <label>"Base URL" <input type="text" name="base_url" placeholder="optional; needed for OpenAI-compatible servers"/></label>
                 <label>"API key" <input type="password" name="api_key" autocomplete="off"/></label>
                 <label>"Config (JSON, merged into every request)" <textarea name="config" rows="3" placeholder="{\"max_tokens\": 4096, \"temperature\": 0.7}"></textarea></label>
+                <label>"Describe it (optional: its own model then writes its persona)" <textarea name="description" rows="2" maxlength="2000" placeholder="a sarcastic Rust reviewer"></textarea></label>
                 <button type="submit">"Add agent"</button>
             </ActionForm>
         </main>
@@ -174,8 +213,18 @@ fn AgentCard(
     a: AgentDto,
     update: ServerAction<UpdateAgent>,
     delete: ServerAction<DeleteAgent>,
+    summon: ServerAction<SummonAgent>,
+    status: RwSignal<std::collections::HashMap<i64, (String, String)>>,
 ) -> impl IntoView {
     let id = a.id;
+    let stored = a.status.clone();
+    // The feed's word wins over the list's (which may be older).
+    let stored = StoredValue::new(stored);
+    let now = move || {
+        status
+            .with(|m| m.get(&id).cloned())
+            .unwrap_or_else(|| (stored.get_value(), String::new()))
+    };
     let config = if a.config.as_object().is_some_and(|m| m.is_empty()) {
         String::new()
     } else {
@@ -189,7 +238,23 @@ fn AgentCard(
                 <span class="badge agent-type">{a.kind.as_str()}</span>
                 <a class="agent-files" href=format!("/agents/{id}/files")>"Files"</a>
                 <span class="muted">{if a.has_api_key { "key set" } else { "no key" }}</span>
+                <span class="agent-status" data-testid="agent-status" data-status=move || now().0>
+                    {move || {
+                        let (s, detail) = now();
+                        match (s.as_str(), detail.is_empty()) {
+                            ("summoning", true) => "summoning…".to_owned(),
+                            ("summoning", false) => format!("summoning… {detail}"),
+                            (_, true) => String::new(),
+                            (_, false) => format!("ready: {detail}"),
+                        }
+                    }}
+                </span>
             </header>
+            <ActionForm action=summon attr:class="agent-form summon">
+                <input type="hidden" name="id" value=id/>
+                <label>"Edit with AI" <input type="text" name="description" maxlength="2000" placeholder="describe who it should be" required/></label>
+                <button type="submit">"Rewrite its persona"</button>
+            </ActionForm>
             <ActionForm action=update attr:class="agent-form">
                 <input type="hidden" name="id" value=id/>
                 <label>"Name" <input type="text" name="name" value=a.name.clone() required/></label>
@@ -204,5 +269,60 @@ fn AgentCard(
                 <button type="submit" class="danger">"Delete"</button>
             </ActionForm>
         </section>
+    }
+}
+
+#[cfg(feature = "hydrate")]
+mod browser {
+    use leptos::prelude::*;
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen::closure::Closure;
+
+    /// Listens to the user's event feed (the WebSocket) for `agent_status` while the page
+    /// lives: each status goes into `status`, and an agent active again bumps `changed`
+    /// (the list is read again).
+    pub fn listen(
+        status: RwSignal<std::collections::HashMap<i64, (String, String)>>,
+        changed: RwSignal<u64>,
+    ) {
+        let Some(loc) = web_sys::window().map(|w| w.location()) else {
+            return;
+        };
+        let scheme = if loc.protocol().ok().as_deref() == Some("https:") {
+            "wss"
+        } else {
+            "ws"
+        };
+        let Ok(host) = loc.host() else { return };
+        let Ok(ws) = web_sys::WebSocket::new(&format!("{scheme}://{host}/ws")) else {
+            return;
+        };
+        let on_message =
+            Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |e: web_sys::MessageEvent| {
+                let text = e.data().as_string().unwrap_or_default();
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+                    return;
+                };
+                if v["type"] != "agent_status" {
+                    return;
+                }
+                let (Some(id), Some(s), Some(d)) = (
+                    v["agentId"].as_i64(),
+                    v["status"].as_str(),
+                    v["detail"].as_str(),
+                ) else {
+                    return;
+                };
+                status.update(|m| {
+                    m.insert(id, (s.to_owned(), d.to_owned()));
+                });
+                if s == "active" {
+                    changed.update(|n| *n += 1);
+                }
+            });
+        ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        on_message.forget();
+        let ws = StoredValue::new_local(ws);
+        on_cleanup(move || ws.with_value(|w| drop(w.close())));
     }
 }

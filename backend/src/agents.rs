@@ -101,6 +101,7 @@ impl AgentRow {
             id: self.id,
             provider: self.provider()?,
             kind: self.kind()?,
+            status: self.status.clone(),
             config: Value::Object(self.config(dk)?),
             name: self.name,
             model: self.model,
@@ -434,20 +435,38 @@ impl TurnSetup {
         let row = self.row.ok_or_else(|| {
             Error::Invalid("this session's agent was deleted; choose another agent for it".into())
         })?;
-        let dk = &self.dk;
-        let api_key = row.api_key(dk)?;
+        row.runtime(&self.dk)
+    }
+}
+
+impl AgentRow {
+    /// Everything needed to call the agent, its key unsealed. Server-side only.
+    fn runtime(self, dk: &SecretKey) -> Result<AgentRuntime> {
+        let api_key = self.api_key(dk)?;
         Ok(AgentRuntime {
-            id: row.id,
-            provider: row.provider()?,
-            kind: row.kind()?,
+            id: self.id,
+            provider: self.provider()?,
+            kind: self.kind()?,
             system: String::new(),
-            config: row.config(dk)?,
-            name: row.name,
-            model: row.model,
-            base_url: row.base_url,
+            config: self.config(dk)?,
+            name: self.name,
+            model: self.model,
+            base_url: self.base_url,
             api_key,
         })
     }
+}
+
+/// One of the user's agents, ready to be called (summoning calls an agent outside any
+/// session).
+pub(crate) async fn runtime(
+    db: &SqlitePool,
+    keys: &Keyring,
+    user_id: i64,
+    id: i64,
+) -> Result<AgentRuntime> {
+    let dk = users::data_key(db, keys, user_id).await?;
+    fetch(db, user_id, id).await?.runtime(&dk)
 }
 
 #[cfg(test)]

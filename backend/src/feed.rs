@@ -199,6 +199,7 @@ impl SessionFeed {
             HubEvent::Started(live) => Some(self.phantom(live)),
             HubEvent::Approval(a) => Some(SessionEvent::Approval(a.clone())),
             HubEvent::Question(q) => Some(SessionEvent::Question(q.clone())),
+            HubEvent::AgentStatus { .. } => None,
         }
     }
 

@@ -44,6 +44,12 @@ pub enum HubEvent {
     Approval(hero_shared::feed::ApprovalPrompt),
     /// A question of the agent's waits for the user's answer.
     Question(hero_shared::feed::QuestionPrompt),
+    /// An agent's status changed (summoning): for the user's sockets, not a session's.
+    AgentStatus {
+        agent_id: i64,
+        status: String,
+        detail: String,
+    },
 }
 
 pub struct Hub {
@@ -189,6 +195,11 @@ impl Hub {
         let ev = Arc::new(ev);
         send_in(&self.sessions, &self.version, session_id, &ev);
         send_in(&self.users, &self.version, user_id, &ev);
+    }
+
+    /// An event of the user's that belongs to no session (an agent's status).
+    pub fn publish_user(&self, user_id: i64, ev: HubEvent) {
+        send_in(&self.users, &self.version, user_id, &Arc::new(ev));
     }
 
     /// A live stream (an event stream or a WebSocket) for `user_id`, while they hold fewer

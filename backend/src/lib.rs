@@ -26,6 +26,7 @@
 //!   type, seeding from templates, merging, sealed storage.
 //! - [`prompt`]: the system prompt builder (sections, modes, the truncation pipeline).
 //! - [`persona`]: what an agent is told: its prompt for a call, from its files and the session.
+//! - [`summon`]: an agent's persona files written from a one-line description.
 //! - [`act`]: acting on what a message asks for: detection, the permission gate, request
 //!   and result frames, decisions, the follow-up reply.
 //! - [`turn`]: one turn, from the user's message to the agent's frame; `turn::Registry`, the
@@ -69,6 +70,7 @@ pub mod providers;
 pub mod sandbox;
 pub mod sessions;
 pub mod store;
+pub mod summon;
 pub mod tokens;
 pub mod turn;
 pub mod users;
@@ -103,6 +105,8 @@ pub struct Settings {
     /// Where each user's `bash` workspace lives (`DATA_DIR/workspaces`).
     pub workspaces: std::path::PathBuf,
     pub sandbox: sandbox::SandboxLimits,
+    /// The longest a summoning call may take before the templates stand in.
+    pub summon_timeout: std::time::Duration,
 }
 
 impl Default for Settings {
@@ -120,6 +124,7 @@ impl Default for Settings {
             search: Default::default(),
             workspaces: std::env::temp_dir().join("hero-workspaces"),
             sandbox: Default::default(),
+            summon_timeout: std::time::Duration::from_secs(90),
         }
     }
 }

@@ -143,6 +143,14 @@ fn cut(name: &str, content: &str, len: usize, max: usize) -> Option<String> {
     Some(s)
 }
 
+/// The system prompt of a summoning call ([`crate::summon`]); the scripted demo knows it.
+pub const SUMMON: &str = "You write the context files of a new AI agent in Hero from a short description of it.
+Answer with exactly these four blocks and nothing else, each file in Markdown, at most 2,000 characters:
+<file name=\"SOUL.md\">who the agent is: persona, values, tone of voice, boundaries</file>
+<file name=\"IDENTITY.md\">its name, manner and an emoji, as a short list</file>
+<file name=\"AGENTS.md\">how it works: how it answers, when it acts, what it never does</file>
+<file name=\"TOOLS.md\">notes on using its tools (bash in a sandboxed /workspace, websearch, ask) for its job</file>";
+
 /// What a prompt is built from.
 #[derive(Clone, Debug, Default)]
 pub struct Input<'a> {

@@ -93,6 +93,7 @@ test("always allow: no card waits the next time, and the Permissions page says s
   await card(page, "websearch").getByRole("button", { name: "Always allow websearch" }).click();
   await expect(card(page, "websearch").getByTestId("call-state")).toHaveText("done", { timeout: 20_000 });
   await card(page, "bash").getByRole("button", { name: "Deny" }).click();
+  await expect(card(page, "bash").getByTestId("call-state")).toHaveText("denied", { timeout: 20_000 });
   // The question's own field answers it too.
   await ask(page).getByLabel("Your answer").fill("later");
   await ask(page).getByLabel("Your answer").press("Enter");

@@ -69,3 +69,42 @@ test("a context file edited on the Files page is what the agent is told", async 
   await expect(page.getByTestId("system-prompt")).toContainText('<context_file name="SOUL.md">\nYou are **Captain Test**, who answers in rhyme.');
   await expect(page.getByTestId("system-prompt")).toContainText("## Tooling");
 });
+
+test("an agent summoned from a description gets its persona, or the templates when the reply is bad", async ({ page }) => {
+  await signIn(page, "dave", "dave-password");
+  await page.goto("/agents");
+  await hydrated(page);
+  const files = [
+    '<file name="SOUL.md">You are a **sarcastic Rust reviewer**.</file>',
+    '<file name="IDENTITY.md">- Name: Ferris the Critic</file>',
+    '<file name="AGENTS.md">Review code line by line.</file>',
+    '<file name="TOOLS.md">Run cargo clippy.</file>',
+  ].join("\n");
+  const mock = process.env.HERO_E2E_MOCK ?? "http://127.0.0.1:3211";
+  const form = page.locator("form.new-agent");
+  await form.getByLabel("Name").fill("Ferris");
+  await form.getByLabel("Type").selectOption("predefined");
+  await form.getByLabel("Model").fill("mock-model");
+  await form.getByLabel("Base URL").fill(mock);
+  await form.getByLabel("API key").fill("e2e-key-123456");
+  await form.getByLabel("Describe it").fill(`a sarcastic Rust reviewer [[mock chunk=16 delay_ms=40 text=${JSON.stringify(files)}]]`);
+  await form.getByRole("button", { name: "Add agent" }).click();
+  const card = page.locator(".agent-card", { hasText: "Ferris" });
+  await expect(card.getByTestId("agent-status")).toHaveText("ready: written from the description", { timeout: 20_000 });
+  await expect(card.locator(".agent-type")).toHaveText("predefined");
+  // Its files say so, at the agent's own level.
+  await card.getByRole("link", { name: "Files" }).click();
+  await hydrated(page);
+  await page.locator('li[data-file="SOUL.md"] button').click();
+  await expect(page.getByLabel("Content of SOUL.md")).toHaveValue(/sarcastic Rust reviewer/);
+  await expect(page.getByTestId("level-note")).toContainText("The agent's own file");
+  // "Edit with AI" with a reply that holds no files: the templates stand in.
+  await page.goto("/agents");
+  await hydrated(page);
+  const again = page.locator(".agent-card", { hasText: "Ferris" });
+  await again.getByLabel("Edit with AI").fill('a gardener [[mock text="Sure! Here you go."]]');
+  await again.getByRole("button", { name: "Rewrite its persona" }).click();
+  await expect(again.getByTestId("agent-status")).toHaveText("ready: the templates stand in: the reply has no SOUL.md", { timeout: 20_000 });
+  const soul = await (await page.request.get(`/api/agents/${await again.getAttribute("data-agent-id")}/files/SOUL.md`)).json();
+  expect(soul.content).toContain("You are curious, careful and kind");
+});

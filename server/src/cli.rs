@@ -42,6 +42,10 @@ pub async fn migrate(cfg: &Config) -> anyhow::Result<()> {
 
 pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let st = open_store(&cfg).await?;
+    // A summoning a previous run cut short leaves its agent active.
+    if let Err(e) = hero_backend::summon::recover(&st).await {
+        tracing::warn!(error = %e, "agents left summoning could not be made active");
+    }
     // Calls a previous run approved but never finished are told so, before anyone asks.
     match hero_backend::act::recover(&st).await {
         Ok(0) => {}

@@ -194,7 +194,8 @@ async fn never_and_always_settle_in_the_same_turn() {
             ("websearch".into(), "ask".into(), "ask".into()),
             ("bash".into(), "ask".into(), "ask".into()),
             ("ask".into(), "always".into(), "always".into()),
-            ("update_prompt".into(), "always".into(), "always".into())
+            ("update_prompt".into(), "always".into(), "always".into()),
+            ("context_file".into(), "always".into(), "always".into())
         ]
     );
     let (s, p) = h
@@ -561,13 +562,7 @@ async fn approvals_over_the_websocket() {
             assert_eq!(m["ability"], "websearch");
             execution = m["executionId"].as_str().map(str::to_owned);
             // Another user's decision is refused as if the call did not exist.
-            hero_backend::accounts::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
-                .await
-                .unwrap();
-            let bob = hero_backend::auth::login(&h.st, "bob", "bob-password")
-                .await
-                .unwrap()
-                .user;
+            let bob = bob(&h).await;
             let e = hero_backend::act::decide(
                 &h.st,
                 &bob,
@@ -924,13 +919,7 @@ async fn prompts_are_answered_once() {
         sent_text(&mock, 1)
     );
     // Another user's session is a missing one.
-    hero_backend::accounts::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
-        .await
-        .unwrap();
-    let bob = hero_backend::auth::login(&h.st, "bob", "bob-password")
-        .await
-        .unwrap()
-        .user;
+    let bob = bob(&h).await;
     let e = hero_backend::answers::answer(&h.st, &bob, session, &msg, "color", json!("red"))
         .await
         .unwrap_err();
@@ -1024,13 +1013,7 @@ async fn a_question_waits_for_its_answer() {
     assert_eq!(agent_messages(&frames).len(), 1);
     assert!(of_type(&frames, "result").is_empty());
 
-    hero_backend::accounts::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
-        .await
-        .unwrap();
-    let bob = hero_backend::auth::login(&h.st, "bob", "bob-password")
-        .await
-        .unwrap()
-        .user;
+    let bob = bob(&h).await;
     let e = hero_backend::act::answer_question(
         &h.st,
         &bob,

@@ -186,13 +186,7 @@ async fn context_files_are_read_and_written_where_they_belong() {
         .await;
     assert_eq!((s, v["level"].as_str()), (StatusCode::OK, Some("virtual")));
     // Another user's agent is a missing one.
-    hero_backend::accounts::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
-        .await
-        .unwrap();
-    let bob = hero_backend::auth::login(&h.st, "bob", "bob-password")
-        .await
-        .unwrap()
-        .user;
+    let bob = bob(&h).await;
     let e = hero_backend::context_files::list_files(&h.st, &bob, open)
         .await
         .unwrap_err();
@@ -400,5 +394,182 @@ async fn the_demo_agent_plays_the_ritual() {
             .as_str()
             .unwrap()
             .contains("first-run ritual")
+    );
+}
+
+/// Summoning with the mock: the agent is `summoning` at once (202), then `active` with its
+/// four files written from the reply; the user's socket hears both. A reply without the
+/// files, a provider error, a reply too slow, or no model at all falls back to the
+/// templates, and the agent is active anyway; a second summoning while one runs is a 409;
+/// an empty description is a 400 and another user's agent a 404.
+#[tokio::test]
+async fn summoning_writes_the_persona_or_falls_back() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let mock = mock_llm::spawn(Config::default()).await.unwrap();
+    let h = hero_with(&[mock.addr()], |s| {
+        s.summon_timeout = Duration::from_secs(2);
+    })
+    .await;
+    let pre = agent(&h, &mock, "predefined").await;
+    let (_, mut ws) = h.ws().await;
+    // Any message makes the socket live; none is needed to hear the user's events.
+    let _ = ws.send(Message::Ping(vec![].into())).await;
+    let summon = |agent: i64, description: String| {
+        let h = &h;
+        async move {
+            h.json(
+                Method::POST,
+                &format!("/api/agents/{agent}/summon"),
+                Some(json!({ "description": description })),
+            )
+            .await
+        }
+    };
+    let reply = r#"<file name=\"SOUL.md\">You are a sarcastic Rust reviewer.</file>\n<file name=\"IDENTITY.md\">- Name: Ferris the Critic</file>\n<file name=\"AGENTS.md\">Review code line by line.</file>\n<file name=\"TOOLS.md\">Run cargo clippy.</file>"#;
+    let (s, v) = summon(
+        pre,
+        format!("a sarcastic Rust reviewer [[mock chunk=16 delay_ms=25 text=\"{reply}\"]]"),
+    )
+    .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(v["status"], "summoning");
+    // One at a time.
+    let (s, v) = summon(pre, "another".into()).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    let mut seen = Vec::new();
+    while seen
+        .last()
+        .is_none_or(|(s, _): &(String, String)| s != "active")
+    {
+        let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("agent_status on the socket");
+        if let Some(Ok(Message::Text(t))) = m {
+            let v: Value = serde_json::from_str(&t).unwrap();
+            if v["type"] == "agent_status" {
+                assert_eq!(v["agentId"], pre);
+                seen.push((
+                    v["status"].as_str().unwrap().to_owned(),
+                    v["detail"].as_str().unwrap().to_owned(),
+                ));
+            }
+        }
+    }
+    assert_eq!(seen[0].0, "summoning");
+    assert!(seen[0].1.starts_with("asking predefined agent"), "{seen:?}");
+    assert_eq!(
+        seen[1],
+        ("active".into(), "written from the description".into())
+    );
+    let file = |name: &str| {
+        let h = &h;
+        let path = format!("/api/agents/{pre}/files/{name}");
+        async move { h.json(Method::GET, &path, None).await.1 }
+    };
+    let soul = file("SOUL.md").await;
+    assert_eq!(soul["content"], "You are a sarcastic Rust reviewer.\n");
+    assert_eq!(soul["level"], "agent");
+    assert_eq!(file("TOOLS.md").await["content"], "Run cargo clippy.\n");
+    let (_, a) = h
+        .json(Method::GET, &format!("/api/agents/{pre}"), None)
+        .await;
+    assert_eq!(a["status"], "active");
+
+    // Faults: each falls back to the templates, and says why.
+    for (directive, why) in [
+        (
+            "[[mock text=\"Sure! Here is a persona.\"]]",
+            "the reply has no SOUL.md",
+        ),
+        ("[[mock fault=500]]", "the provider refused"),
+        ("[[mock fault=stall after_bytes=4]]", "no reply within 2 s"),
+    ] {
+        let (s, v) = summon(pre, format!("a gardener {directive}")).await;
+        assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+        let mut detail = String::new();
+        for _ in 0..100 {
+            let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
+                .await
+                .unwrap();
+            if let Some(Ok(Message::Text(t))) = m {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if v["type"] == "agent_status" && v["status"] == "active" {
+                    detail = v["detail"].as_str().unwrap().to_owned();
+                    break;
+                }
+            }
+        }
+        assert!(
+            detail.starts_with("the templates stand in: "),
+            "{directive}: {detail}"
+        );
+        assert!(detail.contains(why), "{directive}: {detail}");
+        let soul = file("SOUL.md").await;
+        assert!(
+            soul["content"]
+                .as_str()
+                .unwrap()
+                .contains("You are curious, careful and kind"),
+            "{soul}"
+        );
+    }
+
+    // Bad requests.
+    assert_eq!(summon(pre, "   ".into()).await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        summon(pre, "x".repeat(2001)).await.0,
+        StatusCode::BAD_REQUEST
+    );
+    let bob = bob(&h).await;
+    let e = hero_backend::summon::summon(
+        &h.st,
+        &bob,
+        pre,
+        serde_json::from_value(json!({"description": "mine now"})).unwrap(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.status(), StatusCode::NOT_FOUND);
+}
+
+/// The offline demo summons with no key: the persona is made from the description's words.
+#[tokio::test]
+async fn the_demo_summons_offline() {
+    let h = hero(&[]).await;
+    let (_, agents) = h.json(Method::GET, "/api/agents", None).await;
+    let demo = agents[0]["id"].as_i64().unwrap();
+    let (s, v) = h
+        .json(
+            Method::POST,
+            &format!("/api/agents/{demo}/summon"),
+            Some(json!({"description": "a cheerful pirate"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    let mut soul = Value::Null;
+    for _ in 0..200 {
+        let (_, a) = h
+            .json(Method::GET, &format!("/api/agents/{demo}"), None)
+            .await;
+        if a["status"] == "active" {
+            soul = h
+                .json(
+                    Method::GET,
+                    &format!("/api/agents/{demo}/files/SOUL.md"),
+                    None,
+                )
+                .await
+                .1;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(
+        soul["content"]
+            .as_str()
+            .unwrap()
+            .contains("You are a cheerful pirate."),
+        "{soul}"
     );
 }

@@ -164,6 +164,22 @@ pub struct PutContextFileRequest {
     pub content: String,
 }
 
+fn active() -> String {
+    "active".into()
+}
+
+/// `POST /api/agents/{id}/summon`: write the agent's persona files from a description.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SummonRequest {
+    /// What the agent should be ("a sarcastic Rust reviewer").
+    pub description: String,
+    /// Another of the user's agents whose provider writes the files; the agent's own when
+    /// omitted.
+    #[serde(default)]
+    pub with_agent_id: Option<i64>,
+}
+
 /// `GET /api/sessions/{id}/system-prompt`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SystemPromptDto {
@@ -220,6 +236,9 @@ pub struct AgentDto {
     pub config: serde_json::Value,
     #[serde(rename = "type", default)]
     pub kind: AgentKind,
+    /// `active`, or `summoning` while its files are written from a description.
+    #[serde(default = "active")]
+    pub status: String,
     pub created_at: String,
     pub updated_at: String,
 }

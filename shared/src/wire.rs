@@ -514,6 +514,14 @@ pub enum WsServerMessage {
         session_id: SessionId,
         element: ElementComplete,
     },
+    /// An agent of the user's changed status: `summoning` (its files are being written from
+    /// a description; `detail` says how far) or `active` (`detail` says whether the
+    /// templates stood in, and why).
+    AgentStatus {
+        agent_id: i64,
+        status: String,
+        detail: String,
+    },
     /// An execution waits for the user's approval (answered by `ability_approval_response`).
     AbilityApprovalRequest {
         session_id: SessionId,

@@ -156,6 +156,7 @@ pub fn ChatView(
 ) -> impl IntoView {
     let session_id = session.id;
     let feed = use_session_events(session_id, initial);
+    provide_context(elements::ask::Drafts::default());
     // Whether the view follows new content: only while the reader is near the bottom.
     let near_bottom = RwSignal::new(true);
     let connected = feed.connected;

@@ -118,6 +118,23 @@ pub const RITUAL_DONE: &str = "All set: what you told me is in USER.md (see the 
 **View system prompt**), and BOOTSTRAP.md is gone, so the ritual is over for good. Send me anything \
 to see what Hero's agents can show you.";
 
+/// What the scripted demo answers a summoning call with (no model, no key): a persona made
+/// from the description's own words.
+pub fn summoned(description: &str) -> String {
+    let d: String = description
+        .chars()
+        .take(300)
+        .filter(|c| !matches!(c, '<' | '>'))
+        .collect();
+    let d = d.trim();
+    format!(
+        "<file name=\"SOUL.md\">\n# Soul\n\nYou are {d}. You stay in that character in every answer, and you are still honest and helpful.\n</file>\n\
+<file name=\"IDENTITY.md\">\n# Identity\n\n- Name: a name that suits {d}\n- Manner: as {d} would be\n- Emoji: ✨\n</file>\n\
+<file name=\"AGENTS.md\">\n# How you work\n\nAnswer in Markdown, briefly, in the voice of {d}. Ask when something is unclear.\n</file>\n\
+<file name=\"TOOLS.md\">\n# Tools\n\nUse bash in /workspace and websearch when they help with the work of {d}.\n</file>\n"
+    )
+}
+
 pub fn stream(call: &Call<'_>) -> DeltaStream {
     let last_user = call
         .messages
@@ -141,6 +158,13 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
             )
         })
         .collect();
+    // A summoning call: the persona comes from the description's own words.
+    if call.system == crate::prompt::SUMMON {
+        let description = last_user
+            .strip_prefix("Description: ")
+            .unwrap_or(&last_user);
+        return play(summoned(description), call);
+    }
     let first_run = call.system.contains("\n## First run\n");
     let answer = results.iter().find_map(|r| {
         r.strip_prefix("[System] The user's answer to your question ")
@@ -159,6 +183,11 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
         (_, _, true) => showcase(&last_user),
         (_, _, false) => follow_up(&results),
     };
+    play(text, call)
+}
+
+/// Streams `text` as the demo's reply to `call`, piece by piece.
+fn play(text: String, call: &Call<'_>) -> DeltaStream {
     let input = (call.messages.iter().map(|m| m.content.len()).sum::<usize>() / 4).max(1) as u64;
     let output = (text.len() / 4).max(1) as u64;
     Box::pin(async_stream_like(move |mut emit| async move {

@@ -20,10 +20,12 @@ pub struct AgentRow {
     pub updated_at: String,
     /// `open` or `predefined` (reference 002, table 4).
     pub kind: String,
+    /// `active`, or `summoning` while its files are written from a description.
+    pub status: String,
 }
 
 const COLUMNS: &str =
-    "id, name, provider, model, base_url, api_key, config, created_at, updated_at, kind";
+    "id, name, provider, model, base_url, api_key, config, created_at, updated_at, kind, status";
 
 impl AgentRow {
     /// The one decoder of an agent row: [`COLUMNS`] in order, from column `at` on.
@@ -39,6 +41,7 @@ impl AgentRow {
             created_at: r.get(at + 7)?,
             updated_at: r.get(at + 8)?,
             kind: r.get(at + 9)?,
+            status: r.get(at + 10)?,
         })
     }
 }
@@ -189,7 +192,7 @@ pub fn turn_setup(
 ) -> Result<Option<TurnSetupRow>> {
     let mut q = c.prepare_cached(
         "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
-         a.created_at, a.updated_at, a.kind, u.username, s.status \
+         a.created_at, a.updated_at, a.kind, a.status, u.username, s.status \
          FROM sessions s JOIN users u ON u.id = s.user_id \
          LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
          WHERE s.id = ?1 AND s.user_id = ?2",
@@ -206,7 +209,36 @@ pub fn turn_setup(
         data_key: Columns::get(r, 0)?,
         agent_id: Columns::get(r, 1)?,
         agent,
-        username: Columns::get(r, 12)?,
-        session_status: Columns::get(r, 13)?,
+        username: Columns::get(r, 13)?,
+        session_status: Columns::get(r, 14)?,
     }))
+}
+
+/// Marks the agent summoning, unless it already is; answers whether it was marked.
+pub fn start_summoning(c: &rusqlite::Connection, user_id: i64, id: i64) -> Result<bool> {
+    let n = c
+        .prepare_cached(
+            "UPDATE agents SET status = 'summoning' WHERE id = ?1 AND user_id = ?2 \
+             AND deleted_at IS NULL AND status = 'active'",
+        )?
+        .execute(rusqlite::params![id, user_id])?;
+    Ok(n == 1)
+}
+
+/// Marks the agent active again.
+pub fn end_summoning(c: &rusqlite::Connection, id: i64) -> Result<()> {
+    c.prepare_cached("UPDATE agents SET status = 'active' WHERE id = ?1")?
+        .execute(rusqlite::params![id])?;
+    Ok(())
+}
+
+/// At start-up: a summoning cut short by a restart leaves its agent active, with whatever
+/// files it has.
+pub async fn end_all_summoning(db: &SqlitePool) -> Result<u64> {
+    Ok(
+        sqlx::query("UPDATE agents SET status = 'active' WHERE status = 'summoning'")
+            .execute(db)
+            .await?
+            .rows_affected(),
+    )
 }

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use hero_backend::{AppState, agents};
 use hero_shared::api::{
     AgentDto, ContextFileContent, ContextFileDto, CreateAgentRequest, PutContextFileRequest,
-    SystemPromptDto, UpdateAgentRequest,
+    SummonRequest, SystemPromptDto, UpdateAgentRequest,
 };
 
 use super::{ApiJson, ApiPath, ApiResult, Authed};
@@ -99,4 +99,18 @@ pub async fn system_prompt(
     Ok(Json(SystemPromptDto {
         prompt: hero_backend::persona::for_session(&st, &user, session_id).await?,
     }))
+}
+
+/// Writes the agent's persona files from a description: 202 with the agent, `summoning`;
+/// `agent_status` on the user's sockets says how it ends.
+pub async fn summon(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(id): ApiPath<i64>,
+    ApiJson(req): ApiJson<SummonRequest>,
+) -> ApiResult<(StatusCode, Json<AgentDto>)> {
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(hero_backend::summon::summon(&st, &user, id, req).await?),
+    ))
 }

@@ -41,6 +41,7 @@ where
                 .delete(agents::delete),
         )
         .route("/agents/{id}/files", get(agents::files))
+        .route("/agents/{id}/summon", post(agents::summon))
         .route(
             "/agents/{id}/files/{name}",
             get(agents::read_file).put(agents::write_file),

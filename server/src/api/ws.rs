@@ -47,6 +47,17 @@ pub async fn ws(
 /// same message a session's feed would send for it.
 pub fn to_ws(ev: &HubEvent) -> Option<WsServerMessage> {
     let (session_id, ev) = match ev {
+        HubEvent::AgentStatus {
+            agent_id,
+            status,
+            detail,
+        } => {
+            return Some(WsServerMessage::AgentStatus {
+                agent_id: *agent_id,
+                status: status.clone(),
+                detail: detail.clone(),
+            });
+        }
         HubEvent::Frame(f) => (f.session_id, SessionEvent::Frame(f.clone())),
         HubEvent::Stream { session_id, event } => (*session_id, SessionEvent::Reply(event.clone())),
         HubEvent::Chunk {
@@ -70,14 +81,15 @@ pub fn to_ws(ev: &HubEvent) -> Option<WsServerMessage> {
 }
 
 /// The session a hub event belongs to.
-fn session_of(ev: &HubEvent) -> i64 {
-    match ev {
+fn session_of(ev: &HubEvent) -> Option<i64> {
+    Some(match ev {
         HubEvent::Frame(f) => f.session_id,
         HubEvent::Stream { session_id, .. } | HubEvent::Chunk { session_id, .. } => *session_id,
         HubEvent::Started(live) => live.session_id,
         HubEvent::Approval(a) => a.session_id,
         HubEvent::Question(q) => q.session_id,
-    }
+        HubEvent::AgentStatus { .. } => return None,
+    })
 }
 
 async fn send(
@@ -243,7 +255,7 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
             }
             ev = live.recv() => match ev {
                 // A subscribed session's events come from its feed.
-                Ok(ev) if feeds.contains_key(&session_of(&ev)) => {}
+                Ok(ev) if session_of(&ev).is_some_and(|s| feeds.contains_key(&s)) => {}
                 Ok(ev) => {
                     if let Some(m) = to_ws(&ev)
                         && !send(&mut sink, &m).await {

@@ -254,3 +254,15 @@ pub fn last_data<'a>(events: &'a [(String, Value)], name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {name} in {:?}", names(events)))
         .1
 }
+
+/// A second user, bob, signed in on the backend: whose requests for alice's things must
+/// find nothing.
+pub async fn bob(h: &Hero) -> hero_backend::auth::AuthUser {
+    hero_backend::accounts::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
+        .await
+        .unwrap();
+    hero_backend::auth::login(&h.st, "bob", "bob-password")
+        .await
+        .unwrap()
+        .user
+}

@@ -59,11 +59,32 @@ pub fn Ask(e: Element, live: bool) -> impl IntoView {
     view! { <Waiting c ctx element_id=id question/> }.into_any()
 }
 
+/// Answers being typed into questions, by request id: kept by the chat view, so that a
+/// message drawn again does not lose them.
+#[derive(Clone, Copy, Default)]
+pub struct Drafts(pub StoredValue<std::collections::HashMap<String, String>>);
+
 /// A question still waiting: its options, a field for another answer, its countdown.
 #[component]
 fn Waiting(c: CallView, ctx: MessageCtx, element_id: String, question: String) -> impl IntoView {
     let answer = ServerAction::<AnswerPrompt>::new();
-    let draft = RwSignal::new(String::new());
+    // What is typed outlives a re-render of the message (a frame of another call arriving).
+    let drafts = use_context::<Drafts>();
+    let key = c.request_id.clone();
+    let draft = RwSignal::new(
+        drafts
+            .as_ref()
+            .and_then(|d| d.0.with_value(|m| m.get(&key).cloned()))
+            .unwrap_or_default(),
+    );
+    if let Some(d) = drafts {
+        Effect::new(move |_| {
+            let text = draft.get();
+            d.0.update_value(|m| {
+                m.insert(key.clone(), text);
+            });
+        });
+    }
     let send = {
         let (ctx, element_id) = (ctx.clone(), element_id.clone());
         move |text: String| {

@@ -3,7 +3,7 @@
 //! through [`super::markdown`] (which sanitizes). Unknown tags never get here: the parser
 //! keeps them as text.
 
-mod ask;
+pub mod ask;
 mod copy;
 mod executable;
 mod link;
