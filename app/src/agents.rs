@@ -201,7 +201,7 @@ fn Agents() -> impl IntoView {
                 <label>"Base URL" <input type="text" name="base_url" placeholder="optional; needed for OpenAI-compatible servers"/></label>
                 <label>"API key" <input type="password" name="api_key" autocomplete="off"/></label>
                 <label>"Config (JSON, merged into every request)" <textarea name="config" rows="3" placeholder="{\"max_tokens\": 4096, \"temperature\": 0.7}"></textarea></label>
-                <label>"Describe it (optional: its own model then writes its persona)" <textarea name="description" rows="2" maxlength="2000" placeholder="a sarcastic Rust reviewer"></textarea></label>
+                <label>"Describe it (optional: its persona is then written from this)" <textarea name="description" rows="2" maxlength="2000" placeholder="a sarcastic Rust reviewer"></textarea></label>
                 <button type="submit">"Add agent"</button>
             </ActionForm>
         </main>

@@ -1043,6 +1043,15 @@ async fn bad_chat_input_is_refused_clearly() {
         Some(json!({"agent_id": demo})),
     )
     .await;
+    // Past its first-run ritual, the demo shows its showcase.
+    let (s, _) = h
+        .json(
+            reqwest::Method::PUT,
+            &format!("/api/agents/{demo}/files/BOOTSTRAP.md"),
+            Some(json!({"content": ""})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
     let events = h.stream(session, "show me").await;
     let done = last_data(&events, "message_complete")["content"]
         .as_str()
