@@ -16,3 +16,7 @@ CREATE TABLE context_files (
     updated_at TEXT NOT NULL
 );
 CREATE UNIQUE INDEX context_files_key ON context_files(agent_id, IFNULL(user_id, 0), name);
+
+-- When an agent's sessions are summarised (compaction): NULL keeps Hero's defaults.
+ALTER TABLE agents ADD COLUMN compact_messages INTEGER CHECK (compact_messages > 0);
+ALTER TABLE agents ADD COLUMN compact_tokens INTEGER CHECK (compact_tokens > 0);

@@ -52,6 +52,8 @@ pub async fn create_agent(
         api_key: Some(api_key).filter(|k| !k.trim().is_empty()),
         config: parse_config(&config).map_err(bad)?,
         kind,
+        compact_after_messages: None,
+        compact_after_tokens: None,
     };
     let agent = hero_backend::agents::create(&st.db, &st.keys, &st.settings.egress, &user, req)
         .await
@@ -105,6 +107,8 @@ pub async fn update_agent(
                 .unwrap_or_else(|| serde_json::json!({})),
         ),
         provider: None,
+        compact_after_messages: None,
+        compact_after_tokens: None,
     };
     hero_backend::agents::update(&st.db, &st.keys, &st.settings.egress, &user, id, req)
         .await

@@ -51,6 +51,8 @@ pub struct AgentRuntime {
     pub kind: AgentKind,
     /// The system prompt of its calls in this turn ([`crate::persona`]).
     pub system: String,
+    /// When its sessions are summarised.
+    pub compact: crate::compact::Thresholds,
 }
 
 impl std::fmt::Debug for AgentRuntime {
@@ -102,6 +104,8 @@ impl AgentRow {
             provider: self.provider()?,
             kind: self.kind()?,
             status: self.status.clone(),
+            compact_after_messages: self.compact_messages.map(|n| n as u64),
+            compact_after_tokens: self.compact_tokens.map(|n| n as u64),
             config: Value::Object(self.config(dk)?),
             name: self.name,
             model: self.model,
@@ -187,6 +191,15 @@ pub fn validate_config(config: Option<&Value>) -> Result<Map<String, Value>> {
         )));
     }
     Ok(map)
+}
+
+/// A compaction threshold: at least 1, at most what SQLite holds.
+fn threshold(what: &str, v: Option<u64>) -> Result<Option<i64>> {
+    match v {
+        None => Ok(None),
+        Some(n) if n >= 1 && n <= i64::MAX as u64 => Ok(Some(n as i64)),
+        Some(_) => Err(Error::Invalid(format!("{what} must be at least 1"))),
+    }
 }
 
 /// Rules that tie fields together: each provider's needs.
@@ -278,9 +291,14 @@ pub async fn create(
         kind: req.kind,
     };
     check_combination(f.provider, &f.base_url)?;
+    let (messages, tokens) = (
+        threshold("compact_after_messages", req.compact_after_messages)?,
+        threshold("compact_after_tokens", req.compact_after_tokens)?,
+    );
     let dk = users::data_key(db, keys, user.id()).await?;
     let mut tx = store::begin_write(db).await?;
     let id = insert(&mut tx, user.id(), &dk, &f).await?;
+    store::agents::set_compaction(&mut tx, id, messages, tokens).await?;
     tx.commit().await?;
     get(db, keys, user, id).await
 }
@@ -353,6 +371,15 @@ pub async fn update(
     };
     check_combination(f.provider, &f.base_url)?;
     store::agents::update(&mut tx, id, &f.plain(), &now_text()).await?;
+    let messages = match req.compact_after_messages {
+        Some(v) => threshold("compact_after_messages", v)?,
+        None => row.compact_messages,
+    };
+    let tokens = match req.compact_after_tokens {
+        Some(v) => threshold("compact_after_tokens", v)?,
+        None => row.compact_tokens,
+    };
+    store::agents::set_compaction(&mut tx, id, messages, tokens).await?;
     write_secrets(&mut tx, id, &dk, &f).await?;
     tx.commit().await?;
     get(db, keys, user, id).await
@@ -448,6 +475,14 @@ impl AgentRow {
             provider: self.provider()?,
             kind: self.kind()?,
             system: String::new(),
+            compact: crate::compact::Thresholds {
+                messages: self
+                    .compact_messages
+                    .map_or(crate::compact::AFTER_MESSAGES, |n| n.max(1) as u64),
+                tokens: self
+                    .compact_tokens
+                    .map_or(crate::compact::AFTER_TOKENS, |n| n.max(1) as u64),
+            },
             config: self.config(dk)?,
             name: self.name,
             model: self.model,

@@ -383,16 +383,84 @@ pub async fn view(
 ) -> Result<hero_shared::wire::CompiledView> {
     let dk = session_key(st, user, session_id).await?;
     let stats = stats(&st.db, session_id).await?;
-    let in_view: Vec<Frame> = before(&st.db, &dk, session_id, i64::MAX)
+    Ok(hero_shared::wire::CompiledView {
+        session_id,
+        messages: compiled_before(st, &dk, session_id, i64::MAX).await?,
+        stats,
+    })
+}
+
+/// The frames from the last summary before `seq` up to `seq`, compiled.
+async fn compiled_before(
+    st: &crate::AppState,
+    dk: &SecretKey,
+    session_id: i64,
+    seq: i64,
+) -> Result<Vec<hero_shared::frame::CompiledMessage>> {
+    let frames: Vec<Frame> = before(&st.db, dk, session_id, seq)
         .await?
         .into_iter()
         .map(|k| (*k.frame).clone())
         .collect();
+    Ok(hero_shared::frame::compile_frames(&frames))
+}
+
+/// What a summary at `before_seq` stands for: the frames from the summary before it (or
+/// the start) up to it, compiled. "Show earlier" pages back one summary at a time.
+pub async fn earlier(
+    st: &crate::AppState,
+    user: &crate::auth::AuthUser,
+    session_id: i64,
+    before_seq: i64,
+) -> Result<hero_shared::wire::CompiledView> {
+    let dk = session_key(st, user, session_id).await?;
     Ok(hero_shared::wire::CompiledView {
         session_id,
-        messages: hero_shared::frame::compile_frames(&in_view),
-        stats,
+        messages: compiled_before(st, &dk, session_id, before_seq.max(0)).await?,
+        stats: Default::default(),
     })
+}
+
+/// Hides a message of the session (or shows it again): an `update` of it whose only key is
+/// `hidden` (reference 003: nothing is deleted). Hidden messages are still sent to the
+/// agent; the page shows them on request.
+pub async fn set_hidden(
+    st: &crate::AppState,
+    user: &crate::auth::AuthUser,
+    session_id: i64,
+    frame_id: &str,
+    hidden: bool,
+) -> Result<()> {
+    let dk = session_key(st, user, session_id).await?;
+    let kept = st
+        .hot_db
+        .write(&st.db, |tx| {
+            store::frames::get_hot(tx, session_id, frame_id)?
+                .filter(|r| r.frame_type == "message")
+                .ok_or(Error::NotFound("message"))?;
+            let f = NewFrame {
+                id: new_id(),
+                session_id,
+                parent_id: Some(frame_id.to_owned()),
+                target_ids: vec![TargetId::Frame(frame_id.to_owned())],
+                frame_type: FrameType::Update,
+                author_type: AuthorType::User,
+                author_id: Some(user.id()),
+                payload: serde_json::json!({ "hidden": hidden }),
+            };
+            let sealed = seal(&dk, f)?;
+            let seq = sealed.insert(tx)?;
+            crate::turn::full_session(st, seq)?;
+            Ok(sealed.kept(seq))
+        })
+        .await?;
+    st.hub.publish(
+        user.id(),
+        session_id,
+        crate::hub::HubEvent::Frame((*kept.frame).clone()),
+    );
+    st.history.append(kept);
+    Ok(())
 }
 
 #[cfg(test)]

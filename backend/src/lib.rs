@@ -48,6 +48,7 @@ pub mod act;
 pub mod agents;
 pub mod answers;
 pub mod auth;
+pub mod compact;
 pub mod conditional;
 pub mod context_files;
 pub mod crypto;

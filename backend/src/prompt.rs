@@ -151,6 +151,17 @@ Answer with exactly these four blocks and nothing else, each file in Markdown, a
 <file name=\"AGENTS.md\">how it works: how it answers, when it acts, what it never does</file>
 <file name=\"TOOLS.md\">notes on using its tools (bash in a sandboxed /workspace, websearch, ask) for its job</file>";
 
+/// The task of a compaction call ([`crate::compact`]), a section after the agent's own
+/// prompt: reference 003's summary that keeps decisions, open questions and a TODO list.
+pub const COMPACT: &str = "Summarise the whole conversation so far for your future self: this summary replaces it in your context from now on, and the messages it covers will not be sent to you again.
+Keep everything you will need to carry on: who the user is and what they want, the facts and references established, the decisions made and why, what you did (calls and their results that matter), the open questions, and end with a TODO list of what is still to do (`- [ ] …`).
+Write plain Markdown, as compact as you can while losing nothing that matters; no greeting, no preamble.";
+
+/// A prompt with a task for one call appended as its last section.
+pub fn with_task(system: &str, task: &str) -> String {
+    format!("{}\n## Task\n{task}\n", system.trim_end())
+}
+
 /// What a prompt is built from.
 #[derive(Clone, Debug, Default)]
 pub struct Input<'a> {

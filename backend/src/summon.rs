@@ -10,13 +10,12 @@
 //! The files go where the agent's type routes them, written as by its owner (summoning is
 //! the owner's request, not the agent's, so a predefined agent's own files may be written).
 
-use futures::StreamExt;
 use hero_shared::api::{AgentDto, SummonRequest};
 
 use crate::auth::AuthUser;
 use crate::context_files::{self, Of, Writer};
 use crate::hub::HubEvent;
-use crate::providers::{self, Call, ChatMessage, Delta, Role};
+use crate::providers::{self, Call, ChatMessage, Role};
 use crate::{AppState, Error, Result, agents, store};
 
 /// The files a summoning writes.
@@ -167,32 +166,15 @@ async fn write_with(
         )],
         tools: Vec::new(),
     };
-    let read = async {
-        let mut stream = providers::stream(&st.http, &st.call_options, call)
-            .await
-            .map_err(|e| format!("the provider refused: {e}"))?;
-        let mut reply = String::new();
-        while let Some(d) = stream.next().await {
-            match d {
-                Ok(Delta::Text(t)) => {
-                    reply.push_str(&t);
-                    if reply.len() > MAX_REPLY_BYTES {
-                        return Err(format!(
-                            "the reply is longer than {} KiB",
-                            MAX_REPLY_BYTES >> 10
-                        ));
-                    }
-                }
-                Ok(Delta::Done { .. }) => break,
-                Ok(_) => {}
-                Err(e) => return Err(format!("the reply was cut: {e}")),
-            }
-        }
-        Ok(reply)
-    };
-    let reply = tokio::time::timeout(st.settings.summon_timeout, read)
-        .await
-        .map_err(|_| format!("no reply within {} s", st.settings.summon_timeout.as_secs()))??;
+    let reply = providers::collect(
+        &st.http,
+        &st.call_options,
+        call,
+        st.settings.summon_timeout,
+        MAX_REPLY_BYTES,
+        None,
+    )
+    .await?;
     parse(&reply)
 }
 

@@ -121,6 +121,8 @@ async fn scenario(
             api_key: Some("k".into()),
             config: None,
             kind: Default::default(),
+            compact_after_messages: None,
+            compact_after_tokens: None,
         },
     )
     .await
@@ -166,9 +168,17 @@ async fn scenario(
     let mut cpu = Vec::with_capacity(turns);
     for _ in 0..turns {
         let before = server_cpu_us();
-        let mut handle = turn::post(&t, &user, session, "and then?".into())
-            .await
-            .expect("turn");
+        let mut handle = turn::post(
+            &t,
+            &user,
+            session,
+            hero_shared::api::PostMessageRequest {
+                content: "and then?".into(),
+                private: false,
+            },
+        )
+        .await
+        .expect("turn");
         while let Some(ev) = handle.events.next().await {
             match ev {
                 SseEvent::Error(e) => panic!("the turn failed: {}", e.error),

@@ -1175,6 +1175,8 @@ async fn the_mock_on_loopback_is_refused_without_the_allowance() {
                 api_key: Some(KEY.into()),
                 config: None,
                 kind: Default::default(),
+                compact_after_messages: None,
+                compact_after_tokens: None,
             },
         )
         .await

@@ -239,6 +239,12 @@ pub struct AgentDto {
     /// `active`, or `summoning` while its files are written from a description.
     #[serde(default = "active")]
     pub status: String,
+    /// Its sessions are summarised past this many messages, or tokens, since the last
+    /// summary (null: Hero's defaults, 200 and 60,000).
+    #[serde(default)]
+    pub compact_after_messages: Option<u64>,
+    #[serde(default)]
+    pub compact_after_tokens: Option<u64>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -258,6 +264,11 @@ pub struct CreateAgentRequest {
     /// Where its context files live; `open` when not given. Chosen once, at creation.
     #[serde(rename = "type", default)]
     pub kind: AgentKind,
+    /// When its sessions are summarised (omitted: Hero's defaults).
+    #[serde(default)]
+    pub compact_after_messages: Option<u64>,
+    #[serde(default)]
+    pub compact_after_tokens: Option<u64>,
 }
 
 /// A partial update; `api_key: null` removes the key, `base_url: null` the URL.
@@ -276,6 +287,11 @@ pub struct UpdateAgentRequest {
     pub api_key: Option<Option<String>>,
     #[serde(default)]
     pub config: Option<serde_json::Value>,
+    /// `null` returns to Hero's default.
+    #[serde(default, with = "double_option")]
+    pub compact_after_messages: Option<Option<u64>>,
+    #[serde(default, with = "double_option")]
+    pub compact_after_tokens: Option<Option<u64>>,
 }
 
 /// `POST /api/sessions/{id}/messages[/stream]`.
@@ -283,6 +299,9 @@ pub struct UpdateAgentRequest {
 #[serde(deny_unknown_fields)]
 pub struct PostMessageRequest {
     pub content: String,
+    /// Stored and shown, never sent to the agent (no reply).
+    #[serde(default)]
+    pub private: bool,
 }
 
 /// The batch answer of `POST /api/sessions/{id}/messages`.

@@ -31,13 +31,46 @@ pub async fn session_view(session_id: i64) -> Result<CompiledView, ServerFnError
 
 /// Starts a turn and returns its message id at once; the reply arrives on the event stream.
 #[server(prefix = "/_fn")]
-pub async fn post_message(session_id: i64, content: String) -> Result<String, ServerFnError> {
+pub async fn post_message(
+    session_id: i64,
+    content: String,
+    private: bool,
+) -> Result<String, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    let handle = hero_backend::turn::post(&st, &user, session_id, content)
+    let req = hero_shared::api::PostMessageRequest { content, private };
+    let handle = hero_backend::turn::post(&st, &user, session_id, req)
         .await
         .map_err(fail)?;
     Ok(handle.message_id)
+}
+
+/// Hides a message (or shows it again): an update frame.
+#[server(prefix = "/_fn")]
+pub async fn set_hidden(
+    session_id: i64,
+    frame_id: String,
+    hidden: bool,
+) -> Result<(), ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    hero_backend::frames::set_hidden(&st, &user, session_id, &frame_id, hidden)
+        .await
+        .map_err(fail)
+}
+
+/// What the summary at `before_seq` stands for ("show earlier").
+#[server(prefix = "/_fn")]
+pub async fn earlier_messages(
+    session_id: i64,
+    before_seq: i64,
+) -> Result<Vec<CompiledMessage>, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    hero_backend::frames::earlier(&st, &user, session_id, before_seq)
+        .await
+        .map(|v| v.messages)
+        .map_err(fail)
 }
 
 /// Stops the session's reply in flight (what arrived is kept) and its calls.
@@ -97,19 +130,105 @@ fn MessageView(
     view! { <MessageBody m/> {cards} }
 }
 
+/// A message's marks (private, hidden) and its menu (hide, show again).
+#[component]
+fn MessageMarks(m: CompiledMessage) -> impl IntoView {
+    let hide = ServerAction::<SetHidden>::new();
+    let ctx = use_context::<elements::prompt::MessageCtx>();
+    let private = m.payload.get("private").and_then(|v| v.as_bool()) == Some(true);
+    let hidden = m.hidden;
+    let id = m.frame_id.clone();
+    view! {
+        <div class="msg-marks">
+            {private.then(|| view! { <span class="badge mark-private" title="Not sent to the agent">"private"</span> })}
+            {hidden.then(|| view! { <span class="badge mark-hidden">"hidden"</span> })}
+            {ctx.map(|c| view! {
+                <button type="button" class="msg-menu" on:click=move |_| {
+                    hide.dispatch(SetHidden { session_id: c.session_id, frame_id: id.clone(), hidden: !hidden });
+                }>{if hidden { "Show again" } else { "Hide" }}</button>
+            })}
+        </div>
+    }
+}
+
+/// Where a summary stands in for what came before it: the summary, collapsed, and a way to
+/// page in what it covers.
+#[component]
+fn Summarised(m: CompiledMessage) -> impl IntoView {
+    let before_seq = m.seq;
+    let earlier = use_context::<Earlier>();
+    let ctx = use_context::<elements::prompt::MessageCtx>();
+    let fetch = ServerAction::<EarlierMessages>::new();
+    Effect::new(move |_| {
+        if let (Some(Ok(list)), Some(e)) = (fetch.value().get(), earlier) {
+            e.0.update(|segments| {
+                if !segments.iter().any(|(seq, _)| *seq == before_seq) {
+                    segments.push((before_seq, list));
+                }
+            });
+        }
+    });
+    let shown =
+        move || earlier.is_some_and(|e| e.0.with(|s| s.iter().any(|(seq, _)| *seq == before_seq)));
+    let covered = m
+        .payload
+        .get("messages")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0);
+    view! {
+        <div class="compact-divider" data-message-id=m.frame_id.clone() data-testid="summarised">
+            <div class="compact-head">
+                <span class="compact-label">{format!("Summarised: {covered} earlier messages")}</span>
+                {move || (!shown()).then(|| {
+                    let c = ctx.clone();
+                    view! {
+                        <button type="button" class="show-earlier" on:click=move |_| {
+                            if let Some(c) = &c {
+                                fetch.dispatch(EarlierMessages { session_id: c.session_id, before_seq });
+                            }
+                        }>"Show earlier"</button>
+                    }
+                })}
+            </div>
+            <details class="compact-summary">
+                <summary>"The summary the agent carries on from"</summary>
+                <markdown::Markdown src=Signal::stored(m.content.clone())/>
+            </details>
+        </div>
+    }
+}
+
+/// Earlier parts of the conversation paged in above the view, each by the seq of the
+/// summary that stands for it.
+#[derive(Clone, Copy)]
+pub struct Earlier(pub RwSignal<Vec<(i64, Vec<CompiledMessage>)>>);
+
+/// Whether hidden messages are shown.
+#[derive(Clone, Copy)]
+pub struct ShowHidden(pub RwSignal<bool>);
+
 #[component]
 fn MessageBody(m: CompiledMessage) -> impl IntoView {
     let id = m.frame_id.clone();
+    if m.frame_type == FrameType::Compact {
+        return view! { <Summarised m/> }.into_any();
+    }
+    let private = m.payload.get("private").and_then(|v| v.as_bool()) == Some(true);
+    let extra = format!(
+        "{}{}",
+        if private { " msg-private" } else { "" },
+        if m.hidden { " msg-hidden" } else { "" }
+    );
     match m.role {
         Role::User => view! {
-            <div class="msg msg-user" data-message-id=id>
-                <div class="msg-who">"You"</div>
+            <div class=format!("msg msg-user{extra}") data-message-id=id>
+                <div class="msg-who">"You" <MessageMarks m=m.clone()/></div>
                 <div class="msg-body plain">{m.content}</div>
             </div>
         }
         .into_any(),
         Role::System => view! {
-            <div class="msg msg-system" data-message-id=id>{m.content}</div>
+            <div class=format!("msg msg-system{extra}") data-message-id=id>{m.content.clone()} <MessageMarks m=m.clone()/></div>
         }
         .into_any(),
         Role::Agent => {
@@ -133,8 +252,8 @@ fn MessageBody(m: CompiledMessage) -> impl IntoView {
                 && m.payload.get("aborted_by").is_none();
             let doc = hero_shared::hml::parse(&m.content);
             view! {
-                <div class="msg msg-agent" data-message-id=id>
-                    <div class="msg-who" data-testid="agent-name">{name}</div>
+                <div class=format!("msg msg-agent{extra}") data-message-id=id.clone()>
+                    <div class="msg-who"><span data-testid="agent-name">{name}</span> <MessageMarks m=m.clone()/></div>
                     <div class="msg-body">{nodes_view(doc.nodes, false)}</div>
                     {aborted.then(|| view! { <div class="msg-note">"Stopped: the reply was cut short at your request."</div> })}
                     {error.map(|e| view! { <div class="msg-error" role="alert">{e}</div> })}
@@ -157,12 +276,16 @@ pub fn ChatView(
     let session_id = session.id;
     let feed = use_session_events(session_id, initial);
     provide_context(elements::ask::Drafts::default());
+    let show_hidden = RwSignal::new(false);
+    provide_context(ShowHidden(show_hidden));
+    provide_context(Earlier(RwSignal::new(Vec::new())));
     // Whether the view follows new content: only while the reader is near the bottom.
     let near_bottom = RwSignal::new(true);
     let connected = feed.connected;
     view! {
         <div class="chat" data-connected=move || connected.get().to_string()>
             <AgentPicker session_id current=session.agent_id agents streaming=session.streaming/>
+            <label class="show-hidden"><input type="checkbox" on:change=move |ev| show_hidden.set(event_target_checked(&ev))/>"Show hidden messages"</label>
             <MessageList feed session_id streaming=session.streaming near_bottom/>
             <Composer session_id feed near_bottom/>
         </div>
@@ -253,6 +376,28 @@ fn AgentPicker(
     }
 }
 
+/// Stored messages, each with the cards of its calls; hidden ones only when asked for.
+fn messages_view(
+    messages: Vec<CompiledMessage>,
+    session_id: i64,
+    show_hidden: bool,
+) -> impl IntoView {
+    let mut all = hero_shared::calls::calls(&messages);
+    messages
+        .into_iter()
+        .filter(|m| show_hidden || !m.hidden)
+        // A call's request and result show as a card under its message.
+        .filter(|m| !matches!(m.frame_type, FrameType::Request | FrameType::Result))
+        .map(|m| {
+            let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut all)
+                .into_iter()
+                .partition(|c| c.message_id == m.frame_id);
+            all = rest;
+            view! { <MessageView m session_id calls=mine/> }
+        })
+        .collect_view()
+}
+
 /// The stored messages, then the reply in flight; follows new content while the reader is
 /// near the bottom, and offers a way down when they are not.
 #[component]
@@ -269,6 +414,8 @@ fn MessageList(
         ..
     } = feed;
     let scroller = NodeRef::<leptos::html::Div>::new();
+    let show_hidden = use_context::<ShowHidden>().map_or(RwSignal::new(false), |s| s.0);
+    let earlier = use_context::<Earlier>();
     Effect::new(move |_| {
         tick.get();
         if near_bottom.get_untracked()
@@ -305,24 +452,22 @@ fn MessageList(
     };
     view! {
         <div class="messages" node_ref=scroller on:scroll=on_scroll data-testid="messages">
+            // Earlier parts paged in, oldest first.
+            {move || {
+                let show = show_hidden.get();
+                let mut segments = earlier.map(|e| e.0.get()).unwrap_or_default();
+                segments.sort_by_key(|(seq, _)| *seq);
+                segments
+                    .into_iter()
+                    .map(|(_, messages)| view! { <div class="earlier">{messages_view(messages, session_id, show)}</div> })
+                    .collect_view()
+            }}
             {move || {
                 let v = conversation.get();
                 if v.messages.is_empty() {
                     view! { <p class="empty">"No messages yet. Say hello below."</p> }.into_any()
                 } else {
-                    let mut all = hero_shared::calls::calls(&v.messages);
-                    v.messages
-                        .into_iter()
-                        .filter(|m| !m.hidden)
-                        // A call's request and result show as a card under its message.
-                        .filter(|m| !matches!(m.frame_type, FrameType::Request | FrameType::Result))
-                        .map(|m| {
-                            let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut all).into_iter().partition(|c| c.message_id == m.frame_id);
-                            all = rest;
-                            view! { <MessageView m session_id calls=mine/> }
-                        })
-                        .collect_view()
-                        .into_any()
+                    messages_view(v.messages, session_id, show_hidden.get()).into_any()
                 }
             }}
             {move || live.get().map(|l| view! { <LiveMessage l streaming/> })}
@@ -359,6 +504,8 @@ fn Composer(session_id: i64, feed: SessionEvents, near_bottom: RwSignal<bool>) -
         ..
     } = feed;
     let draft = RwSignal::new(String::new());
+    // A private message is stored and shown, never sent to the agent.
+    let private = RwSignal::new(false);
     let send = ServerAction::<PostMessage>::new();
     let reply = ServerAction::<elements::prompt::AnswerPrompt>::new();
     let stop = ServerAction::<AbortTurn>::new();
@@ -395,6 +542,7 @@ fn Composer(session_id: i64, feed: SessionEvents, near_bottom: RwSignal<bool>) -
                 send.dispatch(PostMessage {
                     session_id,
                     content,
+                    private: private.get_untracked(),
                 });
             }
         }
@@ -440,6 +588,9 @@ fn Composer(session_id: i64, feed: SessionEvents, near_bottom: RwSignal<bool>) -
                 }
                 disabled=move || busy() || !connected.get()
             ></textarea>
+            <label class="private-toggle" title="Stored and shown, never sent to the agent">
+                <input type="checkbox" prop:checked=move || private.get() on:change=move |ev| private.set(event_target_checked(&ev))/>"Private"
+            </label>
             {move || if busy() {
                 view! { <button type="button" class="stop" on:click=move |_| { stop.dispatch(AbortTurn { session_id }); }>"Stop"</button> }.into_any()
             } else {

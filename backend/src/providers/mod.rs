@@ -201,6 +201,52 @@ pub async fn stream(
     })
 }
 
+/// One whole reply as text, bounded in time and in size, for calls that are not a chat
+/// turn (summoning, compaction): `Err` says in a line why there is none. A Stop reaching
+/// `abort` ends it too.
+pub async fn collect(
+    client: &Outbound,
+    opts: &CallOptions,
+    call: Call<'_>,
+    within: Duration,
+    max_bytes: usize,
+    abort: Option<&crate::turn::Abort>,
+) -> Result<String, String> {
+    use futures::StreamExt;
+    let read = async {
+        let mut stream = stream(client, opts, call)
+            .await
+            .map_err(|e| format!("the provider refused: {e}"))?;
+        let mut reply = String::new();
+        while let Some(d) = stream.next().await {
+            match d {
+                Ok(Delta::Text(t)) => {
+                    reply.push_str(&t);
+                    if reply.len() > max_bytes {
+                        return Err(format!("the reply is longer than {} KiB", max_bytes >> 10));
+                    }
+                }
+                Ok(Delta::Done { .. }) => break,
+                Ok(_) => {}
+                Err(e) => return Err(format!("the reply was cut: {e}")),
+            }
+        }
+        Ok(reply)
+    };
+    let timed = async {
+        tokio::time::timeout(within, read)
+            .await
+            .map_err(|_| format!("no reply within {} s", within.as_secs()))?
+    };
+    match abort {
+        Some(a) => tokio::select! {
+            r = timed => r,
+            () = a.aborted() => Err("stopped by the user".into()),
+        },
+        None => timed.await,
+    }
+}
+
 /// Merges consecutive messages of one role and makes the first one the user's, as both
 /// APIs expect a conversation to read.
 pub fn normalize(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {

@@ -22,10 +22,13 @@ pub struct AgentRow {
     pub kind: String,
     /// `active`, or `summoning` while its files are written from a description.
     pub status: String,
+    /// When its sessions are summarised (NULL: the defaults).
+    pub compact_messages: Option<i64>,
+    pub compact_tokens: Option<i64>,
 }
 
-const COLUMNS: &str =
-    "id, name, provider, model, base_url, api_key, config, created_at, updated_at, kind, status";
+const COLUMNS: &str = "id, name, provider, model, base_url, api_key, config, created_at, updated_at, kind, status, \
+     compact_messages, compact_tokens";
 
 impl AgentRow {
     /// The one decoder of an agent row: [`COLUMNS`] in order, from column `at` on.
@@ -42,6 +45,8 @@ impl AgentRow {
             updated_at: r.get(at + 8)?,
             kind: r.get(at + 9)?,
             status: r.get(at + 10)?,
+            compact_messages: r.get(at + 11)?,
+            compact_tokens: r.get(at + 12)?,
         })
     }
 }
@@ -192,7 +197,8 @@ pub fn turn_setup(
 ) -> Result<Option<TurnSetupRow>> {
     let mut q = c.prepare_cached(
         "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
-         a.created_at, a.updated_at, a.kind, a.status, u.username, s.status \
+         a.created_at, a.updated_at, a.kind, a.status, a.compact_messages, a.compact_tokens, \
+         u.username, s.status \
          FROM sessions s JOIN users u ON u.id = s.user_id \
          LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
          WHERE s.id = ?1 AND s.user_id = ?2",
@@ -209,8 +215,8 @@ pub fn turn_setup(
         data_key: Columns::get(r, 0)?,
         agent_id: Columns::get(r, 1)?,
         agent,
-        username: Columns::get(r, 13)?,
-        session_status: Columns::get(r, 14)?,
+        username: Columns::get(r, 15)?,
+        session_status: Columns::get(r, 16)?,
     }))
 }
 
@@ -241,4 +247,20 @@ pub async fn end_all_summoning(db: &SqlitePool) -> Result<u64> {
             .await?
             .rows_affected(),
     )
+}
+
+/// Sets when the agent's sessions are summarised (None: the defaults).
+pub async fn set_compaction(
+    c: &mut SqliteConnection,
+    id: i64,
+    messages: Option<i64>,
+    tokens: Option<i64>,
+) -> Result<()> {
+    sqlx::query("UPDATE agents SET compact_messages = ?, compact_tokens = ? WHERE id = ?")
+        .bind(messages)
+        .bind(tokens)
+        .bind(id)
+        .execute(c)
+        .await?;
+    Ok(())
 }

@@ -54,10 +54,14 @@ pub struct TurnHandle {
 /// What a posted message asks for.
 enum Posted {
     Message(String),
+    /// Stored and shown, never sent to the agent.
+    Private(String),
     Streaming(bool),
+    /// `/compact`: summarise the conversation now.
+    Compact,
 }
 
-fn read_post(content: &str) -> Result<Posted> {
+fn read_post(content: &str, private: bool) -> Result<Posted> {
     if content.trim().is_empty() {
         return Err(Error::Invalid("the message is empty".into()));
     }
@@ -66,21 +70,26 @@ fn read_post(content: &str) -> Result<Posted> {
             "the message is too long (at most {MAX_MESSAGE_CHARS} characters)"
         )));
     }
+    if private {
+        return Ok(Posted::Private(content.to_owned()));
+    }
     Ok(match content.trim() {
         "/stream on" => Posted::Streaming(true),
         "/stream off" => Posted::Streaming(false),
+        "/compact" => Posted::Compact,
         _ => Posted::Message(content.to_owned()),
     })
 }
 
-/// Validates, stores the user's message and starts the agent's reply.
+/// Validates, stores the user's message and starts the agent's reply (a private message is
+/// stored only; `/compact` summarises the conversation; `/stream on|off` switches modes).
 pub async fn post(
     st: &AppState,
     user: &AuthUser,
     session_id: i64,
-    content: String,
+    req: hero_shared::api::PostMessageRequest,
 ) -> Result<TurnHandle> {
-    let posted = read_post(&content)?;
+    let posted = read_post(&req.content, req.private)?;
     if st.hub.is_closing() {
         return Err(Error::Unavailable(
             "the server is shutting down; send the message again in a moment",
@@ -102,27 +111,18 @@ pub async fn post(
             } else {
                 "Streaming is off: replies arrive whole."
             };
-            // The switch and its note in the log commit together.
-            let kept = st
-                .hot_db
-                .write(&st.db, |tx| {
-                    let setup = agents::turn_setup(tx, &st.keys, user, session_id)?;
-                    sessions::set_streaming(tx, user, session_id, on)?;
-                    let mut f = NewFrame::message(
-                        session_id,
-                        AuthorType::System,
-                        None,
-                        json!({"role": "system", "content": note}),
-                    );
-                    f.id = message_id.clone();
-                    let sealed = frames::seal(&setup.dk, f)?;
-                    let seq = sealed.insert(tx)?;
-                    full_session(st, seq)?;
-                    Ok(sealed.kept(seq))
-                })
-                .await?;
-            let frame = (*kept.frame).clone();
-            st.history.append(kept);
+            // The switch and its note (private: for the user, not the agent) commit together.
+            let mut f = NewFrame::message(
+                session_id,
+                AuthorType::System,
+                None,
+                json!({"role": "system", "content": note, "private": true}),
+            );
+            f.id = message_id.clone();
+            store_now(st, user, f, |tx| {
+                sessions::set_streaming(tx, user, session_id, on)
+            })
+            .await?;
             out.emit(SseEvent::MessageStart(MessageStart {
                 message_id: message_id.clone(),
                 session_id,
@@ -132,9 +132,53 @@ pub async fn post(
                 message_id: message_id.clone(),
                 text: note.into(),
             }));
-            st.hub
-                .publish(user.id(), session_id, HubEvent::Frame(frame));
             out.emit(complete(&message_id, note, Vec::new()));
+            return Ok(TurnHandle { message_id, events });
+        }
+        Posted::Private(text) => {
+            let mut f = NewFrame::message(
+                session_id,
+                AuthorType::User,
+                Some(user.id()),
+                json!({"role": "user", "content": text, "private": true}),
+            );
+            f.id = message_id.clone();
+            store_now(st, user, f, |_| Ok(())).await?;
+            // No reply: the message ends where it began.
+            out.emit(complete(&message_id, "", Vec::new()));
+            return Ok(TurnHandle { message_id, events });
+        }
+        Posted::Compact => {
+            // Checked now: a session of someone else's is a 404 here, not a failed summary.
+            sessions::get(&st.db, user, session_id).await?;
+            let (st2, user2, id) = (st.clone(), user.clone(), message_id.clone());
+            let summary = async move {
+                out.emit(SseEvent::MessageStart(MessageStart {
+                    message_id: id.clone(),
+                    session_id,
+                    agent_name: "Hero".into(),
+                }));
+                let acting = st2.turns.acting(session_id);
+                match crate::compact::compact(&st2, &user2, session_id, Some(acting.abort())).await
+                {
+                    Ok(frame) => {
+                        let text = frame.payload["content"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned();
+                        out.emit(complete(&id, &text, Vec::new()));
+                    }
+                    Err(e) => {
+                        out.emit(SseEvent::Error(ErrorData {
+                            message_id: Some(id.clone()),
+                            error: e.public_message(),
+                        }));
+                        out.emit(complete(&id, "", Vec::new()));
+                    }
+                }
+                drop(acting);
+            };
+            events.start(Box::pin(summary), &st.turns.watch);
             return Ok(TurnHandle { message_id, events });
         }
         Posted::Message(c) => c,
@@ -188,6 +232,33 @@ pub async fn post(
     );
     events.start(turn, &st.turns.watch);
     Ok(TurnHandle { message_id, events })
+}
+
+/// Stores a frame of the poster's own (a note, a private message) with `also` in one
+/// transaction, and hands it to the session's readers.
+async fn store_now(
+    st: &AppState,
+    user: &AuthUser,
+    f: NewFrame,
+    also: impl Fn(&rusqlite::Connection) -> Result<()> + Send,
+) -> Result<()> {
+    let session_id = f.session_id;
+    let kept = st
+        .hot_db
+        .write(&st.db, |tx| {
+            let setup = agents::turn_setup(tx, &st.keys, user, session_id)?;
+            also(tx)?;
+            let sealed = frames::seal(&setup.dk, f.clone())?;
+            let seq = sealed.insert(tx)?;
+            full_session(st, seq)?;
+            Ok(sealed.kept(seq))
+        })
+        .await?;
+    let frame = (*kept.frame).clone();
+    st.history.append(kept);
+    st.hub
+        .publish(user.id(), session_id, HubEvent::Frame(frame));
+    Ok(())
 }
 
 /// Stop: the session's replies in flight end (keeping what they have), calls running for
@@ -332,7 +403,7 @@ fn complete(message_id: &str, content: &str, executed: Vec<ExecutedElement>) -> 
 /// what the agent is told, as a native tool result when the call was a tool call. System
 /// entries (results, summaries, notes) reach the model as user-side text. The conditional
 /// abilities that apply ([`crate::conditional`]) are added after the last input, unstored.
-fn context(frames: &[Kept]) -> Vec<ChatMessage> {
+pub(crate) fn context(frames: &[Kept]) -> Vec<ChatMessage> {
     let compiled = compile_frames(frames);
     let injected = crate::conditional::instructions(
         crate::conditional::builtin(),
@@ -342,6 +413,8 @@ fn context(frames: &[Kept]) -> Vec<ChatMessage> {
     );
     let mut messages: Vec<ChatMessage> = compiled
         .into_iter()
+        // Private messages are the user's alone.
+        .filter(|m| m.payload.get("private") != Some(&Value::Bool(true)))
         .filter_map(|m| match (m.frame_type, m.role) {
             (FrameType::Request, _) => None,
             (FrameType::Result, _) => {
@@ -420,7 +493,11 @@ fn rounds_since_user(frames: &[Kept]) -> usize {
 }
 
 /// The conversation since the last compact as it now is (after calls appended to it).
-async fn load_context(st: &AppState, dk: &SecretKey, session_id: i64) -> Result<Vec<Kept>> {
+pub(crate) async fn load_context(
+    st: &AppState,
+    dk: &SecretKey,
+    session_id: i64,
+) -> Result<Vec<Kept>> {
     let rows = st
         .hot_db
         .read(&st.db, |c| {
@@ -550,6 +627,10 @@ async fn converse(
         };
         let Some(kept) = kept else {
             st.turns.end(session_id, &r.message_id);
+            // Past its agent's threshold, the conversation is summarised.
+            if let Ok(kept) = load_context(&st, &dk, session_id).await {
+                crate::compact::maybe(&st, &user, session_id, agent.compact, &kept);
+            }
             return;
         };
         // The agent is given the results: the conversation as it now is, a new reply. It

@@ -24,7 +24,7 @@ pub async fn post_stream(
     ApiPath(id): ApiPath<i64>,
     ApiJson(req): ApiJson<PostMessageRequest>,
 ) -> ApiResult<TurnSse> {
-    let handle = turn::post(&st, &user, id, req.content).await?;
+    let handle = turn::post(&st, &user, id, req).await?;
     Ok(TurnSse::new(handle.events))
 }
 
@@ -35,7 +35,7 @@ pub async fn post_batch(
     ApiPath(id): ApiPath<i64>,
     ApiJson(req): ApiJson<PostMessageRequest>,
 ) -> ApiResult<Json<PostMessageResponse>> {
-    let mut handle = turn::post(&st, &user, id, req.content).await?;
+    let mut handle = turn::post(&st, &user, id, req).await?;
     let mut error = None;
     let mut content = String::new();
     let mut message_id = handle.message_id;
@@ -164,4 +164,36 @@ pub async fn view(
     ApiPath(id): ApiPath<i64>,
 ) -> ApiResult<Json<CompiledView>> {
     Ok(Json(frames::view(&st, &user, id).await?))
+}
+
+/// `GET …/view/earlier?before_seq=N`: what the summary at seq N stands for, compiled.
+pub async fn earlier(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(id): ApiPath<i64>,
+    ApiQuery(q): ApiQuery<EarlierQuery>,
+) -> ApiResult<Json<CompiledView>> {
+    Ok(Json(frames::earlier(&st, &user, id, q.before_seq).await?))
+}
+
+#[derive(Deserialize)]
+pub struct EarlierQuery {
+    before_seq: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HiddenRequest {
+    hidden: bool,
+}
+
+/// `PUT …/frames/{frame_id}/hidden`: hides a message, or shows it again (an update frame).
+pub async fn set_hidden(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath((id, frame_id)): ApiPath<(i64, String)>,
+    ApiJson(req): ApiJson<HiddenRequest>,
+) -> ApiResult<axum::http::StatusCode> {
+    frames::set_hidden(&st, &user, id, &frame_id, req.hidden).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
 }

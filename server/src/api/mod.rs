@@ -54,6 +54,11 @@ where
         .route("/sessions/{id}/frames/stats", get(chat::frame_stats))
         .route("/sessions/{id}/frames/{frame_id}", get(chat::get_frame))
         .route("/sessions/{id}/view", get(chat::view))
+        .route("/sessions/{id}/view/earlier", get(chat::earlier))
+        .route(
+            "/sessions/{id}/frames/{frame_id}/hidden",
+            axum::routing::put(chat::set_hidden),
+        )
         .route(
             "/sessions/{id}/approvals/{request_frame_id}",
             post(calls::decide),

@@ -171,10 +171,16 @@ impl Hero {
 
     /// Posts a message to the streaming endpoint and reads every SSE event of the answer.
     pub async fn stream(&self, session: i64, content: &str) -> Vec<(String, Value)> {
+        self.stream_body(session, json!({ "content": content }))
+            .await
+    }
+
+    /// The same with a whole request body (`private`, …).
+    pub async fn stream_body(&self, session: i64, body: Value) -> Vec<(String, Value)> {
         let resp = self
             .c
             .post(self.url(&format!("/api/sessions/{session}/messages/stream")))
-            .json(&json!({"content": content}))
+            .json(&body)
             .send()
             .await
             .unwrap();
