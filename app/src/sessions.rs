@@ -145,7 +145,7 @@ pub fn Workspace() -> impl IntoView {
         move || current.get(),
         |id| async move {
             match id {
-                Some(id) => crate::chat::session_view(id).await.map(Some),
+                Some(id) => crate::chat::session_view(id, None).await.map(Some),
                 None => Ok(None),
             }
         },

@@ -373,40 +373,75 @@ pub async fn stats(db: &SqlitePool, session_id: i64) -> Result<hero_shared::fram
     Ok(st)
 }
 
-/// The page's view of a session: compiled from the last compact on, with the statistics of
-/// every frame. Reads and decrypts only what it returns (what precedes the compact is
-/// counted, never opened). Checks that the session is the user's.
+/// The most messages a page of the conversation holds: the page renders them, and "show
+/// earlier" (or scrolling up) pages in the ones before.
+pub const PAGE_MESSAGES: i64 = 50;
+
+/// The page's view of a session: its latest [`PAGE_MESSAGES`] messages since the last
+/// compact (what follows them, calls and answers, included), with the statistics of every
+/// frame. Reads and decrypts only what it returns. With `from`, the view starts there
+/// instead (a page that recompiles keeps the part it shows).
 pub async fn view(
     st: &crate::AppState,
     user: &crate::auth::AuthUser,
     session_id: i64,
+    from: Option<i64>,
 ) -> Result<hero_shared::wire::CompiledView> {
     let dk = session_key(st, user, session_id).await?;
     let stats = stats(&st.db, session_id).await?;
+    let (messages, earlier_before) = match from {
+        Some(from) => {
+            let (_, lower) =
+                store::frames::page_start(&st.db, session_id, i64::MAX, PAGE_MESSAGES).await?;
+            let from = from.max(lower);
+            (
+                compiled_range(st, &dk, session_id, from, i64::MAX).await?,
+                (from > lower).then_some(from),
+            )
+        }
+        None => page(st, &dk, session_id, i64::MAX).await?,
+    };
     Ok(hero_shared::wire::CompiledView {
         session_id,
-        messages: compiled_before(st, &dk, session_id, i64::MAX).await?,
+        messages,
         stats,
+        earlier_before,
     })
 }
 
-/// The frames from the last summary before `seq` up to `seq`, compiled.
-async fn compiled_before(
+/// The page of the conversation before `before_seq`, compiled, and where the page before
+/// it ends, if there is one in the same part (between two summaries).
+async fn page(
     st: &crate::AppState,
     dk: &SecretKey,
     session_id: i64,
-    seq: i64,
+    before_seq: i64,
+) -> Result<(Vec<hero_shared::frame::CompiledMessage>, Option<i64>)> {
+    let (start, lower) =
+        store::frames::page_start(&st.db, session_id, before_seq, PAGE_MESSAGES).await?;
+    let messages = compiled_range(st, dk, session_id, start, before_seq).await?;
+    Ok((messages, (start > lower).then_some(start)))
+}
+
+/// The frames with `from <= seq < to`, compiled.
+async fn compiled_range(
+    st: &crate::AppState,
+    dk: &SecretKey,
+    session_id: i64,
+    from: i64,
+    to: i64,
 ) -> Result<Vec<hero_shared::frame::CompiledMessage>> {
-    let frames: Vec<Frame> = before(&st.db, dk, session_id, seq)
+    let frames: Vec<Frame> = store::frames::range(&st.db, session_id, from, to)
         .await?
         .into_iter()
-        .map(|k| (*k.frame).clone())
-        .collect();
+        .map(|r| r.open(dk))
+        .collect::<Result<_>>()?;
     Ok(hero_shared::frame::compile_frames(&frames))
 }
 
-/// What a summary at `before_seq` stands for: the frames from the summary before it (or
-/// the start) up to it, compiled. "Show earlier" pages back one summary at a time.
+/// The page of the conversation before `before_seq` ("show earlier"): up to
+/// [`PAGE_MESSAGES`] messages, back to the summary before it at most; before a summary, the
+/// part it stands for.
 pub async fn earlier(
     st: &crate::AppState,
     user: &crate::auth::AuthUser,
@@ -414,10 +449,12 @@ pub async fn earlier(
     before_seq: i64,
 ) -> Result<hero_shared::wire::CompiledView> {
     let dk = session_key(st, user, session_id).await?;
+    let (messages, earlier_before) = page(st, &dk, session_id, before_seq.max(0)).await?;
     Ok(hero_shared::wire::CompiledView {
         session_id,
-        messages: compiled_before(st, &dk, session_id, before_seq.max(0)).await?,
+        messages,
         stats: Default::default(),
+        earlier_before,
     })
 }
 
@@ -797,7 +834,7 @@ mod tests {
             .await
             .unwrap();
         assert!(all(&st.db, &dk, s.id).await.is_err(), "it is unreadable");
-        let v = view(&st, &alice, s.id).await.unwrap();
+        let v = view(&st, &alice, s.id, None).await.unwrap();
         assert_eq!(v.stats, opened);
         assert_eq!(v.messages.len(), 3, "{:?}", v.messages);
         assert_eq!(stats(&st.db, s.id + 99).await.unwrap(), Default::default());

@@ -4,8 +4,10 @@
 //! conversation kept in memory yet) included.
 //!
 //! `cargo run --release -p server --example turn_cost -- [--turns N] [--starts N]
-//!  [--small FRAMES] [--large FRAMES] [--compact-back K]` (defaults: 100 turns, 5 starts,
-//! 10 frames, 10,000 frames, compact 10 frames back).
+//!  [--small FRAMES] [--large FRAMES] [--compact-back K] [--real-compaction 1]` (defaults:
+//! 100 turns, 5 starts, 10 frames, 10,000 frames, compact 10 frames back). With
+//! `--real-compaction 1` the compact is the agent's own summary (`compact::compact`, the
+//! mock writing it), not a frame written in.
 //!
 //! Each scenario runs `starts` times on a fresh database and a fresh `AppState` (nothing in
 //! memory, the session's frames appended one write each, as turns append them), on a
@@ -33,6 +35,7 @@ struct Args {
     small: usize,
     large: usize,
     compact_back: usize,
+    real_compaction: bool,
 }
 
 fn args() -> Args {
@@ -42,6 +45,7 @@ fn args() -> Args {
         small: 10,
         large: 10_000,
         compact_back: 10,
+        real_compaction: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -52,6 +56,7 @@ fn args() -> Args {
             ("--small", Some(n)) => a.small = n,
             ("--large", Some(n)) => a.large = n,
             ("--compact-back", Some(n)) => a.compact_back = n,
+            ("--real-compaction", Some(n)) => a.real_compaction = n != 0,
             _ => {
                 println!(
                     "usage: turn_cost [--turns N] [--starts N] [--small FRAMES] [--large FRAMES] [--compact-back K]"
@@ -96,6 +101,7 @@ async fn scenario(
     frames_before: usize,
     compact_back: usize,
     turns: usize,
+    real_compaction: bool,
 ) -> Vec<f64> {
     // Allowed to reach the mock on loopback, and nothing else that is not public.
     let mock_addr = mock_url
@@ -121,8 +127,9 @@ async fn scenario(
             api_key: Some("k".into()),
             config: None,
             kind: Default::default(),
-            compact_after_messages: None,
-            compact_after_tokens: None,
+            // Turns are measured, not the summaries a long run of them would set off.
+            compact_after_messages: Some(u64::MAX >> 2),
+            compact_after_tokens: Some(u64::MAX >> 2),
         },
     )
     .await
@@ -157,8 +164,15 @@ async fn scenario(
         };
         let mut f = NewFrame::message(session, author, None, payload);
         if compact_back > 0 && k + compact_back == frames_before {
-            f.frame_type = FrameType::Compact;
-            f.payload = json!({"role": "system", "content": "Summary of everything so far."});
+            if real_compaction {
+                // The agent summarises what came before (the mock writes the summary).
+                hero_backend::compact::compact(&t, &user, session, None)
+                    .await
+                    .expect("a summary");
+            } else {
+                f.frame_type = FrameType::Compact;
+                f.payload = json!({"role": "system", "content": "Summary of everything so far."});
+            }
         }
         frames::append(&t, &dk, f).await.expect("history");
     }
@@ -195,7 +209,14 @@ async fn scenario(
 async fn scenarios(mock_url: &str, frames_before: usize, compact_back: usize, a: &Args) -> Figures {
     let (mut firsts, mut all) = (Vec::new(), Vec::new());
     for _ in 0..a.starts {
-        let cpu = scenario(mock_url, frames_before, compact_back, a.turns).await;
+        let cpu = scenario(
+            mock_url,
+            frames_before,
+            compact_back,
+            a.turns,
+            a.real_compaction,
+        )
+        .await;
         firsts.push(cpu[0]);
         all.extend(cpu);
     }
@@ -240,7 +261,16 @@ fn main() {
     };
     show(format!("small: {} frames", a.small), &small);
     show(
-        format!("large: {} frames, compact {} back", a.large, a.compact_back),
+        format!(
+            "large: {} frames, {} compact {} back",
+            a.large,
+            if a.real_compaction {
+                "a real"
+            } else {
+                "a written"
+            },
+            a.compact_back
+        ),
         &large,
     );
     show(format!("small again: {} frames", a.small), &small2);

@@ -343,3 +343,99 @@ async fn a_failed_summary_changes_nothing() {
         .await;
     assert!(last_sent(&mock).contains("keep this"));
 }
+
+/// The view holds the latest 50 messages; earlier pages come 50 at a time, back to a
+/// summary, whose own earlier part pages in the same way.
+#[tokio::test]
+async fn the_view_pages() {
+    let mock = mock().await;
+    let h = hero(&[mock.addr()]).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let user = hero_backend::auth::login(&h.st, "alice", "alice-password")
+        .await
+        .unwrap()
+        .user;
+    let dk = hero_backend::frames::session_key(&h.st, &user, session)
+        .await
+        .unwrap();
+    let write = |i: usize, compact: bool| {
+        let mut f = hero_backend::frames::NewFrame::message(
+            session,
+            hero_shared::frame::AuthorType::User,
+            Some(user.id()),
+            json!({"role": "user", "content": format!("message {i}")}),
+        );
+        if compact {
+            f.frame_type = hero_shared::frame::FrameType::Compact;
+            f.payload = json!({"role": "system", "content": "summary", "messages": i});
+        }
+        let (st, dk) = (h.st.clone(), dk.clone());
+        async move { hero_backend::frames::append(&st, &dk, f).await.unwrap() }
+    };
+    // 30 messages, a summary, then 120 messages.
+    for i in 0..30 {
+        write(i, false).await;
+    }
+    write(30, true).await;
+    for i in 31..151 {
+        write(i, false).await;
+    }
+    let get = |path: String| {
+        let h = &h;
+        async move {
+            let (s, v) = h.json(Method::GET, &path, None).await;
+            assert_eq!(s, StatusCode::OK, "{v}");
+            v
+        }
+    };
+    let texts = |v: &Value| -> Vec<String> {
+        v["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["content"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let view = get(format!("/api/sessions/{session}/view")).await;
+    let t = texts(&view);
+    assert_eq!(
+        (t.len(), t[0].as_str(), t[49].as_str()),
+        (50, "message 101", "message 150")
+    );
+    assert_eq!(view["stats"]["total"], 151, "statistics count every frame");
+    let mut before = view["earlier_before"].as_i64().expect("more before");
+    let page = get(format!(
+        "/api/sessions/{session}/view/earlier?before_seq={before}"
+    ))
+    .await;
+    let t = texts(&page);
+    assert_eq!(
+        (t.len(), t[0].as_str(), t[49].as_str()),
+        (50, "message 51", "message 100")
+    );
+    before = page["earlier_before"].as_i64().unwrap();
+    // The rest of the part: 20 messages after the summary, and the summary itself.
+    let page = get(format!(
+        "/api/sessions/{session}/view/earlier?before_seq={before}"
+    ))
+    .await;
+    let t = texts(&page);
+    assert_eq!(t.len(), 21);
+    assert_eq!(page["messages"][0]["type"], "compact");
+    assert!(page.get("earlier_before").is_none(), "{page}");
+    // Before the summary: what it stands for.
+    let compact_seq = page["messages"][0]["seq"].as_i64().unwrap();
+    let page = get(format!(
+        "/api/sessions/{session}/view/earlier?before_seq={compact_seq}"
+    ))
+    .await;
+    let t = texts(&page);
+    assert_eq!(
+        (t.len(), t[0].as_str(), t[29].as_str()),
+        (30, "message 0", "message 29")
+    );
+    assert!(page.get("earlier_before").is_none());
+    // A view kept from a seq on holds everything from there.
+    let from = get(format!("/api/sessions/{session}/view?from_seq={before}")).await;
+    assert_eq!(texts(&from).len(), 100);
+}

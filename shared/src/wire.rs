@@ -560,6 +560,11 @@ pub struct CompiledView {
     pub session_id: SessionId,
     pub messages: Vec<CompiledMessage>,
     pub stats: FrameStats,
+    /// More of this part of the conversation comes before the view: ask for the page
+    /// before this seq (`…/view/earlier?before_seq=`). A summary's earlier part is asked
+    /// for by the summary's own seq.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier_before: Option<i64>,
 }
 
 /// What [`CompiledView::apply`] did with a frame.

@@ -277,6 +277,7 @@ proptest! {
             session_id: 1,
             messages: compile_frames(&frames[..upto]),
             stats: frame_stats(&frames[..upto]),
+            earlier_before: None,
         };
         let start = start % (frames.len() + 1);
         let mut view = view_of(start);

@@ -99,7 +99,9 @@ pub fn use_session_events(session_id: i64, initial: CompiledView) -> SessionEven
             }
             leptos::task::spawn_local(async move {
                 loop {
-                    if let Ok(v) = session_view(session_id).await
+                    // The part shown stays: the view starts where it started.
+                    let from = conversation.with_untracked(|c| c.messages.first().map(|m| m.seq));
+                    if let Ok(v) = session_view(session_id, from).await
                         && v.stats.last_seq >= conversation.get_untracked().stats.last_seq
                     {
                         conversation.set(v);

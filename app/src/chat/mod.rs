@@ -21,10 +21,13 @@ use events::{LiveView, SessionEvents, use_session_events};
 use live::LiveBlocks;
 
 #[server(prefix = "/_fn")]
-pub async fn session_view(session_id: i64) -> Result<CompiledView, ServerFnError> {
+pub async fn session_view(
+    session_id: i64,
+    from_seq: Option<i64>,
+) -> Result<CompiledView, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::frames::view(&st, &user, session_id)
+    hero_backend::frames::view(&st, &user, session_id, from_seq)
         .await
         .map_err(fail)
 }
@@ -64,12 +67,12 @@ pub async fn set_hidden(
 pub async fn earlier_messages(
     session_id: i64,
     before_seq: i64,
-) -> Result<Vec<CompiledMessage>, ServerFnError> {
+) -> Result<(i64, CompiledView), ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
     hero_backend::frames::earlier(&st, &user, session_id, before_seq)
         .await
-        .map(|v| v.messages)
+        .map(|v| (before_seq, v))
         .map_err(fail)
 }
 
@@ -157,19 +160,7 @@ fn MessageMarks(m: CompiledMessage) -> impl IntoView {
 fn Summarised(m: CompiledMessage) -> impl IntoView {
     let before_seq = m.seq;
     let earlier = use_context::<Earlier>();
-    let ctx = use_context::<elements::prompt::MessageCtx>();
-    let fetch = ServerAction::<EarlierMessages>::new();
-    Effect::new(move |_| {
-        if let (Some(Ok(list)), Some(e)) = (fetch.value().get(), earlier) {
-            e.0.update(|segments| {
-                if !segments.iter().any(|(seq, _)| *seq == before_seq) {
-                    segments.push((before_seq, list));
-                }
-            });
-        }
-    });
-    let shown =
-        move || earlier.is_some_and(|e| e.0.with(|s| s.iter().any(|(seq, _)| *seq == before_seq)));
+    let shown = move || earlier.is_some_and(|e| e.has(before_seq));
     let covered = m
         .payload
         .get("messages")
@@ -179,15 +170,12 @@ fn Summarised(m: CompiledMessage) -> impl IntoView {
         <div class="compact-divider" data-message-id=m.frame_id.clone() data-testid="summarised">
             <div class="compact-head">
                 <span class="compact-label">{format!("Summarised: {covered} earlier messages")}</span>
-                {move || (!shown()).then(|| {
-                    let c = ctx.clone();
-                    view! {
-                        <button type="button" class="show-earlier" on:click=move |_| {
-                            if let Some(c) = &c {
-                                fetch.dispatch(EarlierMessages { session_id: c.session_id, before_seq });
-                            }
-                        }>"Show earlier"</button>
-                    }
+                {move || (!shown()).then(|| view! {
+                    <button type="button" class="show-earlier" on:click=move |_| {
+                        if let Some(e) = earlier {
+                            e.load(before_seq);
+                        }
+                    }>"Show earlier"</button>
                 })}
             </div>
             <details class="compact-summary">
@@ -198,10 +186,55 @@ fn Summarised(m: CompiledMessage) -> impl IntoView {
     }
 }
 
-/// Earlier parts of the conversation paged in above the view, each by the seq of the
-/// summary that stands for it.
+/// Earlier pages of the conversation, paged in above the view, each by the seq it comes
+/// before; and the one request that fetches them.
 #[derive(Clone, Copy)]
-pub struct Earlier(pub RwSignal<Vec<(i64, Vec<CompiledMessage>)>>);
+pub struct Earlier {
+    pub pages: RwSignal<Vec<(i64, CompiledView)>>,
+    fetch: ServerAction<EarlierMessages>,
+    session_id: i64,
+}
+
+impl Earlier {
+    fn new(session_id: i64) -> Earlier {
+        let pages = RwSignal::new(Vec::<(i64, CompiledView)>::new());
+        let fetch = ServerAction::<EarlierMessages>::new();
+        Effect::new(move |_| {
+            if let Some(Ok((before, v))) = fetch.value().get() {
+                pages.update(|p| {
+                    if !p.iter().any(|(seq, _)| *seq == before) {
+                        p.push((before, v));
+                    }
+                });
+            }
+        });
+        Earlier {
+            pages,
+            fetch,
+            session_id,
+        }
+    }
+
+    /// Whether the page before `seq` is in.
+    fn has(&self, seq: i64) -> bool {
+        self.pages.with(|p| p.iter().any(|(s, _)| *s == seq))
+    }
+
+    /// Fetches the page before `seq` (once at a time).
+    fn load(&self, before_seq: i64) {
+        if self.has(before_seq) || self.fetch.pending().get_untracked() {
+            return;
+        }
+        self.fetch.dispatch(EarlierMessages {
+            session_id: self.session_id,
+            before_seq,
+        });
+    }
+
+    fn loading(&self) -> bool {
+        self.fetch.pending().get()
+    }
+}
 
 /// Whether hidden messages are shown.
 #[derive(Clone, Copy)]
@@ -278,7 +311,7 @@ pub fn ChatView(
     provide_context(elements::ask::Drafts::default());
     let show_hidden = RwSignal::new(false);
     provide_context(ShowHidden(show_hidden));
-    provide_context(Earlier(RwSignal::new(Vec::new())));
+    provide_context(Earlier::new(session_id));
     // Whether the view follows new content: only while the reader is near the bottom.
     let near_bottom = RwSignal::new(true);
     let connected = feed.connected;
@@ -416,6 +449,41 @@ fn MessageList(
     let scroller = NodeRef::<leptos::html::Div>::new();
     let show_hidden = use_context::<ShowHidden>().map_or(RwSignal::new(false), |s| s.0);
     let earlier = use_context::<Earlier>();
+    // Where the next page up ends: before the topmost page shown, if that has one before it.
+    let next_earlier = move || {
+        let top = earlier.and_then(|e| {
+            e.pages.with(|p| {
+                p.iter()
+                    .min_by_key(|(seq, _)| *seq)
+                    .map(|(_, v)| v.earlier_before)
+            })
+        });
+        match top {
+            Some(before) => before,
+            None => conversation.with(|c| c.earlier_before),
+        }
+        .filter(|seq| !earlier.is_some_and(|e| e.has(*seq)))
+    };
+    // Paging in above the reader keeps what they read where it was.
+    let height_before = StoredValue::new(None::<i32>);
+    let load_from = move |seq: i64| {
+        if let (Some(e), Some(el)) = (earlier, scroller.get_untracked()) {
+            height_before.set_value(Some(el.scroll_height()));
+            e.load(seq);
+        }
+    };
+    Effect::new(move |_| {
+        let n = earlier.map_or(0, |e| e.pages.with(Vec::len));
+        if n == 0 {
+            return;
+        }
+        if let (Some(h), Some(el)) = (height_before.get_value(), scroller.get_untracked()) {
+            height_before.set_value(None);
+            request_animation_frame(move || {
+                el.set_scroll_top(el.scroll_top() + el.scroll_height() - h);
+            });
+        }
+    });
     Effect::new(move |_| {
         tick.get();
         if near_bottom.get_untracked()
@@ -436,6 +504,12 @@ fn MessageList(
     let on_scroll = move |_| {
         if let Some(el) = scroller.get_untracked() {
             let top = el.scroll_top();
+            // Near the top: the page before comes in.
+            if top < 40
+                && let Some(seq) = next_earlier()
+            {
+                load_from(seq);
+            }
             if el.scroll_height() - top - el.client_height() < 80 {
                 near_bottom.set(true);
             } else if top < last_top.get_value() - 2 {
@@ -452,14 +526,18 @@ fn MessageList(
     };
     view! {
         <div class="messages" node_ref=scroller on:scroll=on_scroll data-testid="messages">
-            // Earlier parts paged in, oldest first.
+            // The way further up, then the earlier pages paged in, oldest first.
+            {move || next_earlier().map(|seq| view! {
+                <button type="button" class="show-earlier top" data-testid="show-earlier" disabled=move || earlier.is_some_and(|e| e.loading())
+                    on:click=move |_| load_from(seq)>"Show earlier messages"</button>
+            })}
             {move || {
                 let show = show_hidden.get();
-                let mut segments = earlier.map(|e| e.0.get()).unwrap_or_default();
-                segments.sort_by_key(|(seq, _)| *seq);
-                segments
+                let mut pages = earlier.map(|e| e.pages.get()).unwrap_or_default();
+                pages.sort_by_key(|(seq, _)| *seq);
+                pages
                     .into_iter()
-                    .map(|(_, messages)| view! { <div class="earlier">{messages_view(messages, session_id, show)}</div> })
+                    .map(|(_, v)| view! { <div class="earlier">{messages_view(v.messages, session_id, show)}</div> })
                     .collect_view()
             }}
             {move || {

@@ -165,6 +165,49 @@ pub async fn before(db: &SqlitePool, session_id: i64, seq: i64) -> Result<Vec<Fr
     rows.iter().map(FrameRow::read).collect()
 }
 
+/// Where a page of the conversation before `before_seq` starts: the seq of its `n`th
+/// message counting back (or its segment's start, when it has fewer), and where the
+/// segment starts (its `compact` frame's seq, 0 for none). Metadata only: nothing is read
+/// or decrypted.
+pub async fn page_start(
+    db: &SqlitePool,
+    session_id: i64,
+    before_seq: i64,
+    n: i64,
+) -> Result<(i64, i64)> {
+    let lower: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ? AND type = 'compact' AND seq < ?",
+    )
+    .bind(session_id)
+    .bind(before_seq)
+    .fetch_one(db)
+    .await?;
+    let nth: Option<i64> = sqlx::query_scalar(
+        "SELECT seq FROM frames WHERE session_id = ? AND type = 'message' AND seq < ? AND seq > ? \
+         ORDER BY seq DESC LIMIT 1 OFFSET ?",
+    )
+    .bind(session_id)
+    .bind(before_seq)
+    .bind(lower)
+    .bind(n - 1)
+    .fetch_optional(db)
+    .await?;
+    Ok((nth.unwrap_or(lower).max(lower), lower))
+}
+
+/// The frames with `from <= seq < to`, in order.
+pub async fn range(db: &SqlitePool, session_id: i64, from: i64, to: i64) -> Result<Vec<FrameRow>> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq"
+    ))
+    .bind(session_id)
+    .bind(from)
+    .bind(to)
+    .fetch_all(db)
+    .await?;
+    rows.iter().map(FrameRow::read).collect()
+}
+
 /// Every frame of the session, in order.
 pub async fn all(db: &SqlitePool, session_id: i64) -> Result<Vec<FrameRow>> {
     let rows = sqlx::query(&format!(

@@ -158,12 +158,21 @@ pub async fn get_frame(
     Ok(Json(frames::get(&st.db, &dk, id, &frame_id).await?))
 }
 
+/// `GET …/view[?from_seq=N]`: the latest page of the conversation (or all of it from seq
+/// N on), compiled.
 pub async fn view(
     State(st): State<AppState>,
     Authed(user): Authed,
     ApiPath(id): ApiPath<i64>,
+    ApiQuery(q): ApiQuery<ViewQuery>,
 ) -> ApiResult<Json<CompiledView>> {
-    Ok(Json(frames::view(&st, &user, id).await?))
+    Ok(Json(frames::view(&st, &user, id, q.from_seq).await?))
+}
+
+#[derive(Deserialize)]
+pub struct ViewQuery {
+    #[serde(default)]
+    from_seq: Option<i64>,
 }
 
 /// `GET …/view/earlier?before_seq=N`: what the summary at seq N stands for, compiled.
