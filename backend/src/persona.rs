@@ -252,6 +252,37 @@ mod tests {
         .await;
     }
 
+    /// A predefined agent's per-user USER.md starts from the agent's own copy when it has
+    /// one (configured by its owner beforehand), else from the template.
+    #[tokio::test]
+    async fn a_predefined_users_user_md_starts_from_the_agents() {
+        let (_dir, st) = state().await;
+        let alice = signed_in(&st, "alice").await;
+        let dk = crate::users::data_key(&st.db, &st.keys, alice.id())
+            .await
+            .unwrap();
+        let (_, pre) = session(&st, &alice, AgentKind::Predefined, false).await;
+        let sealed = crate::crypto::seal(
+            &dk,
+            format!("context_file:{pre}:0:USER.md").as_bytes(),
+            b"- Works at the lab",
+        );
+        let files = st
+            .hot_db
+            .write(&st.db, |tx| {
+                crate::store::context_files::put(tx, pre, None, "USER.md", &sealed, "now")?;
+                context_files::ensure_seeded(tx, &dk, pre, alice.id(), AgentKind::Predefined)?;
+                context_files::merged(tx, &dk, pre, alice.id())
+            })
+            .await
+            .unwrap();
+        let user_md = files.iter().find(|f| f.name == "USER.md").unwrap();
+        assert_eq!(
+            (user_md.level, user_md.content.as_str()),
+            (context_files::Level::User, "- Works at the lab")
+        );
+    }
+
     /// Seeding follows the agent's type, happens once, never overwrites, and a deleted
     /// BOOTSTRAP.md does not come back; a user's copy overrides the agent's file.
     #[tokio::test]

@@ -237,7 +237,7 @@ async fn the_ritual_writes_user_md_and_ends_itself() {
     );
     h.stream(
         session,
-        r##"I'm Ada, in London [[mock text="@system(context_file, {\"name\": \"USER.md\", \"content\": \"# User\\n- Name: Ada\\n- Timezone: Europe/London\"}) @system(context_file, {\"name\": \"BOOTSTRAP.md\", \"content\": \"\"}) @system(context_file, {\"name\": \"../../hero.db\"})" then="Nice to meet you, Ada."]]"##,
+        r##"I'm Ada, in London [[mock text="@system(context_file, {\"name\": \"USER.md\", \"content\": \"# User\\n- Name: Ada\\n- Timezone: Europe/London\"}) @system(context_file, {\"name\": \"BOOTSTRAP.md\", \"content\": \"\"}) @system(context_file, {\"name\": \"../../hero.db\"}) @system(context_file, {\"name\": \"AVAILABILITY.md\"})" then="Nice to meet you, Ada."]]"##,
     )
     .await;
     let mut results = Vec::new();
@@ -256,7 +256,7 @@ async fn the_ritual_writes_user_md_and_ends_itself() {
             .filter(|f| f["type"] == "result")
             .map(|f| f["payload"].clone())
             .collect();
-        if results.len() == 3 {
+        if results.len() == 4 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -281,6 +281,10 @@ async fn the_ritual_writes_user_md_and_ends_itself() {
             (
                 "error",
                 "there is no context file ../../hero.db; the files are AGENTS.md, SOUL.md, TOOLS.md, IDENTITY.md, USER_PREDEFINED.md, USER.md, BOOTSTRAP.md"
+            ),
+            (
+                "ok",
+                "AVAILABILITY.md is already loaded in your system prompt"
             ),
         ]
     );

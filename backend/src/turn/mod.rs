@@ -119,7 +119,7 @@ pub async fn post(
                 json!({"role": "system", "content": note, "private": true}),
             );
             f.id = message_id.clone();
-            store_now(st, user, f, |tx| {
+            let frame = store_now(st, user, f, |tx| {
                 sessions::set_streaming(tx, user, session_id, on)
             })
             .await?;
@@ -132,6 +132,9 @@ pub async fn post(
                 message_id: message_id.clone(),
                 text: note.into(),
             }));
+            // The frame after the events that show it, before the reply's end.
+            st.hub
+                .publish(user.id(), session_id, HubEvent::Frame(frame));
             out.emit(complete(&message_id, note, Vec::new()));
             return Ok(TurnHandle { message_id, events });
         }
@@ -143,7 +146,9 @@ pub async fn post(
                 json!({"role": "user", "content": text, "private": true}),
             );
             f.id = message_id.clone();
-            store_now(st, user, f, |_| Ok(())).await?;
+            let frame = store_now(st, user, f, |_| Ok(())).await?;
+            st.hub
+                .publish(user.id(), session_id, HubEvent::Frame(frame));
             // No reply: the message ends where it began.
             out.emit(complete(&message_id, "", Vec::new()));
             return Ok(TurnHandle { message_id, events });
@@ -235,13 +240,13 @@ pub async fn post(
 }
 
 /// Stores a frame of the poster's own (a note, a private message) with `also` in one
-/// transaction, and hands it to the session's readers.
+/// transaction; the caller hands it to the session's readers.
 async fn store_now(
     st: &AppState,
     user: &AuthUser,
     f: NewFrame,
     also: impl Fn(&rusqlite::Connection) -> Result<()> + Send,
-) -> Result<()> {
+) -> Result<hero_shared::frame::Frame> {
     let session_id = f.session_id;
     let kept = st
         .hot_db
@@ -256,9 +261,7 @@ async fn store_now(
         .await?;
     let frame = (*kept.frame).clone();
     st.history.append(kept);
-    st.hub
-        .publish(user.id(), session_id, HubEvent::Frame(frame));
-    Ok(())
+    Ok(frame)
 }
 
 /// Stop: the session's replies in flight end (keeping what they have), calls running for
