@@ -18,4 +18,5 @@ printf 'carol-password\n' | "$bin" user add carol
 printf 'dave-password\n' | "$bin" user add dave
 printf 'erin-password\n' | "$bin" user add erin
 printf 'frank-password\n' | "$bin" user add frank
+printf 'grace-password\n' | "$bin" user add grace
 exec "$bin" serve --addr "127.0.0.1:$port" --site-root "$root/target/site"

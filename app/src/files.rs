@@ -156,7 +156,11 @@ fn Files() -> impl IntoView {
                 </ul>
                 <section class="file-editor">
                     <h2 data-testid="file-name">{move || selected.get()}</h2>
-                    <p class="level-note" data-testid="level-note">{move || level_note(&level())}</p>
+                    // In a Transition: the server renders it with the file's level, and the
+                    // page hydrates that rather than fetching it again.
+                    <Transition>
+                        <p class="level-note" data-testid="level-note">{move || level_note(&level())}</p>
+                    </Transition>
                     <textarea rows="16" aria-label=move || format!("Content of {}", selected.get())
                         prop:value=move || draft.get()
                         readonly=move || level() == "virtual"

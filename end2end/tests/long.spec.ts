@@ -1,14 +1,14 @@
 import { test, expect } from "@playwright/test";
 import { connected, mockSays, mockSession, send, signIn } from "./helpers";
 
-// Long sessions (Alice's): private messages, hiding, the summary divider with "show
+// Long sessions (Grace's): private messages, hiding, the summary divider with "show
 // earlier", and a long session paged in as the reader scrolls up.
 test.describe.configure({ mode: "serial" });
 
 const agentMessages = (page: import("@playwright/test").Page) => page.locator(".msg-agent:not(.live)");
 
 test("a private message is shown, marked, and never reaches the agent", async ({ page }) => {
-  await signIn(page, "alice", "alice-password");
+  await signIn(page, "grace", "grace-password");
   await mockSession(page, "Private");
   await page.getByLabel("Private").check();
   await send(page, "my secret plan");
@@ -24,7 +24,7 @@ test("a private message is shown, marked, and never reaches the agent", async ({
 });
 
 test("a hidden message leaves the view, and comes back on request", async ({ page }) => {
-  await signIn(page, "alice", "alice-password");
+  await signIn(page, "grace", "grace-password");
   await mockSession(page, "Hiding");
   await send(page, mockSays("noted"));
   await expect(agentMessages(page).last()).toHaveText(/noted/, { timeout: 15_000 });
@@ -44,7 +44,7 @@ test("a hidden message leaves the view, and comes back on request", async ({ pag
 });
 
 test("/compact leaves a summary divider, and show earlier brings back what it covers", async ({ page }) => {
-  await signIn(page, "alice", "alice-password");
+  await signIn(page, "grace", "grace-password");
   await mockSession(page, "Compact");
   await send(page, mockSays("apples are red"));
   await expect(agentMessages(page).last()).toHaveText(/apples are red/, { timeout: 15_000 });
@@ -68,7 +68,7 @@ test("/compact leaves a summary divider, and show earlier brings back what it co
 });
 
 test("a long session renders its latest 50 messages, and scrolling up pages in the rest", async ({ page }) => {
-  await signIn(page, "alice", "alice-password");
+  await signIn(page, "grace", "grace-password");
   const id = await mockSession(page, "Long");
   for (let i = 1; i <= 120; i++) {
     const r = await page.request.post(`/api/sessions/${id}/messages`, { data: { content: `note ${i}`, private: true } });

@@ -49,9 +49,9 @@ test("a context file edited on the Files page is what the agent is told", async 
   await page.goto(`/agents/${demo}/files`);
   await hydrated(page);
   await page.locator('li[data-file="SOUL.md"] button').click();
-  await expect(page.getByTestId("level-note")).toContainText("Your own copy");
   const box = page.getByLabel("Content of SOUL.md");
   await expect(box).toHaveValue(/curious, careful and kind/);
+  await expect(page.getByTestId("level-note")).toContainText("Your own copy");
   await box.fill("You are **Captain Test**, who answers in rhyme.");
   await expect(page.locator(".file-preview strong")).toHaveText("Captain Test");
   await page.getByRole("button", { name: "Save" }).click();
