@@ -174,9 +174,18 @@ pub fn maybe(st: &AppState, user: &AuthUser, session_id: i64, t: Thresholds, kep
     if !due(kept, t) || st.hub.is_closing() {
         return;
     }
+    // A summary counts as a reply in flight; with none to spare, the next turn tries again.
+    let Ok(slot) = st.turn_slots.acquire(
+        user.id(),
+        st.settings.limits.turns_per_user,
+        "replies in flight",
+    ) else {
+        return;
+    };
     let (st, user) = (st.clone(), user.clone());
     let acting = st.turns.acting(session_id);
     tokio::spawn(async move {
+        let _slot = slot;
         match compact(&st, &user, session_id, Some(acting.abort())).await {
             Ok(_) => tracing::info!(session = session_id, "the session was summarised"),
             Err(e) => {

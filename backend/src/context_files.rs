@@ -34,6 +34,10 @@ pub const NAMES: [&str; 7] = [
     "BOOTSTRAP.md",
 ];
 
+/// The files an agent may write from chat (its `context_file` function): what it learns
+/// about its user and its tools, and the end of its first-run ritual.
+pub const CHAT_WRITABLE: [&str; 3] = ["USER.md", "TOOLS.md", "BOOTSTRAP.md"];
+
 /// Files Hero makes for each prompt: shown, never stored or written.
 pub const VIRTUAL: [&str; 1] = ["AVAILABILITY.md"];
 
@@ -289,6 +293,13 @@ pub fn write(
     if writer == Writer::Chat && level == Level::Agent {
         return Err(Error::Invalid(format!(
             "{name} belongs to this predefined agent itself and cannot be written from chat; its owner edits it on the agent's Files page"
+        )));
+    }
+    // Who the agent is stays its owner's to change: text the model read elsewhere must not
+    // rewrite its instructions.
+    if writer == Writer::Chat && !CHAT_WRITABLE.contains(&name) {
+        return Err(Error::Invalid(format!(
+            "{name} says who the agent is and cannot be written from chat; its owner edits it on the agent's Files page"
         )));
     }
     if content.len() > MAX_FILE_BYTES {

@@ -431,8 +431,12 @@ async fn compiled_range(
     from: i64,
     to: i64,
 ) -> Result<Vec<hero_shared::frame::CompiledMessage>> {
-    let frames: Vec<Frame> = store::frames::range(&st.db, session_id, from, to)
-        .await?
+    let mut rows = store::frames::range(&st.db, session_id, from, to).await?;
+    // A page of the past: what later frames did to it (a hide, an answer, a call's result).
+    if to != i64::MAX {
+        rows.extend(store::frames::late_children(&st.db, session_id, from, to).await?);
+    }
+    let frames: Vec<Frame> = rows
         .into_iter()
         .map(|r| r.open(dk))
         .collect::<Result<_>>()?;

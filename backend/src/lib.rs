@@ -106,7 +106,7 @@ pub struct Settings {
     /// Where each user's `bash` workspace lives (`DATA_DIR/workspaces`).
     pub workspaces: std::path::PathBuf,
     pub sandbox: sandbox::SandboxLimits,
-    /// The longest a summoning call may take before the templates stand in.
+    /// The longest a summoning call may take; past it, nothing is written.
     pub summon_timeout: std::time::Duration,
 }
 

@@ -3,9 +3,9 @@
 //! a provider, the agent's own or another agent's of the user. The agent is `summoning`
 //! meanwhile, and the user's sockets hear how far it got (`agent_status`). The reply is
 //! untrusted: it is read within a size and a time bound and parsed here, file by file; a
-//! timeout, a provider error or a reply without the files falls back to Hero's templates,
-//! and the agent is `active` again either way. Summoning again ("Edit with AI") rewrites
-//! the four files.
+//! timeout, a provider error or a reply without the files writes nothing (a new agent keeps
+//! its templates, an agent summoned before keeps its files), and the agent is `active`
+//! again either way. Summoning again ("Edit with AI") rewrites the files its reply holds.
 //!
 //! The files go where the agent's type routes them, written as by its owner (summoning is
 //! the owner's request, not the agent's, so a predefined agent's own files may be written).
@@ -115,8 +115,8 @@ pub async fn summon(
         let (files, detail) = match write_with(&st, &caller, &description).await {
             Ok(files) => (files, "written from the description".to_owned()),
             Err(why) => {
-                tracing::info!(agent = agent_id, reason = %why, "summoning fell back to the templates");
-                (Vec::new(), format!("the templates stand in: {why}"))
+                tracing::info!(agent = agent_id, reason = %why, "summoning wrote nothing");
+                (Vec::new(), format!("its files stay as they were: {why}"))
             }
         };
         if let Err(e) = store_files(&st, of, &files).await {
@@ -178,19 +178,20 @@ async fn write_with(
     parse(&reply)
 }
 
-/// Writes the four files: the parsed ones, the templates for the rest.
+/// Writes the files the reply holds; a file it lacks keeps what it has, or gets its
+/// template when it has nothing (a new agent's files are its templates).
 async fn store_files(st: &AppState, of: Of, files: &[(&'static str, String)]) -> Result<()> {
     let dk = crate::users::data_key(&st.db, &st.keys, of.user_id).await?;
     st.hot_db
         .write(&st.db, |tx| {
             context_files::ensure_seeded(tx, &dk, of.agent_id, of.user_id, of.kind)?;
+            let existing = context_files::merged(tx, &dk, of.agent_id, of.user_id)?;
             for name in FILES {
-                let text = files
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, t)| t.as_str())
-                    .or(context_files::template(of.kind, name))
-                    .unwrap_or_default();
+                let text = match files.iter().find(|(n, _)| *n == name) {
+                    Some((_, t)) => t.as_str(),
+                    None if existing.iter().any(|f| f.name == name) => continue,
+                    None => context_files::template(of.kind, name).unwrap_or_default(),
+                };
                 context_files::write(tx, &dk, of, name, text, Writer::Owner)?;
             }
             Ok(())

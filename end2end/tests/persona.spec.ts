@@ -98,13 +98,13 @@ test("an agent summoned from a description gets its persona, or the templates wh
   await page.locator('li[data-file="SOUL.md"] button').click();
   await expect(page.getByLabel("Content of SOUL.md")).toHaveValue(/sarcastic Rust reviewer/);
   await expect(page.getByTestId("level-note")).toContainText("The agent's own file");
-  // "Edit with AI" with a reply that holds no files: the templates stand in.
+  // "Edit with AI" with a reply that holds no files: nothing is written, nothing is lost.
   await page.goto("/agents");
   await hydrated(page);
   const again = page.locator(".agent-card", { hasText: "Ferris" });
   await again.getByLabel("Edit with AI").fill('a gardener [[mock text="Sure! Here you go."]]');
   await again.getByRole("button", { name: "Rewrite its persona" }).click();
-  await expect(again.getByTestId("agent-status")).toHaveText("ready: the templates stand in: the reply has no SOUL.md", { timeout: 20_000 });
+  await expect(again.getByTestId("agent-status")).toHaveText("ready: its files stay as they were: the reply has no SOUL.md", { timeout: 20_000 });
   const soul = await (await page.request.get(`/api/agents/${await again.getAttribute("data-agent-id")}/files/SOUL.md`)).json();
-  expect(soul.content).toContain("You are curious, careful and kind");
+  expect(soul.content).toContain("sarcastic Rust reviewer");
 });

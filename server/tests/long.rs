@@ -404,6 +404,24 @@ async fn the_view_pages() {
     );
     assert_eq!(view["stats"]["total"], 151, "statistics count every frame");
     let mut before = view["earlier_before"].as_i64().expect("more before");
+    // A message a page back is hidden after the fact: its page shows it hidden.
+    let m60 = h
+        .frames(session)
+        .await
+        .into_iter()
+        .find(|f| f["payload"]["content"] == "message 60")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, _) = h
+        .json(
+            Method::PUT,
+            &format!("/api/sessions/{session}/frames/{m60}/hidden"),
+            Some(json!({"hidden": true})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
     let page = get(format!(
         "/api/sessions/{session}/view/earlier?before_seq={before}"
     ))
@@ -413,6 +431,14 @@ async fn the_view_pages() {
         (t.len(), t[0].as_str(), t[49].as_str()),
         (50, "message 51", "message 100")
     );
+    let hidden: Vec<&str> = page["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["hidden"] == true)
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(hidden, ["message 60"]);
     before = page["earlier_before"].as_i64().unwrap();
     // The rest of the part: 20 messages after the summary, and the summary itself.
     let page = get(format!(
@@ -435,6 +461,15 @@ async fn the_view_pages() {
         (30, "message 0", "message 29")
     );
     assert!(page.get("earlier_before").is_none());
+    // Exactly 50 messages and nothing before them: no earlier page to offer.
+    let (fifty, _) = h.session_with("anthropic", &mock, KEY).await;
+    for i in 0..50 {
+        h.stream_body(fifty, json!({"content": format!("n{i}"), "private": true}))
+            .await;
+    }
+    let v = get(format!("/api/sessions/{fifty}/view")).await;
+    assert_eq!(texts(&v).len(), 50);
+    assert!(v.get("earlier_before").is_none(), "{}", v["earlier_before"]);
     // A view kept from a seq on holds everything from there.
     let from = get(format!("/api/sessions/{session}/view?from_seq={before}")).await;
     assert_eq!(texts(&from).len(), 100);

@@ -19,7 +19,7 @@ impl Function for ContextFile {
     fn spec(&self) -> Spec {
         Spec {
             name: "context_file",
-            description: "Reads one of your context files (AGENTS.md, SOUL.md, TOOLS.md, IDENTITY.md, USER.md, BOOTSTRAP.md), or with `content` replaces it; empty content deletes it (an empty BOOTSTRAP.md ends your first-run ritual).",
+            description: "Reads one of your context files (AGENTS.md, SOUL.md, TOOLS.md, IDENTITY.md, USER.md, BOOTSTRAP.md); with `content` it replaces USER.md, TOOLS.md or BOOTSTRAP.md (the others are your owner's to change); empty content deletes the file (an empty BOOTSTRAP.md ends your first-run ritual).",
             default: Permission::Always,
             answered_by_user: false,
             schema: json!({

@@ -167,8 +167,8 @@ pub async fn before(db: &SqlitePool, session_id: i64, seq: i64) -> Result<Vec<Fr
 
 /// Where a page of the conversation before `before_seq` starts: the seq of its `n`th
 /// message counting back (or its segment's start, when it has fewer), and where the
-/// segment starts (its `compact` frame's seq, 0 for none). Metadata only: nothing is read
-/// or decrypted.
+/// segment starts (its `compact` frame's seq, 0 for none; the page's start when nothing of
+/// it lies below the page). Metadata only: nothing is read or decrypted.
 pub async fn page_start(
     db: &SqlitePool,
     session_id: i64,
@@ -192,7 +192,40 @@ pub async fn page_start(
     .bind(n - 1)
     .fetch_optional(db)
     .await?;
-    Ok((nth.unwrap_or(lower).max(lower), lower))
+    let start = nth.unwrap_or(lower).max(lower);
+    // Anything of the same part below the page (its summary, if nothing else)?
+    let more: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM frames WHERE session_id = ? AND seq >= ? AND seq < ?)",
+    )
+    .bind(session_id)
+    .bind(lower)
+    .bind(start)
+    .fetch_one(db)
+    .await?;
+    Ok((start, if more { lower } else { start }))
+}
+
+/// The frames after `to` that change the frames with `from <= seq < to`: their updates,
+/// answers, calls and results (children, and children of those), in order. A page of the
+/// past compiles with them, as the whole log would.
+pub async fn late_children(
+    db: &SqlitePool,
+    session_id: i64,
+    from: i64,
+    to: i64,
+) -> Result<Vec<FrameRow>> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = ?1 AND seq >= ?3 AND parent_id IS NOT NULL AND ( \
+           parent_id IN (SELECT id FROM frames WHERE session_id = ?1 AND seq >= ?2 AND seq < ?3) \
+           OR parent_id IN (SELECT id FROM frames WHERE session_id = ?1 AND seq >= ?3 AND parent_id IN \
+             (SELECT id FROM frames WHERE session_id = ?1 AND seq >= ?2 AND seq < ?3))) ORDER BY seq"
+    ))
+    .bind(session_id)
+    .bind(from)
+    .bind(to)
+    .fetch_all(db)
+    .await?;
+    rows.iter().map(FrameRow::read).collect()
 }
 
 /// The frames with `from <= seq < to`, in order.

@@ -156,6 +156,12 @@ pub async fn post(
         Posted::Compact => {
             // Checked now: a session of someone else's is a 404 here, not a failed summary.
             sessions::get(&st.db, user, session_id).await?;
+            // A summary counts as a reply in flight (a provider call, the context in memory).
+            let slot = st.turn_slots.acquire(
+                user.id(),
+                st.settings.limits.turns_per_user,
+                "replies in flight",
+            )?;
             let (st2, user2, id) = (st.clone(), user.clone(), message_id.clone());
             let summary = async move {
                 out.emit(SseEvent::MessageStart(MessageStart {
@@ -182,6 +188,7 @@ pub async fn post(
                     }
                 }
                 drop(acting);
+                drop(slot);
             };
             events.start(Box::pin(summary), &st.turns.watch);
             return Ok(TurnHandle { message_id, events });
@@ -487,6 +494,8 @@ fn rounds_since_user(frames: &[Kept]) -> usize {
             continue;
         }
         match f.author_type {
+            // A private note is not an input the agent answers.
+            AuthorType::User if f.payload.get("private") == Some(&Value::Bool(true)) => {}
             AuthorType::User => break,
             AuthorType::Agent => n += 1,
             AuthorType::System => {}
