@@ -395,6 +395,21 @@ pub async fn open(
     Ok(opened)
 }
 
+/// Reply events of calls worked on outside a turn (a decision's, an answer's, a Stop's):
+/// to the session's readers.
+fn readers(st: &AppState, user_id: i64, session_id: i64) -> impl Fn(SseEvent) + Send + Sync + '_ {
+    move |ev| {
+        st.hub.publish(
+            user_id,
+            session_id,
+            HubEvent::Stream {
+                session_id,
+                event: ev,
+            },
+        )
+    }
+}
+
 /// A stored frame goes to the session's readers and to the conversation kept in memory.
 fn publish(st: &AppState, user_id: i64, k: crate::history::Kept) {
     st.hub.publish(
@@ -742,16 +757,7 @@ async fn carry_on(
         message_id: message_id.clone(),
         agent_id,
     };
-    let emit = |ev: SseEvent| {
-        st.hub.publish(
-            user.id(),
-            session_id,
-            HubEvent::Stream {
-                session_id,
-                event: ev,
-            },
-        )
-    };
+    let emit = readers(st, user.id(), session_id);
     let settled = settle(
         st,
         &sc,
@@ -784,20 +790,13 @@ async fn follow_on(
         // The results are stored; the agent's answer to them could not start. Say so
         // where the user looks, in words they can act on.
         tracing::warn!(error = %e, "a follow-up reply could not start");
-        st.hub.publish(
-            user.id(),
-            session_id,
-            HubEvent::Stream {
-                session_id,
-                event: SseEvent::Error(hero_shared::wire::ErrorData {
-                    message_id: Some(message_id.to_owned()),
-                    error: format!(
-                        "the agent could not be given the results: {}; send a message to go on",
-                        e.public_message()
-                    ),
-                }),
-            },
-        );
+        readers(st, user.id(), session_id)(SseEvent::Error(hero_shared::wire::ErrorData {
+            message_id: Some(message_id.to_owned()),
+            error: format!(
+                "the agent could not be given the results: {}; send a message to go on",
+                e.public_message()
+            ),
+        }));
     }
 }
 
@@ -875,16 +874,7 @@ pub async fn answer_question(
             message_id: message_id.clone(),
             agent_id,
         };
-        let emit = |ev: SseEvent| {
-            st.hub.publish(
-                user.id(),
-                session_id,
-                HubEvent::Stream {
-                    session_id,
-                    event: ev,
-                },
-            )
-        };
+        let emit = readers(st, user.id(), session_id);
         let o = Opened {
             request_id: request_id.to_owned(),
             req,
@@ -1046,16 +1036,7 @@ pub async fn stop_open(st: &AppState, user: &AuthUser, session_id: i64) -> Resul
             continue;
         }
         req.status = CallStatus::Stopped;
-        let emit = |ev: SseEvent| {
-            st.hub.publish(
-                user.id(),
-                session_id,
-                HubEvent::Stream {
-                    session_id,
-                    event: ev,
-                },
-            )
-        };
+        let emit = readers(st, user.id(), session_id);
         settle_one(
             st,
             &sc,

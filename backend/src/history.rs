@@ -112,6 +112,13 @@ impl HistoryCache {
     /// The session's conversation if what is kept ends at `last_seq`: the frame with the next
     /// `seq` is the one being appended, so nothing came in between.
     pub fn get(&self, session_id: i64, last_seq: i64) -> Option<Vec<Kept>> {
+        let kept = self.peek(session_id, last_seq)?;
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Some(kept)
+    }
+
+    /// The same, not counted as a turn's hit (a look at the conversation after a turn).
+    pub fn peek(&self, session_id: i64, last_seq: i64) -> Option<Vec<Kept>> {
         let mut inner = self.lock();
         inner.clock += 1;
         let clock = inner.clock;
@@ -120,7 +127,6 @@ impl HistoryCache {
             return None;
         }
         e.used = clock;
-        self.hits.fetch_add(1, Ordering::Relaxed);
         Some(e.frames.clone())
     }
 

@@ -32,21 +32,6 @@ async fn acting(tweak: impl FnOnce(&mut hero_backend::Settings)) -> (mock_llm::M
     (mock, h)
 }
 
-/// Frames of the session once `done` holds for them (the follow-up runs in a task).
-async fn frames_when(h: &Hero, session: i64, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    for _ in 0..400 {
-        let f = h.frames(session).await;
-        if done(&f) {
-            return f;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!(
-        "frames never got there: {:#}",
-        json!(h.frames(session).await)
-    );
-}
-
 fn of_type<'a>(frames: &'a [Value], t: &str) -> Vec<&'a Value> {
     frames.iter().filter(|f| f["type"] == t).collect()
 }

@@ -4,8 +4,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use mock_llm::{Answer, Config};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -27,17 +25,6 @@ fn last_sent(mock: &mock_llm::MockServer) -> String {
         .rfind(|r| r["path"].as_str().is_some_and(|p| p.ends_with("/messages")))
         .map(|r| r["body"]["messages"].to_string())
         .unwrap_or_default()
-}
-
-async fn frames_until(h: &Hero, session: i64, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    for _ in 0..400 {
-        let f = h.frames(session).await;
-        if done(&f) {
-            return f;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("never got there: {:#}", json!(h.frames(session).await));
 }
 
 async fn post(h: &Hero, session: i64, body: Value) -> Vec<(String, Value)> {
@@ -284,7 +271,7 @@ async fn the_threshold_summarises_on_its_own() {
             .any(|f| f["type"] == "compact")
     );
     h.stream(session, "two [[mock text=\"2\"]]").await;
-    let frames = frames_until(&h, session, |f| f.iter().any(|f| f["type"] == "compact")).await;
+    let frames = frames_when(&h, session, |f| f.iter().any(|f| f["type"] == "compact")).await;
     let compact = frames.iter().find(|f| f["type"] == "compact").unwrap();
     // The summary call's own directive source is the last user message: its text.
     assert_eq!(compact["payload"]["messages"], 4);

@@ -243,13 +243,7 @@ pub async fn range(db: &SqlitePool, session_id: i64, from: i64, to: i64) -> Resu
 
 /// Every frame of the session, in order.
 pub async fn all(db: &SqlitePool, session_id: i64) -> Result<Vec<FrameRow>> {
-    let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM frames WHERE session_id = ? ORDER BY seq"
-    ))
-    .bind(session_id)
-    .fetch_all(db)
-    .await?;
-    rows.iter().map(FrameRow::read).collect()
+    range(db, session_id, i64::MIN, i64::MAX).await
 }
 
 /// The session's frames counted by type, with each type's highest seq, from the rows'

@@ -639,8 +639,11 @@ async fn converse(
         };
         let Some(kept) = kept else {
             st.turns.end(session_id, &r.message_id);
-            // Past its agent's threshold, the conversation is summarised.
-            if let Ok(kept) = load_context(&st, &dk, session_id).await {
+            // Past its agent's threshold, the conversation is summarised: judged on the
+            // conversation kept in memory (nothing read or decrypted again).
+            if let Ok(last) = frames::last_seq(&st.db, session_id).await
+                && let Some(kept) = st.history.peek(session_id, last)
+            {
                 crate::compact::maybe(&st, &user, session_id, agent.compact, &kept);
             }
             return;

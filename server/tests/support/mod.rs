@@ -272,3 +272,18 @@ pub async fn bob(h: &Hero) -> hero_backend::auth::AuthUser {
         .unwrap()
         .user
 }
+
+/// Frames of the session once `done` holds for them (the follow-up runs in a task).
+pub async fn frames_when(h: &Hero, session: i64, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    for _ in 0..400 {
+        let f = h.frames(session).await;
+        if done(&f) {
+            return f;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!(
+        "frames never got there: {:#}",
+        json!(h.frames(session).await)
+    );
+}
