@@ -185,6 +185,27 @@ test("each of the eight prompt types is answered, in every tab, and stays answer
   expect(again.status()).toBe(409);
 });
 
+test("what is typed in a prompt stays, with its focus, while other messages arrive and a sibling prompt is answered", async ({ page }) => {
+  await signIn(page, "erin", "erin-password");
+  const id = await mockSession(page, "Typing");
+  await send(page, mockSays('<hml-prompt id="q-a" type="text">First?</hml-prompt>\n\n<hml-prompt id="q-b" type="text">Second?</hml-prompt>'));
+  const p = (pid: string) => page.locator(`.msg-agent:not(.live) [data-hml-id="${pid}"]`);
+  await expect(p("q-a")).toBeVisible({ timeout: 15_000 });
+  const input = p("q-a").locator("input");
+  await input.fill("half-typed");
+  // Another message and its reply arrive (from another tab) while the reader types here.
+  const posted = await page.request.post(`/api/sessions/${id}/messages`, { data: { content: mockSays("Meanwhile.") } });
+  expect(posted.ok()).toBe(true);
+  await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("Meanwhile.", { timeout: 15_000 });
+  await expect(input).toHaveValue("half-typed");
+  await expect(input).toBeFocused();
+  // Answering the other prompt redraws their message: the typed text stays.
+  await p("q-b").locator("input").fill("done");
+  await p("q-b").locator("input").press("Enter");
+  await expect(p("q-b")).toHaveClass(/answered/, { timeout: 15_000 });
+  await expect(p("q-a").locator("input")).toHaveValue("half-typed");
+});
+
 test("a demand question waits across a reload, in the message box too, and is answered once", async ({ page }) => {
   await signIn(page, "erin", "erin-password");
   const id = await mockSession(page, "Demand");

@@ -1327,3 +1327,36 @@ async fn an_answer_in_chat_is_noticed_and_the_prompt_updated() {
     assert!(last.contains("thanks"), "{last}");
     assert!(!last.contains("Conditional Ability"), "{last}");
 }
+
+/// The server's own executable is the sandbox's Landlock helper (`hero __hero-landlock …`):
+/// the probe finds the layer, commands run through it, and what only Landlock refuses (bwrap
+/// leaves its /dev writable) is refused.
+#[tokio::test]
+async fn the_server_executable_is_its_own_landlock_helper() {
+    use hero_backend::sandbox::{Ended, Sandbox, SandboxLimits};
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(
+        dir.path().join("workspaces"),
+        SandboxLimits {
+            landlock_helper: Some(env!("CARGO_BIN_EXE_hero").into()),
+            ..SandboxLimits::default()
+        },
+    );
+    let layers = sandbox.layers();
+    assert!(layers.refused.is_none(), "{}", layers.describe());
+    assert!(layers.landlock.is_some(), "{}", layers.describe());
+    let ran = |cmd: &'static str| {
+        let sandbox = &sandbox;
+        async move {
+            sandbox
+                .run(1, cmd, None, Some(Duration::from_secs(10)), None)
+                .await
+                .unwrap()
+        }
+    };
+    let ok = ran("echo through the helper").await;
+    assert_eq!(ok.ended, Ended::Exited(0), "{}", ok.stderr);
+    assert_eq!(ok.stdout, "through the helper\n");
+    let dev = ran("touch /dev/made-here").await;
+    assert_ne!(dev.ended, Ended::Exited(0), "{}", dev.stdout);
+}

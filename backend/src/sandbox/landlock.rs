@@ -2,7 +2,8 @@
 //! and mounts (Landlock forbids mounting, so it cannot come first), a helper restricts itself
 //! and becomes the command. The helper is Hero's own executable started as
 //! `hero __hero-landlock PROGRAM ARGS…` ([`main_if_asked`], the first thing `main` does),
-//! bound read-only into the sandbox; tests use the `hero-landlock` binary of this crate.
+//! bound read-only into the sandbox at [`INSIDE`] and always started with [`ARG`] first;
+//! tests use the `hero-landlock` binary of this crate, which takes the same arguments.
 //!
 //! The rules: `/usr`, `/etc` and `/proc` may be read and executed, `/dev` read and written
 //! (its devices only; nothing may be made there), `/workspace` and `/tmp` used freely;

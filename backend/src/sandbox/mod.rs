@@ -338,7 +338,7 @@ impl Sandbox {
             timeout.as_secs() + 1,
         );
         if helper.is_some() {
-            argv.push(landlock::INSIDE.into());
+            argv.extend([landlock::INSIDE.into(), landlock::ARG.into()]);
         }
         argv.extend([
             "/usr/bin/bash".into(),
@@ -672,7 +672,11 @@ fn probe(workspaces: &Path, helper: Option<&Path>) -> Layers {
         let mut argv = prelude(String::new(), String::new(), seccomp, &bwrap);
         argv.extend(bwrap_args(&dir, "/workspace", seccomp.is_some(), landlock));
         match landlock {
-            Some(_) => argv.extend([landlock::INSIDE.into(), landlock::PROBE.into()]),
+            Some(_) => argv.extend([
+                landlock::INSIDE.into(),
+                landlock::ARG.into(),
+                landlock::PROBE.into(),
+            ]),
             None => argv.push("/usr/bin/true".into()),
         }
         std::process::Command::new(&argv[0])
