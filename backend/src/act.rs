@@ -601,6 +601,24 @@ pub struct Settled {
     pub done: bool,
 }
 
+/// Opens the calls a message asked for and settles those decided, under the message's lock
+/// from before the first is stored: a decision or an answer that comes meanwhile waits for
+/// this settling to end, so the message's last call is settled by exactly one of them and
+/// the agent goes on once.
+pub async fn open_and_settle(
+    st: &AppState,
+    sc: &Scene,
+    authority: Authority,
+    asked: Vec<Asked>,
+    over_bound: Option<usize>,
+    emit: &(dyn Fn(SseEvent) + Send + Sync),
+    abort: Option<&Abort>,
+) -> Result<Settled> {
+    let _lock = st.message_locks.lock(&sc.message_id).await;
+    let opened = open(st, sc, authority, asked, over_bound).await?;
+    settle_held(st, sc, &opened, emit, abort).await
+}
+
 /// Settles every call of `opened` that is decided, in order, under the message's lock;
 /// pending ones are left for the user's decision.
 pub async fn settle(
@@ -611,6 +629,17 @@ pub async fn settle(
     abort: Option<&Abort>,
 ) -> Result<Settled> {
     let _lock = st.message_locks.lock(&sc.message_id).await;
+    settle_held(st, sc, opened, emit, abort).await
+}
+
+/// [`settle`], for a caller that holds the message's lock.
+async fn settle_held(
+    st: &AppState,
+    sc: &Scene,
+    opened: &[Opened],
+    emit: &(dyn Fn(SseEvent) + Send + Sync),
+    abort: Option<&Abort>,
+) -> Result<Settled> {
     let mut executed = Vec::new();
     let open = open_calls(st, sc.session_id, &sc.message_id).await?;
     for o in opened {

@@ -569,8 +569,8 @@ async fn converse(
             agent_id: Some(agent.id),
         };
         let acted = async {
-            let opened = act::open(&st, &sc, act::Authority::User(user.id()), asked, None).await?;
-            act::settle(&st, &sc, &opened, &emit, Some(&cancel)).await?;
+            let user_id = act::Authority::User(user.id());
+            act::open_and_settle(&st, &sc, user_id, asked, None, &emit, Some(&cancel)).await?;
             load_context(&st, &dk, session_id).await
         };
         match acted.await {
@@ -605,12 +605,8 @@ async fn converse(
                     message_id: r.message_id.clone(),
                     agent_id: Some(agent.id),
                 };
-                let acted = async {
-                    let opened =
-                        act::open(&st, &sc, act::Authority::Agent(agent.id), asked, over).await?;
-                    act::settle(&st, &sc, &opened, &emit, Some(&cancel)).await
-                };
-                match acted.await {
+                let by = act::Authority::Agent(agent.id);
+                match act::open_and_settle(&st, &sc, by, asked, over, &emit, Some(&cancel)).await {
                     Ok(settled) => {
                         executed = settled.executed;
                         follow = settled.done && over.is_none() && !cancel.is_aborted();
