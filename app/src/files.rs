@@ -42,18 +42,6 @@ pub async fn write_file(
         .map_err(fail)
 }
 
-/// The files an agent may have, in prompt order, and the virtual one.
-const NAMES: [&str; 8] = [
-    "AGENTS.md",
-    "SOUL.md",
-    "TOOLS.md",
-    "IDENTITY.md",
-    "USER_PREDEFINED.md",
-    "USER.md",
-    "BOOTSTRAP.md",
-    "AVAILABILITY.md",
-];
-
 fn level_note(level: &str) -> &'static str {
     match level {
         "user" => "Your own copy: only your conversations with this agent use it.",
@@ -112,8 +100,10 @@ fn Files() -> impl IntoView {
     };
     let rows = move || {
         let listed = list.get().and_then(Result::ok).unwrap_or_default();
-        NAMES
+        // The files an agent may have, in prompt order, and the virtual one.
+        hero_shared::api::CONTEXT_FILES
             .iter()
+            .chain(&hero_shared::api::VIRTUAL_CONTEXT_FILES)
             .map(|name| {
                 let found = listed.iter().find(|f| f.name == *name);
                 let level = found.map_or("", |f| f.level.as_str()).to_owned();

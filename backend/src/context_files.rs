@@ -24,22 +24,14 @@ use crate::crypto::{self, SecretKey};
 use crate::{AppState, Error, Result, store};
 
 /// The stored files, in the order the prompt gives them.
-pub const NAMES: [&str; 7] = [
-    "AGENTS.md",
-    "SOUL.md",
-    "TOOLS.md",
-    "IDENTITY.md",
-    "USER_PREDEFINED.md",
-    "USER.md",
-    "BOOTSTRAP.md",
-];
+pub const NAMES: [&str; 7] = hero_shared::api::CONTEXT_FILES;
 
 /// The files an agent may write from chat (its `context_file` function): what it learns
 /// about its user and its tools, and the end of its first-run ritual.
 pub const CHAT_WRITABLE: [&str; 3] = ["USER.md", "TOOLS.md", "BOOTSTRAP.md"];
 
 /// Files Hero makes for each prompt: shown, never stored or written.
-pub const VIRTUAL: [&str; 1] = ["AVAILABILITY.md"];
+pub const VIRTUAL: [&str; 1] = hero_shared::api::VIRTUAL_CONTEXT_FILES;
 
 /// AVAILABILITY.md, made for each prompt (not during the first run): what the agent has
 /// here, and what it has not.

@@ -138,6 +138,20 @@ impl AgentKind {
     }
 }
 
+/// An agent's stored context files, in the order the system prompt gives them.
+pub const CONTEXT_FILES: [&str; 7] = [
+    "AGENTS.md",
+    "SOUL.md",
+    "TOOLS.md",
+    "IDENTITY.md",
+    "USER_PREDEFINED.md",
+    "USER.md",
+    "BOOTSTRAP.md",
+];
+
+/// Context files Hero makes for each prompt: shown, never stored or written.
+pub const VIRTUAL_CONTEXT_FILES: [&str; 1] = ["AVAILABILITY.md"];
+
 /// One of an agent's context files as `GET /api/agents/{id}/files` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextFileDto {
