@@ -213,6 +213,29 @@ async fn the_server_cannot_be_signalled_or_traced() {
     );
 }
 
+/// The process bound holds without cgroups too (a cgroup v2 host, or a server without
+/// rights to them): the sandbox's user has an rlimit on processes, and forks beyond it fail.
+#[tokio::test]
+async fn processes_are_bounded_by_an_rlimit_too() {
+    let f = fixture(SandboxLimits {
+        processes: 20,
+        ..SandboxLimits::default()
+    });
+    let r = run(&f, "ulimit -u").await;
+    assert_eq!(r.stdout, "20\n", "{}", all_output(&r));
+    let r = run(
+        &f,
+        "perl -e 'my $n = 0; for (1..40) { my $p = fork(); last unless defined $p; if ($p == 0) { sleep 2; exit 0 } $n++ } print $n'",
+    )
+    .await;
+    let started: usize = r.stdout.trim().parse().unwrap_or(usize::MAX);
+    assert!(
+        started < 20,
+        "{started} background processes: {}",
+        all_output(&r)
+    );
+}
+
 /// Bombs and floods end bounded: the fork bomb and the memory bomb fail or are killed at
 /// the timeout, the output flood is cut, a huge file is refused; the server goes on.
 #[tokio::test]

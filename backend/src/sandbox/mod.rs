@@ -309,7 +309,13 @@ impl Sandbox {
         let cgroup = layers
             .cgroups
             .as_ref()
-            .and_then(|(p, m)| RunCgroup::new(p, m, run, &self.limits).ok());
+            .and_then(|(p, m)| {
+                RunCgroup::new(p, m, run, &self.limits)
+                    .inspect_err(|e| {
+                        tracing::warn!(error = %e, "a run's cgroups could not be made; it runs with its rlimits alone")
+                    })
+                    .ok()
+            });
         // A shell first, which becomes bwrap: it puts itself in the run's cgroups (nothing of
         // the run starts outside them), and closes every descriptor but 0, 1 and 2, so that
         // nothing the server holds open (or inherited) reaches the command.
@@ -332,8 +338,11 @@ impl Sandbox {
         let l = &self.limits;
         // Inside: the rlimits, then the command (as bash's own `-c`, verbatim).
         let limits = format!(
-            "ulimit -c 0; ulimit -f {}; ulimit -n 256; ulimit -v {}; ulimit -t {}; exec /usr/bin/bash -c \"$1\"",
+            "ulimit -c 0; ulimit -f {}; ulimit -n 256; ulimit -u {}; ulimit -v {}; ulimit -t {}; exec /usr/bin/bash -c \"$1\"",
             l.file_bytes / 1024,
+            // Processes of the sandbox's user in its own namespace: the bound where no
+            // cgroup can be made (cgroup v2, or a server without rights to them).
+            l.processes,
             (l.memory_bytes * 2) / 1024,
             timeout.as_secs() + 1,
         );
@@ -575,8 +584,7 @@ impl Drop for Running {
         self.kill();
         if let Some(cg) = self.cgroup.take() {
             // Best effort at once; the processes are dead or dying.
-            let _ = std::fs::remove_dir(&cg.pids);
-            let _ = std::fs::remove_dir(&cg.memory);
+            cg.remove_now();
         }
     }
 }
@@ -595,21 +603,36 @@ impl RunCgroup {
         l: &SandboxLimits,
     ) -> std::io::Result<RunCgroup> {
         let name = format!("run-{}-{run}", std::process::id());
-        let pids = pids_root.join(&name);
-        let memory = mem_root.join(&name);
-        std::fs::create_dir_all(&pids)?;
-        std::fs::create_dir_all(&memory)?;
-        std::fs::write(pids.join("pids.max"), l.processes.to_string())?;
-        std::fs::write(
-            memory.join("memory.limit_in_bytes"),
-            l.memory_bytes.to_string(),
-        )?;
+        let cg = RunCgroup {
+            pids: pids_root.join(&name),
+            memory: mem_root.join(&name),
+        };
+        let made = (|| {
+            std::fs::create_dir_all(&cg.pids)?;
+            std::fs::create_dir_all(&cg.memory)?;
+            std::fs::write(cg.pids.join("pids.max"), l.processes.to_string())?;
+            std::fs::write(
+                cg.memory.join("memory.limit_in_bytes"),
+                l.memory_bytes.to_string(),
+            )
+        })();
+        if let Err(e) = made {
+            // Nothing half-made is left behind.
+            cg.remove_now();
+            return Err(e);
+        }
         // Swap counted too where the kernel accounts it (ignored where it does not).
         let _ = std::fs::write(
-            memory.join("memory.memsw.limit_in_bytes"),
+            cg.memory.join("memory.memsw.limit_in_bytes"),
             l.memory_bytes.to_string(),
         );
-        Ok(RunCgroup { pids, memory })
+        Ok(cg)
+    }
+
+    /// Removes the (empty) cgroups at once.
+    fn remove_now(&self) {
+        let _ = std::fs::remove_dir(&self.pids);
+        let _ = std::fs::remove_dir(&self.memory);
     }
 
     fn kill_all(&self) {
@@ -732,7 +755,15 @@ fn probe(workspaces: &Path, helper: Option<&Path>) -> Layers {
         .map(|p| std::fs::create_dir_all(&p).ok().map(|()| p))
         .collect::<Option<Vec<_>>>()
         .filter(|v| v.iter().all(|p| p.join("cgroup.procs").exists()))
-        .map(|v| (v[0].clone(), v[1].clone()));
+        .map(|v| (v[0].clone(), v[1].clone()))
+        // Only if a run's cgroups can be made with their limits (cgroup v1's files; a v2
+        // hierarchy has neither `pids.max` here nor `memory.limit_in_bytes`).
+        .filter(|(p, m)| {
+            RunCgroup::new(p, m, u64::MAX, &SandboxLimits::default())
+                .map(|cg| cg.remove_now())
+                .inspect_err(|e| tracing::debug!(error = %e, "no usable cgroups"))
+                .is_ok()
+        });
     Layers {
         bwrap: Some(bwrap),
         refused,
