@@ -134,14 +134,16 @@ pub async fn login_from(
 
 /// The address a request came from: the peer, or, when the peer is one of the
 /// `trusted_proxies`, the last address in `X-Forwarded-For` that is not (the proxies
-/// append; what a client wrote itself stands further left and is not believed).
+/// append; what a client wrote itself stands further left and is not believed). IPv4
+/// addresses in their IPv6-mapped form (a dual-stack listener's peers) are the IPv4 ones.
 pub fn client_address(
     headers: &HeaderMap,
     peer: Option<IpAddr>,
     trusted_proxies: &[IpAddr],
 ) -> Option<IpAddr> {
-    let peer = peer?;
-    if !trusted_proxies.contains(&peer) {
+    let peer = peer?.to_canonical();
+    let trusted = |a: &IpAddr| trusted_proxies.iter().any(|p| p.to_canonical() == *a);
+    if !trusted(&peer) {
         return Some(peer);
     }
     let forwarded: Vec<IpAddr> = headers
@@ -149,13 +151,14 @@ pub fn client_address(
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|a| a.trim().parse().ok())
+        .filter_map(|a| a.trim().parse::<IpAddr>().ok())
+        .map(|a| a.to_canonical())
         .collect();
     Some(
         forwarded
             .into_iter()
             .rev()
-            .find(|a| !trusted_proxies.contains(a))
+            .find(|a| !trusted(a))
             .unwrap_or(peer),
     )
 }
@@ -619,6 +622,30 @@ mod tests {
             Some(proxy)
         );
         assert_eq!(client_address(&h, None, &[proxy]), None);
+    }
+
+    /// A dual-stack listener (`[::]`) sees an IPv4 peer as `::ffff:a.b.c.d`: the proxy
+    /// configured as `127.0.0.1` is still trusted, and a client is one address either way.
+    #[test]
+    fn mapped_addresses_are_the_ipv4_ones() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", "::ffff:203.0.113.5".parse().unwrap());
+        let proxy: IpAddr = "127.0.0.1".parse().unwrap();
+        let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
+        assert_eq!(
+            client_address(&h, Some(mapped), &[proxy]),
+            "203.0.113.5".parse().ok()
+        );
+        let client: IpAddr = "::ffff:198.51.100.1".parse().unwrap();
+        assert_eq!(
+            client_address(&h, Some(client), &[proxy]),
+            "198.51.100.1".parse().ok()
+        );
+        // A proxy configured in its mapped form is the same proxy.
+        assert_eq!(
+            client_address(&h, Some(proxy), &[mapped]),
+            "203.0.113.5".parse().ok()
+        );
     }
 
     #[test]
