@@ -975,59 +975,77 @@ pub async fn recover(st: &AppState) -> Result<usize> {
     let mut n = 0;
     for (row, user_id) in store::frames::open_requests_everywhere(&st.db).await? {
         let (session_id, request_id) = (row.session_id, row.id.clone());
-        let dk = crate::users::data_key(&st.db, &st.keys, user_id).await?;
-        let Some(message_id) = row.parent_id.clone() else {
-            continue;
-        };
-        let request = row.open(&dk)?;
-        // The request as last decided: its latest update, if any.
-        let updates = st
-            .hot_db
-            .read(&st.db, |c| {
-                store::frames::children_hot(c, session_id, &request_id)
-            })
-            .await?;
-        let latest = match updates.into_iter().rfind(|r| r.frame_type == "update") {
-            Some(u) => u.open(&dk)?.payload,
-            None => request.payload,
-        };
-        let Ok(req) = serde_json::from_value::<CallRequest>(latest) else {
-            continue;
-        };
-        // A timed question waits on, to its time (or takes its default now).
-        if let (CallStatus::Asking, Some(at)) = (req.status, req.expires_at) {
-            arm(st, user_id, session_id, request_id, at);
-            continue;
+        // One row that cannot be read (damaged, or its user's key gone) is passed over:
+        // the others are still recovered.
+        match recover_one(st, row, user_id).await {
+            Ok(true) => n += 1,
+            Ok(false) => {}
+            Err(e) => tracing::warn!(
+                error = %e,
+                session = session_id,
+                request = %request_id,
+                "a call left open by the last run could not be recovered"
+            ),
         }
-        if req.status != CallStatus::Approved {
-            continue;
-        }
-        let agent_id = st
-            .hot_db
-            .read(&st.db, |c| {
-                store::sessions::agent_of(c, user_id, session_id)
-            })
-            .await?;
-        let sc = Scene {
-            user_id,
-            session_id,
-            dk,
-            message_id,
-            agent_id,
-        };
-        let o = Opened { request_id, req };
-        record(
-            st,
-            &sc,
-            &o,
-            Outcome::Error,
-            "interrupted: the server stopped before the call finished; ask for it again".into(),
-            &|_| {},
-        )
-        .await?;
-        n += 1;
     }
     Ok(n)
+}
+
+/// [`recover`] for one open request: re-arms a timed question, or records an approved
+/// call as interrupted (true).
+async fn recover_one(st: &AppState, row: store::frames::FrameRow, user_id: i64) -> Result<bool> {
+    let (session_id, request_id) = (row.session_id, row.id.clone());
+    let dk = crate::users::data_key(&st.db, &st.keys, user_id).await?;
+    let Some(message_id) = row.parent_id.clone() else {
+        return Ok(false);
+    };
+    let request = row.open(&dk)?;
+    // The request as last decided: its latest update, if any.
+    let updates = st
+        .hot_db
+        .read(&st.db, |c| {
+            store::frames::children_hot(c, session_id, &request_id)
+        })
+        .await?;
+    let latest = match updates.into_iter().rfind(|r| r.frame_type == "update") {
+        Some(u) => u.open(&dk)?.payload,
+        None => request.payload,
+    };
+    let Ok(req) = serde_json::from_value::<CallRequest>(latest) else {
+        return Ok(false);
+    };
+    // A timed question waits on, to its time (or takes its default now).
+    if let (CallStatus::Asking, Some(at)) = (req.status, req.expires_at) {
+        arm(st, user_id, session_id, request_id, at);
+        return Ok(false);
+    }
+    if req.status != CallStatus::Approved {
+        return Ok(false);
+    }
+    let agent_id = st
+        .hot_db
+        .read(&st.db, |c| {
+            store::sessions::agent_of(c, user_id, session_id)
+        })
+        .await?;
+    let sc = Scene {
+        user_id,
+        session_id,
+        dk,
+        message_id,
+        agent_id,
+    };
+    let o = Opened { request_id, req };
+    record(
+        st,
+        &sc,
+        &o,
+        Outcome::Error,
+        "interrupted: the server stopped before the call finished; ask for it again".into(),
+        &|_| {},
+    )
+    .await?;
+    Ok(true)
 }
 
 /// Stop with calls waiting: every open call of the session is recorded as stopped, so the
@@ -1308,6 +1326,51 @@ mod tests {
             .0,
             CallStatus::Invalid
         );
+    }
+
+    /// At start-up, one request that cannot be read (its row damaged, its key gone) is
+    /// passed over with a warning: the other sessions' interrupted calls are still recorded.
+    #[tokio::test]
+    async fn recovery_goes_past_a_row_it_cannot_read() {
+        let (_dir, st) = test_support::state().await;
+        let user = test_support::signed_in(&st, "alice").await;
+        let mut requests = Vec::new();
+        for name in ["damaged", "fine"] {
+            let session = test_support::session(&st, &user, name).await;
+            let sc = Scene {
+                user_id: user.id(),
+                session_id: session.id,
+                dk: frames::session_key(&st, &user, session.id).await.unwrap(),
+                message_id: format!("message-{name}"),
+                agent_id: None,
+            };
+            let asked = find(&st.functions, "@system(help)", &[]);
+            // Approved, and never settled: the server stopped while it ran.
+            let opened = open(&st, &sc, Authority::Agent(1), asked, None)
+                .await
+                .unwrap();
+            assert_eq!(opened[0].req.status, CallStatus::Approved);
+            requests.push((session.id, opened[0].request_id.clone(), sc.dk));
+        }
+        let damaged = requests[0].1.clone();
+        st.hot_db
+            .write(&st.db, move |tx| {
+                tx.execute(
+                    "UPDATE frames SET payload = x'00' WHERE id = ?1",
+                    [&damaged],
+                )?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert_eq!(recover(&st).await.unwrap(), 1);
+        let (session_id, request_id, dk) = &requests[1];
+        let log = frames::all(&st.db, dk, *session_id).await.unwrap();
+        let result = log
+            .iter()
+            .find(|f| f.frame_type == FrameType::Result)
+            .expect("the readable call is recorded as interrupted");
+        assert_eq!(result.parent_id.as_deref(), Some(request_id.as_str()));
     }
 
     /// 10,000 generated model outputs: none is taken as the user's authority or as a

@@ -86,6 +86,13 @@ pub async fn summon(
         req.with_agent_id.unwrap_or(agent_id),
     )
     .await?;
+    // A summoning is a provider call like a reply: it takes one of the user's reply slots
+    // until it ends.
+    let slot = st.turn_slots.acquire(
+        user.id(),
+        st.settings.limits.turns_per_user,
+        "replies in flight",
+    )?;
     let started = st
         .hot_db
         .write(&st.db, |tx| {
@@ -111,6 +118,7 @@ pub async fn summon(
     );
     let st2 = st.clone();
     tokio::spawn(async move {
+        let _slot = slot;
         let st = st2;
         let (files, detail) = match write_with(&st, &caller, &description).await {
             Ok(files) => (files, "written from the description".to_owned()),

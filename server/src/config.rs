@@ -50,7 +50,7 @@ pub struct ConfigArgs {
     )]
     pub token_ttl_hours: Option<u32>,
 
-    /// Mark the sign-in cookie Secure; set this when Hero is served over HTTPS [default: false]
+    /// Mark the sign-in cookie Secure; set this when Hero is served over HTTPS [default: true when public_url is https, else false]
     #[arg(long, env = "HERO_SECURE_COOKIE", global = true, value_name = "BOOL")]
     pub secure_cookie: Option<bool>,
 
@@ -249,6 +249,11 @@ impl ConfigArgs {
             (None, None) => Ok(EgressPolicy::default()),
         }
         .context("egress_allow (HERO_EGRESS_ALLOW) is not valid")?;
+        let public_url = self
+            .public_url
+            .or(file.public_url)
+            .map(|u| parse_public_url(&u))
+            .transpose()?;
         Ok(Config {
             addr: self
                 .addr
@@ -260,7 +265,13 @@ impl ConfigArgs {
                 .unwrap_or_else(|| DEFAULT_DATA_DIR.into()),
             master_key: self.master_key.or(file.master_key),
             token_ttl_hours,
-            secure_cookie: self.secure_cookie.or(file.secure_cookie).unwrap_or(false),
+            // Unset: Secure when people reach Hero over HTTPS.
+            secure_cookie: self
+                .secure_cookie
+                .or(file.secure_cookie)
+                .unwrap_or_else(|| {
+                    public_url.as_ref().and_then(|u| u.scheme_str()) == Some("https")
+                }),
             site_root: self
                 .site_root
                 .or(file.site_root)
@@ -271,11 +282,7 @@ impl ConfigArgs {
                     .or(file.drain_secs)
                     .unwrap_or(DEFAULT_DRAIN_SECS),
             ),
-            public_url: self
-                .public_url
-                .or(file.public_url)
-                .map(|u| parse_public_url(&u))
-                .transpose()?,
+            public_url,
             egress,
             trusted_proxies: match self.trusted_proxies {
                 Some(list) => list
@@ -555,6 +562,21 @@ mod tests {
             .map_err(|e| e.to_string())
         };
         assert!(url("https://hero.example.com").is_ok());
+        // Reached over HTTPS, the cookie is Secure unless told otherwise.
+        let secure = |u: &str, flag: Option<bool>| {
+            ConfigArgs {
+                config: Some("/dev/null".into()),
+                public_url: Some(u.into()),
+                secure_cookie: flag,
+                ..Default::default()
+            }
+            .resolve()
+            .unwrap()
+            .secure_cookie
+        };
+        assert!(secure("https://hero.example.com", None));
+        assert!(!secure("http://hero.lan:8080", None));
+        assert!(!secure("https://hero.example.com", Some(false)));
         assert!(url("http://hero.lan:8080/").is_ok());
         for (bad, why) in [
             ("hero.example.com", "http"),

@@ -535,6 +535,61 @@ async fn summoning_writes_the_persona_or_falls_back() {
     assert_eq!(e.status(), StatusCode::NOT_FOUND);
 }
 
+/// A summoning is a provider call like a reply: it takes one of the user's reply slots for as
+/// long as it runs, so `turns_per_user` bounds it too (a 429 beyond), and gives it back.
+#[tokio::test]
+async fn summoning_takes_a_reply_slot() {
+    let mock = mock_llm::spawn(Config::default()).await.unwrap();
+    let h = hero_with(&[mock.addr()], |s| {
+        s.limits.turns_per_user = 1;
+    })
+    .await;
+    let a = agent(&h, &mock, "open").await;
+    let b = agent(&h, &mock, "predefined").await;
+    let summon = |agent: i64, description: &'static str| {
+        let h = &h;
+        async move {
+            h.json(
+                Method::POST,
+                &format!("/api/agents/{agent}/summon"),
+                Some(json!({ "description": description })),
+            )
+            .await
+        }
+    };
+    let (s, v) = summon(
+        a,
+        "a slow one [[mock chunk=4 delay_ms=50 text=\"<file name=\\\"SOUL.md\\\">Slow.</file><file name=\\\"IDENTITY.md\\\">- Name: Slow</file>\"]]",
+    )
+    .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    let (s, v) = summon(b, "another").await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("replies in flight"),
+        "{v}"
+    );
+    // Given back when it ends: the agent is active again, and the next one may start.
+    for _ in 0..200 {
+        let (_, v) = h.json(Method::GET, &format!("/api/agents/{a}"), None).await;
+        if v["status"] == "active" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut started = StatusCode::TOO_MANY_REQUESTS;
+    for _ in 0..50 {
+        started = summon(b, "a gardener [[mock text=\"nothing useful\"]]")
+            .await
+            .0;
+        if started != StatusCode::TOO_MANY_REQUESTS {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(started, StatusCode::ACCEPTED);
+}
+
 /// The offline demo summons with no key: the persona is made from the description's words.
 #[tokio::test]
 async fn the_demo_summons_offline() {
