@@ -243,6 +243,25 @@ test("a timed question counts down and takes its default", async ({ page }) => {
   await expect(page.locator(".msg-agent:not(.live)").last()).toHaveText(/Not deploying\./, { timeout: 15_000 });
 });
 
+test("a question asked through a native tool call is answered in its card", async ({ page }) => {
+  await signIn(page, "erin", "erin-password");
+  await mockSession(page, "Native ask");
+  await send(page, '[[mock tool=ask input={"question": "Which colour?", "options": ["red", "blue"], "timeout": 60, "default": "red"} then="Blue it is."]]');
+  const c = card(page, "ask");
+  await expect(c.getByTestId("call-state")).toHaveText("waiting for your answer", { timeout: 15_000 });
+  // No element in the text stands for it: the card asks.
+  const q = c.locator('[data-hml="ask"]');
+  await expect(q).toHaveClass(/asking/);
+  await expect(q.locator(".hml-ask-question")).toHaveText("Which colour?");
+  await expect(q.getByTestId("ask-countdown")).toHaveText(/“red” is the answer in \d+ s/);
+  await q.getByRole("button", { name: "blue", exact: true }).click();
+  await expect(c.getByTestId("call-state")).toHaveText("done", { timeout: 15_000 });
+  await expect(c.locator('[data-hml="ask"]')).toHaveCount(0);
+  await c.locator("summary").click();
+  await expect(c.locator(".call-result pre")).toHaveText("blue");
+  await expect(page.locator(".msg-agent:not(.live)").last()).toHaveText(/Blue it is\./, { timeout: 15_000 });
+});
+
 test("a command past its timeout is killed, and its card says so", async ({ page }) => {
   await signIn(page, "erin", "erin-password");
   await mockSession(page, "Timeout");

@@ -63,6 +63,19 @@ pub fn CallCard(session_id: i64, c: CallView) -> impl IntoView {
     let always = ServerAction::<AlwaysAllow>::new();
     let state = c.state();
     let pending = c.is_pending();
+    // A question asked through a native tool call has no element in the text: its card asks.
+    let asks = (c.is_question()
+        && !matches!(
+            c.request.origin,
+            hero_shared::calls::CallOrigin::Element { .. }
+        ))
+    .then(|| use_context::<super::elements::prompt::MessageCtx>())
+    .flatten()
+    .map(|ctx| {
+        let element_id = c.request.origin.element_id();
+        let question = c.request.arg("question").unwrap_or_default().to_owned();
+        view! { <super::elements::ask::Waiting c=c.clone() ctx element_id question/> }
+    });
     let request_id = c.request_id.clone();
     let function = c.request.function.clone();
     let args = match &c.request.args {
@@ -102,6 +115,7 @@ pub fn CallCard(session_id: i64, c: CallView) -> impl IntoView {
                     <button type="button" class="always" on:click=move |_| { always.dispatch(AlwaysAllow { session_id, request_id: id3.clone(), function: f3.clone() }); }>{format!("Always allow {function}")}</button>
                 </div>
             })}
+            {asks}
             {c.result.map(|r| view! {
                 <details class="call-result">
                     <summary>{if r.outcome == hero_shared::calls::Outcome::Ok { "Result" } else { "Why" }}</summary>

@@ -64,9 +64,16 @@ pub fn Ask(e: Element, live: bool) -> impl IntoView {
 #[derive(Clone, Copy, Default)]
 pub struct Drafts(pub StoredValue<std::collections::HashMap<String, String>>);
 
-/// A question still waiting: its options, a field for another answer, its countdown.
+/// A question still waiting: its options, a field for another answer, its countdown. In
+/// its `<ask>` element, or, for a question asked through a native tool call (no element in
+/// the text stands for it), in its call's card.
 #[component]
-fn Waiting(c: CallView, ctx: MessageCtx, element_id: String, question: String) -> impl IntoView {
+pub fn Waiting(
+    c: CallView,
+    ctx: MessageCtx,
+    element_id: String,
+    question: String,
+) -> impl IntoView {
     let answer = ServerAction::<AnswerPrompt>::new();
     // What is typed outlives a re-render of the message (a frame of another call arriving).
     let drafts = use_context::<Drafts>();
