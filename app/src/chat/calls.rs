@@ -69,7 +69,7 @@ pub fn CallCard(session_id: i64, c: CallView) -> impl IntoView {
             c.request.origin,
             hero_shared::calls::CallOrigin::Element { .. }
         ))
-    .then(|| use_context::<super::elements::prompt::MessageCtx>())
+    .then(use_context::<super::elements::prompt::MessageCtx>)
     .flatten()
     .map(|ctx| {
         let element_id = c.request.origin.element_id();
