@@ -2,11 +2,14 @@
 //! started exactly as the server's own executable is (`hero __hero-landlock …`), so the
 //! tests go through the same arguments. Usage: `hero-landlock __hero-landlock PROGRAM ARGS…`.
 
+use hero_backend::sandbox::landlock::{ARG, Exit, main_if_asked};
+
 fn main() {
-    hero_backend::sandbox::landlock::main_if_asked();
-    eprintln!(
-        "usage: hero-landlock {} PROGRAM ARGS…",
-        hero_backend::sandbox::landlock::ARG
-    );
-    std::process::exit(2);
+    main_if_asked();
+    Exit {
+        code: 2,
+        out: None,
+        err: Some(format!("usage: hero-landlock {ARG} PROGRAM ARGS…")),
+    }
+    .finish()
 }

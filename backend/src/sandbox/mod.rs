@@ -689,7 +689,13 @@ fn probe(workspaces: &Path, helper: Option<&Path>) -> Layers {
         };
     };
     // One run of `true` as every run goes (the prelude, bwrap), with and without the filter.
-    let dir = std::env::temp_dir().join(format!("hero-sandbox-probe-{}", std::process::id()));
+    // One directory per probe: probes running at once (tests) must not remove each other's.
+    static PROBES: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "hero-sandbox-probe-{}-{}",
+        std::process::id(),
+        PROBES.fetch_add(1, Ordering::Relaxed)
+    ));
     let _ = std::fs::create_dir_all(&dir);
     let try_with = |seccomp: Option<&Path>, landlock: Option<&Path>| {
         let mut argv = prelude(String::new(), String::new(), seccomp, &bwrap);
