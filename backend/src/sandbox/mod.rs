@@ -384,8 +384,12 @@ impl Sandbox {
                 read_capped(err, cap, &kept_err, &first, started)
             )
         };
+        // The run has ended when both pipes are closed (everything in it that held them has
+        // exited) and bwrap has been reaped: looked at from the moment the output ends, so a
+        // short command is seen to end at once, not at the next tick of a backoff that began
+        // at its spawn (which cost up to half its time).
         let waiting = async {
-            let mut pause = Duration::from_millis(2);
+            let mut pause = Duration::from_millis(1);
             loop {
                 if let Ok(Some(status)) = run.child.try_wait() {
                     return status;
@@ -401,7 +405,7 @@ impl Sandbox {
             }
         };
         let ended = tokio::select! {
-            (status, _) = async { tokio::join!(waiting, reading) } => {
+            status = async { reading.await; waiting.await } => {
                 use std::os::unix::process::ExitStatusExt;
                 Ended::Exited(status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(-1))
             }
