@@ -77,6 +77,9 @@ pub struct Layers {
     pub seccomp: Option<PathBuf>,
     /// The Landlock helper, when its rules hold here, and how fully (`full`, `partial`).
     pub landlock: Option<(PathBuf, String)>,
+    /// The kernel counts a user's processes per user namespace (Linux 5.14 and later), so
+    /// a run's `ulimit -u` bounds that run alone.
+    pub nproc_per_namespace: bool,
 }
 
 impl Layers {
@@ -91,10 +94,12 @@ impl Layers {
                 } else {
                     "; no seccomp filter (refused here)"
                 },
-                if self.cgroups.is_some() {
-                    ", pids and memory cgroups"
-                } else {
-                    "; no cgroups (none writable here)"
+                match (self.cgroups.is_some(), self.nproc_per_namespace) {
+                    (true, true) => ", pids and memory cgroups, a process rlimit",
+                    (true, false) => ", pids and memory cgroups",
+                    (false, true) => "; no cgroups (none usable here), a process rlimit",
+                    (false, false) =>
+                        "; no cgroups (none usable here), no process bound but the timeout",
                 },
                 match &self.landlock {
                     Some((_, how)) => format!(
@@ -337,12 +342,18 @@ impl Sandbox {
         ));
         let l = &self.limits;
         // Inside: the rlimits, then the command (as bash's own `-c`, verbatim).
+        // Processes of the sandbox's user in its own namespace: the bound where no cgroup
+        // can be made (cgroup v2, or a server without rights to them). Only where the
+        // kernel counts them per user namespace: an older one would count every process of
+        // the server's own user, and the command could not fork at all.
+        let processes = if layers.nproc_per_namespace {
+            format!("ulimit -u {}; ", l.processes)
+        } else {
+            String::new()
+        };
         let limits = format!(
-            "ulimit -c 0; ulimit -f {}; ulimit -n 256; ulimit -u {}; ulimit -v {}; ulimit -t {}; exec /usr/bin/bash -c \"$1\"",
+            "ulimit -c 0; ulimit -f {}; ulimit -n 256; {processes}ulimit -v {}; ulimit -t {}; exec /usr/bin/bash -c \"$1\"",
             l.file_bytes / 1024,
-            // Processes of the sandbox's user in its own namespace: the bound where no
-            // cgroup can be made (cgroup v2, or a server without rights to them).
-            l.processes,
             (l.memory_bytes * 2) / 1024,
             timeout.as_secs() + 1,
         );
@@ -690,6 +701,7 @@ fn probe(workspaces: &Path, helper: Option<&Path>) -> Layers {
             cgroups: None,
             seccomp: None,
             landlock: None,
+            nproc_per_namespace: false,
         };
     };
     // One run of `true` as every run goes (the prelude, bwrap), with and without the filter.
@@ -780,7 +792,16 @@ fn probe(workspaces: &Path, helper: Option<&Path>) -> Layers {
         cgroups,
         seccomp,
         landlock,
+        nproc_per_namespace: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .is_ok_and(|r| kernel_at_least(&r, (5, 14))),
     }
+}
+
+/// Whether a kernel release (`6.1.0-18-amd64`) is at least `min` (major, minor).
+fn kernel_at_least(release: &str, min: (u32, u32)) -> bool {
+    let mut parts = release.trim().split(['.', '-']);
+    let mut next = || parts.next().and_then(|p| p.parse::<u32>().ok());
+    matches!((next(), next()), (Some(major), Some(minor)) if (major, minor) >= min)
 }
 
 /// The thread runs are spawned from: it lives as long as the server, so that
@@ -824,5 +845,25 @@ impl Spawner {
             .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
         rx.await
             .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kernel_at_least;
+
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        for (release, at_least) in [
+            ("6.18.44-fc-v657", true),
+            ("5.14.0-427.el9.x86_64", true),
+            ("5.15.0-105-generic\n", true),
+            ("5.10.0-28-amd64", false),
+            ("4.19.0", false),
+            ("", false),
+            ("six.one", false),
+        ] {
+            assert_eq!(kernel_at_least(release, (5, 14)), at_least, "{release:?}");
+        }
     }
 }
