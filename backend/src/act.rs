@@ -1328,6 +1328,56 @@ mod tests {
         );
     }
 
+    /// An answer that comes the moment the question is published (inside `open`, before the
+    /// turn settles) waits for the turn's settling: the turn finds the question open and
+    /// leaves the follow-up to the answer, so the agent goes on once, never twice.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_during_the_turns_settling_waits_for_it() {
+        let (_dir, st) = test_support::state().await;
+        let user = test_support::signed_in(&st, "alice").await;
+        let session = test_support::session(&st, &user, "race").await;
+        let dk = frames::session_key(&st, &user, session.id).await.unwrap();
+        for i in 0..100 {
+            let sc = Scene {
+                user_id: user.id(),
+                session_id: session.id,
+                dk: dk.clone(),
+                message_id: format!("asking-{i}"),
+                agent_id: None,
+            };
+            let mut live = st.hub.subscribe_session(session.id);
+            let answering = {
+                let (st, user) = (st.clone(), user.clone());
+                tokio::spawn(async move {
+                    loop {
+                        let ev = live.recv().await.unwrap();
+                        if let crate::hub::HubEvent::Question(q) = &*ev {
+                            let id = q.assertion_id.clone();
+                            let given = Answer::Given(json!("now"));
+                            return answer_question(&st, &user, session.id, &id, given).await;
+                        }
+                    }
+                })
+            };
+            let asked = find(&st.functions, "<ask>Now?</ask>", &[]);
+            let settled =
+                open_and_settle(&st, &sc, Authority::Agent(1), asked, None, &|_| {}, None)
+                    .await
+                    .unwrap();
+            assert!(
+                !settled.done,
+                "round {i}: the turn found the question answered"
+            );
+            answering.await.unwrap().unwrap();
+            assert!(
+                open_calls(&st, session.id, &sc.message_id)
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+        }
+    }
+
     /// At start-up, one request that cannot be read (its row damaged, its key gone) is
     /// passed over with a warning: the other sessions' interrupted calls are still recorded.
     #[tokio::test]

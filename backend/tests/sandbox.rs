@@ -221,6 +221,11 @@ async fn processes_are_bounded_by_an_rlimit_too() {
         processes: 20,
         ..SandboxLimits::default()
     });
+    // Before Linux 5.14 the kernel counts a user's processes across namespaces, and the
+    // sandbox leaves the rlimit out (the cgroups, where there are some, still bound them).
+    if !f.sandbox.layers().nproc_per_namespace {
+        return;
+    }
     let r = run(&f, "ulimit -u").await;
     assert_eq!(r.stdout, "20\n", "{}", all_output(&r));
     let r = run(

@@ -1360,25 +1360,3 @@ async fn the_server_executable_is_its_own_landlock_helper() {
     let dev = ran("touch /dev/made-here").await;
     assert_ne!(dev.ended, Ended::Exited(0), "{}", dev.stdout);
 }
-
-/// A question whose time is up as it is asked (timeout 0) races the turn that asked it: the
-/// default must be its answer once, and the agent must go on once, never twice (the answer
-/// and the turn each finding the message's calls all settled).
-#[tokio::test]
-async fn a_question_answered_at_once_is_followed_up_once() {
-    let (mock, h) = acting(|_| {}).await;
-    for _ in 0..8 {
-        let (session, _) = h.session_with("anthropic", &mock, KEY).await;
-        h.stream(
-            session,
-            r#"[[mock text="\u003cask timeout=\"0\" default=\"now\">When?\u003c/ask>" then="Thanks."]]"#,
-        )
-        .await;
-        frames_when(&h, session, |f| agent_messages(f).len() >= 2).await;
-        // Time for a second follow-up, were one started.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let frames = frames_when(&h, session, |_| true).await;
-        assert_eq!(agent_messages(&frames).len(), 2, "{frames:#?}");
-        assert_eq!(of_type(&frames, "result").len(), 1, "{frames:#?}");
-    }
-}

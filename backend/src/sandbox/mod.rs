@@ -781,7 +781,9 @@ fn probe(workspaces: &Path, helper: Option<&Path>) -> Layers {
         // Only if a run's cgroups can be made with their limits (cgroup v1's files; a v2
         // hierarchy has neither `pids.max` here nor `memory.limit_in_bytes`).
         .filter(|(p, m)| {
-            RunCgroup::new(p, m, u64::MAX, &SandboxLimits::default())
+            // A name of its own: probes running at once (tests) must not share one.
+            let run = RUNS.fetch_add(1, Ordering::Relaxed);
+            RunCgroup::new(p, m, run, &SandboxLimits::default())
                 .map(|cg| cg.remove_now())
                 .inspect_err(|e| tracing::debug!(error = %e, "no usable cgroups"))
                 .is_ok()
