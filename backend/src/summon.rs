@@ -86,13 +86,6 @@ pub async fn summon(
         req.with_agent_id.unwrap_or(agent_id),
     )
     .await?;
-    // A summoning is a provider call like a reply: it takes one of the user's reply slots
-    // until it ends.
-    let slot = st.turn_slots.acquire(
-        user.id(),
-        st.settings.limits.turns_per_user,
-        "replies in flight",
-    )?;
     let started = st
         .hot_db
         .write(&st.db, |tx| {
@@ -104,6 +97,21 @@ pub async fn summon(
             "this agent is being summoned already".into(),
         ));
     }
+    // A summoning is a provider call like a reply: it takes one of the user's reply slots
+    // until it ends. None to spare: the agent is as it was.
+    let slot = match st.turn_slots.acquire(
+        user.id(),
+        st.settings.limits.turns_per_user,
+        "replies in flight",
+    ) {
+        Ok(slot) => slot,
+        Err(e) => {
+            st.hot_db
+                .write(&st.db, |tx| store::agents::end_summoning(tx, agent_id))
+                .await?;
+            return Err(e);
+        }
+    };
     let of = Of {
         agent_id,
         user_id: user.id(),

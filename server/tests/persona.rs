@@ -569,6 +569,11 @@ async fn summoning_takes_a_reply_slot() {
         v["error"].as_str().unwrap().contains("replies in flight"),
         "{v}"
     );
+    // Refused, it is left as it was, not summoning.
+    let (_, v) = h.json(Method::GET, &format!("/api/agents/{b}"), None).await;
+    assert_eq!(v["status"], "active", "{v}");
+    // The one being summoned says so first.
+    assert_eq!(summon(a, "again").await.0, StatusCode::CONFLICT);
     // Given back when it ends: the agent is active again, and the next one may start.
     for _ in 0..200 {
         let (_, v) = h.json(Method::GET, &format!("/api/agents/{a}"), None).await;

@@ -364,7 +364,16 @@ pub async fn open_requests_everywhere(db: &SqlitePool) -> Result<Vec<(FrameRow, 
     ))
     .fetch_all(db)
     .await?;
-    rows.iter()
-        .map(|r| Ok((FrameRow::read(r)?, sqlx::Row::try_get::<i64, _>(r, 11)?)))
-        .collect()
+    // A row that cannot be read is passed over (and said): the others are still recovered.
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            let read = || -> Result<(FrameRow, i64)> {
+                Ok((FrameRow::read(r)?, sqlx::Row::try_get::<i64, _>(r, 11)?))
+            };
+            read()
+                .inspect_err(|e| tracing::warn!(error = %e, "an open request's row cannot be read"))
+                .ok()
+        })
+        .collect())
 }
