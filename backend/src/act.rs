@@ -470,6 +470,7 @@ pub async fn settle_one(
                 st,
                 user_id: sc.user_id,
                 session_id: sc.session_id,
+                agent_id: sc.agent_id,
                 registry: &st.functions,
             };
             let run = async {

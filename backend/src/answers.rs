@@ -45,7 +45,11 @@ pub async fn answer(
     }
     answer_prompt(
         st,
-        (user.id(), AuthorType::User),
+        Answerer {
+            user_id: user.id(),
+            author_type: AuthorType::User,
+            author_id: Some(user.id()),
+        },
         &dk,
         session_id,
         message_id,
@@ -99,16 +103,23 @@ async fn question_of(
 
 /// Records an answer to the prompt `element_id` of message `message_id`, by `author` (the
 /// user through the page, or the agent's `update_prompt` for an answer given in chat).
+/// Who records an answer: the session's owner (whose readers hear of it), and the answer
+/// frame's author (the user, or the agent through `update_prompt`).
+pub(crate) struct Answerer {
+    pub user_id: i64,
+    pub author_type: AuthorType,
+    pub author_id: Option<i64>,
+}
+
 pub(crate) async fn answer_prompt(
     st: &AppState,
-    author: (i64, AuthorType),
+    by: Answerer,
     dk: &crate::crypto::SecretKey,
     session_id: i64,
     message_id: &str,
     element_id: &str,
     answer: Value,
 ) -> Result<()> {
-    let (user_id, author_type) = author;
     let kept = st
         .hot_db
         .write(&st.db, |tx| {
@@ -143,8 +154,8 @@ pub(crate) async fn answer_prompt(
                 parent_id: Some(message_id.to_owned()),
                 target_ids: vec![target],
                 frame_type: FrameType::Result,
-                author_type,
-                author_id: (author_type == AuthorType::User).then_some(user_id),
+                author_type: by.author_type,
+                author_id: by.author_id,
                 payload: json!({"answer": answer, "element_id": element_id}),
             };
             let sealed = frames::seal(dk, f)?;
@@ -153,8 +164,11 @@ pub(crate) async fn answer_prompt(
             Ok(sealed.kept(seq))
         })
         .await?;
-    st.hub
-        .publish(user_id, session_id, HubEvent::Frame((*kept.frame).clone()));
+    st.hub.publish(
+        by.user_id,
+        session_id,
+        HubEvent::Frame((*kept.frame).clone()),
+    );
     st.history.append(kept);
     Ok(())
 }

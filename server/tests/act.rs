@@ -643,6 +643,7 @@ async fn websearch_backends_pages_and_bounds() {
             st: &t.st,
             user_id: 1,
             session_id: 1,
+            agent_id: None,
             registry: &t.st.functions,
         };
         f.run(&cx, &args).await
@@ -1231,7 +1232,7 @@ async fn stop_ends_a_waiting_question() {
 #[tokio::test]
 async fn an_answer_in_chat_is_noticed_and_the_prompt_updated() {
     let (mock, h) = acting(|_| {}).await;
-    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let (session, agent) = h.session_with("anthropic", &mock, KEY).await;
     // (No echoes here: an echo repeats the system prompt, whose example is a prompt.)
     h.stream(session, r#"first [[mock text="hello"]]"#).await;
     assert!(!sent_text(&mock, 0).contains("Conditional Ability"));
@@ -1287,6 +1288,13 @@ async fn an_answer_in_chat_is_noticed_and_the_prompt_updated() {
         update["payload"]["status"], "approved",
         "always, by default"
     );
+    // The answer is the agent's, and names it.
+    let answer = of_type(&frames, "result")
+        .into_iter()
+        .find(|r| r["parent_id"] == asked.as_str())
+        .expect("the prompt's answer");
+    assert_eq!(answer["author_type"], "agent", "{answer}");
+    assert_eq!(answer["author_id"], agent, "{answer}");
     let (_, view) = h
         .json(Method::GET, &format!("/api/sessions/{session}/view"), None)
         .await;

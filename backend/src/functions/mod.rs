@@ -42,6 +42,8 @@ pub struct Ctx<'a> {
     pub st: &'a AppState,
     pub user_id: i64,
     pub session_id: i64,
+    /// The session's agent, on whose behalf a call of the agent's acts (if known).
+    pub agent_id: Option<i64>,
     pub registry: &'a Registry,
 }
 

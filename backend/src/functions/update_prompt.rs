@@ -50,7 +50,11 @@ impl Function for UpdatePrompt {
                 .map_err(|e| e.public_message())?;
             crate::answers::answer_prompt(
                 cx.st,
-                (cx.user_id, AuthorType::Agent),
+                crate::answers::Answerer {
+                    user_id: cx.user_id,
+                    author_type: AuthorType::Agent,
+                    author_id: cx.agent_id,
+                },
                 &dk,
                 cx.session_id,
                 message_id,
