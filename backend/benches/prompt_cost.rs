@@ -15,15 +15,7 @@ use hero_backend::prompt::{Input, Mode, build};
 const RUNS: usize = 5_000;
 
 fn main() {
-    let names = [
-        "AGENTS.md",
-        "SOUL.md",
-        "TOOLS.md",
-        "IDENTITY.md",
-        "USER_PREDEFINED.md",
-        "USER.md",
-        "BOOTSTRAP.md",
-    ];
+    let names = hero_shared::api::CONTEXT_FILES;
     // Mixed text (ASCII, accents, CJK), 24,000 characters a file.
     let line = "The agent keeps its notes here — café, naïve, 漢字 — and goes on.\n";
     let body: String = line

@@ -26,6 +26,16 @@ async fn agent(h: &Hero, mock: &mock_llm::MockServer, kind: &str) -> i64 {
     a["id"].as_i64().unwrap()
 }
 
+/// `POST /api/agents/{agent}/summon` with `description`.
+async fn summon(h: &Hero, agent: i64, description: &str) -> (StatusCode, Value) {
+    h.json(
+        Method::POST,
+        &format!("/api/agents/{agent}/summon"),
+        Some(json!({ "description": description })),
+    )
+    .await
+}
+
 async fn session_of(h: &Hero, agent: i64) -> i64 {
     let (s, v) = h
         .json(
@@ -419,27 +429,17 @@ async fn summoning_writes_the_persona_or_falls_back() {
     let (_, mut ws) = h.ws().await;
     // Any message makes the socket live; none is needed to hear the user's events.
     let _ = ws.send(Message::Ping(vec![].into())).await;
-    let summon = |agent: i64, description: String| {
-        let h = &h;
-        async move {
-            h.json(
-                Method::POST,
-                &format!("/api/agents/{agent}/summon"),
-                Some(json!({ "description": description })),
-            )
-            .await
-        }
-    };
     let reply = r#"<file name=\"SOUL.md\">You are a sarcastic Rust reviewer.</file>\n<file name=\"IDENTITY.md\">- Name: Ferris the Critic</file>\n<file name=\"AGENTS.md\">Review code line by line.</file>\n<file name=\"TOOLS.md\">Run cargo clippy.</file>"#;
     let (s, v) = summon(
+        &h,
         pre,
-        format!("a sarcastic Rust reviewer [[mock chunk=16 delay_ms=25 text=\"{reply}\"]]"),
+        &format!("a sarcastic Rust reviewer [[mock chunk=16 delay_ms=25 text=\"{reply}\"]]"),
     )
     .await;
     assert_eq!(s, StatusCode::ACCEPTED, "{v}");
     assert_eq!(v["status"], "summoning");
     // One at a time.
-    let (s, v) = summon(pre, "another".into()).await;
+    let (s, v) = summon(&h, pre, "another").await;
     assert_eq!(s, StatusCode::CONFLICT, "{v}");
     let mut seen = Vec::new();
     while seen
@@ -489,7 +489,7 @@ async fn summoning_writes_the_persona_or_falls_back() {
         ("[[mock fault=500]]", "the provider refused"),
         ("[[mock fault=stall after_bytes=4]]", "no reply within 2 s"),
     ] {
-        let (s, v) = summon(pre, format!("a gardener {directive}")).await;
+        let (s, v) = summon(&h, pre, &format!("a gardener {directive}")).await;
         assert_eq!(s, StatusCode::ACCEPTED, "{v}");
         let mut detail = String::new();
         for _ in 0..100 {
@@ -518,9 +518,9 @@ async fn summoning_writes_the_persona_or_falls_back() {
     }
 
     // Bad requests.
-    assert_eq!(summon(pre, "   ".into()).await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(summon(&h, pre, "   ").await.0, StatusCode::BAD_REQUEST);
     assert_eq!(
-        summon(pre, "x".repeat(2001)).await.0,
+        summon(&h, pre, &"x".repeat(2001)).await.0,
         StatusCode::BAD_REQUEST
     );
     let bob = bob(&h).await;
@@ -546,24 +546,14 @@ async fn summoning_takes_a_reply_slot() {
     .await;
     let a = agent(&h, &mock, "open").await;
     let b = agent(&h, &mock, "predefined").await;
-    let summon = |agent: i64, description: &'static str| {
-        let h = &h;
-        async move {
-            h.json(
-                Method::POST,
-                &format!("/api/agents/{agent}/summon"),
-                Some(json!({ "description": description })),
-            )
-            .await
-        }
-    };
     let (s, v) = summon(
+        &h,
         a,
         "a slow one [[mock chunk=4 delay_ms=50 text=\"<file name=\\\"SOUL.md\\\">Slow.</file><file name=\\\"IDENTITY.md\\\">- Name: Slow</file>\"]]",
     )
     .await;
     assert_eq!(s, StatusCode::ACCEPTED, "{v}");
-    let (s, v) = summon(b, "another").await;
+    let (s, v) = summon(&h, b, "another").await;
     assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{v}");
     assert!(
         v["error"].as_str().unwrap().contains("replies in flight"),
@@ -573,7 +563,7 @@ async fn summoning_takes_a_reply_slot() {
     let (_, v) = h.json(Method::GET, &format!("/api/agents/{b}"), None).await;
     assert_eq!(v["status"], "active", "{v}");
     // The one being summoned says so first.
-    assert_eq!(summon(a, "again").await.0, StatusCode::CONFLICT);
+    assert_eq!(summon(&h, a, "again").await.0, StatusCode::CONFLICT);
     // Given back when it ends: the agent is active again, and the next one may start.
     for _ in 0..200 {
         let (_, v) = h.json(Method::GET, &format!("/api/agents/{a}"), None).await;
@@ -584,7 +574,7 @@ async fn summoning_takes_a_reply_slot() {
     }
     let mut started = StatusCode::TOO_MANY_REQUESTS;
     for _ in 0..50 {
-        started = summon(b, "a gardener [[mock text=\"nothing useful\"]]")
+        started = summon(&h, b, "a gardener [[mock text=\"nothing useful\"]]")
             .await
             .0;
         if started != StatusCode::TOO_MANY_REQUESTS {
