@@ -137,7 +137,8 @@ pub fn AgentsPage() -> impl IntoView {
     }
 }
 
-#[component]
+/// The page's lists and forms, one island: what they change shows in place.
+#[island]
 fn Agents() -> impl IntoView {
     let create = ServerAction::<CreateAgent>::new();
     let update = ServerAction::<UpdateAgent>::new();

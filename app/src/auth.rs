@@ -63,6 +63,25 @@ pub(crate) fn reload_to(href: &str) {
 #[component]
 pub fn LoginPage() -> impl IntoView {
     let user = crate::json::resource(|| (), |_| current_user());
+    view! {
+        <Suspense>
+            {move || user.get().map(|u| match u {
+                Ok(_) => view! { <Redirect path="/"/> }.into_any(),
+                Err(_) => view! {
+                    <main class="login">
+                        <h1>"Hero"</h1>
+                        <p class="tagline">"Sign in to your workspace."</p>
+                        <LoginForm/>
+                    </main>
+                }.into_any(),
+            })}
+        </Suspense>
+    }
+}
+
+/// The sign-in form: an island, the one part of the page that acts in the browser.
+#[island]
+fn LoginForm() -> impl IntoView {
     let login = ServerAction::<Login>::new();
     Effect::new(move |_| {
         if let Some(Ok(())) = login.value().get() {
@@ -74,23 +93,12 @@ pub fn LoginPage() -> impl IntoView {
         _ => None,
     };
     view! {
-        <Suspense>
-            {move || user.get().map(|u| match u {
-                Ok(_) => view! { <Redirect path="/"/> }.into_any(),
-                Err(_) => view! {
-                    <main class="login">
-                        <h1>"Hero"</h1>
-                        <p class="tagline">"Sign in to your workspace."</p>
-                        <ActionForm action=login attr:class="login-form">
-                            <label>"Username" <input type="text" name="username" autocomplete="username" required/></label>
-                            <label>"Password" <input type="password" name="password" autocomplete="current-password" required/></label>
-                            <button type="submit" disabled=move || login.pending().get()>"Sign in"</button>
-                            {error}
-                        </ActionForm>
-                    </main>
-                }.into_any(),
-            })}
-        </Suspense>
+        <ActionForm action=login attr:class="login-form">
+            <label>"Username" <input type="text" name="username" autocomplete="username" required/></label>
+            <label>"Password" <input type="password" name="password" autocomplete="current-password" required/></label>
+            <button type="submit" disabled=move || login.pending().get()>"Sign in"</button>
+            {error}
+        </ActionForm>
     }
 }
 

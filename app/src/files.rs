@@ -56,26 +56,26 @@ fn level_note(level: &str) -> &'static str {
 #[component]
 pub fn FilesPage() -> impl IntoView {
     let user = resource(|| (), |_| current_user());
+    let params = use_params_map();
+    let agent_id = params
+        .read_untracked()
+        .get("id")
+        .and_then(|s| s.parse::<i64>().ok())
+        .unwrap_or_default();
     view! {
         <Suspense>
             {move || user.get().map(|u| match u {
-                Ok(_) => view! { <Files/> }.into_any(),
+                Ok(_) => view! { <Files agent_id/> }.into_any(),
                 Err(_) => view! { <Redirect path="/login"/> }.into_any(),
             })}
         </Suspense>
     }
 }
 
-#[component]
-fn Files() -> impl IntoView {
-    let params = use_params_map();
-    let agent_id = move || {
-        params
-            .read()
-            .get("id")
-            .and_then(|s| s.parse::<i64>().ok())
-            .unwrap_or_default()
-    };
+/// The agent's files, one island.
+#[island]
+fn Files(agent_id: i64) -> impl IntoView {
+    let agent_id = move || agent_id;
     let save = ServerAction::<WriteFile>::new();
     let selected = RwSignal::new("SOUL.md".to_owned());
     let list = resource(

@@ -30,6 +30,18 @@ use leptos_meta::{HashedStylesheet, MetaTags, Title, provide_meta_context};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{SsrMode, path};
 
+/// The browser's entry: hydrates the page's islands (the parts that act in the browser; the
+/// rest is the server's HTML), then marks the body, which tells tests (and people
+/// debugging) that clicks now reach their handlers. In `app`, not `frontend`: the islands
+/// are exported from here, and only code the entry reaches is linked into the wasm.
+#[cfg(feature = "hydrate")]
+pub fn hydrate() {
+    leptos::mount::hydrate_islands();
+    if let Some(body) = document().body() {
+        let _ = body.set_attribute("data-hydrated", "true");
+    }
+}
+
 /// The HTML document around the app, rendered on the server only.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     #[cfg(feature = "ssr")]
@@ -43,7 +55,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
                 <HashedStylesheet options=options.clone() id="leptos"/>
                 <AutoReload options=options.clone()/>
-                <HydrationScripts options/>
+                <HydrationScripts options islands=true/>
                 <MetaTags/>
             </head>
             <body>
@@ -56,13 +68,6 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    // Effects run only in the browser: this attribute tells tests (and people debugging)
-    // that the page has hydrated and clicks now reach their handlers.
-    Effect::new(move |_| {
-        if let Some(body) = document().body() {
-            let _ = body.set_attribute("data-hydrated", "true");
-        }
-    });
     view! {
         <Title text="Hero"/>
         <Router>

@@ -48,7 +48,8 @@ pub fn PermissionsPage() -> impl IntoView {
     }
 }
 
-#[component]
+/// The levels and their forms, one island.
+#[island]
 fn Permissions() -> impl IntoView {
     let set = ServerAction::<SetPermission>::new();
     let list = resource(move || set.version().get(), |_| list_permissions());

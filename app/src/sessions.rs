@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use hero_shared::api::{SessionDto, SessionStatus, UserDto};
 use leptos::prelude::*;
-use leptos_router::components::{A, Redirect};
-use leptos_router::hooks::{use_navigate, use_params_map};
+use leptos_router::components::Redirect;
+use leptos_router::hooks::use_params_map;
 
 use crate::auth::{Logout, current_user, error_text, reload_to};
 use crate::json::{Json, resource};
@@ -108,14 +108,13 @@ pub fn tree(sessions: &[SessionDto]) -> Vec<TreeRow> {
     out
 }
 
-/// Everything the workspace page loads and the actions that reload it. All of it is made
-/// once, at the top of the page: a resource created inside a suspended part of the page,
-/// after that part resolved, can leave the server's async render waiting for ever.
+/// Everything the workspace page loads. All of it is made once, at the top of the page: a
+/// resource created inside a suspended part of the page, after that part resolved, can
+/// leave the server's async render waiting for ever. The page is the server's: only its
+/// islands (the forms, the chat) act in the browser, and what they change is shown by
+/// loading the page again.
 #[derive(Clone, Copy)]
 struct PageData {
-    create: ServerAction<CreateSession>,
-    update: ServerAction<UpdateSession>,
-    logout: ServerAction<Logout>,
     sessions: Resource<Result<Vec<SessionDto>, ServerFnError>, Json>,
     chat: Resource<Result<Option<hero_shared::wire::CompiledView>, ServerFnError>, Json>,
     agents: Resource<Result<Vec<hero_shared::api::AgentDto>, ServerFnError>, Json>,
@@ -125,13 +124,7 @@ struct PageData {
 #[component]
 pub fn Workspace() -> impl IntoView {
     let user = resource(|| (), |_| current_user());
-    let create = ServerAction::<CreateSession>::new();
-    let update = ServerAction::<UpdateSession>::new();
-    let logout = ServerAction::<Logout>::new();
-    let sessions = resource(
-        move || (create.version().get(), update.version().get()),
-        |_| list_sessions(),
-    );
+    let sessions = resource(|| (), |_| list_sessions());
     let params = use_params_map();
     let current = Memo::new(move |_| {
         params
@@ -152,9 +145,6 @@ pub fn Workspace() -> impl IntoView {
     );
     let agents = resource(|| (), |_| crate::chat::list_agents());
     let data = PageData {
-        create,
-        update,
-        logout,
         sessions,
         chat,
         agents,
@@ -173,26 +163,11 @@ pub fn Workspace() -> impl IntoView {
 #[component]
 fn SignedIn(user: UserDto, data: PageData) -> impl IntoView {
     let PageData {
-        create,
-        update,
-        logout,
         sessions,
         chat,
         agents,
         current,
     } = data;
-
-    let navigate = use_navigate();
-    Effect::new(move |_| {
-        if let Some(Ok(s)) = create.value().get() {
-            navigate(&format!("/s/{}", s.id), Default::default());
-        }
-    });
-    Effect::new(move |_| {
-        if let Some(Ok(())) = logout.value().get() {
-            reload_to("/login");
-        }
-    });
 
     view! {
         <div class="workspace">
@@ -200,18 +175,9 @@ fn SignedIn(user: UserDto, data: PageData) -> impl IntoView {
                 <header class="sidebar-head">
                     <a class="brand" href="/">"Hero"</a>
                     <span class="whoami" data-testid="whoami">{user.username.clone()}</span>
-                    <ActionForm action=logout attr:class="logout">
-                        <button type="submit" class="link-button">"Sign out"</button>
-                    </ActionForm>
+                    <SignOut/>
                 </header>
-                <ActionForm action=create attr:class="new-session">
-                    <input type="text" name="name" placeholder="New session name" maxlength="200" required aria-label="New session name"/>
-                    <button type="submit">"New session"</button>
-                </ActionForm>
-                {move || match create.value().get() {
-                    Some(Err(e)) => Some(view! { <p class="form-error" role="alert">{error_text(&e)}</p> }),
-                    _ => None,
-                }}
+                <NewSession/>
                 <nav class="session-list" aria-label="Sessions">
                     <Transition>
                         {move || sessions.get().map(|r| match r {
@@ -231,7 +197,7 @@ fn SignedIn(user: UserDto, data: PageData) -> impl IntoView {
                             (None, _) => view! { <Welcome/> }.into_any(),
                             (Some(id), Some(list)) => match (list.into_iter().find(|s| s.id == id), loaded, agents) {
                                 (Some(s), Some(view), Some(agents)) if view.session_id == id => {
-                                    view! { <SessionPage session=s update=update view agents/> }.into_any()
+                                    view! { <SessionPage session=s view agents/> }.into_any()
                                 }
                                 (Some(_), _, _) => view! { <p class="loading">"Loading…"</p> }.into_any(),
                                 (None, _, _) => view! { <p class="not-found">"This session does not exist, or is not yours."</p> }.into_any(),
@@ -242,6 +208,43 @@ fn SignedIn(user: UserDto, data: PageData) -> impl IntoView {
                 </Transition>
             </main>
         </div>
+    }
+}
+
+/// Signs out, then loads the sign-in page.
+#[island]
+fn SignOut() -> impl IntoView {
+    let logout = ServerAction::<Logout>::new();
+    Effect::new(move |_| {
+        if let Some(Ok(())) = logout.value().get() {
+            reload_to("/login");
+        }
+    });
+    view! {
+        <ActionForm action=logout attr:class="logout">
+            <button type="submit" class="link-button">"Sign out"</button>
+        </ActionForm>
+    }
+}
+
+/// Creates a session, then opens it.
+#[island]
+fn NewSession() -> impl IntoView {
+    let create = ServerAction::<CreateSession>::new();
+    Effect::new(move |_| {
+        if let Some(Ok(s)) = create.value().get() {
+            reload_to(&format!("/s/{}", s.id));
+        }
+    });
+    view! {
+        <ActionForm action=create attr:class="new-session">
+            <input type="text" name="name" placeholder="New session name" maxlength="200" required aria-label="New session name"/>
+            <button type="submit">"New session"</button>
+        </ActionForm>
+        {move || match create.value().get() {
+            Some(Err(e)) => Some(view! { <p class="form-error" role="alert">{error_text(&e)}</p> }),
+            _ => None,
+        }}
     }
 }
 
@@ -264,9 +267,9 @@ fn SessionTree(sessions: Vec<SessionDto>, current: Memo<Option<i64>>) -> impl In
                 );
                 view! {
                     <li class=class data-depth=row.depth data-session-id=id data-status=row.session.status.as_str()>
-                        <A href=format!("/s/{id}") attr:aria-current=move || (current.get() == Some(id)).then_some("page")>
+                        <a href=format!("/s/{id}") aria-current=(current.get_untracked() == Some(id)).then_some("page")>
                             {row.session.name}
-                        </A>
+                        </a>
                     </li>
                 }
             }).collect_view()}
@@ -288,13 +291,36 @@ fn Welcome() -> impl IntoView {
 #[component]
 fn SessionPage(
     session: SessionDto,
-    update: ServerAction<UpdateSession>,
     view: hero_shared::wire::CompiledView,
     agents: Vec<hero_shared::api::AgentDto>,
 ) -> impl IntoView {
     let id = session.id;
     let for_chat = session.clone();
     let archived = session.status == SessionStatus::Archived;
+    view! {
+        <section class="session-page" data-session-id=id>
+            <header class="session-head">
+                <h1 class="session-title" data-testid="session-title">{session.name.clone()}</h1>
+                <span class=format!("badge status-{}", session.status.as_str()) data-testid="session-status">
+                    {session.status.as_str()}
+                </span>
+            </header>
+            <SessionActions id name=session.name.clone() archived/>
+            <crate::chat::ChatView session=for_chat initial=view agents/>
+        </section>
+    }
+}
+
+/// Rename, archive and restore; the page loads again with the change (the sidebar shows
+/// the name too).
+#[island]
+fn SessionActions(id: i64, name: String, archived: bool) -> impl IntoView {
+    let update = ServerAction::<UpdateSession>::new();
+    Effect::new(move |_| {
+        if let Some(Ok(_)) = update.value().get() {
+            reload_to(&format!("/s/{id}"));
+        }
+    });
     let (next_status, toggle_label) = if archived {
         (SessionStatus::Active, "Restore")
     } else {
@@ -305,28 +331,19 @@ fn SessionPage(
         _ => None,
     };
     view! {
-        <section class="session-page" data-session-id=id>
-            <header class="session-head">
-                <h1 class="session-title" data-testid="session-title">{session.name.clone()}</h1>
-                <span class=format!("badge status-{}", session.status.as_str()) data-testid="session-status">
-                    {session.status.as_str()}
-                </span>
-            </header>
-            <div class="session-actions">
-                <ActionForm action=update attr:class="rename">
-                    <input type="hidden" name="id" value=id/>
-                    <input type="text" name="name" value=session.name.clone() maxlength="200" required aria-label="Session name"/>
-                    <button type="submit">"Rename"</button>
-                </ActionForm>
-                <ActionForm action=update attr:class="toggle-archive">
-                    <input type="hidden" name="id" value=id/>
-                    <input type="hidden" name="status" value=next_status.as_str()/>
-                    <button type="submit">{toggle_label}</button>
-                </ActionForm>
-            </div>
-            {error}
-            <crate::chat::ChatView session=for_chat initial=view agents/>
-        </section>
+        <div class="session-actions">
+            <ActionForm action=update attr:class="rename">
+                <input type="hidden" name="id" value=id/>
+                <input type="text" name="name" value=name maxlength="200" required aria-label="Session name"/>
+                <button type="submit">"Rename"</button>
+            </ActionForm>
+            <ActionForm action=update attr:class="toggle-archive">
+                <input type="hidden" name="id" value=id/>
+                <input type="hidden" name="status" value=next_status.as_str()/>
+                <button type="submit">{toggle_label}</button>
+            </ActionForm>
+        </div>
+        {error}
     }
 }
 

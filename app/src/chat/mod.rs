@@ -300,7 +300,7 @@ fn MessageBody(m: CompiledMessage) -> impl IntoView {
 /// The conversation. Its data is loaded by the page (`initial`, `agents`): resources created
 /// inside a suspended part of the page would be created anew on each server render pass and
 /// no longer line up with the browser's when it hydrates.
-#[component]
+#[island]
 pub fn ChatView(
     session: SessionDto,
     initial: CompiledView,
