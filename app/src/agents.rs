@@ -11,8 +11,11 @@ use hero_shared::api::{
 use leptos::prelude::*;
 use leptos_router::components::Redirect;
 
+use leptos::server_fn::ServerFn;
+
 use crate::auth::{current_user, error_text};
 use crate::chat::list_agents;
+use crate::enhance::{FnForm, agent_status_line};
 use crate::json::resource;
 
 /// Reads the config textarea: empty means `{}`.
@@ -137,56 +140,25 @@ pub fn AgentsPage() -> impl IntoView {
     }
 }
 
-/// The page's lists and forms, one island: what they change shows in place.
-#[island]
+/// The agents and their forms, sent by [`crate::enhance`]: each success reads the page's
+/// `<main>` again, and the user's WebSocket (`data-agent-feed`) updates each agent's status
+/// line while it is summoned.
+#[component]
 fn Agents() -> impl IntoView {
-    let create = ServerAction::<CreateAgent>::new();
-    let update = ServerAction::<UpdateAgent>::new();
-    let delete = ServerAction::<DeleteAgent>::new();
-    let summon = ServerAction::<SummonAgent>::new();
-    // Agents' status as the user's event feed tells it (summoning, then active).
-    let status = RwSignal::new(std::collections::HashMap::<i64, (String, String)>::new());
-    let changed = RwSignal::new(0u64);
-    #[cfg(feature = "hydrate")]
-    browser::listen(status, changed);
-    let agents = resource(
-        move || {
-            (
-                create.version().get(),
-                update.version().get(),
-                delete.version().get(),
-                summon.version().get(),
-                changed.get(),
-            )
-        },
-        |_| list_agents(),
-    );
-    let error = move || {
-        [
-            create.value().get().and_then(Result::err),
-            update.value().get().and_then(Result::err),
-            delete.value().get().and_then(Result::err),
-            summon.value().get().and_then(Result::err),
-        ]
-        .into_iter()
-        .flatten()
-        .next()
-        .map(|e| view! { <p class="form-error" role="alert">{error_text(&e)}</p> })
-    };
+    let agents = resource(|| (), |_| list_agents());
     view! {
-        <main class="agents-page">
+        <main class="agents-page" data-agent-feed="">
             <p><a href="/">"← Back to sessions"</a></p>
             <h1>"Agents"</h1>
             <p class="muted">"API keys are stored encrypted and never shown again; leave the key empty to keep the stored one."</p>
-            {error}
-            <Transition>
+            <Suspense>
                 {move || agents.get().map(|r| match r {
-                    Ok(list) => list.into_iter().map(|a| view! { <AgentCard a update delete summon status/> }).collect_view().into_any(),
+                    Ok(list) => list.into_iter().map(|a| view! { <AgentCard a/> }).collect_view().into_any(),
                     Err(e) => view! { <p class="form-error">{error_text(&e)}</p> }.into_any(),
                 })}
-            </Transition>
+            </Suspense>
             <h2>"New agent"</h2>
-            <ActionForm action=create attr:class="agent-form new-agent">
+            <FnForm action=CreateAgent::PATH then="refresh" class="agent-form new-agent">
                 <label>"Name" <input type="text" name="name" required maxlength="100"/></label>
                 <label>"Provider"
                     <select name="provider">
@@ -208,28 +180,14 @@ fn Agents() -> impl IntoView {
                 <label>"Config (JSON, merged into every request)" <textarea name="config" rows="3" placeholder="{\"max_tokens\": 4096, \"temperature\": 0.7}"></textarea></label>
                 <label>"Describe it (optional: its persona is then written from this)" <textarea name="description" rows="2" maxlength="2000" placeholder="a sarcastic Rust reviewer"></textarea></label>
                 <button type="submit">"Add agent"</button>
-            </ActionForm>
+            </FnForm>
         </main>
     }
 }
 
 #[component]
-fn AgentCard(
-    a: AgentDto,
-    update: ServerAction<UpdateAgent>,
-    delete: ServerAction<DeleteAgent>,
-    summon: ServerAction<SummonAgent>,
-    status: RwSignal<std::collections::HashMap<i64, (String, String)>>,
-) -> impl IntoView {
+fn AgentCard(a: AgentDto) -> impl IntoView {
     let id = a.id;
-    let stored = a.status.clone();
-    // The feed's word wins over the list's (which may be older).
-    let stored = StoredValue::new(stored);
-    let now = move || {
-        status
-            .with(|m| m.get(&id).cloned())
-            .unwrap_or_else(|| (stored.get_value(), String::new()))
-    };
     let config = if a.config.as_object().is_some_and(|m| m.is_empty()) {
         String::new()
     } else {
@@ -243,24 +201,16 @@ fn AgentCard(
                 <span class="badge agent-type">{a.kind.as_str()}</span>
                 <a class="agent-files" href=format!("/agents/{id}/files")>"Files"</a>
                 <span class="muted">{if a.has_api_key { "key set" } else { "no key" }}</span>
-                <span class="agent-status" data-testid="agent-status" data-status=move || now().0>
-                    {move || {
-                        let (s, detail) = now();
-                        match (s.as_str(), detail.is_empty()) {
-                            ("summoning", true) => "summoning…".to_owned(),
-                            ("summoning", false) => format!("summoning… {detail}"),
-                            (_, true) => String::new(),
-                            (_, false) => format!("ready: {detail}"),
-                        }
-                    }}
+                <span class="agent-status" data-testid="agent-status" data-status=a.status.clone()>
+                    {agent_status_line(&a.status, "")}
                 </span>
             </header>
-            <ActionForm action=summon attr:class="agent-form summon">
+            <FnForm action=SummonAgent::PATH then="refresh" class="agent-form summon">
                 <input type="hidden" name="id" value=id/>
                 <label>"Edit with AI" <input type="text" name="description" maxlength="2000" placeholder="describe who it should be" required/></label>
                 <button type="submit">"Rewrite its persona"</button>
-            </ActionForm>
-            <ActionForm action=update attr:class="agent-form">
+            </FnForm>
+            <FnForm action=UpdateAgent::PATH then="refresh" class="agent-form">
                 <input type="hidden" name="id" value=id/>
                 <label>"Name" <input type="text" name="name" value=a.name.clone() required/></label>
                 <label>"Model" <input type="text" name="model" value=a.model.clone() required/></label>
@@ -268,66 +218,11 @@ fn AgentCard(
                 <label>"New API key" <input type="password" name="api_key" autocomplete="off" placeholder="leave empty to keep"/></label>
                 <label>"Config" <textarea name="config" rows="2">{config}</textarea></label>
                 <button type="submit">"Save"</button>
-            </ActionForm>
-            <ActionForm action=delete attr:class="agent-delete">
+            </FnForm>
+            <FnForm action=DeleteAgent::PATH then="refresh" class="agent-delete">
                 <input type="hidden" name="id" value=id/>
                 <button type="submit" class="danger">"Delete"</button>
-            </ActionForm>
+            </FnForm>
         </section>
-    }
-}
-
-#[cfg(feature = "hydrate")]
-mod browser {
-    use leptos::prelude::*;
-    use wasm_bindgen::JsCast;
-    use wasm_bindgen::closure::Closure;
-
-    /// Listens to the user's event feed (the WebSocket) for `agent_status` while the page
-    /// lives: each status goes into `status`, and an agent active again bumps `changed`
-    /// (the list is read again).
-    pub fn listen(
-        status: RwSignal<std::collections::HashMap<i64, (String, String)>>,
-        changed: RwSignal<u64>,
-    ) {
-        let Some(loc) = web_sys::window().map(|w| w.location()) else {
-            return;
-        };
-        let scheme = if loc.protocol().ok().as_deref() == Some("https:") {
-            "wss"
-        } else {
-            "ws"
-        };
-        let Ok(host) = loc.host() else { return };
-        let Ok(ws) = web_sys::WebSocket::new(&format!("{scheme}://{host}/ws")) else {
-            return;
-        };
-        let on_message =
-            Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |e: web_sys::MessageEvent| {
-                let text = e.data().as_string().unwrap_or_default();
-                let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
-                    return;
-                };
-                if v["type"] != "agent_status" {
-                    return;
-                }
-                let (Some(id), Some(s), Some(d)) = (
-                    v["agentId"].as_i64(),
-                    v["status"].as_str(),
-                    v["detail"].as_str(),
-                ) else {
-                    return;
-                };
-                status.update(|m| {
-                    m.insert(id, (s.to_owned(), d.to_owned()));
-                });
-                if s == "active" {
-                    changed.update(|n| *n += 1);
-                }
-            });
-        ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-        on_message.forget();
-        let ws = StoredValue::new_local(ws);
-        on_cleanup(move || ws.with_value(|w| drop(w.close())));
     }
 }

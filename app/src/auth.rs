@@ -55,11 +55,6 @@ pub async fn logout() -> Result<(), ServerFnError> {
     Ok(())
 }
 
-/// Loads the page at `href` afresh, so every resource is fetched with the new cookie.
-pub(crate) fn reload_to(href: &str) {
-    let _ = window().location().set_href(href);
-}
-
 #[component]
 pub fn LoginPage() -> impl IntoView {
     let user = crate::json::resource(|| (), |_| current_user());
@@ -79,26 +74,17 @@ pub fn LoginPage() -> impl IntoView {
     }
 }
 
-/// The sign-in form: an island, the one part of the page that acts in the browser.
-#[island]
+/// The sign-in form: sent by [`crate::enhance`], which opens the workspace once signed in
+/// (a full load, so that everything is read with the new cookie).
+#[component]
 fn LoginForm() -> impl IntoView {
-    let login = ServerAction::<Login>::new();
-    Effect::new(move |_| {
-        if let Some(Ok(())) = login.value().get() {
-            reload_to("/");
-        }
-    });
-    let error = move || match login.value().get() {
-        Some(Err(e)) => Some(view! { <p class="form-error" role="alert">{error_text(&e)}</p> }),
-        _ => None,
-    };
+    use leptos::server_fn::ServerFn;
     view! {
-        <ActionForm action=login attr:class="login-form">
+        <crate::enhance::FnForm action=Login::PATH then="/" class="login-form">
             <label>"Username" <input type="text" name="username" autocomplete="username" required/></label>
             <label>"Password" <input type="password" name="password" autocomplete="current-password" required/></label>
-            <button type="submit" disabled=move || login.pending().get()>"Sign in"</button>
-            {error}
-        </ActionForm>
+            <button type="submit">"Sign in"</button>
+        </crate::enhance::FnForm>
     }
 }
 

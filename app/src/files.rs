@@ -5,10 +5,10 @@
 use hero_shared::api::{ContextFileContent, ContextFileDto};
 use leptos::prelude::*;
 use leptos_router::components::Redirect;
-use leptos_router::hooks::use_params_map;
+use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::auth::{current_user, error_text};
-use crate::chat::markdown::Markdown;
+use crate::enhance::FnForm;
 use crate::json::resource;
 
 #[server(prefix = "/_fn")]
@@ -57,47 +57,41 @@ fn level_note(level: &str) -> &'static str {
 pub fn FilesPage() -> impl IntoView {
     let user = resource(|| (), |_| current_user());
     let params = use_params_map();
+    let query = use_query_map();
     let agent_id = params
         .read_untracked()
         .get("id")
         .and_then(|s| s.parse::<i64>().ok())
         .unwrap_or_default();
+    // The file shown: `?file=`, one of the names an agent may have.
+    let asked = query.read_untracked().get("file").unwrap_or_default();
+    let selected = hero_shared::api::CONTEXT_FILES
+        .iter()
+        .chain(&hero_shared::api::VIRTUAL_CONTEXT_FILES)
+        .find(|n| **n == asked)
+        .copied()
+        .unwrap_or("SOUL.md");
     view! {
         <Suspense>
             {move || user.get().map(|u| match u {
-                Ok(_) => view! { <Files agent_id/> }.into_any(),
+                Ok(_) => view! { <Files agent_id selected/> }.into_any(),
                 Err(_) => view! { <Redirect path="/login"/> }.into_any(),
             })}
         </Suspense>
     }
 }
 
-/// The agent's files, one island.
-#[island]
-fn Files(agent_id: i64) -> impl IntoView {
-    let agent_id = move || agent_id;
-    let save = ServerAction::<WriteFile>::new();
-    let selected = RwSignal::new("SOUL.md".to_owned());
-    let list = resource(
-        move || (agent_id(), save.version().get()),
-        |(id, _)| list_files(id),
-    );
+/// The list links each file (`?file=`, a plain GET form); the editor is a form sent by
+/// [`crate::enhance`], which reads the page again and says it saved; the preview follows
+/// what is typed (`data-preview`).
+#[component]
+fn Files(agent_id: i64, selected: &'static str) -> impl IntoView {
+    use leptos::server_fn::ServerFn;
+    let list = resource(move || agent_id, list_files);
     let file = resource(
-        move || (agent_id(), selected.get(), save.version().get()),
-        |(id, name, _)| read_file(id, name),
+        move || agent_id,
+        move |id| read_file(id, selected.to_owned()),
     );
-    let draft = RwSignal::new(String::new());
-    Effect::new(move |_| {
-        if let Some(Ok(f)) = file.get() {
-            draft.set(f.content);
-        }
-    });
-    let error = move || {
-        save.value()
-            .get()
-            .and_then(Result::err)
-            .map(|e| view! { <p class="form-error" role="alert">{error_text(&e)}</p> })
-    };
     let rows = move || {
         let listed = list.get().and_then(Result::ok).unwrap_or_default();
         // The files an agent may have, in prompt order, and the virtual one.
@@ -108,12 +102,9 @@ fn Files(agent_id: i64) -> impl IntoView {
                 let found = listed.iter().find(|f| f.name == *name);
                 let level = found.map_or("", |f| f.level.as_str()).to_owned();
                 let size = found.map(|f| format!("{} B", f.size)).unwrap_or_else(|| "empty".into());
-                let n = (*name).to_owned();
-                let current = n.clone();
-                let attr = n.clone();
                 view! {
-                    <li class:current=move || selected.get() == current data-file=attr>
-                        <button type="button" on:click=move |_| selected.set(n.clone())>{*name}</button>
+                    <li class:current=*name == selected data-file=*name>
+                        <form method="get"><button type="submit" name="file" value=*name>{*name}</button></form>
                         <span class=format!("level level-{level}")>{level.clone()}</span>
                         <span class="muted">{size}</span>
                     </li>
@@ -121,44 +112,41 @@ fn Files(agent_id: i64) -> impl IntoView {
             })
             .collect_view()
     };
-    let level = move || {
-        file.get()
-            .and_then(Result::ok)
-            .map(|f| f.level)
-            .unwrap_or_default()
-    };
-    let save_it = move |_| {
-        save.dispatch(WriteFile {
-            agent_id: agent_id(),
-            name: selected.get_untracked(),
-            content: draft.get_untracked(),
-        });
+    let editor = move || {
+        file.get().map(|r| match r {
+            Ok(f) => {
+                let fixed = f.level == "virtual";
+                let preview = hero_shared::markdown::to_html(&f.content);
+                view! {
+                    <p class="level-note" data-testid="level-note">{level_note(&f.level)}</p>
+                    <FnForm action=WriteFile::PATH then="refresh" class="file-form" done=format!("Saved {selected}")>
+                        <input type="hidden" name="agent_id" value=agent_id/>
+                        <input type="hidden" name="name" value=selected/>
+                        <textarea name="content" rows="16" aria-label=format!("Content of {selected}")
+                            readonly=fixed data-preview="file-preview">{f.content}</textarea>
+                        <button type="submit" class="save-file" disabled=fixed>"Save"</button>
+                    </FnForm>
+                    <h3>"Preview"</h3>
+                    <div class="file-preview" id="file-preview" inner_html=preview></div>
+                }
+                .into_any()
+            }
+            Err(e) => view! { <p class="form-error" role="alert">{error_text(&e)}</p> }.into_any(),
+        })
     };
     view! {
         <main class="files-page">
             <p><a href="/agents">"← Back to agents"</a></p>
             <h1>"Context files"</h1>
             <p class="muted">"What the agent is told about itself and about you, in every call. Empty a file to delete it; an empty BOOTSTRAP.md ends the first-run ritual."</p>
-            {error}
+            <span class="saved" role="status"></span>
             <div class="files">
                 <ul class="file-list">
-                    <Transition>{rows}</Transition>
+                    <Suspense>{rows}</Suspense>
                 </ul>
                 <section class="file-editor">
-                    <h2 data-testid="file-name">{move || selected.get()}</h2>
-                    // In a Transition: the server renders it with the file's level, and the
-                    // page hydrates that rather than fetching it again.
-                    <Transition>
-                        <p class="level-note" data-testid="level-note">{move || level_note(&level())}</p>
-                    </Transition>
-                    <textarea rows="16" aria-label=move || format!("Content of {}", selected.get())
-                        prop:value=move || draft.get()
-                        readonly=move || level() == "virtual"
-                        on:input=move |ev| draft.set(event_target_value(&ev))></textarea>
-                    <button type="button" class="save-file" disabled=move || level() == "virtual" on:click=save_it>"Save"</button>
-                    {move || save.value().get().and_then(Result::ok).map(|f| view! { <span class="saved" role="status">{format!("Saved {}", f.name)}</span> })}
-                    <h3>"Preview"</h3>
-                    <div class="file-preview"><Markdown src=Signal::derive(move || draft.get())/></div>
+                    <h2 data-testid="file-name">{selected}</h2>
+                    <Suspense>{editor}</Suspense>
                 </section>
             </div>
         </main>

@@ -7,6 +7,7 @@
 //! - [`sessions`]: the sidebar tree of sessions and the session page.
 //! - [`chat`]: the conversation: stored messages, the live reply, the composer.
 //! - [`agents`]: the Agents page.
+//! - [`enhance`]: the forms of the server-rendered pages, in the browser.
 //! - `guard` (ssr only): `require_user()` and the error mapping every server function uses.
 //! - [`json`]: the codec of the pages' resources.
 //! - `csp` (ssr only): the pages' Content-Security-Policy, with each response's nonce.
@@ -18,6 +19,7 @@ pub mod auth;
 pub mod chat;
 #[cfg(feature = "ssr")]
 pub mod csp;
+pub mod enhance;
 pub mod files;
 #[cfg(feature = "ssr")]
 pub mod guard;
@@ -30,13 +32,15 @@ use leptos_meta::{HashedStylesheet, MetaTags, Title, provide_meta_context};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{SsrMode, path};
 
-/// The browser's entry: hydrates the page's islands (the parts that act in the browser; the
-/// rest is the server's HTML), then marks the body, which tells tests (and people
+/// The browser's entry: hydrates the page's islands (the chat: the part that acts in the
+/// browser through components; the rest is the server's HTML, its forms sent by
+/// [`enhance`]), then marks the body, which tells tests (and people
 /// debugging) that clicks now reach their handlers. In `app`, not `frontend`: the islands
 /// are exported from here, and only code the entry reaches is linked into the wasm.
 #[cfg(feature = "hydrate")]
 pub fn hydrate() {
     leptos::mount::hydrate_islands();
+    enhance::install();
     if let Some(body) = document().body() {
         let _ = body.set_attribute("data-hydrated", "true");
     }

@@ -6,7 +6,6 @@ use leptos::prelude::*;
 use leptos_router::components::Redirect;
 
 use crate::auth::{current_user, error_text};
-use crate::chat::elements::ClientOnly;
 use crate::json::resource;
 
 #[server(prefix = "/_fn")]
@@ -48,42 +47,35 @@ pub fn PermissionsPage() -> impl IntoView {
     }
 }
 
-/// The levels and their forms, one island.
-#[island]
+/// The levels and their forms; a form sent by [`crate::enhance`] reads the page again.
+#[component]
 fn Permissions() -> impl IntoView {
-    let set = ServerAction::<SetPermission>::new();
-    let list = resource(move || set.version().get(), |_| list_permissions());
-    let error = move || {
-        set.value()
-            .get()
-            .and_then(Result::err)
-            .map(|e| view! { <p class="form-error" role="alert">{error_text(&e)}</p> })
-    };
+    let list = resource(|| (), |_| list_permissions());
     view! {
         <main class="permissions-page">
             <p><a href="/">"← Back to sessions"</a></p>
             <h1>"Permissions"</h1>
             <p class="muted">"What your agents may run: always (at once), ask (a card in the chat waits for your approval) or never (the agent is told it was denied)."</p>
-            {error}
-            <Transition>
+            <Suspense>
                 {move || list.get().map(|r| match r {
                     Ok(list) => view! {
                         <table class="permissions">
                             <thead><tr><th>"Function"</th><th>"Default"</th><th>"Yours"</th></tr></thead>
                             <tbody>
-                                {list.into_iter().map(|p| view! { <PermissionRow p set/> }).collect_view()}
+                                {list.into_iter().map(|p| view! { <PermissionRow p/> }).collect_view()}
                             </tbody>
                         </table>
                     }.into_any(),
                     Err(e) => view! { <p class="form-error">{error_text(&e)}</p> }.into_any(),
                 })}
-            </Transition>
+            </Suspense>
         </main>
     }
 }
 
 #[component]
-fn PermissionRow(p: PermissionDto, set: ServerAction<SetPermission>) -> impl IntoView {
+fn PermissionRow(p: PermissionDto) -> impl IntoView {
+    use leptos::server_fn::ServerFn;
     let PermissionDto {
         function,
         description,
@@ -98,18 +90,15 @@ fn PermissionRow(p: PermissionDto, set: ServerAction<SetPermission>) -> impl Int
             <td><strong>{name}</strong><div class="muted">{description}</div></td>
             <td class="level-default">{default.as_str()}</td>
             <td>
-                <ActionForm action=set attr:class="permission-form">
+                <crate::enhance::FnForm action=SetPermission::PATH then="refresh" class="permission-form">
                     <input type="hidden" name="function" value=function/>
-                    // Made in the browser: a server-rendered <select> does not hydrate.
-                    <ClientOnly fallback=move || view! { <span class="level-now">{current}</span> }>
-                        <select name="level" aria-label=label.clone()>
-                            {["always", "ask", "never"].into_iter().map(|l| view! {
-                                <option value=l selected=l == current>{l}</option>
-                            }).collect_view()}
-                        </select>
-                    </ClientOnly>
+                    <select name="level" aria-label=label>
+                        {["always", "ask", "never"].into_iter().map(|l| view! {
+                            <option value=l selected=l == current>{l}</option>
+                        }).collect_view()}
+                    </select>
                     <button type="submit">"Save"</button>
-                </ActionForm>
+                </crate::enhance::FnForm>
             </td>
         </tr>
     }

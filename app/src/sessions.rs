@@ -8,7 +8,10 @@ use leptos::prelude::*;
 use leptos_router::components::Redirect;
 use leptos_router::hooks::use_params_map;
 
-use crate::auth::{Logout, current_user, error_text, reload_to};
+use leptos::server_fn::ServerFn;
+
+use crate::auth::{Logout, current_user, error_text};
+use crate::enhance::FnForm;
 use crate::json::{Json, resource};
 
 #[server(prefix = "/_fn")]
@@ -212,39 +215,23 @@ fn SignedIn(user: UserDto, data: PageData) -> impl IntoView {
 }
 
 /// Signs out, then loads the sign-in page.
-#[island]
+#[component]
 fn SignOut() -> impl IntoView {
-    let logout = ServerAction::<Logout>::new();
-    Effect::new(move |_| {
-        if let Some(Ok(())) = logout.value().get() {
-            reload_to("/login");
-        }
-    });
     view! {
-        <ActionForm action=logout attr:class="logout">
+        <FnForm action=Logout::PATH then="/login" class="logout">
             <button type="submit" class="link-button">"Sign out"</button>
-        </ActionForm>
+        </FnForm>
     }
 }
 
 /// Creates a session, then opens it.
-#[island]
+#[component]
 fn NewSession() -> impl IntoView {
-    let create = ServerAction::<CreateSession>::new();
-    Effect::new(move |_| {
-        if let Some(Ok(s)) = create.value().get() {
-            reload_to(&format!("/s/{}", s.id));
-        }
-    });
     view! {
-        <ActionForm action=create attr:class="new-session">
+        <FnForm action=CreateSession::PATH then="/s/{id}" class="new-session">
             <input type="text" name="name" placeholder="New session name" maxlength="200" required aria-label="New session name"/>
             <button type="submit">"New session"</button>
-        </ActionForm>
-        {move || match create.value().get() {
-            Some(Err(e)) => Some(view! { <p class="form-error" role="alert">{error_text(&e)}</p> }),
-            _ => None,
-        }}
+        </FnForm>
     }
 }
 
@@ -313,37 +300,26 @@ fn SessionPage(
 
 /// Rename, archive and restore; the page loads again with the change (the sidebar shows
 /// the name too).
-#[island]
+#[component]
 fn SessionActions(id: i64, name: String, archived: bool) -> impl IntoView {
-    let update = ServerAction::<UpdateSession>::new();
-    Effect::new(move |_| {
-        if let Some(Ok(_)) = update.value().get() {
-            reload_to(&format!("/s/{id}"));
-        }
-    });
     let (next_status, toggle_label) = if archived {
         (SessionStatus::Active, "Restore")
     } else {
         (SessionStatus::Archived, "Archive")
     };
-    let error = move || match update.value().get() {
-        Some(Err(e)) => Some(view! { <p class="form-error" role="alert">{error_text(&e)}</p> }),
-        _ => None,
-    };
     view! {
         <div class="session-actions">
-            <ActionForm action=update attr:class="rename">
+            <FnForm action=UpdateSession::PATH then="reload" class="rename">
                 <input type="hidden" name="id" value=id/>
                 <input type="text" name="name" value=name maxlength="200" required aria-label="Session name"/>
                 <button type="submit">"Rename"</button>
-            </ActionForm>
-            <ActionForm action=update attr:class="toggle-archive">
+            </FnForm>
+            <FnForm action=UpdateSession::PATH then="reload" class="toggle-archive">
                 <input type="hidden" name="id" value=id/>
                 <input type="hidden" name="status" value=next_status.as_str()/>
                 <button type="submit">{toggle_label}</button>
-            </ActionForm>
+            </FnForm>
         </div>
-        {error}
     }
 }
 

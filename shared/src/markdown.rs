@@ -44,6 +44,23 @@ pub fn render(src: &str) -> Vec<MdPart> {
     w.finish()
 }
 
+/// Renders `src` as one piece of HTML, each code block a `<pre><code>` of escaped text (for
+/// a preview, where code blocks need no buttons).
+pub fn to_html(src: &str) -> String {
+    let mut out = String::new();
+    for part in render(src) {
+        match part {
+            MdPart::Html(h) => out.push_str(&h),
+            MdPart::Code { text, .. } => {
+                out.push_str("<pre><code>");
+                escape(&mut out, &text);
+                out.push_str("</code></pre>");
+            }
+        }
+    }
+    out
+}
+
 /// Escapes text for an element's content or a double-quoted attribute.
 pub fn escape(out: &mut String, text: &str) {
     for c in text.chars() {
@@ -287,7 +304,7 @@ fn heading_digit(level: HeadingLevel) -> char {
 
 /// Checks that `html` is inert: only [`render`]'s own tags, each with only the attributes
 /// it sets (a link's `href` of an allowed scheme and its `rel`, a list's `start`, a cell's
-/// alignment class, a task's disabled checkbox). The invariant the hostile corpus, the fuzz
+/// alignment class, a task's disabled checkbox; [`to_html`]'s `<pre>`). The invariant the hostile corpus, the fuzz
 /// target and the unit tests all check; `Err` says what was found.
 pub fn inert(html: &str) -> Result<(), String> {
     const TAGS: &[&str] = &[
@@ -298,6 +315,7 @@ pub fn inert(html: &str) -> Result<(), String> {
         "sup",
         "sub",
         "code",
+        "pre",
         "h1",
         "h2",
         "h3",
@@ -386,6 +404,16 @@ mod tests {
                 MdPart::Code { .. } => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn to_html_joins_the_parts_and_escapes_code() {
+        let h = to_html("**a**\n\n```\n<script>x</script>\n```\n");
+        assert_eq!(
+            h,
+            "<p><strong>a</strong></p>\n<pre><code>&lt;script&gt;x&lt;/script&gt;\n</code></pre>"
+        );
+        assert!(inert(&h).is_ok(), "{h}");
     }
 
     #[test]

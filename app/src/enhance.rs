@@ -1,0 +1,408 @@
+//! The pages' forms in the browser, without a component each: the server renders every
+//! page but the chat as plain HTML, and one delegated handler makes its forms act in place.
+//! A `<form method="post" action="/_fn/…" data-then=…>` is sent to its server function as
+//! the browser would send it (URL-encoded), asking for JSON; then:
+//!
+//! - an error shows its sentence in the form's `[role=alert]`, and the form can be sent
+//!   again;
+//! - success does what `data-then` says: `reload` loads the page again, `refresh` replaces
+//!   its `<main>` with a fresh copy (the page's sockets stay open), a path (`/s/{id}`, the
+//!   `{id}` taken from the answer) opens that page; a `data-done` sentence is then shown in
+//!   the page's `[role=status]`.
+//!
+//! Without the wasm (before it loads, or never), the same forms still post and the server
+//! answers with a redirect. Also here: the Agents page's status line, fed by the user's
+//! WebSocket, and the Files page's live preview (through the shared markdown renderer).
+//!
+//! The pure parts (what a `data-then` means, the error's sentence, a status line) are
+//! above `browser` and tested natively.
+
+use leptos::prelude::*;
+
+/// A form of a server-rendered page: posts its fields to the server function at `action`
+/// (`<F as ServerFn>::PATH`), then does what `then` says (see the module); its error line
+/// is kept hidden until there is one.
+#[component]
+pub fn FnForm(
+    action: &'static str,
+    then: &'static str,
+    #[prop(optional)] class: &'static str,
+    /// Shown in the page's `[role=status]` once it succeeded.
+    #[prop(optional, into)]
+    done: Option<String>,
+    children: Children,
+) -> impl IntoView {
+    view! {
+        <form method="post" action=action class=class data-then=then data-done=done>
+            {children()}
+            <p class="form-error" role="alert" hidden></p>
+        </form>
+    }
+}
+
+/// What a form does once its server function succeeded.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Then {
+    Reload,
+    Refresh,
+    /// Open this path.
+    Go(String),
+}
+
+/// Reads `data-then`; `answer` is the server function's JSON answer (for `{id}`). A path
+/// must be the site's own (one leading `/`), or nothing happens but a reload.
+pub fn then_of(spec: &str, answer: &str) -> Then {
+    match spec {
+        "refresh" => Then::Refresh,
+        p if p.starts_with('/') && !p.starts_with("//") => {
+            if !p.contains("{id}") {
+                return Then::Go(p.to_owned());
+            }
+            let id = serde_json::from_str::<serde_json::Value>(answer)
+                .ok()
+                .and_then(|v| v.get("id").and_then(serde_json::Value::as_i64));
+            match id {
+                Some(id) => Then::Go(p.replace("{id}", &id.to_string())),
+                None => Then::Reload,
+            }
+        }
+        _ => Then::Reload,
+    }
+}
+
+/// The sentence of a server function's error body (`ServerError|the sentence`, as server
+/// functions encode theirs); another kind of failure says what it is.
+pub fn error_sentence(status: u16, body: &str) -> String {
+    match body.split_once('|') {
+        Some(("ServerError", msg)) if !msg.trim().is_empty() => msg.to_owned(),
+        Some((_, msg)) if !msg.trim().is_empty() => msg.to_owned(),
+        _ if status == 0 => "The server could not be reached; try again.".to_owned(),
+        _ => format!("The server answered {status}; try again."),
+    }
+}
+
+/// An agent's status line on the Agents page: the feed's status and its detail.
+pub fn agent_status_line(status: &str, detail: &str) -> String {
+    match (status, detail.is_empty()) {
+        ("summoning", true) => "summoning…".to_owned(),
+        ("summoning", false) => format!("summoning… {detail}"),
+        (_, true) => String::new(),
+        (_, false) => format!("ready: {detail}"),
+    }
+}
+
+#[cfg(feature = "hydrate")]
+pub use browser::install;
+
+#[cfg(feature = "hydrate")]
+mod browser {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen::closure::Closure;
+    use wasm_bindgen::prelude::*;
+    use wasm_bindgen_futures::JsFuture;
+    use web_sys::{Document, Element, HtmlFormElement};
+
+    use super::{Then, agent_status_line, error_sentence, then_of};
+
+    thread_local! {
+        /// The agents' statuses the feed told, by agent id: shown again after a refresh.
+        static STATUSES: RefCell<HashMap<i64, (String, String)>> = RefCell::new(HashMap::new());
+    }
+
+    fn document() -> Option<Document> {
+        web_sys::window()?.document()
+    }
+
+    /// Installs the delegated handlers; called once, after the islands hydrate.
+    pub fn install() {
+        let Some(doc) = document() else { return };
+        let on_submit = Closure::<dyn FnMut(web_sys::Event)>::new(on_submit);
+        let on_input = Closure::<dyn FnMut(web_sys::Event)>::new(on_input);
+        let _ = doc.add_event_listener_with_callback("submit", on_submit.as_ref().unchecked_ref());
+        let _ = doc.add_event_listener_with_callback("input", on_input.as_ref().unchecked_ref());
+        // They live as long as the page.
+        on_submit.forget();
+        on_input.forget();
+        if doc
+            .query_selector("[data-agent-feed]")
+            .ok()
+            .flatten()
+            .is_some()
+        {
+            listen_agents();
+        }
+    }
+
+    fn on_submit(ev: web_sys::Event) {
+        let Some(form) = ev
+            .target()
+            .and_then(|t| t.dyn_into::<HtmlFormElement>().ok())
+        else {
+            return;
+        };
+        let Some(then) = form.get_attribute("data-then") else {
+            return;
+        };
+        ev.prevent_default();
+        if form.get_attribute("aria-busy").as_deref() == Some("true") {
+            return;
+        }
+        leptos::task::spawn_local(async move {
+            busy(&form, true);
+            let outcome = send(&form).await;
+            busy(&form, false);
+            match outcome {
+                Ok(answer) => {
+                    show_alert(&form, None);
+                    follow(then_of(&then, &answer)).await;
+                    if let Some(done) = form.get_attribute("data-done") {
+                        announce(&done);
+                    }
+                }
+                Err(sentence) => show_alert(&form, Some(&sentence)),
+            }
+        });
+    }
+
+    /// Posts the form to its server function; the answer's text, or the error's sentence.
+    async fn send(form: &HtmlFormElement) -> Result<String, String> {
+        let unreachable = || error_sentence(0, "");
+        let data = web_sys::FormData::new_with_form(form).map_err(|_| unreachable())?;
+        let body = web_sys::UrlSearchParams::new_with_str_sequence_sequence(&data)
+            .map_err(|_| unreachable())?;
+        let init = web_sys::RequestInit::new();
+        init.set_method("POST");
+        init.set_body(&body);
+        let headers = web_sys::Headers::new().map_err(|_| unreachable())?;
+        let _ = headers.set("Accept", "application/json");
+        init.set_headers(&headers);
+        let window = web_sys::window().ok_or_else(unreachable)?;
+        let response: web_sys::Response =
+            JsFuture::from(window.fetch_with_str_and_init(&form.action(), &init))
+                .await
+                .map_err(|_| unreachable())?
+                .unchecked_into();
+        let text = match response.text() {
+            Ok(p) => JsFuture::from(p)
+                .await
+                .ok()
+                .and_then(|t| t.as_string())
+                .unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        if response.ok() {
+            Ok(text)
+        } else {
+            Err(error_sentence(response.status(), &text))
+        }
+    }
+
+    async fn follow(then: Then) {
+        let Some(location) = web_sys::window().map(|w| w.location()) else {
+            return;
+        };
+        match then {
+            Then::Reload => drop(location.reload()),
+            Then::Go(path) => drop(location.set_href(&path)),
+            Then::Refresh => {
+                if refresh_main().await.is_err() {
+                    let _ = location.reload();
+                }
+            }
+        }
+    }
+
+    /// Replaces the page's `<main>` with the one of the page fetched again.
+    async fn refresh_main() -> Result<(), JsValue> {
+        let window = web_sys::window().ok_or(JsValue::NULL)?;
+        let href = window.location().href()?;
+        let response: web_sys::Response = JsFuture::from(window.fetch_with_str(&href))
+            .await?
+            .unchecked_into();
+        let html = JsFuture::from(response.text()?)
+            .await?
+            .as_string()
+            .unwrap_or_default();
+        let parsed = web_sys::DomParser::new()?
+            .parse_from_string(&html, web_sys::SupportedType::TextHtml)?;
+        let fresh = parsed.query_selector("main")?.ok_or(JsValue::NULL)?;
+        let doc = document().ok_or(JsValue::NULL)?;
+        let old = doc.query_selector("main")?.ok_or(JsValue::NULL)?;
+        old.replace_with_with_node_1(&fresh)?;
+        STATUSES.with(|s| {
+            for (id, (status, detail)) in s.borrow().iter() {
+                show_status(*id, status, detail);
+            }
+        });
+        Ok(())
+    }
+
+    /// While a form is being sent: its buttons disabled, and a second submit ignored.
+    fn busy(form: &HtmlFormElement, on: bool) {
+        let _ = form.set_attribute("aria-busy", if on { "true" } else { "false" });
+        if let Ok(buttons) = form.query_selector_all("button") {
+            for i in 0..buttons.length() {
+                if let Some(b) = buttons.item(i).and_then(|n| n.dyn_into::<Element>().ok()) {
+                    let _ = if on {
+                        b.set_attribute("disabled", "")
+                    } else {
+                        b.remove_attribute("disabled")
+                    };
+                }
+            }
+        }
+    }
+
+    /// The form's error line: its `[role=alert]`, made if the page has none.
+    fn show_alert(form: &HtmlFormElement, sentence: Option<&str>) {
+        let existing = form.query_selector("[role=alert]").ok().flatten();
+        let alert = match (existing, sentence) {
+            (Some(a), _) => a,
+            (None, None) => return,
+            (None, Some(_)) => {
+                let Some(a) = document().and_then(|d| d.create_element("p").ok()) else {
+                    return;
+                };
+                let _ = a.set_attribute("class", "form-error");
+                let _ = a.set_attribute("role", "alert");
+                let _ = form.append_child(&a);
+                a
+            }
+        };
+        alert.set_text_content(sentence);
+        let _ = if sentence.is_some() {
+            alert.remove_attribute("hidden")
+        } else {
+            alert.set_attribute("hidden", "")
+        };
+    }
+
+    fn announce(text: &str) {
+        if let Some(s) =
+            document().and_then(|d| d.query_selector("main [role=status]").ok().flatten())
+        {
+            s.set_text_content(Some(text));
+        }
+    }
+
+    /// A `textarea[data-preview]` renders into the element its value names, through the
+    /// shared renderer (safe by construction: its own closed set of tags, text escaped).
+    fn on_input(ev: web_sys::Event) {
+        let Some(area) = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::HtmlTextAreaElement>().ok())
+        else {
+            return;
+        };
+        let Some(target) = area.get_attribute("data-preview") else {
+            return;
+        };
+        if let Some(out) = document().and_then(|d| d.get_element_by_id(&target)) {
+            out.set_inner_html(&hero_shared::markdown::to_html(&area.value()));
+        }
+    }
+
+    /// The Agents page: each `agent_status` on the user's WebSocket updates its agent's
+    /// status line; an agent active again has its card read again (`refresh`).
+    fn listen_agents() {
+        let Some(loc) = web_sys::window().map(|w| w.location()) else {
+            return;
+        };
+        let scheme = if loc.protocol().ok().as_deref() == Some("https:") {
+            "wss"
+        } else {
+            "ws"
+        };
+        let Ok(host) = loc.host() else { return };
+        let Ok(ws) = web_sys::WebSocket::new(&format!("{scheme}://{host}/ws")) else {
+            return;
+        };
+        let on_message =
+            Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |e: web_sys::MessageEvent| {
+                let text = e.data().as_string().unwrap_or_default();
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+                    return;
+                };
+                if v["type"] != "agent_status" {
+                    return;
+                }
+                let (Some(id), Some(s), Some(d)) = (
+                    v["agentId"].as_i64(),
+                    v["status"].as_str(),
+                    v["detail"].as_str(),
+                ) else {
+                    return;
+                };
+                STATUSES.with(|m| m.borrow_mut().insert(id, (s.to_owned(), d.to_owned())));
+                show_status(id, s, d);
+                if s == "active" {
+                    leptos::task::spawn_local(follow(Then::Refresh));
+                }
+            });
+        ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        on_message.forget();
+    }
+
+    fn show_status(id: i64, status: &str, detail: &str) {
+        let selector = format!("[data-agent-id=\"{id}\"] [data-testid=agent-status]");
+        if let Some(el) = document().and_then(|d| d.query_selector(&selector).ok().flatten()) {
+            let _ = el.set_attribute("data-status", status);
+            el.set_text_content(Some(&agent_status_line(status, detail)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn then_reads_reload_refresh_and_paths_with_the_answers_id() {
+        assert_eq!(then_of("reload", ""), Then::Reload);
+        assert_eq!(then_of("refresh", ""), Then::Refresh);
+        assert_eq!(then_of("/login", ""), Then::Go("/login".into()));
+        assert_eq!(
+            then_of("/s/{id}", r#"{"id":42,"name":"x"}"#),
+            Then::Go("/s/42".into())
+        );
+        // No id in the answer, another site, or nonsense: the page loads again.
+        assert_eq!(then_of("/s/{id}", "null"), Then::Reload);
+        assert_eq!(then_of("//evil.example/x", ""), Then::Reload);
+        assert_eq!(then_of("https://evil.example/", ""), Then::Reload);
+        assert_eq!(then_of("", ""), Then::Reload);
+    }
+
+    #[test]
+    fn an_errors_sentence_is_what_the_server_said() {
+        assert_eq!(
+            error_sentence(401, "ServerError|wrong username or password"),
+            "wrong username or password"
+        );
+        assert_eq!(
+            error_sentence(400, "Deserialization|missing field `name`"),
+            "missing field `name`"
+        );
+        assert_eq!(
+            error_sentence(502, ""),
+            "The server answered 502; try again."
+        );
+        assert_eq!(
+            error_sentence(0, ""),
+            "The server could not be reached; try again."
+        );
+    }
+
+    #[test]
+    fn an_agents_status_line() {
+        assert_eq!(agent_status_line("summoning", ""), "summoning…");
+        assert_eq!(
+            agent_status_line("summoning", "asking"),
+            "summoning… asking"
+        );
+        assert_eq!(agent_status_line("active", ""), "");
+        assert_eq!(agent_status_line("active", "done"), "ready: done");
+    }
+}
