@@ -1,5 +1,5 @@
 //! Checks that keep the style (STYLE.md) over every Rust file of the repository: no ignored
-//! test, `inner_html` in the markdown module alone, a `//!` at the top of every module, no
+//! test, `inner_html` only with the shared renderers, a `//!` at the top of every module, no
 //! `eprintln!` in library code, no SQL outside the store, and no secret-holding type that can
 //! be serialised.
 
@@ -64,17 +64,44 @@ fn no_test_is_ignored() {
     assert!(found.is_empty(), "ignored tests: {found:?}");
 }
 
+/// HTML reaches the DOM only from the shared renderers (`hero_shared::html`,
+/// `hero_shared::markdown`), and only in these files, each of which passes nothing else.
+const INNER_HTML_FILES: &[&str] = &[
+    "app/src/chat/mod.rs",
+    "app/src/chat/live.rs",
+    "app/src/files.rs",
+    "app/src/enhance.rs",
+];
+
 #[test]
-fn inner_html_only_in_the_markdown_module() {
+fn inner_html_only_with_the_shared_renderers() {
     let found: Vec<String> = sources()
         .iter()
-        .filter(|(p, _)| p != "app/src/chat/markdown.rs" && p != "server/tests/tidy.rs")
+        .filter(|(p, _)| !INNER_HTML_FILES.contains(&p.as_str()) && p != "server/tests/tidy.rs")
         .flat_map(|(p, t)| hits(p, t, "inner_html"))
         .collect();
     assert!(
         found.is_empty(),
-        "inner_html outside app/src/chat/markdown.rs: {found:?}"
+        "inner_html outside {INNER_HTML_FILES:?}: {found:?}"
     );
+    // In those files, every use takes the shared renderers' output.
+    for (p, t) in sources()
+        .iter()
+        .filter(|(p, _)| INNER_HTML_FILES.contains(&p.as_str()))
+    {
+        for line in t
+            .lines()
+            .filter(|l| l.contains("inner_html") && !l.trim_start().starts_with("//"))
+        {
+            assert!(
+                line.contains("hero_shared::html::")
+                    || line.contains("markdown::to_html")
+                    || line.contains("inner_html=html>")
+                    || line.contains("inner_html=preview>"),
+                "{p}: inner_html with something else than the shared renderers: {line}"
+            );
+        }
+    }
 }
 
 #[test]

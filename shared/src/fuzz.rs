@@ -77,8 +77,9 @@ pub fn fuzz_detect(data: &[u8]) {
     }
 }
 
-/// Markdown target: any text renders to inert HTML ([`crate::markdown::inert`]), and a
-/// reply's prose does so at every point it may be cut while it streams.
+/// Renderer target: any text renders to inert HTML, as markdown ([`crate::markdown::inert`])
+/// and as a whole reply with its elements ([`crate::html::inert`]), also when cut where a
+/// stream may cut it.
 pub fn fuzz_markdown(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let check = |t: &str| {
@@ -90,9 +91,26 @@ pub fn fuzz_markdown(data: &[u8]) {
             }
         }
     };
-    check(&text);
+    // The whole conversation renderer too: the text as a stored reply, and as the blocks of
+    // one still streaming.
+    let check_all = |t: &str| {
+        check(t);
+        let doc = crate::hml::parse(t);
+        for live in [false, true] {
+            let place = crate::html::Place {
+                live,
+                message_id: (!live).then_some("m"),
+                calls: &[],
+            };
+            let h = crate::html::nodes_html(&doc.nodes, place);
+            if let Err(e) = crate::html::inert(&h) {
+                panic!("live markup ({e}) from {t:?}: {h}");
+            }
+        }
+    };
+    check_all(&text);
     if let Some(cut) = text.char_indices().map(|(i, _)| i).nth(text.len() / 2) {
-        check(&text[..cut]);
+        check_all(&text[..cut]);
     }
 }
 

@@ -1,10 +1,14 @@
-//! The hostile corpus: markdown and HML written to make the renderer emit live markup
+//! The hostile corpus: markdown and HML written to make the renderers emit live markup
 //! (scripts, handlers, styles, frames, forms, dangerous links, images), each case checked
-//! with [`hero_shared::markdown::inert`]. The payloads are classic injection vectors; each
-//! is tried in every markdown context where a renderer might treat it differently, and
-//! inside HML elements, whose prose the page renders through the same renderer.
+//! with [`hero_shared::markdown::inert`] and, for whole messages, [`hero_shared::html::inert`].
+//! The payloads are classic injection vectors; each is tried in every markdown context
+//! where a renderer might treat it differently, inside HML elements (their prose, their
+//! attributes, their data), in the fields of calls' cards, and in a message's own fields.
 
+use hero_shared::calls::{CallOrigin, CallRequest, CallResult, CallStatus, CallView, Outcome};
+use hero_shared::frame::{AuthorType, CompiledMessage, FrameType, Role};
 use hero_shared::hml::{Node, parse};
+use hero_shared::html::{self, Place};
 use hero_shared::markdown::{MdPart, inert, render};
 
 /// Markup and URLs that are live if they reach the DOM as they are.
@@ -191,4 +195,154 @@ fn hostile_links_become_text_and_good_ones_stay() {
             assert!(!html.contains("<a "), "{u}: {html}");
         }
     }
+}
+
+/// An HML reply with `p` wherever model text reaches an element: its body, each attribute
+/// the page shows or uses, a prompt's options.
+fn element_contexts(p: &str) -> Vec<String> {
+    let data = serde_json::to_string(&[p, "ok"]).unwrap_or_default();
+    let mut out = vec![
+        format!("<link href=\"{p}\">{p}</link>"),
+        format!("<link href=https://ok.example>{p}</link>"),
+        format!("<copy label=\"{p}\">{p}</copy>"),
+        format!("<todo title=\"{p}\"><item status=\"{p}\">{p}</item></todo>"),
+        format!("<progress value=\"{p}\" max=\"{p}\" status=\"{p}\"></progress>"),
+        format!("<result for=\"{p}\" status=\"{p}\">{p}</result>"),
+        format!("<bash cwd=\"{p}\" timeout=\"{p}\">{p}</bash>"),
+        format!("<websearch>{p}</websearch> <ask>{p}</ask> <thinking>{p}"),
+        format!(
+            "<hml-prompt id=\"{p}\" type=text default=\"{p}\" min=\"{p}\" max=\"{p}\" step=\"{p}\">{p}</hml-prompt>"
+        ),
+        format!("<hml-prompt type=checkbox default=\"{p}\">{p}</hml-prompt>"),
+    ];
+    for kind in ["select", "radio", "checkboxes"] {
+        out.push(format!(
+            "<hml-prompt type={kind}>{p}<data>{data}</data></hml-prompt>"
+        ));
+    }
+    out.push(format!(
+        "<hml-prompt type=text>{p}<response>{p}</response></hml-prompt>"
+    ));
+    out
+}
+
+fn message(role: Role, content: &str, p: &str) -> CompiledMessage {
+    CompiledMessage {
+        frame_id: p.to_owned(),
+        seq: 1,
+        frame_type: FrameType::Message,
+        parent_id: None,
+        author_type: AuthorType::Agent,
+        author_id: None,
+        role,
+        content: content.to_owned(),
+        hidden: true,
+        edited: false,
+        timestamp: String::new(),
+        payload: serde_json::json!({"agent_name": p, "error": p, "private": true}),
+    }
+}
+
+/// A call with `p` in every field a card shows: waiting for approval, asking (through a
+/// native tool call, so the card asks), and done.
+fn calls(p: &str) -> Vec<CallView> {
+    let request = |status, origin| CallRequest {
+        function: p.to_owned(),
+        args: serde_json::json!({"question": p, "options": [p, "ok"], "default": p, "q": p}),
+        origin,
+        status,
+        decided_by: None,
+        sender_id: None,
+        problem: Some(p.to_owned()),
+        content: p.to_owned(),
+        expires_at: Some(1),
+    };
+    let tool = || CallOrigin::Tool {
+        tool_use_id: p.to_owned(),
+    };
+    vec![
+        CallView {
+            request_id: p.to_owned(),
+            message_id: p.to_owned(),
+            request: request(CallStatus::Pending, tool()),
+            result: None,
+        },
+        CallView {
+            request_id: format!("{p}2"),
+            message_id: p.to_owned(),
+            request: request(CallStatus::Asking, tool()),
+            result: None,
+        },
+        CallView {
+            request_id: format!("{p}3"),
+            message_id: p.to_owned(),
+            request: request(CallStatus::Approved, tool()),
+            result: Some(CallResult {
+                function: p.to_owned(),
+                outcome: Outcome::Ok,
+                content: p.to_owned(),
+                output: p.to_owned(),
+                tool_use_id: None,
+            }),
+        },
+    ]
+}
+
+fn check_html(case: &str, h: &str) {
+    if let Err(e) = html::inert(h) {
+        panic!("live markup ({e}) from {case:?}:\n{h}");
+    }
+}
+
+#[test]
+fn no_hostile_message_element_or_card_yields_live_markup() {
+    let mut cases = 0;
+    for p in PAYLOADS.iter().chain(URLS) {
+        for c in element_contexts(p) {
+            // Stored (with its prompts' fields) and streaming.
+            check_html(
+                &c,
+                &html::message_html(&message(Role::Agent, &c, p), &calls(p)),
+            );
+            let doc = parse(&c);
+            let live = Place {
+                live: true,
+                message_id: None,
+                calls: &[],
+            };
+            check_html(&c, &html::nodes_html(&doc.nodes, live));
+            cases += 1;
+        }
+        for role in [Role::User, Role::System] {
+            check_html(p, &html::message_html(&message(role, p, p), &calls(p)));
+            cases += 1;
+        }
+        check_html(p, &html::markdown_html(p));
+    }
+    assert!(cases >= 900, "only {cases} cases");
+}
+
+#[test]
+fn an_elements_hostile_link_is_text_and_a_good_one_links() {
+    for u in URLS {
+        let h = html::message_html(
+            &message(Role::Agent, &format!("<link href=\"{u}\">x</link>"), "m"),
+            &[],
+        );
+        assert!(!h.contains("<a ") || u.starts_with("https://"), "{u}: {h}");
+    }
+    let h = html::message_html(
+        &message(
+            Role::Agent,
+            "<link href=\"https://ok.example/a?b=1&c=2\">ok</link>",
+            "m",
+        ),
+        &[],
+    );
+    assert!(
+        h.contains(
+            "<a class=\"hml hml-inline hml-link\" href=\"https://ok.example/a?b=1&amp;c=2\""
+        ),
+        "{h}"
+    );
 }

@@ -7,9 +7,6 @@
 use hero_shared::hml::{DynSink, Event, StreamParser};
 use leptos::prelude::*;
 
-use super::elements::element_view;
-use super::markdown::Markdown;
-
 #[derive(Clone, Copy)]
 pub enum LiveBlock {
     Text(RwSignal<String>),
@@ -159,7 +156,7 @@ impl LiveReply {
 #[component]
 pub fn LiveBlocks(blocks: RwSignal<Vec<LiveBlock>>) -> impl IntoView {
     // Keyed by position: a new block adds one view; existing blocks keep theirs and update
-    // through their own signals.
+    // through their own signals, each its HTML from the shared renderer.
     view! {
         <For
             each=move || blocks.get().into_iter().enumerate()
@@ -169,24 +166,20 @@ pub fn LiveBlocks(blocks: RwSignal<Vec<LiveBlock>>) -> impl IntoView {
     }
 }
 
-fn block_view(b: LiveBlock) -> AnyView {
-    match b {
-        LiveBlock::Text(s) => view! { <Markdown src=s/> }.into_any(),
-        LiveBlock::Element { src, done } => (move || {
+fn block_view(b: LiveBlock) -> impl IntoView {
+    let html = move || match b {
+        LiveBlock::Text(s) => s.with(|t| hero_shared::html::markdown_html(t)),
+        LiveBlock::Element { src, done } => {
             let doc = hero_shared::hml::parse(&src.get());
-            let live = !done.get();
-            doc.nodes
-                .into_iter()
-                .map(|n| match n {
-                    hero_shared::hml::Node::Element(e) => element_view(e, live),
-                    hero_shared::hml::Node::Text(t) => {
-                        view! { <Markdown src=Signal::stored(t)/> }.into_any()
-                    }
-                })
-                .collect_view()
-        })
-        .into_any(),
-    }
+            let place = hero_shared::html::Place {
+                live: !done.get(),
+                message_id: None,
+                calls: &[],
+            };
+            hero_shared::html::nodes_html(&doc.nodes, place)
+        }
+    };
+    view! { <div class="live-block" inner_html=html></div> }
 }
 
 #[cfg(test)]

@@ -1,22 +1,21 @@
-//! The conversation of a session, as small components over one hook: `ChatView` is an
-//! `AgentPicker`, a `MessageList` (stored messages compiled from frames, rendered on the
-//! server and hydrated, then the `LiveMessage` in flight; the scroll follows only a reader
-//! near the bottom) and a `Composer` with its stop button, all reading the session's feed
-//! through [`events::use_session_events`].
+//! The conversation of a session, the one island of the page: `ChatView` is an
+//! `AgentPicker`, a `MessageList` (stored messages compiled from frames, each drawn as HTML
+//! by the shared renderer, [`hero_shared::html`], on the server and in the browser alike;
+//! then the `LiveMessage` in flight; the scroll follows only a reader near the bottom) and
+//! a `Composer` with its stop button, all reading the session's feed through
+//! [`events::use_session_events`]. What acts inside the messages (prompts, questions, calls'
+//! cards, copy buttons) is handled by one delegated listener ([`actions`]).
 
-pub mod calls;
-pub mod elements;
+pub mod actions;
 pub mod events;
 pub mod live;
-pub mod markdown;
 
 use hero_shared::api::{AgentDto, SessionDto};
-use hero_shared::frame::{CompiledMessage, FrameType, Role};
+use hero_shared::frame::{CompiledMessage, FrameType};
 use hero_shared::wire::CompiledView;
 use leptos::prelude::*;
 
 use crate::auth::error_text;
-use elements::nodes_view;
 use events::{LiveView, SessionEvents, use_session_events};
 use live::LiveBlocks;
 
@@ -111,49 +110,6 @@ pub async fn set_session_agent(
         .map_err(fail)
 }
 
-/// One stored message, and the cards of the calls it asked for.
-#[component]
-fn MessageView(
-    m: CompiledMessage,
-    session_id: i64,
-    calls: Vec<hero_shared::calls::CallView>,
-) -> impl IntoView {
-    // The executable elements in the message show their call's state; its prompts know
-    // where their answers go.
-    provide_context(calls::MessageCalls(calls.clone()));
-    provide_context(elements::prompt::MessageCtx {
-        session_id,
-        message_id: m.frame_id.clone(),
-    });
-    let cards = (!calls.is_empty()).then(|| view! {
-        <div class="calls">
-            {calls.into_iter().map(|c| view! { <calls::CallCard session_id c/> }).collect_view()}
-        </div>
-    });
-    view! { <MessageBody m/> {cards} }
-}
-
-/// A message's marks (private, hidden) and its menu (hide, show again).
-#[component]
-fn MessageMarks(m: CompiledMessage) -> impl IntoView {
-    let hide = ServerAction::<SetHidden>::new();
-    let ctx = use_context::<elements::prompt::MessageCtx>();
-    let private = m.payload.get("private").and_then(|v| v.as_bool()) == Some(true);
-    let hidden = m.hidden;
-    let id = m.frame_id.clone();
-    view! {
-        <div class="msg-marks">
-            {private.then(|| view! { <span class="badge mark-private" title="Not sent to the agent">"private"</span> })}
-            {hidden.then(|| view! { <span class="badge mark-hidden">"hidden"</span> })}
-            {ctx.map(|c| view! {
-                <button type="button" class="msg-menu" on:click=move |_| {
-                    hide.dispatch(SetHidden { session_id: c.session_id, frame_id: id.clone(), hidden: !hidden });
-                }>{if hidden { "Show again" } else { "Hide" }}</button>
-            })}
-        </div>
-    }
-}
-
 /// Where a summary stands in for what came before it: the summary, collapsed, and a way to
 /// page in what it covers.
 #[component]
@@ -180,7 +136,7 @@ fn Summarised(m: CompiledMessage) -> impl IntoView {
             </div>
             <details class="compact-summary">
                 <summary>"The summary the agent carries on from"</summary>
-                <markdown::Markdown src=Signal::stored(m.content.clone())/>
+                <div inner_html=hero_shared::html::markdown_html(&m.content)></div>
             </details>
         </div>
     }
@@ -240,63 +196,6 @@ impl Earlier {
 #[derive(Clone, Copy)]
 pub struct ShowHidden(pub RwSignal<bool>);
 
-#[component]
-fn MessageBody(m: CompiledMessage) -> impl IntoView {
-    let id = m.frame_id.clone();
-    if m.frame_type == FrameType::Compact {
-        return view! { <Summarised m/> }.into_any();
-    }
-    let private = m.payload.get("private").and_then(|v| v.as_bool()) == Some(true);
-    let extra = format!(
-        "{}{}",
-        if private { " msg-private" } else { "" },
-        if m.hidden { " msg-hidden" } else { "" }
-    );
-    match m.role {
-        Role::User => view! {
-            <div class=format!("msg msg-user{extra}") data-message-id=id>
-                <div class="msg-who">"You" <MessageMarks m=m.clone()/></div>
-                <div class="msg-body plain">{m.content}</div>
-            </div>
-        }
-        .into_any(),
-        Role::System => view! {
-            <div class=format!("msg msg-system{extra}") data-message-id=id>{m.content.clone()} <MessageMarks m=m.clone()/></div>
-        }
-        .into_any(),
-        Role::Agent => {
-            let name = m
-                .payload
-                .get("agent_name")
-                .and_then(|v| v.as_str())
-                .unwrap_or("Agent")
-                .to_owned();
-            let error = m
-                .payload
-                .get("error")
-                .and_then(|v| v.as_str())
-                .map(str::to_owned);
-            let aborted = m
-                .payload
-                .get("aborted")
-                .and_then(|v| v.as_bool())
-                .unwrap_or(false)
-                // A reply the server's shutdown cut says so in its error instead.
-                && m.payload.get("aborted_by").is_none();
-            let doc = hero_shared::hml::parse(&m.content);
-            view! {
-                <div class=format!("msg msg-agent{extra}") data-message-id=id.clone()>
-                    <div class="msg-who"><span data-testid="agent-name">{name}</span> <MessageMarks m=m.clone()/></div>
-                    <div class="msg-body">{nodes_view(doc.nodes, false)}</div>
-                    {aborted.then(|| view! { <div class="msg-note">"Stopped: the reply was cut short at your request."</div> })}
-                    {error.map(|e| view! { <div class="msg-error" role="alert">{e}</div> })}
-                </div>
-            }
-            .into_any()
-        }
-    }
-}
-
 /// The conversation. Its data is loaded by the page (`initial`, `agents`): resources created
 /// inside a suspended part of the page would be created anew on each server render pass and
 /// no longer line up with the browser's when it hydrates.
@@ -308,7 +207,6 @@ pub fn ChatView(
 ) -> impl IntoView {
     let session_id = session.id;
     let feed = use_session_events(session_id, initial);
-    provide_context(elements::ask::Drafts::default());
     let show_hidden = RwSignal::new(false);
     provide_context(ShowHidden(show_hidden));
     provide_context(Earlier::new(session_id));
@@ -389,7 +287,7 @@ fn AgentPicker(
     view! {
         <div class="chat-agent">
             <span>"Agent"</span>
-            <elements::ClientOnly fallback=move || view! { <span class="agent-name">{shown.clone()}</span> }>
+            <ClientOnly fallback=move || view! { <span class="agent-name">{shown.clone()}</span> }>
                 <select aria-label="Agent" on:change=move |ev| {
                     if let Ok(id) = event_target_value(&ev).parse::<i64>() {
                         choose.dispatch(SetSessionAgent { session_id, agent_id: id });
@@ -399,7 +297,7 @@ fn AgentPicker(
                         <option value=value selected=selected>{name}</option>
                     }).collect_view()}
                 </select>
-            </elements::ClientOnly>
+            </ClientOnly>
             <a href="/agents" class="manage-agents">"Manage agents"</a>
             <a href="/permissions" class="manage-permissions">"Permissions"</a>
             {current.map(|a| view! { <a href=format!("/agents/{a}/files") class="agent-files">"Files"</a> })}
@@ -409,12 +307,11 @@ fn AgentPicker(
     }
 }
 
-/// Stored messages, each with the cards of its calls; hidden ones only when asked for.
-fn messages_view(
-    messages: Vec<CompiledMessage>,
-    session_id: i64,
-    show_hidden: bool,
-) -> impl IntoView {
+/// Stored messages, each with the cards of its calls; hidden ones only when asked for. Each
+/// is the shared renderer's HTML in a `msg-slot`: a message drawn again with the same HTML
+/// keeps its DOM, one that changed gets its new HTML (what was typed in it is carried over by
+/// [`MessageList`]).
+fn messages_view(messages: Vec<CompiledMessage>, show_hidden: bool) -> Vec<AnyView> {
     let mut all = hero_shared::calls::calls(&messages);
     messages
         .into_iter()
@@ -422,13 +319,17 @@ fn messages_view(
         // A call's request and result show as a card under its message.
         .filter(|m| !matches!(m.frame_type, FrameType::Request | FrameType::Result))
         .map(|m| {
+            if m.frame_type == FrameType::Compact {
+                return view! { <Summarised m/> }.into_any();
+            }
             let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut all)
                 .into_iter()
                 .partition(|c| c.message_id == m.frame_id);
             all = rest;
-            view! { <MessageView m session_id calls=mine/> }
+            let html = hero_shared::html::message_html(&m, &mine);
+            view! { <div class="msg-slot" inner_html=html></div> }.into_any()
         })
-        .collect_view()
+        .collect()
 }
 
 /// The stored messages, then the reply in flight; follows new content while the reader is
@@ -497,6 +398,18 @@ fn MessageList(
             });
         }
     });
+    // A timed question's countdown, in whatever message it is.
+    #[cfg(feature = "hydrate")]
+    if let Ok(h) = set_interval_with_handle(
+        move || {
+            if let Some(el) = scroller.get_untracked() {
+                actions::countdowns(&el.into());
+            }
+        },
+        std::time::Duration::from_millis(250),
+    ) {
+        on_cleanup(move || h.clear());
+    }
     // Only the reader moving up stops the following, and reaching the bottom resumes it: a
     // scroll event caused by our own scrolling, while more text keeps arriving, must not
     // look like the reader leaving.
@@ -525,7 +438,19 @@ fn MessageList(
         }
     };
     view! {
-        <div class="messages" node_ref=scroller on:scroll=on_scroll data-testid="messages">
+        <div class="messages" node_ref=scroller on:scroll=on_scroll data-testid="messages"
+            on:click=move |ev| {
+                #[cfg(feature = "hydrate")]
+                actions::on_click(session_id, ev);
+                #[cfg(not(feature = "hydrate"))]
+                let _ = (ev, session_id);
+            }
+            on:keydown=move |ev| {
+                #[cfg(feature = "hydrate")]
+                actions::on_keydown(session_id, ev);
+                #[cfg(not(feature = "hydrate"))]
+                let _ = ev;
+            }>
             // The way further up, then the earlier pages paged in, oldest first.
             {move || next_earlier().map(|seq| view! {
                 <button type="button" class="show-earlier top" data-testid="show-earlier" disabled=move || earlier.is_some_and(|e| e.loading())
@@ -537,15 +462,26 @@ fn MessageList(
                 pages.sort_by_key(|(seq, _)| *seq);
                 pages
                     .into_iter()
-                    .map(|(_, v)| view! { <div class="earlier">{messages_view(v.messages, session_id, show)}</div> })
+                    .map(|(_, v)| view! { <div class="earlier">{messages_view(v.messages, show)}</div> })
                     .collect_view()
             }}
             {move || {
                 let v = conversation.get();
+                // What was typed in a message about to be drawn again is put back after, as
+                // soon as the list is rebuilt (a microtask: before any input can come).
+                #[cfg(feature = "hydrate")]
+                if let Some(el) = scroller.get_untracked() {
+                    let el: web_sys::Element = el.into();
+                    let kept = actions::keep(&el);
+                    queue_microtask(move || {
+                        actions::restore(&el, &kept);
+                        actions::countdowns(&el);
+                    });
+                }
                 if v.messages.is_empty() {
                     view! { <p class="empty">"No messages yet. Say hello below."</p> }.into_any()
                 } else {
-                    messages_view(v.messages, session_id, show_hidden.get()).into_any()
+                    messages_view(v.messages, show_hidden.get()).into_any()
                 }
             }}
             {move || live.get().map(|l| view! { <LiveMessage l streaming/> })}
@@ -585,7 +521,7 @@ fn Composer(session_id: i64, feed: SessionEvents, near_bottom: RwSignal<bool>) -
     // A private message is stored and shown, never sent to the agent.
     let private = RwSignal::new(false);
     let send = ServerAction::<PostMessage>::new();
-    let reply = ServerAction::<elements::prompt::AnswerPrompt>::new();
+    let reply = ServerAction::<actions::AnswerPrompt>::new();
     let stop = ServerAction::<AbortTurn>::new();
     // A question of the agent's that waits for as long as it takes: the box answers it.
     let question = Memo::new(move |_| {
@@ -609,7 +545,7 @@ fn Composer(session_id: i64, feed: SessionEvents, near_bottom: RwSignal<bool>) -
         near_bottom.set(true);
         match question.get_untracked() {
             Some(q) => {
-                reply.dispatch(elements::prompt::AnswerPrompt {
+                reply.dispatch(actions::AnswerPrompt {
                     session_id,
                     message_id: q.message_id.clone(),
                     element_id: q.request.origin.element_id(),
@@ -675,5 +611,27 @@ fn Composer(session_id: i64, feed: SessionEvents, near_bottom: RwSignal<bool>) -
                 view! { <button type="submit" disabled=move || !connected.get()>"Send"</button> }.into_any()
             }}
         </form>
+    }
+}
+
+/// Renders `fallback` on the server and while hydrating, then `children` in the browser.
+///
+/// For `<select>`: Chromium's parser (customizable select) moves the comment markers Leptos
+/// leaves in server-rendered markup out of a `<select>`, so hydrating one fails; a select
+/// made in the browser has no such problem.
+#[component]
+pub fn ClientOnly<F, FV>(fallback: F, children: ChildrenFn) -> impl IntoView
+where
+    F: Fn() -> FV + Send + Sync + 'static,
+    FV: IntoView + 'static,
+{
+    let mounted = RwSignal::new(false);
+    Effect::new(move |_| mounted.set(true));
+    move || {
+        if mounted.get() {
+            children().into_any()
+        } else {
+            fallback().into_any()
+        }
     }
 }

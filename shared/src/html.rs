@@ -1,0 +1,1036 @@
+//! A conversation as HTML, safe by construction: the one renderer of the server's page and
+//! of the browser (stored messages, their calls' cards, and the reply while it streams).
+//!
+//! Every tag and attribute name is a `&'static str` of this module; every value and every
+//! piece of text is escaped ([`crate::markdown::escape`]); prose goes through the markdown
+//! renderer, which writes only its own closed set of tags; a link's `href` must pass
+//! [`crate::markdown::safe_link`]. So model text can never open a tag, an attribute or a
+//! URL scheme of its own. What acts in the page (a prompt's OK, a question's options, a
+//! call's Approve, a copy button) is a `<button data-action=…>` or a field, handled by the
+//! chat's one delegated listener: the HTML carries no handler.
+//!
+//! Fields a reader types into sit under a `data-keep` key, so that the page can carry what
+//! was typed across a message drawn again.
+
+use serde_json::Value;
+
+use crate::calls::{CallOrigin, CallView, Outcome};
+use crate::frame::{CompiledMessage, FrameType, Role};
+use crate::hml::{Element, ElementKind, Node, Prompt, PromptType};
+use crate::markdown::{self, MdPart, escape, safe_link};
+
+/// HTML being written: tags and attribute names are this module's own, values escaped.
+#[derive(Default)]
+struct Out(String);
+
+impl Out {
+    /// `<tag a="v" …>`; an attribute whose value is `None` is left out; `checked` is bare.
+    fn open(&mut self, tag: &'static str, attrs: &[(&'static str, Option<&str>)]) {
+        self.0.push('<');
+        self.0.push_str(tag);
+        for (name, value) in attrs {
+            let Some(v) = value else { continue };
+            self.0.push(' ');
+            self.0.push_str(name);
+            if *name != "checked" {
+                self.0.push_str("=\"");
+                escape(&mut self.0, v);
+                self.0.push('"');
+            }
+        }
+        self.0.push('>');
+    }
+
+    fn close(&mut self, tag: &'static str) {
+        self.0.push_str("</");
+        self.0.push_str(tag);
+        self.0.push('>');
+    }
+
+    fn text(&mut self, t: &str) {
+        escape(&mut self.0, t);
+    }
+
+    /// `<tag …>text</tag>`.
+    fn leaf(&mut self, tag: &'static str, attrs: &[(&'static str, Option<&str>)], text: &str) {
+        self.open(tag, attrs);
+        self.text(text);
+        self.close(tag);
+    }
+}
+
+/// Where a message is drawn: in a stored message its prompts can be answered and its
+/// questions show their calls; a reply still streaming (`live`) has its open elements in
+/// progress.
+#[derive(Clone, Copy)]
+pub struct Place<'a> {
+    pub live: bool,
+    /// The stored message's id (`None` while it streams).
+    pub message_id: Option<&'a str>,
+    /// The calls the message asked for.
+    pub calls: &'a [CallView],
+}
+
+impl Place<'_> {
+    fn call_of(&self, element_id: &str) -> Option<&CallView> {
+        self.calls.iter().find(|c| {
+            matches!(&c.request.origin, CallOrigin::Element { element_id: e, .. } if e == element_id)
+        })
+    }
+}
+
+/// Markdown prose: `<div class="md">`, each code block with its copy button.
+pub fn markdown_html(src: &str) -> String {
+    let mut out = Out::default();
+    prose(&mut out, src);
+    out.0
+}
+
+/// The nodes of a parsed reply (or of one of its top-level blocks while it streams).
+pub fn nodes_html(nodes: &[Node], place: Place<'_>) -> String {
+    let mut out = Out::default();
+    write_nodes(&mut out, nodes, place);
+    out.0
+}
+
+/// A stored message (not a summary: the page draws those itself), and the cards of its
+/// calls. `stored`: the reader may hide it or show it again.
+pub fn message_html(m: &CompiledMessage, calls: &[CallView]) -> String {
+    let mut out = Out::default();
+    let private = m.payload.get("private").and_then(Value::as_bool) == Some(true);
+    let class = format!(
+        "msg msg-{}{}{}",
+        match m.role {
+            Role::User => "user",
+            Role::System => "system",
+            Role::Agent => "agent",
+        },
+        if private { " msg-private" } else { "" },
+        if m.hidden { " msg-hidden" } else { "" }
+    );
+    out.open(
+        "div",
+        &[
+            ("class", Some(&class)),
+            ("data-message-id", Some(&m.frame_id)),
+        ],
+    );
+    match m.role {
+        Role::User => {
+            out.open("div", &[("class", Some("msg-who"))]);
+            out.text("You ");
+            marks(&mut out, m, private);
+            out.close("div");
+            out.leaf("div", &[("class", Some("msg-body plain"))], &m.content);
+        }
+        Role::System => {
+            out.text(&m.content);
+            out.text(" ");
+            marks(&mut out, m, private);
+        }
+        Role::Agent => {
+            let name = m
+                .payload
+                .get("agent_name")
+                .and_then(Value::as_str)
+                .unwrap_or("Agent");
+            out.open("div", &[("class", Some("msg-who"))]);
+            out.leaf("span", &[("data-testid", Some("agent-name"))], name);
+            out.text(" ");
+            marks(&mut out, m, private);
+            out.close("div");
+            out.open("div", &[("class", Some("msg-body"))]);
+            let doc = crate::hml::parse(&m.content);
+            let place = Place {
+                live: false,
+                message_id: Some(&m.frame_id),
+                calls,
+            };
+            write_nodes(&mut out, &doc.nodes, place);
+            out.close("div");
+            // A reply the server's shutdown cut says so in its error instead.
+            let aborted = m.payload.get("aborted").and_then(Value::as_bool) == Some(true)
+                && m.payload.get("aborted_by").is_none();
+            if aborted {
+                out.leaf(
+                    "div",
+                    &[("class", Some("msg-note"))],
+                    "Stopped: the reply was cut short at your request.",
+                );
+            }
+            if let Some(e) = m.payload.get("error").and_then(Value::as_str) {
+                out.leaf(
+                    "div",
+                    &[("class", Some("msg-error")), ("role", Some("alert"))],
+                    e,
+                );
+            }
+        }
+    }
+    out.close("div");
+    if !calls.is_empty() {
+        out.open("div", &[("class", Some("calls"))]);
+        for c in calls {
+            call_card(&mut out, c, &m.frame_id);
+        }
+        out.close("div");
+    }
+    out.0
+}
+
+/// A message's marks (private, hidden) and its menu (hide, show again).
+fn marks(out: &mut Out, m: &CompiledMessage, private: bool) {
+    out.open("div", &[("class", Some("msg-marks"))]);
+    if private {
+        out.leaf(
+            "span",
+            &[
+                ("class", Some("badge mark-private")),
+                ("title", Some("Not sent to the agent")),
+            ],
+            "private",
+        );
+    }
+    if m.hidden {
+        out.leaf("span", &[("class", Some("badge mark-hidden"))], "hidden");
+    }
+    out.leaf(
+        "button",
+        &[
+            ("type", Some("button")),
+            ("class", Some("msg-menu")),
+            ("data-action", Some("hide")),
+            ("data-frame", Some(&m.frame_id)),
+            ("data-hidden", Some(if m.hidden { "true" } else { "false" })),
+        ],
+        if m.hidden { "Show again" } else { "Hide" },
+    );
+    out.close("div");
+}
+
+fn prose(out: &mut Out, src: &str) {
+    out.open("div", &[("class", Some("md"))]);
+    for part in markdown::render(src) {
+        match part {
+            // The markdown renderer's own closed set of tags, its text escaped.
+            MdPart::Html(h) => {
+                out.open("div", &[("class", Some("md-html"))]);
+                out.0.push_str(&h);
+                out.close("div");
+            }
+            MdPart::Code { lang, text } => {
+                out.open("div", &[("class", Some("code-block"))]);
+                out.open("div", &[("class", Some("code-head"))]);
+                out.leaf("span", &[("class", Some("code-lang"))], &lang);
+                copy_button(out, "Copy");
+                out.close("div");
+                out.open("pre", &[]);
+                out.leaf("code", &[], &text);
+                out.close("pre");
+                out.close("div");
+            }
+        }
+    }
+    out.close("div");
+}
+
+/// Copies the text of the nearest `<code>` of its block (`data-copy` root).
+fn copy_button(out: &mut Out, label: &str) {
+    out.leaf(
+        "button",
+        &[
+            ("type", Some("button")),
+            ("class", Some("copy-button")),
+            ("data-action", Some("copy")),
+            ("data-label", Some(label)),
+        ],
+        label,
+    );
+}
+
+fn write_nodes(out: &mut Out, nodes: &[Node], place: Place<'_>) {
+    for n in nodes {
+        match n {
+            Node::Text(t) => prose(out, t),
+            Node::Element(e) => element(out, e, place),
+        }
+    }
+}
+
+/// The `class` of a status, reduced to safe characters.
+fn status_class(prefix: &str, status: Option<&str>) -> String {
+    let s: String = status
+        .unwrap_or("none")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+        .take(24)
+        .collect();
+    format!("{prefix} status-{s}")
+}
+
+fn element(out: &mut Out, e: &Element, place: Place<'_>) {
+    let id = Some(e.id.as_str());
+    match e.kind {
+        ElementKind::Thinking => {
+            let open = e.truncated && place.live;
+            out.open(
+                "details",
+                &[
+                    (
+                        "class",
+                        Some(if open {
+                            "hml hml-thinking live"
+                        } else {
+                            "hml hml-thinking"
+                        }),
+                    ),
+                    ("data-hml-id", id),
+                    ("data-hml", Some("thinking")),
+                ],
+            );
+            out.leaf("summary", &[], if open { "Thinking…" } else { "Thought" });
+            out.open("div", &[("class", Some("hml-body"))]);
+            write_nodes(out, &e.children, place);
+            out.close("div");
+            out.close("details");
+        }
+        ElementKind::Todo => {
+            out.open(
+                "div",
+                &[
+                    ("class", Some("hml hml-todo")),
+                    ("data-hml-id", id),
+                    ("data-hml", Some("todo")),
+                ],
+            );
+            out.leaf(
+                "div",
+                &[("class", Some("hml-todo-title"))],
+                e.attr("title").unwrap_or("Tasks"),
+            );
+            out.open("ul", &[]);
+            for n in &e.children {
+                let Node::Element(i) = n else { continue };
+                if i.kind != ElementKind::Item {
+                    continue;
+                }
+                let status = i.attr("status").unwrap_or("pending");
+                let mark = match status {
+                    "done" | "completed" => "✓",
+                    "in_progress" | "in-progress" | "active" => "◐",
+                    "failed" | "error" => "✗",
+                    _ => "○",
+                };
+                let class = status_class("hml-item", Some(status));
+                out.open(
+                    "li",
+                    &[("class", Some(&class)), ("data-status", Some(status))],
+                );
+                out.leaf(
+                    "span",
+                    &[
+                        ("class", Some("hml-item-mark")),
+                        ("aria-hidden", Some("true")),
+                    ],
+                    mark,
+                );
+                out.open("span", &[("class", Some("hml-item-text"))]);
+                write_nodes(out, &i.children, place);
+                out.close("span");
+                out.close("li");
+            }
+            out.close("ul");
+            out.close("div");
+        }
+        ElementKind::Progress => {
+            let max = e
+                .attr("max")
+                .and_then(|m| m.trim().parse::<f64>().ok())
+                .filter(|m| m.is_finite() && *m > 0.0)
+                .unwrap_or(100.0);
+            let value = e
+                .attr("value")
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|v| v.is_finite())
+                .unwrap_or(0.0)
+                .clamp(0.0, max);
+            out.open(
+                "div",
+                &[
+                    ("class", Some("hml hml-progress")),
+                    ("data-hml-id", id),
+                    ("data-hml", Some("progress")),
+                ],
+            );
+            let (max_s, value_s) = (max.to_string(), value.to_string());
+            out.open(
+                "progress",
+                &[("max", Some(&max_s)), ("value", Some(&value_s))],
+            );
+            out.close("progress");
+            let label = format!(
+                "{}{:.0}%",
+                e.attr("status")
+                    .map(|s| format!("{s} · "))
+                    .unwrap_or_default(),
+                value / max * 100.0
+            );
+            out.leaf("span", &[("class", Some("hml-progress-label"))], &label);
+            out.close("div");
+        }
+        ElementKind::Link => {
+            let text = e.text();
+            let label = if text.trim().is_empty() {
+                e.attr("href").unwrap_or("link").to_owned()
+            } else {
+                text
+            };
+            match e.attr("href").map(str::trim).and_then(safe_link) {
+                Some(href) => out.leaf(
+                    "a",
+                    &[
+                        ("class", Some("hml hml-inline hml-link")),
+                        ("href", Some(href)),
+                        ("target", Some("_blank")),
+                        ("rel", Some(markdown::LINK_REL)),
+                        ("data-hml-id", id),
+                        ("data-hml", Some("link")),
+                    ],
+                    &label,
+                ),
+                None => out.leaf(
+                    "span",
+                    &[
+                        ("class", Some("hml hml-inline hml-link unsafe")),
+                        ("data-hml-id", id),
+                        ("data-hml", Some("link")),
+                    ],
+                    &label,
+                ),
+            }
+        }
+        ElementKind::Copy => {
+            out.open(
+                "span",
+                &[
+                    ("class", Some("hml hml-inline hml-copy")),
+                    ("data-hml-id", id),
+                    ("data-hml", Some("copy")),
+                ],
+            );
+            out.leaf("code", &[], &e.text());
+            copy_button(out, e.attr("label").unwrap_or("Copy"));
+            out.close("span");
+        }
+        ElementKind::Result => {
+            let status = e.attr("status");
+            let class = status_class("hml hml-result", status);
+            out.open(
+                "div",
+                &[
+                    ("class", Some(&class)),
+                    ("data-hml-id", id),
+                    ("data-hml", Some("result")),
+                ],
+            );
+            let head = format!(
+                "Result{}{}",
+                e.attr("for").map(|t| format!(" · {t}")).unwrap_or_default(),
+                status.map(|s| format!(" · {s}")).unwrap_or_default()
+            );
+            out.leaf("div", &[("class", Some("hml-result-head"))], &head);
+            out.open("pre", &[]);
+            out.text(&e.text());
+            out.close("pre");
+            out.close("div");
+        }
+        ElementKind::HmlPrompt => prompt(out, e, place),
+        ElementKind::Ask => ask(out, e, place),
+        ElementKind::Bash | ElementKind::Websearch | ElementKind::Interaction => {
+            executable(out, e, place)
+        }
+        // Only meaningful inside their parents, which render them.
+        ElementKind::Item | ElementKind::Data | ElementKind::Response => {
+            out.leaf("span", &[("class", Some("hml-orphan"))], &e.text())
+        }
+    }
+}
+
+/// `<hml-prompt>`: its field (answered with Enter for text and number, OK for the rest, in
+/// a stored message), or the answer once given.
+fn prompt(out: &mut Out, e: &Element, place: Place<'_>) {
+    let id = Some(e.id.as_str());
+    let Some(p) = Prompt::from_element(e) else {
+        out.leaf("span", &[("class", Some("hml-orphan"))], &e.text());
+        return;
+    };
+    if p.answered {
+        out.open(
+            "span",
+            &[
+                ("class", Some("hml hml-inline hml-prompt answered")),
+                ("data-hml-id", id),
+                ("data-hml", Some("hml-prompt")),
+            ],
+        );
+        out.leaf(
+            "span",
+            &[("class", Some("hml-prompt-question"))],
+            &p.question,
+        );
+        out.leaf(
+            "span",
+            &[("class", Some("hml-prompt-response"))],
+            p.response.as_deref().unwrap_or_default(),
+        );
+        out.close("span");
+        return;
+    }
+    let attr = |name: &str| {
+        p.attributes
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let kind = match p.input {
+        PromptType::Text => "text",
+        PromptType::Number => "number",
+        PromptType::Color => "color",
+        PromptType::Select => "select",
+        PromptType::Checkbox => "checkbox",
+        PromptType::Checkboxes => "checkboxes",
+        PromptType::Radio => "radio",
+        PromptType::Range => "range",
+    };
+    out.open(
+        "span",
+        &[
+            ("class", Some("hml hml-inline hml-prompt")),
+            ("data-hml-id", id),
+            ("data-hml", Some("hml-prompt")),
+            ("data-type", Some(kind)),
+            ("data-message", place.message_id),
+            ("data-keep", id),
+        ],
+    );
+    if p.input != PromptType::Checkbox {
+        out.leaf(
+            "span",
+            &[("class", Some("hml-prompt-question"))],
+            &p.question,
+        );
+    }
+    let label = Some(p.question.as_str());
+    match p.input {
+        PromptType::Select => {
+            out.open("select", &[("aria-label", label)]);
+            for o in &p.options {
+                out.leaf("option", &[("value", Some(&o.value))], &o.label);
+            }
+            out.close("select");
+        }
+        PromptType::Radio | PromptType::Checkboxes => {
+            let name = format!("prompt-{}", p.id);
+            let ty = if p.input == PromptType::Radio {
+                "radio"
+            } else {
+                "checkbox"
+            };
+            for o in &p.options {
+                out.open("label", &[("class", Some("hml-prompt-option"))]);
+                out.open(
+                    "input",
+                    &[
+                        ("type", Some(ty)),
+                        ("name", Some(&name)),
+                        ("value", Some(&o.value)),
+                    ],
+                );
+                out.text(&o.label);
+                out.close("label");
+            }
+        }
+        PromptType::Checkbox => {
+            out.open("label", &[("class", Some("hml-prompt-option"))]);
+            let checked = (attr("default") == Some("true")).then_some("");
+            out.open("input", &[("type", Some("checkbox")), ("checked", checked)]);
+            out.text(&p.question);
+            out.close("label");
+        }
+        other => {
+            let ty = match other {
+                PromptType::Number => "number",
+                PromptType::Color => "color",
+                PromptType::Range => "range",
+                _ => "text",
+            };
+            out.open(
+                "input",
+                &[
+                    ("type", Some(ty)),
+                    ("placeholder", label),
+                    ("aria-label", label),
+                    ("min", attr("min")),
+                    ("max", attr("max")),
+                    ("step", attr("step")),
+                    ("value", attr("default")),
+                ],
+            );
+        }
+    }
+    // Text and number are sent with Enter; the rest with OK.
+    if place.message_id.is_some() && !matches!(p.input, PromptType::Text | PromptType::Number) {
+        out.leaf(
+            "button",
+            &[
+                ("type", Some("button")),
+                ("class", Some("hml-prompt-ok")),
+                ("data-action", Some("prompt")),
+            ],
+            "OK",
+        );
+    }
+    out.close("span");
+}
+
+/// `<ask>`: a question waiting for the user's answer, its answer, or (still being written,
+/// or never a question) the executable card.
+fn ask(out: &mut Out, e: &Element, place: Place<'_>) {
+    let (Some(c), Some(message_id)) = (place.call_of(&e.id), place.message_id) else {
+        executable(out, e, place);
+        return;
+    };
+    let question = c
+        .request
+        .arg("question")
+        .map(str::to_owned)
+        .unwrap_or_else(|| e.content.trim().to_owned());
+    if !c.is_question() {
+        let (class, shown) = match &c.result {
+            Some(r) if r.outcome == Outcome::Ok => ("hml hml-ask answered", r.output.as_str()),
+            _ => ("hml hml-ask closed", c.state()),
+        };
+        out.open(
+            "div",
+            &[
+                ("class", Some(class)),
+                ("data-hml-id", Some(&e.id)),
+                ("data-hml", Some("ask")),
+            ],
+        );
+        out.leaf("div", &[("class", Some("hml-ask-question"))], &question);
+        out.leaf(
+            "div",
+            &[
+                ("class", Some("hml-ask-answer")),
+                ("data-testid", Some("ask-answer")),
+            ],
+            shown,
+        );
+        out.close("div");
+        return;
+    }
+    waiting(out, c, message_id, &e.id, &question);
+}
+
+/// A question still waiting: its options, a field for another answer, its countdown (the
+/// page fills it in from `data-expires-at`). In its `<ask>` element, or, for a question
+/// asked through a native tool call, in its call's card.
+fn waiting(out: &mut Out, c: &CallView, message_id: &str, element_id: &str, question: &str) {
+    let key = format!("ask-{}", c.request_id);
+    out.open(
+        "div",
+        &[
+            ("class", Some("hml hml-ask asking")),
+            ("data-hml-id", Some(element_id)),
+            ("data-hml", Some("ask")),
+            ("data-message", Some(message_id)),
+            ("data-keep", Some(&key)),
+        ],
+    );
+    out.leaf("div", &[("class", Some("hml-ask-question"))], question);
+    out.open("div", &[("class", Some("hml-ask-options"))]);
+    for o in c.request.arg_list("options") {
+        out.leaf(
+            "button",
+            &[
+                ("type", Some("button")),
+                ("class", Some("ask-option")),
+                ("data-action", Some("ask")),
+                ("data-answer", Some(&o)),
+            ],
+            &o,
+        );
+    }
+    out.close("div");
+    out.open("div", &[("class", Some("hml-ask-own"))]);
+    out.open(
+        "input",
+        &[
+            ("type", Some("text")),
+            ("aria-label", Some("Your answer")),
+            ("placeholder", Some("Your answer (Enter sends)")),
+        ],
+    );
+    out.leaf(
+        "button",
+        &[
+            ("type", Some("button")),
+            ("class", Some("ask-send")),
+            ("data-action", Some("ask")),
+        ],
+        "Answer",
+    );
+    out.close("div");
+    match c.request.expires_at {
+        Some(at) => {
+            let at = at.to_string();
+            out.open(
+                "div",
+                &[
+                    ("class", Some("hml-ask-countdown")),
+                    ("data-testid", Some("ask-countdown")),
+                    ("data-expires-at", Some(&at)),
+                    ("data-default", c.request.arg("default")),
+                ],
+            );
+            out.close("div");
+        }
+        None => out.leaf(
+            "div",
+            &[("class", Some("hml-ask-note"))],
+            "The agent waits for your answer: answer here or in the message box.",
+        ),
+    }
+    out.close("div");
+}
+
+/// What a timed question's countdown says, `left_ms` before it takes its default.
+pub fn countdown_text(left_ms: i64, default: Option<&str>) -> (u64, String) {
+    let left = (left_ms.max(0) as u64).div_ceil(1000);
+    let then = match default {
+        Some(d) => format!("“{d}” is the answer"),
+        None => "the question closes".to_owned(),
+    };
+    let text = if left == 0 {
+        format!("Time is up: {then}.")
+    } else {
+        format!("{then} in {left} s")
+    };
+    (left, text)
+}
+
+/// The executable elements (`<bash>`, `<websearch>`, `<ask>`, `<interaction>`): what would
+/// run and where it stands.
+fn executable(out: &mut Out, e: &Element, place: Place<'_>) {
+    let open = e.truncated && place.live;
+    let detail = match e.kind {
+        ElementKind::Bash => [
+            e.attr("cwd").map(|c| format!("in {c}")),
+            e.attr("timeout").map(|t| format!("timeout {t}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" · "),
+        _ => String::new(),
+    };
+    let state = if open {
+        "being written…"
+    } else if e.error.is_some() {
+        "too large: not run"
+    } else if e.truncated {
+        "cut off: never run"
+    } else {
+        place
+            .call_of(&e.id)
+            .map_or("recognised: not run", CallView::state)
+    };
+    let class = if open {
+        "hml hml-exec exec-streaming"
+    } else if e.truncated || e.error.is_some() {
+        "hml hml-exec exec-truncated"
+    } else {
+        "hml hml-exec exec-ready"
+    };
+    out.open(
+        "div",
+        &[
+            ("class", Some(class)),
+            ("data-hml-id", Some(&e.id)),
+            ("data-hml", Some(e.kind.name())),
+        ],
+    );
+    out.open("div", &[("class", Some("hml-exec-head"))]);
+    out.leaf("span", &[("class", Some("hml-exec-kind"))], e.kind.name());
+    out.leaf("span", &[("class", Some("hml-exec-detail"))], &detail);
+    out.leaf("span", &[("class", Some("hml-exec-state"))], state);
+    out.close("div");
+    out.leaf("pre", &[], &e.content);
+    out.close("div");
+}
+
+/// A call's card: what it calls, where it stands, its result folded; Approve, Deny and
+/// Always allow while it waits; a question asked through a native tool call asks here.
+fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
+    let state = c.state();
+    let class = format!(
+        "call call-{}",
+        state.split([' ', ':']).next().unwrap_or_default()
+    );
+    let function = c.request.function.as_str();
+    out.open(
+        "div",
+        &[
+            ("class", Some(&class)),
+            ("data-call", Some(&c.request_id)),
+            ("data-function", Some(function)),
+        ],
+    );
+    out.open("div", &[("class", Some("call-head"))]);
+    out.leaf("span", &[("class", Some("call-fn"))], function);
+    let args = match &c.request.args {
+        Value::Null => String::new(),
+        a if a.as_object().is_some_and(|o| o.is_empty()) => String::new(),
+        a => a.to_string(),
+    };
+    out.leaf("code", &[("class", Some("call-args"))], &args);
+    out.leaf(
+        "span",
+        &[
+            ("class", Some("call-state")),
+            ("data-testid", Some("call-state")),
+        ],
+        state,
+    );
+    out.close("div");
+    if c.is_pending() {
+        out.open("div", &[("class", Some("call-actions"))]);
+        for (class, action, label) in [
+            ("approve", "approve", "Approve".to_owned()),
+            ("deny", "deny", "Deny".to_owned()),
+            ("always", "always", format!("Always allow {function}")),
+        ] {
+            out.leaf(
+                "button",
+                &[
+                    ("type", Some("button")),
+                    ("class", Some(class)),
+                    ("data-action", Some(action)),
+                ],
+                &label,
+            );
+        }
+        out.close("div");
+    }
+    if c.is_question() && !matches!(c.request.origin, CallOrigin::Element { .. }) {
+        let question = c.request.arg("question").unwrap_or_default();
+        waiting(out, c, message_id, &c.request.origin.element_id(), question);
+    }
+    if let Some(r) = &c.result {
+        out.open("details", &[("class", Some("call-result"))]);
+        out.leaf(
+            "summary",
+            &[],
+            if r.outcome == Outcome::Ok {
+                "Result"
+            } else {
+                "Why"
+            },
+        );
+        out.leaf("pre", &[], &r.output);
+        out.close("details");
+    }
+    out.close("div");
+}
+
+/// Whether a message is drawn by [`message_html`] (a summary is not, nor are the frames
+/// that only make calls' cards).
+pub fn drawn(m: &CompiledMessage) -> bool {
+    !matches!(
+        m.frame_type,
+        FrameType::Compact | FrameType::Request | FrameType::Result
+    )
+}
+
+/// Checks that `html` from this module is inert: only its own tags and the markdown
+/// renderer's, each attribute one this module writes (a `data-*` or `aria-*` value is never
+/// live), a link's `href` of an allowed scheme, fields of the kinds prompts use, buttons
+/// that submit nothing. No handler, style, source, frame or form. The invariant of the
+/// hostile corpus and of the renderer's fuzz target; `Err` says what was found.
+pub fn inert(html: &str) -> Result<(), String> {
+    const TAGS: &[&str] = &[
+        "div",
+        "span",
+        "p",
+        "em",
+        "strong",
+        "del",
+        "sup",
+        "sub",
+        "code",
+        "pre",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "blockquote",
+        "ol",
+        "ul",
+        "li",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+        "br",
+        "hr",
+        "a",
+        "details",
+        "summary",
+        "button",
+        "input",
+        "select",
+        "option",
+        "label",
+        "progress",
+    ];
+    let mut rest = html;
+    while let Some(open) = rest.find('<') {
+        let after = &rest[open + 1..];
+        let close = after
+            .find('>')
+            .ok_or_else(|| format!("a '<' that opens no tag: {:?}", &rest[open..]))?;
+        let tag = &after[..close];
+        rest = &after[close + 1..];
+        let (name, mut attrs) = tag.split_once(' ').unwrap_or((tag, ""));
+        let name = name.strip_prefix('/').unwrap_or(name);
+        if !TAGS.contains(&name) {
+            return Err(format!("tag <{tag}>"));
+        }
+        if tag.starts_with('/') {
+            continue;
+        }
+        while !attrs.is_empty() {
+            let (attr, value, more) = match attrs.split_once('=') {
+                Some((a, v)) if !a.contains(' ') => {
+                    let v = v
+                        .strip_prefix('"')
+                        .ok_or_else(|| format!("an unquoted value in <{tag}>"))?;
+                    let end = v
+                        .find('"')
+                        .ok_or_else(|| format!("an unclosed value in <{tag}>"))?;
+                    (a, Some(&v[..end]), v[end + 1..].trim_start())
+                }
+                _ => {
+                    let (a, more) = attrs.split_once(' ').unwrap_or((attrs, ""));
+                    (a, None, more)
+                }
+            };
+            attrs = more;
+            let ok = match (name, attr, value) {
+                (_, a, _) if a.starts_with("data-") || a.starts_with("aria-") => true,
+                (_, "class" | "role" | "title", Some(_)) => true,
+                ("a", "href", Some(v)) => safe_link(&v.replace("&amp;", "&")).is_some(),
+                ("a", "rel", Some(v)) => v == markdown::LINK_REL,
+                ("a", "target", Some("_blank")) => true,
+                ("ol", "start", Some(v)) => v.bytes().all(|b| b.is_ascii_digit()),
+                ("button", "type", Some("button")) => true,
+                ("input", "type", Some(t)) => {
+                    matches!(
+                        t,
+                        "text" | "number" | "color" | "range" | "checkbox" | "radio"
+                    )
+                }
+                ("input", "name" | "value" | "placeholder" | "min" | "max" | "step", Some(_)) => {
+                    true
+                }
+                ("input", "disabled" | "checked", None) => true,
+                ("option" | "progress", "value", Some(_)) => true,
+                ("progress", "max", Some(_)) => true,
+                _ => false,
+            };
+            if !ok {
+                return Err(format!("attribute {attr}={value:?} in <{tag}>"));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(content: &str) -> CompiledMessage {
+        CompiledMessage {
+            frame_id: "m1".into(),
+            seq: 1,
+            frame_type: FrameType::Message,
+            parent_id: None,
+            author_type: crate::frame::AuthorType::Agent,
+            author_id: None,
+            role: Role::Agent,
+            content: content.into(),
+            hidden: false,
+            edited: false,
+            timestamp: String::new(),
+            payload: serde_json::json!({"agent_name": "A<b>"}),
+        }
+    }
+
+    #[test]
+    fn model_text_is_escaped_everywhere_it_lands() {
+        let h = message_html(
+            &agent(
+                "<link href=\"javascript:alert(1)\">x\" onclick=\"y</link> <copy label='\"><script>'>a<b></copy> <todo title=\"<i>\"><item status='\" onmouseover=1'>t</item></todo>",
+            ),
+            &[],
+        );
+        assert!(!h.contains("<script"), "{h}");
+        assert!(!h.contains("<b>"), "{h}");
+        assert!(!h.contains("<i>"), "{h}");
+        assert!(!h.contains("href=\"javascript"), "{h}");
+        assert!(!h.contains("\" onclick"), "{h}");
+        assert!(!h.contains("\" onmouseover"), "{h}");
+        assert!(h.contains("A&lt;b&gt;"), "{h}");
+    }
+
+    #[test]
+    fn a_stored_prompt_has_its_field_and_ok_a_live_one_no_ok() {
+        let src =
+            r#"<hml-prompt id="p" type="select">Pick<data>["red", "green"]</data></hml-prompt>"#;
+        let stored = message_html(&agent(src), &[]);
+        assert!(stored.contains(r#"data-keep="p""#), "{stored}");
+        assert!(
+            stored.contains(r#"<option value="green">green</option>"#),
+            "{stored}"
+        );
+        assert!(stored.contains(r#"data-action="prompt""#), "{stored}");
+        let doc = crate::hml::parse(src);
+        let live = nodes_html(
+            &doc.nodes,
+            Place {
+                live: true,
+                message_id: None,
+                calls: &[],
+            },
+        );
+        assert!(!live.contains("data-action"), "{live}");
+    }
+
+    #[test]
+    fn the_countdown_says_what_happens_and_when() {
+        assert_eq!(
+            countdown_text(2_100, Some("no")),
+            (3, "“no” is the answer in 3 s".to_owned())
+        );
+        assert_eq!(
+            countdown_text(-5, None),
+            (0, "Time is up: the question closes.".to_owned())
+        );
+    }
+}
