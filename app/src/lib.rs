@@ -32,14 +32,14 @@ use leptos_meta::{HashedStylesheet, MetaTags, Title, provide_meta_context};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{SsrMode, path};
 
-/// The browser's entry: hydrates the page's islands (the chat: the part that acts in the
-/// browser through components; the rest is the server's HTML, its forms sent by
-/// [`enhance`]), then marks the body, which tells tests (and people
+/// The browser's entry: every page is the server's HTML, taken over without components: the
+/// chat by [`chat::client`], the forms by [`enhance`]. Then it marks the body, which tells tests (and people
 /// debugging) that clicks now reach their handlers. In `app`, not `frontend`: the islands
 /// are exported from here, and only code the entry reaches is linked into the wasm.
 #[cfg(feature = "hydrate")]
 pub fn hydrate() {
     leptos::mount::hydrate_islands();
+    chat::client::start();
     enhance::install();
     if let Some(body) = document().body() {
         let _ = body.set_attribute("data-hydrated", "true");

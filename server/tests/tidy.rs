@@ -97,7 +97,8 @@ fn inner_html_only_with_the_shared_renderers() {
                 line.contains("hero_shared::html::")
                     || line.contains("markdown::to_html")
                     || line.contains("inner_html=html>")
-                    || line.contains("inner_html=preview>"),
+                    || line.contains("inner_html=preview>")
+                    || line.contains("inner_html=stored>"),
                 "{p}: inner_html with something else than the shared renderers: {line}"
             );
         }

@@ -844,13 +844,100 @@ fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
     out.close("div");
 }
 
-/// Whether a message is drawn by [`message_html`] (a summary is not, nor are the frames
-/// that only make calls' cards).
-pub fn drawn(m: &CompiledMessage) -> bool {
-    !matches!(
-        m.frame_type,
-        FrameType::Compact | FrameType::Request | FrameType::Result
-    )
+/// Where a summary stands in for what came before it: the summary, folded, and (until the
+/// page has it) a button that pages in what it covers.
+pub fn summary_html(m: &CompiledMessage, earlier_shown: bool) -> String {
+    let mut out = Out::default();
+    let covered = m
+        .payload
+        .get("messages")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    out.open(
+        "div",
+        &[
+            ("class", Some("compact-divider")),
+            ("data-message-id", Some(&m.frame_id)),
+            ("data-testid", Some("summarised")),
+        ],
+    );
+    out.open("div", &[("class", Some("compact-head"))]);
+    out.leaf(
+        "span",
+        &[("class", Some("compact-label"))],
+        &format!("Summarised: {covered} earlier messages"),
+    );
+    if !earlier_shown {
+        let seq = m.seq.to_string();
+        out.leaf(
+            "button",
+            &[
+                ("type", Some("button")),
+                ("class", Some("show-earlier")),
+                ("data-action", Some("earlier")),
+                ("data-seq", Some(&seq)),
+            ],
+            "Show earlier",
+        );
+    }
+    out.close("div");
+    out.open("details", &[("class", Some("compact-summary"))]);
+    out.leaf("summary", &[], "The summary the agent carries on from");
+    prose(&mut out, &m.content);
+    out.close("details");
+    out.close("div");
+    out.0
+}
+
+/// The stored messages as the page first shows them: each in its slot (the element the
+/// browser redraws it in, `data-slot` its id), or a line saying there are none yet.
+pub fn stored_html(messages: &[(String, String)]) -> String {
+    if messages.is_empty() {
+        return EMPTY.to_owned();
+    }
+    let mut out = Out::default();
+    for (id, html) in messages {
+        out.open(
+            "div",
+            &[("class", Some("msg-slot")), ("data-slot", Some(id))],
+        );
+        out.0.push_str(html);
+        out.close("div");
+    }
+    out.0
+}
+
+/// What the list shows before the first message.
+pub const EMPTY: &str = "<p class=\"empty\">No messages yet. Say hello below.</p>";
+
+/// A compiled page of messages as the page shows it: each message with its calls' cards,
+/// summaries as [`summary_html`], the frames that only make cards left out, hidden
+/// messages only when `show_hidden`. One `(message id, HTML)` per message shown.
+pub fn messages_html(
+    messages: &[CompiledMessage],
+    show_hidden: bool,
+    earlier_shown: impl Fn(i64) -> bool,
+) -> Vec<(String, String)> {
+    let all = crate::calls::calls(messages);
+    messages
+        .iter()
+        .filter(|m| show_hidden || !m.hidden)
+        // A call's request and result show as a card under its message.
+        .filter(|m| !matches!(m.frame_type, FrameType::Request | FrameType::Result))
+        .map(|m| {
+            let html = if m.frame_type == FrameType::Compact {
+                summary_html(m, earlier_shown(m.seq))
+            } else {
+                let mine: Vec<CallView> = all
+                    .iter()
+                    .filter(|c| c.message_id == m.frame_id)
+                    .cloned()
+                    .collect();
+                message_html(m, &mine)
+            };
+            (m.frame_id.clone(), html)
+        })
+        .collect()
 }
 
 /// Checks that `html` from this module is inert: only its own tags and the markdown

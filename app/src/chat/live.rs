@@ -153,21 +153,10 @@ impl LiveReply {
     }
 }
 
-#[component]
-pub fn LiveBlocks(blocks: RwSignal<Vec<LiveBlock>>) -> impl IntoView {
-    // Keyed by position: a new block adds one view; existing blocks keep theirs and update
-    // through their own signals, each its HTML from the shared renderer.
-    view! {
-        <For
-            each=move || blocks.get().into_iter().enumerate()
-            key=|(i, _)| *i
-            children=move |(_, b)| block_view(b)
-        />
-    }
-}
-
-fn block_view(b: LiveBlock) -> impl IntoView {
-    let html = move || match b {
+/// A block's HTML from the shared renderer, reading its signals (an effect that calls it
+/// runs again when the block grows).
+pub fn block_html(b: LiveBlock) -> String {
+    match b {
         LiveBlock::Text(s) => s.with(|t| hero_shared::html::markdown_html(t)),
         LiveBlock::Element { src, done } => {
             let doc = hero_shared::hml::parse(&src.get());
@@ -178,8 +167,7 @@ fn block_view(b: LiveBlock) -> impl IntoView {
             };
             hero_shared::html::nodes_html(&doc.nodes, place)
         }
-    };
-    view! { <div class="live-block" inner_html=html></div> }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,704 @@
+//! The chat in the browser, without a component: takes over the markup [`super::ChatView`]
+//! rendered, subscribes to the session's feed ([`use_session_events`]), and keeps the DOM
+//! up to date from that reactive state by hand:
+//!
+//! - the stored messages: one `msg-slot` per message, redrawn only when its HTML (from
+//!   [`hero_shared::html`]) changed, what was typed in it carried over (`actions::keep`),
+//!   kept in order without moving a slot that is already in place (a moved node loses its
+//!   focus);
+//! - the pages paged in above ("show earlier"), the reply in flight block by block, the
+//!   scroll that follows only a reader near the bottom;
+//! - the composer (send, stop, answering a question that waits), the agent picker, the
+//!   system prompt view, "show hidden".
+//!
+//! Every listener and effect lives as long as the page.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use hero_shared::wire::CompiledView;
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::closure::Closure;
+use web_sys::{Element, HtmlInputElement, HtmlTextAreaElement};
+
+use super::events::{LiveView, use_session_events};
+use super::{ChatData, PLACEHOLDER, actions};
+use crate::auth::error_text;
+
+/// Starts the chat under `root` (the element with `data-chat`), if the page has one.
+pub fn start() {
+    let Some(root) = document().query_selector("[data-chat]").ok().flatten() else {
+        return;
+    };
+    let Some(data) = root
+        .get_attribute("data-chat")
+        .and_then(|d| serde_json::from_slice::<ChatData>(d.as_bytes()).ok())
+    else {
+        return;
+    };
+    let initial = data.initial.clone();
+    if let Some(chat) = Chat::new(root, data) {
+        chat.run(initial);
+    }
+}
+
+fn find(root: &Element, selector: &str) -> Option<Element> {
+    root.query_selector(selector).ok().flatten()
+}
+
+/// Adds a listener for as long as the page lives.
+fn listen<E: wasm_bindgen::convert::FromWasmAbi + 'static>(
+    target: &web_sys::EventTarget,
+    event: &str,
+    f: impl FnMut(E) + 'static,
+) {
+    let cb = Closure::<dyn FnMut(E)>::new(f);
+    let _ = target.add_event_listener_with_callback(event, cb.as_ref().unchecked_ref());
+    cb.forget();
+}
+
+fn set_hidden(e: &Element, hidden: bool) {
+    let _ = if hidden {
+        e.set_attribute("hidden", "")
+    } else {
+        e.remove_attribute("hidden")
+    };
+}
+
+fn set_disabled(e: &Element, disabled: bool) {
+    let _ = if disabled {
+        e.set_attribute("disabled", "")
+    } else {
+        e.remove_attribute("disabled")
+    };
+}
+
+/// The chat's elements and state (all cheap handles).
+#[derive(Clone)]
+struct Chat {
+    session_id: i64,
+    streaming: bool,
+    root: Element,
+    messages: Element,
+    stored: Element,
+    earlier_box: Element,
+    live_slot: Element,
+    jump: Element,
+    textarea: HtmlTextAreaElement,
+    send: Element,
+    stop: Element,
+    /// The stored messages' slots and the HTML each holds, by message id.
+    slots: Rc<RefCell<HashMap<String, (Element, String)>>>,
+    show_hidden: RwSignal<bool>,
+    /// Earlier pages paged in, each by the seq it comes before.
+    pages: RwSignal<Vec<(i64, CompiledView)>>,
+    loading: RwSignal<bool>,
+    near_bottom: RwSignal<bool>,
+    /// A message being sent or an answer from the message box.
+    sending: RwSignal<bool>,
+    /// The composer's error line.
+    error: RwSignal<Option<String>>,
+}
+
+impl Chat {
+    fn new(root: Element, data: ChatData) -> Option<Chat> {
+        let messages = find(&root, ".messages")?;
+        let chat = Chat {
+            session_id: data.session_id,
+            streaming: data.streaming,
+            stored: find(&messages, ".stored")?,
+            earlier_box: find(&messages, ".earlier-pages")?,
+            live_slot: find(&messages, ".live-slot")?,
+            jump: find(&root, ".jump-down")?,
+            textarea: find(&root, ".composer textarea")?.dyn_into().ok()?,
+            send: find(&root, ".composer .send")?,
+            stop: find(&root, ".composer .stop")?,
+            messages,
+            root,
+            slots: Rc::default(),
+            show_hidden: RwSignal::new(false),
+            pages: RwSignal::new(Vec::new()),
+            loading: RwSignal::new(false),
+            near_bottom: RwSignal::new(true),
+            sending: RwSignal::new(false),
+            error: RwSignal::new(None),
+        };
+        // The slots the server rendered hold the HTML this renderer makes of the same view.
+        if let Ok(list) = chat.stored.query_selector_all("[data-slot]") {
+            let drawn = hero_shared::html::messages_html(&data.initial.messages, false, |_| false);
+            let mut slots = chat.slots.borrow_mut();
+            for i in 0..list.length() {
+                if let Some(el) = list.item(i).and_then(|n| n.dyn_into::<Element>().ok())
+                    && let Some(id) = el.get_attribute("data-slot")
+                    && let Some((_, html)) = drawn.iter().find(|(d, _)| *d == id)
+                {
+                    slots.insert(id, (el, html.clone()));
+                }
+            }
+        }
+        Some(chat)
+    }
+
+    fn run(self, initial: CompiledView) {
+        let feed = use_session_events(self.session_id, initial);
+        let conversation = feed.conversation;
+
+        // Connected: the box writes.
+        let c = self.clone();
+        Effect::new(move |_| {
+            let _ = c
+                .root
+                .set_attribute("data-connected", &feed.connected.get().to_string());
+        });
+
+        // The stored messages, and the earlier pages above them.
+        let c = self.clone();
+        Effect::new(move |_| {
+            let show = c.show_hidden.get();
+            let loaded: Vec<i64> = c.pages.with(|p| p.iter().map(|(s, _)| *s).collect());
+            let drawn = conversation.with(|v| {
+                hero_shared::html::messages_html(&v.messages, show, |seq| loaded.contains(&seq))
+            });
+            c.draw_stored(drawn);
+            actions::countdowns(&c.messages);
+        });
+        let c = self.clone();
+        Effect::new(move |_| {
+            let show = c.show_hidden.get();
+            let mut pages = c.pages.get();
+            pages.sort_by_key(|(seq, _)| *seq);
+            let loaded: Vec<i64> = pages.iter().map(|(s, _)| *s).collect();
+            let html: String = pages
+                .iter()
+                .map(|(_, v)| {
+                    let inner = hero_shared::html::messages_html(&v.messages, show, |seq| {
+                        loaded.contains(&seq)
+                    });
+                    format!(
+                        "<div class=\"earlier\">{}</div>",
+                        inner.into_iter().map(|(_, h)| h).collect::<String>()
+                    )
+                })
+                .collect();
+            c.earlier_box.set_inner_html(&html);
+            c.draw_top_button(conversation.with(|v| v.earlier_before));
+        });
+
+        // The reply in flight.
+        let c = self.clone();
+        let live_owner = StoredValue::new_local(None::<Owner>);
+        Effect::new(move |_| {
+            let live = feed.live.get();
+            if let Some(old) = live_owner.try_update_value(|o| o.take()).flatten() {
+                old.cleanup();
+            }
+            c.live_slot.set_inner_html("");
+            if let Some(l) = live {
+                // Its own root: the effect re-running must not take the reply's effects with it.
+                let owner = Owner::new_root(None);
+                owner.with(|| c.draw_live(l));
+                live_owner.set_value(Some(owner));
+            }
+        });
+
+        // Following new content, and the way down.
+        let c = self.clone();
+        Effect::new(move |_| {
+            feed.tick.get();
+            if c.near_bottom.get_untracked() {
+                let (el, near) = (c.messages.clone(), c.near_bottom);
+                // Checked again when the frame comes: the reader may have scrolled up since.
+                request_animation_frame(move || {
+                    if near.get_untracked() {
+                        el.set_scroll_top(el.scroll_height());
+                    }
+                });
+            }
+        });
+        let c = self.clone();
+        Effect::new(move |_| set_hidden(&c.jump, c.near_bottom.get()));
+
+        self.composer(feed.live, conversation, feed.connected);
+        self.listeners();
+
+        // A timed question's countdown, in whatever message it is.
+        let el = self.messages.clone();
+        // It runs for as long as the page: its handle is never cleared.
+        let _ = set_interval_with_handle(
+            move || actions::countdowns(&el),
+            std::time::Duration::from_millis(250),
+        );
+    }
+
+    /// Puts the stored messages' slots in order, redrawing only those whose HTML changed.
+    fn draw_stored(&self, drawn: Vec<(String, String)>) {
+        let mut slots = self.slots.borrow_mut();
+        if drawn.is_empty() {
+            slots.clear();
+            self.stored.set_inner_html(hero_shared::html::EMPTY);
+            return;
+        }
+        if let Some(empty) = find(&self.stored, ".empty") {
+            empty.remove();
+        }
+        let kept = actions::keep(&self.stored);
+        let mut changed = false;
+        let mut order = Vec::with_capacity(drawn.len());
+        for (id, html) in drawn {
+            let el = match slots.get_mut(&id) {
+                Some((el, old)) => {
+                    if *old != html {
+                        el.set_inner_html(&html);
+                        *old = html;
+                        changed = true;
+                    }
+                    el.clone()
+                }
+                None => {
+                    let Ok(el) = document().create_element("div") else {
+                        continue;
+                    };
+                    let _ = el.set_attribute("class", "msg-slot");
+                    let _ = el.set_attribute("data-slot", &id);
+                    el.set_inner_html(&html);
+                    slots.insert(id.clone(), (el.clone(), html));
+                    el
+                }
+            };
+            order.push((id, el));
+        }
+        // Slots no longer shown go; the rest are put in order, moving only what is out of it.
+        let shown: std::collections::HashSet<&str> =
+            order.iter().map(|(i, _)| i.as_str()).collect();
+        slots.retain(|id, (el, _)| {
+            let keep = shown.contains(id.as_str());
+            if !keep {
+                el.remove();
+            }
+            keep
+        });
+        let mut cursor = self.stored.first_element_child();
+        for (_, el) in &order {
+            if cursor.as_ref() == Some(el) {
+                cursor = el.next_element_sibling();
+            } else {
+                let _ = self
+                    .stored
+                    .insert_before(el, cursor.as_ref().map(|c| c.as_ref()));
+            }
+        }
+        if changed {
+            actions::restore(&self.stored, &kept);
+        }
+    }
+
+    /// The way further up: before the topmost page shown, if that has one before it.
+    fn draw_top_button(&self, conversation_before: Option<i64>) {
+        let top = self.pages.with(|p| {
+            p.iter()
+                .min_by_key(|(seq, _)| *seq)
+                .map(|(_, v)| v.earlier_before)
+        });
+        let loaded = |seq: i64| self.pages.with(|p| p.iter().any(|(s, _)| *s == seq));
+        let next = top
+            .unwrap_or(conversation_before)
+            .filter(|seq| !loaded(*seq));
+        let existing = find(&self.messages, ".show-earlier.top");
+        match (next, existing) {
+            (None, Some(b)) => b.remove(),
+            (Some(seq), Some(b)) => {
+                let _ = b.set_attribute("data-seq", &seq.to_string());
+            }
+            (Some(seq), None) => {
+                if let Ok(b) = document().create_element("button") {
+                    for (k, v) in [
+                        ("type", "button"),
+                        ("class", "show-earlier top"),
+                        ("data-testid", "show-earlier"),
+                        ("data-action", "earlier"),
+                    ] {
+                        let _ = b.set_attribute(k, v);
+                    }
+                    let _ = b.set_attribute("data-seq", &seq.to_string());
+                    b.set_text_content(Some("Show earlier messages"));
+                    let _ = self
+                        .messages
+                        .insert_before(&b, self.messages.first_child().as_ref());
+                }
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// Pages in what comes before `seq`, keeping what the reader sees where it was.
+    fn load_earlier(&self, seq: i64) {
+        if self.loading.get_untracked()
+            || self
+                .pages
+                .with_untracked(|p| p.iter().any(|(s, _)| *s == seq))
+        {
+            return;
+        }
+        self.loading.set(true);
+        let c = self.clone();
+        leptos::task::spawn_local(async move {
+            let before = c.messages.scroll_height();
+            let result = super::earlier_messages(c.session_id, seq).await;
+            c.loading.set(false);
+            if let Ok((before_seq, view)) = result {
+                c.pages.update(|p| {
+                    if !p.iter().any(|(s, _)| *s == before_seq) {
+                        p.push((before_seq, view));
+                    }
+                });
+                let el = c.messages.clone();
+                request_animation_frame(move || {
+                    el.set_scroll_top(el.scroll_top() + el.scroll_height() - before);
+                });
+            }
+        });
+    }
+
+    /// The reply in flight: its blocks as they stream (or a note, in batch mode) and its
+    /// error. Runs under an owner of its own, cleaned up when the reply leaves.
+    fn draw_live(&self, l: LiveView) {
+        let Ok(msg) = document().create_element("div") else {
+            return;
+        };
+        let _ = msg.set_attribute("class", "msg msg-agent live");
+        let _ = msg.set_attribute("data-message-id", &l.message_id.get_value());
+        let (Ok(who), Ok(body)) = (
+            document().create_element("div"),
+            document().create_element("div"),
+        ) else {
+            return;
+        };
+        let _ = who.set_attribute("class", "msg-who");
+        who.set_text_content(Some(&l.agent_name.get_value()));
+        let _ = body.set_attribute("class", "msg-body");
+        let _ = msg.append_child(&who);
+        let _ = msg.append_child(&body);
+        let _ = self.live_slot.append_child(&msg);
+        if self.streaming {
+            // One element per block, each redrawn by an effect of its own as it grows, owned
+            // by the reply (not by this effect, which runs again at each new block).
+            let owner = Owner::current();
+            let drawn = StoredValue::new(0usize);
+            Effect::new(move |_| {
+                let blocks = l.blocks.get();
+                for b in blocks.iter().skip(drawn.get_value()).copied() {
+                    let Ok(el) = document().create_element("div") else {
+                        return;
+                    };
+                    let _ = el.set_attribute("class", "live-block");
+                    let _ = body.append_child(&el);
+                    let draw = move || {
+                        Effect::new(move |_| el.set_inner_html(&super::live::block_html(b)));
+                    };
+                    match &owner {
+                        Some(o) => o.with(draw),
+                        None => draw(),
+                    }
+                }
+                drawn.set_value(blocks.len());
+            });
+        } else {
+            body.set_inner_html("<p class=\"typing\">Writing the whole reply…</p>");
+        }
+        Effect::new(move |_| {
+            let error = l.error.get();
+            let line = find(&msg, ":scope > .msg-error");
+            match (error, line) {
+                (Some(e), Some(line)) => line.set_text_content(Some(&e)),
+                (Some(e), None) => {
+                    if let Ok(line) = document().create_element("div") {
+                        let _ = line.set_attribute("class", "msg-error");
+                        let _ = line.set_attribute("role", "alert");
+                        line.set_text_content(Some(&e));
+                        let _ = msg.append_child(&line);
+                    }
+                }
+                (None, Some(line)) => line.remove(),
+                (None, None) => {}
+            }
+        });
+    }
+
+    /// The message box: Enter sends, Shift+Enter adds a line; Stop while a reply is in
+    /// flight; a question that waits for as long as it takes is answered from here.
+    fn composer(
+        &self,
+        live: RwSignal<Option<LiveView>>,
+        conversation: RwSignal<CompiledView>,
+        connected: RwSignal<bool>,
+    ) {
+        let question = Memo::new(move |_| {
+            conversation.with(|v| {
+                hero_shared::calls::calls(&v.messages)
+                    .into_iter()
+                    .rev()
+                    .find(|c| c.is_question() && c.request.expires_at.is_none())
+            })
+        });
+        let sending = self.sending;
+        let busy = move || sending.get() || live.get().is_some_and(|l| !l.finished.get());
+        let c = self.clone();
+        Effect::new(move |_| {
+            let (busy, connected) = (busy(), connected.get());
+            c.textarea.set_disabled(busy || !connected);
+            set_hidden(&c.send, busy);
+            set_disabled(&c.send, !connected);
+            set_hidden(&c.stop, !busy);
+        });
+        // The question being answered, above the box.
+        let c = self.clone();
+        Effect::new(move |_| {
+            let q = question.get();
+            c.textarea.set_placeholder(if q.is_some() {
+                "Your answer to the agent's question (Enter answers)"
+            } else {
+                PLACEHOLDER
+            });
+            let banner = find(&c.root, "[data-testid=answering]");
+            match (q, banner) {
+                (None, Some(b)) => b.remove(),
+                (None, None) => {}
+                (Some(q), b) => {
+                    let b = match b {
+                        Some(b) => b,
+                        None => {
+                            let Ok(b) = document().create_element("div") else {
+                                return;
+                            };
+                            let _ = b.set_attribute("class", "composer-answering");
+                            let _ = b.set_attribute("data-testid", "answering");
+                            if let Some(form) = find(&c.root, ".composer") {
+                                let _ = c.root.insert_before(&b, Some(&form));
+                            }
+                            b
+                        }
+                    };
+                    b.set_inner_html(
+                        "<span>Answering the agent's question: </span><q></q>\
+                         <button type=\"button\" class=\"dismiss\">Dismiss</button>",
+                    );
+                    if let Some(text) = find(&b, "q") {
+                        text.set_text_content(q.request.arg("question"));
+                    }
+                }
+            }
+        });
+        // The box's error line.
+        let c = self.clone();
+        Effect::new(move |_| {
+            let line = find(&c.root, ":scope > .form-error");
+            match (c.error.get(), line) {
+                (Some(e), Some(l)) => l.set_text_content(Some(&e)),
+                (Some(e), None) => {
+                    if let Ok(l) = document().create_element("p") {
+                        let _ = l.set_attribute("class", "form-error");
+                        let _ = l.set_attribute("role", "alert");
+                        l.set_text_content(Some(&e));
+                        let _ = c.root.insert_before(&l, c.jump.next_sibling().as_ref());
+                    }
+                }
+                (None, Some(l)) => l.remove(),
+                (None, None) => {}
+            }
+        });
+
+        let c = self.clone();
+        let submit = Rc::new(move || {
+            let content = c.textarea.value();
+            if content.trim().is_empty() || busy() {
+                return;
+            }
+            c.near_bottom.set(true);
+            c.sending.set(true);
+            c.textarea.set_value("");
+            let private = find(&c.root, "[data-chat-private]")
+                .and_then(|p| p.dyn_into::<HtmlInputElement>().ok())
+                .is_some_and(|p| p.checked());
+            let (c, q) = (c.clone(), question.get_untracked());
+            leptos::task::spawn_local(async move {
+                let result = match q {
+                    Some(q) => actions::answer_prompt(
+                        c.session_id,
+                        q.message_id.clone(),
+                        q.request.origin.element_id(),
+                        serde_json::Value::String(content).to_string(),
+                    )
+                    .await
+                    .map(|_| ()),
+                    None => super::post_message(c.session_id, content, private)
+                        .await
+                        .map(|_| ()),
+                };
+                c.sending.set(false);
+                c.error.set(result.err().map(|e| error_text(&e)));
+            });
+        });
+        if let Some(form) = find(&self.root, ".composer") {
+            let submit = submit.clone();
+            listen(&form, "submit", move |ev: web_sys::Event| {
+                ev.prevent_default();
+                submit();
+            });
+        }
+        listen(
+            &self.textarea,
+            "keydown",
+            move |ev: web_sys::KeyboardEvent| {
+                if ev.key() == "Enter" && !ev.shift_key() && !ev.is_composing() {
+                    ev.prevent_default();
+                    submit();
+                }
+            },
+        );
+        let session_id = self.session_id;
+        let stop = move || {
+            leptos::task::spawn_local(async move {
+                let _ = super::abort_turn(session_id).await;
+            })
+        };
+        listen(&self.stop, "click", move |_: web_sys::Event| stop());
+        listen(&self.root, "click", move |ev: web_sys::Event| {
+            let dismiss = ev
+                .target()
+                .and_then(|t| t.dyn_into::<Element>().ok())
+                .and_then(|t| t.closest("[data-testid=answering] .dismiss").ok().flatten());
+            if dismiss.is_some() {
+                stop();
+            }
+        });
+    }
+
+    fn listeners(&self) {
+        let session_id = self.session_id;
+        // The messages' buttons and fields; "show earlier" here too.
+        let c = self.clone();
+        listen(&self.messages, "click", move |ev: web_sys::MouseEvent| {
+            let earlier = ev
+                .target()
+                .and_then(|t| t.dyn_into::<Element>().ok())
+                .and_then(|t| t.closest("[data-action=earlier]").ok().flatten());
+            match earlier {
+                Some(b) => {
+                    if let Some(seq) = b.get_attribute("data-seq").and_then(|s| s.parse().ok()) {
+                        c.load_earlier(seq);
+                    }
+                }
+                None => actions::on_click(session_id, ev),
+            }
+        });
+        listen(
+            &self.messages,
+            "keydown",
+            move |ev: web_sys::KeyboardEvent| actions::on_keydown(session_id, ev),
+        );
+        // Only the reader moving up stops the following, and reaching the bottom resumes
+        // it: a scroll event caused by our own scrolling, while more text keeps arriving,
+        // must not look like the reader leaving.
+        let c = self.clone();
+        let last_top = Rc::new(std::cell::Cell::new(0i32));
+        listen(&self.messages, "scroll", move |_: web_sys::Event| {
+            let el = &c.messages;
+            let top = el.scroll_top();
+            // Near the top: the page before comes in.
+            if top < 40
+                && let Some(seq) = find(el, ".show-earlier.top")
+                    .and_then(|b| b.get_attribute("data-seq"))
+                    .and_then(|s| s.parse().ok())
+            {
+                c.load_earlier(seq);
+            }
+            if el.scroll_height() - top - el.client_height() < 80 {
+                c.near_bottom.set(true);
+            } else if top < last_top.get() - 2 {
+                c.near_bottom.set(false);
+            }
+            last_top.set(top);
+        });
+        let c = self.clone();
+        listen(&self.jump, "click", move |_: web_sys::Event| {
+            c.messages.set_scroll_top(c.messages.scroll_height());
+            c.near_bottom.set(true);
+        });
+        let c = self.clone();
+        Effect::new(move |_| {
+            let loading = c.loading.get();
+            if let Some(b) = find(&c.messages, ".show-earlier.top") {
+                set_disabled(&b, loading);
+            }
+        });
+        // Show hidden messages.
+        if let Some(b) = find(&self.root, "[data-chat-hidden]") {
+            let show = self.show_hidden;
+            listen(&b, "change", move |ev: web_sys::Event| {
+                if let Some(i) = ev
+                    .target()
+                    .and_then(|t| t.dyn_into::<HtmlInputElement>().ok())
+                {
+                    show.set(i.checked());
+                }
+            });
+        }
+        // The session's agent.
+        if let Some(s) = find(&self.root, "[data-chat-agent]") {
+            listen(&s, "change", move |ev: web_sys::Event| {
+                let id = ev
+                    .target()
+                    .and_then(|t| t.dyn_into::<web_sys::HtmlSelectElement>().ok())
+                    .and_then(|s| s.value().parse::<i64>().ok());
+                if let Some(agent_id) = id {
+                    leptos::task::spawn_local(async move {
+                        let _ = super::set_session_agent(session_id, agent_id).await;
+                    });
+                }
+            });
+        }
+        // "View system prompt": what the agent is told, fetched when asked for.
+        if let Some(b) = find(&self.root, "[data-chat-prompt]") {
+            let button = b.clone();
+            listen(&b, "click", move |_: web_sys::Event| {
+                if let Some(open) = button
+                    .next_element_sibling()
+                    .filter(|s| s.class_list().contains("system-prompt"))
+                {
+                    open.remove();
+                    button.set_text_content(Some("View system prompt"));
+                    return;
+                }
+                button.set_text_content(Some("Hide system prompt"));
+                let Ok(section) = document().create_element("section") else {
+                    return;
+                };
+                let _ = section.set_attribute("class", "system-prompt");
+                let _ = section.set_attribute("aria-label", "System prompt");
+                section.set_inner_html("<p class=\"muted\">Loading…</p>");
+                let _ = button.after_with_node_1(&section);
+                leptos::task::spawn_local(async move {
+                    let (tag, text, attrs): (&str, String, &[(&str, &str)]) =
+                        match super::system_prompt(session_id).await {
+                            Ok(p) => ("pre", p, &[("data-testid", "system-prompt")]),
+                            Err(e) => (
+                                "p",
+                                error_text(&e),
+                                &[("class", "form-error"), ("role", "alert")],
+                            ),
+                        };
+                    if let Ok(el) = document().create_element(tag) {
+                        for (k, v) in attrs {
+                            let _ = el.set_attribute(k, v);
+                        }
+                        el.set_text_content(Some(&text));
+                        section.set_inner_html("");
+                        let _ = section.append_child(&el);
+                    }
+                });
+            });
+        }
+    }
+}
