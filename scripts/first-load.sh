@@ -34,6 +34,8 @@ printf '%-34s %9s %9s %9s %9s\n' file raw gzip brotli sent
 total=0
 html_sent="$(sent "/s/$sid")"
 curl -s -b "$jar" -o "$page" "$base/s/$sid"
+# HERO_FIRST_LOAD_PAGE=FILE keeps a copy of the page, to look at what it holds.
+[ -z "${HERO_FIRST_LOAD_PAGE:-}" ] || cp "$page" "$HERO_FIRST_LOAD_PAGE"
 printf '%-34s %9d %9d %9d %9d\n' "/s/$sid (HTML)" "$(wc -c <"$page")" \
   "$(gzip -9 -c "$page" | wc -c)" "$(brotli -q 11 -c "$page" | wc -c)" "$html_sent"
 total=$((total + html_sent))

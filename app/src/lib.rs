@@ -33,9 +33,8 @@ use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{SsrMode, path};
 
 /// The browser's entry: every page is the server's HTML, taken over without components: the
-/// chat by [`chat::client`], the forms by [`enhance`]. Then it marks the body, which tells tests (and people
-/// debugging) that clicks now reach their handlers. In `app`, not `frontend`: the islands
-/// are exported from here, and only code the entry reaches is linked into the wasm.
+/// chat by [`chat::client`], the forms by [`enhance`]. Then it marks the body, which tells
+/// tests (and people debugging) that clicks now reach their handlers.
 #[cfg(feature = "hydrate")]
 pub fn hydrate() {
     leptos::mount::hydrate_islands();
@@ -44,6 +43,17 @@ pub fn hydrate() {
     if let Some(body) = document().body() {
         let _ = body.set_attribute("data-hydrated", "true");
     }
+}
+
+/// The script that loads the wasm and calls [`hydrate`]: Leptos's plain loader (the islands
+/// one is three times its size, and there are no islands), with the page's resources left
+/// out of the page, as the islands loader would: nothing hydrates from them.
+#[component]
+fn Loader(options: LeptosOptions) -> impl IntoView {
+    if let Some(sc) = Owner::current_shared_context() {
+        sc.set_is_hydrating(false);
+    }
+    view! { <HydrationScripts options/> }
 }
 
 /// The HTML document around the app, rendered on the server only.
@@ -59,7 +69,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
                 <HashedStylesheet options=options.clone() id="leptos"/>
                 <AutoReload options=options.clone()/>
-                <HydrationScripts options islands=true/>
+                <Loader options/>
                 <MetaTags/>
             </head>
             <body>

@@ -907,6 +907,47 @@ pub fn stored_html(messages: &[(String, String)]) -> String {
     out.0
 }
 
+/// The pages paged in above the view ("show earlier"), oldest first, each from
+/// [`messages_html`].
+pub fn earlier_pages_html(pages: &[Vec<(String, String)>]) -> String {
+    let mut out = Out::default();
+    for page in pages {
+        out.open("div", &[("class", Some("earlier"))]);
+        for (_, html) in page {
+            out.0.push_str(html);
+        }
+        out.close("div");
+    }
+    out.0
+}
+
+/// Above the message box while it answers a question of the agent's.
+pub fn answering_html(question: &str) -> String {
+    let mut out = Out::default();
+    out.leaf("span", &[], "Answering the agent's question: ");
+    out.leaf("q", &[], question);
+    out.leaf(
+        "button",
+        &[("type", Some("button")), ("class", Some("dismiss"))],
+        "Dismiss",
+    );
+    out.0
+}
+
+/// A reply being written in batch mode (nothing streams).
+pub const TYPING: &str = "<p class=\"typing\">Writing the whole reply…</p>";
+
+/// While something is fetched.
+pub const LOADING: &str = "<p class=\"muted\">Loading…</p>";
+
+/// JSON made safe to sit in a `<script type="application/json">` block: `<`, `>` and `&`
+/// as `\u003c`, `\u003e`, `\u0026` (the same JSON, and no `</script>` can end the block).
+pub fn json_for_script(json: &str) -> String {
+    json.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
 /// What the list shows before the first message.
 pub const EMPTY: &str = "<p class=\"empty\">No messages yet. Say hello below.</p>";
 
@@ -984,6 +1025,7 @@ pub fn inert(html: &str) -> Result<(), String> {
         "option",
         "label",
         "progress",
+        "q",
     ];
     let mut rest = html;
     while let Some(open) = rest.find('<') {
@@ -1107,6 +1149,17 @@ mod tests {
             },
         );
         assert!(!live.contains("data-action"), "{live}");
+    }
+
+    #[test]
+    fn json_in_a_script_block_cannot_end_it_and_reads_the_same() {
+        let v = serde_json::json!({"t": "</script><script>alert(1)</script> & <!--"});
+        let safe = json_for_script(&v.to_string());
+        assert!(
+            !safe.contains('<') && !safe.contains('>') && !safe.contains('&'),
+            "{safe}"
+        );
+        assert_eq!(serde_json::from_str::<Value>(&safe).ok(), Some(v));
     }
 
     #[test]

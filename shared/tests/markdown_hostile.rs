@@ -318,6 +318,16 @@ fn no_hostile_message_element_or_card_yields_live_markup() {
             cases += 1;
         }
         check_html(p, &html::markdown_html(p));
+        check_html(p, &html::answering_html(p));
+        let mut summary = message(Role::Agent, p, p);
+        summary.frame_type = FrameType::Compact;
+        summary.payload = serde_json::json!({"messages": p});
+        for shown in [false, true] {
+            check_html(p, &html::summary_html(&summary, shown));
+        }
+        let page = html::messages_html(&[message(Role::Agent, p, p), summary], true, |_| false);
+        check_html(p, &html::earlier_pages_html(&[page.clone()]));
+        check_html(p, &html::stored_html(&page));
     }
     assert!(cases >= 900, "only {cases} cases");
 }

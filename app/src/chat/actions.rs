@@ -7,7 +7,7 @@
 use leptos::prelude::*;
 
 /// Records the answer to a prompt or a question of a stored message; `answer` is JSON text.
-#[server(prefix = "/_fn")]
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
 pub async fn answer_prompt(
     session_id: i64,
     message_id: String,
@@ -27,7 +27,7 @@ pub async fn answer_prompt(
 }
 
 /// The user's decision on a call waiting for it.
-#[server(prefix = "/_fn")]
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
 pub async fn decide_call(
     session_id: i64,
     request_id: String,
@@ -42,7 +42,7 @@ pub async fn decide_call(
 }
 
 /// Sets the call's function to `always` for this user, then approves the call.
-#[server(prefix = "/_fn")]
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
 pub async fn always_allow(
     session_id: i64,
     request_id: String,

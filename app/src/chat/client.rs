@@ -32,8 +32,9 @@ pub fn start() {
     let Some(root) = document().query_selector("[data-chat]").ok().flatten() else {
         return;
     };
-    let Some(data) = root
-        .get_attribute("data-chat")
+    let Some(data) = document()
+        .get_element_by_id("chat-data")
+        .and_then(|d| d.text_content())
         .and_then(|d| serde_json::from_slice::<ChatData>(d.as_bytes()).ok())
     else {
         return;
@@ -170,19 +171,14 @@ impl Chat {
             let mut pages = c.pages.get();
             pages.sort_by_key(|(seq, _)| *seq);
             let loaded: Vec<i64> = pages.iter().map(|(s, _)| *s).collect();
-            let html: String = pages
+            let drawn: Vec<_> = pages
                 .iter()
                 .map(|(_, v)| {
-                    let inner = hero_shared::html::messages_html(&v.messages, show, |seq| {
-                        loaded.contains(&seq)
-                    });
-                    format!(
-                        "<div class=\"earlier\">{}</div>",
-                        inner.into_iter().map(|(_, h)| h).collect::<String>()
-                    )
+                    hero_shared::html::messages_html(&v.messages, show, |seq| loaded.contains(&seq))
                 })
                 .collect();
-            c.earlier_box.set_inner_html(&html);
+            c.earlier_box
+                .set_inner_html(&hero_shared::html::earlier_pages_html(&drawn));
             c.draw_top_button(conversation.with(|v| v.earlier_before));
         });
 
@@ -194,7 +190,7 @@ impl Chat {
             if let Some(old) = live_owner.try_update_value(|o| o.take()).flatten() {
                 old.cleanup();
             }
-            c.live_slot.set_inner_html("");
+            c.live_slot.set_text_content(None);
             if let Some(l) = live {
                 // Its own root: the effect re-running must not take the reply's effects with it.
                 let owner = Owner::new_root(None);
@@ -405,7 +401,7 @@ impl Chat {
                 drawn.set_value(blocks.len());
             });
         } else {
-            body.set_inner_html("<p class=\"typing\">Writing the whole reply…</p>");
+            body.set_inner_html(hero_shared::html::TYPING);
         }
         Effect::new(move |_| {
             let error = l.error.get();
@@ -480,13 +476,9 @@ impl Chat {
                             b
                         }
                     };
-                    b.set_inner_html(
-                        "<span>Answering the agent's question: </span><q></q>\
-                         <button type=\"button\" class=\"dismiss\">Dismiss</button>",
-                    );
-                    if let Some(text) = find(&b, "q") {
-                        text.set_text_content(q.request.arg("question"));
-                    }
+                    b.set_inner_html(&hero_shared::html::answering_html(
+                        q.request.arg("question").unwrap_or_default(),
+                    ));
                 }
             }
         });
@@ -677,7 +669,7 @@ impl Chat {
                 };
                 let _ = section.set_attribute("class", "system-prompt");
                 let _ = section.set_attribute("aria-label", "System prompt");
-                section.set_inner_html("<p class=\"muted\">Loading…</p>");
+                section.set_inner_html(hero_shared::html::LOADING);
                 let _ = button.after_with_node_1(&section);
                 leptos::task::spawn_local(async move {
                     let (tag, text, attrs): (&str, String, &[(&str, &str)]) =
@@ -694,7 +686,7 @@ impl Chat {
                             let _ = el.set_attribute(k, v);
                         }
                         el.set_text_content(Some(&text));
-                        section.set_inner_html("");
+                        section.set_text_content(None);
                         let _ = section.append_child(&el);
                     }
                 });

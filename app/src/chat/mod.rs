@@ -18,7 +18,7 @@ use hero_shared::wire::CompiledView;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-#[server(prefix = "/_fn")]
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
 pub async fn session_view(
     session_id: i64,
     from_seq: Option<i64>,
@@ -31,7 +31,7 @@ pub async fn session_view(
 }
 
 /// Starts a turn and returns its message id at once; the reply arrives on the event stream.
-#[server(prefix = "/_fn")]
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
 pub async fn post_message(
     session_id: i64,
     content: String,
@@ -47,7 +47,7 @@ pub async fn post_message(
 }
 
 /// Hides a message (or shows it again): an update frame.
-#[server(prefix = "/_fn")]
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
 pub async fn set_hidden(
     session_id: i64,
     frame_id: String,
@@ -61,7 +61,7 @@ pub async fn set_hidden(
 }
 
 /// What the summary at `before_seq` stands for ("show earlier").
-#[server(prefix = "/_fn")]
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
 pub async fn earlier_messages(
     session_id: i64,
     before_seq: i64,
@@ -75,7 +75,7 @@ pub async fn earlier_messages(
 }
 
 /// Stops the session's reply in flight (what arrived is kept) and its calls.
-#[server(prefix = "/_fn")]
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
 pub async fn abort_turn(session_id: i64) -> Result<usize, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
@@ -84,7 +84,7 @@ pub async fn abort_turn(session_id: i64) -> Result<usize, ServerFnError> {
         .map_err(fail)
 }
 
-#[server(prefix = "/_fn")]
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
 pub async fn list_agents() -> Result<Vec<AgentDto>, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
@@ -93,7 +93,7 @@ pub async fn list_agents() -> Result<Vec<AgentDto>, ServerFnError> {
         .map_err(fail)
 }
 
-#[server(prefix = "/_fn")]
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
 pub async fn set_session_agent(
     session_id: i64,
     agent_id: i64,
@@ -109,7 +109,7 @@ pub async fn set_session_agent(
         .map_err(fail)
 }
 
-/// What the browser's [`client`] starts from, in the chat's `data-chat` attribute.
+/// What the browser's [`client`] starts from, in the page's `#chat-data` block.
 #[derive(Serialize, Deserialize)]
 pub struct ChatData {
     pub session_id: i64,
@@ -132,12 +132,14 @@ pub fn ChatView(
         false,
         |_| false,
     ));
-    let data = serde_json::to_string(&ChatData {
-        session_id,
-        streaming: session.streaming,
-        initial,
-    })
-    .unwrap_or_default();
+    let data = hero_shared::html::json_for_script(
+        &serde_json::to_string(&ChatData {
+            session_id,
+            streaming: session.streaming,
+            initial,
+        })
+        .unwrap_or_default(),
+    );
     let current = session.agent_id;
     let mut options: Vec<(String, String, bool)> = Vec::new();
     if current.is_none() {
@@ -149,7 +151,9 @@ pub fn ChatView(
             .map(|a| (a.id.to_string(), a.name, current == Some(a.id))),
     );
     view! {
-        <div class="chat" data-chat=data data-connected="false">
+        // What the browser starts from: a data block, never run (its `<` written as \u003c).
+        <script type="application/json" id="chat-data" inner_html=data></script>
+        <div class="chat" data-chat="" data-connected="false">
             <div class="chat-agent">
                 <span>"Agent"</span>
                 <select aria-label="Agent" data-chat-agent="">
@@ -189,7 +193,7 @@ pub fn ChatView(
 pub const PLACEHOLDER: &str = "Write a message (Enter sends, Shift+Enter adds a line)";
 
 /// What the session's next call would send as its system prompt.
-#[server(prefix = "/_fn")]
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
 pub async fn system_prompt(session_id: i64) -> Result<String, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
