@@ -326,7 +326,7 @@ fn no_hostile_message_element_or_card_yields_live_markup() {
             check_html(p, &html::summary_html(&summary, shown));
         }
         let page = html::messages_html(&[message(Role::Agent, p, p), summary], true, |_| false);
-        check_html(p, &html::earlier_pages_html(&[page.clone()]));
+        check_html(p, &html::earlier_pages_html(std::slice::from_ref(&page)));
         check_html(p, &html::stored_html(&page));
     }
     assert!(cases >= 900, "only {cases} cases");
