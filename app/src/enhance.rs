@@ -54,7 +54,7 @@ pub enum Then {
 pub fn then_of(spec: &str, answer: &str) -> Then {
     match spec {
         "refresh" => Then::Refresh,
-        p if p.starts_with('/') && !p.starts_with("//") => {
+        p if p.starts_with('/') && !p.starts_with("//") && !p.starts_with("/\\") => {
             if !p.contains("{id}") {
                 return Then::Go(p.to_owned());
             }
@@ -215,20 +215,30 @@ mod browser {
         }
     }
 
-    /// Replaces the page's `<main>` with the one of the page fetched again.
-    async fn refresh_main() -> Result<(), JsValue> {
+    /// The page fetched again, parsed; an error when it is not this page any more (a failed
+    /// answer, or a redirect: to the sign-in page once the session expired).
+    async fn fetch_page() -> Result<Document, JsValue> {
         let window = web_sys::window().ok_or(JsValue::NULL)?;
         let href = window.location().href()?;
         let response: web_sys::Response = JsFuture::from(window.fetch_with_str(&href))
             .await?
             .unchecked_into();
+        if !response.ok() || response.redirected() {
+            return Err(JsValue::NULL);
+        }
         let html = JsFuture::from(response.text()?)
             .await?
             .as_string()
             .unwrap_or_default();
-        let parsed = web_sys::DomParser::new()?
-            .parse_from_string(&html, web_sys::SupportedType::TextHtml)?;
-        let fresh = parsed.query_selector("main")?.ok_or(JsValue::NULL)?;
+        web_sys::DomParser::new()?.parse_from_string(&html, web_sys::SupportedType::TextHtml)
+    }
+
+    /// Replaces the page's `<main>` with the one of the page fetched again.
+    async fn refresh_main() -> Result<(), JsValue> {
+        let fresh = fetch_page()
+            .await?
+            .query_selector("main")?
+            .ok_or(JsValue::NULL)?;
         let doc = document().ok_or(JsValue::NULL)?;
         let old = doc.query_selector("main")?.ok_or(JsValue::NULL)?;
         old.replace_with_with_node_1(&fresh)?;
@@ -305,8 +315,33 @@ mod browser {
         }
     }
 
+    /// One agent's card read again (the rest of the page, a form being filled included,
+    /// stays as it is); the whole page when the card cannot be had.
+    async fn refresh_card(id: i64) {
+        let selector = format!(".agent-card[data-agent-id=\"{id}\"]");
+        let swapped = async {
+            let fresh = fetch_page()
+                .await?
+                .query_selector(&selector)?
+                .ok_or(JsValue::NULL)?;
+            let old = document()
+                .ok_or(JsValue::NULL)?
+                .query_selector(&selector)?
+                .ok_or(JsValue::NULL)?;
+            old.replace_with_with_node_1(&fresh)
+        };
+        if swapped.await.is_err() {
+            follow(Then::Refresh).await;
+        }
+        STATUSES.with(|s| {
+            if let Some((status, detail)) = s.borrow().get(&id) {
+                show_status(id, status, detail);
+            }
+        });
+    }
+
     /// The Agents page: each `agent_status` on the user's WebSocket updates its agent's
-    /// status line; an agent active again has its card read again (`refresh`).
+    /// status line; an agent active again has its card read again.
     fn listen_agents() {
         let Some(loc) = web_sys::window().map(|w| w.location()) else {
             return;
@@ -339,7 +374,7 @@ mod browser {
                 STATUSES.with(|m| m.borrow_mut().insert(id, (s.to_owned(), d.to_owned())));
                 show_status(id, s, d);
                 if s == "active" {
-                    leptos::task::spawn_local(follow(Then::Refresh));
+                    leptos::task::spawn_local(refresh_card(id));
                 }
             });
         ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
@@ -371,6 +406,7 @@ mod tests {
         // No id in the answer, another site, or nonsense: the page loads again.
         assert_eq!(then_of("/s/{id}", "null"), Then::Reload);
         assert_eq!(then_of("//evil.example/x", ""), Then::Reload);
+        assert_eq!(then_of("/\\evil.example/x", ""), Then::Reload);
         assert_eq!(then_of("https://evil.example/", ""), Then::Reload);
         assert_eq!(then_of("", ""), Then::Reload);
     }

@@ -492,6 +492,8 @@ fn prompt(out: &mut Out, e: &Element, place: Place<'_>) {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     };
+    // Ids count from e0 in every message: what names a field must name its message too.
+    let key = place.message_id.map(|m| format!("{m}:{}", p.id));
     let kind = match p.input {
         PromptType::Text => "text",
         PromptType::Number => "number",
@@ -510,7 +512,7 @@ fn prompt(out: &mut Out, e: &Element, place: Place<'_>) {
             ("data-hml", Some("hml-prompt")),
             ("data-type", Some(kind)),
             ("data-message", place.message_id),
-            ("data-keep", id),
+            ("data-keep", key.as_deref()),
         ],
     );
     if p.input != PromptType::Checkbox {
@@ -530,7 +532,7 @@ fn prompt(out: &mut Out, e: &Element, place: Place<'_>) {
             out.close("select");
         }
         PromptType::Radio | PromptType::Checkboxes => {
-            let name = format!("prompt-{}", p.id);
+            let name = format!("prompt-{}", key.as_deref().unwrap_or(&p.id));
             let ty = if p.input == PromptType::Radio {
                 "radio"
             } else {
@@ -1133,7 +1135,7 @@ mod tests {
         let src =
             r#"<hml-prompt id="p" type="select">Pick<data>["red", "green"]</data></hml-prompt>"#;
         let stored = message_html(&agent(src), &[]);
-        assert!(stored.contains(r#"data-keep="p""#), "{stored}");
+        assert!(stored.contains(r#"data-keep="m1:p""#), "{stored}");
         assert!(
             stored.contains(r#"<option value="green">green</option>"#),
             "{stored}"

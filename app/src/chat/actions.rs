@@ -242,15 +242,19 @@ mod browser {
         e.closest(selector).ok().flatten()
     }
 
-    /// Shows `err` (or clears it) in the block's error line, made when first needed.
+    /// Shows `err` (or clears it) in the block's error line, made when first needed (its own
+    /// class: a stored reply's own error line is not the action's).
     fn show_error(block: &Element, err: Option<String>) {
-        let line = block.query_selector(":scope > .msg-error").ok().flatten();
+        let line = block
+            .query_selector(":scope > .action-error")
+            .ok()
+            .flatten();
         match (line, err) {
             (Some(l), None) => l.remove(),
             (Some(l), Some(e)) => l.set_text_content(Some(&e)),
             (None, Some(e)) => {
                 if let Ok(l) = document().create_element("div") {
-                    let _ = l.set_attribute("class", "msg-error");
+                    let _ = l.set_attribute("class", "msg-error action-error");
                     let _ = l.set_attribute("role", "alert");
                     l.set_text_content(Some(&e));
                     let _ = block.append_child(&l);

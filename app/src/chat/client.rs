@@ -11,7 +11,8 @@
 //! - the composer (send, stop, answering a question that waits), the agent picker, the
 //!   system prompt view, "show hidden".
 //!
-//! Every listener and effect lives as long as the page.
+//! Listeners and effects live as long as the page, but those of a reply in flight, which
+//! go with it.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -166,6 +167,7 @@ impl Chat {
             actions::countdowns(&c.messages);
         });
         let c = self.clone();
+        let last_earlier = StoredValue::new(String::new());
         Effect::new(move |_| {
             let show = c.show_hidden.get();
             let mut pages = c.pages.get();
@@ -177,9 +179,18 @@ impl Chat {
                     hero_shared::html::messages_html(&v.messages, show, |seq| loaded.contains(&seq))
                 })
                 .collect();
-            c.earlier_box
-                .set_inner_html(&hero_shared::html::earlier_pages_html(&drawn));
-            c.draw_top_button(conversation.with(|v| v.earlier_before));
+            let html = hero_shared::html::earlier_pages_html(&drawn);
+            // Drawn again only when it changed: a redraw closes what the reader opened.
+            if last_earlier.with_value(|l| *l != html) {
+                c.earlier_box.set_inner_html(&html);
+                last_earlier.set_value(html);
+            }
+        });
+        let c = self.clone();
+        Effect::new(move |_| {
+            let before = conversation.with(|v| v.earlier_before);
+            c.pages.track();
+            c.draw_top_button(before);
         });
 
         // The reply in flight.

@@ -130,8 +130,8 @@ pub fn use_session_events(session_id: i64, initial: CompiledView) -> SessionEven
                     older.dispose();
                 }
                 live.set(Some(LiveView {
-                    message_id: StoredValue::new(mid),
-                    agent_name: StoredValue::new(agent),
+                    message_id: reply.own(mid),
+                    agent_name: reply.own(agent),
                     blocks: reply.blocks,
                     error: reply.error,
                     finished: reply.finished,

@@ -86,6 +86,11 @@ impl LiveReply {
         self.finished.set(true);
     }
 
+    /// A value owned by this reply (gone with it, as its signals are).
+    pub fn own<T: Send + Sync + 'static>(&self, value: T) -> StoredValue<T> {
+        self.owner.with(|| StoredValue::new(value))
+    }
+
     /// Drops every signal of this reply. Only once nothing shows it any more.
     pub fn dispose(self) {
         self.owner.cleanup();
