@@ -276,3 +276,22 @@ test("a command past its timeout is killed, and its card says so", async ({ page
   await expect(out).not.toContainText("never");
   await expect(page.locator(".msg-agent:not(.live)").last()).toHaveText(/It was killed\./, { timeout: 15_000 });
 });
+
+test("a code block's copy button copies its text, and a demand question can be dismissed from the message box", async ({ page, context }) => {
+  await context.grantPermissions(["clipboard-read", "clipboard-write"]);
+  await signIn(page, "erin", "erin-password");
+  await mockSession(page, "Dismissed");
+  await send(page, mockSays("Run this:\n\n```sh\necho copied-text\n```\n\n<ask>Shall I go on?</ask>", "Going on."));
+  await expect(ask(page)).toHaveClass(/asking/, { timeout: 15_000 });
+  // The copy button says so for a moment, and the clipboard holds the block's text.
+  const copy = page.locator(".msg-agent:not(.live) .code-block .copy-button").last();
+  await copy.click();
+  await expect(copy).toHaveText("Copied");
+  expect(await page.evaluate(() => navigator.clipboard.readText())).toBe("echo copied-text\n");
+  await expect(copy).toHaveText("Copy", { timeout: 5_000 });
+  // Dismiss: the question closes, and the box writes messages again.
+  await page.getByTestId("answering").getByRole("button", { name: "Dismiss" }).click();
+  await expect(page.getByTestId("answering")).toHaveCount(0, { timeout: 15_000 });
+  await expect(ask(page)).toHaveClass(/closed/, { timeout: 15_000 });
+  await expect(page.getByLabel("Message", { exact: true })).toHaveAttribute("placeholder", /Write a message/);
+});
