@@ -1029,67 +1029,31 @@ pub fn inert(html: &str) -> Result<(), String> {
         "progress",
         "q",
     ];
-    let mut rest = html;
-    while let Some(open) = rest.find('<') {
-        let after = &rest[open + 1..];
-        let close = after
-            .find('>')
-            .ok_or_else(|| format!("a '<' that opens no tag: {:?}", &rest[open..]))?;
-        let tag = &after[..close];
-        rest = &after[close + 1..];
-        let (name, mut attrs) = tag.split_once(' ').unwrap_or((tag, ""));
-        let name = name.strip_prefix('/').unwrap_or(name);
-        if !TAGS.contains(&name) {
-            return Err(format!("tag <{tag}>"));
-        }
-        if tag.starts_with('/') {
-            continue;
-        }
-        while !attrs.is_empty() {
-            let (attr, value, more) = match attrs.split_once('=') {
-                Some((a, v)) if !a.contains(' ') => {
-                    let v = v
-                        .strip_prefix('"')
-                        .ok_or_else(|| format!("an unquoted value in <{tag}>"))?;
-                    let end = v
-                        .find('"')
-                        .ok_or_else(|| format!("an unclosed value in <{tag}>"))?;
-                    (a, Some(&v[..end]), v[end + 1..].trim_start())
-                }
-                _ => {
-                    let (a, more) = attrs.split_once(' ').unwrap_or((attrs, ""));
-                    (a, None, more)
-                }
-            };
-            attrs = more;
-            let ok = match (name, attr, value) {
-                (_, a, _) if a.starts_with("data-") || a.starts_with("aria-") => true,
-                (_, "class" | "role" | "title", Some(_)) => true,
-                ("a", "href", Some(v)) => safe_link(&v.replace("&amp;", "&")).is_some(),
-                ("a", "rel", Some(v)) => v == markdown::LINK_REL,
-                ("a", "target", Some("_blank")) => true,
-                ("ol", "start", Some(v)) => v.bytes().all(|b| b.is_ascii_digit()),
-                ("button", "type", Some("button")) => true,
-                ("input", "type", Some(t)) => {
-                    matches!(
-                        t,
-                        "text" | "number" | "color" | "range" | "checkbox" | "radio"
-                    )
-                }
-                ("input", "name" | "value" | "placeholder" | "min" | "max" | "step", Some(_)) => {
-                    true
-                }
-                ("input", "disabled" | "checked", None) => true,
-                ("option" | "progress", "value", Some(_)) => true,
-                ("progress", "max", Some(_)) => true,
-                _ => false,
-            };
-            if !ok {
-                return Err(format!("attribute {attr}={value:?} in <{tag}>"));
+    markdown::check_tags(
+        html,
+        TAGS,
+        |name, attr, value| match (name, attr, value) {
+            (_, a, _) if a.starts_with("data-") || a.starts_with("aria-") => true,
+            (_, "class" | "role" | "title", Some(_)) => true,
+            ("a", "href", Some(v)) => safe_link(&v.replace("&amp;", "&")).is_some(),
+            ("a", "rel", Some(v)) => v == markdown::LINK_REL,
+            ("a", "target", Some("_blank")) => true,
+            ("ol", "start", Some(v)) => v.bytes().all(|b| b.is_ascii_digit()),
+            ("button", "type", Some("button")) => true,
+            ("input", "type", Some(t)) => {
+                matches!(
+                    t,
+                    "text" | "number" | "color" | "range" | "checkbox" | "radio"
+                )
             }
-        }
-    }
-    Ok(())
+            ("input", "name" | "value" | "placeholder" | "min" | "max" | "step", Some(_)) => true,
+            ("input", "disabled" | "checked", None) => true,
+            ("option" | "progress", "value", Some(_)) => true,
+            ("progress", "max", Some(_)) => true,
+            _ => false,
+        },
+        |_, _| Ok(()),
+    )
 }
 
 #[cfg(test)]

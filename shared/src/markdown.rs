@@ -337,6 +337,39 @@ pub fn inert(html: &str) -> Result<(), String> {
         "input",
         "a",
     ];
+    check_tags(
+        html,
+        TAGS,
+        |name, attr, value| match (name, attr, value) {
+            ("a", "href", Some(v)) => safe_link(&v.replace("&amp;", "&")).is_some(),
+            ("a", "rel", Some(v)) => v == LINK_REL,
+            ("ol", "start", Some(v)) => v.bytes().all(|b| b.is_ascii_digit()),
+            ("th" | "td", "class", Some(v)) => {
+                matches!(v, "align-left" | "align-center" | "align-right")
+            }
+            ("input", "type", Some("checkbox")) => true,
+            ("input", "disabled" | "checked", None) => true,
+            _ => false,
+        },
+        |name, tag| {
+            if name == "input" && !tag.contains(" disabled") {
+                return Err(format!("an input that is not disabled: <{tag}>"));
+            }
+            Ok(())
+        },
+    )
+}
+
+/// The walk behind [`inert`] and `html::inert`, over HTML a renderer of this crate wrote
+/// (values double-quoted and escaped): every tag must be in `tags`, every attribute pass
+/// `attr_ok(tag name, attribute, value)` (`None` for a bare one), and every opening tag
+/// `tag_ok(name, whole tag)`.
+pub(crate) fn check_tags(
+    html: &str,
+    tags: &[&str],
+    attr_ok: impl Fn(&str, &str, Option<&str>) -> bool,
+    tag_ok: impl Fn(&str, &str) -> Result<(), String>,
+) -> Result<(), String> {
     let mut rest = html;
     while let Some(open) = rest.find('<') {
         let after = &rest[open + 1..];
@@ -347,7 +380,7 @@ pub fn inert(html: &str) -> Result<(), String> {
         rest = &after[close + 1..];
         let (name, mut attrs) = tag.split_once(' ').unwrap_or((tag, ""));
         let name = name.strip_prefix('/').unwrap_or(name);
-        if !TAGS.contains(&name) {
+        if !tags.contains(&name) {
             return Err(format!("tag <{tag}>"));
         }
         if tag.starts_with('/') {
@@ -370,24 +403,11 @@ pub fn inert(html: &str) -> Result<(), String> {
                 }
             };
             attrs = more;
-            let ok = match (name, attr, value) {
-                ("a", "href", Some(v)) => safe_link(&v.replace("&amp;", "&")).is_some(),
-                ("a", "rel", Some(v)) => v == LINK_REL,
-                ("ol", "start", Some(v)) => v.bytes().all(|b| b.is_ascii_digit()),
-                ("th" | "td", "class", Some(v)) => {
-                    matches!(v, "align-left" | "align-center" | "align-right")
-                }
-                ("input", "type", Some("checkbox")) => true,
-                ("input", "disabled" | "checked", None) => true,
-                _ => false,
-            };
-            if !ok {
+            if !attr_ok(name, attr, value) {
                 return Err(format!("attribute {attr}={value:?} in <{tag}>"));
             }
         }
-        if name == "input" && !tag.contains(" disabled") {
-            return Err(format!("an input that is not disabled: <{tag}>"));
-        }
+        tag_ok(name, tag)?;
     }
     Ok(())
 }
