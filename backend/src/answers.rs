@@ -6,7 +6,8 @@
 //! `<response>`, which is how the page shows it (in every tab) and how the agent reads it
 //! in its next context. It does not start a reply of its own: answering several prompts
 //! should not make the agent answer after each, and the user's next message carries them
-//! all. One answer per prompt: a second is a 409.
+//! all. One answer per prompt: a second is a 409, but for an answer the agent recorded from
+//! the chat (`update_prompt`), which the user may still correct in the prompt.
 
 use hero_shared::calls::CallRequest;
 use hero_shared::frame::{AuthorType, FrameType, TargetId};
@@ -139,12 +140,17 @@ pub(crate) async fn answer_prompt(
                 return Err(Error::NotFound("question"));
             }
             let target = TargetId::Element(element_id.to_owned());
-            let answered = store::frames::children_hot(tx, session_id, message_id)?
-                .iter()
-                .any(|r| {
-                    serde_json::from_str::<Vec<TargetId>>(&r.target_ids)
-                        .is_ok_and(|t| t.contains(&target))
-                });
+            let children = store::frames::children_hot(tx, session_id, message_id)?;
+            let mut answers = children.iter().filter(|r| {
+                serde_json::from_str::<Vec<TargetId>>(&r.target_ids)
+                    .is_ok_and(|t| t.contains(&target))
+            });
+            // The user's own answer is final; one the agent recorded from the chat, the user
+            // may still correct (once: their answer is then final too).
+            let answered = match by.author_type {
+                AuthorType::User => answers.any(|r| r.author_type == "user"),
+                _ => answers.next().is_some(),
+            };
             if answered {
                 return Err(Error::Conflict("this question was already answered".into()));
             }

@@ -11,6 +11,15 @@
 //!    phantom already held.
 //! 4. Every `recheck_every`, check the sign-in is still valid; end with an error if not.
 //!    A reader that falls behind the hub's bound, or a server that shuts down, ends it too.
+//!
+//! A feed is polled only as fast as its reader reads (an SSE body whose client reads
+//! nothing, a WebSocket task busy with another message), so it never awaits the database
+//! itself: a query suspended there would keep its pool connection for as long as the reader
+//! waits, and a few such readers would hold every connection. Each read (a page of
+//! [`PAGE`] frames, the sign-in check) runs in a task of its own ([`detached`]), which
+//! gives its connection back as soon as the rows are in memory, polled or not; and a user's
+//! page reads take turns ([`REPLAYS_PER_USER`] at once), so one user's many readers take
+//! that many connections at most.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -25,6 +34,21 @@ use crate::crypto::SecretKey;
 use crate::hub::HubEvent;
 use crate::in_flight::InFlight;
 use crate::{AppState, Result, frames};
+
+/// The frames one catch-up read brings into memory at most.
+pub const PAGE: i64 = 200;
+/// How many of one user's feeds read the log at once; the others wait their turn.
+pub const REPLAYS_PER_USER: usize = 2;
+
+/// Runs `read` in a task of its own and waits for its answer: the task finishes (and gives
+/// back its pool connection) whether or not the feed that waits is polled meanwhile.
+async fn detached<T: Send + 'static>(
+    read: impl std::future::Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    tokio::spawn(read)
+        .await
+        .unwrap_or_else(|e| Err(crate::Error::Internal(format!("a feed's read failed: {e}"))))
+}
 
 /// How many frame ids read from the log a reader remembers ([`SessionFeed::from_log`]).
 const REMEMBERED: usize = 8;
@@ -120,7 +144,9 @@ impl SessionFeed {
                     continue;
                 }
                 _ = self.recheck.tick() => {
-                    if !crate::auth::still_valid(&self.st, &self.user).await {
+                    let (st, user) = (self.st.clone(), self.user.clone());
+                    let valid = detached(async move { Ok(crate::auth::still_valid(&st, &user).await) });
+                    if !valid.await.unwrap_or(false) {
                         self.end(SessionEvent::Error("this sign-in has ended".into()));
                     }
                     continue;
@@ -243,16 +269,26 @@ impl SessionFeed {
     async fn catch_up(&mut self, upto: i64) {
         let filter = frames::Filter {
             after_seq: Some(self.sent),
-            limit: Some(frames::MAX_LIST_LIMIT),
+            limit: Some(PAGE),
             ..Default::default()
         };
-        let Ok(page) = frames::list(&self.st.db, &self.dk, self.session, &filter).await else {
+        let (st, dk, session, user) = (
+            self.st.clone(),
+            self.dk.clone(),
+            self.session,
+            self.user.id(),
+        );
+        let read = detached(async move {
+            let _turn = st.replays.wait(user).await;
+            frames::list(&st.db, &dk, session, &filter).await
+        });
+        let Ok(page) = read.await else {
             self.end(SessionEvent::Error(
                 "the session's log could not be read".into(),
             ));
             return;
         };
-        let full = page.len() as i64 == frames::MAX_LIST_LIMIT;
+        let full = page.len() as i64 == PAGE;
         for f in page.into_iter().take_while(|f| f.seq <= upto) {
             self.sent = f.seq;
             self.remember(&f);
@@ -492,6 +528,53 @@ mod tests {
         let later = fx.store("later").await;
         fx.publish(HubEvent::Frame(later.clone()));
         assert_eq!(seq(next(&mut feed).await), later.seq);
+    }
+
+    /// Feeds started reading and then left unpolled (readers that read nothing) hold no
+    /// connection of the pool: more of them than it has connections, and it still answers.
+    #[tokio::test]
+    async fn a_feed_left_unpolled_holds_no_connection() {
+        let fx = fixture().await;
+        for i in 0..3 {
+            fx.store(&format!("m{i}")).await;
+        }
+        let most = fx.t.db.options().get_max_connections();
+        let mut feeds = Vec::new();
+        for _ in 0..most + 4 {
+            feeds.push(fx.feed(Some(0)).await);
+        }
+        // Each read started (polled once), then never polled again, never dropped.
+        let mut pending: Vec<_> = feeds.iter_mut().map(|f| Box::pin(f.next())).collect();
+        for p in &mut pending {
+            assert!(futures::poll!(p.as_mut()).is_pending());
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while fx.t.db.num_idle() < fx.t.db.size() as usize {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} of {} connections held by feeds nobody polls",
+                fx.t.db.size() as usize - fx.t.db.num_idle(),
+                fx.t.db.size()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let last = tokio::time::timeout(
+            Duration::from_secs(5),
+            frames::last_seq(&fx.t.db, fx.session),
+        )
+        .await
+        .expect("the pool answers")
+        .unwrap();
+        assert_eq!(last, 3);
+        // Polled again, each feed has its frames.
+        for p in &mut pending {
+            assert_eq!(
+                seq(tokio::time::timeout(Duration::from_secs(5), p)
+                    .await
+                    .unwrap()),
+                1
+            );
+        }
     }
 
     #[tokio::test]

@@ -213,6 +213,11 @@ impl Hub {
             .acquire(user_id, at_most, "open tabs and connections")
     }
 
+    /// How many live streams `user_id` holds open now.
+    pub fn streams_held(&self, user_id: i64) -> usize {
+        self.streams.held(user_id)
+    }
+
     /// The server is shutting down: every live stream sees [`Hub::closed`] and ends.
     pub fn close(&self) {
         self.closing.send_replace(true);

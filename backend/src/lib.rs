@@ -22,6 +22,8 @@
 //! - [`answers`]: answers to the questions in a reply (`ask`, `hml-prompt`), as frames.
 //! - [`conditional`]: instructions given to the agent only when they apply (conditional
 //!   abilities, `prompt_response_handler`).
+//! - [`contain`]: text inside a tag of Hero's in what a model reads, made unable to close
+//!   or open such a tag in any spelling (a leaf).
 //! - [`context_files`]: an agent's context files (SOUL.md, USER.md, …): routing by agent
 //!   type, seeding from templates, merging, sealed storage.
 //! - [`prompt`]: the system prompt builder (sections, modes, the truncation pipeline).
@@ -50,6 +52,7 @@ pub mod answers;
 pub mod auth;
 pub mod compact;
 pub mod conditional;
+pub mod contain;
 pub mod context_files;
 pub mod crypto;
 pub mod drive;
@@ -163,6 +166,9 @@ pub struct Services {
     pub message_locks: act::MessageLocks,
     /// Where `bash` runs.
     pub sandbox: sandbox::Sandbox,
+    /// Each user's reads of a log for its readers (the feeds' catch-up) take turns, so that
+    /// one user's replays take [`feed::REPLAYS_PER_USER`] of the pool's connections at most.
+    pub replays: limits::Turnstile,
 }
 
 impl AppState {
@@ -196,6 +202,7 @@ impl AppState {
             settings: Arc::new(settings),
             functions,
             message_locks: Default::default(),
+            replays: limits::Turnstile::new(feed::REPLAYS_PER_USER),
         })))
     }
 }
@@ -222,6 +229,7 @@ impl AppState {
             settings: Arc::new(settings),
             functions: functions::Registry::builtin(),
             message_locks: Default::default(),
+            replays: limits::Turnstile::new(feed::REPLAYS_PER_USER),
         }))
     }
 }

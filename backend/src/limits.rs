@@ -63,6 +63,66 @@ impl Drop for Permit {
     }
 }
 
+/// At most so many of one kind of work per user at once; the rest wait their turn (unlike
+/// [`PerUser`], which refuses). A user's work then takes so many of a shared resource (the
+/// pool's connections) at most, however much of it they start.
+#[derive(Debug)]
+pub struct Turnstile {
+    at_once: usize,
+    users: Arc<Mutex<HashMap<i64, Arc<tokio::sync::Semaphore>>>>,
+}
+
+/// One user's turn at a [`Turnstile`]; the next waiting one goes when it is dropped.
+#[derive(Debug)]
+pub struct Turn {
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    users: Arc<Mutex<HashMap<i64, Arc<tokio::sync::Semaphore>>>>,
+    user_id: i64,
+}
+
+impl Turnstile {
+    pub fn new(at_once: usize) -> Turnstile {
+        Turnstile {
+            at_once: at_once.max(1),
+            users: Default::default(),
+        }
+    }
+
+    /// Waits for `user_id`'s turn.
+    pub async fn wait(&self, user_id: i64) -> Turn {
+        let sem = lock(&self.users)
+            .entry(user_id)
+            .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.at_once)))
+            .clone();
+        // Never closed, so acquiring cannot fail.
+        let permit = sem.acquire_owned().await.ok();
+        Turn {
+            permit,
+            users: self.users.clone(),
+            user_id,
+        }
+    }
+
+    /// How many users have work in or waiting at the turnstile.
+    pub fn users(&self) -> usize {
+        lock(&self.users).len()
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let mut users = lock(&self.users);
+        self.permit.take();
+        // The map's copy and none other: nobody holds or waits for a turn; forget the user.
+        if users
+            .get(&self.user_id)
+            .is_some_and(|s| Arc::strong_count(s) == 1)
+        {
+            users.remove(&self.user_id);
+        }
+    }
+}
+
 /// The per-user bounds ([`crate::Settings::limits`]); the defaults are what a shared
 /// deployment would choose, and each is a setting.
 #[derive(Debug, Clone)]
@@ -91,6 +151,25 @@ impl Default for Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_turnstile_lets_so_many_of_a_users_work_go_at_once_and_forgets_them_after() {
+        let t = Turnstile::new(2);
+        let a1 = t.wait(1).await;
+        let _a2 = t.wait(1).await;
+        // Another user is not held up by the first one's.
+        let b = t.wait(2).await;
+        let third = t.wait(1);
+        tokio::pin!(third);
+        assert!(
+            futures::poll!(third.as_mut()).is_pending(),
+            "a third turn at once"
+        );
+        drop(a1);
+        let a3 = third.await;
+        drop((a3, b, _a2));
+        assert_eq!(t.users(), 0, "nobody waits: no user is kept");
+    }
 
     #[test]
     fn a_user_holds_so_many_at_most_and_a_dropped_permit_frees_its_place() {

@@ -44,6 +44,7 @@ pub async fn state_with_functions(
     };
     let pool = store::open(dir.path()).await.expect("open db");
     store::migrate(&pool).await.expect("migrate");
+    crate::sandbox::let_the_sandbox_in(dir.path()).expect("the sandbox's way in");
     let keys = crypto::Keyring::new(crypto::SecretKey::random());
     TestState {
         st: AppState::with_functions(pool, keys, settings, functions).expect("state"),

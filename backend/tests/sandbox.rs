@@ -18,8 +18,10 @@ struct Fixture {
 /// A data directory with a key, a database and two users' workspaces; user 1 runs.
 fn fixture(limits: SandboxLimits) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
+    hero_backend::sandbox::let_the_sandbox_in(dir.path()).unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir_all(data.join("workspaces/2")).unwrap();
+    hero_backend::sandbox::let_the_sandbox_in(&data).unwrap();
     std::fs::write(data.join("master.key"), "MASTER-KEY-SECRET").unwrap();
     std::fs::write(data.join("hero.db"), "SQLITE-DATABASE-SECRET").unwrap();
     std::fs::write(data.join("workspaces/2/notes.txt"), "BOB-PRIVATE-NOTES").unwrap();
@@ -469,4 +471,116 @@ async fn landlock_confines_what_the_namespaces_leave() {
     .await;
     assert_eq!(r.ended, Ended::Exited(0), "{}", all_output(&r));
     assert_eq!(r.stdout, "ok\ntmp\n4\n1\n");
+}
+
+/// Nothing a command does leaves a file on the host that would run as someone else, or a
+/// device: no setuid or setgid bit in any way of setting one (chmod, install, a mode given
+/// at creation, a directory's inherited setgid), no device node; the workspace is mounted
+/// nosuid and nodev inside; and under a server run as root, nothing in the workspace is
+/// root's (the sandbox runs as [`hero_backend::sandbox::NOBODY`]). Checked from the host.
+#[tokio::test]
+async fn no_setuid_file_device_or_roots_file_reaches_the_host() {
+    let f = fixture(SandboxLimits::default());
+    let attempts = [
+        "cp /usr/bin/bash rootbash; chmod u+s rootbash",
+        "cp /usr/bin/bash rootbash2; chmod 4755 rootbash2",
+        "install -m 4755 /usr/bin/bash installed",
+        "install -m 2755 /usr/bin/bash ginstalled",
+        "mkdir sgid; chmod g+s sgid; touch sgid/inherits",
+        "mkdir -m 2755 sgid2",
+        "touch both; chmod 6755 both",
+        "cp -p /usr/bin/passwd passwd-copy",
+        "perl -e 'open(my $f, \">\", \"p\"); chmod(04755, \"p\")'",
+        "perl -e 'use Fcntl; sysopen(my $f, \"made-setuid\", O_CREAT|O_WRONLY, 04755)'",
+        "mknod chardev c 1 3",
+        "mknod blockdev b 8 0",
+        "python3 -c 'import os; os.mknod(\"pydev\", 0o20644, os.makedev(1, 3))'",
+    ];
+    for cmd in attempts {
+        run(&f, cmd).await;
+    }
+    let r = run(&f, "touch plain; chmod u+s plain; echo $?").await;
+    assert!(
+        r.stderr.contains("Operation not permitted") && r.stdout.trim() != "0",
+        "{}",
+        all_output(&r)
+    );
+    let r = run(&f, "grep ' /workspace ' /proc/self/mountinfo").await;
+    let options = r.stdout.split_whitespace().nth(5).unwrap_or_default();
+    assert!(
+        options.contains("nosuid") && options.contains("nodev"),
+        "{}",
+        r.stdout
+    );
+    // Ordinary modes still work.
+    let r = run(
+        &f,
+        "touch x; chmod 750 x; stat -c %a x; mkdir d; chmod 700 d",
+    )
+    .await;
+    assert_eq!(r.stdout, "750\n", "{}", all_output(&r));
+
+    let workspace = f.data.join("workspaces/1");
+    let root = hero_backend::sandbox::running_as_root();
+    let mut seen = 0;
+    let mut stack = vec![workspace.clone()];
+    while let Some(p) = stack.pop() {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        seen += 1;
+        assert_eq!(
+            m.mode() & 0o6000,
+            0,
+            "{} has mode {:o}",
+            p.display(),
+            m.mode()
+        );
+        let t = m.file_type();
+        assert!(
+            !t.is_char_device() && !t.is_block_device(),
+            "{} is a device",
+            p.display()
+        );
+        if root {
+            assert_eq!(
+                (m.uid(), m.gid()),
+                (hero_backend::sandbox::NOBODY, hero_backend::sandbox::NOBODY),
+                "{} is not the sandbox's",
+                p.display()
+            );
+        }
+        if t.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
+    assert!(seen > 10, "the attempts made their files: {seen}");
+}
+
+/// The same escapes under a server that is not root: this test binary runs the test
+/// above again as an ordinary user (when it runs as root; as an ordinary user, the test
+/// above already is that).
+#[tokio::test]
+async fn no_setuid_file_reaches_the_host_under_an_ordinary_user_either() {
+    if !hero_backend::sandbox::running_as_root() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("/usr/bin/setpriv")
+        .args(["--reuid=4242", "--regid=4242", "--clear-groups"])
+        .arg(&exe)
+        .args([
+            "--exact",
+            "no_setuid_file_device_or_roots_file_reaches_the_host",
+            "--test-threads=1",
+        ])
+        .env("TMPDIR", "/tmp")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "{text}");
 }

@@ -42,6 +42,13 @@ pub async fn migrate(cfg: &Config) -> anyhow::Result<()> {
 
 pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let st = open_store(&cfg).await?;
+    // Run as root, bash's sandbox runs as another uid, which must reach the workspaces.
+    hero_backend::sandbox::let_the_sandbox_in(&cfg.data_dir).with_context(|| {
+        format!(
+            "cannot let the sandbox's uid search {}",
+            cfg.data_dir.display()
+        )
+    })?;
     // A summoning a previous run cut short leaves its agent active.
     if let Err(e) = hero_backend::summon::recover(&st).await {
         tracing::warn!(error = %e, "agents left summoning could not be made active");

@@ -57,10 +57,94 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
             move || shell(leptos_options.clone()),
         )
         .fallback(leptos_axum::file_and_error_handler::<ServerState, _>(shell))
+        .layer(axum::middleware::from_fn(unreadable_calls))
+        .layer(axum::middleware::from_fn(missing_file))
         .layer(axum::middleware::from_fn(same_origin))
         .layer(axum::middleware::from_fn(security_headers))
         .layer(axum::middleware::from_fn(trace_request))
         .with_state(state)
+}
+
+/// A name the site's directory cannot hold (too long for the file system, say) is a file
+/// that is not there: the static files' service answers such a name with 500, as if the
+/// server had failed.
+async fn missing_file(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let site = req.uri().path().starts_with("/pkg/");
+    let resp = next.run(req).await;
+    if site && resp.status().is_server_error() {
+        tracing::debug!(status = resp.status().as_u16(), "no such site file");
+        return axum::http::StatusCode::NOT_FOUND.into_response();
+    }
+    resp
+}
+
+/// Every server function's path and method: what [`unreadable_calls`] watches over.
+pub fn server_fn_paths() -> Vec<(String, axum::http::Method)> {
+    leptos::server_fn::axum::server_fn_paths()
+        .map(|(path, method)| (path.to_owned(), method))
+        .collect()
+}
+
+/// The one place that decides what a server function's call that could not be read
+/// answers. server_fn sends every error with 500, a body it could not decode (a form to a
+/// function that takes JSON, an empty body, a wrong type, missing fields) included: those
+/// are the caller's, and answer 400 (413 past the body limit) with a short message, and the
+/// request log keeps its `ERROR` lines for the server's own faults. The message stays in
+/// server_fn's error encoding, so the app's client still reads it.
+async fn unreadable_calls(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    if !req.uri().path().starts_with(app::guard::SERVER_FN_PREFIX) {
+        return next.run(req).await;
+    }
+    let resp = next.run(req).await;
+    if resp.status() != StatusCode::INTERNAL_SERVER_ERROR
+        || !resp.headers().contains_key("serverfnerror")
+    {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    // An error's text is short; one that is not is no decoding error of the caller's.
+    let Ok(bytes) = axum::body::to_bytes(body, 64 << 10).await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let (kind, detail) = text.split_once('|').unwrap_or(("", &text));
+    let detail: String = detail.chars().take(200).collect();
+    let (status, message) = match kind {
+        // The body limit (axum's default, 2 MB) is met while the body is read for decoding.
+        "Deserialization" | "Request" if detail.contains("length limit") => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "this call's body is too large".to_owned(),
+        ),
+        "Deserialization" | "Args" | "MissingArg" => (
+            StatusCode::BAD_REQUEST,
+            format!(
+                "this call's arguments could not be read ({detail}); send the fields the function takes, in the encoding it takes"
+            ),
+        ),
+        "Request" => (
+            StatusCode::BAD_REQUEST,
+            format!("this call's body could not be read ({detail})"),
+        ),
+        _ => {
+            return axum::response::Response::from_parts(parts, axum::body::Body::from(bytes));
+        }
+    };
+    let mut resp = (status, format!("ServerError|{message}")).into_response();
+    for (name, value) in parts.headers.iter() {
+        if name != axum::http::header::CONTENT_LENGTH && name != axum::http::header::CONTENT_TYPE {
+            resp.headers_mut().insert(name, value.clone());
+        }
+    }
+    resp
 }
 
 /// The listener Hero serves on: every accepted connection gets `TCP_NODELAY`. A reply is a

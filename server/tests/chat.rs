@@ -1860,3 +1860,149 @@ async fn tool_arguments_past_their_cap_end_the_reply() {
         assert_eq!(names(&events).last(), Some(&"message_complete"));
     }
 }
+
+/// One user's WebSocket subscribing to many sessions at once, each with a long log to
+/// replay, and then reading nothing, stalls nobody else: another user's sessions list and
+/// streamed reply answer as they did before (a stall waits out the pool's 30 s), and once
+/// the socket closes nothing of it stays held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_users_subscriptions_stall_no_other_user() {
+    use hero_backend::frames::{self, NewFrame};
+    use hero_shared::frame::AuthorType;
+    use tokio_tungstenite::tungstenite::Message;
+    let h = hero(&[]).await;
+    let alice = hero_backend::auth::login(&h.st, "alice", "alice-password")
+        .await
+        .unwrap()
+        .user;
+    let mut sessions = Vec::new();
+    // Half of them with 500 frames each to replay, half with one.
+    for i in 0..64 {
+        let frames_each = if i < 32 { 500 } else { 1 };
+        let s = hero_backend::sessions::create(
+            &h.st,
+            &alice,
+            hero_shared::api::CreateSessionRequest {
+                name: format!("s{i}"),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .id;
+        let dk = frames::session_key(&h.st, &alice, s).await.unwrap();
+        for j in 0..frames_each {
+            let f = NewFrame::message(
+                s,
+                AuthorType::User,
+                Some(alice.id()),
+                json!({"role": "user", "content": format!("message {j} {}", "x".repeat(200))}),
+            );
+            frames::append(&h.st, &dk, f).await.unwrap();
+        }
+        sessions.push(s);
+    }
+
+    // Bob, with a client of his own, and what his requests take before alice's socket.
+    accounts::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
+        .await
+        .unwrap();
+    let bob = reqwest::Client::builder()
+        .cookie_store(true)
+        .build()
+        .unwrap();
+    let r = bob
+        .post(h.url("/api/auth/login"))
+        .json(&json!({"username": "bob", "password": "bob-password"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = bob
+        .post(h.url("/api/sessions"))
+        .json(&json!({"name": "bob's"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let bob_session = r.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+    let bobs_requests = || async {
+        let started = std::time::Instant::now();
+        let r = bob.get(h.url("/api/sessions")).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{}", r.text().await.unwrap());
+        let listed = started.elapsed();
+        let started = std::time::Instant::now();
+        let r = bob
+            .post(h.url(&format!("/api/sessions/{bob_session}/messages/stream")))
+            .json(&json!({"content": "hello"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{}", r.text().await.unwrap());
+        let body = r.text().await.unwrap();
+        assert!(body.contains("message_complete"), "{body}");
+        assert!(!body.contains("event: error"), "{body}");
+        (listed, started.elapsed())
+    };
+    let before = bobs_requests().await;
+
+    // Alice subscribes to all 64 at once and reads nothing.
+    let (_, mut ws) = h.ws().await;
+    for s in &sessions {
+        let m = json!({"type": "subscribe", "sessionId": s, "afterSeq": 0}).to_string();
+        ws.send(Message::Text(m.into())).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A stalled pool answers after its 30 s acquire timeout, with 500: bounded well below.
+    let during = tokio::time::timeout(Duration::from_secs(10), bobs_requests())
+        .await
+        .expect("bob's requests were stalled by alice's socket");
+    println!("bob's list and reply: before {before:?}, during alice's replays {during:?}");
+
+    // Alice's socket still works: a 65th subscription is refused in words.
+    let (_, more) = h
+        .json(
+            reqwest::Method::POST,
+            "/api/sessions",
+            Some(json!({"name": "65th"})),
+        )
+        .await;
+    let m = json!({"type": "subscribe", "sessionId": more["id"], "afterSeq": 0}).to_string();
+    ws.send(Message::Text(m.into())).await.unwrap();
+    let mut refused = false;
+    for _ in 0..64 * 600 {
+        let v = ws_next(&mut ws).await;
+        if v["type"] == "error" {
+            assert!(
+                v["error"].as_str().unwrap().contains("at most 64 sessions"),
+                "{v}"
+            );
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "the 65th subscription was not refused");
+
+    // Closed, nothing of it stays held: every pool connection comes back, no stream is
+    // counted, no channel kept.
+    drop(ws);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let idle = h.st.db.num_idle();
+        let held = h.st.hub.streams_held(alice.id());
+        let listened = sessions
+            .iter()
+            .filter(|&&s| h.st.hub.has_listeners(0, s))
+            .count();
+        if idle == h.st.db.size() as usize && held == 0 && listened == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still held after the socket closed: {} of {} connections idle, {held} streams, {listened} channels",
+            idle,
+            h.st.db.size()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

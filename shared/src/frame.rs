@@ -333,7 +333,7 @@ pub fn compile_frames<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<Compil
     let mut out: Vec<CompiledMessage> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
     // (scope frame id, prompt id, answer), in seq order.
-    let mut answers: Vec<(Option<&str>, &str, &Value)> = Vec::new();
+    let mut answers: Vec<Answer<'_>> = Vec::new();
     for f in &all[start..] {
         let element_targets = f.target_ids.iter().filter_map(|t| match t {
             TargetId::Element(e) => Some(e.as_str()),
@@ -344,7 +344,12 @@ pub fn compile_frames<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<Compil
         {
             let mut any = false;
             for e in element_targets {
-                answers.push((f.parent_id.as_deref(), e, answer));
+                answers.push(Answer {
+                    scope: f.parent_id.as_deref(),
+                    prompt: e,
+                    answer,
+                    by_agent: f.author_type == AuthorType::Agent,
+                });
                 any = true;
             }
             if any {
@@ -395,13 +400,27 @@ pub fn compile_frames<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<Compil
             .and_then(Value::as_bool)
             .unwrap_or(false);
     }
-    if !answers.is_empty() {
-        apply_answers(&mut out, &answers);
-    }
+    // Always: a prompt the model wrote as answered is not, until an answer frame says so.
+    apply_answers(&mut out, &answers);
     out
 }
 
-fn apply_answers(out: &mut [CompiledMessage], answers: &[(Option<&str>, &str, &Value)]) {
+/// An answer frame to an `hml-prompt`.
+struct Answer<'a> {
+    /// The message holding the prompt (its parent).
+    scope: Option<&'a str>,
+    prompt: &'a str,
+    answer: &'a Value,
+    /// Recorded by the agent (`update_prompt`, from what the user said in chat), not by the
+    /// user in the prompt itself.
+    by_agent: bool,
+}
+
+/// Writes each prompt's state from the answer frames alone: the latest answer to a prompt
+/// becomes its `<response>` (with `answered-by="agent"` when the agent recorded it), and a
+/// prompt no frame answered loses whatever `answered`, `answered-by` or `<response>` its
+/// author wrote into it: a model cannot answer its own prompt by writing the answer.
+fn apply_answers(out: &mut [CompiledMessage], answers: &[Answer<'_>]) {
     // Which messages hold which prompts; parsed only if they mention one.
     let mut docs: Vec<Option<hml::Document>> = out
         .iter()
@@ -414,30 +433,31 @@ fn apply_answers(out: &mut [CompiledMessage], answers: &[(Option<&str>, &str, &V
         })
         .collect();
     // (message index, prompt id) -> answer; later answers overwrite earlier ones.
-    let mut chosen: HashMap<(usize, &str), &Value> = HashMap::new();
-    for &(scope, prompt, answer) in answers {
+    let mut chosen: HashMap<(usize, &str), &Answer<'_>> = HashMap::new();
+    for a in answers {
         let holder = (0..out.len()).rev().find(|&i| {
-            scope.is_none_or(|s| out[i].frame_id == s)
+            a.scope.is_none_or(|s| out[i].frame_id == s)
                 && docs[i].as_ref().is_some_and(|d| {
                     d.elements()
-                        .any(|e| e.kind == ElementKind::HmlPrompt && e.id == prompt)
+                        .any(|e| e.kind == ElementKind::HmlPrompt && e.id == a.prompt)
                 })
         });
         if let Some(i) = holder {
-            chosen.insert((i, prompt), answer);
+            chosen.insert((i, a.prompt), a);
         }
     }
     for (i, m) in out.iter_mut().enumerate() {
         let Some(doc) = docs[i].take() else { continue };
         let mut edits: Vec<(std::ops::Range<usize>, String)> = doc
             .elements()
-            .filter(|e| e.kind == ElementKind::HmlPrompt)
-            .filter_map(|e| chosen.get(&(i, e.id.as_str())).map(|a| (e, *a)))
-            .map(|(e, a)| {
-                (
-                    e.span.start as usize..e.span.end as usize,
-                    answered_prompt(&m.content, e, a),
-                )
+            .filter(|e| e.kind == ElementKind::HmlPrompt && !e.truncated)
+            .filter_map(|e| {
+                let range = e.span.start as usize..e.span.end as usize;
+                match chosen.get(&(i, e.id.as_str())) {
+                    Some(a) => Some((range, answered_prompt(&m.content, e, Some(a)))),
+                    None if claims_answer(e) => Some((range, answered_prompt(&m.content, e, None))),
+                    None => None,
+                }
             })
             .collect();
         if edits.is_empty() {
@@ -485,11 +505,32 @@ pub fn unanswered_prompts(messages: &[CompiledMessage]) -> Vec<UnansweredPrompt>
     out
 }
 
-/// `<hml-prompt .. answered>question<response>answer</response></hml-prompt>`.
-fn answered_prompt(source: &str, e: &hml::Element, answer: &Value) -> String {
-    let mut attrs = e.attributes.clone();
-    if !e.has_attr("answered") {
+/// Whether a prompt's own markup says it is answered (what only an answer frame may say).
+fn claims_answer(e: &hml::Element) -> bool {
+    e.has_attr("answered")
+        || e.has_attr("answered-by")
+        || e.children
+            .iter()
+            .any(|c| matches!(c, Node::Element(r) if r.kind == ElementKind::Response))
+}
+
+/// `<hml-prompt .. answered>question<response>answer</response></hml-prompt>` for an
+/// answer (`answered-by="agent"` too when the agent recorded it); without one, the prompt
+/// as it was asked: no `answered`, no `answered-by`, no `<response>`.
+fn answered_prompt(source: &str, e: &hml::Element, answer: Option<&Answer<'_>>) -> String {
+    let mut attrs: Vec<(String, String)> = e
+        .attributes
+        .iter()
+        .filter(|(k, _)| {
+            !k.eq_ignore_ascii_case("answered") && !k.eq_ignore_ascii_case("answered-by")
+        })
+        .cloned()
+        .collect();
+    if let Some(a) = answer {
         attrs.push(("answered".into(), String::new()));
+        if a.by_agent {
+            attrs.push(("answered-by".into(), "agent".into()));
+        }
     }
     let mut s = String::new();
     write_start_tag(ElementKind::HmlPrompt.name(), &attrs, &mut s);
@@ -506,9 +547,12 @@ fn answered_prompt(source: &str, e: &hml::Element, answer: &Value) -> String {
         }
     }
     s.push_str(source.get(at..ce.max(at)).unwrap_or(""));
-    s.push_str("<response>");
-    escape_text(&answer_text(answer), &mut s);
-    s.push_str("</response></hml-prompt>");
+    if let Some(a) = answer {
+        s.push_str("<response>");
+        escape_text(&answer_text(a.answer), &mut s);
+        s.push_str("</response>");
+    }
+    s.push_str("</hml-prompt>");
     s
 }
 
@@ -851,6 +895,66 @@ mod tests {
             ],
             expect![[r#"
                 1 m Agent "<hml-prompt id=\"p\" answered>Q<response>new</response></hml-prompt>"
+            "#]],
+        );
+    }
+
+    /// A prompt is answered only by an answer frame: what the model wrote into it
+    /// (`answered`, `answered-by`, a `<response>`) is dropped; an answer the agent recorded
+    /// says so, and the user's later answer replaces it.
+    #[test]
+    fn only_an_answer_frame_answers_a_prompt() {
+        let asked = frame(
+            1,
+            "m",
+            Message,
+            Agent,
+            &[],
+            json!({"content": "<hml-prompt id=a answered ANSWERED-BY=user>A?<response>yes</response></hml-prompt> <hml-prompt id=b answered-by=\"agent\">B?</hml-prompt> <hml-prompt id=c>C?<response>no</response></hml-prompt>"}),
+        );
+        check(
+            std::slice::from_ref(&asked),
+            expect![[r#"
+                1 m Agent "<hml-prompt id=\"a\">A?</hml-prompt> <hml-prompt id=\"b\">B?</hml-prompt> <hml-prompt id=\"c\">C?</hml-prompt>"
+            "#]],
+        );
+        let view = compile_frames(std::slice::from_ref(&asked));
+        assert_eq!(unanswered_prompts(&view).len(), 3);
+        let mut by_agent = frame(
+            2,
+            "r1",
+            Result,
+            Agent,
+            &["element:a"],
+            json!({"answer": "yes"}),
+        );
+        by_agent.parent_id = Some("m".into());
+        check(
+            &[asked.clone(), by_agent.clone()],
+            expect![[r#"
+                1 m Agent "<hml-prompt id=\"a\" answered answered-by=\"agent\">A?<response>yes</response></hml-prompt> <hml-prompt id=\"b\">B?</hml-prompt> <hml-prompt id=\"c\">C?</hml-prompt>"
+            "#]],
+        );
+        let view = compile_frames(&[asked.clone(), by_agent.clone()]);
+        let doc = crate::hml::parse(&view[0].content);
+        let p = doc
+            .elements()
+            .find_map(crate::hml::Prompt::from_element)
+            .unwrap();
+        assert!(p.answered && p.by_agent, "{p:?}");
+        let mut by_user = frame(
+            3,
+            "r2",
+            Result,
+            User,
+            &["element:a"],
+            json!({"answer": "no"}),
+        );
+        by_user.parent_id = Some("m".into());
+        check(
+            &[asked, by_agent, by_user],
+            expect![[r#"
+                1 m Agent "<hml-prompt id=\"a\" answered>A?<response>no</response></hml-prompt> <hml-prompt id=\"b\">B?</hml-prompt> <hml-prompt id=\"c\">C?</hml-prompt>"
             "#]],
         );
     }

@@ -464,7 +464,10 @@ fn prompt(out: &mut Out, e: &Element, place: Place<'_>) {
         out.leaf("span", &[("class", Some("hml-orphan"))], &e.text());
         return;
     };
-    if p.answered {
+    // A reply still streaming has no answer frame yet: whatever its markup claims, its
+    // prompts wait. An answer the agent recorded is shown as such, and the field stays.
+    let answered = p.answered && !place.live;
+    if answered && !p.by_agent {
         out.open(
             "span",
             &[
@@ -515,6 +518,16 @@ fn prompt(out: &mut Out, e: &Element, place: Place<'_>) {
             ("data-keep", key.as_deref()),
         ],
     );
+    if answered {
+        out.leaf(
+            "span",
+            &[("class", Some("hml-prompt-recorded"))],
+            &format!(
+                "Recorded by the agent from your message: {}. Answer here to correct it.",
+                p.response.as_deref().unwrap_or_default()
+            ),
+        );
+    }
     if p.input != PromptType::Checkbox {
         out.leaf(
             "span",
@@ -1115,6 +1128,36 @@ mod tests {
             },
         );
         assert!(!live.contains("data-action"), "{live}");
+    }
+
+    /// A reply still streaming cannot show its prompt answered, whatever it wrote; an
+    /// answer the agent recorded says so and keeps the field, so the user may correct it.
+    #[test]
+    fn only_the_user_answers_a_prompt_on_the_page() {
+        let src = r#"<hml-prompt id="p" answered answered-by="user">Sure?<response>yes</response></hml-prompt>"#;
+        let doc = crate::hml::parse(src);
+        let live = nodes_html(
+            &doc.nodes,
+            Place {
+                live: true,
+                message_id: None,
+                calls: &[],
+            },
+        );
+        assert!(!live.contains("answered"), "{live}");
+        assert!(!live.contains("hml-prompt-response"), "{live}");
+        let recorded = r#"<hml-prompt id="p" answered answered-by="agent">Sure?<response>yes</response></hml-prompt>"#;
+        let stored = message_html(&agent(recorded), &[]);
+        assert!(
+            stored.contains("Recorded by the agent from your message: yes."),
+            "{stored}"
+        );
+        assert!(stored.contains(r#"data-keep="m1:p""#), "{stored}");
+        assert!(!stored.contains("hml-prompt answered"), "{stored}");
+        let given = r#"<hml-prompt id="p" answered>Sure?<response>yes</response></hml-prompt>"#;
+        let stored = message_html(&agent(given), &[]);
+        assert!(stored.contains("hml-prompt answered"), "{stored}");
+        assert!(!stored.contains("Recorded by the agent"), "{stored}");
     }
 
     #[test]

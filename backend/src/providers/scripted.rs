@@ -151,11 +151,10 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
         .rev()
         .take_while(|m| m.role == Role::User)
         .flat_map(|m| {
-            m.tool_results.iter().map(|r| r.content.as_str()).chain(
-                (m.content.starts_with("[System] The call")
-                    || m.content.starts_with("[System] The user's answer"))
-                .then_some(m.content.as_str()),
-            )
+            m.tool_results
+                .iter()
+                .map(|r| r.content.as_str())
+                .chain(quoted_result(&m.content))
         })
         .collect();
     // A summoning call: the persona comes from the description's own words.
@@ -167,7 +166,7 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
     }
     let first_run = call.system.contains("\n## First run\n");
     let answer = results.iter().find_map(|r| {
-        r.strip_prefix("[System] The user's answer to your question ")
+        r.strip_prefix("The user's answer to your question ")
             .and_then(|rest| rest.split_once("\": ").map(|(_, a)| a))
     });
     let text = match (first_run, answer, results.is_empty()) {
@@ -184,6 +183,15 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
         (_, _, false) => follow_up(&results),
     };
     play(text, call)
+}
+
+/// What a call returned, from the block Hero quotes it in ([`crate::turn::told`]).
+fn quoted_result(text: &str) -> Option<&str> {
+    let tag = crate::turn::RESULT_TAG;
+    let rest = text.strip_prefix("[System] ")?;
+    let (_, rest) = rest.split_once(&format!("\n<{tag} "))?;
+    let (_, body) = rest.split_once(">\n")?;
+    body.strip_suffix(&format!("\n</{tag}>"))
 }
 
 /// Streams `text` as the demo's reply to `call`, piece by piece.

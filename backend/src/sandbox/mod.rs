@@ -35,6 +35,26 @@ use crate::turn::Abort;
 
 pub mod landlock;
 
+/// `nobody`: the host uid the sandbox runs as, by default, under a server run as root.
+pub const NOBODY: u32 = 65534;
+
+/// Whether this process runs as root.
+pub fn running_as_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Lets the sandbox's own uid reach the workspaces in `data_dir`: when the server runs as
+/// root the sandbox does not, and bubblewrap opens the workspace by its path as that uid,
+/// so the data directory becomes searchable (0711: nobody else may list it, and each file
+/// in it is its owner's alone). A server that is not root leaves it 0700.
+pub fn let_the_sandbox_in(data_dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if running_as_root() {
+        std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(0o711))?;
+    }
+    Ok(())
+}
+
 /// What a run may use.
 #[derive(Debug, Clone)]
 pub struct SandboxLimits {
@@ -49,6 +69,10 @@ pub struct SandboxLimits {
     /// The Landlock helper ([`landlock`]): the server's own executable, or a test's
     /// `hero-landlock`. None: no Landlock layer.
     pub landlock_helper: Option<PathBuf>,
+    /// The host uid (and gid) the sandbox runs as when the server runs as root: never root
+    /// itself, whose user namespace would map the command's files to root on the host (a
+    /// setuid-root file left in a workspace). A server that is not root runs it as itself.
+    pub sandbox_uid: u32,
 }
 
 impl Default for SandboxLimits {
@@ -61,6 +85,7 @@ impl Default for SandboxLimits {
             processes: 128,
             file_bytes: 64 << 20,
             landlock_helper: None,
+            sandbox_uid: NOBODY,
         }
     }
 }
@@ -116,6 +141,8 @@ impl Layers {
 /// The sandbox of `bash`: its workspaces, its limits and (once probed) its layers.
 pub struct Sandbox {
     workspaces: PathBuf,
+    /// The host uid runs start as when it is not the server's own (the server is root).
+    outer_uid: Option<u32>,
     pub limits: SandboxLimits,
     layers: OnceLock<Layers>,
     spawner: OnceLock<Spawner>,
@@ -170,22 +197,32 @@ impl Ran {
 static RUNS: AtomicU64 = AtomicU64::new(0);
 
 /// What runs before bwrap, as `bash -c PRELUDE hero-sandbox PIDS_PROCS MEMORY_PROCS FILTER
-/// bwrap …`: it joins the run's cgroups, closes every descriptor but 0 to 2, opens the
-/// seccomp filter as descriptor 9 (bwrap's `--seccomp 9`), and becomes bwrap.
+/// UID bwrap …`: it joins the run's cgroups, closes every descriptor but 0 to 2, opens the
+/// seccomp filter as descriptor 9 (bwrap's `--seccomp 9`), and becomes bwrap, as `UID`
+/// (with its own gid and no other group) when one is given: a server run as root drops to
+/// it here, after the cgroups (whose files are root's) are joined.
 const PRELUDE: &str = r#"set -e
 [ -z "$1" ] || echo $$ > "$1"
 [ -z "$2" ] || echo $$ > "$2"
 filter="$3"
-shift 3
+uid="$4"
+shift 4
 for fd in /proc/$$/fd/*; do
   fd=${fd##*/}
   if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
 done
 [ -z "$filter" ] || exec 9<"$filter"
+[ -z "$uid" ] || exec /usr/bin/setpriv --reuid="$uid" --regid="$uid" --clear-groups "$@"
 exec "$@""#;
 
 /// The command line up to bwrap itself.
-fn prelude(pids: String, memory: String, seccomp: Option<&Path>, bwrap: &Path) -> Vec<String> {
+fn prelude(
+    pids: String,
+    memory: String,
+    seccomp: Option<&Path>,
+    outer_uid: Option<u32>,
+    bwrap: &Path,
+) -> Vec<String> {
     vec![
         "/usr/bin/bash".into(),
         "-c".into(),
@@ -194,14 +231,38 @@ fn prelude(pids: String, memory: String, seccomp: Option<&Path>, bwrap: &Path) -
         pids,
         memory,
         seccomp.map(|p| p.display().to_string()).unwrap_or_default(),
+        outer_uid.map(|u| u.to_string()).unwrap_or_default(),
         bwrap.display().to_string(),
     ]
 }
 
+/// Gives `dir` and everything in it to `uid` (and its gid of the same number), links
+/// included and never followed.
+fn hand_over(dir: &Path, uid: u32) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(dir, Some(uid), Some(uid))?;
+    if std::fs::symlink_metadata(dir)?.is_dir() {
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if std::fs::symlink_metadata(&path)?.is_dir() {
+                hand_over(&path, uid)?;
+            } else {
+                std::os::unix::fs::lchown(&path, Some(uid), Some(uid))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The system calls a command has no use for and a breakout would: tracing, mounts, kernel
-/// modules and keyrings, BPF and perf, namespaces, io_uring. Each fails with EPERM.
+/// modules and keyrings, BPF and perf, namespaces, io_uring. Each fails with EPERM. So does
+/// any call that would give a file or directory the setuid or setgid bit (a `chmod` of
+/// any kind, or a file, directory or node made with one): such a file, left in the
+/// workspace, would run as its owner for whoever can reach it on the host.
 fn seccomp_filter() -> Result<Vec<u8>, String> {
-    use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
     let denied = [
         libc::SYS_ptrace,
         libc::SYS_process_vm_readv,
@@ -234,9 +295,44 @@ fn seccomp_filter() -> Result<Vec<u8>, String> {
         libc::SYS_io_uring_enter,
         libc::SYS_io_uring_register,
     ];
+    // Each call that takes a mode, and which argument holds it.
+    let mode_at = [
+        (libc::SYS_chmod, 1),
+        (libc::SYS_fchmod, 1),
+        (libc::SYS_fchmodat, 2),
+        (libc::SYS_fchmodat2, 2),
+        (libc::SYS_open, 2),
+        (libc::SYS_openat, 3),
+        (libc::SYS_creat, 1),
+        (libc::SYS_mkdir, 1),
+        (libc::SYS_mkdirat, 2),
+        (libc::SYS_mknod, 1),
+        (libc::SYS_mknodat, 2),
+    ];
+    let bit = |arg: u8, bit: u32| -> Result<SeccompRule, String> {
+        let c = SeccompCondition::new(
+            arg,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(bit.into()),
+            bit.into(),
+        )
+        .map_err(|e| e.to_string())?;
+        SeccompRule::new(vec![c]).map_err(|e| e.to_string())
+    };
+    let mut rules: std::collections::BTreeMap<i64, Vec<SeccompRule>> =
+        denied.iter().map(|&n| (n, Vec::new())).collect();
+    for (call, arg) in mode_at {
+        rules.insert(
+            call,
+            vec![bit(arg, libc::S_ISUID)?, bit(arg, libc::S_ISGID)?],
+        );
+    }
+    // openat2 takes its mode in a struct the filter cannot read: refused whole (every
+    // libc opens files with openat).
+    rules.insert(libc::SYS_openat2, Vec::new());
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
     let filter = SeccompFilter::new(
-        denied.iter().map(|&n| (n, Vec::new())).collect(),
+        rules,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM as u32),
         arch,
@@ -260,6 +356,7 @@ impl Sandbox {
     pub fn new(workspaces: PathBuf, limits: SandboxLimits) -> Sandbox {
         Sandbox {
             workspaces,
+            outer_uid: running_as_root().then_some(limits.sandbox_uid),
             limits,
             layers: OnceLock::new(),
             spawner: OnceLock::new(),
@@ -269,20 +366,39 @@ impl Sandbox {
     /// The layers, probed on first use (and logged).
     pub fn layers(&self) -> &Layers {
         self.layers.get_or_init(|| {
-            let l = probe(&self.workspaces, self.limits.landlock_helper.as_deref());
+            let l = probe(
+                &self.workspaces,
+                self.limits.landlock_helper.as_deref(),
+                self.outer_uid,
+            );
             tracing::info!(sandbox = %l.describe(), "sandbox layers for bash");
             l
         })
     }
 
-    /// The user's workspace directory on the host (created 0700).
+    /// The host uid a run starts as: the server's own, or [`SandboxLimits::sandbox_uid`]
+    /// under a server run as root.
+    pub fn outer_uid(&self) -> Option<u32> {
+        self.outer_uid
+    }
+
+    /// The user's workspace directory on the host (created 0700), owned by the sandbox's
+    /// uid: a workspace made while runs were root's is handed over, all of it, at its next
+    /// use.
     pub fn workspace(&self, user_id: i64) -> std::io::Result<PathBuf> {
         let dir = self.workspaces.join(user_id.to_string());
         let mut b = std::fs::DirBuilder::new();
         b.recursive(true);
-        #[cfg(unix)]
         std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
         b.create(&dir)?;
+        if let Some(uid) = self.outer_uid {
+            use std::os::unix::fs::{MetadataExt, PermissionsExt};
+            // Root's, and searchable only: the sandbox's uid goes through it to its own.
+            std::fs::set_permissions(&self.workspaces, std::fs::Permissions::from_mode(0o711))?;
+            if std::fs::symlink_metadata(&dir)?.uid() != uid {
+                hand_over(&dir, uid)?;
+            }
+        }
         Ok(dir)
     }
 
@@ -332,7 +448,13 @@ impl Sandbox {
                     cg.memory.join("cgroup.procs").display().to_string(),
                 )
             });
-        let mut argv = prelude(pids, memory, layers.seccomp.as_deref(), &bwrap);
+        let mut argv = prelude(
+            pids,
+            memory,
+            layers.seccomp.as_deref(),
+            self.outer_uid,
+            &bwrap,
+        );
         let helper = layers.landlock.as_ref().map(|(h, _)| h.as_path());
         argv.extend(bwrap_args(
             &workspace,
@@ -685,7 +807,7 @@ impl RunCgroup {
 
 /// Finds bwrap and checks that it makes the namespaces (and takes the seccomp filter);
 /// finds writable cgroups.
-fn probe(workspaces: &Path, helper: Option<&Path>) -> Layers {
+fn probe(workspaces: &Path, helper: Option<&Path>, outer_uid: Option<u32>) -> Layers {
     let bwrap = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
@@ -704,17 +826,26 @@ fn probe(workspaces: &Path, helper: Option<&Path>) -> Layers {
             nproc_per_namespace: false,
         };
     };
-    // One run of `true` as every run goes (the prelude, bwrap), with and without the filter.
-    // One directory per probe: probes running at once (tests) must not remove each other's.
+    // One run of `true` as every run goes (the prelude, bwrap, as the sandbox's uid, in a
+    // workspace where the real ones are), with and without the filter. One directory per
+    // probe: probes running at once (tests) must not remove each other's.
     static PROBES: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "hero-sandbox-probe-{}-{}",
+    let dir = workspaces.join(format!(
+        ".probe-{}-{}",
         std::process::id(),
         PROBES.fetch_add(1, Ordering::Relaxed)
     ));
-    let _ = std::fs::create_dir_all(&dir);
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    let _ = b.create(&dir);
+    if let Some(uid) = outer_uid {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(workspaces, std::fs::Permissions::from_mode(0o711));
+        let _ = std::os::unix::fs::lchown(&dir, Some(uid), Some(uid));
+    }
     let try_with = |seccomp: Option<&Path>, landlock: Option<&Path>| {
-        let mut argv = prelude(String::new(), String::new(), seccomp, &bwrap);
+        let mut argv = prelude(String::new(), String::new(), seccomp, outer_uid, &bwrap);
         argv.extend(bwrap_args(&dir, "/workspace", seccomp.is_some(), landlock));
         match landlock {
             Some(_) => argv.extend([
@@ -735,7 +866,13 @@ fn probe(workspaces: &Path, helper: Option<&Path>) -> Layers {
     let refused = match try_run(None) {
         Ok(o) if o.status.success() => None,
         Ok(o) => Some(format!(
-            "bubblewrap cannot make its namespaces here: {}",
+            "bubblewrap cannot make its namespaces here{}: {}",
+            match outer_uid {
+                Some(uid) => format!(
+                    " as uid {uid} (the sandbox's, under a server run as root: it needs user namespaces for unprivileged users, and every directory above the workspaces searchable)"
+                ),
+                None => String::new(),
+            },
             String::from_utf8_lossy(&o.stderr).trim()
         )),
         Err(e) => Some(format!("bubblewrap could not run: {e}")),

@@ -58,6 +58,7 @@ pub async fn open(data_dir: &Path) -> Result<SqlitePool> {
         ))
     })?;
     let path = data_dir.join("hero.db");
+    private_database(&path)?;
     let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
@@ -77,6 +78,30 @@ pub async fn open(data_dir: &Path) -> Result<SqlitePool> {
         .connect_with(opts)
         .await?;
     Ok(pool)
+}
+
+/// The database file, and its log and index beside it, readable by their owner alone,
+/// whatever the umask and whoever may search the data directory (the sandbox's uid, under a
+/// server run as root): made so before SQLite opens it, whose log and index files take the
+/// database's mode when it makes them.
+fn private_database(path: &Path) -> Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let private =
+        |e: std::io::Error| Error::Internal(format!("cannot make {} private: {e}", path.display()));
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(private)?;
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let p = std::path::PathBuf::from(format!("{}{suffix}", path.display()));
+        if p.exists() {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+                .map_err(private)?;
+        }
+    }
+    Ok(())
 }
 
 /// A transaction on the pool that writes: it takes the write lock at once (`BEGIN

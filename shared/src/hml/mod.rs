@@ -185,7 +185,7 @@ impl ElementKind {
             ElementKind::Link => &["href"],
             ElementKind::Copy => &["label"],
             ElementKind::Result => &["for", "status"],
-            ElementKind::HmlPrompt => &["id", "type", "answered"],
+            ElementKind::HmlPrompt => &["id", "type", "answered", "answered-by"],
             _ => &[],
         }
     }

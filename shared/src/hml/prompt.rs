@@ -22,6 +22,10 @@ pub struct Prompt {
     /// `{label, value}` objects; an object of `value: label` pairs works too).
     pub options: Vec<PromptOption>,
     pub answered: bool,
+    /// The answer was recorded by the agent from what the user said in chat
+    /// (`answered-by="agent"`, which only compiling the log writes), not given here: the
+    /// page says so, and the user may still answer.
+    pub by_agent: bool,
     /// The answer in the `response` child, entities decoded.
     pub response: Option<String>,
     /// `min`, `max`, `step`, `placeholder`, `default` and the like, as written.
@@ -42,12 +46,14 @@ impl Prompt {
         let response = e
             .child(ElementKind::Response)
             .map(|r| decode_entities(r.content.trim()));
+        let answered = e.has_attr("answered") || response.is_some();
         Some(Prompt {
+            by_agent: answered && e.attr("answered-by") == Some("agent"),
             id: e.id.clone(),
             input: PromptType::from_attr(e.attr("type")),
             question,
             options,
-            answered: e.has_attr("answered") || response.is_some(),
+            answered,
             response,
             attributes: e.attributes.clone(),
         })
