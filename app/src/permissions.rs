@@ -1,7 +1,7 @@
 //! The Permissions page: every function an agent may call, its default level (reference
 //! 000: websearch asks, help runs at once) and the user's own, which they change here.
 
-use hero_shared::api::PermissionDto;
+use hero_shared::api::{PermissionDto, WorkspaceDto};
 use leptos::prelude::*;
 use leptos_router::components::Redirect;
 
@@ -34,6 +34,29 @@ pub async fn set_permission(
         .map_err(fail)
 }
 
+#[server(prefix = "/_fn")]
+pub async fn workspace_usage() -> Result<WorkspaceDto, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    hero_backend::functions::bash::workspace(&st, &user)
+        .await
+        .map_err(fail)
+}
+
+#[server(prefix = "/_fn")]
+pub async fn empty_workspace() -> Result<WorkspaceDto, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    hero_backend::functions::bash::empty_workspace(&st, &user)
+        .await
+        .map_err(fail)
+}
+
+/// `bytes` in MiB, one decimal.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
 #[component]
 pub fn PermissionsPage() -> impl IntoView {
     let user = resource(|| (), |_| current_user());
@@ -50,7 +73,9 @@ pub fn PermissionsPage() -> impl IntoView {
 /// The levels and their forms; a form sent by [`crate::enhance`] reads the page again.
 #[component]
 fn Permissions() -> impl IntoView {
+    use leptos::server_fn::ServerFn;
     let list = resource(|| (), |_| list_permissions());
+    let workspace = resource(|| (), |_| workspace_usage());
     view! {
         <main class="permissions-page">
             <p><a href="/">"← Back to sessions"</a></p>
@@ -66,6 +91,27 @@ fn Permissions() -> impl IntoView {
                             </tbody>
                         </table>
                     }.into_any(),
+                    Err(e) => view! { <p class="form-error">{error_text(&e)}</p> }.into_any(),
+                })}
+            </Suspense>
+            <h2>"Workspace"</h2>
+            <Suspense>
+                {move || workspace.get().map(|r| match r {
+                    Ok(w) => {
+                        let full = w.used_bytes >= w.quota_bytes;
+                        let said = format!(
+                            "Your bash workspace holds {} of its {} quota.{}",
+                            mib(w.used_bytes),
+                            mib(w.quota_bytes),
+                            if full { " It is full: no command runs until files are removed from it." } else { "" }
+                        );
+                        view! {
+                            <p class="workspace-usage" class:over=full>{said}</p>
+                            <crate::enhance::FnForm action=EmptyWorkspace::PATH then="refresh" class="workspace-form">
+                                <button type="submit">"Empty the workspace"</button>
+                            </crate::enhance::FnForm>
+                        }.into_any()
+                    }
                     Err(e) => view! { <p class="form-error">{error_text(&e)}</p> }.into_any(),
                 })}
             </Suspense>

@@ -584,3 +584,53 @@ async fn no_setuid_file_reaches_the_host_under_an_ordinary_user_either() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("1 passed"), "{text}");
 }
+
+/// A run that writes past its workspace's quota is ended at it: the workspace holds at
+/// most the quota and one file-size step more, the run and the agent are told why, the
+/// next run is refused with the reason until the workspace is emptied, and one file alone
+/// cannot take it past the quota either.
+#[tokio::test]
+async fn a_workspace_is_held_to_its_quota_while_a_command_runs() {
+    use hero_backend::sandbox::quota::{mib, used};
+    let quota = 8 << 20;
+    let step = 1 << 20;
+    let f = fixture(SandboxLimits {
+        quota_bytes: quota,
+        ..SandboxLimits::default()
+    });
+    let r = run(
+        &f,
+        "mkdir -p out; for i in $(seq 1 64); do head -c 1048576 /dev/zero > out/f$i; done; echo finished",
+    )
+    .await;
+    assert_eq!(r.ended, Ended::OverQuota, "{}", r.report());
+    assert!(!r.stdout.contains("finished"), "{}", r.report());
+    assert!(
+        r.report().contains("reached its quota (8.0 MiB)"),
+        "{}",
+        r.report()
+    );
+    let workspace = f.data.join("workspaces/1");
+    let held = used(&workspace);
+    println!("quota {}, held after the run {}", mib(quota), mib(held));
+    assert!(held <= quota + step + (64 << 10), "{}", mib(held));
+    // Refused, with the reason, while the workspace is at its quota.
+    let refused = f
+        .sandbox
+        .run(1, "echo hi", None, Some(Duration::from_secs(5)), None)
+        .await
+        .unwrap_err();
+    assert!(
+        refused.contains("quota is 8.0 MiB") && refused.contains("no command runs"),
+        "{refused}"
+    );
+    f.sandbox.empty(1).await.unwrap();
+    assert!(used(&workspace) < 64 << 10);
+    // One file alone stops at what is left of the quota.
+    let r = run(&f, "head -c 100M /dev/zero > big; echo $?").await;
+    let held = used(&workspace);
+    assert!(held <= quota + (64 << 10), "{}: {}", mib(held), r.report());
+    assert_ne!(r.stdout.trim(), "0", "{}", r.report());
+    f.sandbox.empty(1).await.unwrap();
+    assert_eq!(run(&f, "echo again").await.stdout, "again\n");
+}

@@ -148,6 +148,20 @@ pub struct ConfigArgs {
     )]
     pub bash_max_timeout: Option<u64>,
 
+    /// The most each user's `bash` workspace may hold on disk, in MiB: a command that
+    /// reaches it is ended, and none runs until the workspace is back under it [default: 1024]
+    #[arg(
+        long,
+        env = "HERO_WORKSPACE_QUOTA_MIB",
+        global = true,
+        value_name = "MIB"
+    )]
+    pub workspace_quota_mib: Option<u64>,
+
+    /// The host uid (and gid) `bash`'s sandbox runs as when Hero runs as root; never 0 [default: 65534]
+    #[arg(long, env = "HERO_SANDBOX_UID", global = true, value_name = "UID")]
+    pub sandbox_uid: Option<u32>,
+
     /// The search service's API key (Brave's subscription token)
     #[arg(
         long,
@@ -184,6 +198,8 @@ struct FileConfig {
     search_api_key: Option<String>,
     search_pages_allowed: Option<bool>,
     bash_max_timeout: Option<u64>,
+    workspace_quota_mib: Option<u64>,
+    sandbox_uid: Option<u32>,
 }
 
 /// The settings in force. Its `Debug` hides the master key.
@@ -205,6 +221,8 @@ pub struct Config {
     pub limits: hero_backend::limits::Limits,
     pub search: hero_backend::functions::websearch::SearchSettings,
     pub bash_max_timeout: std::time::Duration,
+    pub workspace_quota_mib: u64,
+    pub sandbox_uid: u32,
 }
 
 impl std::fmt::Debug for Config {
@@ -225,6 +243,8 @@ impl std::fmt::Debug for Config {
             .field("limits", &self.limits)
             .field("search", &self.search)
             .field("bash_max_timeout", &self.bash_max_timeout)
+            .field("workspace_quota_mib", &self.workspace_quota_mib)
+            .field("sandbox_uid", &self.sandbox_uid)
             .finish()
     }
 }
@@ -374,6 +394,19 @@ impl ConfigArgs {
                 Some(n) => std::time::Duration::from_secs(n),
                 None => hero_backend::sandbox::SandboxLimits::default().max_timeout,
             },
+            workspace_quota_mib: match self.workspace_quota_mib.or(file.workspace_quota_mib) {
+                Some(0) => bail!("workspace_quota_mib must be at least 1"),
+                Some(n) if n > 1 << 30 => bail!("workspace_quota_mib is past any disk: {n}"),
+                Some(n) => n,
+                None => hero_backend::sandbox::SandboxLimits::default().quota_bytes >> 20,
+            },
+            sandbox_uid: match self.sandbox_uid.or(file.sandbox_uid) {
+                Some(0) => bail!(
+                    "sandbox_uid must not be 0: the sandbox never runs as root (the default is 65534, nobody)"
+                ),
+                Some(n) => n,
+                None => hero_backend::sandbox::NOBODY,
+            },
             hash_at_once: match self.hash_at_once.or(file.hash_at_once) {
                 Some(0) => bail!("hash_at_once must be at least 1"),
                 Some(n) => n,
@@ -433,6 +466,8 @@ impl Config {
             workspaces: self.data_dir.join("workspaces"),
             sandbox: hero_backend::sandbox::SandboxLimits {
                 max_timeout: self.bash_max_timeout,
+                quota_bytes: self.workspace_quota_mib << 20,
+                sandbox_uid: self.sandbox_uid,
                 // This executable is the sandbox's Landlock helper (`main` answers it first).
                 landlock_helper: std::env::current_exe().ok(),
                 ..Default::default()
@@ -525,6 +560,47 @@ mod tests {
                 && err.contains("HOST:PORT"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_sandbox_settings_reach_the_sandbox_and_root_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hero.toml");
+        std::fs::write(&path, "workspace_quota_mib = 64\nsandbox_uid = 4242\n").unwrap();
+        let args = || ConfigArgs {
+            config: Some(path.clone()),
+            ..Default::default()
+        };
+        let sandbox = args().resolve().unwrap().backend_settings().sandbox;
+        assert_eq!((sandbox.quota_bytes, sandbox.sandbox_uid), (64 << 20, 4242));
+        let flags = ConfigArgs {
+            workspace_quota_mib: Some(2),
+            ..args()
+        };
+        assert_eq!(flags.resolve().unwrap().workspace_quota_mib, 2);
+        let defaults = ConfigArgs {
+            config: Some("/dev/null".into()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(
+            (defaults.workspace_quota_mib, defaults.sandbox_uid),
+            (1024, 65534)
+        );
+        for bad in [
+            ConfigArgs {
+                sandbox_uid: Some(0),
+                ..args()
+            },
+            ConfigArgs {
+                workspace_quota_mib: Some(0),
+                ..args()
+            },
+        ] {
+            let err = bad.resolve().unwrap_err().to_string();
+            assert!(err.contains("must"), "{err}");
+        }
     }
 
     #[test]

@@ -1618,3 +1618,85 @@ async fn the_agent_cannot_answer_its_prompts_for_the_user() {
         "{shown}"
     );
 }
+
+/// A workspace at its quota, through the whole server: the run that reaches it is ended
+/// and the agent told why; the next call is refused with the reason; the API and the
+/// Permissions page show the use against the quota, and emptying the workspace lets
+/// commands run again.
+#[tokio::test]
+async fn a_full_workspace_is_told_shown_and_emptied() {
+    let (mock, h) = acting(|s| s.sandbox.quota_bytes = 4 << 20).await;
+    let (s, _) = h
+        .json(
+            Method::PUT,
+            "/api/permissions/bash",
+            Some(json!({"level": "always"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let result_of = |frames: &[Value], i: usize| of_type(frames, "result")[i]["payload"].clone();
+    h.stream(
+        session,
+        r#"[[mock text="\u003cbash timeout=\"20\">for i in $(seq 1 32); do head -c 1048576 /dev/zero > f$i; done</bash>" then="ok"]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| of_type(f, "result").len() == 1).await;
+    let told = result_of(&frames, 0);
+    assert!(
+        told["output"]
+            .as_str()
+            .unwrap()
+            .contains("reached its quota (4.0 MiB)"),
+        "{told}"
+    );
+    let (s, usage) = h.json(Method::GET, "/api/workspace", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(usage["quota_bytes"], 4 << 20);
+    let used = usage["used_bytes"].as_u64().unwrap();
+    assert!((4 << 20..=5 << 20).contains(&used), "{usage}");
+    let page =
+        h.c.get(h.url("/permissions"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+    assert!(page.contains("of its 4.0 MiB quota. It is full"), "{page}");
+
+    h.stream(
+        session,
+        r#"[[mock text="\u003cbash>echo hi</bash>" then="ok"]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| of_type(f, "result").len() == 2).await;
+    let refused = result_of(&frames, 1);
+    assert_eq!(refused["outcome"], "error", "{refused}");
+    assert!(
+        refused["output"]
+            .as_str()
+            .unwrap()
+            .contains("no command runs until files are removed"),
+        "{refused}"
+    );
+
+    let (s, emptied) = h.json(Method::DELETE, "/api/workspace", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        emptied["used_bytes"].as_u64().unwrap() < 64 << 10,
+        "{emptied}"
+    );
+    h.stream(
+        session,
+        r#"[[mock text="\u003cbash>echo again</bash>" then="ok"]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| of_type(f, "result").len() == 3).await;
+    let again = result_of(&frames, 2);
+    assert_eq!(again["outcome"], "ok", "{again}");
+    assert!(
+        again["output"].as_str().unwrap().contains("again"),
+        "{again}"
+    );
+}

@@ -337,6 +337,14 @@ pub struct PermissionDto {
     pub level: crate::calls::Permission,
 }
 
+/// `GET /api/workspace`: what the signed-in user's `bash` workspace holds on disk, and
+/// the most it may.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceDto {
+    pub used_bytes: u64,
+    pub quota_bytes: u64,
+}
+
 /// `PUT /api/permissions/{function}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -78,3 +78,31 @@ impl Function for Bash {
         })
     }
 }
+
+/// What the user's workspace holds, against its quota.
+pub async fn workspace(
+    st: &crate::AppState,
+    user: &crate::auth::AuthUser,
+) -> crate::Result<hero_shared::api::WorkspaceDto> {
+    let (used_bytes, quota_bytes) =
+        st.sandbox.usage(user.id()).await.map_err(|e| {
+            crate::Error::Internal(format!("the workspace could not be measured: {e}"))
+        })?;
+    Ok(hero_shared::api::WorkspaceDto {
+        used_bytes,
+        quota_bytes,
+    })
+}
+
+/// Removes everything in the user's workspace: how a workspace at its quota, where no
+/// command runs, is made usable again.
+pub async fn empty_workspace(
+    st: &crate::AppState,
+    user: &crate::auth::AuthUser,
+) -> crate::Result<hero_shared::api::WorkspaceDto> {
+    st.sandbox
+        .empty(user.id())
+        .await
+        .map_err(|e| crate::Error::Internal(format!("the workspace could not be emptied: {e}")))?;
+    workspace(st, user).await
+}

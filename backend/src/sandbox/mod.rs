@@ -34,6 +34,7 @@ use tokio::io::AsyncReadExt;
 use crate::turn::Abort;
 
 pub mod landlock;
+pub mod quota;
 
 /// `nobody`: the host uid the sandbox runs as, by default, under a server run as root.
 pub const NOBODY: u32 = 65534;
@@ -73,6 +74,8 @@ pub struct SandboxLimits {
     /// itself, whose user namespace would map the command's files to root on the host (a
     /// setuid-root file left in a workspace). A server that is not root runs it as itself.
     pub sandbox_uid: u32,
+    /// The most a user's workspace may hold on disk ([`quota`]).
+    pub quota_bytes: u64,
 }
 
 impl Default for SandboxLimits {
@@ -86,6 +89,7 @@ impl Default for SandboxLimits {
             file_bytes: 64 << 20,
             landlock_helper: None,
             sandbox_uid: NOBODY,
+            quota_bytes: 1 << 30,
         }
     }
 }
@@ -155,6 +159,8 @@ pub enum Ended {
     Exited(i32),
     TimedOut,
     Stopped,
+    /// Killed when its workspace reached its quota.
+    OverQuota,
 }
 
 /// What a run produced.
@@ -168,6 +174,8 @@ pub struct Ran {
     pub took: Duration,
     /// When the first byte of output came, from the start.
     pub first_output: Option<Duration>,
+    /// The workspace's quota it ran under.
+    pub quota: u64,
 }
 
 impl Ran {
@@ -177,6 +185,10 @@ impl Ran {
             Ended::Exited(c) => format!("exit status {c}"),
             Ended::TimedOut => "killed at its timeout".into(),
             Ended::Stopped => "stopped by the user".into(),
+            Ended::OverQuota => format!(
+                "ended when the workspace reached its quota ({}): remove files from it before the next command",
+                quota::mib(self.quota)
+            ),
         };
         let mut out = format!("{how}, after {:.2} s", self.took.as_secs_f64());
         for (name, text) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
@@ -426,6 +438,15 @@ impl Sandbox {
         let workspace = self
             .workspace(user_id)
             .map_err(|e| format!("the workspace could not be made: {e}"))?;
+        let quota = self.limits.quota_bytes;
+        let used = self.usage(user_id).await.map_err(|e| e.to_string())?.0;
+        if used >= quota {
+            return Err(format!(
+                "the workspace holds {} and its quota is {}: no command runs until files are removed from it (the Permissions page can empty it)",
+                quota::mib(used),
+                quota::mib(quota)
+            ));
+        }
         let run = RUNS.fetch_add(1, Ordering::Relaxed);
         let cgroup = layers
             .cgroups
@@ -473,9 +494,11 @@ impl Sandbox {
         } else {
             String::new()
         };
+        // No one file may take the workspace past its quota.
+        let file_bytes = l.file_bytes.min(quota - used);
         let limits = format!(
             "ulimit -c 0; ulimit -f {}; ulimit -n 256; {processes}ulimit -v {}; ulimit -t {}; exec /usr/bin/bash -c \"$1\"",
-            l.file_bytes / 1024,
+            (file_bytes / 1024).max(1),
             (l.memory_bytes * 2) / 1024,
             timeout.as_secs() + 1,
         );
@@ -498,6 +521,9 @@ impl Sandbox {
             .map_err(|e| format!("the sandbox could not start: {e}"))?;
         // Killed however this future ends: dropped by a Stop included.
         let mut run = Running { child, cgroup };
+        // Fails closed: a run whose workspace cannot be watched does not go on.
+        let dog = quota::Watchdog::start(&workspace, quota, &run.child)
+            .map_err(|e| format!("the workspace's quota cannot be watched here: {e}"))?;
         let pipes = (run.child.stdout.take(), run.child.stderr.take());
         let (Some(out), Some(err)) = pipes else {
             return Err("the sandbox's output could not be read".into());
@@ -545,6 +571,7 @@ impl Sandbox {
             () = tokio::time::sleep(timeout) => Ended::TimedOut,
             () = stopped => Ended::Stopped,
         };
+        let ended = if dog.stop() { Ended::OverQuota } else { ended };
         // Whatever is left of the run dies with it: daemonised children included.
         run.kill();
         if let Some(cg) = run.cgroup.take() {
@@ -562,7 +589,39 @@ impl Sandbox {
             cut,
             took: started.elapsed(),
             first_output: first.get().copied(),
+            quota,
         })
+    }
+
+    /// What the user's workspace holds on disk, and its quota.
+    pub async fn usage(&self, user_id: i64) -> std::io::Result<(u64, u64)> {
+        let dir = self.workspaces.join(user_id.to_string());
+        let used = tokio::task::spawn_blocking(move || quota::used(&dir))
+            .await
+            .map_err(std::io::Error::other)?;
+        Ok((used, self.limits.quota_bytes))
+    }
+
+    /// Empties the user's workspace (what a user does when it is full: no command runs in
+    /// a workspace at its quota).
+    pub async fn empty(&self, user_id: i64) -> std::io::Result<()> {
+        let dir = self.workspaces.join(user_id.to_string());
+        tokio::task::spawn_blocking(move || {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                return Ok(());
+            };
+            for e in entries {
+                let p = e?.path();
+                if std::fs::symlink_metadata(&p)?.is_dir() {
+                    std::fs::remove_dir_all(&p)?;
+                } else {
+                    std::fs::remove_file(&p)?;
+                }
+            }
+            Ok(())
+        })
+        .await
+        .map_err(std::io::Error::other)?
     }
 }
 

@@ -5,7 +5,9 @@
 use axum::Json;
 use axum::extract::State;
 use hero_backend::{AppState, act, permissions};
-use hero_shared::api::{AnswerRequest, ApprovalRequest, PermissionDto, SetPermissionRequest};
+use hero_shared::api::{
+    AnswerRequest, ApprovalRequest, PermissionDto, SetPermissionRequest, WorkspaceDto,
+};
 use hero_shared::calls::CallStatus;
 use serde_json::{Value, json};
 
@@ -16,6 +18,26 @@ pub async fn list(
     Authed(user): Authed,
 ) -> ApiResult<Json<Vec<PermissionDto>>> {
     Ok(Json(permissions::list(&st, &user).await?))
+}
+
+/// `GET /api/workspace`.
+pub async fn workspace(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+) -> ApiResult<Json<WorkspaceDto>> {
+    Ok(Json(
+        hero_backend::functions::bash::workspace(&st, &user).await?,
+    ))
+}
+
+/// `DELETE /api/workspace`: empties it.
+pub async fn empty_workspace(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+) -> ApiResult<Json<WorkspaceDto>> {
+    Ok(Json(
+        hero_backend::functions::bash::empty_workspace(&st, &user).await?,
+    ))
 }
 
 pub async fn set(

@@ -65,6 +65,10 @@ where
         )
         .route("/sessions/{id}/answers", post(calls::answer))
         .route("/permissions", get(calls::list))
+        .route(
+            "/workspace",
+            get(calls::workspace).delete(calls::empty_workspace),
+        )
         .route("/permissions/{function}", axum::routing::put(calls::set))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such API route") })
         .method_not_allowed_fallback(|| async {
