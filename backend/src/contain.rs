@@ -10,49 +10,115 @@
 
 use std::borrow::Cow;
 
-/// The plain ASCII character a look-alike stands for, lowercased: fullwidth forms
-/// (U+FF01..U+FF5E) and the other angle brackets and slashes a reader may take for `<`
-/// and `/`.
-fn fold(c: char) -> char {
-    let c = match c {
-        '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
-        '\u{FE64}' | '\u{2039}' | '\u{2329}' | '\u{27E8}' | '\u{3008}' | '\u{02C2}' => '<',
-        '\u{FE65}' | '\u{203A}' | '\u{232A}' | '\u{27E9}' | '\u{3009}' | '\u{02C3}' => '>',
-        '\u{2044}' | '\u{2215}' | '\u{29F8}' => '/',
-        '\u{FE4D}' | '\u{FE4E}' | '\u{FE4F}' => '_',
-        c => c,
-    };
-    c.to_ascii_lowercase()
+use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::char::is_combining_mark;
+
+/// How far past a `<` a tag's name is looked for: further, no reader takes it for one.
+const LOOKAHEAD: usize = 256;
+
+/// Characters a reader does not see: zero-width spaces and joiners, direction marks,
+/// variation selectors, the soft hyphen, tags.
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+        | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}'
+        | '\u{FFA0}' | '\u{1BCA0}'..='\u{1BCA3}' | '\u{1D173}'..='\u{1D17A}'
+        | '\u{E0000}'..='\u{E0FFF}')
 }
 
-/// Whether a tag named `name` (lowercase ASCII) begins at `rest`, just after a `<`: spaces,
-/// an optional `/` with spaces around it, then the name in any case or width.
-fn names_tag(rest: &str, name: &str) -> bool {
-    let mut chars = rest.chars().map(fold).peekable();
-    let skip_space = |it: &mut std::iter::Peekable<_>| {
-        while it.next_if(|c: &char| c.is_whitespace()).is_some() {}
-    };
-    skip_space(&mut chars);
-    if chars.next_if_eq(&'/').is_some() {
-        skip_space(&mut chars);
+/// What `c` reads as, lowercased, into `out` (nothing for what is not seen): its
+/// compatibility decomposition without combining marks (fullwidth, mathematical, circled
+/// and accented letters read as plain ones), and the other angle brackets and slashes a
+/// reader may take for `<`, `>` and `/`.
+fn fold(c: char, out: &mut impl FnMut(char)) {
+    if c.is_ascii() {
+        return out(c.to_ascii_lowercase());
     }
-    name.chars().all(|want| chars.next() == Some(want))
+    if invisible(c) {
+        return;
+    }
+    let plain = match c {
+        '\u{FE64}' | '\u{2039}' | '\u{2329}' | '\u{27E8}' | '\u{3008}' | '\u{02C2}'
+        | '\u{276E}' => '<',
+        '\u{FE65}' | '\u{203A}' | '\u{232A}' | '\u{27E9}' | '\u{3009}' | '\u{02C3}'
+        | '\u{276F}' => '>',
+        '\u{2044}' | '\u{2215}' | '\u{29F8}' => '/',
+        '\u{FE4D}' | '\u{FE4E}' | '\u{FE4F}' => '_',
+        _ => {
+            for d in std::iter::once(c).nfkd() {
+                if !is_combining_mark(d) && !invisible(d) {
+                    for l in d.to_lowercase() {
+                        out(l);
+                    }
+                }
+            }
+            return;
+        }
+    };
+    out(plain)
+}
+
+/// Whether `c` reads as `<`.
+fn opens_like(c: char) -> bool {
+    let mut first = None;
+    fold(c, &mut |f| {
+        first.get_or_insert(f);
+    });
+    first == Some('<')
+}
+
+/// Whether a tag named `name` (lowercase ASCII) begins at `rest`, just after a `<`: any
+/// spaces and slashes, then the name in any case, width or script a reader takes for it,
+/// with unseen characters anywhere and its `_` written as `-`, `.`, a space or nothing.
+fn names_tag(rest: &str, name: &str) -> bool {
+    let mut seen = Vec::with_capacity(LOOKAHEAD);
+    for c in rest.chars() {
+        if seen.len() >= LOOKAHEAD {
+            break;
+        }
+        fold(c, &mut |f| seen.push(f));
+    }
+    let mut at = seen
+        .iter()
+        .position(|c| !(c.is_whitespace() || *c == '/'))
+        .unwrap_or(seen.len());
+    for want in name.chars() {
+        let got = seen.get(at).copied();
+        if want == '_' {
+            if matches!(got, Some('_' | '-' | '.' | ' ')) {
+                at += 1;
+            }
+            continue;
+        }
+        if got != Some(want) {
+            return false;
+        }
+        at += 1;
+    }
+    true
+}
+
+/// Where a tag of `names` would begin in `text`: the byte offsets of its `<`s.
+fn tag_starts<'a>(text: &'a str, names: &'a [&str]) -> impl Iterator<Item = (usize, char)> + 'a {
+    text.char_indices().filter(move |&(i, c)| {
+        opens_like(c)
+            && names
+                .iter()
+                .any(|n| names_tag(&text[i + c.len_utf8()..], n))
+    })
 }
 
 /// `text` with every place a tag of `names` (lowercase ASCII) would begin made inert.
 pub fn escape_tags<'a>(text: &'a str, names: &[&str]) -> Cow<'a, str> {
-    let opens = |(i, c): &(usize, char)| {
-        fold(*c) == '<'
-            && names
-                .iter()
-                .any(|n| names_tag(&text[i + c.len_utf8()..], n))
-    };
-    if !text.char_indices().any(|ic| opens(&ic)) {
+    let starts: Vec<usize> = tag_starts(text, names).map(|(i, _)| i).collect();
+    if starts.is_empty() {
         return Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(text.len() + 8);
+    let mut out = String::with_capacity(text.len() + 4 * starts.len());
+    let mut next = starts.iter().peekable();
     for (i, c) in text.char_indices() {
-        if opens(&(i, c)) {
+        if next.next_if(|&&s| s == i).is_some() {
             out.push_str("&lt;");
         } else {
             out.push(c);
@@ -64,12 +130,7 @@ pub fn escape_tags<'a>(text: &'a str, names: &[&str]) -> Cow<'a, str> {
 /// Whether `text` still holds a tag of `names` in any spelling (what [`escape_tags`] leaves
 /// none of).
 pub fn holds_tag(text: &str, names: &[&str]) -> bool {
-    text.char_indices().any(|(i, c)| {
-        fold(c) == '<'
-            && names
-                .iter()
-                .any(|n| names_tag(&text[i + c.len_utf8()..], n))
-    })
+    tag_starts(text, names).next().is_some()
 }
 
 #[cfg(test)]
@@ -96,6 +157,18 @@ mod tests {
             "<context_file name=\"X\">",
             "<System_Context name=\"X\">",
             "〈/context_file〉",
+            "<\u{200B}/context_file>",
+            "</context\u{200B}_file>",
+            "</con\u{00AD}text_file>",
+            "<//context_file>",
+            "< / / context_file>",
+            "</context-file>",
+            "</context file>",
+            "</contextfile>",
+            "</𝐜𝐨𝐧𝐭𝐞𝐱𝐭_𝐟𝐢𝐥𝐞>",
+            "</ⓒⓞⓝⓣⓔⓧⓣ_ⓕⓘⓛⓔ>",
+            "</cöntéxt_file>",
+            "❮/context_file❯",
         ] {
             let text = format!("before {spelling} after");
             let out = escape_tags(&text, &NAMES);
@@ -144,6 +217,9 @@ mod tests {
             Just("CONTEXT_FILE".to_string()),
             Just("Context_File".to_string()),
             Just("ｃｏｎｔｅｘｔ＿ｆｉｌｅ".to_string()),
+            Just("\u{200B}".to_string()),
+            Just("-".to_string()),
+            Just("𝐜𝐨𝐧𝐭𝐞𝐱𝐭".to_string()),
             Just("system_context".to_string()),
             Just("SYSTEM_context".to_string()),
             "[a-zA-Z_ <>/]{0,6}",
@@ -162,7 +238,7 @@ mod tests {
             let out = escape_tags(&text, &NAMES);
             prop_assert!(!holds_tag(&out, &NAMES), "{:?} -> {:?}", text, out);
             let norm = |s: &str| -> String {
-                s.replace("&lt;", "<").chars().map(|c| if fold(c) == '<' { '<' } else { c }).collect()
+                s.replace("&lt;", "<").chars().map(|c| if opens_like(c) { '<' } else { c }).collect()
             };
             prop_assert_eq!(norm(&out), norm(&text));
         }

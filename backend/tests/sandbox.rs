@@ -633,4 +633,23 @@ async fn a_workspace_is_held_to_its_quota_while_a_command_runs() {
     assert_ne!(r.stdout.trim(), "0", "{}", r.report());
     f.sandbox.empty(1).await.unwrap();
     assert_eq!(run(&f, "echo again").await.stdout, "again\n");
+    // What the count could not see is refused: blocks past a file's end, nameless files.
+    let r = run(
+        &f,
+        "fallocate --keep-size -l 100M kept 2>&1; echo $?; python3 -c 'import os; os.open(\".\", os.O_TMPFILE | os.O_WRONLY)' 2>&1 | tail -1",
+    )
+    .await;
+    assert!(
+        r.stdout.contains("Operation not permitted") && r.stdout.contains("PermissionError"),
+        "{}",
+        r.report()
+    );
+    assert!(used(&workspace) < 64 << 10, "{}", mib(used(&workspace)));
+    // Ordinary allocation still works.
+    assert_eq!(
+        run(&f, "fallocate -l 1M plain && stat -c %s plain")
+            .await
+            .stdout,
+        "1048576\n"
+    );
 }

@@ -65,21 +65,22 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
         .with_state(state)
 }
 
-/// A name the site's directory cannot hold (too long for the file system, say) is a file
-/// that is not there: the static files' service answers such a name with 500, as if the
-/// server had failed.
+/// A name the site's directory cannot hold (too long for the file system) is a file that
+/// is not there: the static files' service would answer it 500, as if the server had
+/// failed. Only such names: any other error of the service stays the server's.
 async fn missing_file(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let site = req.uri().path().starts_with("/pkg/");
-    let resp = next.run(req).await;
-    if site && resp.status().is_server_error() {
-        tracing::debug!(status = resp.status().as_u16(), "no such site file");
+    // NAME_MAX and PATH_MAX: a name past either is no file of the site (the file system
+    // would refuse to look it up, and the static files' service answer 500).
+    let path = req.uri().path();
+    let unholdable = path.len() > 4096 || path.split('/').any(|part| part.len() > 255);
+    if path.starts_with("/pkg/") && unholdable {
         return axum::http::StatusCode::NOT_FOUND.into_response();
     }
-    resp
+    next.run(req).await
 }
 
 /// Every server function's path and method: what [`unreadable_calls`] watches over.

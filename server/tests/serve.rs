@@ -296,13 +296,18 @@ async fn malformed_calls_answer_4xx_and_log_no_error() {
         "a/b/c/d/e/f".into(),
         "%ff%fe".into(),
     ] {
-        let r = c.get(format!("{base}/pkg/{name}")).send().await.unwrap();
-        assert!(
-            r.status() == 404 || r.status() == 400,
-            "/pkg/{}: {}",
-            &name[..name.len().min(40)],
-            r.status()
-        );
+        for under in ["/pkg/", "/", "/_fn/"] {
+            let r = c.get(format!("{base}{under}{name}")).send().await.unwrap();
+            assert!(
+                r.status().is_client_error(),
+                "{under}{}: {}",
+                &name[..name.len().min(40)],
+                r.status()
+            );
+        }
+        // A page's address with such a session id is a page (the sign-in's, here).
+        let r = c.get(format!("{base}/s/{name}")).send().await.unwrap();
+        assert!(!r.status().is_server_error(), "/s/…: {}", r.status());
     }
     let out = output_of(child);
     assert!(

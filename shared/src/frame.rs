@@ -422,7 +422,7 @@ struct Answer<'a> {
 /// author wrote into it: a model cannot answer its own prompt by writing the answer.
 fn apply_answers(out: &mut [CompiledMessage], answers: &[Answer<'_>]) {
     // Which messages hold which prompts; parsed only if they mention one.
-    let mut docs: Vec<Option<hml::Document>> = out
+    let docs: Vec<Option<hml::Document>> = out
         .iter()
         .map(|m| {
             if m.content.contains("hml-prompt") {
@@ -447,32 +447,73 @@ fn apply_answers(out: &mut [CompiledMessage], answers: &[Answer<'_>]) {
         }
     }
     for (i, m) in out.iter_mut().enumerate() {
-        let Some(doc) = docs[i].take() else { continue };
-        let mut edits: Vec<(std::ops::Range<usize>, String)> = doc
-            .elements()
-            .filter(|e| e.kind == ElementKind::HmlPrompt && !e.truncated)
-            .filter_map(|e| {
-                let range = e.span.start as usize..e.span.end as usize;
-                match chosen.get(&(i, e.id.as_str())) {
-                    Some(a) => Some((range, answered_prompt(&m.content, e, Some(a)))),
-                    None if claims_answer(e) => Some((range, answered_prompt(&m.content, e, None))),
-                    None => None,
-                }
-            })
-            .collect();
-        if edits.is_empty() {
+        if docs[i].is_none() {
             continue;
         }
-        edits.sort_by_key(|(r, _)| std::cmp::Reverse(r.start));
-        for (r, text) in edits {
-            if m.content.is_char_boundary(r.start)
-                && r.end <= m.content.len()
-                && m.content.is_char_boundary(r.end)
-            {
-                m.content.replace_range(r, &text);
+        let mine: HashMap<&str, &Answer<'_>> = chosen
+            .iter()
+            .filter(|((at, _), _)| *at == i)
+            .map(|((_, prompt), a)| (*prompt, *a))
+            .collect();
+        if let Some(text) = rewrite_prompts(&m.content, &mine) {
+            m.content = text;
+        }
+    }
+}
+
+/// `text` with each of its prompts as the answer frames say (see [`apply_answers`]);
+/// `None` when nothing changes. The outermost prompts are rewritten whole, and a prompt
+/// inside one is rewritten within its copy.
+fn rewrite_prompts(text: &str, answers: &HashMap<&str, &Answer<'_>>) -> Option<String> {
+    let doc = hml::parse(text);
+    let mut prompts = Vec::new();
+    outermost_prompts(&doc.nodes, &mut prompts);
+    let mut edits: Vec<(std::ops::Range<usize>, String)> = prompts
+        .into_iter()
+        .filter_map(|e| {
+            // A prompt cut short can be answered by no frame, but claims nothing either.
+            let answer = answers.get(e.id.as_str()).copied().filter(|_| !e.truncated);
+            let rewrite = answer.is_some() || claims_answer(e) || holds_prompt(e);
+            rewrite.then(|| {
+                (
+                    e.span.start as usize..e.span.end as usize,
+                    answered_prompt(text, e, answer, answers),
+                )
+            })
+        })
+        .collect();
+    if edits.is_empty() {
+        return None;
+    }
+    // Outermost prompts do not overlap: from the last, each range is still where it was.
+    edits.sort_by_key(|(r, _)| std::cmp::Reverse(r.start));
+    let mut out = text.to_owned();
+    for (r, new) in edits {
+        if out.is_char_boundary(r.start) && r.end <= out.len() && out.is_char_boundary(r.end) {
+            out.replace_range(r, &new);
+        }
+    }
+    Some(out)
+}
+
+/// The prompts of `nodes` that are inside no other prompt.
+fn outermost_prompts<'a>(nodes: &'a [Node], out: &mut Vec<&'a hml::Element>) {
+    for n in nodes {
+        if let Node::Element(e) = n {
+            if e.kind == ElementKind::HmlPrompt {
+                out.push(e);
+            } else {
+                outermost_prompts(&e.children, out);
             }
         }
     }
+}
+
+/// Whether a prompt holds another one, anywhere inside.
+fn holds_prompt(e: &hml::Element) -> bool {
+    e.children.iter().any(
+        |c| matches!(c, Node::Element(x) if x.kind == ElementKind::HmlPrompt || holds_prompt(x)),
+    )
 }
 
 /// An `hml-prompt` still waiting for its answer (what the `prompt_response_handler`
@@ -516,8 +557,14 @@ fn claims_answer(e: &hml::Element) -> bool {
 
 /// `<hml-prompt .. answered>question<response>answer</response></hml-prompt>` for an
 /// answer (`answered-by="agent"` too when the agent recorded it); without one, the prompt
-/// as it was asked: no `answered`, no `answered-by`, no `<response>`.
-fn answered_prompt(source: &str, e: &hml::Element, answer: Option<&Answer<'_>>) -> String {
+/// as it was asked: no `answered`, no `answered-by`, no `<response>` (and, cut short, still
+/// without its end tag). Prompts inside it are rewritten the same way (`answers`).
+fn answered_prompt(
+    source: &str,
+    e: &hml::Element,
+    answer: Option<&Answer<'_>>,
+    answers: &HashMap<&str, &Answer<'_>>,
+) -> String {
     let mut attrs: Vec<(String, String)> = e
         .attributes
         .iter()
@@ -537,22 +584,29 @@ fn answered_prompt(source: &str, e: &hml::Element, answer: Option<&Answer<'_>>) 
     s.push('>');
     // The question and other children, without an earlier response.
     let (cs, ce) = (e.span.content_start as usize, e.span.content_end as usize);
+    let mut inner = String::new();
     let mut at = cs;
     for c in &e.children {
         if let Node::Element(r) = c
             && r.kind == ElementKind::Response
         {
-            s.push_str(source.get(at..r.span.start as usize).unwrap_or(""));
+            inner.push_str(source.get(at..r.span.start as usize).unwrap_or(""));
             at = r.span.end as usize;
         }
     }
-    s.push_str(source.get(at..ce.max(at)).unwrap_or(""));
+    inner.push_str(source.get(at..ce.max(at)).unwrap_or(""));
+    match rewrite_prompts(&inner, answers) {
+        Some(rewritten) => s.push_str(&rewritten),
+        None => s.push_str(&inner),
+    }
     if let Some(a) = answer {
         s.push_str("<response>");
         escape_text(&answer_text(a.answer), &mut s);
         s.push_str("</response>");
     }
-    s.push_str("</hml-prompt>");
+    if !e.truncated {
+        s.push_str("</hml-prompt>");
+    }
     s
 }
 
@@ -942,6 +996,32 @@ mod tests {
             .find_map(crate::hml::Prompt::from_element)
             .unwrap();
         assert!(p.answered && p.by_agent, "{p:?}");
+        // Cut short, or inside another prompt, a prompt claims nothing either.
+        for (content, unanswered) in [
+            (
+                "<hml-prompt id=x answered>Deploy?<response>yes</response>",
+                1,
+            ),
+            (
+                "<hml-prompt id=o answered>Outer <hml-prompt id=i answered>Inner?<response>yes</response></hml-prompt><response>sure</response></hml-prompt> after",
+                2,
+            ),
+        ] {
+            let f = frame(9, "t", Message, Agent, &[], json!({ "content": content }));
+            let view = compile_frames(std::slice::from_ref(&f));
+            assert!(
+                !view[0].content.contains("answered") && !view[0].content.contains("<response>"),
+                "{}",
+                view[0].content
+            );
+            let doc = crate::hml::parse(&view[0].content);
+            let waiting = doc
+                .elements()
+                .filter_map(crate::hml::Prompt::from_element)
+                .filter(|p| !p.answered)
+                .count();
+            assert_eq!(waiting, unanswered, "{}", view[0].content);
+        }
         let mut by_user = frame(
             3,
             "r2",

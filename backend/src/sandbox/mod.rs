@@ -248,10 +248,29 @@ fn prelude(
     ]
 }
 
+/// [`Sandbox::workspace`]: `root/<user>`, made 0700, and handed to `outer_uid` if given.
+fn make_workspace(root: &Path, outer_uid: Option<u32>, user_id: i64) -> std::io::Result<PathBuf> {
+    let dir = root.join(user_id.to_string());
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    b.create(&dir)?;
+    if let Some(uid) = outer_uid {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        // Root's, and searchable only: the sandbox's uid goes through it to its own.
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711))?;
+        if std::fs::symlink_metadata(&dir)?.uid() != uid {
+            hand_over(&dir, uid)?;
+        }
+    }
+    Ok(dir)
+}
+
 /// Gives `dir` and everything in it to `uid` (and its gid of the same number), links
-/// included and never followed.
+/// included and never followed. What is inside first and `dir` itself last: until then the
+/// workspace is root's (0700), so no run of the sandbox's uid is in it to swap a directory
+/// for a link while root walks it, and a walk cut short is done again at the next use.
 fn hand_over(dir: &Path, uid: u32) -> std::io::Result<()> {
-    std::os::unix::fs::lchown(dir, Some(uid), Some(uid))?;
     if std::fs::symlink_metadata(dir)?.is_dir() {
         for entry in std::fs::read_dir(dir)? {
             let path = entry?.path();
@@ -262,7 +281,7 @@ fn hand_over(dir: &Path, uid: u32) -> std::io::Result<()> {
             }
         }
     }
-    Ok(())
+    std::os::unix::fs::lchown(dir, Some(uid), Some(uid))
 }
 
 /// The system calls a command has no use for and a breakout would: tracing, mounts, kernel
@@ -307,20 +326,25 @@ fn seccomp_filter() -> Result<Vec<u8>, String> {
         libc::SYS_io_uring_enter,
         libc::SYS_io_uring_register,
     ];
-    // Each call that takes a mode, and which argument holds it.
-    let mode_at = [
-        (libc::SYS_chmod, 1),
+    // Each call that takes a mode, and which argument holds it (fchmodat2 is 452 on every
+    // architecture; the calls without `at` exist on x86_64 alone).
+    #[allow(unused_mut)]
+    let mut mode_at = vec![
         (libc::SYS_fchmod, 1),
         (libc::SYS_fchmodat, 2),
-        (libc::SYS_fchmodat2, 2),
-        (libc::SYS_open, 2),
+        (452, 2),
         (libc::SYS_openat, 3),
-        (libc::SYS_creat, 1),
-        (libc::SYS_mkdir, 1),
         (libc::SYS_mkdirat, 2),
-        (libc::SYS_mknod, 1),
         (libc::SYS_mknodat, 2),
     ];
+    #[cfg(target_arch = "x86_64")]
+    mode_at.extend([
+        (libc::SYS_chmod, 1),
+        (libc::SYS_open, 2),
+        (libc::SYS_creat, 1),
+        (libc::SYS_mkdir, 1),
+        (libc::SYS_mknod, 1),
+    ]);
     let bit = |arg: u8, bit: u32| -> Result<SeccompRule, String> {
         let c = SeccompCondition::new(
             arg,
@@ -342,6 +366,38 @@ fn seccomp_filter() -> Result<Vec<u8>, String> {
     // openat2 takes its mode in a struct the filter cannot read: refused whole (every
     // libc opens files with openat).
     rules.insert(libc::SYS_openat2, Vec::new());
+    // What the workspace's quota could not see: blocks allocated past a file's size (which
+    // the file-size rlimit does not bound), and files that never have a name.
+    let flag = |arg: u8, bits: u64| -> Result<SeccompRule, String> {
+        let c = SeccompCondition::new(
+            arg,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(bits),
+            bits,
+        )
+        .map_err(|e| e.to_string())?;
+        SeccompRule::new(vec![c]).map_err(|e| e.to_string())
+    };
+    rules.insert(
+        libc::SYS_fallocate,
+        vec![flag(1, libc::FALLOC_FL_KEEP_SIZE as u64)?],
+    );
+    // O_TMPFILE is two bits (one of them O_DIRECTORY): both must be set.
+    let tmpfile = libc::O_TMPFILE as u32 as u64;
+    if let Some(r) = rules.get_mut(&libc::SYS_openat) {
+        r.push(flag(2, tmpfile)?);
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if let Some(r) = rules.get_mut(&libc::SYS_open) {
+            r.push(flag(1, tmpfile)?);
+        }
+        // The x32 numbers of the same calls (a kernel that has that ABI on takes them).
+        const X32: i64 = 0x4000_0000;
+        let x32: Vec<(i64, Vec<SeccompRule>)> =
+            rules.iter().map(|(n, r)| (n | X32, r.clone())).collect();
+        rules.extend(x32);
+    }
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
     let filter = SeccompFilter::new(
         rules,
@@ -398,20 +454,7 @@ impl Sandbox {
     /// uid: a workspace made while runs were root's is handed over, all of it, at its next
     /// use.
     pub fn workspace(&self, user_id: i64) -> std::io::Result<PathBuf> {
-        let dir = self.workspaces.join(user_id.to_string());
-        let mut b = std::fs::DirBuilder::new();
-        b.recursive(true);
-        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-        b.create(&dir)?;
-        if let Some(uid) = self.outer_uid {
-            use std::os::unix::fs::{MetadataExt, PermissionsExt};
-            // Root's, and searchable only: the sandbox's uid goes through it to its own.
-            std::fs::set_permissions(&self.workspaces, std::fs::Permissions::from_mode(0o711))?;
-            if std::fs::symlink_metadata(&dir)?.uid() != uid {
-                hand_over(&dir, uid)?;
-            }
-        }
-        Ok(dir)
+        make_workspace(&self.workspaces, self.outer_uid, user_id)
     }
 
     /// Runs `command` in the user's sandbox.
@@ -427,6 +470,14 @@ impl Sandbox {
         if let Some(why) = &layers.refused {
             return Err(format!("bash cannot run on this server: {why}"));
         }
+        // Under a server run as root, the filter is what keeps a setuid file of the
+        // sandbox's uid (which every workspace belongs to) out of the workspaces.
+        if self.outer_uid.is_some() && layers.seccomp.is_none() {
+            return Err(
+                "bash cannot run on this server: its seccomp filter is refused here, and Hero runs as root"
+                    .into(),
+            );
+        }
         let bwrap = layers.bwrap.clone().expect("probed");
         let cwd = sandbox_cwd(cwd)?;
         if command.contains('\0') {
@@ -435,8 +486,11 @@ impl Sandbox {
         let timeout = timeout
             .unwrap_or(self.limits.default_timeout)
             .min(self.limits.max_timeout);
-        let workspace = self
-            .workspace(user_id)
+        let (root, outer) = (self.workspaces.clone(), self.outer_uid);
+        let workspace = tokio::task::spawn_blocking(move || make_workspace(&root, outer, user_id))
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|r| r)
             .map_err(|e| format!("the workspace could not be made: {e}"))?;
         let quota = self.limits.quota_bytes;
         let used = self.usage(user_id).await.map_err(|e| e.to_string())?.0;
@@ -571,7 +625,10 @@ impl Sandbox {
             () = tokio::time::sleep(timeout) => Ended::TimedOut,
             () = stopped => Ended::Stopped,
         };
-        let ended = if dog.stop() { Ended::OverQuota } else { ended };
+        let over = tokio::task::spawn_blocking(move || dog.stop())
+            .await
+            .unwrap_or(false);
+        let ended = if over { Ended::OverQuota } else { ended };
         // Whatever is left of the run dies with it: daemonised children included.
         run.kill();
         if let Some(cg) = run.cgroup.take() {

@@ -9,11 +9,17 @@
 //! - While it runs, a [`Watchdog`] thread follows every write in the workspace through
 //!   inotify, keeps each file's size, and kills the run (through a pidfd: never another
 //!   process that took its pid) the moment the sum reaches the quota. It measures the
-//!   whole workspace again every [`RESCAN`] too, and whenever the kernel's event queue
-//!   overflowed, so nothing it was not told of escapes it for long.
+//!   whole workspace again every [`RESCAN`] too, and whenever a directory came or went or
+//!   the kernel's event queue overflowed, so nothing it was not told of escapes it for long.
 //!
 //! Sizes are what the files take on disk (blocks), links not followed; a sparse file
-//! counts only what it holds.
+//! counts only what it holds. The workspace is walked by descriptor (`openat` with
+//! `O_NOFOLLOW`, within its own file system, each directory watched through the descriptor
+//! the walk opened): a command that swaps a directory for a link while root walks it sends
+//! the walk nowhere else. Files the run's processes hold open after removing them count
+//! too, until they are closed. A walk that cannot finish (a tree deeper than the
+//! descriptors root may hold) counts as full: the quota fails closed. (The seccomp filter
+//! refuses `fallocate` past a file's size and `O_TMPFILE`, which the count could not see.)
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -22,6 +28,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use rustix::fd::OwnedFd;
 use rustix::fs::inotify;
 
 /// How often a watched workspace is measured again whole, events or not.
@@ -32,30 +39,118 @@ fn on_disk(m: &std::fs::Metadata) -> u64 {
     m.blocks().saturating_mul(512)
 }
 
-/// The bytes `dir` and everything in it take on disk (what can no longer be read, because
-/// it was removed meanwhile, counts nothing).
+/// What a `stat` says a file takes on disk.
+fn stat_on_disk(st: &rustix::fs::Stat) -> u64 {
+    (st.st_blocks as u64).saturating_mul(512)
+}
+
+/// The bytes `dir` and everything in it take on disk (what was removed meanwhile counts
+/// nothing; a walk that cannot finish counts as `u64::MAX`).
 pub fn used(dir: &Path) -> u64 {
     let mut sizes = HashMap::new();
-    walk(dir, &mut sizes, &mut |_| {});
+    if !walk(dir, &mut sizes, &mut |_, _| {}) {
+        return u64::MAX;
+    }
     sizes.values().sum()
 }
 
-/// Adds every entry under `dir` (itself included) to `sizes`, and calls `each_dir` for each
-/// directory.
-fn walk(dir: &Path, sizes: &mut HashMap<PathBuf, u64>, each_dir: &mut dyn FnMut(&Path)) {
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        let Ok(m) = std::fs::symlink_metadata(&p) else {
+/// Adds every entry under `dir` (itself included) to `sizes`, and calls `each_dir` with
+/// each directory and its descriptor. By descriptor, links never followed, never leaving
+/// `dir`'s file system; false if a directory could not be read (but for one removed
+/// meanwhile).
+fn walk(
+    dir: &Path,
+    sizes: &mut HashMap<PathBuf, u64>,
+    each_dir: &mut dyn FnMut(&Path, &OwnedFd),
+) -> bool {
+    use rustix::fs::{AtFlags, CWD, Dir, FileType, Mode, OFlags, fstat, openat, statat};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let top = match openat(CWD, dir, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return true,
+        Err(_) => return false,
+    };
+    let Ok(st) = fstat(&top) else {
+        return false;
+    };
+    let dev = st.st_dev;
+    sizes.insert(dir.to_path_buf(), stat_on_disk(&st));
+    let mut complete = true;
+    // The directories still to read, each with its descriptor.
+    let mut stack = vec![(dir.to_path_buf(), top)];
+    while let Some((path, fd)) = stack.pop() {
+        each_dir(&path, &fd);
+        let Ok(entries) = Dir::read_from(&fd) else {
+            complete = false;
             continue;
         };
-        if m.is_dir() {
-            each_dir(&p);
-            if let Ok(entries) = std::fs::read_dir(&p) {
-                stack.extend(entries.filter_map(|e| e.ok()).map(|e| e.path()));
+        let mut subdirs = Vec::new();
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if matches!(name.to_bytes(), b"." | b"..") {
+                continue;
+            }
+            let Ok(st) = statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            let child = path.join(
+                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name.to_bytes()),
+            );
+            sizes.insert(child.clone(), stat_on_disk(&st));
+            if FileType::from_raw_mode(st.st_mode) == FileType::Directory && st.st_dev == dev {
+                subdirs.push((child, name.to_owned()));
             }
         }
-        sizes.insert(p, on_disk(&m));
+        for (child, name) in subdirs {
+            match openat(&fd, name.as_c_str(), flags, Mode::empty()) {
+                Ok(cfd) => stack.push((child, cfd)),
+                Err(rustix::io::Errno::NOENT) => {}
+                Err(_) => complete = false,
+            }
+        }
     }
+    complete
+}
+
+/// What the processes from `pid` down hold open in the workspace's file system after
+/// removing it (a file keeps its blocks until its last descriptor closes), each file once.
+fn open_but_removed(pid: i32, dev: u64) -> u64 {
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0u64;
+    let mut pids = vec![pid];
+    let mut visited = 0;
+    while let Some(p) = pids.pop() {
+        visited += 1;
+        // More than the run's process bound allows: what is left is bounded too.
+        if visited > 4096 {
+            break;
+        }
+        if let Ok(children) = std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")) {
+            pids.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<i32>().ok()),
+            );
+        }
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{p}/fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            let removed = std::fs::read_link(fd.path())
+                .is_ok_and(|t| t.to_string_lossy().ends_with(" (deleted)"));
+            if !removed {
+                continue;
+            }
+            if let Ok(m) = std::fs::metadata(fd.path())
+                && m.dev() == dev
+                && m.is_file()
+                && seen.insert(m.ino())
+            {
+                total = total.saturating_add(on_disk(&m));
+            }
+        }
+    }
+    total
 }
 
 /// `bytes` as the people who read the messages count them: MiB, one decimal.
@@ -73,16 +168,18 @@ pub struct Watchdog {
 impl Watchdog {
     /// Starts watching `dir` for the run `child` (not yet reaped), killed at `quota` bytes.
     pub fn start(dir: &Path, quota: u64, child: &std::process::Child) -> std::io::Result<Self> {
-        let pidfd = rustix::process::pidfd_open(
-            rustix::process::Pid::from_child(child),
-            rustix::process::PidfdFlags::empty(),
-        )?;
+        let pid = rustix::process::Pid::from_child(child);
+        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())?;
         let ino = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)?;
         let mut w = Watched {
             root: dir.to_path_buf(),
+            dev: std::fs::symlink_metadata(dir)?.dev(),
+            pid: pid.as_raw_nonzero().get(),
             ino,
             dirs: HashMap::new(),
             sizes: HashMap::new(),
+            removed: 0,
+            incomplete: false,
         };
         let (stop, hit) = (
             Arc::new(AtomicBool::new(false)),
@@ -133,28 +230,49 @@ impl Drop for Watchdog {
 /// The watchdog thread's state: the inotify descriptor, its watches, and each entry's size.
 struct Watched {
     root: PathBuf,
-    ino: rustix::fd::OwnedFd,
+    /// The workspace's file system.
+    dev: u64,
+    /// The run's first process (bwrap): it and its descendants are the run.
+    pid: i32,
+    ino: OwnedFd,
     /// Watch descriptor → the directory it watches.
     dirs: HashMap<i32, PathBuf>,
     sizes: HashMap<PathBuf, u64>,
+    /// What the run held open after removing it, at the last walk.
+    removed: u64,
+    /// The last walk could not read everything: counted as full.
+    incomplete: bool,
 }
 
 impl Watched {
     fn total(&self) -> u64 {
-        self.sizes.values().sum()
+        if self.incomplete {
+            return u64::MAX;
+        }
+        self.sizes
+            .values()
+            .sum::<u64>()
+            .saturating_add(self.removed)
     }
 
-    fn add_watch(ino: &rustix::fd::OwnedFd, dirs: &mut HashMap<i32, PathBuf>, dir: &Path) {
+    /// Watches the directory the walk opened as `fd`, through that descriptor (whatever its
+    /// path holds by now).
+    fn add_watch(ino: &OwnedFd, dirs: &mut HashMap<i32, PathBuf>, dir: &Path, fd: &OwnedFd) {
+        use std::os::fd::AsRawFd;
         let flags = inotify::WatchFlags::MODIFY
             | inotify::WatchFlags::CLOSE_WRITE
             | inotify::WatchFlags::CREATE
             | inotify::WatchFlags::DELETE
             | inotify::WatchFlags::MOVED_FROM
             | inotify::WatchFlags::MOVED_TO
-            | inotify::WatchFlags::DONT_FOLLOW
             | inotify::WatchFlags::ONLYDIR;
-        if let Ok(wd) = inotify::add_watch(ino, dir, flags) {
-            dirs.insert(wd, dir.to_path_buf());
+        let by_fd = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        match inotify::add_watch(ino, by_fd.as_str(), flags) {
+            Ok(wd) => {
+                dirs.insert(wd, dir.to_path_buf());
+            }
+            // Unwatched, it is still measured at every walk.
+            Err(e) => tracing::debug!(error = %e, "a workspace directory could not be watched"),
         }
     }
 
@@ -162,9 +280,11 @@ impl Watched {
     fn rescan(&mut self) {
         self.sizes.clear();
         let (ino, dirs) = (&self.ino, &mut self.dirs);
-        walk(&self.root, &mut self.sizes, &mut |d| {
-            Self::add_watch(ino, dirs, d)
+        let complete = walk(&self.root, &mut self.sizes, &mut |d, fd| {
+            Self::add_watch(ino, dirs, d, fd)
         });
+        self.incomplete = !complete;
+        self.removed = open_but_removed(self.pid, self.dev);
     }
 
     /// Follows the workspace until `stop`, or until it reaches `quota` (true).
@@ -184,38 +304,41 @@ impl Watched {
                 tv_nsec: 20_000_000,
             };
             let _ = rustix::event::poll(&mut fds, Some(&wait));
-            let mut changed: Vec<(PathBuf, bool)> = Vec::new();
-            let mut overflow = false;
+            let mut changed: Vec<PathBuf> = Vec::new();
+            let mut again = false;
             let mut reader = inotify::Reader::new(&self.ino, &mut buf);
             while let Ok(ev) = reader.next() {
                 let flags = ev.events();
-                if flags.contains(inotify::ReadFlags::QUEUE_OVERFLOW) {
-                    overflow = true;
+                // A lost event, or a directory come or gone: everything is walked again.
+                if flags.contains(inotify::ReadFlags::QUEUE_OVERFLOW)
+                    || flags.contains(inotify::ReadFlags::ISDIR)
+                {
+                    again = true;
                 }
                 let (Some(dir), Some(name)) = (self.dirs.get(&ev.wd()), ev.file_name()) else {
                     continue;
                 };
                 let name: &std::ffi::OsStr =
                     std::os::unix::ffi::OsStrExt::from_bytes(name.to_bytes());
-                let path = dir.join(name);
-                changed.push((path, flags.contains(inotify::ReadFlags::ISDIR)));
+                changed.push(dir.join(name));
             }
-            for (path, is_dir) in changed {
+            for path in changed {
+                // By path: at worst (a directory swapped for a link meanwhile) another
+                // file's size is counted until the next walk, which can only end the run.
                 match std::fs::symlink_metadata(&path) {
-                    Ok(m) if is_dir || m.is_dir() => {
-                        let (ino, dirs) = (&self.ino, &mut self.dirs);
-                        walk(&path, &mut self.sizes, &mut |d| {
-                            Self::add_watch(ino, dirs, d)
-                        });
-                    }
-                    Ok(m) => {
+                    Ok(m) if !m.is_dir() => {
                         self.sizes.insert(path, on_disk(&m));
                     }
-                    // Removed or moved away: what was under it goes too.
-                    Err(_) => self.sizes.retain(|p, _| !p.starts_with(&path)),
+                    Ok(_) => again = true,
+                    // Removed: it may still be held open, which the next walk counts.
+                    Err(_) => {
+                        if self.sizes.remove(&path).is_some_and(|b| b > 0) {
+                            again = true;
+                        }
+                    }
                 }
             }
-            if overflow || scanned.elapsed() >= RESCAN {
+            if again || scanned.elapsed() >= RESCAN {
                 self.rescan();
                 scanned = Instant::now();
             }
@@ -239,6 +362,34 @@ mod tests {
         assert!(with >= empty + (1 << 20), "{empty} -> {with}");
         assert!(with < empty + (1 << 20) + (64 << 10), "{empty} -> {with}");
         assert_eq!(mib(3 << 20), "3.0 MiB");
+    }
+
+    /// Files a run removed but holds open still take their blocks: they count.
+    #[test]
+    fn files_held_open_after_their_removal_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let quota = 8 << 20;
+        let mut child = std::process::Command::new("/usr/bin/bash")
+            .arg("-c")
+            .arg("for i in 1 2 3 4; do exec {fd}>f$i; rm f$i; head -c 3145728 /dev/zero >&$fd; done; sleep 5")
+            .current_dir(dir.path())
+            .spawn()
+            .unwrap();
+        let dog = Watchdog::start(dir.path(), quota, &child).unwrap();
+        let started = Instant::now();
+        let status = child.wait().unwrap();
+        assert!(dog.stop(), "the watchdog did not fire: {status:?}");
+        assert!(started.elapsed() < Duration::from_secs(4), "{status:?}");
+    }
+
+    /// A directory swapped for a link to elsewhere is not followed: what lies there is not
+    /// counted, and the walk stays in the workspace.
+    #[test]
+    fn links_are_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/usr", dir.path().join("usr")).unwrap();
+        std::os::unix::fs::symlink("/", dir.path().join("root")).unwrap();
+        assert!(used(dir.path()) < 64 << 10);
     }
 
     /// A process writing past the quota in a watched directory is killed at it, within a

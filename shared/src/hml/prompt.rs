@@ -46,7 +46,8 @@ impl Prompt {
         let response = e
             .child(ElementKind::Response)
             .map(|r| decode_entities(r.content.trim()));
-        let answered = e.has_attr("answered") || response.is_some();
+        // A prompt cut short was never answered, whatever it says.
+        let answered = !e.truncated && (e.has_attr("answered") || response.is_some());
         Some(Prompt {
             by_agent: answered && e.attr("answered-by") == Some("agent"),
             id: e.id.clone(),
