@@ -152,7 +152,12 @@ async fn a_denied_call_is_reported_to_the_agent() {
     let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
     let result = &of_type(&frames, "result")[0]["payload"];
     assert_eq!(result["outcome"], "denied");
-    assert!(sent_text(&mock, 1).contains("was denied: the user denied it"));
+    let told = sent_text(&mock, 1);
+    assert!(
+        told.contains("[System] The call to websearch was denied and did not run.")
+            && told.contains("the user denied it"),
+        "{told}"
+    );
     assert_eq!(
         agent_messages(&frames)[1]["payload"]["content"],
         "Understood."
