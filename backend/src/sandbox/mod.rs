@@ -212,7 +212,10 @@ static RUNS: AtomicU64 = AtomicU64::new(0);
 /// UID bwrap …`: it joins the run's cgroups, closes every descriptor but 0 to 2, opens the
 /// seccomp filter as descriptor 9 (bwrap's `--seccomp 9`), and becomes bwrap, as `UID`
 /// (with its own gid and no other group) when one is given: a server run as root drops to
-/// it here, after the cgroups (whose files are root's) are joined.
+/// it here, after the cgroups (whose files are root's) are joined. A command runs at a
+/// lower priority (nice 10) than the server: a user's command does not take the CPU from
+/// every other user's requests, and the quota's watchdog is scheduled before the writes it
+/// watches.
 const PRELUDE: &str = r#"set -e
 [ -z "$1" ] || echo $$ > "$1"
 [ -z "$2" ] || echo $$ > "$2"
@@ -224,8 +227,8 @@ for fd in /proc/$$/fd/*; do
   if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
 done
 [ -z "$filter" ] || exec 9<"$filter"
-[ -z "$uid" ] || exec /usr/bin/setpriv --reuid="$uid" --regid="$uid" --clear-groups "$@"
-exec "$@""#;
+[ -z "$uid" ] || exec /usr/bin/nice -n 10 /usr/bin/setpriv --reuid="$uid" --regid="$uid" --clear-groups "$@"
+exec /usr/bin/nice -n 10 "$@""#;
 
 /// The command line up to bwrap itself.
 fn prelude(
@@ -566,6 +569,13 @@ impl Sandbox {
             "hero-bash".into(),
             command.to_owned(),
         ]);
+        // Watched from before the run starts: none of its writes comes before the watches.
+        let (ws, q) = (workspace.clone(), quota);
+        let prepared = tokio::task::spawn_blocking(move || quota::Watchdog::prepare(&ws, q))
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|r| r)
+            .map_err(|e| format!("the workspace's quota cannot be watched here: {e}"))?;
         let started = Instant::now();
         let child = self
             .spawner
@@ -576,7 +586,8 @@ impl Sandbox {
         // Killed however this future ends: dropped by a Stop included.
         let mut run = Running { child, cgroup };
         // Fails closed: a run whose workspace cannot be watched does not go on.
-        let dog = quota::Watchdog::start(&workspace, quota, &run.child)
+        let dog = prepared
+            .start(&run.child)
             .map_err(|e| format!("the workspace's quota cannot be watched here: {e}"))?;
         let pipes = (run.child.stdout.take(), run.child.stderr.take());
         let (Some(out), Some(err)) = pipes else {
