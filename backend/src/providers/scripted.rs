@@ -145,7 +145,7 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
         .unwrap_or_default();
     // Given the results of its calls (a tool result, or the system's line for each), the
     // demo answers with them instead of playing its script again.
-    let results: Vec<&str> = call
+    let results: Vec<String> = call
         .messages
         .iter()
         .rev()
@@ -153,10 +153,11 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
         .flat_map(|m| {
             m.tool_results
                 .iter()
-                .map(|r| r.content.as_str())
+                .map(|r| r.content.clone())
                 .chain(quoted_result(&m.content))
         })
         .collect();
+    let results: Vec<&str> = results.iter().map(String::as_str).collect();
     // A summoning call: the persona comes from the description's own words.
     if call.system == crate::prompt::SUMMON {
         let description = last_user
@@ -166,8 +167,8 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
     }
     let first_run = call.system.contains("\n## First run\n");
     let answer = results.iter().find_map(|r| {
-        r.strip_prefix("The user's answer to your question ")
-            .and_then(|rest| rest.split_once("\": ").map(|(_, a)| a))
+        r.split_once("The user's answer to your question ")
+            .and_then(|(_, rest)| rest.split_once("\": ").map(|(_, a)| a))
     });
     let text = match (first_run, answer, results.is_empty()) {
         (true, Some(a), _) => ritual_write(a),
@@ -185,13 +186,16 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
     play(text, call)
 }
 
-/// What a call returned, from the block Hero quotes it in ([`crate::turn::told`]).
-fn quoted_result(text: &str) -> Option<&str> {
+/// A call's result as the demo reads it: Hero's note (its first sentence), then what the
+/// call returned, from the block Hero quotes it in ([`crate::turn::told`]).
+fn quoted_result(text: &str) -> Option<String> {
     let tag = crate::turn::RESULT_TAG;
     let rest = text.strip_prefix("[System] ")?;
-    let (_, rest) = rest.split_once(&format!("\n<{tag} "))?;
+    let (note, rest) = rest.split_once(&format!("\n<{tag} "))?;
     let (_, body) = rest.split_once(">\n")?;
-    body.strip_suffix(&format!("\n</{tag}>"))
+    let body = body.strip_suffix(&format!("\n</{tag}>"))?;
+    let said = note.split_once(". ").map_or(note, |(first, _)| first);
+    Some(format!("{said}: {body}"))
 }
 
 /// Streams `text` as the demo's reply to `call`, piece by piece.
