@@ -3,8 +3,9 @@
 //!
 //! 1. Subscribe to the session's hub channel first, and note the replies in flight: a frame
 //!    stored from then on is in the channel, and perhaps in the log read next too.
-//! 2. Read the log after the reader's last seq (in pages), then send each reply in flight
-//!    the log does not already hold as a phantom frame with its text so far.
+//! 2. Read the log after the reader's last seq (in pages; a reader that starts from what is
+//!    stored now skips this), then send each reply in flight the log does not already hold
+//!    as a phantom frame with its text so far.
 //! 3. Go live: frames at or before the last seq sent are dropped, a frame after a gap sends
 //!    the gap from the log first; the live events of a message whose frame came from the
 //!    log are dropped (they waited in the channel meanwhile), and so are the chunks a
@@ -102,7 +103,7 @@ impl SessionFeed {
             None => frames::last_seq(&st.db, session).await?,
         };
         let every = st.settings.recheck_every;
-        Ok(SessionFeed {
+        let mut feed = SessionFeed {
             closing: Box::pin(st.hub.closed()),
             st: st.clone(),
             dk,
@@ -111,14 +112,20 @@ impl SessionFeed {
             sent,
             live,
             recheck: tokio::time::interval_at(tokio::time::Instant::now() + every, every),
-            // Everything stored after `sent`, from the log, first.
-            catch_up_to: Some(i64::MAX),
+            // Everything stored after `sent`, from the log, first: for a reader that resumes.
+            // One that starts from what is stored now has nothing to read there (what comes
+            // after is in the channel), and goes live at once.
+            catch_up_to: after.map(|_| i64::MAX),
             joined,
             ready: VecDeque::new(),
             done: false,
             from_log: VecDeque::new(),
             phantoms: VecDeque::new(),
-        })
+        };
+        if feed.catch_up_to.is_none() {
+            feed.send_joined();
+        }
+        Ok(feed)
     }
 
     /// The next event; `None` once the feed has ended (after its last event).
