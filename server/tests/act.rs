@@ -1640,14 +1640,13 @@ async fn a_full_workspace_is_told_shown_and_emptied() {
         .await;
     assert_eq!(s, StatusCode::OK);
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
-    let result_of = |frames: &[Value], i: usize| of_type(frames, "result")[i]["payload"].clone();
-    h.stream(
+    let told = bash_result(
+        &h,
         session,
-        r#"[[mock text="\u003cbash timeout=\"20\">for i in $(seq 1 32); do head -c 1048576 /dev/zero > f$i; done</bash>" then="ok"]]"#,
+        "for i in $(seq 1 32); do head -c 1048576 /dev/zero > f$i; done",
+        0,
     )
     .await;
-    let frames = frames_when(&h, session, |f| of_type(f, "result").len() == 1).await;
-    let told = result_of(&frames, 0);
     assert!(
         told["output"]
             .as_str()
@@ -1674,13 +1673,7 @@ async fn a_full_workspace_is_told_shown_and_emptied() {
             .unwrap();
     assert!(page.contains("of its 4.0 MiB quota. It is full"), "{page}");
 
-    h.stream(
-        session,
-        r#"[[mock text="\u003cbash>echo hi</bash>" then="ok"]]"#,
-    )
-    .await;
-    let frames = frames_when(&h, session, |f| of_type(f, "result").len() == 2).await;
-    let refused = result_of(&frames, 1);
+    let refused = bash_result(&h, session, "echo hi", 1).await;
     assert_eq!(refused["outcome"], "error", "{refused}");
     assert!(
         refused["output"]
@@ -1696,16 +1689,21 @@ async fn a_full_workspace_is_told_shown_and_emptied() {
         emptied["used_bytes"].as_u64().unwrap() < 64 << 10,
         "{emptied}"
     );
-    h.stream(
-        session,
-        r#"[[mock text="\u003cbash>echo again</bash>" then="ok"]]"#,
-    )
-    .await;
-    let frames = frames_when(&h, session, |f| of_type(f, "result").len() == 3).await;
-    let again = result_of(&frames, 2);
+    let again = bash_result(&h, session, "echo again", 2).await;
     assert_eq!(again["outcome"], "ok", "{again}");
     assert!(
         again["output"].as_str().unwrap().contains("again"),
         "{again}"
     );
+}
+
+/// The agent's `<bash>COMMAND</bash>` (at `always`), and its result: the session's `n`th.
+async fn bash_result(h: &Hero, session: i64, command: &str, n: usize) -> Value {
+    h.stream(
+        session,
+        &format!(r#"[[mock text="\u003cbash>{command}</bash>" then="ok"]]"#),
+    )
+    .await;
+    let frames = frames_when(h, session, |f| of_type(f, "result").len() == n + 1).await;
+    of_type(&frames, "result")[n]["payload"].clone()
 }

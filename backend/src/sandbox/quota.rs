@@ -389,25 +389,35 @@ mod tests {
         assert_eq!(mib(3 << 20), "3.0 MiB");
     }
 
-    /// Files a run removed but holds open still take their blocks: they count.
-    #[test]
-    fn files_held_open_after_their_removal_count() {
-        let dir = tempfile::tempdir().unwrap();
-        let quota = 8 << 20;
+    /// Runs `script` in `dir` under a watchdog of `quota`: whether it fired, how the script
+    /// ended, and when.
+    fn watched(dir: &Path, quota: u64, script: &str) -> (bool, std::process::ExitStatus, Duration) {
         let mut child = std::process::Command::new("/usr/bin/bash")
             .arg("-c")
-            .arg("for i in 1 2 3 4; do exec {fd}>f$i; rm f$i; head -c 3145728 /dev/zero >&$fd; done; sleep 5")
-            .current_dir(dir.path())
+            .arg(script)
+            .current_dir(dir)
             .spawn()
             .unwrap();
-        let dog = Watchdog::prepare(dir.path(), quota)
+        let dog = Watchdog::prepare(dir, quota)
             .unwrap()
             .start(&child)
             .unwrap();
         let started = Instant::now();
         let status = child.wait().unwrap();
-        assert!(dog.stop(), "the watchdog did not fire: {status:?}");
-        assert!(started.elapsed() < Duration::from_secs(4), "{status:?}");
+        (dog.stop(), status, started.elapsed())
+    }
+
+    /// Files a run removed but holds open still take their blocks: they count.
+    #[test]
+    fn files_held_open_after_their_removal_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fired, status, took) = watched(
+            dir.path(),
+            8 << 20,
+            "for i in 1 2 3 4; do exec {fd}>f$i; rm f$i; head -c 3145728 /dev/zero >&$fd; done; sleep 5",
+        );
+        assert!(fired, "the watchdog did not fire: {status:?}");
+        assert!(took < Duration::from_secs(4), "{status:?}");
     }
 
     /// A directory swapped for a link to elsewhere is not followed: what lies there is not
@@ -426,18 +436,12 @@ mod tests {
     fn a_writer_past_the_quota_is_killed_at_it() {
         let dir = tempfile::tempdir().unwrap();
         let quota = 8 << 20;
-        let mut child = std::process::Command::new("/usr/bin/bash")
-            .arg("-c")
-            .arg("mkdir -p sub; for i in $(seq 1 64); do head -c 1048576 /dev/zero > sub/f$i; done")
-            .current_dir(dir.path())
-            .spawn()
-            .unwrap();
-        let dog = Watchdog::prepare(dir.path(), quota)
-            .unwrap()
-            .start(&child)
-            .unwrap();
-        let status = child.wait().unwrap();
-        assert!(dog.stop(), "the watchdog did not fire: {status:?}");
+        let (fired, status, _) = watched(
+            dir.path(),
+            quota,
+            "mkdir -p sub; for i in $(seq 1 64); do head -c 1048576 /dev/zero > sub/f$i; done",
+        );
+        assert!(fired, "the watchdog did not fire: {status:?}");
         assert!(!status.success(), "{status:?}");
         let left = used(dir.path());
         assert!(left <= quota + (1 << 20) + (64 << 10), "{}", mib(left));
