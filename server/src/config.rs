@@ -603,6 +603,60 @@ mod tests {
         }
     }
 
+    /// The README's settings table lists exactly the settings there are: each row's flag
+    /// and variable are a flag's and its variable, every flag has its row, and every TOML
+    /// key it names is one the file takes.
+    #[test]
+    fn the_readme_lists_exactly_the_settings() {
+        use clap::Args;
+        let readme = include_str!("../../README.md");
+        let cell = |c: &str| c.trim().trim_matches('`').to_owned();
+        let rows: Vec<(String, String, String)> = readme
+            .lines()
+            .filter(|l| l.starts_with("| `--"))
+            .map(|l| {
+                let c: Vec<&str> = l.split('|').collect();
+                (cell(c[1]), cell(c[2]), cell(c[3]))
+            })
+            .collect();
+        let cmd = ConfigArgs::augment_args(clap::Command::new("hero"));
+        let mut code: Vec<(String, String)> = cmd
+            .get_arguments()
+            .filter_map(|a| {
+                Some((
+                    format!("--{}", a.get_long()?),
+                    a.get_env()?.to_string_lossy().into_owned(),
+                ))
+            })
+            .collect();
+        let mut listed: Vec<(String, String)> = rows
+            .iter()
+            .map(|(f, e, _)| (f.clone(), e.clone()))
+            .collect();
+        code.sort();
+        listed.sort();
+        assert_eq!(
+            listed, code,
+            "README's settings table against the code's flags"
+        );
+        // Every key the table names, each alone in a file: the file refuses a key it does
+        // not take as unknown (a value of the wrong type is refused otherwise).
+        for (_, _, key) in rows.iter().filter(|(f, _, k)| k != "—" && f != "--config") {
+            let err = toml::from_str::<FileConfig>(&format!("{key} = []"))
+                .err()
+                .map(|e| e.to_string());
+            assert!(
+                err.as_deref().is_none_or(|e| !e.contains("unknown field")),
+                "{key}: {err:?}"
+            );
+        }
+        assert!(
+            toml::from_str::<FileConfig>("no_such_setting = 1")
+                .is_err_and(|e| e.to_string().contains("unknown field")),
+            "the file refuses unknown keys"
+        );
+    }
+
     #[test]
     fn bad_files_are_clear_errors() {
         let dir = tempfile::tempdir().unwrap();
