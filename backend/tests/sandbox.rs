@@ -653,3 +653,39 @@ async fn a_workspace_is_held_to_its_quota_while_a_command_runs() {
         "1048576\n"
     );
 }
+
+/// Under a server run as root, the Landlock helper is found even where the sandbox's uid
+/// cannot reach the executable (a build under a private directory): bwrap is given a link
+/// to it beside the workspaces.
+#[tokio::test]
+async fn the_landlock_helper_is_reached_from_a_private_directory() {
+    if !hero_backend::sandbox::running_as_root() {
+        return;
+    }
+    let private = tempfile::tempdir().unwrap(); // 0700: nobody but root goes through it
+    let helper = private.path().join("hero-landlock");
+    std::fs::copy(env!("CARGO_BIN_EXE_hero-landlock"), &helper).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    hero_backend::sandbox::let_the_sandbox_in(dir.path()).unwrap();
+    let sandbox = Sandbox::new(
+        dir.path().join("workspaces"),
+        SandboxLimits {
+            landlock_helper: Some(helper),
+            ..SandboxLimits::default()
+        },
+    );
+    let layers = sandbox.layers();
+    assert!(layers.refused.is_none(), "{}", layers.describe());
+    assert!(layers.landlock.is_some(), "{}", layers.describe());
+    let r = sandbox
+        .run(
+            1,
+            "touch /dev/made-here",
+            None,
+            Some(Duration::from_secs(5)),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_ne!(r.ended, Ended::Exited(0), "{}", r.report());
+}

@@ -1019,9 +1019,26 @@ fn probe(workspaces: &Path, helper: Option<&Path>, outer_uid: Option<u32>) -> La
         })
         .map(|_| filter_file.clone())
         .filter(|f| refused.is_none() && try_run(Some(f)).is_ok_and(|o| o.status.success()));
+    // Run as another uid, bwrap opens the helper by its path as that uid, which may not
+    // reach where the executable lives (a build under a private directory): a link to it
+    // beside the workspaces, which that uid reaches by construction (a copy across file
+    // systems).
+    let helper = match (helper, outer_uid) {
+        (Some(h), Some(_)) => {
+            let beside = workspaces.join(".hero-landlock");
+            let _ = std::fs::remove_file(&beside);
+            std::fs::hard_link(h, &beside)
+                .or_else(|_| std::fs::copy(h, &beside).map(|_| ()))
+                .inspect_err(|e| tracing::warn!(error = %e, "the Landlock helper could not be put beside the workspaces"))
+                .ok()
+                .map(|()| beside)
+        }
+        (h, _) => h.map(Path::to_path_buf),
+    };
     // The helper, run as every command will be (inside bwrap, under the filter), says how
     // fully the kernel enforces its rules.
     let landlock = helper.filter(|_| refused.is_none()).and_then(|h| {
+        let h = h.as_path();
         let o = try_with(seccomp.as_deref(), Some(h)).ok()?;
         let how = String::from_utf8_lossy(&o.stdout).trim().to_owned();
         if !o.status.success() || !matches!(how.as_str(), "full" | "partial") {
