@@ -18,7 +18,10 @@ pub async fn open_store(cfg: &Config) -> anyhow::Result<AppState> {
     store::migrate(&pool)
         .await
         .context("cannot apply database migrations")?;
-    let (master, source) = crypto::load_master_key(cfg.master_key.as_deref(), &cfg.data_dir)?;
+    let (master, source) = crypto::load_master_key(
+        cfg.master_key.as_ref().map(crate::config::Secret::expose),
+        &cfg.data_dir,
+    )?;
     match &source {
         crypto::KeySource::CreatedFile(p) => {
             tracing::info!(

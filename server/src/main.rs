@@ -28,6 +28,9 @@ enum Command {
     Serve,
     /// Apply database migrations and exit
     Migrate,
+    /// Print the settings in force (from flags, variables, the file and the defaults); secrets
+    /// are hidden
+    Settings,
     /// Manage user accounts
     User {
         #[command(subcommand)]
@@ -59,14 +62,28 @@ enum UserCommand {
 fn main() -> std::process::ExitCode {
     // Started inside a bash sandbox as its Landlock helper: restrict, become the command.
     hero_backend::sandbox::landlock::main_if_asked();
-    let cli = Cli::parse();
+    // The settings file's values come in as the flags they stand for (`config::layered`).
+    use clap::CommandFactory;
+    let argv = match server::config::layered(&Cli::command(), std::env::args_os().collect()) {
+        Ok(argv) => argv,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let cli = Cli::parse_from(argv);
     let result = cli.config.resolve().and_then(|cfg| {
+        if let Command::Settings = cli.command {
+            println!("{cfg:#?}");
+            return Ok(());
+        }
         init_logging(&cfg.log);
         let rt = tokio::runtime::Runtime::new()?;
         rt.block_on(async {
             match cli.command {
                 Command::Serve => cli::serve(cfg).await,
                 Command::Migrate => cli::migrate(&cfg).await,
+                Command::Settings => Ok(()),
                 Command::User { command } => match command {
                     UserCommand::Add { name, admin } => cli::user_add(&cfg, &name, admin).await,
                     UserCommand::List => cli::user_list(&cfg).await,

@@ -152,3 +152,128 @@ fn help_explains_every_command_and_setting() {
         );
     }
 }
+
+/// The precedence of a setting's four sources, as one table: a flag beats its variable,
+/// the variable beats the settings file, the file beats the default; for settings of each
+/// kind (an address, a path, a number, a list, a boolean), through the real `hero`.
+#[test]
+fn a_flag_beats_its_variable_the_variable_the_file_the_file_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    // (flag, variable, TOML key = value, flag's value, variable's value, what each shows)
+    type Row<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str, [&'a str; 4]);
+    let table: [Row<'_>; 5] = [
+        (
+            "--addr",
+            "HERO_ADDR",
+            "addr = \"0.0.0.0:9003\"",
+            "127.0.0.1:9001",
+            "127.0.0.1:9002",
+            [
+                "127.0.0.1:3000",
+                "0.0.0.0:9003",
+                "127.0.0.1:9002",
+                "127.0.0.1:9001",
+            ],
+        ),
+        (
+            "--log",
+            "HERO_LOG",
+            "log = \"debug\"",
+            "error",
+            "warn",
+            [
+                "log: \"info\"",
+                "log: \"debug\"",
+                "log: \"warn\"",
+                "log: \"error\"",
+            ],
+        ),
+        (
+            "--max-turns",
+            "HERO_MAX_TURNS",
+            "max_turns = 3",
+            "5",
+            "4",
+            [
+                "turns_per_user: 8",
+                "turns_per_user: 3",
+                "turns_per_user: 4",
+                "turns_per_user: 5",
+            ],
+        ),
+        (
+            "--trusted-proxies",
+            "HERO_TRUSTED_PROXIES",
+            "trusted_proxies = [\"10.0.0.3\"]",
+            "10.0.0.1",
+            "10.0.0.2",
+            ["trusted_proxies: []", "10.0.0.3", "10.0.0.2", "10.0.0.1"],
+        ),
+        (
+            "--search-pages-allowed",
+            "HERO_SEARCH_PAGES_ALLOWED",
+            "search_pages_allowed = true",
+            "false",
+            "true",
+            [
+                "pages_allowed: false",
+                "pages_allowed: true",
+                "pages_allowed: true",
+                "pages_allowed: false",
+            ],
+        ),
+    ];
+    for (flag, var, line, flag_value, var_value, shows) in table {
+        let file = dir.path().join("hero.toml");
+        std::fs::write(&file, format!("{line}\n")).unwrap();
+        for (i, want) in shows.iter().enumerate() {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_hero"));
+            c.env_clear().env("PATH", "/usr/bin:/bin");
+            let mut args: Vec<String> = Vec::new();
+            if i >= 1 {
+                args.extend(["--config".into(), file.display().to_string()]);
+            }
+            if i >= 2 {
+                c.env(var, var_value);
+            }
+            if i >= 3 {
+                args.extend([flag.into(), flag_value.into()]);
+            }
+            args.push("settings".into());
+            let out = c.args(&args).output().unwrap();
+            let shown = text(&out);
+            assert!(out.status.success(), "{flag} {args:?}: {shown}");
+            assert!(
+                shown.contains(want),
+                "{flag}, source {i}: wanted {want:?} in {shown}"
+            );
+        }
+    }
+}
+
+/// `hero settings` hides the secrets it was given.
+#[test]
+fn the_settings_print_without_their_secrets() {
+    let out = Command::new(env!("CARGO_BIN_EXE_hero"))
+        .env_clear()
+        .env("HERO_MASTER_KEY", "MASTER-SECRET-KEY")
+        .args([
+            "--config",
+            "/dev/null",
+            "--search-api-key",
+            "BRAVE-SECRET-TOKEN",
+            "settings",
+        ])
+        .output()
+        .unwrap();
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("master_key: Some(\n        <hidden>"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("MASTER-SECRET-KEY") && !shown.contains("BRAVE-SECRET-TOKEN"),
+        "{shown}"
+    );
+}
