@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::frame::Frame;
-use crate::wire::{ErrorData, SessionId, SseEvent, WireError, WsServerMessage};
+use crate::wire::{ErrorData, SessionId, SseEvent, WireError, WsServerMessage, json};
 
 /// The events a page listens to: a live reply reaches it as frames and raw chunks, so the
 /// reply's other events (`text`, `element_*`, ...) are for other clients.
@@ -23,13 +23,6 @@ pub const PAGE_EVENTS: [&str; 5] = [
     "message_complete",
     "error",
 ];
-
-/// Reads a wire JSON value, through the one decoder the browser also uses for server
-/// functions' answers (`from_slice`): each type decoded from both a `&str` and bytes
-/// would be in the wasm twice.
-pub(crate) fn json<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, WireError> {
-    serde_json::from_slice(data.as_bytes()).map_err(WireError::Json)
-}
 
 /// How long a browser waits before reconnecting after [`SessionEvent::Shutdown`], in ms.
 pub const SHUTDOWN_RETRY_MS: u64 = 1000;

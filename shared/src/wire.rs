@@ -13,6 +13,13 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::frame::{CompiledMessage, Frame, FrameStats};
 
+/// Reads a wire JSON value, through the one decoder the browser also uses for server
+/// functions' answers (`from_slice`): each type decoded from both a `&str` and bytes
+/// would be in the wasm twice.
+pub(crate) fn json<'a, T: serde::Deserialize<'a>>(data: &'a str) -> Result<T, WireError> {
+    serde_json::from_slice(data.as_bytes()).map_err(WireError::Json)
+}
+
 pub type SessionId = i64;
 
 /// Attributes travel as a JSON object, as reference 000's `attributes`; order is kept.
@@ -308,7 +315,7 @@ impl SseEvent {
 
     /// Reads an event back from its SSE name and data.
     pub fn from_parts(event: &str, data: &str) -> Result<SseEvent, WireError> {
-        use crate::feed::json as p;
+        use self::json as p;
         Ok(match event {
             "message_start" => SseEvent::MessageStart(p(data)?),
             "text" => SseEvent::Text(p(data)?),
