@@ -112,19 +112,16 @@ fn walk(
     complete
 }
 
-/// What the processes from `pid` down hold open in the workspace's file system after
-/// removing it (a file keeps its blocks until its last descriptor closes), each file once.
-fn open_but_removed(pid: i32, dev: u64) -> u64 {
-    let mut seen = std::collections::HashSet::new();
-    let mut total = 0u64;
+/// `pid` and its descendants, as far as /proc shows them (at most 4,096: more than a run's
+/// process bound allows).
+fn tree(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
     let mut pids = vec![pid];
-    let mut visited = 0;
     while let Some(p) = pids.pop() {
-        visited += 1;
-        // More than the run's process bound allows: what is left is bounded too.
-        if visited > 4096 {
+        if out.len() >= 4096 {
             break;
         }
+        out.push(p);
         if let Ok(children) = std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")) {
             pids.extend(
                 children
@@ -132,6 +129,31 @@ fn open_but_removed(pid: i32, dev: u64) -> u64 {
                     .filter_map(|c| c.parse::<i32>().ok()),
             );
         }
+    }
+    out
+}
+
+/// Kills the run: every process under its first one at once (a process a SIGKILL is
+/// pending for writes nothing more, whenever it is next scheduled; left to the namespace's
+/// own teardown, which needs bwrap scheduled first, the writers would go on meanwhile),
+/// then the first one itself, through its pidfd.
+fn kill_run(pid: i32, pidfd: &OwnedFd) {
+    for p in tree(pid).into_iter().skip(1) {
+        if let Some(p) = rustix::process::Pid::from_raw(p) {
+            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+        }
+    }
+    if let Err(e) = rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL) {
+        tracing::warn!(error = %e, "a run past its workspace quota could not be killed");
+    }
+}
+
+/// What the processes from `pid` down hold open in the workspace's file system after
+/// removing it (a file keeps its blocks until its last descriptor closes), each file once.
+fn open_but_removed(pid: i32, dev: u64) -> u64 {
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0u64;
+    for p in tree(pid) {
         let Ok(fds) = std::fs::read_dir(format!("/proc/{p}/fd")) else {
             continue;
         };
@@ -211,11 +233,7 @@ impl Prepared {
                 let _ = rustix::process::setpriority_process(None, -10);
                 if w.watch(quota, &stop2) {
                     hit2.store(true, Ordering::SeqCst);
-                    if let Err(e) =
-                        rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL)
-                    {
-                        tracing::warn!(error = %e, "a run past its workspace quota could not be killed");
-                    }
+                    kill_run(pid.as_raw_nonzero().get(), &pidfd);
                 }
             })?;
         Ok(Watchdog {
