@@ -6,7 +6,6 @@ mod support;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use hero_backend::accounts;
 use hero_backend::egress::EgressPolicy;
 use hero_shared::api::{CreateAgentRequest, ProviderKind};
 use mock_llm::{Answer, Config};
@@ -1355,18 +1354,7 @@ async fn frames_routes_filter_and_stay_private() {
     assert_eq!(view["messages"].as_array().unwrap().len(), 4);
 
     // Bob sees none of it.
-    accounts::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
-        .await
-        .unwrap();
-    let bob = reqwest::Client::builder()
-        .cookie_store(true)
-        .build()
-        .unwrap();
-    bob.post(h.url("/api/auth/login"))
-        .json(&json!({"username": "bob", "password": "bob-password"}))
-        .send()
-        .await
-        .unwrap();
+    let bob = bob_client(&h).await;
     for path in [
         format!("/api/sessions/{session}/frames"),
         format!("/api/sessions/{session}/frames/stats"),
@@ -1904,20 +1892,7 @@ async fn one_users_subscriptions_stall_no_other_user() {
     }
 
     // Bob, with a client of his own, and what his requests take before alice's socket.
-    accounts::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
-        .await
-        .unwrap();
-    let bob = reqwest::Client::builder()
-        .cookie_store(true)
-        .build()
-        .unwrap();
-    let r = bob
-        .post(h.url("/api/auth/login"))
-        .json(&json!({"username": "bob", "password": "bob-password"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
+    let bob = bob_client(&h).await;
     let r = bob
         .post(h.url("/api/sessions"))
         .json(&json!({"name": "bob's"}))

@@ -496,7 +496,15 @@ impl Sandbox {
             .and_then(|r| r)
             .map_err(|e| format!("the workspace could not be made: {e}"))?;
         let quota = self.limits.quota_bytes;
-        let used = self.usage(user_id).await.map_err(|e| e.to_string())?.0;
+        // Measured and watched from before the run starts (none of its writes comes before
+        // the watches); the same walk says what the workspace holds.
+        let (ws, q) = (workspace.clone(), quota);
+        let prepared = tokio::task::spawn_blocking(move || quota::Watchdog::prepare(&ws, q))
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|r| r)
+            .map_err(|e| format!("the workspace's quota cannot be watched here: {e}"))?;
+        let used = prepared.used();
         if used >= quota {
             return Err(format!(
                 "the workspace holds {} and its quota is {}: no command runs until files are removed from it (the Permissions page can empty it)",
@@ -569,13 +577,6 @@ impl Sandbox {
             "hero-bash".into(),
             command.to_owned(),
         ]);
-        // Watched from before the run starts: none of its writes comes before the watches.
-        let (ws, q) = (workspace.clone(), quota);
-        let prepared = tokio::task::spawn_blocking(move || quota::Watchdog::prepare(&ws, q))
-            .await
-            .map_err(std::io::Error::other)
-            .and_then(|r| r)
-            .map_err(|e| format!("the workspace's quota cannot be watched here: {e}"))?;
         let started = Instant::now();
         let child = self
             .spawner

@@ -214,6 +214,11 @@ impl Watchdog {
 }
 
 impl Prepared {
+    /// What the workspace held when it was measured.
+    pub fn used(&self) -> u64 {
+        self.w.total()
+    }
+
     /// Watches on for the run `child` (not yet reaped), which it kills at the quota.
     pub fn start(self, child: &std::process::Child) -> std::io::Result<Watchdog> {
         let Prepared { mut w, quota } = self;

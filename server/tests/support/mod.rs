@@ -287,3 +287,22 @@ pub async fn frames_when(h: &Hero, session: i64, done: impl Fn(&[Value]) -> bool
         json!(h.frames(session).await)
     );
 }
+
+/// A second user, bob, with an HTTP client of his own, signed in.
+pub async fn bob_client(h: &Hero) -> reqwest::Client {
+    accounts::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
+        .await
+        .unwrap();
+    let bob = reqwest::Client::builder()
+        .cookie_store(true)
+        .build()
+        .unwrap();
+    let r = bob
+        .post(h.url("/api/auth/login"))
+        .json(&json!({"username": "bob", "password": "bob-password"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    bob
+}
