@@ -73,7 +73,7 @@ pub async fn create_agent(
 pub async fn summon_agent(id: i64, description: String) -> Result<AgentDto, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::summon::summon(
+    hero_backend::agents::summon::summon(
         &st,
         &user,
         id,

@@ -22,12 +22,16 @@ pub async fn login(username: String, password: String) -> Result<(), ServerFnErr
             .extensions
             .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
             .map(|c| c.0.ip());
-        hero_backend::auth::client_address(&parts.headers, peer, &st.settings.trusted_proxies)
+        hero_backend::accounts::auth::client_address(
+            &parts.headers,
+            peer,
+            &st.settings.trusted_proxies,
+        )
     });
-    let l = hero_backend::auth::login_from(&st, client, &username, &password)
+    let l = hero_backend::accounts::auth::login_from(&st, client, &username, &password)
         .await
         .map_err(fail)?;
-    let cookie = hero_backend::auth::session_cookie(
+    let cookie = hero_backend::accounts::auth::session_cookie(
         &l.token,
         st.settings.token_ttl.whole_seconds(),
         st.settings.secure_cookie,
@@ -45,12 +49,16 @@ pub async fn login(username: String, password: String) -> Result<(), ServerFnErr
 pub async fn logout() -> Result<(), ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::auth::logout(&st, &user).await.map_err(fail)?;
+    hero_backend::accounts::auth::logout(&st, &user)
+        .await
+        .map_err(fail)?;
     let resp = expect_context::<leptos_axum::ResponseOptions>();
     resp.append_header(
         http::header::SET_COOKIE,
-        http::HeaderValue::from_str(&hero_backend::auth::clear_cookie(st.settings.secure_cookie))
-            .map_err(|e| ServerFnError::new(e.to_string()))?,
+        http::HeaderValue::from_str(&hero_backend::accounts::auth::clear_cookie(
+            st.settings.secure_cookie,
+        ))
+        .map_err(|e| ServerFnError::new(e.to_string()))?,
     );
     Ok(())
 }

@@ -15,7 +15,7 @@ use crate::json::resource;
 pub async fn list_files(agent_id: i64) -> Result<Vec<ContextFileDto>, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::context_files::list_files(&st, &user, agent_id)
+    hero_backend::agents::context_files::list_files(&st, &user, agent_id)
         .await
         .map_err(fail)
 }
@@ -24,7 +24,7 @@ pub async fn list_files(agent_id: i64) -> Result<Vec<ContextFileDto>, ServerFnEr
 pub async fn read_file(agent_id: i64, name: String) -> Result<ContextFileContent, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::context_files::read_file(&st, &user, agent_id, &name)
+    hero_backend::agents::context_files::read_file(&st, &user, agent_id, &name)
         .await
         .map_err(fail)
 }
@@ -37,7 +37,7 @@ pub async fn write_file(
 ) -> Result<ContextFileContent, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::context_files::write_file(&st, &user, agent_id, &name, &content)
+    hero_backend::agents::context_files::write_file(&st, &user, agent_id, &name, &content)
         .await
         .map_err(fail)
 }

@@ -1,14 +1,14 @@
 //! The guard every server function starts with, and how domain errors reach the browser.
 //! Server functions are public HTTP endpoints: none runs its body without a signed-in user.
 
-use hero_backend::{AppState, auth::AuthUser};
+use hero_backend::{AppState, accounts::auth::AuthUser};
 use leptos::prelude::*;
 
 /// The backend state and the signed-in user, or a 401 for the caller.
 pub async fn require_user() -> Result<(AppState, AuthUser), ServerFnError> {
     let st = state()?;
     let parts: http::request::Parts = leptos_axum::extract().await?;
-    match hero_backend::auth::authenticate_headers(&st, &parts.headers).await {
+    match hero_backend::accounts::auth::authenticate_headers(&st, &parts.headers).await {
         Ok(user) => Ok((st, user)),
         Err(e) => Err(fail(e)),
     }

@@ -12,7 +12,7 @@ use crate::json::resource;
 pub async fn list_permissions() -> Result<Vec<PermissionDto>, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::permissions::list(&st, &user)
+    hero_backend::execution::permissions::list(&st, &user)
         .await
         .map_err(fail)
 }
@@ -29,7 +29,7 @@ pub async fn set_permission(
             "{level:?} is not a level: always, ask or never"
         )))
     })?;
-    hero_backend::permissions::set(&st, &user, &function, level)
+    hero_backend::execution::permissions::set(&st, &user, &function, level)
         .await
         .map_err(fail)
 }
@@ -38,7 +38,7 @@ pub async fn set_permission(
 pub async fn workspace_usage() -> Result<WorkspaceDto, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::functions::bash::workspace(&st, &user)
+    hero_backend::execution::functions::bash::workspace(&st, &user)
         .await
         .map_err(fail)
 }
@@ -47,7 +47,7 @@ pub async fn workspace_usage() -> Result<WorkspaceDto, ServerFnError> {
 pub async fn empty_workspace() -> Result<WorkspaceDto, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::functions::bash::empty_workspace(&st, &user)
+    hero_backend::execution::functions::bash::empty_workspace(&st, &user)
         .await
         .map_err(fail)
 }

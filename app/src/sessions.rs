@@ -18,7 +18,7 @@ use crate::json::{Json, resource};
 pub async fn list_sessions() -> Result<Vec<SessionDto>, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::sessions::list(&st.db, &user)
+    hero_backend::conversation::sessions::list(&st.db, &user)
         .await
         .map_err(fail)
 }
@@ -36,7 +36,7 @@ pub async fn create_session(
         status: None,
         agent_id: None,
     };
-    hero_backend::sessions::create(&st, &user, req)
+    hero_backend::conversation::sessions::create(&st, &user, req)
         .await
         .map_err(fail)
 }
@@ -54,7 +54,7 @@ pub async fn update_session(
         status,
         ..Default::default()
     };
-    hero_backend::sessions::update(&st.db, &user, id, req)
+    hero_backend::conversation::sessions::update(&st.db, &user, id, req)
         .await
         .map_err(fail)
 }

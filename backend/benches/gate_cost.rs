@@ -10,10 +10,10 @@
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use hero_backend::act::{self, Authority, Scene};
-use hero_backend::functions::{Ctx, Function, Registry, Spec};
-use hero_backend::hub::HubEvent;
-use hero_backend::{Settings, frames, test_support};
+use hero_backend::conversation::act::{self, Authority, Scene};
+use hero_backend::conversation::hub::HubEvent;
+use hero_backend::execution::functions::{Ctx, Function, Spec, builtin};
+use hero_backend::{Settings, conversation::frames, test_support};
 use hero_shared::calls::Permission;
 use hero_shared::frame::FrameType;
 use serde_json::{Value, json};
@@ -43,7 +43,7 @@ impl Function for Noop {
 }
 
 /// Waits for the next result frame the session publishes.
-async fn result_published(live: &mut hero_backend::hub::Subscription) {
+async fn result_published(live: &mut hero_backend::conversation::hub::Subscription) {
     loop {
         match live.recv().await {
             Ok(ev) if matches!(&*ev, HubEvent::Frame(f) if f.frame_type == FrameType::Result) => {
@@ -64,12 +64,12 @@ fn quantiles(mut v: Vec<Duration>) -> (f64, f64) {
 #[tokio::main]
 async fn main() {
     const N: usize = 2_000;
-    let mut reg = Registry::builtin();
+    let mut reg = builtin::registry();
     reg.register(Noop("noop_always", Permission::Always));
     reg.register(Noop("noop_ask", Permission::Ask));
     // Every layer, as the server runs bash: this crate's Landlock helper included.
     let settings = Settings {
-        sandbox: hero_backend::sandbox::SandboxLimits {
+        sandbox: hero_backend::execution::sandbox::SandboxLimits {
             landlock_helper: Some(env!("CARGO_BIN_EXE_hero-landlock").into()),
             ..Default::default()
         },
@@ -81,7 +81,7 @@ async fn main() {
     let session = test_support::session(&st, &user, "gate").await;
     // No agent: a decided call's follow-up reply finds none and does not run, so that only
     // the call itself is measured.
-    hero_backend::sessions::update(
+    hero_backend::conversation::sessions::update(
         &st.db,
         &user,
         session.id,
@@ -132,9 +132,15 @@ async fn main() {
             .await
             .unwrap();
         let t0 = Instant::now();
-        act::decide(&st, &user, session.id, &opened[0].request_id, true)
-            .await
-            .unwrap();
+        hero_backend::conversation::turn::decide(
+            &st,
+            &user,
+            session.id,
+            &opened[0].request_id,
+            true,
+        )
+        .await
+        .unwrap();
         // The call runs in a task of its own: done when its result is published.
         result_published(&mut live).await;
         decided.push(t0.elapsed());
@@ -156,9 +162,15 @@ async fn main() {
             .await
             .unwrap();
         let t0 = Instant::now();
-        act::decide(&st, &user, session.id, &opened[0].request_id, true)
-            .await
-            .unwrap();
+        hero_backend::conversation::turn::decide(
+            &st,
+            &user,
+            session.id,
+            &opened[0].request_id,
+            true,
+        )
+        .await
+        .unwrap();
         result_published(&mut live).await;
         to_result.push(t0.elapsed());
         // The run's own first output, from its spawn; the decision's part is the rest.

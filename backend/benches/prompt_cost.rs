@@ -7,10 +7,10 @@
 
 use std::time::Instant;
 
-use hero_backend::context_files::availability;
-use hero_backend::functions::{Registry, help};
-use hero_backend::persona::{HML, SANDBOX};
-use hero_backend::prompt::{Input, Mode, build};
+use hero_backend::agents::context_files::availability;
+use hero_backend::agents::persona::{HML, SANDBOX};
+use hero_backend::agents::prompt::{Input, Mode, build};
+use hero_backend::execution::functions::{builtin, help};
 
 const RUNS: usize = 5_000;
 
@@ -24,7 +24,7 @@ fn main() {
         .take(24_000)
         .collect();
     let files: Vec<(&str, &str)> = names.iter().map(|n| (*n, body.as_str())).collect();
-    let registry = Registry::builtin();
+    let registry = builtin::registry();
     let specs: Vec<_> = registry.specs().collect();
     let functions = help::describe(&specs);
     let avail = availability();

@@ -13,6 +13,10 @@ use std::borrow::Cow;
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
+/// The tag that holds what a call returned in what the agent is told
+/// ([`crate::conversation::context::told`]).
+pub const RESULT_TAG: &str = "function_result";
+
 /// How far past a `<` a tag's name is looked for: further, no reader takes it for one.
 const LOOKAHEAD: usize = 256;
 

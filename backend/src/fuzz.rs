@@ -13,7 +13,7 @@ use hero_shared::api::{
     PostMessageRequest, UpdateAgentRequest, UpdateSessionRequest,
 };
 
-use crate::egress::{EgressPolicy, classify};
+use crate::execution::egress::{EgressPolicy, classify};
 
 /// Egress target: see the module's doc.
 pub fn egress_url(data: &[u8]) {
@@ -47,13 +47,13 @@ pub fn egress_url(data: &[u8]) {
 /// API bodies target: see the module's doc.
 pub fn api_bodies(data: &[u8]) {
     if let Ok(r) = serde_json::from_slice::<LoginRequest>(data) {
-        let _ = crate::users::validate_username(&r.username);
+        let _ = crate::accounts::users::validate_username(&r.username);
     }
     if let Ok(r) = serde_json::from_slice::<ChangePasswordRequest>(data)
-        && crate::password::validate(&r.new_password).is_ok()
+        && crate::accounts::password::validate(&r.new_password).is_ok()
     {
-        assert!(r.new_password.chars().count() >= crate::password::MIN_PASSWORD_CHARS);
-        assert!(r.new_password.len() <= crate::password::MAX_PASSWORD_BYTES);
+        assert!(r.new_password.chars().count() >= crate::accounts::password::MIN_PASSWORD_CHARS);
+        assert!(r.new_password.len() <= crate::accounts::password::MAX_PASSWORD_BYTES);
     }
     if let Ok(r) = serde_json::from_slice::<CreateSessionRequest>(data) {
         name_rule(&r.name);
@@ -76,9 +76,9 @@ pub fn api_bodies(data: &[u8]) {
         let _ = r.content.len();
     }
     if let Ok(name) = std::str::from_utf8(data)
-        && let Ok(n) = crate::users::validate_username(name)
+        && let Ok(n) = crate::accounts::users::validate_username(name)
     {
-        assert!(!n.is_empty() && n.chars().count() <= crate::users::MAX_USERNAME_CHARS);
+        assert!(!n.is_empty() && n.chars().count() <= crate::accounts::users::MAX_USERNAME_CHARS);
         assert!(
             n.chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
@@ -87,7 +87,7 @@ pub fn api_bodies(data: &[u8]) {
 }
 
 fn name_rule(name: &str) {
-    if let Ok(n) = crate::sessions::validate_name(name) {
+    if let Ok(n) = crate::conversation::sessions::validate_name(name) {
         assert!(!n.is_empty() && n == n.trim(), "{n:?}");
         assert!(n.chars().count() <= hero_shared::api::MAX_SESSION_NAME_CHARS);
         assert!(!n.chars().any(char::is_control), "{n:?}");

@@ -1,83 +1,40 @@
 //! Hero's domain layer: everything the JSON API and the Leptos server functions share.
+//! The crate root is the composition root: [`AppState`] holds the services every folder's
+//! code takes, and [`Settings`] what the server was started with.
 //!
-//! Layout, one module per concept:
-//! - [`crypto`]: AES-256-GCM sealing, the master key and per-user data keys.
-//! - [`store`]: the only module that touches the database: the pool, the hot connection,
-//!   and one submodule per table with its SQL and its row type, decoded in one place.
-//! - [`password`]: password rules and argon2id hashing (a leaf).
-//! - [`tokens`]: signed, revocable sign-in tokens (a leaf).
-//! - [`users`]: the user rows (list, password, disable), each with a wrapped data key.
-//! - [`accounts`]: making an account: a user and the offline demo agent, in one transaction.
-//! - [`auth`]: sign-in, the failed-login brake and the `AuthUser` every operation takes.
-//! - [`sessions`]: the user's sessions, every query scoped by the user.
-//! - [`agents`]: the user's AI backends; keys sealed, never returned.
-//! - [`frames`]: the conversation log's storage (sealed payloads, per-session seq).
-//! - [`egress`]: where outbound requests may go, and the one client that sends them.
-//! - [`fuzz`]: the bodies of the backend's fuzz targets (egress URLs, API request bodies).
+//! Folders by layer, each `mod.rs` saying what lives there and what it may use; a lower one
+//! never names a higher one (the tidy test `backend_modules_form_no_cycle` checks the
+//! modules' own `use crate::` paths):
+//! - leaves: [`error`], [`crypto`] (sealing, keys), [`limits`] (per-user bounds and
+//!   permits), [`contain`] (Hero's tags in what a model reads), [`drive`] (the hand-made
+//!   async machinery: the poster-driven executor, wake signals, the stop signal).
+//! - [`store`]: the only code that touches the database.
+//! - [`execution`]: what reaches outside the process: [`execution::egress`],
+//!   [`execution::sandbox`], the function registry and handlers, the permission levels.
 //! - [`providers`]: Anthropic, OpenAI(-compatible) and the scripted demo, as streams of deltas.
-//! - [`history`]: the conversations turns were last given, kept decrypted between turns.
-//! - [`permissions`]: each user's level for each function, over its default.
-//! - [`sandbox`]: commands in a sandbox that fails closed (bubblewrap, rlimits, cgroups).
-//! - [`functions`]: the function registry (`help`, `websearch`): specs, schemas, handlers.
-//! - [`answers`]: answers to the questions in a reply (`ask`, `hml-prompt`), as frames.
-//! - [`conditional`]: instructions given to the agent only when they apply (conditional
-//!   abilities, `prompt_response_handler`).
-//! - [`contain`]: text inside a tag of Hero's in what a model reads, made unable to close
-//!   or open such a tag in any spelling (a leaf).
-//! - [`context_files`]: an agent's context files (SOUL.md, USER.md, …): routing by agent
-//!   type, seeding from templates, merging, sealed storage.
-//! - [`prompt`]: the system prompt builder (sections, modes, the truncation pipeline).
-//! - [`persona`]: what an agent is told: its prompt for a call, from its files and the session.
-//! - [`summon`]: an agent's persona files written from a one-line description.
-//! - [`act`]: acting on what a message asks for: detection, the permission gate, request
-//!   and result frames, decisions, the follow-up reply.
-//! - [`turn`]: one turn, from the user's message to the agent's frame; `turn::Registry`, the
-//!   turns in flight (abort, shutdown, the watch over posters that stop reading).
-//! - [`feed`]: one reader of a session's events: the resume algorithm behind `/events`
-//!   and the WebSocket's `subscribe`.
-//! - [`hub`]: live fan-out to subscribers, and the shutdown signal of live streams.
-//! - [`in_flight`]: a reply in flight as far as it has come (what a late reader is sent).
-//! - [`limits`]: per-user bounds and the permits that count what a user holds at once.
-//! - [`drive`]: the hand-made async machinery: the poster-driven turn executor and the
-//!   wake signals, with tests that drive their interleavings.
-//! - `test_support` (feature `test-support`): the harness of tests and benchmarks.
+//! - [`accounts`]: users, sign-in, passwords, tokens, making an account.
+//! - [`agents`]: an agent and what it is told: persona, prompt, context files, summoning,
+//!   conditional abilities.
+//! - [`conversation`]: a session's log and what moves it: sessions, frames, the turn, acting
+//!   on calls, answers, compaction, the feed, history, replies in flight, the hub.
+//! - [`fuzz`]: the bodies of the backend's fuzz targets; `test_support` (feature
+//!   `test-support`): the harness of tests and benchmarks.
 //!
 //! Nothing here knows about HTTP routing or Leptos; callers pass an authenticated
-//! [`auth::AuthUser`], which only [`auth`] can make.
+//! [`accounts::auth::AuthUser`], which only [`accounts::auth`] can make.
 
 pub mod accounts;
-pub mod act;
 pub mod agents;
-pub mod answers;
-pub mod auth;
-pub mod compact;
-pub mod conditional;
 pub mod contain;
-pub mod context_files;
+pub mod conversation;
 pub mod crypto;
 pub mod drive;
-pub mod egress;
 pub mod error;
-pub mod feed;
-pub mod frames;
-pub mod functions;
+pub mod execution;
 pub mod fuzz;
-pub mod history;
-pub mod hub;
-pub mod in_flight;
 pub mod limits;
-pub mod password;
-pub mod permissions;
-pub mod persona;
-pub mod prompt;
 pub mod providers;
-pub mod sandbox;
-pub mod sessions;
 pub mod store;
-pub mod summon;
-pub mod tokens;
-pub mod turn;
-pub mod users;
 
 use std::sync::Arc;
 
@@ -95,20 +52,20 @@ pub struct Settings {
     /// How often a live stream (events, WebSocket) re-checks its sign-in.
     pub recheck_every: std::time::Duration,
     /// Where outbound requests may go besides the public internet (`HERO_EGRESS_ALLOW`).
-    pub egress: egress::EgressPolicy,
-    /// Password hashes run at once on the sign-in paths, at most ([`password::HashGate`]).
+    pub egress: execution::egress::EgressPolicy,
+    /// Password hashes run at once on the sign-in paths, at most ([`accounts::password::HashGate`]).
     pub hash_at_once: usize,
     /// How long a sign-in waits for its turn to hash before it is told the server is busy.
     pub hash_wait: std::time::Duration,
-    /// Reverse proxies whose `X-Forwarded-For` names the client ([`auth::client_address`]).
+    /// Reverse proxies whose `X-Forwarded-For` names the client ([`accounts::auth::client_address`]).
     pub trusted_proxies: Vec<std::net::IpAddr>,
     /// Per-user bounds: sessions, frames per session, turns and live streams at once.
     pub limits: limits::Limits,
     /// The search service behind `websearch`.
-    pub search: functions::websearch::SearchSettings,
+    pub search: execution::functions::websearch::SearchSettings,
     /// Where each user's `bash` workspace lives (`DATA_DIR/workspaces`).
     pub workspaces: std::path::PathBuf,
-    pub sandbox: sandbox::SandboxLimits,
+    pub sandbox: execution::sandbox::SandboxLimits,
     /// The longest a summoning call may take; past it, nothing is written.
     pub summon_timeout: std::time::Duration,
 }
@@ -119,9 +76,9 @@ impl Default for Settings {
             token_ttl: time::Duration::days(7),
             secure_cookie: false,
             call_options: providers::CallOptions::default(),
-            recheck_every: auth::RECHECK_EVERY,
-            egress: egress::EgressPolicy::default(),
-            hash_at_once: password::cores(),
+            recheck_every: accounts::auth::RECHECK_EVERY,
+            egress: execution::egress::EgressPolicy::default(),
+            hash_at_once: accounts::password::cores(),
             hash_wait: std::time::Duration::from_secs(5),
             trusted_proxies: Vec::new(),
             limits: limits::Limits::default(),
@@ -145,29 +102,29 @@ pub struct Services {
     /// The connection of sign-in checks and turns ([`store::HotDb`]).
     pub hot_db: store::HotDb,
     pub keys: Arc<crypto::Keyring>,
-    pub throttle: Arc<auth::LoginThrottle>,
+    pub throttle: Arc<accounts::auth::LoginThrottle>,
     /// At most so many password hashes at once on the sign-in paths.
-    pub hash_gate: password::HashGate,
+    pub hash_gate: accounts::password::HashGate,
     pub settings: Arc<Settings>,
-    pub hub: Arc<hub::Hub>,
+    pub hub: Arc<conversation::hub::Hub>,
     /// The turns in flight.
-    pub turns: Arc<turn::Registry>,
+    pub turns: Arc<conversation::turn::Registry>,
     /// How many turns each user has in flight ([`limits::Limits::turns_per_user`]).
     pub turn_slots: limits::PerUser,
     /// Each session's conversation as its last turn left it ([`history`]).
-    pub history: history::HistoryCache,
+    pub history: conversation::history::HistoryCache,
     /// The one client of every outbound request, under the egress policy: connection pools
     /// are shared, and nothing reaches the network another way.
-    pub http: egress::Outbound,
+    pub http: execution::egress::Outbound,
     pub call_options: Arc<providers::CallOptions>,
-    /// What agents may call ([`functions::Registry::builtin`]).
-    pub functions: functions::Registry,
+    /// What agents may call ([`execution::functions::builtin::registry`]).
+    pub functions: execution::functions::Registry,
     /// One lock per message whose calls are being worked on ([`act`]).
-    pub message_locks: act::MessageLocks,
+    pub message_locks: conversation::act::MessageLocks,
     /// Where `bash` runs.
-    pub sandbox: sandbox::Sandbox,
+    pub sandbox: execution::sandbox::Sandbox,
     /// Each user's reads of a log for its readers (the feeds' catch-up) take turns, so that
-    /// one user's replays take [`feed::REPLAYS_PER_USER`] of the pool's connections at most.
+    /// one user's replays take [`conversation::feed::REPLAYS_PER_USER`] of the pool's connections at most.
     pub replays: limits::Turnstile,
 }
 
@@ -175,7 +132,12 @@ impl AppState {
     /// Fails only if the outbound HTTP client cannot be built (no TLS roots, say): Hero
     /// does not fall back to a client outside the egress policy.
     pub fn new(db: sqlx::SqlitePool, keys: crypto::Keyring, settings: Settings) -> Result<Self> {
-        Self::with_functions(db, keys, settings, functions::Registry::builtin())
+        Self::with_functions(
+            db,
+            keys,
+            settings,
+            execution::functions::builtin::registry(),
+        )
     }
 
     /// [`AppState::new`] with a registry of one's own (tests add functions to it).
@@ -183,26 +145,29 @@ impl AppState {
         db: sqlx::SqlitePool,
         keys: crypto::Keyring,
         settings: Settings,
-        functions: functions::Registry,
+        functions: execution::functions::Registry,
     ) -> Result<Self> {
         let http = settings.egress.client()?;
         Ok(AppState(Arc::new(Services {
             db,
             hot_db: Default::default(),
             keys: Arc::new(keys),
-            throttle: Arc::new(auth::LoginThrottle::default()),
-            hash_gate: password::HashGate::new(settings.hash_at_once, settings.hash_wait),
-            hub: Arc::new(hub::Hub::default()),
-            turns: Arc::new(turn::Registry::default()),
+            throttle: Arc::new(accounts::auth::LoginThrottle::default()),
+            hash_gate: accounts::password::HashGate::new(settings.hash_at_once, settings.hash_wait),
+            hub: Arc::new(conversation::hub::Hub::default()),
+            turns: Arc::new(conversation::turn::Registry::default()),
             turn_slots: Default::default(),
             history: Default::default(),
             http,
             call_options: Arc::new(settings.call_options.clone()),
-            sandbox: sandbox::Sandbox::new(settings.workspaces.clone(), settings.sandbox.clone()),
+            sandbox: execution::sandbox::Sandbox::new(
+                settings.workspaces.clone(),
+                settings.sandbox.clone(),
+            ),
             settings: Arc::new(settings),
             functions,
             message_locks: Default::default(),
-            replays: limits::Turnstile::new(feed::REPLAYS_PER_USER),
+            replays: limits::Turnstile::new(conversation::feed::REPLAYS_PER_USER),
         })))
     }
 }
@@ -217,19 +182,22 @@ impl AppState {
             db: self.db.clone(),
             hot_db: Default::default(),
             keys: self.keys.clone(),
-            throttle: Arc::new(auth::LoginThrottle::default()),
-            hash_gate: password::HashGate::new(settings.hash_at_once, settings.hash_wait),
-            hub: Arc::new(hub::Hub::default()),
-            turns: Arc::new(turn::Registry::default()),
+            throttle: Arc::new(accounts::auth::LoginThrottle::default()),
+            hash_gate: accounts::password::HashGate::new(settings.hash_at_once, settings.hash_wait),
+            hub: Arc::new(conversation::hub::Hub::default()),
+            turns: Arc::new(conversation::turn::Registry::default()),
             turn_slots: Default::default(),
             history: Default::default(),
             http: settings.egress.client().expect("client"),
             call_options: Arc::new(settings.call_options.clone()),
-            sandbox: sandbox::Sandbox::new(settings.workspaces.clone(), settings.sandbox.clone()),
+            sandbox: execution::sandbox::Sandbox::new(
+                settings.workspaces.clone(),
+                settings.sandbox.clone(),
+            ),
             settings: Arc::new(settings),
-            functions: functions::Registry::builtin(),
+            functions: execution::functions::builtin::registry(),
             message_locks: Default::default(),
-            replays: limits::Turnstile::new(feed::REPLAYS_PER_USER),
+            replays: limits::Turnstile::new(conversation::feed::REPLAYS_PER_USER),
         }))
     }
 }

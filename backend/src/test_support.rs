@@ -5,7 +5,7 @@
 
 use std::ops::Deref;
 
-use crate::{AppState, Settings, accounts, auth, crypto, store};
+use crate::{AppState, Settings, accounts, accounts::auth, crypto, store};
 
 /// An [`AppState`] over a database in a temporary directory, removed when this is dropped.
 pub struct TestState {
@@ -29,13 +29,13 @@ pub async fn state() -> (tempfile::TempDir, AppState) {
 
 /// [`state`] with the given settings.
 pub async fn state_with(settings: Settings) -> TestState {
-    state_with_functions(settings, crate::functions::Registry::builtin()).await
+    state_with_functions(settings, crate::execution::functions::builtin::registry()).await
 }
 
 /// [`state_with`] and a registry of one's own.
 pub async fn state_with_functions(
     settings: Settings,
-    functions: crate::functions::Registry,
+    functions: crate::execution::functions::Registry,
 ) -> TestState {
     let dir = tempfile::tempdir().expect("temp dir");
     let settings = Settings {
@@ -44,7 +44,7 @@ pub async fn state_with_functions(
     };
     let pool = store::open(dir.path()).await.expect("open db");
     store::migrate(&pool).await.expect("migrate");
-    crate::sandbox::let_the_sandbox_in(dir.path()).expect("the sandbox's way in");
+    crate::execution::sandbox::let_the_sandbox_in(dir.path()).expect("the sandbox's way in");
     let keys = crypto::Keyring::new(crypto::SecretKey::random());
     TestState {
         st: AppState::with_functions(pool, keys, settings, functions).expect("state"),
@@ -72,7 +72,7 @@ pub async fn session(
     user: &auth::AuthUser,
     name: &str,
 ) -> hero_shared::api::SessionDto {
-    crate::sessions::create(
+    crate::conversation::sessions::create(
         st,
         user,
         hero_shared::api::CreateSessionRequest {

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use hero_backend::sandbox::{Ended, Ran, Sandbox, SandboxLimits, sandbox_cwd};
+use hero_backend::execution::sandbox::{Ended, Ran, Sandbox, SandboxLimits, sandbox_cwd};
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -18,10 +18,10 @@ struct Fixture {
 /// A data directory with a key, a database and two users' workspaces; user 1 runs.
 fn fixture(limits: SandboxLimits) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    hero_backend::sandbox::let_the_sandbox_in(dir.path()).unwrap();
+    hero_backend::execution::sandbox::let_the_sandbox_in(dir.path()).unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir_all(data.join("workspaces/2")).unwrap();
-    hero_backend::sandbox::let_the_sandbox_in(&data).unwrap();
+    hero_backend::execution::sandbox::let_the_sandbox_in(&data).unwrap();
     std::fs::write(data.join("master.key"), "MASTER-KEY-SECRET").unwrap();
     std::fs::write(data.join("hero.db"), "SQLITE-DATABASE-SECRET").unwrap();
     std::fs::write(data.join("workspaces/2/notes.txt"), "BOB-PRIVATE-NOTES").unwrap();
@@ -339,7 +339,7 @@ async fn nothing_outlives_the_timeout() {
 #[tokio::test]
 async fn stop_kills_the_run() {
     let f = fixture(SandboxLimits::default());
-    let abort = hero_backend::turn::Abort::default();
+    let abort = hero_backend::drive::abort::Abort::default();
     let a2 = abort.clone();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -477,7 +477,7 @@ async fn landlock_confines_what_the_namespaces_leave() {
 /// device: no setuid or setgid bit in any way of setting one (chmod, install, a mode given
 /// at creation, a directory's inherited setgid), no device node; the workspace is mounted
 /// nosuid and nodev inside; and under a server run as root, nothing in the workspace is
-/// root's (the sandbox runs as [`hero_backend::sandbox::NOBODY`]). Checked from the host.
+/// root's (the sandbox runs as [`hero_backend::execution::sandbox::NOBODY`]). Checked from the host.
 #[tokio::test]
 async fn no_setuid_file_device_or_roots_file_reaches_the_host() {
     let f = fixture(SandboxLimits::default());
@@ -521,7 +521,7 @@ async fn no_setuid_file_device_or_roots_file_reaches_the_host() {
     assert_eq!(r.stdout, "750\n", "{}", all_output(&r));
 
     let workspace = f.data.join("workspaces/1");
-    let root = hero_backend::sandbox::running_as_root();
+    let root = hero_backend::execution::sandbox::running_as_root();
     let mut seen = 0;
     let mut stack = vec![workspace.clone()];
     while let Some(p) = stack.pop() {
@@ -544,7 +544,10 @@ async fn no_setuid_file_device_or_roots_file_reaches_the_host() {
         if root {
             assert_eq!(
                 (m.uid(), m.gid()),
-                (hero_backend::sandbox::NOBODY, hero_backend::sandbox::NOBODY),
+                (
+                    hero_backend::execution::sandbox::NOBODY,
+                    hero_backend::execution::sandbox::NOBODY
+                ),
                 "{} is not the sandbox's",
                 p.display()
             );
@@ -561,7 +564,7 @@ async fn no_setuid_file_device_or_roots_file_reaches_the_host() {
 /// above already is that).
 #[tokio::test]
 async fn no_setuid_file_reaches_the_host_under_an_ordinary_user_either() {
-    if !hero_backend::sandbox::running_as_root() {
+    if !hero_backend::execution::sandbox::running_as_root() {
         return;
     }
     let exe = std::env::current_exe().unwrap();
@@ -591,7 +594,7 @@ async fn no_setuid_file_reaches_the_host_under_an_ordinary_user_either() {
 /// cannot take it past the quota either.
 #[tokio::test]
 async fn a_workspace_is_held_to_its_quota_while_a_command_runs() {
-    use hero_backend::sandbox::quota::{mib, used};
+    use hero_backend::execution::sandbox::quota::{mib, used};
     let quota = 8 << 20;
     let step = 1 << 20;
     let f = fixture(SandboxLimits {
@@ -659,14 +662,14 @@ async fn a_workspace_is_held_to_its_quota_while_a_command_runs() {
 /// to it beside the workspaces.
 #[tokio::test]
 async fn the_landlock_helper_is_reached_from_a_private_directory() {
-    if !hero_backend::sandbox::running_as_root() {
+    if !hero_backend::execution::sandbox::running_as_root() {
         return;
     }
     let private = tempfile::tempdir().unwrap(); // 0700: nobody but root goes through it
     let helper = private.path().join("hero-landlock");
     std::fs::copy(env!("CARGO_BIN_EXE_hero-landlock"), &helper).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    hero_backend::sandbox::let_the_sandbox_in(dir.path()).unwrap();
+    hero_backend::execution::sandbox::let_the_sandbox_in(dir.path()).unwrap();
     let sandbox = Sandbox::new(
         dir.path().join("workspaces"),
         SandboxLimits {

@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use hero_backend::frames::{self, NewFrame};
-use hero_backend::{Settings, sessions, test_support};
+use hero_backend::conversation::frames::{self, NewFrame};
+use hero_backend::{Settings, conversation::sessions, test_support};
 use hero_shared::api::CreateSessionRequest;
 use hero_shared::frame::AuthorType;
 use serde_json::json;

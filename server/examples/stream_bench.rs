@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use hero_backend::{Settings, accounts, frames, test_support};
+use hero_backend::{Settings, accounts, conversation::frames, test_support};
 use hero_shared::frame::AuthorType;
 use mock_llm::{Answer, Config};
 use serde_json::{Value, json};
@@ -733,7 +733,7 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
     // Hero, set up the same way on the middle runtime.
     // Allowed to reach the mock on loopback, and nothing else that is not public.
     let settings = Settings {
-        egress: hero_backend::egress::EgressPolicy::default().allowing(mock_addr),
+        egress: hero_backend::execution::egress::EgressPolicy::default().allowing(mock_addr),
         // One user stands for the N users whose replies stream at once: the per-user
         // bounds would refuse all but a few of them.
         limits: hero_backend::limits::Limits {

@@ -22,8 +22,8 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use hero_backend::frames::{self, NewFrame};
-use hero_backend::{Settings, agents, sessions, test_support, turn};
+use hero_backend::conversation::frames::{self, NewFrame};
+use hero_backend::{Settings, agents, conversation::sessions, conversation::turn, test_support};
 use hero_shared::api::{CreateAgentRequest, CreateSessionRequest, ProviderKind};
 use hero_shared::frame::{AuthorType, FrameType};
 use hero_shared::wire::SseEvent;
@@ -109,7 +109,7 @@ async fn scenario(
         .parse()
         .expect("mock address");
     let settings = Settings {
-        egress: hero_backend::egress::EgressPolicy::default().allowing(mock_addr),
+        egress: hero_backend::execution::egress::EgressPolicy::default().allowing(mock_addr),
         ..Settings::default()
     };
     let t = test_support::state_with(settings).await;
@@ -166,7 +166,7 @@ async fn scenario(
         if compact_back > 0 && k + compact_back == frames_before {
             if real_compaction {
                 // The agent summarises what came before (the mock writes the summary).
-                hero_backend::compact::compact(&t, &user, session, None)
+                hero_backend::conversation::compact::compact(&t, &user, session, None)
                     .await
                     .expect("a summary");
             } else {

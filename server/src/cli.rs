@@ -5,7 +5,7 @@ use std::future::IntoFuture;
 use std::io::{BufRead, IsTerminal};
 
 use anyhow::{Context, bail};
-use hero_backend::{AppState, accounts, crypto, store, users};
+use hero_backend::{AppState, accounts, accounts::users, crypto, store};
 use rand::Rng;
 
 use crate::config::Config;
@@ -46,18 +46,18 @@ pub async fn migrate(cfg: &Config) -> anyhow::Result<()> {
 pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let st = open_store(&cfg).await?;
     // Run as root, bash's sandbox runs as another uid, which must reach the workspaces.
-    hero_backend::sandbox::let_the_sandbox_in(&cfg.data_dir).with_context(|| {
+    hero_backend::execution::sandbox::let_the_sandbox_in(&cfg.data_dir).with_context(|| {
         format!(
             "cannot let the sandbox's uid search {}",
             cfg.data_dir.display()
         )
     })?;
     // A summoning a previous run cut short leaves its agent active.
-    if let Err(e) = hero_backend::summon::recover(&st).await {
+    if let Err(e) = hero_backend::agents::summon::recover(&st).await {
         tracing::warn!(error = %e, "agents left summoning could not be made active");
     }
     // Calls a previous run approved but never finished are told so, before anyone asks.
-    match hero_backend::act::recover(&st).await {
+    match hero_backend::conversation::turn::recover(&st).await {
         Ok(0) => {}
         Ok(n) => tracing::info!(
             calls = n,

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::parser::ValueSource;
-use hero_backend::egress::EgressPolicy;
+use hero_backend::execution::egress::EgressPolicy;
 
 /// A secret setting (the master key, the search API key): it never prints, and nothing
 /// serialises it.
@@ -192,16 +192,16 @@ pub struct ConfigArgs {
     pub search_pages_allowed: bool,
 
     /// The longest a `bash` command may run, in seconds (its own timeout is capped to it)
-    #[arg(long, env = "HERO_BASH_MAX_TIMEOUT", global = true, value_name = "SECS", default_value_t = hero_backend::sandbox::SandboxLimits::default().max_timeout.as_secs())]
+    #[arg(long, env = "HERO_BASH_MAX_TIMEOUT", global = true, value_name = "SECS", default_value_t = hero_backend::execution::sandbox::SandboxLimits::default().max_timeout.as_secs())]
     pub bash_max_timeout: u64,
 
     /// The most each user's `bash` workspace may hold on disk, in MiB: a command that
     /// reaches it is ended, and none runs until the workspace is back under it
-    #[arg(long, env = "HERO_WORKSPACE_QUOTA_MIB", global = true, value_name = "MIB", default_value_t = hero_backend::sandbox::SandboxLimits::default().quota_bytes >> 20)]
+    #[arg(long, env = "HERO_WORKSPACE_QUOTA_MIB", global = true, value_name = "MIB", default_value_t = hero_backend::execution::sandbox::SandboxLimits::default().quota_bytes >> 20)]
     pub workspace_quota_mib: u64,
 
     /// The host uid (and gid) `bash`'s sandbox runs as when Hero runs as root; never 0
-    #[arg(long, env = "HERO_SANDBOX_UID", global = true, value_name = "UID", default_value_t = hero_backend::sandbox::NOBODY)]
+    #[arg(long, env = "HERO_SANDBOX_UID", global = true, value_name = "UID", default_value_t = hero_backend::execution::sandbox::NOBODY)]
     pub sandbox_uid: u32,
 }
 
@@ -289,11 +289,11 @@ pub struct Config {
     pub drain: std::time::Duration,
     /// Where people reach Hero, checked: an http(s) URL with a host and nothing after it.
     pub public_url: Option<axum::http::Uri>,
-    pub egress: hero_backend::egress::EgressPolicy,
+    pub egress: hero_backend::execution::egress::EgressPolicy,
     pub trusted_proxies: Vec<std::net::IpAddr>,
     pub hash_at_once: usize,
     pub limits: hero_backend::limits::Limits,
-    pub search: hero_backend::functions::websearch::SearchSettings,
+    pub search: hero_backend::execution::functions::websearch::SearchSettings,
     pub bash_max_timeout: std::time::Duration,
     pub workspace_quota_mib: u64,
     pub sandbox_uid: u32,
@@ -344,14 +344,14 @@ impl ConfigArgs {
             rounds_per_message: at_least_one(self.max_rounds as u64, "max_rounds")? as usize,
         };
         let search = {
-            use hero_backend::functions::websearch::{Backend, SearchSettings};
+            use hero_backend::execution::functions::websearch::{Backend, SearchSettings};
             let b = self.search_backend.trim();
             let backend = Backend::parse(b).with_context(|| {
                 format!("search_backend (HERO_SEARCH_BACKEND) {b:?} is not searxng or brave")
             })?;
             let url = self.search_url.filter(|u| !u.trim().is_empty());
             if let Some(u) = &url {
-                hero_backend::egress::BaseUrl::parse(u)
+                hero_backend::execution::egress::BaseUrl::parse(u)
                     .map_err(|e| anyhow::anyhow!("search_url (HERO_SEARCH_URL) {u:?}: {e}"))?;
             }
             SearchSettings {
@@ -377,7 +377,7 @@ impl ConfigArgs {
         let hash_at_once = match self.hash_at_once {
             Some(0) => bail!("hash_at_once must be at least 1"),
             Some(n) => n,
-            None => hero_backend::password::cores(),
+            None => hero_backend::accounts::password::cores(),
         };
         Ok(Config {
             addr: self.addr,
@@ -439,14 +439,14 @@ impl Config {
             token_ttl: time::Duration::hours(self.token_ttl_hours.into()),
             secure_cookie: self.secure_cookie,
             call_options: Default::default(),
-            recheck_every: hero_backend::auth::RECHECK_EVERY,
+            recheck_every: hero_backend::accounts::auth::RECHECK_EVERY,
             hash_at_once: self.hash_at_once,
             trusted_proxies: self.trusted_proxies.clone(),
             limits: self.limits.clone(),
             egress: self.egress.clone(),
             search: self.search.clone(),
             workspaces: self.data_dir.join("workspaces"),
-            sandbox: hero_backend::sandbox::SandboxLimits {
+            sandbox: hero_backend::execution::sandbox::SandboxLimits {
                 max_timeout: self.bash_max_timeout,
                 quota_bytes: self.workspace_quota_mib << 20,
                 sandbox_uid: self.sandbox_uid,

@@ -61,7 +61,7 @@ enum UserCommand {
 
 fn main() -> std::process::ExitCode {
     // Started inside a bash sandbox as its Landlock helper: restrict, become the command.
-    hero_backend::sandbox::landlock::main_if_asked();
+    hero_backend::execution::sandbox::landlock::main_if_asked();
     // The settings file's values come in as the flags they stand for (`config::layered`).
     use clap::CommandFactory;
     let argv = match server::config::layered(&Cli::command(), std::env::args_os().collect()) {

@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use hero_backend::functions::websearch::{Backend, SearchSettings};
+use hero_backend::execution::functions::websearch::{Backend, SearchSettings};
 use mock_llm::Config;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -443,11 +443,11 @@ async fn stop_during_a_follow_up_ends_the_loop() {
     {
         let ev = ev.unwrap();
         if ev.event == "message_start" && completes == 1 && !stopped {
-            let user = hero_backend::auth::login(&h.st, "alice", "alice-password")
+            let user = hero_backend::accounts::auth::login(&h.st, "alice", "alice-password")
                 .await
                 .unwrap()
                 .user;
-            hero_backend::turn::stop(&h.st, &user, session)
+            hero_backend::conversation::turn::stop(&h.st, &user, session)
                 .await
                 .unwrap();
             stopped = true;
@@ -560,7 +560,7 @@ async fn approvals_over_the_websocket() {
             execution = m["executionId"].as_str().map(str::to_owned);
             // Another user's decision is refused as if the call did not exist.
             let bob = bob(&h).await;
-            let e = hero_backend::act::decide(
+            let e = hero_backend::conversation::turn::decide(
                 &h.st,
                 &bob,
                 session,
@@ -605,12 +605,12 @@ async fn stop_with_calls_waiting_records_them_stopped() {
         .map(|r| r["id"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(ids.len(), 2);
-    let user = hero_backend::auth::login(&h.st, "alice", "alice-password")
+    let user = hero_backend::accounts::auth::login(&h.st, "alice", "alice-password")
         .await
         .unwrap()
         .user;
     assert_eq!(
-        hero_backend::turn::stop(&h.st, &user, session)
+        hero_backend::conversation::turn::stop(&h.st, &user, session)
             .await
             .unwrap(),
         2
@@ -637,7 +637,7 @@ async fn stop_with_calls_waiting_records_them_stopped() {
 /// line that names the setting when nothing is configured.
 #[tokio::test]
 async fn websearch_backends_pages_and_bounds() {
-    use hero_backend::functions::Ctx;
+    use hero_backend::execution::functions::Ctx;
     let mock = mock_llm::spawn(Config::default()).await.unwrap();
     async fn run(
         mock: &mock_llm::MockServer,
@@ -645,7 +645,7 @@ async fn websearch_backends_pages_and_bounds() {
         args: Value,
     ) -> Result<String, String> {
         let t = hero_backend::test_support::state_with(hero_backend::Settings {
-            egress: hero_backend::egress::EgressPolicy::default().allowing(mock.addr()),
+            egress: hero_backend::execution::egress::EgressPolicy::default().allowing(mock.addr()),
             search,
             ..Default::default()
         })
@@ -818,18 +818,18 @@ async fn a_restart_records_interrupted_calls() {
     let (first, second) = (requests[0].clone(), requests[1].clone());
     // The first was approved and had begun when the server stopped: its decision is in
     // the log, its result never came.
-    let user = hero_backend::auth::login(&h.st, "alice", "alice-password")
+    let user = hero_backend::accounts::auth::login(&h.st, "alice", "alice-password")
         .await
         .unwrap()
         .user;
-    let dk = hero_backend::frames::session_key(&h.st, &user, session)
+    let dk = hero_backend::conversation::frames::session_key(&h.st, &user, session)
         .await
         .unwrap();
     let mut payload = first["payload"].clone();
     payload["status"] = json!("approved");
     payload["decided_by"] = json!("user");
-    let decision = hero_backend::frames::NewFrame {
-        id: hero_backend::frames::new_id(),
+    let decision = hero_backend::conversation::frames::NewFrame {
+        id: hero_backend::conversation::frames::new_id(),
         session_id: session,
         parent_id: first["id"].as_str().map(str::to_owned),
         target_ids: vec![hero_shared::frame::TargetId::Frame(
@@ -840,11 +840,16 @@ async fn a_restart_records_interrupted_calls() {
         author_id: Some(user.id()),
         payload,
     };
-    hero_backend::frames::append(&h.st, &dk, decision)
+    hero_backend::conversation::frames::append(&h.st, &dk, decision)
         .await
         .unwrap();
     let st = h.st.restarted();
-    assert_eq!(hero_backend::act::recover(&st).await.unwrap(), 1);
+    assert_eq!(
+        hero_backend::conversation::turn::recover(&st)
+            .await
+            .unwrap(),
+        1
+    );
     let frames = h.frames(session).await;
     let results = of_type(&frames, "result");
     assert_eq!(results.len(), 1);
@@ -918,9 +923,16 @@ async fn prompts_are_answered_once() {
     );
     // Another user's session is a missing one.
     let bob = bob(&h).await;
-    let e = hero_backend::answers::answer(&h.st, &bob, session, &msg, "color", json!("red"))
-        .await
-        .unwrap_err();
+    let e = hero_backend::conversation::answers::answer(
+        &h.st,
+        &bob,
+        session,
+        &msg,
+        "color",
+        json!("red"),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.status(), StatusCode::NOT_FOUND);
 }
 
@@ -1012,12 +1024,12 @@ async fn a_question_waits_for_its_answer() {
     assert!(of_type(&frames, "result").is_empty());
 
     let bob = bob(&h).await;
-    let e = hero_backend::act::answer_question(
+    let e = hero_backend::conversation::turn::answer_question(
         &h.st,
         &bob,
         session,
         req["id"].as_str().unwrap(),
-        hero_backend::act::Answer::Given(json!("no")),
+        hero_backend::conversation::act::Answer::Given(json!("no")),
     )
     .await
     .unwrap_err();
@@ -1190,7 +1202,12 @@ async fn a_timed_question_survives_a_restart() {
     // The first process shuts down: its timer records nothing.
     h.st.hub.close();
     let st = h.st.restarted();
-    assert_eq!(hero_backend::act::recover(&st).await.unwrap(), 0);
+    assert_eq!(
+        hero_backend::conversation::turn::recover(&st)
+            .await
+            .unwrap(),
+        0
+    );
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
     let results = of_type(&frames, "result");
@@ -1215,12 +1232,12 @@ async fn stop_ends_a_waiting_question() {
     )
     .await;
     let req = question(&h, session).await;
-    let user = hero_backend::auth::login(&h.st, "alice", "alice-password")
+    let user = hero_backend::accounts::auth::login(&h.st, "alice", "alice-password")
         .await
         .unwrap()
         .user;
     assert_eq!(
-        hero_backend::turn::stop(&h.st, &user, session)
+        hero_backend::conversation::turn::stop(&h.st, &user, session)
             .await
             .unwrap(),
         1
@@ -1354,9 +1371,9 @@ async fn an_answer_in_chat_is_noticed_and_the_prompt_updated() {
 /// leaves its /dev writable) is refused.
 #[tokio::test]
 async fn the_server_executable_is_its_own_landlock_helper() {
-    use hero_backend::sandbox::{Ended, Sandbox, SandboxLimits};
+    use hero_backend::execution::sandbox::{Ended, Sandbox, SandboxLimits};
     let dir = tempfile::tempdir().unwrap();
-    hero_backend::sandbox::let_the_sandbox_in(dir.path()).unwrap();
+    hero_backend::execution::sandbox::let_the_sandbox_in(dir.path()).unwrap();
     let sandbox = Sandbox::new(
         dir.path().join("workspaces"),
         SandboxLimits {

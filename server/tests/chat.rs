@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use hero_backend::egress::EgressPolicy;
+use hero_backend::execution::egress::EgressPolicy;
 use hero_shared::api::{CreateAgentRequest, ProviderKind};
 use mock_llm::{Answer, Config};
 use reqwest::StatusCode;
@@ -196,7 +196,7 @@ async fn context_is_compiled_from_frames() {
 /// appended since by another path: then it reads the log again, and sees that frame.
 #[tokio::test]
 async fn context_follows_frames_appended_outside_turns() {
-    use hero_backend::frames;
+    use hero_backend::conversation::frames;
     use hero_shared::frame::AuthorType;
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("an answer")]))
         .await
@@ -1147,7 +1147,7 @@ async fn the_mock_on_loopback_is_refused_without_the_allowance() {
     let then = EgressPolicy::default()
         .allowing(mock.addr())
         .allowing(metadata);
-    let alice = hero_backend::auth::login(&h.st, "alice", "alice-password")
+    let alice = hero_backend::accounts::auth::login(&h.st, "alice", "alice-password")
         .await
         .unwrap()
         .user;
@@ -1558,7 +1558,7 @@ async fn a_tab_opened_mid_reply_gets_the_reply_so_far_at_once() {
 
 #[tokio::test]
 async fn the_frame_list_starts_at_the_last_compact_unless_asked_for_all() {
-    use hero_backend::frames;
+    use hero_backend::conversation::frames;
     use hero_shared::frame::{AuthorType, FrameType};
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("an answer")]))
         .await
@@ -1647,7 +1647,7 @@ async fn a_reply_ends_at_the_turn_deadline_with_what_arrived() {
 async fn thinking_past_its_cap_ends_the_reply() {
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer {
         text: "never reached".into(),
-        thinking: Some("t".repeat(hero_backend::turn::MAX_THINKING_BYTES + 1)),
+        thinking: Some("t".repeat(hero_backend::conversation::turn::MAX_THINKING_BYTES + 1)),
         chunk_bytes: Some(64 * 1024),
         ..Answer::default()
     }]))
@@ -1821,7 +1821,7 @@ async fn a_whole_json_answer_to_a_streaming_request_is_read_as_the_message() {
 /// Tool-call arguments past their cap end the reply with a message of their own.
 #[tokio::test]
 async fn tool_arguments_past_their_cap_end_the_reply() {
-    let big = "a".repeat(hero_backend::turn::MAX_TOOL_INPUT_BYTES + 1);
+    let big = "a".repeat(hero_backend::conversation::turn::MAX_TOOL_INPUT_BYTES + 1);
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer {
         text: "calling".into(),
         tool_calls: vec![mock_llm::ToolCall {
@@ -1855,11 +1855,11 @@ async fn tool_arguments_past_their_cap_end_the_reply() {
 /// the socket closes nothing of it stays held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_users_subscriptions_stall_no_other_user() {
-    use hero_backend::frames::{self, NewFrame};
+    use hero_backend::conversation::frames::{self, NewFrame};
     use hero_shared::frame::AuthorType;
     use tokio_tungstenite::tungstenite::Message;
     let h = hero(&[]).await;
-    let alice = hero_backend::auth::login(&h.st, "alice", "alice-password")
+    let alice = hero_backend::accounts::auth::login(&h.st, "alice", "alice-password")
         .await
         .unwrap()
         .user;
@@ -1867,7 +1867,7 @@ async fn one_users_subscriptions_stall_no_other_user() {
     // Half of them with 500 frames each to replay, half with one.
     for i in 0..64 {
         let frames_each = if i < 32 { 500 } else { 1 };
-        let s = hero_backend::sessions::create(
+        let s = hero_backend::conversation::sessions::create(
             &h.st,
             &alice,
             hero_shared::api::CreateSessionRequest {

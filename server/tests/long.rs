@@ -117,7 +117,7 @@ async fn messages_are_hidden_and_shown_again() {
         .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     let bob = bob(&h).await;
-    let e = hero_backend::frames::set_hidden(&h.st, &bob, session, &id, true)
+    let e = hero_backend::conversation::frames::set_hidden(&h.st, &bob, session, &id, true)
         .await
         .unwrap_err();
     assert_eq!(e.status(), StatusCode::NOT_FOUND);
@@ -210,11 +210,11 @@ async fn compact_summarises_and_the_next_call_starts_there() {
 
     // After a restart, the context still starts at the summary.
     let st = h.st.restarted();
-    let user = hero_backend::auth::login(&st, "alice", "alice-password")
+    let user = hero_backend::accounts::auth::login(&st, "alice", "alice-password")
         .await
         .unwrap()
         .user;
-    let mut handle = hero_backend::turn::post(
+    let mut handle = hero_backend::conversation::turn::post(
         &st,
         &user,
         session,
@@ -338,15 +338,15 @@ async fn the_view_pages() {
     let mock = mock().await;
     let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
-    let user = hero_backend::auth::login(&h.st, "alice", "alice-password")
+    let user = hero_backend::accounts::auth::login(&h.st, "alice", "alice-password")
         .await
         .unwrap()
         .user;
-    let dk = hero_backend::frames::session_key(&h.st, &user, session)
+    let dk = hero_backend::conversation::frames::session_key(&h.st, &user, session)
         .await
         .unwrap();
     let write = |i: usize, compact: bool| {
-        let mut f = hero_backend::frames::NewFrame::message(
+        let mut f = hero_backend::conversation::frames::NewFrame::message(
             session,
             hero_shared::frame::AuthorType::User,
             Some(user.id()),
@@ -357,7 +357,11 @@ async fn the_view_pages() {
             f.payload = json!({"role": "system", "content": "summary", "messages": i});
         }
         let (st, dk) = (h.st.clone(), dk.clone());
-        async move { hero_backend::frames::append(&st, &dk, f).await.unwrap() }
+        async move {
+            hero_backend::conversation::frames::append(&st, &dk, f)
+                .await
+                .unwrap()
+        }
     };
     // 30 messages, a summary, then 120 messages.
     for i in 0..30 {

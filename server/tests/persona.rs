@@ -197,11 +197,11 @@ async fn context_files_are_read_and_written_where_they_belong() {
     assert_eq!((s, v["level"].as_str()), (StatusCode::OK, Some("virtual")));
     // Another user's agent is a missing one.
     let bob = bob(&h).await;
-    let e = hero_backend::context_files::list_files(&h.st, &bob, open)
+    let e = hero_backend::agents::context_files::list_files(&h.st, &bob, open)
         .await
         .unwrap_err();
     assert_eq!(e.status(), StatusCode::NOT_FOUND);
-    let e = hero_backend::context_files::write_file(&h.st, &bob, open, "SOUL.md", "mine")
+    let e = hero_backend::agents::context_files::write_file(&h.st, &bob, open, "SOUL.md", "mine")
         .await
         .unwrap_err();
     assert_eq!(e.status(), StatusCode::NOT_FOUND);
@@ -524,7 +524,7 @@ async fn summoning_writes_the_persona_or_falls_back() {
         StatusCode::BAD_REQUEST
     );
     let bob = bob(&h).await;
-    let e = hero_backend::summon::summon(
+    let e = hero_backend::agents::summon::summon(
         &h.st,
         &bob,
         pre,

@@ -74,7 +74,7 @@ async fn the_first_run_password_is_in_a_private_file_and_nowhere_else() {
     {
         assert_eq!(mode(&file), 0o600, "the password file is private");
         // Searchable by the sandbox's own uid under a server run as root, never listable.
-        let private = if hero_backend::sandbox::running_as_root() {
+        let private = if hero_backend::execution::sandbox::running_as_root() {
             0o711
         } else {
             0o700

@@ -21,9 +21,16 @@ pub async fn answer_prompt(
             "the answer is not JSON".into(),
         ))
     })?;
-    hero_backend::answers::answer(&st, &user, session_id, &message_id, &element_id, answer)
-        .await
-        .map_err(fail)
+    hero_backend::conversation::answers::answer(
+        &st,
+        &user,
+        session_id,
+        &message_id,
+        &element_id,
+        answer,
+    )
+    .await
+    .map_err(fail)
 }
 
 /// The user's decision on a call waiting for it.
@@ -35,7 +42,7 @@ pub async fn decide_call(
 ) -> Result<(), ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::act::decide(&st, &user, session_id, &request_id, approved)
+    hero_backend::conversation::act::decide(&st, &user, session_id, &request_id, approved)
         .await
         .map(|_| ())
         .map_err(fail)
@@ -50,7 +57,7 @@ pub async fn always_allow(
 ) -> Result<(), ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::permissions::set(
+    hero_backend::execution::permissions::set(
         &st,
         &user,
         &function,
@@ -58,7 +65,7 @@ pub async fn always_allow(
     )
     .await
     .map_err(fail)?;
-    hero_backend::act::decide(&st, &user, session_id, &request_id, true)
+    hero_backend::conversation::act::decide(&st, &user, session_id, &request_id, true)
         .await
         .map(|_| ())
         .map_err(fail)

@@ -25,7 +25,7 @@ pub async fn session_view(
 ) -> Result<CompiledView, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::frames::view(&st, &user, session_id, from_seq)
+    hero_backend::conversation::frames::view(&st, &user, session_id, from_seq)
         .await
         .map_err(fail)
 }
@@ -40,7 +40,7 @@ pub async fn post_message(
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
     let req = hero_shared::api::PostMessageRequest { content, private };
-    let handle = hero_backend::turn::post(&st, &user, session_id, req)
+    let handle = hero_backend::conversation::turn::post(&st, &user, session_id, req)
         .await
         .map_err(fail)?;
     Ok(handle.message_id)
@@ -55,7 +55,7 @@ pub async fn set_hidden(
 ) -> Result<(), ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::frames::set_hidden(&st, &user, session_id, &frame_id, hidden)
+    hero_backend::conversation::frames::set_hidden(&st, &user, session_id, &frame_id, hidden)
         .await
         .map_err(fail)
 }
@@ -68,7 +68,7 @@ pub async fn earlier_messages(
 ) -> Result<(i64, CompiledView), ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::frames::earlier(&st, &user, session_id, before_seq)
+    hero_backend::conversation::frames::earlier(&st, &user, session_id, before_seq)
         .await
         .map(|v| (before_seq, v))
         .map_err(fail)
@@ -79,7 +79,7 @@ pub async fn earlier_messages(
 pub async fn abort_turn(session_id: i64) -> Result<usize, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::turn::stop(&st, &user, session_id)
+    hero_backend::conversation::turn::stop(&st, &user, session_id)
         .await
         .map_err(fail)
 }
@@ -104,7 +104,7 @@ pub async fn set_session_agent(
         agent_id: Some(Some(agent_id)),
         ..Default::default()
     };
-    hero_backend::sessions::update(&st.db, &user, session_id, req)
+    hero_backend::conversation::sessions::update(&st.db, &user, session_id, req)
         .await
         .map_err(fail)
 }
@@ -197,7 +197,7 @@ pub const PLACEHOLDER: &str = "Write a message (Enter sends, Shift+Enter adds a 
 pub async fn system_prompt(session_id: i64) -> Result<String, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::persona::for_session(&st, &user, session_id)
+    hero_backend::agents::persona::for_session(&st, &user, session_id)
         .await
         .map_err(fail)
 }

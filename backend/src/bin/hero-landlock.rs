@@ -2,7 +2,7 @@
 //! started exactly as the server's own executable is (`hero __hero-landlock …`), so the
 //! tests go through the same arguments. Usage: `hero-landlock __hero-landlock PROGRAM ARGS…`.
 
-use hero_backend::sandbox::landlock::{ARG, Exit, main_if_asked};
+use hero_backend::execution::sandbox::landlock::{ARG, Exit, main_if_asked};
 
 fn main() {
     main_if_asked();

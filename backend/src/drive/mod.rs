@@ -5,6 +5,7 @@
 //! - [`events`]: the turn executor. The poster's event stream polls the turn itself
 //!   ([`events::TurnEvents`]); a poster that leaves or stops reading hands the turn to a
 //!   task of its own, found by one [`events::Watch`] for all turns.
+//! - [`abort`]: the stop signal of a turn ([`abort::Abort`]), and its cheap watch.
 //! - [`wake`]: waiting cheaply, token after token: [`wake::Alarm`], [`wake::Silence`],
 //!   [`wake::Armed`], and the [`wake::Signals`] word whose [`wake::Flag`]s they raise.
 //!
@@ -14,6 +15,7 @@
 //! poster once and in order (or the poster is told it fell behind), and that the turn
 //! finishes exactly once whoever drives it.
 
+pub mod abort;
 pub mod events;
 pub mod wake;
 

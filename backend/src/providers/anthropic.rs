@@ -40,10 +40,10 @@ pub fn body(call: &Call<'_>) -> Value {
     body.insert("max_tokens".into(), json!(DEFAULT_MAX_TOKENS));
     // The agent's config overrides defaults; the keys below are Hero's and were refused in
     // the config when it was saved.
-    for (k, v) in &call.agent.config {
+    for (k, v) in &call.endpoint.config {
         body.insert(k.clone(), v.clone());
     }
-    body.insert("model".into(), json!(call.agent.model));
+    body.insert("model".into(), json!(call.endpoint.model));
     if !call.system.is_empty() {
         body.insert("system".into(), json!(call.system));
     }
@@ -67,16 +67,19 @@ fn read_error(body: &str) -> Option<String> {
 }
 
 pub async fn stream(
-    client: &crate::egress::Outbound,
+    client: &crate::execution::egress::Outbound,
     opts: &CallOptions,
     call: &Call<'_>,
 ) -> Result<DeltaStream, ProviderError> {
-    let key = call.agent.api_key.clone().ok_or_else(|| {
+    let key = call.endpoint.api_key.clone().ok_or_else(|| {
         ProviderError::Config("this agent has no API key; set one on the Agents page".into())
     })?;
     let url = target(
         client,
-        call.agent.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL),
+        call.endpoint
+            .base_url
+            .as_deref()
+            .unwrap_or(DEFAULT_BASE_URL),
         "/v1/messages",
     )?;
     let body = body(call);

@@ -7,7 +7,7 @@
 //! backoff, a few times); every other failure ends the call with a [`ProviderError`] whose
 //! text a person can act on. What streamed before a failure is the caller's to keep.
 //!
-//! Every call goes through the egress policy ([`crate::egress`]): its URL is checked before
+//! Every call goes through the egress policy ([`crate::execution::egress`]): its URL is checked before
 //! each call, whatever was allowed when the agent was saved. What a provider's answer says
 //! reaches the user only as the provider's JSON error message, cut to a sentence, and a
 //! failed connection is one line naming the host: a base URL pointed at some other service
@@ -23,8 +23,7 @@ use std::time::Duration;
 use futures::Stream;
 use hero_shared::api::ProviderKind;
 
-use crate::agents::AgentRuntime;
-use crate::egress::{Outbound, PublicUrl};
+use crate::execution::egress::{Outbound, PublicUrl};
 
 /// One piece of a reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -177,8 +176,29 @@ impl Default for CallOptions {
     }
 }
 
+/// Where and how a model is called: what an agent's row says of its provider. Holds the API
+/// key in clear, so it neither prints it nor serialises.
+pub struct Endpoint {
+    pub provider: ProviderKind,
+    pub model: String,
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+    /// Extra body fields of every request (`temperature`, `max_tokens`, …).
+    pub config: serde_json::Map<String, serde_json::Value>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("provider", &self.provider)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "…"))
+            .finish()
+    }
+}
+
 pub struct Call<'a> {
-    pub agent: &'a AgentRuntime,
+    pub endpoint: &'a Endpoint,
     pub system: String,
     pub messages: Vec<ChatMessage>,
     /// Offered as native tools (none: the model answers in text only).
@@ -192,7 +212,7 @@ pub async fn stream(
     opts: &CallOptions,
     call: Call<'_>,
 ) -> Result<DeltaStream, ProviderError> {
-    Ok(match call.agent.provider {
+    Ok(match call.endpoint.provider {
         ProviderKind::Anthropic => anthropic::stream(client, opts, &call).await?,
         ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {
             openai::stream(client, opts, &call).await?
@@ -210,7 +230,7 @@ pub async fn collect(
     call: Call<'_>,
     within: Duration,
     max_bytes: usize,
-    abort: Option<&crate::turn::Abort>,
+    abort: Option<&crate::drive::abort::Abort>,
 ) -> Result<String, String> {
     use futures::StreamExt;
     let read = async {
@@ -341,7 +361,7 @@ async fn send_with_retry(
             .await
             .map_err(|_| ProviderError::Timeout(opts.first_byte_timeout.as_secs()))?
             .map_err(|e| {
-                if let Some(refused) = crate::egress::refusal_in(&e) {
+                if let Some(refused) = crate::execution::egress::refusal_in(&e) {
                     ProviderError::Refused(refused.to_string())
                 } else if e.is_timeout() {
                     ProviderError::Timeout(opts.first_byte_timeout.as_secs())

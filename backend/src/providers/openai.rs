@@ -42,10 +42,10 @@ pub fn body(call: &Call<'_>) -> Value {
         }
     }
     let mut body = serde_json::Map::new();
-    for (k, v) in &call.agent.config {
+    for (k, v) in &call.endpoint.config {
         body.insert(k.clone(), v.clone());
     }
-    body.insert("model".into(), json!(call.agent.model));
+    body.insert("model".into(), json!(call.endpoint.model));
     body.insert("messages".into(), json!(messages));
     if !call.tools.is_empty() {
         let tools: Vec<Value> = call
@@ -65,17 +65,21 @@ fn read_error(body: &str) -> Option<String> {
 }
 
 pub async fn stream(
-    client: &crate::egress::Outbound,
+    client: &crate::execution::egress::Outbound,
     opts: &CallOptions,
     call: &Call<'_>,
 ) -> Result<DeltaStream, ProviderError> {
-    let key = call.agent.api_key.clone();
-    if key.is_none() && call.agent.provider == ProviderKind::OpenAi {
+    let key = call.endpoint.api_key.clone();
+    if key.is_none() && call.endpoint.provider == ProviderKind::OpenAi {
         return Err(ProviderError::Config(
             "this agent has no API key; set one on the Agents page".into(),
         ));
     }
-    let base = call.agent.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
+    let base = call
+        .endpoint
+        .base_url
+        .as_deref()
+        .unwrap_or(DEFAULT_BASE_URL);
     let url = target(client, base, "/chat/completions")?;
     let body = body(call);
     let resp = send_with_retry(

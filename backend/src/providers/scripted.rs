@@ -159,7 +159,7 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
         .collect();
     let results: Vec<&str> = results.iter().map(String::as_str).collect();
     // A summoning call: the persona comes from the description's own words.
-    if call.system == crate::prompt::SUMMON {
+    if call.system == crate::agents::prompt::SUMMON {
         let description = last_user
             .strip_prefix("Description: ")
             .unwrap_or(&last_user);
@@ -187,9 +187,9 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
 }
 
 /// A call's result as the demo reads it: Hero's note (its first sentence), then what the
-/// call returned, from the block Hero quotes it in ([`crate::turn::told`]).
+/// call returned, from the block Hero quotes it in ([`crate::conversation::context::told`]).
 fn quoted_result(text: &str) -> Option<String> {
-    let tag = crate::turn::RESULT_TAG;
+    let tag = crate::contain::RESULT_TAG;
     let rest = text.strip_prefix("[System] ")?;
     let (note, rest) = rest.split_once(&format!("\n<{tag} "))?;
     let (_, body) = rest.split_once(">\n")?;

@@ -1,6 +1,6 @@
 //! The `context_files` table: an agent's context files (reference 002), at the agent's own
 //! level (`user_id` NULL) or a user's own copy. The content arrives and leaves sealed
-//! ([`crate::context_files`] seals and opens it). On the hot connection: a turn reads them
+//! ([`crate::agents::context_files`] seals and opens it). On the hot connection: a turn reads them
 //! in the transaction that appends the user's message.
 
 use rusqlite::{Connection, OptionalExtension, params};

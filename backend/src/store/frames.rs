@@ -1,6 +1,6 @@
 //! The `frames` table: the append-only log. Rows are only ever inserted (on the hot
 //! connection, `seq` assigned inside the insert) and read; nothing here updates or deletes.
-//! Payloads arrive sealed and leave sealed: [`crate::frames`] seals and opens them.
+//! Payloads arrive sealed and leave sealed: [`crate::conversation::frames`] seals and opens them.
 
 use sqlx::SqlitePool;
 

@@ -77,7 +77,7 @@ pub async fn get<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
     row.as_ref().map(SessionRow::read).transpose()
 }
 
-/// What a session is made or changed with (validated by [`crate::sessions`]).
+/// What a session is made or changed with (validated by [`crate::conversation::sessions`]).
 pub struct SessionFields<'a> {
     pub name: &'a str,
     pub status: &'a str,

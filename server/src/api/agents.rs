@@ -64,7 +64,7 @@ pub async fn files(
     ApiPath(id): ApiPath<i64>,
 ) -> ApiResult<Json<Vec<ContextFileDto>>> {
     Ok(Json(
-        hero_backend::context_files::list_files(&st, &user, id).await?,
+        hero_backend::agents::context_files::list_files(&st, &user, id).await?,
     ))
 }
 
@@ -74,7 +74,7 @@ pub async fn read_file(
     ApiPath((id, name)): ApiPath<(i64, String)>,
 ) -> ApiResult<Json<ContextFileContent>> {
     Ok(Json(
-        hero_backend::context_files::read_file(&st, &user, id, &name).await?,
+        hero_backend::agents::context_files::read_file(&st, &user, id, &name).await?,
     ))
 }
 
@@ -86,7 +86,8 @@ pub async fn write_file(
     ApiJson(req): ApiJson<PutContextFileRequest>,
 ) -> ApiResult<Json<ContextFileContent>> {
     Ok(Json(
-        hero_backend::context_files::write_file(&st, &user, id, &name, &req.content).await?,
+        hero_backend::agents::context_files::write_file(&st, &user, id, &name, &req.content)
+            .await?,
     ))
 }
 
@@ -97,7 +98,7 @@ pub async fn system_prompt(
     ApiPath(session_id): ApiPath<i64>,
 ) -> ApiResult<Json<SystemPromptDto>> {
     Ok(Json(SystemPromptDto {
-        prompt: hero_backend::persona::for_session(&st, &user, session_id).await?,
+        prompt: hero_backend::agents::persona::for_session(&st, &user, session_id).await?,
     }))
 }
 
@@ -111,6 +112,6 @@ pub async fn summon(
 ) -> ApiResult<(StatusCode, Json<AgentDto>)> {
     Ok((
         StatusCode::ACCEPTED,
-        Json(hero_backend::summon::summon(&st, &user, id, req).await?),
+        Json(hero_backend::agents::summon::summon(&st, &user, id, req).await?),
     ))
 }

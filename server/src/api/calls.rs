@@ -4,7 +4,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use hero_backend::{AppState, act, permissions};
+use hero_backend::{AppState, conversation::turn, execution::permissions};
 use hero_shared::api::{
     AnswerRequest, ApprovalRequest, PermissionDto, SetPermissionRequest, WorkspaceDto,
 };
@@ -26,7 +26,7 @@ pub async fn workspace(
     Authed(user): Authed,
 ) -> ApiResult<Json<WorkspaceDto>> {
     Ok(Json(
-        hero_backend::functions::bash::workspace(&st, &user).await?,
+        hero_backend::execution::functions::bash::workspace(&st, &user).await?,
     ))
 }
 
@@ -36,7 +36,7 @@ pub async fn empty_workspace(
     Authed(user): Authed,
 ) -> ApiResult<Json<WorkspaceDto>> {
     Ok(Json(
-        hero_backend::functions::bash::empty_workspace(&st, &user).await?,
+        hero_backend::execution::functions::bash::empty_workspace(&st, &user).await?,
     ))
 }
 
@@ -58,7 +58,7 @@ pub async fn decide(
     ApiPath((session_id, request_id)): ApiPath<(i64, String)>,
     ApiJson(req): ApiJson<ApprovalRequest>,
 ) -> ApiResult<Json<Value>> {
-    let status = act::decide(&st, &user, session_id, &request_id, req.approved).await?;
+    let status = turn::decide(&st, &user, session_id, &request_id, req.approved).await?;
     Ok(Json(json!({
         "request_id": request_id,
         "status": match status {
@@ -75,7 +75,7 @@ pub async fn answer(
     ApiPath(session_id): ApiPath<i64>,
     ApiJson(req): ApiJson<AnswerRequest>,
 ) -> ApiResult<axum::http::StatusCode> {
-    hero_backend::answers::answer(
+    hero_backend::conversation::answers::answer(
         &st,
         &user,
         session_id,

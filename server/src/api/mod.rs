@@ -8,8 +8,8 @@ use axum::http::{HeaderValue, StatusCode, header, request::Parts};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use hero_backend::auth::{self, AuthUser};
-use hero_backend::{AppState, Error, sessions};
+use hero_backend::accounts::auth::{self, AuthUser};
+use hero_backend::{AppState, Error, conversation::sessions};
 use hero_shared::api::{
     ChangePasswordRequest, CreateSessionRequest, ErrorBody, LoginRequest, LoginResponse,
     SessionDto, UpdateSessionRequest, UserDto,

@@ -15,8 +15,8 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
+use hero_backend::conversation::turn::TurnEvents;
 use hero_backend::drive::wake::Silence;
-use hero_backend::turn::TurnEvents;
 
 /// Silence after which a comment line keeps proxies from closing the stream (axum's default).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);

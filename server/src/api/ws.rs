@@ -9,9 +9,9 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use futures::{SinkExt, StreamExt};
 use hero_backend::AppState;
-use hero_backend::auth::AuthUser;
-use hero_backend::feed::SessionFeed;
-use hero_backend::hub::HubEvent;
+use hero_backend::accounts::auth::AuthUser;
+use hero_backend::conversation::feed::SessionFeed;
+use hero_backend::conversation::hub::HubEvent;
 use hero_shared::feed::{MessageChunk, SessionEvent};
 use hero_shared::wire::{WsClientMessage, WsServerMessage};
 use std::pin::Pin;
@@ -150,9 +150,11 @@ async fn approve(
     execution_id: &str,
     approved: bool,
 ) -> Option<WsServerMessage> {
-    let decided = match hero_backend::frames::session_of(st, user, execution_id).await {
+    let decided = match hero_backend::conversation::frames::session_of(st, user, execution_id).await
+    {
         Ok(session_id) => {
-            hero_backend::act::decide(st, user, session_id, execution_id, approved).await
+            hero_backend::conversation::turn::decide(st, user, session_id, execution_id, approved)
+                .await
         }
         Err(e) => Err(e),
     };
@@ -169,22 +171,23 @@ async fn respond(
     assertion_id: &str,
     answer: serde_json::Value,
 ) -> Option<WsServerMessage> {
-    let answered = match hero_backend::frames::session_of(st, user, assertion_id).await {
-        Ok(session_id) => match hero_backend::answers::check_size(&answer) {
-            Ok(()) => {
-                hero_backend::act::answer_question(
-                    st,
-                    user,
-                    session_id,
-                    assertion_id,
-                    hero_backend::act::Answer::Given(answer),
-                )
-                .await
-            }
+    let answered =
+        match hero_backend::conversation::frames::session_of(st, user, assertion_id).await {
+            Ok(session_id) => match hero_backend::conversation::answers::check_size(&answer) {
+                Ok(()) => {
+                    hero_backend::conversation::turn::answer_question(
+                        st,
+                        user,
+                        session_id,
+                        assertion_id,
+                        hero_backend::conversation::act::Answer::Given(answer),
+                    )
+                    .await
+                }
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
-        },
-        Err(e) => Err(e),
-    };
+        };
     answered.err().map(|e| WsServerMessage::Error {
         error: e.public_message(),
     })
@@ -210,7 +213,7 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
             }
             _ = recheck.tick() => {
                 // Logout, a password change or a disabled account ends the socket too.
-                if !hero_backend::auth::still_valid(&st, &user).await {
+                if !hero_backend::accounts::auth::still_valid(&st, &user).await {
                     let _ = send(&mut sink, &WsServerMessage::Error { error: "this sign-in has ended".into() }).await;
                     let _ = sink.close().await;
                     return;
@@ -224,7 +227,7 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
                 };
                 let reply = match serde_json::from_str::<WsClientMessage>(&text) {
                     Err(e) => Some(WsServerMessage::Error { error: format!("unreadable message: {e}") }),
-                    Ok(WsClientMessage::Abort { session_id }) => match hero_backend::turn::stop(&st, &user, session_id).await {
+                    Ok(WsClientMessage::Abort { session_id }) => match hero_backend::conversation::turn::stop(&st, &user, session_id).await {
                         Ok(_) => None,
                         Err(e) => Some(WsServerMessage::Error { error: e.public_message() }),
                     },

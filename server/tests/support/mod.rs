@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use hero_backend::egress::EgressPolicy;
+use hero_backend::execution::egress::EgressPolicy;
 use hero_backend::providers::CallOptions;
 use hero_backend::{AppState, Settings, accounts, test_support};
 use reqwest::StatusCode;
@@ -68,7 +68,7 @@ pub async fn hero_with(allow: &[std::net::SocketAddr], tweak: impl FnOnce(&mut S
             .iter()
             .fold(EgressPolicy::default(), |p, a| p.allowing(*a)),
         // The server binary is the sandbox's Landlock helper, as in production.
-        sandbox: hero_backend::sandbox::SandboxLimits {
+        sandbox: hero_backend::execution::sandbox::SandboxLimits {
             landlock_helper: Some(env!("CARGO_BIN_EXE_hero").into()),
             ..Default::default()
         },
@@ -263,11 +263,11 @@ pub fn last_data<'a>(events: &'a [(String, Value)], name: &str) -> &'a Value {
 
 /// A second user, bob, signed in on the backend: whose requests for alice's things must
 /// find nothing.
-pub async fn bob(h: &Hero) -> hero_backend::auth::AuthUser {
+pub async fn bob(h: &Hero) -> hero_backend::accounts::auth::AuthUser {
     hero_backend::accounts::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
         .await
         .unwrap();
-    hero_backend::auth::login(&h.st, "bob", "bob-password")
+    hero_backend::accounts::auth::login(&h.st, "bob", "bob-password")
         .await
         .unwrap()
         .user

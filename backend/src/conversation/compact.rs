@@ -1,0 +1,178 @@
+//! Compaction (reference 003, phase 6, "Compact Frames"): when a session's conversation
+//! since its last summary has grown past its agent's threshold (messages, or tokens: the
+//! provider's usage where known, else an estimate), or when the user types `/compact`, the
+//! agent is asked for a summary that keeps decisions, open questions and a TODO list
+//! ([`crate::agents::prompt::COMPACT`], a section after its own prompt). The summary is stored as a
+//! `compact` frame: the next call sends only it and what follows, and the page starts
+//! there (the older frames stay in the log, never deleted).
+//!
+//! A summary that fails (a provider error, a timeout, an empty or oversized reply, a Stop)
+//! stores nothing and says why; so does one the conversation outran (a frame appended while
+//! it was written: it would hide that frame).
+
+use hero_shared::frame::{AuthorType, Frame, FrameType};
+use serde_json::json;
+
+use crate::accounts::auth::AuthUser;
+use crate::agents::Thresholds;
+use crate::conversation::frames::{self, NewFrame};
+use crate::conversation::history::Kept;
+use crate::conversation::hub::HubEvent;
+use crate::drive::abort::Abort;
+use crate::providers::{self, Call, ChatMessage, Role};
+use crate::{AppState, Error, Result};
+
+/// The longest a summary may be.
+pub const MAX_SUMMARY_BYTES: usize = 64 << 10;
+
+/// The longest a summary may take.
+pub const WITHIN: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// Messages since the last summary in `kept` (the frames from it on).
+pub fn messages(kept: &[Kept]) -> u64 {
+    kept.iter()
+        .filter(|k| k.frame.frame_type == FrameType::Message)
+        .count() as u64
+}
+
+/// The conversation's size in tokens: what the provider counted for the last reply (its
+/// input and its output) when it said, else a quarter of the characters.
+pub fn tokens(kept: &[Kept]) -> u64 {
+    let reported = kept.iter().rev().find_map(|k| {
+        let u = k.frame.payload.get("usage")?;
+        let n = |f: &str| u.get(f).and_then(serde_json::Value::as_u64);
+        match (n("input_tokens"), n("output_tokens")) {
+            (None, None) => None,
+            (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
+        }
+    });
+    reported.unwrap_or_else(|| {
+        kept.iter()
+            .filter_map(|k| k.frame.payload.get("content")?.as_str())
+            .map(|c| c.len() as u64)
+            .sum::<u64>()
+            / 4
+    })
+}
+
+/// Whether the conversation in `kept` has crossed the thresholds.
+pub fn due(kept: &[Kept], t: Thresholds) -> bool {
+    messages(kept) >= t.messages || tokens(kept) >= t.tokens
+}
+
+/// Asks the session's agent for a summary and stores it as a `compact` frame; `Err` says
+/// why nothing was stored.
+pub async fn compact(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    abort: Option<&Abort>,
+) -> Result<Frame> {
+    let (agent, dk) = st
+        .hot_db
+        .read(&st.db, |c| {
+            crate::agents::persona::prepared(c, st, user, session_id, false)
+        })
+        .await?;
+    let kept = crate::conversation::context::load(st, &dk, session_id).await?;
+    if messages(&kept) == 0 {
+        return Err(Error::Invalid(
+            "there is nothing to summarise since the last summary".into(),
+        ));
+    }
+    let through = kept.last().map_or(0, |k| k.frame.seq);
+    let mut messages = crate::conversation::context::messages(&kept);
+    messages.push(ChatMessage::text(
+        Role::User,
+        "[System] Write the summary now, as your task says.",
+    ));
+    let call = Call {
+        endpoint: &agent.endpoint,
+        system: crate::agents::prompt::with_task(&agent.system, crate::agents::prompt::COMPACT),
+        messages,
+        tools: Vec::new(),
+    };
+    let summary = providers::collect(
+        &st.http,
+        &st.call_options,
+        call,
+        WITHIN,
+        MAX_SUMMARY_BYTES,
+        abort,
+    )
+    .await
+    .map_err(|why| Error::Invalid(format!("the summary failed: {why}; nothing was changed")))?;
+    let summary = summary.trim();
+    if summary.is_empty() {
+        return Err(Error::Invalid(
+            "the summary failed: the agent wrote nothing; nothing was changed".into(),
+        ));
+    }
+    let f = NewFrame {
+        id: frames::new_id(),
+        session_id,
+        parent_id: None,
+        target_ids: Vec::new(),
+        frame_type: FrameType::Compact,
+        author_type: AuthorType::Agent,
+        author_id: Some(agent.id),
+        payload: json!({
+            "role": "system",
+            "content": summary,
+            "agent_name": agent.name,
+            "through_seq": through,
+            "messages": crate::conversation::compact::messages(&kept),
+        }),
+    };
+    let kept = st
+        .hot_db
+        .write(&st.db, |tx| {
+            let sealed = frames::seal(&dk, f.clone())?;
+            let seq = sealed.insert(tx)?;
+            // Rolled back: a frame appended while the summary was written would be hidden
+            // behind it.
+            if seq != through + 1 {
+                return Err(Error::Conflict(
+                    "the conversation moved on while it was being summarised; nothing was changed"
+                        .into(),
+                ));
+            }
+            crate::conversation::frames::full_session(st, seq)?;
+            Ok(sealed.kept(seq))
+        })
+        .await?;
+    let frame = (*kept.frame).clone();
+    // The conversation kept in memory starts again at the summary.
+    st.history.put(session_id, vec![kept]);
+    st.hub
+        .publish(user.id(), session_id, HubEvent::Frame(frame.clone()));
+    Ok(frame)
+}
+
+/// After a turn: summarises the session if it has crossed its agent's thresholds, in a
+/// task of its own that a Stop reaches.
+pub fn maybe(st: &AppState, user: &AuthUser, session_id: i64, t: Thresholds, kept: &[Kept]) {
+    if !due(kept, t) || st.hub.is_closing() {
+        return;
+    }
+    // A summary counts as a reply in flight; with none to spare, the next turn tries again.
+    let Ok(slot) = st.turn_slots.acquire(
+        user.id(),
+        st.settings.limits.turns_per_user,
+        "replies in flight",
+    ) else {
+        return;
+    };
+    let (st, user) = (st.clone(), user.clone());
+    let acting = st.turns.acting(session_id);
+    tokio::spawn(async move {
+        let _slot = slot;
+        match compact(&st, &user, session_id, Some(acting.abort())).await {
+            Ok(_) => tracing::info!(session = session_id, "the session was summarised"),
+            Err(e) => {
+                tracing::warn!(session = session_id, error = %e, "the session could not be summarised")
+            }
+        }
+        drop(acting);
+    });
+}

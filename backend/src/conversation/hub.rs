@@ -1,0 +1,328 @@
+//! Live fan-out, and nothing else: one broadcast channel per session (for `GET
+//! /api/sessions/{id}/events`) and one per user (for the WebSocket, which mirrors every
+//! session of the user), and the shutdown signal that ends every live stream
+//! ([`Hub::close`]). The turns in flight are [`crate::conversation::turn::Registry`]'s. This is the seam
+//! a fan-out across several `hero` instances would replace.
+//!
+//! Backpressure: channels are bounded ([`CHANNEL_CAPACITY`]); publishing never waits. A
+//! subscriber that falls more than that many events behind gets `Lagged` from its receiver
+//! and is dropped and told so by the endpoint that serves it — it never holds up the reply
+//! or the other subscribers.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use hero_shared::frame::Frame;
+use hero_shared::wire::SseEvent;
+use tokio::sync::broadcast;
+
+use crate::conversation::in_flight::InFlight;
+
+pub const CHANNEL_CAPACITY: usize = 4096;
+
+/// What subscribers receive.
+#[derive(Debug, Clone)]
+pub enum HubEvent {
+    /// A persisted frame.
+    Frame(Frame),
+    /// A live event of a reply in flight (a phantom frame): never stored.
+    Stream { session_id: i64, event: SseEvent },
+    /// The raw text the provider just sent for a reply in flight (reference 000's
+    /// `message_chunk`), so a browser can run the shared parser on it itself. `offset` is
+    /// the length of the reply before it: a reader that took a snapshot of the reply
+    /// ([`InFlight::snapshot`]) skips the chunks the snapshot holds.
+    Chunk {
+        session_id: i64,
+        message_id: String,
+        delta: String,
+        offset: usize,
+    },
+    /// A reply began: readers send it as a phantom frame (reference 003).
+    Started(Arc<InFlight>),
+    /// A call waits for the user's approval (`ability_approval_request`).
+    Approval(hero_shared::feed::ApprovalPrompt),
+    /// A question of the agent's waits for the user's answer.
+    Question(hero_shared::feed::QuestionPrompt),
+    /// An agent's status changed (summoning): for the user's sockets, not a session's.
+    AgentStatus {
+        agent_id: i64,
+        status: String,
+        detail: String,
+    },
+}
+
+pub struct Hub {
+    sessions: Arc<Channels>,
+    users: Arc<Channels>,
+    /// Bumped whenever a channel gains a subscriber or is forgotten: a turn remembers
+    /// whether anyone listens until this changes ([`Hub::has_listeners_cached`]), instead of
+    /// taking the two maps' locks, which every turn shares, for every token.
+    version: Arc<AtomicU64>,
+    /// True once the server shuts down ([`Hub::close`]).
+    closing: tokio::sync::watch::Sender<bool>,
+    /// How many live streams (event streams, WebSockets) each user holds open.
+    streams: crate::limits::PerUser,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Hub {
+            sessions: Default::default(),
+            users: Default::default(),
+            version: Default::default(),
+            closing: tokio::sync::watch::Sender::new(false),
+            streams: Default::default(),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+type Channels = Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>;
+
+fn subscribe_in(map: &Arc<Channels>, version: &Arc<AtomicU64>, key: i64) -> Subscription {
+    let mut m = lock(map);
+    let rx = m
+        .entry(key)
+        .or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
+        .subscribe();
+    // After the subscriber is in: whoever sees the new version sees it.
+    version.fetch_add(1, Ordering::AcqRel);
+    Subscription {
+        rx,
+        map: map.clone(),
+        version: version.clone(),
+        key,
+    }
+}
+
+/// A subscriber's end of a channel. When the last subscriber of a channel leaves, the
+/// channel is forgotten at once (its buffer is [`CHANNEL_CAPACITY`] slots): a session or
+/// user nobody watches costs nothing, however many streams were opened and abandoned.
+pub struct Subscription {
+    rx: broadcast::Receiver<Arc<HubEvent>>,
+    map: Arc<Channels>,
+    version: Arc<AtomicU64>,
+    key: i64,
+}
+
+impl std::ops::Deref for Subscription {
+    type Target = broadcast::Receiver<Arc<HubEvent>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.rx
+    }
+}
+
+impl std::ops::DerefMut for Subscription {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.rx
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        // `rx` is still alive here, so the last subscriber sees a count of one. Subscribing
+        // takes the same lock: no one joins between the count and the removal.
+        let mut m = lock(&self.map);
+        if m.get(&self.key).is_some_and(|tx| tx.receiver_count() <= 1) {
+            m.remove(&self.key);
+            self.version.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
+
+fn send_in(map: &Channels, version: &AtomicU64, key: i64, ev: &Arc<HubEvent>) {
+    let mut m = lock(map);
+    if let Some(tx) = m.get(&key)
+        && tx.send(ev.clone()).is_err()
+    {
+        // Nobody listens any more: forget the channel so idle sessions cost nothing.
+        m.remove(&key);
+        version.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// What a turn last learnt of its listeners ([`Hub::has_listeners_cached`]).
+#[derive(Debug)]
+pub struct Listening {
+    version: AtomicU64,
+    any: AtomicBool,
+}
+
+impl Default for Listening {
+    fn default() -> Self {
+        Listening {
+            version: AtomicU64::new(u64::MAX),
+            any: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Hub {
+    pub fn subscribe_session(&self, session_id: i64) -> Subscription {
+        subscribe_in(&self.sessions, &self.version, session_id)
+    }
+
+    pub fn subscribe_user(&self, user_id: i64) -> Subscription {
+        subscribe_in(&self.users, &self.version, user_id)
+    }
+
+    /// Whether anyone listens to the session or its owner: lets the hot path skip building
+    /// an event nobody would read.
+    pub fn has_listeners(&self, user_id: i64, session_id: i64) -> bool {
+        lock(&self.sessions).contains_key(&session_id) || lock(&self.users).contains_key(&user_id)
+    }
+
+    /// [`Hub::has_listeners`], looked up again only when a channel has come or gone since
+    /// `seen` last looked.
+    pub fn has_listeners_cached(&self, user_id: i64, session_id: i64, seen: &Listening) -> bool {
+        let version = self.version.load(Ordering::Acquire);
+        if seen.version.load(Ordering::Relaxed) == version {
+            return seen.any.load(Ordering::Relaxed);
+        }
+        let any = self.has_listeners(user_id, session_id);
+        seen.any.store(any, Ordering::Relaxed);
+        seen.version.store(version, Ordering::Relaxed);
+        any
+    }
+
+    /// Sends to the session's and the owner's subscribers. Never waits.
+    pub fn publish(&self, user_id: i64, session_id: i64, ev: HubEvent) {
+        let ev = Arc::new(ev);
+        send_in(&self.sessions, &self.version, session_id, &ev);
+        send_in(&self.users, &self.version, user_id, &ev);
+    }
+
+    /// An event of the user's that belongs to no session (an agent's status).
+    pub fn publish_user(&self, user_id: i64, ev: HubEvent) {
+        send_in(&self.users, &self.version, user_id, &Arc::new(ev));
+    }
+
+    /// A live stream (an event stream or a WebSocket) for `user_id`, while they hold fewer
+    /// than `at_most`; held until the permit is dropped with the stream.
+    pub fn open_stream(
+        &self,
+        user_id: i64,
+        at_most: usize,
+    ) -> crate::Result<crate::limits::Permit> {
+        self.streams
+            .acquire(user_id, at_most, "open tabs and connections")
+    }
+
+    /// How many live streams `user_id` holds open now.
+    pub fn streams_held(&self, user_id: i64) -> usize {
+        self.streams.held(user_id)
+    }
+
+    /// The server is shutting down: every live stream sees [`Hub::closed`] and ends.
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    pub fn is_closing(&self) -> bool {
+        *self.closing.borrow()
+    }
+
+    /// Resolves once the server shuts down (at once if it already does).
+    pub fn closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.closing.subscribe();
+        async move {
+            // An error means the hub is gone, which is a shutdown too.
+            let _ = rx.wait_for(|&closing| closing).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hero_shared::wire::TextData;
+
+    fn text(session_id: i64, i: usize) -> HubEvent {
+        HubEvent::Stream {
+            session_id,
+            event: SseEvent::Text(TextData {
+                message_id: "m".into(),
+                text: i.to_string(),
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_slow_subscriber_is_dropped_without_holding_up_anyone() {
+        let hub = Hub::default();
+        let mut slow = hub.subscribe_session(1);
+        let mut fast = hub.subscribe_session(1);
+        for i in 0..CHANNEL_CAPACITY + 10 {
+            hub.publish(7, 1, text(1, i));
+            // The fast one keeps up; publishing never waited for the slow one.
+            assert!(fast.recv().await.is_ok());
+        }
+        assert!(matches!(
+            slow.recv().await,
+            Err(broadcast::error::RecvError::Lagged(10))
+        ));
+    }
+
+    #[tokio::test]
+    async fn close_wakes_every_stream_now_and_later() {
+        let hub = Hub::default();
+        let closed = hub.closed();
+        assert!(!hub.is_closing());
+        hub.close();
+        closed.await;
+        // A stream that starts waiting afterwards does not wait.
+        hub.closed().await;
+        assert!(hub.is_closing());
+    }
+
+    #[test]
+    fn cached_listening_sees_subscribers_come_and_go() {
+        let hub = Hub::default();
+        let seen = Listening::default();
+        assert!(!hub.has_listeners_cached(7, 1, &seen));
+        let rx = hub.subscribe_session(1);
+        assert!(hub.has_listeners_cached(7, 1, &seen));
+        drop(rx);
+        assert!(!hub.has_listeners_cached(7, 1, &seen));
+        let _user = hub.subscribe_user(7);
+        assert!(hub.has_listeners_cached(7, 1, &seen));
+        assert!(!hub.has_listeners_cached(8, 2, &Listening::default()));
+    }
+
+    #[test]
+    fn a_channel_is_forgotten_when_its_last_subscriber_leaves() {
+        let hub = Hub::default();
+        let subs: Vec<_> = (0..1000).map(|s| hub.subscribe_session(s)).collect();
+        let a = hub.subscribe_session(5);
+        assert_eq!(lock(&hub.sessions).len(), 1000);
+        drop(subs);
+        // Session 5 still has `a`; every other channel is gone, never published to.
+        assert_eq!(lock(&hub.sessions).keys().collect::<Vec<_>>(), [&5]);
+        drop(a);
+        assert!(lock(&hub.sessions).is_empty());
+        let u = hub.subscribe_user(7);
+        drop(u);
+        assert!(lock(&hub.users).is_empty());
+    }
+
+    #[tokio::test]
+    async fn user_channels_mirror_every_session() {
+        let hub = Hub::default();
+        let mut user = hub.subscribe_user(7);
+        hub.publish(7, 1, text(1, 1));
+        hub.publish(7, 2, text(2, 2));
+        hub.publish(8, 3, text(3, 3));
+        for want in [1, 2] {
+            match &*user.recv().await.unwrap() {
+                HubEvent::Stream { session_id, .. } => assert_eq!(*session_id, want),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(user.try_recv().is_err());
+    }
+}

@@ -1,0 +1,33 @@
+//! A session's conversation: its append-only log of frames and everything that moves it.
+//!
+//! - [`sessions`]: the user's sessions, every query scoped by the user.
+//! - [`frames`]: the log's storage (sealed payloads, per-session seq) and its bound.
+//! - [`turn`]: one turn, from the user's message to the agent's frame, and the turns in
+//!   flight ([`turn::Registry`]).
+//! - [`act`]: acting on what a message asks for: finding calls, the permission gate,
+//!   request and result frames, decisions, questions, recovery after a restart.
+//! - [`answers`]: answers to the questions in a reply (`ask`, `hml-prompt`), as frames.
+//! - [`context`]: the conversation as a model reads it, calls' results quoted.
+//! - [`compact`]: a long session's older messages folded into a summary.
+//! - [`feed`]: one reader of a session's events (the resume algorithm behind `/events` and
+//!   the WebSocket's `subscribe`).
+//! - [`history`]: the conversations turns were last given, kept decrypted between turns.
+//! - [`in_flight`]: a reply in flight as far as it has come (what a late reader is sent).
+//! - [`hub`]: live fan-out to subscribers, and the shutdown signal of live streams.
+//!
+//! May use every other folder; nothing outside it names it except the crate root and
+//! [`crate::agents::summon`] (which streams its progress through [`hub`]) and the one function
+//! handler that records an answer ([`crate::execution::functions`]'s `update_prompt`).
+//! Invariant: a frame is stored before anyone is told of it, and its `seq` is the log's order.
+
+pub mod act;
+pub mod answers;
+pub mod compact;
+pub mod context;
+pub mod feed;
+pub mod frames;
+pub mod history;
+pub mod hub;
+pub mod in_flight;
+pub mod sessions;
+pub mod turn;

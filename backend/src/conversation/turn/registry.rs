@@ -1,0 +1,222 @@
+//! The turns in flight ([`Registry`]): each one's stop signal ([`Abort`], raised by the
+//! WebSocket's `abort` or the server's shutdown), how far its reply has come
+//! ([`InFlight`]), and the watch over turns whose posters stopped reading ([`Watch`]).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::Watch;
+use crate::conversation::in_flight::InFlight;
+use crate::drive::abort::{Abort, AbortReason};
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Calls running outside a turn, by session: each with the id its guard removes it by.
+type ActingMap = Arc<Mutex<HashMap<i64, Vec<(u64, Abort)>>>>;
+
+/// Every turn in flight, by session and message id.
+#[derive(Default)]
+pub struct Registry {
+    turns: Mutex<HashMap<i64, HashMap<String, Turn>>>,
+    /// Calls running outside a turn (after a decision), by session: Stop ends them too.
+    acting: ActingMap,
+    next_act: std::sync::atomic::AtomicU64,
+    /// Turns driven by their posters, watched for posters that stop reading.
+    pub(crate) watch: Arc<Watch>,
+    /// Set by [`Registry::stop_all`] for shutdown: a turn that begins afterwards stops at once.
+    closing: AtomicBool,
+}
+
+/// A turn in flight: its stop signal and how far it has come.
+struct Turn {
+    abort: Abort,
+    live: Arc<InFlight>,
+}
+
+/// Calls running for a session outside a turn ([`Registry::acting`]).
+pub struct Acting {
+    map: ActingMap,
+    session_id: i64,
+    id: u64,
+    abort: Abort,
+}
+
+impl Acting {
+    pub fn abort(&self) -> &Abort {
+        &self.abort
+    }
+}
+
+impl Drop for Acting {
+    fn drop(&mut self) {
+        let mut m = lock(&self.map);
+        if let Some(v) = m.get_mut(&self.session_id) {
+            v.retain(|(id, _)| *id != self.id);
+            if v.is_empty() {
+                m.remove(&self.session_id);
+            }
+        }
+    }
+}
+
+impl Registry {
+    /// Registers a turn in flight; its signal is set by [`Registry::abort`], and raises `flag` too.
+    pub fn begin(&self, live: Arc<InFlight>, flag: Option<crate::drive::wake::Flag>) -> Abort {
+        let signal = Abort::with_flag(flag);
+        lock(&self.turns)
+            .entry(live.session_id)
+            .or_default()
+            .insert(
+                live.message_id.clone(),
+                Turn {
+                    abort: signal.clone(),
+                    live,
+                },
+            );
+        // A turn that begins while the server closes (after `close` stopped the others) stops
+        // at once; checked after it is registered, so no turn slips between the two.
+        if self.closing.load(Ordering::Acquire) {
+            signal.abort_for(AbortReason::Shutdown);
+        }
+        signal
+    }
+
+    pub fn end(&self, session_id: i64, message_id: &str) {
+        let mut turns = lock(&self.turns);
+        if let Some(m) = turns.get_mut(&session_id) {
+            m.remove(message_id);
+            if m.is_empty() {
+                turns.remove(&session_id);
+            }
+        }
+    }
+
+    /// Stops every turn in flight on the session, and the calls running for it; returns
+    /// how many.
+    pub fn abort(&self, session_id: i64) -> usize {
+        let acts = lock(&self.acting).get(&session_id).map_or(0, |v| {
+            v.iter().for_each(|(_, a)| a.abort());
+            v.len()
+        });
+        acts + lock(&self.turns).get(&session_id).map_or(0, |m| {
+            m.values().for_each(|t| t.abort.abort());
+            m.len()
+        })
+    }
+
+    /// Registers calls running for the session outside a turn; Stop (and shutdown) reach
+    /// them through the guard's [`Abort`] until it is dropped.
+    pub fn acting(&self, session_id: i64) -> Acting {
+        let abort = Abort::default();
+        if self.closing.load(Ordering::Acquire) {
+            abort.abort_for(AbortReason::Shutdown);
+        }
+        let id = self.next_act.fetch_add(1, Ordering::Relaxed);
+        lock(&self.acting)
+            .entry(session_id)
+            .or_default()
+            .push((id, abort.clone()));
+        Acting {
+            map: self.acting.clone(),
+            session_id,
+            id,
+            abort,
+        }
+    }
+
+    /// The session's replies in flight.
+    pub fn in_flight(&self, session_id: i64) -> Vec<Arc<InFlight>> {
+        lock(&self.turns)
+            .get(&session_id)
+            .map_or_else(Vec::new, |m| m.values().map(|t| t.live.clone()).collect())
+    }
+
+    pub fn count(&self, session_id: i64) -> usize {
+        lock(&self.turns).get(&session_id).map_or(0, HashMap::len)
+    }
+
+    /// Every turn in flight, on every session.
+    /// Turns in flight and calls running outside them (what shutdown waits for).
+    pub fn count_all(&self) -> usize {
+        lock(&self.turns).values().map(HashMap::len).sum::<usize>()
+            + lock(&self.acting).values().map(Vec::len).sum::<usize>()
+    }
+
+    /// Stops every turn in flight, and every turn that begins from now on, for shutdown:
+    /// each stores what it has (marked aborted by shutdown) and completes.
+    pub fn stop_all(&self) {
+        self.closing.store(true, Ordering::Release);
+        for turns in lock(&self.turns).values() {
+            turns
+                .values()
+                .for_each(|t| t.abort.abort_for(AbortReason::Shutdown));
+        }
+        for acts in lock(&self.acting).values() {
+            acts.iter()
+                .for_each(|(_, a)| a.abort_for(AbortReason::Shutdown));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drive::abort::AbortWatch;
+
+    fn turn(session: i64, id: &str) -> Arc<InFlight> {
+        Arc::new(InFlight::new(id, session, 9, "agent", 0))
+    }
+
+    #[test]
+    fn abort_stops_the_sessions_turns_only() {
+        let reg = Registry::default();
+        let t = reg.begin(turn(1, "a"), None);
+        assert_eq!((reg.count(1), reg.abort(2)), (1, 0));
+        assert_eq!(reg.abort(1), 1);
+        assert!(t.is_aborted());
+        assert_eq!(t.reason(), Some(AbortReason::User));
+        assert_eq!(reg.in_flight(1).len(), 1);
+        reg.end(1, "a");
+        assert_eq!((reg.count(1), reg.count_all()), (0, 0));
+    }
+
+    #[test]
+    fn stop_all_stops_every_turn_for_shutdown_and_later_ones_too() {
+        let reg = Registry::default();
+        let user_stop = reg.begin(turn(1, "m1"), None);
+        let running = reg.begin(turn(2, "m2"), None);
+        user_stop.abort();
+        reg.stop_all();
+        // The first reason given is the one a turn keeps.
+        assert_eq!(user_stop.reason(), Some(AbortReason::User));
+        assert_eq!(running.reason(), Some(AbortReason::Shutdown));
+        assert_eq!(reg.count_all(), 2);
+        let late = reg.begin(turn(3, "m3"), None);
+        assert_eq!(late.reason(), Some(AbortReason::Shutdown));
+    }
+
+    /// A turn looks at its abort through a bit of a word it reads anyway; the abort raises it.
+    #[test]
+    fn an_abort_raises_its_flag() {
+        #[derive(Default)]
+        struct Word(std::sync::atomic::AtomicU8);
+        impl crate::drive::wake::Signals for Word {
+            fn signals(&self) -> &std::sync::atomic::AtomicU8 {
+                &self.0
+            }
+        }
+        let reg = Registry::default();
+        let word = Arc::new(Word::default());
+        let watch = AbortWatch::new(reg.begin(
+            turn(1, "a"),
+            Some(crate::drive::wake::Flag::new(word.clone(), 4)),
+        ));
+        assert!(!watch.is_aborted());
+        assert_eq!(reg.abort(1), 1);
+        assert_eq!(word.0.load(Ordering::SeqCst), 4);
+        assert!(watch.is_aborted());
+    }
+}

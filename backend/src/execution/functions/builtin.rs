@@ -1,0 +1,16 @@
+//! The functions Hero ships with, one line each: taken by the composition root
+//! ([`crate::AppState::new`]) and by tests; nothing in the layers below names a handler.
+
+use super::{Registry, ask, bash, context_file, help, update_prompt, websearch};
+
+/// A registry of every builtin function.
+pub fn registry() -> Registry {
+    let mut r = Registry::empty();
+    r.register(help::Help);
+    r.register(websearch::WebSearch);
+    r.register(bash::Bash);
+    r.register(ask::Ask);
+    r.register(update_prompt::UpdatePrompt);
+    r.register(context_file::ContextFile);
+    r
+}
