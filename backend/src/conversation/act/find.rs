@@ -1,0 +1,171 @@
+//! Finding the calls a message makes: executable elements, `<interaction>` blocks,
+//! `@system(...)` in prose and native tool calls, in order, each checked against its
+//! function's schema.
+
+use hero_shared::calls::CallOrigin;
+use hero_shared::hml::ElementKind;
+use hero_shared::interaction::{self, CallSource, InteractionError};
+use serde_json::Value;
+
+use super::*;
+use crate::execution::functions::{self, Registry};
+use crate::providers::ToolCall;
+
+/// Finds the calls in a message's text and the provider's tool calls, in the order they
+/// were made, each validated against the registry.
+pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
+    let mut found: Vec<(u64, Asked)> = Vec::new();
+    let doc = if text.contains('<') {
+        Some(hero_shared::hml::parse(text))
+    } else {
+        None
+    };
+    let span_of = |id: &str| {
+        doc.as_ref()
+            .and_then(|d| d.find(id))
+            .map_or(0, |e| e.span.start)
+    };
+    // Only elements at the top of the reply are calls: one inside a display element
+    // (`<thinking>`, a todo item, a result) is quoted, as prose calls there are.
+    let top: std::collections::HashSet<&str> = doc
+        .as_ref()
+        .map(|d| {
+            d.nodes
+                .iter()
+                .filter_map(|n| match n {
+                    hero_shared::hml::Node::Element(e) => Some(e.id.as_str()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let quoted = |id: &str| !top.contains(id);
+    // Executable elements that stand for a function (`<websearch>`), complete only.
+    if let Some(d) = &doc {
+        for e in d.elements().filter(|e| !quoted(&e.id)) {
+            if !e.kind.is_executable()
+                || e.kind == ElementKind::Interaction
+                || e.truncated
+                || e.error.is_some()
+            {
+                continue;
+            }
+            let Some((_, f)) = registry.get(e.kind.name()) else {
+                continue;
+            };
+            if let Some(args) = f.args_of_element(e) {
+                found.push((
+                    e.span.start,
+                    Asked {
+                        function: e.kind.name().to_owned(),
+                        args,
+                        origin: CallOrigin::Element {
+                            element_id: e.id.clone(),
+                            kind: e.kind.name().to_owned(),
+                        },
+                        problem: None,
+                    },
+                ));
+            }
+        }
+    }
+    // `<interaction>` blocks and `@system(...)` in prose.
+    let det = interaction::detect(text);
+    // Where a detected call stands in the reply, and where it came from.
+    let origin_of = |source: &CallSource| match source {
+        CallSource::Block { element_id } => (
+            span_of(element_id),
+            CallOrigin::Element {
+                element_id: element_id.clone(),
+                kind: "interaction".into(),
+            },
+        ),
+        CallSource::Call { offset } => (*offset, CallOrigin::Prose { offset: *offset }),
+    };
+    let block_quoted = |source: &CallSource| matches!(source, CallSource::Block { element_id } if quoted(element_id));
+    for c in det.calls.into_iter().filter(|c| !block_quoted(&c.source)) {
+        let (at, origin) = origin_of(&c.source);
+        let target = c.target_id.trim_start_matches('@');
+        let problem = (target != "system").then(|| {
+            format!(
+                "only @system calls run here; `{}` is not a target Hero serves",
+                c.target_id
+            )
+        });
+        found.push((
+            at,
+            Asked {
+                function: c.target_property,
+                args: c.payload,
+                origin,
+                problem,
+            },
+        ));
+    }
+    for (source, err) in det.rejected {
+        // A block cut off by the end of the reply never runs and is not a call.
+        if err == InteractionError::Incomplete || block_quoted(&source) {
+            continue;
+        }
+        let (at, origin) = origin_of(&source);
+        found.push((
+            at,
+            Asked {
+                function: "(unreadable)".into(),
+                args: Value::Null,
+                origin,
+                problem: Some(match err {
+                    InteractionError::Malformed { detail } => {
+                        format!("the call could not be read: {detail}")
+                    }
+                    InteractionError::NotAnObject => {
+                        "an <interaction> holds a JSON object or an @system(...) call".into()
+                    }
+                    InteractionError::MissingField { field } => {
+                        format!("the interaction has no `{field}`")
+                    }
+                    InteractionError::Incomplete => unreachable!("skipped above"),
+                }),
+            },
+        ));
+    }
+    found.sort_by_key(|(at, _)| *at);
+    let mut asked: Vec<Asked> = found.into_iter().map(|(_, a)| a).collect();
+    for t in tools {
+        let mut args = t.input.clone();
+        interaction::strip_sender_ids(&mut args);
+        asked.push(Asked {
+            function: t.name.clone(),
+            problem: t
+                .input
+                .is_null()
+                .then(|| "the tool call's arguments are not a JSON object".to_owned()),
+            args,
+            origin: CallOrigin::Tool {
+                tool_use_id: t.id.clone(),
+            },
+        });
+    }
+    // Unknown functions and arguments against the schema.
+    for a in &mut asked {
+        if a.problem.is_some() {
+            continue;
+        }
+        a.problem = match registry.get(&a.function) {
+            None => Some(format!(
+                "there is no function `{}`; call @system(help) for the list",
+                a.function
+            )),
+            Some((spec, _)) => functions::schema::validate(spec.name, &spec.schema, &a.args).err(),
+        };
+    }
+    if asked.len() > MAX_CALLS_PER_MESSAGE {
+        let dropped = asked.len() - MAX_CALLS_PER_MESSAGE;
+        asked.truncate(MAX_CALLS_PER_MESSAGE);
+        let last = asked.last_mut().expect("more than the bound");
+        last.problem = Some(format!(
+            "a message may make at most {MAX_CALLS_PER_MESSAGE} calls; this one and the {dropped} after it were not run"
+        ));
+    }
+    asked
+}

@@ -1,0 +1,112 @@
+//! After a restart: approved calls that never finished are recorded as interrupted, and
+//! timed questions still open are handed back to be armed again.
+
+use hero_shared::calls::{CallRequest, CallStatus, Outcome};
+
+use super::settle::record;
+use super::*;
+use crate::{AppState, Result, store};
+
+/// What [`recover`] found.
+#[derive(Default)]
+pub struct Recovered {
+    /// Calls recorded as interrupted.
+    pub interrupted: usize,
+    /// Timed questions still open: the caller arms their timers again.
+    pub timed: Vec<Timed>,
+}
+
+/// After a restart: a call that was approved and had begun, but has no result, will never
+/// finish; it is recorded as interrupted, so that its card and the agent say so (calls still
+/// waiting for a decision wait on). Runs once at start-up, before requests are served.
+pub async fn recover(st: &AppState) -> Result<Recovered> {
+    let mut found = Recovered::default();
+    for (row, user_id) in store::frames::open_requests_everywhere(&st.db).await? {
+        let (session_id, request_id) = (row.session_id, row.id.clone());
+        // One row that cannot be read (damaged, or its user's key gone) is passed over:
+        // the others are still recovered.
+        match recover_one(st, row, user_id).await {
+            Ok(Some(RecoveredOne::Interrupted)) => found.interrupted += 1,
+            Ok(Some(RecoveredOne::Timed(t))) => found.timed.push(t),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                error = %e,
+                session = session_id,
+                request = %request_id,
+                "a call left open by the last run could not be recovered"
+            ),
+        }
+    }
+    Ok(found)
+}
+
+/// What one open request came to after a restart.
+enum RecoveredOne {
+    Interrupted,
+    Timed(Timed),
+}
+
+/// [`recover`] for one open request: a timed question to re-arm, or an approved call
+/// recorded as interrupted.
+async fn recover_one(
+    st: &AppState,
+    row: store::frames::FrameRow,
+    user_id: i64,
+) -> Result<Option<RecoveredOne>> {
+    let (session_id, request_id) = (row.session_id, row.id.clone());
+    let dk = crate::accounts::users::data_key(&st.db, &st.keys, user_id).await?;
+    let Some(message_id) = row.parent_id.clone() else {
+        return Ok(None);
+    };
+    let request = row.open(&dk)?;
+    // The request as last decided: its latest update, if any.
+    let updates = st
+        .hot_db
+        .read(&st.db, |c| {
+            store::frames::children_hot(c, session_id, &request_id)
+        })
+        .await?;
+    let latest = match updates.into_iter().rfind(|r| r.frame_type == "update") {
+        Some(u) => u.open(&dk)?.payload,
+        None => request.payload,
+    };
+    let Ok(req) = serde_json::from_value::<CallRequest>(latest) else {
+        return Ok(None);
+    };
+    // A timed question waits on, to its time (or takes its default now).
+    if let (CallStatus::Asking, Some(at)) = (req.status, req.expires_at) {
+        return Ok(Some(RecoveredOne::Timed(Timed {
+            user_id,
+            session_id,
+            request_id,
+            at,
+        })));
+    }
+    if req.status != CallStatus::Approved {
+        return Ok(None);
+    }
+    let agent_id = st
+        .hot_db
+        .read(&st.db, |c| {
+            store::sessions::agent_of(c, user_id, session_id)
+        })
+        .await?;
+    let sc = Scene {
+        user_id,
+        session_id,
+        dk,
+        message_id,
+        agent_id,
+    };
+    let o = Opened { request_id, req };
+    record(
+        st,
+        &sc,
+        &o,
+        Outcome::Error,
+        "interrupted: the server stopped before the call finished; ask for it again".into(),
+        &|_| {},
+    )
+    .await?;
+    Ok(Some(RecoveredOne::Interrupted))
+}

@@ -1,0 +1,339 @@
+//! Settling calls: running (or refusing) each decided call and storing its result, under
+//! the message's lock; Stop recording every open call as stopped.
+
+use hero_shared::calls::{CallOrigin, CallRequest, CallResult, CallStatus, Outcome};
+use hero_shared::frame::{AuthorType, FrameType, TargetId};
+use hero_shared::wire::{
+    ElementErrorData, ElementRef, ElementResult, ExecutedElement, SseEvent, ToolResult,
+};
+use serde_json::{Value, json};
+
+use super::*;
+use crate::accounts::auth::AuthUser;
+use crate::conversation::frames::{self, NewFrame};
+use crate::drive::abort::Abort;
+use crate::execution::functions::{self, Ctx};
+use crate::{AppState, Error, Result, store};
+
+/// Runs (or refuses) one call whose status is decided, stores its result and reports it
+/// through `emit`. A Stop (`abort`) while it runs ends it as stopped.
+pub async fn settle_one(
+    st: &AppState,
+    sc: &Scene,
+    o: &Opened,
+    emit: &(dyn Fn(SseEvent) + Send + Sync),
+    abort: Option<&Abort>,
+) -> Result<ExecutedElement> {
+    let element_id = o.req.origin.element_id();
+    let kind = match &o.req.origin {
+        CallOrigin::Element { kind, .. } => kind.clone(),
+        _ => o.req.function.clone(),
+    };
+    let (outcome, output) = match o.req.status {
+        CallStatus::Pending | CallStatus::Asking => {
+            return Err(Error::Internal(
+                "a call waiting for the user cannot be settled".into(),
+            ));
+        }
+        CallStatus::Invalid => (
+            Outcome::Invalid,
+            o.req
+                .problem
+                .clone()
+                .unwrap_or_else(|| "not a valid call".into()),
+        ),
+        CallStatus::Denied => (
+            Outcome::Denied,
+            if o.req.decided_by.as_deref() == Some("never") {
+                format!(
+                    "{} is not allowed (its permission is never)",
+                    o.req.function
+                )
+            } else {
+                "the user denied it".to_owned()
+            },
+        ),
+        CallStatus::Stopped => (Outcome::Stopped, "the user stopped it".to_owned()),
+        CallStatus::Approved => {
+            emit(SseEvent::ElementExecuting(ElementRef {
+                message_id: sc.message_id.clone(),
+                id: element_id.clone(),
+                kind: kind.clone(),
+                execution_id: Some(o.request_id.clone()),
+            }));
+            let cx = Ctx {
+                st,
+                user_id: sc.user_id,
+                session_id: sc.session_id,
+                agent_id: sc.agent_id,
+                registry: &st.functions,
+            };
+            let run = async {
+                use futures::FutureExt;
+                match st.functions.get(&o.req.function) {
+                    // A handler that panics is a failed call, not a call left open.
+                    Some((_, f)) => std::panic::AssertUnwindSafe(f.run(&cx, &o.req.args))
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(|_| {
+                            tracing::error!(function = %o.req.function, "a function failed unexpectedly");
+                            Err("the function failed unexpectedly; the server log has the details".into())
+                        }),
+                    None => Err(format!("there is no function `{}`", o.req.function)),
+                }
+            };
+            let ran = match abort {
+                Some(a) => tokio::select! {
+                    r = run => Some(r),
+                    () = a.aborted() => None,
+                },
+                None => Some(run.await),
+            };
+            match ran {
+                Some(Ok(out)) => (Outcome::Ok, functions::cut(out)),
+                Some(Err(e)) => (Outcome::Error, functions::cut(e)),
+                None => (
+                    Outcome::Stopped,
+                    "the user stopped it while it ran".to_owned(),
+                ),
+            }
+        }
+    };
+    record(st, sc, o, outcome, output, emit).await
+}
+
+/// Stores a call's result (what the agent is told) and reports it through `emit`.
+pub(super) async fn record(
+    st: &AppState,
+    sc: &Scene,
+    o: &Opened,
+    outcome: Outcome,
+    output: String,
+    emit: &(dyn Fn(SseEvent) + Send + Sync),
+) -> Result<ExecutedElement> {
+    let element_id = o.req.origin.element_id();
+    let kind = match &o.req.origin {
+        CallOrigin::Element { kind, .. } => kind.clone(),
+        _ => o.req.function.clone(),
+    };
+    let named = describe(&o.req.function, &o.req.args);
+    let question = (o.req.status == CallStatus::Asking)
+        .then(|| o.req.args.get("question").and_then(Value::as_str))
+        .flatten();
+    let content = match outcome {
+        Outcome::Ok if question.is_some() => format!(
+            "The user's answer to your question {:?}: {output}",
+            question.unwrap_or_default()
+        ),
+        Outcome::Ok => format!("The call {named} returned:\n{output}"),
+        Outcome::Error => format!("The call {named} failed: {output}"),
+        Outcome::Denied => format!("The call {named} was denied: {output}. It did not run."),
+        Outcome::Invalid => format!("The call {named} was not run: {output}"),
+        Outcome::Stopped => format!("The call {named} did not finish: {output}."),
+    };
+    let tool_use_id = match &o.req.origin {
+        CallOrigin::Tool { tool_use_id } => Some(tool_use_id.clone()),
+        _ => None,
+    };
+    let result = CallResult {
+        function: o.req.function.clone(),
+        outcome,
+        content,
+        output: output.clone(),
+        tool_use_id: tool_use_id.clone(),
+    };
+    let f = NewFrame {
+        id: frames::new_id(),
+        session_id: sc.session_id,
+        parent_id: Some(o.request_id.clone()),
+        target_ids: sc
+            .agent_id
+            .map(|a| vec![TargetId::Agent(a.to_string())])
+            .unwrap_or_default(),
+        frame_type: FrameType::Result,
+        author_type: AuthorType::System,
+        author_id: None,
+        payload: serde_json::to_value(&result).map_err(|e| Error::Internal(e.to_string()))?,
+    };
+    let sealed = frames::seal(&sc.dk, f)?;
+    let seq = st.hot_db.write(&st.db, |tx| sealed.insert(tx)).await?;
+    publish(st, sc.user_id, sealed.kept(seq));
+    if outcome == Outcome::Ok {
+        emit(SseEvent::ElementResult(ElementResult {
+            message_id: sc.message_id.clone(),
+            id: element_id.clone(),
+            kind: kind.clone(),
+            result: json!({"outcome": "ok", "output": output}),
+            execution_id: Some(o.request_id.clone()),
+        }));
+    } else {
+        emit(SseEvent::ElementError(ElementErrorData {
+            message_id: sc.message_id.clone(),
+            id: element_id.clone(),
+            kind: kind.clone(),
+            error: output.clone(),
+            execution_id: Some(o.request_id.clone()),
+        }));
+    }
+    if let Some(id) = tool_use_id {
+        emit(SseEvent::ToolResult(ToolResult {
+            message_id: sc.message_id.clone(),
+            tool_id: id,
+            content: result.content.clone(),
+        }));
+    }
+    Ok(ExecutedElement {
+        id: element_id,
+        kind,
+        result: (outcome == Outcome::Ok).then(|| json!(output)),
+        error: (outcome != Outcome::Ok).then_some(output),
+    })
+}
+
+/// Opens the calls a message asked for and settles those decided, under the message's lock
+/// from before the first is stored: a decision or an answer that comes meanwhile waits for
+/// this settling to end, so the message's last call is settled by exactly one of them and
+/// the agent goes on once.
+pub async fn open_and_settle(
+    st: &AppState,
+    sc: &Scene,
+    authority: Authority,
+    asked: Vec<Asked>,
+    over_bound: Option<usize>,
+    emit: &(dyn Fn(SseEvent) + Send + Sync),
+    abort: Option<&Abort>,
+) -> Result<Settled> {
+    let _lock = st.message_locks.lock(&sc.message_id).await;
+    let opened = open(st, sc, authority, asked, over_bound).await?;
+    let mut settled = settle_held(st, sc, &opened, emit, abort).await?;
+    settled.timed = opened
+        .iter()
+        .filter_map(|o| Timed::of(sc.user_id, sc.session_id, o))
+        .collect();
+    Ok(settled)
+}
+
+/// Settles every call of `opened` that is decided, in order, under the message's lock;
+/// pending ones are left for the user's decision.
+pub async fn settle(
+    st: &AppState,
+    sc: &Scene,
+    opened: &[Opened],
+    emit: &(dyn Fn(SseEvent) + Send + Sync),
+    abort: Option<&Abort>,
+) -> Result<Settled> {
+    let _lock = st.message_locks.lock(&sc.message_id).await;
+    settle_held(st, sc, opened, emit, abort).await
+}
+
+/// [`settle`], for a caller that holds the message's lock.
+pub(super) async fn settle_held(
+    st: &AppState,
+    sc: &Scene,
+    opened: &[Opened],
+    emit: &(dyn Fn(SseEvent) + Send + Sync),
+    abort: Option<&Abort>,
+) -> Result<Settled> {
+    let mut executed = Vec::new();
+    let open = open_calls(st, sc.session_id, &sc.message_id).await?;
+    for o in opened {
+        let stopped = abort.is_some_and(Abort::is_aborted);
+        // Pending calls wait for the user (unless Stop came first); one settled meanwhile
+        // is left alone.
+        let waits = matches!(o.req.status, CallStatus::Pending | CallStatus::Asking);
+        if (waits && !stopped) || !open.contains(&o.request_id) {
+            continue;
+        }
+        let mut o = o.clone();
+        if stopped
+            && matches!(
+                o.req.status,
+                CallStatus::Approved | CallStatus::Pending | CallStatus::Asking
+            )
+        {
+            o.req.status = CallStatus::Stopped;
+        }
+        executed.push(settle_one(st, sc, &o, emit, abort).await?);
+    }
+    let done = open_calls(st, sc.session_id, &sc.message_id)
+        .await?
+        .is_empty();
+    Ok(Settled {
+        executed,
+        done,
+        timed: Vec::new(),
+    })
+}
+
+/// The message's requests that have no result yet (with their state as last decided).
+pub async fn open_calls(st: &AppState, session_id: i64, message_id: &str) -> Result<Vec<String>> {
+    st.hot_db
+        .read(&st.db, |c| {
+            let mut open = Vec::new();
+            for r in store::frames::children_hot(c, session_id, message_id)? {
+                if r.frame_type != "request" {
+                    continue;
+                }
+                let resolved = store::frames::children_hot(c, session_id, &r.id)?
+                    .iter()
+                    .any(|k| k.frame_type == "result");
+                if !resolved {
+                    open.push(r.id);
+                }
+            }
+            Ok(open)
+        })
+        .await
+}
+
+/// Stop with calls waiting: every open call of the session is recorded as stopped, so the
+/// agent is not run on them.
+pub async fn stop_open(st: &AppState, user: &AuthUser, session_id: i64) -> Result<usize> {
+    let dk = frames::session_key(st, user, session_id).await?;
+    let rows = store::frames::open_requests(&st.db, session_id).await?;
+    let agent_id = st
+        .hot_db
+        .read(&st.db, |c| {
+            store::sessions::agent_of(c, user.id(), session_id)
+        })
+        .await?;
+    let mut n = 0;
+    for row in rows {
+        let f = row.open(&dk)?;
+        let Ok(mut req) = serde_json::from_value::<CallRequest>(f.payload.clone()) else {
+            continue;
+        };
+        let Some(message_id) = f.parent_id.clone() else {
+            continue;
+        };
+        let sc = Scene {
+            user_id: user.id(),
+            session_id,
+            dk: dk.clone(),
+            message_id: message_id.clone(),
+            agent_id,
+        };
+        let _lock = st.message_locks.lock(&message_id).await;
+        if !open_calls(st, session_id, &message_id)
+            .await?
+            .contains(&f.id)
+        {
+            continue;
+        }
+        req.status = CallStatus::Stopped;
+        let emit = readers(st, user.id(), session_id);
+        settle_one(
+            st,
+            &sc,
+            &Opened {
+                request_id: f.id.clone(),
+                req,
+            },
+            &emit,
+            None,
+        )
+        .await?;
+        n += 1;
+    }
+    Ok(n)
+}
