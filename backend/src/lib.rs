@@ -126,6 +126,8 @@ pub struct Services {
     /// Each user's reads of a log for its readers (the feeds' catch-up) take turns, so that
     /// one user's replays take [`conversation::feed::REPLAYS_PER_USER`] of the pool's connections at most.
     pub replays: limits::Turnstile,
+    /// System prompts as last built ([`agents::persona::PromptCache`]).
+    pub prompts: agents::persona::PromptCache,
 }
 
 impl AppState {
@@ -168,6 +170,7 @@ impl AppState {
             functions,
             message_locks: Default::default(),
             replays: limits::Turnstile::new(conversation::feed::REPLAYS_PER_USER),
+            prompts: Default::default(),
         })))
     }
 }
@@ -198,6 +201,7 @@ impl AppState {
             functions: execution::functions::builtin::registry(),
             message_locks: Default::default(),
             replays: limits::Turnstile::new(conversation::feed::REPLAYS_PER_USER),
+            prompts: Default::default(),
         }))
     }
 }

@@ -454,6 +454,8 @@ pub(crate) struct TurnSetup {
     pub username: String,
     /// A sub-session (status `agent`): its prompt is minimal.
     pub sub_session: bool,
+    /// The user's prompt generation: a prompt built under another is out of date.
+    pub prompt_gen: i64,
 }
 
 /// The user's data key and the agent of their session `session_id` (not found: someone
@@ -471,6 +473,7 @@ pub(crate) fn turn_setup(
         agent: row,
         username,
         session_status,
+        prompt_gen,
     } = read.ok_or(Error::NotFound("session"))?;
     let dk = keys.unwrap_data_key(user.id(), &data_key)?;
     Ok(TurnSetup {
@@ -479,6 +482,7 @@ pub(crate) fn turn_setup(
         row,
         username,
         sub_session: session_status == "agent",
+        prompt_gen,
     })
 }
 

@@ -24,6 +24,84 @@ pub const SANDBOX: &str = "Commands you run with bash run in a sandbox: /workspa
 /tmp is fresh each time, there is no network, and each command is killed at its timeout (30 s unless you give one). \
 A command waits for the user's approval unless they allowed bash.";
 
+/// Today's date, as the prompt says it (a prompt kept from another day is rebuilt).
+fn today() -> String {
+    time::OffsetDateTime::now_utc().date().to_string()
+}
+
+/// The most bytes of prompts [`PromptCache`] holds; past it, it starts afresh.
+pub const PROMPT_CACHE_BYTES: usize = 16 << 20;
+
+/// Which prompt: the user's, for one of their agents, in a session or a sub-session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PromptKey {
+    pub user_id: i64,
+    pub agent_id: i64,
+    pub sub_session: bool,
+}
+
+/// System prompts as last built, so that a turn does not rebuild an unchanged one (each
+/// build reads and opens every context file and the user's levels). An entry is used only
+/// under the user's prompt generation it was built under, which every change to what a
+/// prompt is built from raises in the database (migration `prompt_generation`), and on the
+/// day it was built; at most [`PROMPT_CACHE_BYTES`] of prompts are kept.
+#[derive(Default)]
+pub struct PromptCache(std::sync::Mutex<Kept>);
+
+#[derive(Default)]
+struct Kept {
+    prompts: std::collections::HashMap<PromptKey, KeptPrompt>,
+    bytes: usize,
+}
+
+struct KeptPrompt {
+    generation: i64,
+    day: String,
+    prompt: String,
+}
+
+impl PromptCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The prompt kept for `key`, if it was built under `generation` on `day`.
+    pub fn get(&self, key: PromptKey, generation: i64, day: &str) -> Option<String> {
+        let kept = self.lock();
+        let p = kept.prompts.get(&key)?;
+        (p.generation == generation && p.day == day).then(|| p.prompt.clone())
+    }
+
+    /// Keeps `prompt` for `key`, built under `generation` on `day`.
+    pub fn put(&self, key: PromptKey, generation: i64, day: String, prompt: &str) {
+        let mut kept = self.lock();
+        if let Some(old) = kept.prompts.remove(&key) {
+            kept.bytes -= old.prompt.len();
+        }
+        if kept.bytes + prompt.len() > PROMPT_CACHE_BYTES {
+            kept.prompts.clear();
+            kept.bytes = 0;
+        }
+        if prompt.len() <= PROMPT_CACHE_BYTES {
+            kept.bytes += prompt.len();
+            let prompt = prompt.to_owned();
+            kept.prompts.insert(
+                key,
+                KeptPrompt {
+                    generation,
+                    day,
+                    prompt,
+                },
+            );
+        }
+    }
+
+    /// The bytes of prompts kept.
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+}
+
 /// The system prompt of a call by `agent` for user `user_id`, read on `c`.
 pub(crate) fn system_prompt(
     c: &Connection,
@@ -52,7 +130,7 @@ pub(crate) fn system_prompt(
     } else {
         vec![("AVAILABILITY.md", avail.as_str())]
     };
-    let today = time::OffsetDateTime::now_utc().date().to_string();
+    let today = today();
     let runtime = format!(
         "Hero {}; provider {}; model {}",
         env!("CARGO_PKG_VERSION"),
@@ -88,13 +166,26 @@ pub(crate) fn prepared(
     seed: bool,
 ) -> Result<(AgentRuntime, SecretKey)> {
     let setup = agents::turn_setup(c, &st.keys, user, session_id)?;
-    let (username, sub) = (setup.username.clone(), setup.sub_session);
+    let (username, sub, generation) = (setup.username.clone(), setup.sub_session, setup.prompt_gen);
     let dk = setup.dk.clone();
     let mut agent = setup.agent()?;
     if seed {
         context_files::ensure_seeded(c, &dk, agent.id, user.id(), agent.kind)?;
     }
-    agent.system = system_prompt(c, st, &dk, &agent, user.id(), &username, sub)?;
+    let key = PromptKey {
+        user_id: user.id(),
+        agent_id: agent.id,
+        sub_session: sub,
+    };
+    let day = today();
+    agent.system = match st.prompts.get(key, generation, &day) {
+        Some(kept) => kept,
+        None => {
+            let built = system_prompt(c, st, &dk, &agent, user.id(), &username, sub)?;
+            st.prompts.put(key, generation, day, &built);
+            built
+        }
+    };
     Ok((agent, dk))
 }
 
@@ -183,6 +274,136 @@ mod tests {
             .unwrap()
             .replace(&today, "2026-11-26")
             .replace(env!("CARGO_PKG_VERSION"), "x.y.z")
+    }
+
+    /// Plants `text` as the kept prompt of the session's agent, under the user's generation
+    /// as it stands.
+    async fn plant(st: &AppState, user: &AuthUser, session: i64, agent: i64, text: &str) {
+        let generation = st
+            .hot_db
+            .read(&st.db, |c| {
+                Ok(agents::turn_setup(c, &st.keys, user, session)?.prompt_gen)
+            })
+            .await
+            .unwrap();
+        let key = PromptKey {
+            user_id: user.id(),
+            agent_id: agent,
+            sub_session: false,
+        };
+        st.prompts.put(key, generation, today(), text);
+    }
+
+    #[tokio::test]
+    async fn a_kept_prompt_is_used_until_what_it_is_built_from_changes() {
+        let (_dir, st) = state().await;
+        let alice = signed_in(&st, "alice").await;
+        let (session, agent) = session(&st, &alice, AgentKind::Open, false).await;
+        assert!(prompt_of(&st, &alice, session).await.contains("open agent"));
+        assert!(st.prompts.bytes() > 0, "the built prompt was not kept");
+        // Kept: the next call takes the prompt as it was kept.
+        plant(&st, &alice, session, agent, "PLANTED").await;
+        assert_eq!(prompt_of(&st, &alice, session).await, "PLANTED");
+        // A context file written: rebuilt.
+        write(
+            &st,
+            &alice,
+            agent,
+            AgentKind::Open,
+            "USER.md",
+            "Alice likes tea.",
+        )
+        .await;
+        assert!(
+            prompt_of(&st, &alice, session)
+                .await
+                .contains("Alice likes tea.")
+        );
+        // A level set: rebuilt, without the function now refused.
+        plant(&st, &alice, session, agent, "PLANTED").await;
+        crate::execution::permissions::set(
+            &st,
+            &alice,
+            "bash",
+            hero_shared::calls::Permission::Never,
+        )
+        .await
+        .unwrap();
+        let p = prompt_of(&st, &alice, session).await;
+        assert!(
+            p != "PLANTED" && !p.contains("Commands you run with bash"),
+            "{p}"
+        );
+        // The agent renamed: rebuilt.
+        plant(&st, &alice, session, agent, "PLANTED").await;
+        crate::agents::update(
+            &st.db,
+            &st.keys,
+            &st.settings.egress,
+            &alice,
+            agent,
+            serde_json::from_value(serde_json::json!({"name": "Tea agent"})).unwrap(),
+        )
+        .await
+        .unwrap();
+        assert!(prompt_of(&st, &alice, session).await.contains("Tea agent"));
+        // Kept on another day: rebuilt.
+        let key = PromptKey {
+            user_id: alice.id(),
+            agent_id: agent,
+            sub_session: false,
+        };
+        let generation = st
+            .hot_db
+            .read(&st.db, |c| {
+                Ok(agents::turn_setup(c, &st.keys, &alice, session)?.prompt_gen)
+            })
+            .await
+            .unwrap();
+        st.prompts
+            .put(key, generation, "1999-12-31".into(), "PLANTED");
+        assert!(prompt_of(&st, &alice, session).await.contains("Tea agent"));
+        // Another user's change leaves this one's prompt kept.
+        plant(&st, &alice, session, agent, "PLANTED").await;
+        let bob = signed_in(&st, "bob").await;
+        crate::execution::permissions::set(
+            &st,
+            &bob,
+            "bash",
+            hero_shared::calls::Permission::Never,
+        )
+        .await
+        .unwrap();
+        assert_eq!(prompt_of(&st, &alice, session).await, "PLANTED");
+    }
+
+    #[test]
+    fn the_prompt_cache_is_bounded() {
+        let cache = PromptCache::default();
+        let big = "x".repeat(1 << 20);
+        for agent_id in 0..40 {
+            let key = PromptKey {
+                user_id: 1,
+                agent_id,
+                sub_session: false,
+            };
+            cache.put(key, 0, "d".into(), &big);
+            assert!(
+                cache.bytes() <= PROMPT_CACHE_BYTES,
+                "{} bytes kept",
+                cache.bytes()
+            );
+            assert!(cache.get(key, 0, "d").is_some());
+        }
+        // One larger than the bound is not kept at all.
+        let key = PromptKey {
+            user_id: 2,
+            agent_id: 1,
+            sub_session: false,
+        };
+        cache.put(key, 0, "d".into(), &"y".repeat(PROMPT_CACHE_BYTES + 1));
+        assert!(cache.get(key, 0, "d").is_none());
+        assert!(cache.bytes() <= PROMPT_CACHE_BYTES);
     }
 
     async fn golden(kind: AgentKind, sub: bool, first_run: bool, expect: ExpectFile) {

@@ -186,6 +186,8 @@ pub struct TurnSetupRow {
     pub username: String,
     /// `active`, `archived`, or `agent` (a sub-session: its prompt is minimal).
     pub session_status: String,
+    /// The user's prompt generation (migration `prompt_generation`).
+    pub prompt_gen: i64,
 }
 
 /// The user's wrapped data key and the agent of their session `session_id`; `None` when
@@ -198,7 +200,7 @@ pub fn turn_setup(
     let mut q = c.prepare_cached(
         "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
          a.created_at, a.updated_at, a.kind, a.status, a.compact_messages, a.compact_tokens, \
-         u.username, s.status \
+         u.username, s.status, u.prompt_gen \
          FROM sessions s JOIN users u ON u.id = s.user_id \
          LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
          WHERE s.id = ?1 AND s.user_id = ?2",
@@ -217,6 +219,7 @@ pub fn turn_setup(
         agent,
         username: Columns::get(r, 15)?,
         session_status: Columns::get(r, 16)?,
+        prompt_gen: Columns::get(r, 17)?,
     }))
 }
 
