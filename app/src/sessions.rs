@@ -193,19 +193,32 @@ fn SignedIn(user: UserDto, data: PageData) -> impl IntoView {
             <main class="content">
                 <Transition>
                     {move || {
-                        let list = sessions.get().and_then(Result::ok);
-                        let loaded = chat.get().and_then(Result::ok).flatten();
-                        let agents = agents.get().and_then(Result::ok);
-                        match (current.get(), list) {
-                            (None, _) => view! { <Welcome/> }.into_any(),
-                            (Some(id), Some(list)) => match (list.into_iter().find(|s| s.id == id), loaded, agents) {
-                                (Some(s), Some(view), Some(agents)) if view.session_id == id => {
-                                    view! { <SessionPage session=s view agents/> }.into_any()
-                                }
-                                (Some(_), _, _) => view! { <p class="loading">"Loading…"</p> }.into_any(),
-                                (None, _, _) => view! { <p class="not-found">"This session does not exist, or is not yours."</p> }.into_any(),
-                            },
-                            (Some(_), None) => view! { <p class="loading">"Loading…"</p> }.into_any(),
+                        // What failed to load is said, never left "Loading…".
+                        let failed = |what: &str, e: &ServerFnError| {
+                            let text = format!("{what} could not be loaded: {}", error_text(e));
+                            view! { <p class="form-error" role="alert">{text}</p> }.into_any()
+                        };
+                        let loading = || view! { <p class="loading">"Loading…"</p> }.into_any();
+                        let Some(id) = current.get() else {
+                            return view! { <Welcome/> }.into_any();
+                        };
+                        let list = match sessions.get() {
+                            None => return loading(),
+                            Some(Err(e)) => return failed("Your sessions", &e),
+                            Some(Ok(list)) => list,
+                        };
+                        let Some(s) = list.into_iter().find(|s| s.id == id) else {
+                            return view! { <p class="not-found">"This session does not exist, or is not yours."</p> }.into_any();
+                        };
+                        let view = match chat.get() {
+                            Some(Err(e)) => return failed("This conversation", &e),
+                            Some(Ok(Some(view))) if view.session_id == id => view,
+                            _ => return loading(),
+                        };
+                        match agents.get() {
+                            None => loading(),
+                            Some(Err(e)) => failed("Your agents", &e),
+                            Some(Ok(agents)) => view! { <SessionPage session=s view agents/> }.into_any(),
                         }
                     }}
                 </Transition>

@@ -33,17 +33,41 @@ pub fn start() {
     let Some(root) = document().query_selector("[data-chat]").ok().flatten() else {
         return;
     };
-    let Some(data) = document()
+    let data = document()
         .get_element_by_id("chat-data")
         .and_then(|d| d.text_content())
-        .and_then(|d| serde_json::from_slice::<ChatData>(d.as_bytes()).ok())
-    else {
-        return;
-    };
-    let initial = data.initial.clone();
-    if let Some(chat) = Chat::new(root, data) {
-        chat.run(initial);
+        .ok_or_else(|| "the page has no starting view (#chat-data)".to_owned())
+        .and_then(|d| {
+            serde_json::from_slice::<ChatData>(d.as_bytes())
+                .map_err(|e| format!("its starting view is unreadable ({e})"))
+        });
+    let started = data.and_then(|data| {
+        let initial = data.initial.clone();
+        Chat::new(root.clone(), data).map(|chat| chat.run(initial))
+    });
+    if let Err(why) = started {
+        cannot_start(&root, &why);
     }
+}
+
+/// A chat that cannot start says so on the page and in the console, instead of a message
+/// box that never writes.
+fn cannot_start(root: &Element, why: &str) {
+    let text = format!(
+        "The chat could not start: {why}. Reload the page; if this goes on, the page and the server do not match."
+    );
+    leptos::logging::error!("{text}");
+    if let Ok(line) = document().create_element("p") {
+        let _ = line.set_attribute("class", "form-error");
+        let _ = line.set_attribute("role", "alert");
+        line.set_text_content(Some(&text));
+        let _ = root.prepend_with_node_1(&line);
+    }
+}
+
+/// The element `selector` finds under `root`, or which one the page lacks.
+fn need(root: &Element, selector: &str) -> Result<Element, String> {
+    find(root, selector).ok_or_else(|| format!("the page has no `{selector}`"))
 }
 
 fn find(root: &Element, selector: &str) -> Option<Element> {
@@ -81,7 +105,8 @@ fn set_disabled(e: &Element, disabled: bool) {
 #[derive(Clone)]
 struct Chat {
     session_id: i64,
-    streaming: bool,
+    /// The session streams its replies; else the live reply is a note until it is whole.
+    streaming: RwSignal<bool>,
     root: Element,
     messages: Element,
     stored: Element,
@@ -105,18 +130,20 @@ struct Chat {
 }
 
 impl Chat {
-    fn new(root: Element, data: ChatData) -> Option<Chat> {
-        let messages = find(&root, ".messages")?;
+    fn new(root: Element, data: ChatData) -> Result<Chat, String> {
+        let messages = need(&root, ".messages")?;
         let chat = Chat {
             session_id: data.session_id,
-            streaming: data.streaming,
-            stored: find(&messages, ".stored")?,
-            earlier_box: find(&messages, ".earlier-pages")?,
-            live_slot: find(&messages, ".live-slot")?,
-            jump: find(&root, ".jump-down")?,
-            textarea: find(&root, ".composer textarea")?.dyn_into().ok()?,
-            send: find(&root, ".composer .send")?,
-            stop: find(&root, ".composer .stop")?,
+            streaming: RwSignal::new(data.streaming),
+            stored: need(&messages, ".stored")?,
+            earlier_box: need(&messages, ".earlier-pages")?,
+            live_slot: need(&messages, ".live-slot")?,
+            jump: need(&root, ".jump-down")?,
+            textarea: need(&root, ".composer textarea")?
+                .dyn_into()
+                .map_err(|_| "the message box is no textarea".to_owned())?,
+            send: need(&root, ".composer .send")?,
+            stop: need(&root, ".composer .stop")?,
             messages,
             root,
             slots: Rc::default(),
@@ -140,12 +167,16 @@ impl Chat {
                 }
             }
         }
-        Some(chat)
+        Ok(chat)
     }
 
     fn run(self, initial: CompiledView) {
-        let feed = use_session_events(self.session_id, initial);
+        let feed = use_session_events(self.session_id, initial, self.streaming);
         let conversation = feed.conversation;
+
+        // The header: "batch mode" while the session's replies arrive whole.
+        let c = self.clone();
+        Effect::new(move |_| c.draw_mode(c.streaming.get()));
 
         // Connected: the box writes.
         let c = self.clone();
@@ -388,7 +419,7 @@ impl Chat {
         let _ = msg.append_child(&who);
         let _ = msg.append_child(&body);
         let _ = self.live_slot.append_child(&msg);
-        if self.streaming {
+        if self.streaming.get_untracked() {
             // One element per block, each redrawn by an effect of its own as it grows, owned
             // by the reply (not by this effect, which runs again at each new block).
             let owner = Owner::current();
@@ -560,10 +591,15 @@ impl Chat {
                 }
             },
         );
-        let session_id = self.session_id;
+        let (session_id, error) = (self.session_id, self.error);
         let stop = move || {
             leptos::task::spawn_local(async move {
-                let _ = super::abort_turn(session_id).await;
+                if let Err(e) = super::abort_turn(session_id).await {
+                    error.set(Some(format!(
+                        "Could not stop the reply: {}",
+                        error_text(&e)
+                    )));
+                }
             })
         };
         listen(&self.stop, "click", move |_: web_sys::Event| stop());
@@ -576,6 +612,74 @@ impl Chat {
                 stop();
             }
         });
+    }
+
+    /// The header's agent part: the Files link names the session's agent; `error` is the
+    /// line that says why a change was refused (none clears it).
+    fn draw_agent(&self, agent_id: Option<i64>, error: Option<String>) {
+        let Some(head) = find(&self.root, ".chat-agent") else {
+            return;
+        };
+        let link = find(&head, ".agent-files");
+        match (agent_id, link) {
+            (Some(id), Some(a)) => {
+                let _ = a.set_attribute("href", &format!("/agents/{id}/files"));
+            }
+            (Some(id), None) => {
+                if let Ok(a) = document().create_element("a") {
+                    let _ = a.set_attribute("href", &format!("/agents/{id}/files"));
+                    let _ = a.set_attribute("class", "agent-files");
+                    a.set_text_content(Some("Files"));
+                    let after = find(&head, ".manage-permissions");
+                    let _ = match after {
+                        Some(p) => p.after_with_node_1(&a),
+                        None => head.append_child(&a).map(|_| ()),
+                    };
+                }
+            }
+            (None, Some(a)) => a.remove(),
+            (None, None) => {}
+        }
+        // The placeholder option goes once the session has an agent.
+        if agent_id.is_some()
+            && let Some(o) = find(&head, "[data-chat-agent] option[value='']")
+        {
+            o.remove();
+        }
+        let line = find(&head, ":scope > .form-error");
+        match (error, line) {
+            (Some(e), Some(l)) => l.set_text_content(Some(&e)),
+            (Some(e), None) => {
+                if let Ok(l) = document().create_element("p") {
+                    let _ = l.set_attribute("class", "form-error");
+                    let _ = l.set_attribute("role", "alert");
+                    l.set_text_content(Some(&e));
+                    let _ = head.append_child(&l);
+                }
+            }
+            (None, Some(l)) => l.remove(),
+            (None, None) => {}
+        }
+    }
+
+    /// The header's "batch mode" badge, shown while replies arrive whole.
+    fn draw_mode(&self, streaming: bool) {
+        let Some(head) = find(&self.root, ".chat-agent") else {
+            return;
+        };
+        let badge = find(&head, ".badge.batch");
+        match (streaming, badge) {
+            (true, Some(b)) => b.remove(),
+            (false, None) => {
+                if let Ok(b) = document().create_element("span") {
+                    let _ = b.set_attribute("class", "badge batch");
+                    b.set_text_content(Some("batch mode"));
+                    let before = find(&head, "[data-chat-prompt]");
+                    let _ = head.insert_before(&b, before.as_ref().map(|e| e.as_ref()));
+                }
+            }
+            _ => {}
+        }
     }
 
     fn listeners(&self) {
@@ -648,18 +752,31 @@ impl Chat {
                 }
             });
         }
-        // The session's agent.
-        if let Some(s) = find(&self.root, "[data-chat-agent]") {
-            listen(&s, "change", move |ev: web_sys::Event| {
-                let id = ev
-                    .target()
-                    .and_then(|t| t.dyn_into::<web_sys::HtmlSelectElement>().ok())
-                    .and_then(|s| s.value().parse::<i64>().ok());
-                if let Some(agent_id) = id {
-                    leptos::task::spawn_local(async move {
-                        let _ = super::set_session_agent(session_id, agent_id).await;
-                    });
-                }
+        // The session's agent: once the server took it, the header names it (the Files
+        // link); if it refused, the picker goes back and says why.
+        if let Some(s) = find(&self.root, "[data-chat-agent]")
+            .and_then(|s| s.dyn_into::<web_sys::HtmlSelectElement>().ok())
+        {
+            let in_force = Rc::new(RefCell::new(s.value()));
+            let (c, picker) = (self.clone(), s.clone());
+            listen(&s, "change", move |_: web_sys::Event| {
+                let Ok(agent_id) = picker.value().parse::<i64>() else {
+                    return;
+                };
+                let (c, picker, in_force) = (c.clone(), picker.clone(), in_force.clone());
+                leptos::task::spawn_local(async move {
+                    match super::set_session_agent(session_id, agent_id).await {
+                        Ok(s) => {
+                            *in_force.borrow_mut() = picker.value();
+                            c.draw_agent(s.agent_id, None);
+                        }
+                        Err(e) => {
+                            picker.set_value(&in_force.borrow());
+                            let why = format!("This agent could not be chosen: {}", error_text(&e));
+                            c.draw_agent(in_force.borrow().parse().ok(), Some(why));
+                        }
+                    }
+                });
             });
         }
         // "View system prompt": what the agent is told, fetched when asked for.

@@ -39,7 +39,12 @@ pub struct SessionEvents {
 
 /// Subscribes to the session's feed (in the browser; on the server it only holds `initial`)
 /// for as long as the calling component lives.
-pub fn use_session_events(session_id: i64, initial: CompiledView) -> SessionEvents {
+/// `streaming` follows the session's mode as `/stream on|off` notes arrive.
+pub fn use_session_events(
+    session_id: i64,
+    initial: CompiledView,
+    streaming: RwSignal<bool>,
+) -> SessionEvents {
     let conversation = RwSignal::new(initial);
     let live: RwSignal<Option<LiveView>> = RwSignal::new(None);
     let connected = RwSignal::new(false);
@@ -150,6 +155,10 @@ pub fn use_session_events(session_id: i64, initial: CompiledView) -> SessionEven
                 };
                 match event {
                     SessionEvent::Frame(f) => {
+                        // A `/stream on|off` note carries the mode it switched to.
+                        if let Some(on) = f.payload.get("streaming").and_then(|v| v.as_bool()) {
+                            streaming.set(on);
+                        }
                         let known = conversation
                             .with_untracked(|c| c.stats.last_seq.is_some_and(|l| f.seq <= l));
                         let applied = if known {
@@ -230,7 +239,7 @@ pub fn use_session_events(session_id: i64, initial: CompiledView) -> SessionEven
     }
 
     #[cfg(not(feature = "hydrate"))]
-    let _ = session_id;
+    let _ = (session_id, streaming);
     SessionEvents {
         conversation,
         live,

@@ -164,7 +164,7 @@ pub fn ChatView(
                 <a href="/agents" class="manage-agents">"Manage agents"</a>
                 <a href="/permissions" class="manage-permissions">"Permissions"</a>
                 {current.map(|a| view! { <a href=format!("/agents/{a}/files") class="agent-files">"Files"</a> })}
-                {(!session.streaming).then(|| view! { <span class="badge">"batch mode"</span> })}
+                {(!session.streaming).then(|| view! { <span class="badge batch">"batch mode"</span> })}
                 <button type="button" class="view-prompt" data-chat-prompt="">"View system prompt"</button>
             </div>
             <label class="show-hidden"><input type="checkbox" data-chat-hidden=""/>"Show hidden messages"</label>

@@ -119,7 +119,8 @@ pub async fn post(
                 session_id,
                 AuthorType::System,
                 None,
-                json!({"role": "system", "content": note, "private": true}),
+                // `streaming`: the mode it switched to, for every reader of the log.
+                json!({"role": "system", "content": note, "private": true, "streaming": on}),
             );
             f.id = message_id.clone();
             let frame = store_now(st, user, f, |tx| {
