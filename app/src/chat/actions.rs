@@ -42,7 +42,7 @@ pub async fn decide_call(
 ) -> Result<(), ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::conversation::act::decide(&st, &user, session_id, &request_id, approved)
+    hero_backend::conversation::turn::decide(&st, &user, session_id, &request_id, approved)
         .await
         .map(|_| ())
         .map_err(fail)
@@ -65,7 +65,7 @@ pub async fn always_allow(
     )
     .await
     .map_err(fail)?;
-    hero_backend::conversation::act::decide(&st, &user, session_id, &request_id, true)
+    hero_backend::conversation::turn::decide(&st, &user, session_id, &request_id, true)
         .await
         .map(|_| ())
         .map_err(fail)

@@ -14,7 +14,7 @@ use crate::{AppState, Error, Result, store};
 /// The user's decision on a pending call, recorded as an `update` of its request (one
 /// transaction with the check that nothing decided it before: a second decision is a 409).
 /// What it decided is then the caller's to carry out ([`carry_out`]).
-pub async fn decide(
+pub(crate) async fn decide(
     st: &AppState,
     user: &AuthUser,
     session_id: i64,
@@ -76,6 +76,7 @@ pub async fn decide(
 }
 
 /// A decision recorded, its call not yet run or refused.
+#[must_use = "a decision recorded is carried out with `carry_out`"]
 pub struct Decided {
     pub status: CallStatus,
     pub session_id: i64,
@@ -86,7 +87,12 @@ pub struct Decided {
 
 /// Runs or refuses the call a decision settled; true when it was the message's last open
 /// call (the agent may be given the results). A Stop reaching `abort` stops the call.
-pub async fn carry_out(st: &AppState, user: &AuthUser, d: Decided, abort: &Abort) -> Result<bool> {
+pub(crate) async fn carry_out(
+    st: &AppState,
+    user: &AuthUser,
+    d: Decided,
+    abort: &Abort,
+) -> Result<bool> {
     let agent_id = st
         .hot_db
         .read(&st.db, |c| {

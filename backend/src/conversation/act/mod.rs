@@ -36,12 +36,15 @@ mod questions;
 mod recover;
 mod settle;
 
-pub use decide::{Decided, carry_out, decide};
+pub use decide::Decided;
+pub(crate) use decide::{carry_out, decide};
 pub use find::find;
 pub use gate::open;
 pub use locks::{MessageGuard, MessageLocks};
-pub use questions::{Answer, answer_question};
-pub use recover::{Recovered, recover};
+pub use questions::Answer;
+pub(crate) use questions::answer_question;
+pub use recover::Recovered;
+pub(crate) use recover::recover;
 pub use settle::{open_and_settle, open_calls, settle, settle_one, stop_open};
 
 use hero_shared::calls::{CallOrigin, CallRequest, CallStatus};

@@ -25,7 +25,7 @@ pub enum Answer {
 /// id): stored as the call's result, under the message's lock and only while the question
 /// is open (a second answer is a 409). When it was its message's last open call, the
 /// message's id (the agent may be given the results).
-pub async fn answer_question(
+pub(crate) async fn answer_question(
     st: &AppState,
     user: &AuthUser,
     session_id: i64,

@@ -19,7 +19,7 @@ pub struct Recovered {
 /// After a restart: a call that was approved and had begun, but has no result, will never
 /// finish; it is recorded as interrupted, so that its card and the agent say so (calls still
 /// waiting for a decision wait on). Runs once at start-up, before requests are served.
-pub async fn recover(st: &AppState) -> Result<Recovered> {
+pub(crate) async fn recover(st: &AppState) -> Result<Recovered> {
     let mut found = Recovered::default();
     for (row, user_id) in store::frames::open_requests_everywhere(&st.db).await? {
         let (session_id, request_id) = (row.session_id, row.id.clone());
