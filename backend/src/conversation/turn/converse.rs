@@ -1,0 +1,368 @@
+//! The loop of a turn's rounds, and its one owner ([`converse`]): the user's own calls
+//! first; then each round is a reply (the reply stage), its calls (the act stage), and, while
+//! they all settle at once and the rounds allow, the follow-up stage that gives the agent
+//! their results. A reply whose calls wait for the user ends the turn; what settles the last
+//! of them starts the next reply ([`follow_up`], from [`super::decisions`]).
+
+use std::sync::{Arc, Mutex};
+
+use hero_shared::api::ProviderKind;
+use hero_shared::frame::{AuthorType, FrameType};
+use hero_shared::wire::{ErrorData, ExecutedElement, SseEvent};
+use serde_json::Value;
+
+use super::decisions;
+use super::out::{Out, complete};
+use super::reply::{Replied, reply};
+use crate::accounts::auth::AuthUser;
+use crate::agents::AgentRuntime;
+use crate::conversation::history::Kept;
+use crate::conversation::in_flight::InFlight;
+use crate::conversation::{act, context, frames};
+use crate::crypto::SecretKey;
+use crate::drive::abort::Abort;
+use crate::drive::events::{self, TurnEvents, TurnFuture};
+use crate::providers::{self, ChatMessage};
+use crate::{AppState, Result};
+
+/// A turn across its rounds: whose it is, its agent, and the reply in flight.
+pub(super) struct Turn {
+    pub(super) user: AuthUser,
+    pub(super) agent: AgentRuntime,
+    pub(super) dk: SecretKey,
+    /// The calls in the user's own message (its frame's id), run before the first reply.
+    pub(super) user_calls: Option<(String, Vec<act::Asked>)>,
+    pub(super) live: Arc<InFlight>,
+    pub(super) cancel: Abort,
+    /// The round the next reply is: the loop is bounded per user message.
+    pub(super) round: usize,
+}
+
+/// How many replies the agent has given since the user's last message: the round the
+/// next reply is (the loop of calls and follow-ups is bounded per user message).
+pub(super) fn rounds_since_user(frames: &[Kept]) -> usize {
+    let mut n = 0;
+    for f in frames.iter().rev() {
+        let f: &hero_shared::frame::Frame = &f.frame;
+        if f.frame_type != FrameType::Message {
+            continue;
+        }
+        match f.author_type {
+            // A private note is not an input the agent answers.
+            AuthorType::User if f.payload.get("private") == Some(&Value::Bool(true)) => {}
+            AuthorType::User => break,
+            AuthorType::Agent => n += 1,
+            AuthorType::System => {}
+        }
+    }
+    n
+}
+
+/// The turn as the poster (or a task) drives it: whatever happens inside, it ends with
+/// `message_complete` and leaves the registry; the turn slot is held until then.
+pub(super) fn guarded(
+    out: Out,
+    message_id: String,
+    slot: crate::limits::Permit,
+    turn: Turn,
+    messages: Vec<ChatMessage>,
+) -> TurnFuture {
+    let guard = out.clone();
+    // The reply in flight, which a failure must end (the turn may be rounds further on).
+    let current = Arc::new(Mutex::new(message_id));
+    let now = current.clone();
+    Box::pin(async move {
+        use futures::FutureExt;
+        let _slot = slot;
+        let turn = std::panic::AssertUnwindSafe(converse(out, turn, messages, now));
+        if turn.catch_unwind().await.is_err() {
+            let message_id = current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            tracing::error!("a turn failed unexpectedly");
+            guard.emit(SseEvent::Error(ErrorData {
+                message_id: Some(message_id.clone()),
+                error: "the reply failed unexpectedly; the server log has the details".into(),
+            }));
+            guard.emit(complete(&message_id, "", Vec::new()));
+            guard.st.turns.end(guard.session_id, &message_id);
+        }
+    })
+}
+
+/// The loop's one owner: the user's calls, then reply, act and follow-up, round after round.
+async fn converse(
+    out: Out,
+    mut t: Turn,
+    mut messages: Vec<ChatMessage>,
+    current: Arc<Mutex<String>>,
+) {
+    let tools = offered(&out.st, &t).await;
+    if let Some((message_id, asked)) = t.user_calls.take()
+        && let Some(now) = run_user_calls(&out, &t, message_id, asked).await
+    {
+        messages = now;
+    }
+    loop {
+        // Boxed: the reply's future is what every token polls, and stays as small as it
+        // was before the loop around it; the loop's own state is not walked per token.
+        let (agent, live, cancel) = (&t.agent, t.live.clone(), t.cancel.clone());
+        let r = Box::pin(reply(&out, agent, messages, &tools, &t.dk, live, cancel)).await;
+        let (executed, follow) = act_on_reply(&out, &t, &r).await;
+        out.emit(complete(&r.message_id, &r.text, executed));
+        let kept = match follow {
+            true => context::load(&out.st, &t.dk, out.session_id)
+                .await
+                .inspect_err(|e| tracing::error!(error = %e, "the conversation could not be read for a follow-up"))
+                .ok(),
+            false => None,
+        };
+        let Some(kept) = kept else {
+            return wind_down(&out, &t, &r.message_id).await;
+        };
+        messages = next_round(&out, &mut t, &kept, &r.message_id, &current).await;
+    }
+}
+
+/// What the agent is offered as native tools. Official APIs take them; a compatible server
+/// may refuse the whole request for them (Ollama for a model without a tool template,
+/// llama.cpp without --jinja), so there the agent calls in text only.
+async fn offered(st: &AppState, t: &Turn) -> Vec<providers::Tool> {
+    match t.agent.endpoint.provider {
+        ProviderKind::OpenAiCompatible | ProviderKind::Scripted => Vec::new(),
+        _ => crate::execution::permissions::offered(st, t.user.id())
+            .await
+            .unwrap_or_default(),
+    }
+}
+
+/// What a message's calls act for.
+fn scene(out: &Out, t: &Turn, message_id: String) -> act::Scene {
+    act::Scene {
+        user_id: t.user.id(),
+        session_id: out.session_id,
+        dk: t.dk.clone(),
+        message_id,
+        agent_id: Some(t.agent.id),
+    }
+}
+
+/// The calls in the user's own message, run with their authority before the agent
+/// replies; the conversation as it then is (none if they could not be run).
+async fn run_user_calls(
+    out: &Out,
+    t: &Turn,
+    message_id: String,
+    asked: Vec<act::Asked>,
+) -> Option<Vec<ChatMessage>> {
+    let (st, emit) = (&out.st, |ev: SseEvent| out.emit(ev));
+    let sc = scene(out, t, message_id);
+    let acted = async {
+        let by = act::Authority::User(t.user.id());
+        let settled =
+            act::open_and_settle(st, &sc, by, asked, None, &emit, Some(&t.cancel)).await?;
+        decisions::arm(st, settled.timed);
+        context::load(st, &t.dk, out.session_id).await
+    };
+    match acted.await {
+        Ok(kept) => Some(context::messages(&kept)),
+        Err(e) => {
+            tracing::error!(error = %e, "the calls in a user's message could not be run");
+            None
+        }
+    }
+}
+
+/// The act stage of a reply: its calls found, gated and settled. What ran, and whether the
+/// agent is given the results now (every call settled, rounds left, no Stop).
+async fn act_on_reply(out: &Out, t: &Turn, r: &Replied) -> (Vec<ExecutedElement>, bool) {
+    let st = &out.st;
+    let asked = match r.clean {
+        true => act::find(&st.functions, &r.text, &r.tool_calls),
+        false => Vec::new(),
+    };
+    if asked.is_empty() {
+        return (Vec::new(), false);
+    }
+    let max = st.settings.limits.rounds_per_message;
+    let over = (t.round >= max).then_some(max);
+    let (sc, by) = (
+        scene(out, t, r.message_id.clone()),
+        act::Authority::Agent(t.agent.id),
+    );
+    let emit = |ev: SseEvent| out.emit(ev);
+    match act::open_and_settle(st, &sc, by, asked, over, &emit, Some(&t.cancel)).await {
+        Ok(settled) => {
+            decisions::arm(st, settled.timed);
+            let follow = settled.done && over.is_none() && !t.cancel.is_aborted();
+            (settled.executed, follow)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "a reply's calls could not be run");
+            out.emit(SseEvent::Error(ErrorData {
+                message_id: Some(r.message_id.clone()),
+                error: format!("the reply's calls could not be run: {}", e.public_message()),
+            }));
+            (Vec::new(), false)
+        }
+    }
+}
+
+/// The follow-up stage: the agent is given the results, the conversation as it now is, in a
+/// new reply registered before the last one leaves (a Stop in between reaches one of
+/// them). Its calls may have changed its context files: the prompt is built again.
+async fn next_round(
+    out: &Out,
+    t: &mut Turn,
+    kept: &[Kept],
+    last: &str,
+    current: &Mutex<String>,
+) -> Vec<ChatMessage> {
+    let (st, session_id) = (&out.st, out.session_id);
+    t.round += 1;
+    let messages = context::messages(kept);
+    let user = &t.user;
+    let fresh = st.hot_db.read(&st.db, |c| {
+        crate::agents::persona::prepared(c, st, user, session_id, false)
+    });
+    match fresh.await {
+        Ok((fresh, _)) => t.agent.system = fresh.system,
+        Err(e) => tracing::warn!(error = %e, "the system prompt could not be built again"),
+    }
+    let after_seq = kept.last().map_or(0, |k| k.frame.seq);
+    let id = frames::new_id();
+    t.live = Arc::new(InFlight::new(
+        &id,
+        session_id,
+        t.agent.id,
+        &t.agent.name,
+        after_seq,
+    ));
+    let next = st
+        .turns
+        .begin(t.live.clone(), Some(out.sink.flag(events::ABORTED)));
+    st.turns.end(session_id, last);
+    if t.cancel.is_aborted() {
+        next.abort();
+    }
+    t.cancel = next;
+    *current.lock().unwrap_or_else(|p| p.into_inner()) = id;
+    messages
+}
+
+/// The turn's end: it leaves the registry, and past its agent's threshold the conversation
+/// is summarised, judged on the conversation kept in memory (nothing read or decrypted
+/// again).
+async fn wind_down(out: &Out, t: &Turn, last: &str) {
+    let (st, session_id) = (&out.st, out.session_id);
+    st.turns.end(session_id, last);
+    if let Ok(seq) = frames::last_seq(&st.db, session_id).await
+        && let Some(kept) = st.history.peek(session_id, seq)
+    {
+        crate::conversation::compact::maybe(st, &t.user, session_id, t.agent.compact, &kept);
+    }
+}
+
+/// The agent's next reply after a decision settled the last open call of its message:
+/// started in a task of its own (nobody posted it), seen through the session's feed. A
+/// Stop that reached `prior` (the calls' own signal) before the reply registered stops it.
+pub async fn follow_up(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    prior: Option<&Abort>,
+) -> Result<()> {
+    if st.hub.is_closing() {
+        return Ok(());
+    }
+    let limit = st.settings.limits.turns_per_user;
+    let slot = st
+        .turn_slots
+        .acquire(user.id(), limit, "replies in flight")?;
+    let (agent, dk) = st
+        .hot_db
+        .read(&st.db, |c| {
+            crate::agents::persona::prepared(c, st, user, session_id, false)
+        })
+        .await?;
+    let kept = context::load(st, &dk, session_id).await?;
+    let round = rounds_since_user(&kept);
+    let after_seq = kept.last().map_or(0, |k| k.frame.seq);
+    let mut events = TurnEvents::new();
+    let message_id = frames::new_id();
+    let out = Out::new(st, user.id(), session_id, events.sink());
+    let live = Arc::new(InFlight::new(
+        &message_id,
+        session_id,
+        agent.id,
+        &agent.name,
+        after_seq,
+    ));
+    let cancel = st
+        .turns
+        .begin(live.clone(), Some(out.sink.flag(events::ABORTED)));
+    if prior.is_some_and(Abort::is_aborted) {
+        cancel.abort();
+    }
+    let user = user.clone();
+    let turn = Turn {
+        user,
+        agent,
+        dk,
+        user_calls: None,
+        live,
+        cancel,
+        round,
+    };
+    let turn = guarded(out, message_id, slot, turn, context::messages(&kept));
+    events.start(turn, &st.turns.watch);
+    // Nobody reads these events: dropping them hands the turn to a task of its own.
+    drop(events);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hero_shared::frame::Frame;
+    use serde_json::json;
+
+    fn kept(seq: i64, author: AuthorType, frame_type: FrameType, payload: Value) -> Kept {
+        let frame = Frame {
+            id: format!("f{seq}"),
+            session_id: 1,
+            seq,
+            parent_id: None,
+            target_ids: Vec::new(),
+            frame_type,
+            author_type: author,
+            author_id: None,
+            payload,
+            timestamp: String::new(),
+        };
+        Kept::new(frame, 0)
+    }
+
+    #[test]
+    fn the_round_counts_replies_since_the_users_last_message() {
+        let msg = FrameType::Message;
+        let mut log = vec![kept(1, AuthorType::User, msg, json!({"content": "hi"}))];
+        assert_eq!(rounds_since_user(&log), 0);
+        log.push(kept(2, AuthorType::Agent, msg, json!({"content": "a"})));
+        log.push(kept(3, AuthorType::System, FrameType::Request, json!({})));
+        log.push(kept(4, AuthorType::System, FrameType::Result, json!({})));
+        log.push(kept(5, AuthorType::Agent, msg, json!({"content": "b"})));
+        assert_eq!(rounds_since_user(&log), 2);
+        // A private note of the user's is no input the agent answers; a system note neither.
+        log.push(kept(
+            6,
+            AuthorType::User,
+            msg,
+            json!({"content": "n", "private": true}),
+        ));
+        log.push(kept(7, AuthorType::System, msg, json!({"content": "s"})));
+        log.push(kept(8, AuthorType::Agent, msg, json!({"content": "c"})));
+        assert_eq!(rounds_since_user(&log), 3);
+        // The user writes: the count starts again.
+        log.push(kept(9, AuthorType::User, msg, json!({"content": "go on"})));
+        assert_eq!(rounds_since_user(&log), 0);
+    }
+}

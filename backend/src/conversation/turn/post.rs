@@ -1,0 +1,216 @@
+//! The post stage: what a posted message asks for ([`read`]), and the commands that need
+//! no reply: `/stream on|off` (the session's mode, and a note saying so), a private message
+//! (stored only), `/compact` (a summary now, driven like a reply).
+
+use hero_shared::frame::AuthorType;
+use hero_shared::wire::{ErrorData, MessageStart, SseEvent};
+use serde_json::json;
+
+use super::MAX_MESSAGE_CHARS;
+use super::out::{Out, complete};
+use crate::accounts::auth::AuthUser;
+use crate::agents;
+use crate::conversation::frames::{self, NewFrame};
+use crate::conversation::hub::HubEvent;
+use crate::conversation::sessions;
+use crate::drive::events::TurnFuture;
+use crate::{AppState, Error, Result};
+
+/// What a posted message asks for.
+#[derive(Debug, PartialEq)]
+pub(super) enum Posted {
+    Message(String),
+    /// Stored and shown, never sent to the agent.
+    Private(String),
+    Streaming(bool),
+    /// `/compact`: summarise the conversation now.
+    Compact,
+}
+
+/// Reads a post: refused if empty or too long; a command if it is one.
+pub(super) fn read(content: &str, private: bool) -> Result<Posted> {
+    if content.trim().is_empty() {
+        return Err(Error::Invalid("the message is empty".into()));
+    }
+    if content.chars().count() > MAX_MESSAGE_CHARS {
+        return Err(Error::Invalid(format!(
+            "the message is too long (at most {MAX_MESSAGE_CHARS} characters)"
+        )));
+    }
+    if private {
+        return Ok(Posted::Private(content.to_owned()));
+    }
+    Ok(match content.trim() {
+        "/stream on" => Posted::Streaming(true),
+        "/stream off" => Posted::Streaming(false),
+        "/compact" => Posted::Compact,
+        _ => Posted::Message(content.to_owned()),
+    })
+}
+
+/// `/stream on|off`: the switch and its note (private: for the user, not the agent) commit
+/// together; the note carries the mode, so every reader of the log learns it.
+pub(super) async fn switch_streaming(
+    out: &Out,
+    user: &AuthUser,
+    message_id: &str,
+    on: bool,
+) -> Result<()> {
+    let (st, session_id) = (&out.st, out.session_id);
+    let note = if on {
+        "Streaming is on for this session."
+    } else {
+        "Streaming is off: replies arrive whole."
+    };
+    let mut f = NewFrame::message(
+        session_id,
+        AuthorType::System,
+        None,
+        json!({"role": "system", "content": note, "private": true, "streaming": on}),
+    );
+    f.id = message_id.to_owned();
+    let frame = store_now(st, user, f, |tx| {
+        sessions::set_streaming(tx, user, session_id, on)
+    })
+    .await?;
+    out.emit(SseEvent::MessageStart(MessageStart {
+        message_id: message_id.to_owned(),
+        session_id,
+        agent_name: "Hero".into(),
+    }));
+    out.emit(SseEvent::Text(hero_shared::wire::TextData {
+        message_id: message_id.to_owned(),
+        text: note.into(),
+    }));
+    // The frame after the events that show it, before the reply's end.
+    st.hub
+        .publish(user.id(), session_id, HubEvent::Frame(frame));
+    out.emit(complete(message_id, note, Vec::new()));
+    Ok(())
+}
+
+/// A private message: stored and shown, no reply (the message ends where it began).
+pub(super) async fn store_private(
+    out: &Out,
+    user: &AuthUser,
+    message_id: &str,
+    text: String,
+) -> Result<()> {
+    let (st, session_id) = (&out.st, out.session_id);
+    let mut f = NewFrame::message(
+        session_id,
+        AuthorType::User,
+        Some(user.id()),
+        json!({"role": "user", "content": text, "private": true}),
+    );
+    f.id = message_id.to_owned();
+    let frame = store_now(st, user, f, |_| Ok(())).await?;
+    st.hub
+        .publish(user.id(), session_id, HubEvent::Frame(frame));
+    out.emit(complete(message_id, "", Vec::new()));
+    Ok(())
+}
+
+/// `/compact`: the summary, as a turn's future for the poster to drive. It counts as a
+/// reply in flight (a provider call, the context in memory); a session of someone else's
+/// is a 404 here, not a failed summary.
+pub(super) async fn summarise(out: Out, user: &AuthUser, message_id: String) -> Result<TurnFuture> {
+    let (st, session_id) = (out.st.clone(), out.session_id);
+    sessions::get(&st.db, user, session_id).await?;
+    let slot = st.turn_slots.acquire(
+        user.id(),
+        st.settings.limits.turns_per_user,
+        "replies in flight",
+    )?;
+    let user = user.clone();
+    Ok(Box::pin(async move {
+        out.emit(SseEvent::MessageStart(MessageStart {
+            message_id: message_id.clone(),
+            session_id,
+            agent_name: "Hero".into(),
+        }));
+        let acting = st.turns.acting(session_id);
+        let done =
+            crate::conversation::compact::compact(&st, &user, session_id, Some(acting.abort()));
+        match done.await {
+            Ok(frame) => {
+                let text = frame.payload["content"].as_str().unwrap_or_default();
+                out.emit(complete(&message_id, text, Vec::new()));
+            }
+            Err(e) => {
+                out.emit(SseEvent::Error(ErrorData {
+                    message_id: Some(message_id.clone()),
+                    error: e.public_message(),
+                }));
+                out.emit(complete(&message_id, "", Vec::new()));
+            }
+        }
+        drop(acting);
+        drop(slot);
+    }))
+}
+
+/// Stores a frame of the poster's own (a note, a private message) with `also` in one
+/// transaction; the caller hands it to the session's readers.
+async fn store_now(
+    st: &AppState,
+    user: &AuthUser,
+    f: NewFrame,
+    also: impl Fn(&rusqlite::Connection) -> Result<()> + Send,
+) -> Result<hero_shared::frame::Frame> {
+    let session_id = f.session_id;
+    let kept = st
+        .hot_db
+        .write(&st.db, |tx| {
+            let setup = agents::turn_setup(tx, &st.keys, user, session_id)?;
+            also(tx)?;
+            let sealed = frames::seal(&setup.dk, f.clone())?;
+            let seq = sealed.insert(tx)?;
+            frames::full_session(st, seq)?;
+            Ok(sealed.kept(seq))
+        })
+        .await?;
+    let frame = (*kept.frame).clone();
+    st.history.append(kept);
+    Ok(frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_post_is_read_as_a_message_or_a_command() {
+        assert_eq!(
+            read("hello", false).unwrap(),
+            Posted::Message("hello".into())
+        );
+        assert_eq!(
+            read("  /stream off ", false).unwrap(),
+            Posted::Streaming(false)
+        );
+        assert_eq!(read("/stream on", false).unwrap(), Posted::Streaming(true));
+        assert_eq!(read("/compact", false).unwrap(), Posted::Compact);
+        // A command sent privately is a private note, not a command.
+        assert_eq!(
+            read("/compact", true).unwrap(),
+            Posted::Private("/compact".into())
+        );
+        // Commands are whole messages: one inside a sentence is text.
+        let text = "please /compact later";
+        assert_eq!(read(text, false).unwrap(), Posted::Message(text.into()));
+    }
+
+    #[test]
+    fn an_empty_or_overlong_post_is_refused_with_a_reason() {
+        for empty in ["", "   ", "\n\t"] {
+            let e = read(empty, false).unwrap_err();
+            assert!(e.public_message().contains("empty"), "{e}");
+        }
+        let long = "é".repeat(MAX_MESSAGE_CHARS + 1);
+        let e = read(&long, false).unwrap_err();
+        assert!(e.public_message().contains("too long"), "{e}");
+        // The bound counts characters, not bytes.
+        assert!(read(&"é".repeat(MAX_MESSAGE_CHARS), false).is_ok());
+    }
+}

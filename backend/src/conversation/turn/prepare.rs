@@ -1,0 +1,82 @@
+//! The prepare stage: what a turn needs (the session's agent, its system prompt, the user's
+//! key, the conversation so far) read in the transaction that appends the user's message.
+
+use hero_shared::frame::AuthorType;
+use serde_json::json;
+
+use crate::accounts::auth::AuthUser;
+use crate::agents::AgentRuntime;
+use crate::conversation::frames::{self, NewFrame};
+use crate::conversation::history::Kept;
+use crate::crypto::SecretKey;
+use crate::{AppState, Result};
+
+/// What a turn starts from.
+pub(super) struct Started {
+    pub(super) agent: AgentRuntime,
+    pub(super) dk: SecretKey,
+    /// The conversation since the last compact, the user's message last.
+    pub(super) history: Vec<Kept>,
+    pub(super) user_frame: hero_shared::frame::Frame,
+}
+
+/// Reads what the turn needs and appends the user's message: one transaction, so that no
+/// message is stored for a session without an agent. The conversation before the message is
+/// the one the session's last turn left in memory ([`crate::conversation::history`]) if nothing was
+/// appended since; otherwise it is read in the same transaction, and decrypted once the
+/// connection is let go. A history too long to read on the hot connection is read through
+/// the pool afterwards: the frames before the message, which are what they were.
+pub(super) async fn prepare(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    content: &str,
+) -> Result<Started> {
+    let (agent, dk, kept, rows, user_frame) = st
+        .hot_db
+        .write(&st.db, |tx| {
+            // The agent's files, seeded on its first use, make its system prompt.
+            let (agent, dk) = crate::agents::persona::prepared(tx, st, user, session_id, true)?;
+            let message = NewFrame::message(
+                session_id,
+                AuthorType::User,
+                Some(user.id()),
+                json!({"role": "user", "content": content}),
+            );
+            let sealed = frames::seal(&dk, message)?;
+            let seq = sealed.insert(tx)?;
+            // The insert is rolled back with the refusal: a full session takes nothing more.
+            // A message needs room for its reply too.
+            frames::full_session(st, seq + 1)?;
+            let kept = st.history.get(session_id, seq - 1);
+            let rows = match kept {
+                Some(_) => None,
+                None => Some(frames::since_last_compact(tx, session_id, seq)?),
+            };
+            Ok((agent, dk, kept, rows, sealed.kept(seq)))
+        })
+        .await?;
+    let seq = user_frame.frame.seq;
+    let history = match (kept, rows) {
+        (Some(mut kept), _) => {
+            st.history.append(user_frame.clone());
+            kept.push(user_frame.clone());
+            kept
+        }
+        (None, rows) => {
+            let mut read = match rows.flatten() {
+                Some(rows) => rows.open(&dk)?,
+                None => frames::before(&st.db, &dk, session_id, seq).await?,
+            };
+            read.push(user_frame.clone());
+            st.history.put(session_id, read.clone());
+            read
+        }
+    };
+    Ok(Started {
+        agent,
+        dk,
+        history,
+        user_frame: (*user_frame.frame).clone(),
+    })
+}
