@@ -15,7 +15,8 @@
 //! `message_complete`, as the HTTP route does. The provider is the mock LLM on loopback,
 //! on threads of its own (`mock-*`), answering 50 words at once. CPU is each turn's CPU
 //! time in every thread of the process but the mock's (from `/proc/self/task/*/schedstat`),
-//! so the wait for the provider is not counted. It prints the first turn's CPU (the median
+//! so the wait for the provider is not counted, nor the measurement's own reads of `/proc`
+//! (measured on empty spans and subtracted; printed). It prints the first turn's CPU (the median
 //! over the starts), p50 and p99
 //! of all turns, and the large session's figures as ratios of the small one's.
 
@@ -179,6 +180,10 @@ async fn scenario(
     // A checkpoint the appends started runs in the background on this runtime: let it
     // finish, so that it is not counted as the first turn's (both scenarios wait alike).
     tokio::time::sleep(Duration::from_millis(300)).await;
+    // What a measurement adds to the figure it takes (its own reads of /proc, with as many
+    // threads as the turns will meet), subtracted from each turn's.
+    let own = measurement_cost();
+    println!("  (a measurement's own cost, subtracted from each turn's: {own:.0} µs)");
     let mut cpu = Vec::with_capacity(turns);
     for _ in 0..turns {
         let before = server_cpu_us();
@@ -200,9 +205,25 @@ async fn scenario(
                 _ => {}
             }
         }
-        cpu.push(server_cpu_us() - before);
+        cpu.push(server_cpu_us() - before - own);
     }
     cpu
+}
+
+/// The CPU one measurement adds to the span it measures, in µs: the median of empty spans
+/// (two measurements with a short sleep between, as a turn's wait for the provider: a
+/// thread's `schedstat` moves only when it is switched out). Reading every thread's
+/// `schedstat` costs a good part of a short turn, so a turn's figure is its span less this.
+fn measurement_cost() -> f64 {
+    let mut spans: Vec<f64> = (0..41)
+        .map(|_| {
+            let a = server_cpu_us();
+            std::thread::sleep(Duration::from_micros(200));
+            server_cpu_us() - a
+        })
+        .collect();
+    spans.sort_by(f64::total_cmp);
+    spans[spans.len() / 2]
 }
 
 /// `starts` fresh scenarios: the median of their first turns, and p50 and p99 of all turns.
