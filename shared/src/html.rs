@@ -17,6 +17,7 @@ use serde_json::Value;
 use crate::calls::{CallOrigin, CallView, Outcome};
 use crate::frame::{CompiledMessage, FrameType, Role};
 use crate::hml::{Element, ElementKind, Node, Prompt, PromptType};
+use crate::hooks::Action;
 use crate::markdown::{self, MdPart, escape, safe_link};
 
 /// HTML being written: tags and attribute names are this module's own, values escaped.
@@ -199,7 +200,7 @@ fn marks(out: &mut Out, m: &CompiledMessage, private: bool) {
         &[
             ("type", Some("button")),
             ("class", Some("msg-menu")),
-            ("data-action", Some("hide")),
+            ("data-action", Some(Action::Hide.as_str())),
             ("data-frame", Some(&m.frame_id)),
             ("data-hidden", Some(if m.hidden { "true" } else { "false" })),
         ],
@@ -241,7 +242,7 @@ fn copy_button(out: &mut Out, label: &str) {
         &[
             ("type", Some("button")),
             ("class", Some("copy-button")),
-            ("data-action", Some("copy")),
+            ("data-action", Some(Action::Copy.as_str())),
             ("data-label", Some(label)),
         ],
         label,
@@ -600,7 +601,7 @@ fn prompt(out: &mut Out, e: &Element, place: Place<'_>) {
             &[
                 ("type", Some("button")),
                 ("class", Some("hml-prompt-ok")),
-                ("data-action", Some("prompt")),
+                ("data-action", Some(Action::Prompt.as_str())),
             ],
             "OK",
         );
@@ -671,7 +672,7 @@ fn waiting(out: &mut Out, c: &CallView, message_id: &str, element_id: &str, ques
             &[
                 ("type", Some("button")),
                 ("class", Some("ask-option")),
-                ("data-action", Some("ask")),
+                ("data-action", Some(Action::Ask.as_str())),
                 ("data-answer", Some(&o)),
             ],
             &o,
@@ -692,7 +693,7 @@ fn waiting(out: &mut Out, c: &CallView, message_id: &str, element_id: &str, ques
         &[
             ("type", Some("button")),
             ("class", Some("ask-send")),
-            ("data-action", Some("ask")),
+            ("data-action", Some(Action::Ask.as_str())),
         ],
         "Answer",
     );
@@ -822,9 +823,13 @@ fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
     if c.is_pending() {
         out.open("div", &[("class", Some("call-actions"))]);
         for (class, action, label) in [
-            ("approve", "approve", "Approve".to_owned()),
-            ("deny", "deny", "Deny".to_owned()),
-            ("always", "always", format!("Always allow {function}")),
+            ("approve", Action::Approve.as_str(), "Approve".to_owned()),
+            ("deny", Action::Deny.as_str(), "Deny".to_owned()),
+            (
+                "always",
+                Action::Always.as_str(),
+                format!("Always allow {function}"),
+            ),
         ] {
             out.leaf(
                 "button",
@@ -889,7 +894,7 @@ pub fn summary_html(m: &CompiledMessage, earlier_shown: bool) -> String {
             &[
                 ("type", Some("button")),
                 ("class", Some("show-earlier")),
-                ("data-action", Some("earlier")),
+                ("data-action", Some(Action::Earlier.as_str())),
                 ("data-seq", Some(&seq)),
             ],
             "Show earlier",
@@ -1087,6 +1092,56 @@ mod tests {
             edited: false,
             timestamp: String::new(),
             payload: serde_json::json!({"agent_name": "A<b>"}),
+        }
+    }
+
+    /// Every `data-action` this renderer writes is one of [`crate::hooks::Action`], the
+    /// names the chat's listener reads.
+    #[test]
+    fn every_data_action_written_is_an_action() {
+        use crate::calls::{CallRequest, CallStatus};
+        use crate::hooks::Action;
+        let src = "Here:\n\n```rust\nfn main() {}\n```\n\n<copy label=\"x\">y</copy>\n\
+                   <websearch>rust</websearch>\n<hml-prompt id=\"p\" type=\"select\">Pick<data>[\"red\"]</data></hml-prompt>\n\
+                   <ask options=\"yes,no\">Go?</ask>";
+        let call = CallView {
+            request_id: "r".into(),
+            message_id: "m1".into(),
+            request: CallRequest {
+                function: "websearch".into(),
+                args: serde_json::json!({"query": "rust"}),
+                origin: CallOrigin::Tool {
+                    tool_use_id: "t".into(),
+                },
+                status: CallStatus::Pending,
+                decided_by: None,
+                sender_id: None,
+                problem: None,
+                content: "websearch".into(),
+                expires_at: None,
+            },
+            result: None,
+        };
+        let mut html = message_html(&agent(src), &[call]);
+        let summary = CompiledMessage {
+            frame_type: FrameType::Compact,
+            ..agent("Summary.")
+        };
+        html.extend(
+            messages_html(&[summary, agent("after")], false, |_| false)
+                .into_iter()
+                .map(|(_, h)| h),
+        );
+        let mut seen = Vec::new();
+        for part in html.split("data-action=\"").skip(1) {
+            let value = &part[..part.find('"').expect("a closed attribute")];
+            let action = Action::parse(value);
+            assert!(action.is_some(), "data-action=\"{value}\" is no Action");
+            seen.extend(action);
+        }
+        // A question's options are buttons only while its call asks (the calls' tests).
+        for a in Action::ALL.into_iter().filter(|a| *a != Action::Ask) {
+            assert!(seen.contains(&a), "nothing drawn asks for {a:?}: {html:?}");
         }
     }
 

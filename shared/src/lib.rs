@@ -54,6 +54,7 @@ pub mod frame;
 pub mod fuzz;
 pub mod heap;
 pub mod hml;
+pub mod hooks;
 pub mod html;
 pub mod interaction;
 pub mod markdown;

@@ -110,6 +110,8 @@ mod browser {
     use wasm_bindgen::JsCast;
     use web_sys::{Element, HtmlInputElement};
 
+    use hero_shared::hooks::Action;
+
     use super::{always_allow, answer_prompt, decide_call, prompt_answer};
     use crate::auth::error_text;
 
@@ -324,36 +326,40 @@ mod browser {
             return;
         };
         let action = button.get_attribute("data-action").unwrap_or_default();
-        match action.as_str() {
-            "copy" => copy(&button),
-            "prompt" | "ask" => {
+        let Some(action) = Action::parse(&action) else {
+            return;
+        };
+        match action {
+            Action::Copy => copy(&button),
+            Action::Prompt | Action::Ask => {
                 if let Some(block) = closest(&button, "[data-hml][data-message]") {
                     answer(session_id, block, button.get_attribute("data-answer"));
                 }
             }
-            "approve" | "deny" | "always" => {
+            Action::Approve | Action::Deny | Action::Always => {
                 let Some(card) = closest(&button, "[data-call]") else {
                     return;
                 };
                 let request_id = card.get_attribute("data-call").unwrap_or_default();
-                if action == "always" {
+                if action == Action::Always {
                     let function = card.get_attribute("data-function").unwrap_or_default();
                     send(card, always_allow(session_id, request_id, function));
                 } else {
                     send(
                         card,
-                        decide_call(session_id, request_id, action == "approve"),
+                        decide_call(session_id, request_id, action == Action::Approve),
                     );
                 }
             }
-            "hide" => {
+            Action::Hide => {
                 let frame_id = button.get_attribute("data-frame").unwrap_or_default();
                 let hidden = button.get_attribute("data-hidden").as_deref() == Some("true");
                 if let Some(msg) = closest(&button, "[data-message-id]") {
                     send(msg, super::super::set_hidden(session_id, frame_id, !hidden));
                 }
             }
-            _ => {}
+            // "Show earlier" is the message list's own (`client`).
+            Action::Earlier => {}
         }
     }
 

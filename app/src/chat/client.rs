@@ -25,12 +25,18 @@ use wasm_bindgen::closure::Closure;
 use web_sys::{Element, HtmlInputElement, HtmlTextAreaElement};
 
 use super::events::{LiveView, use_session_events};
+use hero_shared::hooks::{self, Hook};
+
 use super::{ChatData, PLACEHOLDER, actions};
 use crate::auth::error_text;
 
 /// Starts the chat under `root` (the element with `data-chat`), if the page has one.
 pub fn start() {
-    let Some(root) = document().query_selector("[data-chat]").ok().flatten() else {
+    let Some(root) = document()
+        .query_selector(&hooks::CHAT.selector())
+        .ok()
+        .flatten()
+    else {
         return;
     };
     let data = document()
@@ -65,9 +71,15 @@ fn cannot_start(root: &Element, why: &str) {
     }
 }
 
-/// The element `selector` finds under `root`, or which one the page lacks.
-fn need(root: &Element, selector: &str) -> Result<Element, String> {
-    find(root, selector).ok_or_else(|| format!("the page has no `{selector}`"))
+/// The part `hook` names under `root`, or which one the page lacks.
+fn need(root: &Element, hook: Hook) -> Result<Element, String> {
+    let selector = hook.selector();
+    find(root, &selector).ok_or_else(|| format!("the page has no `{selector}`"))
+}
+
+/// The part `hook` names inside the part `within` names.
+fn need_in(root: &Element, within: Hook, hook: Hook) -> Result<Element, String> {
+    need(&need(root, within)?, hook)
 }
 
 fn find(root: &Element, selector: &str) -> Option<Element> {
@@ -131,19 +143,23 @@ struct Chat {
 
 impl Chat {
     fn new(root: Element, data: ChatData) -> Result<Chat, String> {
-        let messages = need(&root, ".messages")?;
+        let messages = need(&root, hooks::MESSAGES)?;
         let chat = Chat {
             session_id: data.session_id,
             streaming: RwSignal::new(data.streaming),
-            stored: need(&messages, ".stored")?,
-            earlier_box: need(&messages, ".earlier-pages")?,
-            live_slot: need(&messages, ".live-slot")?,
-            jump: need(&root, ".jump-down")?,
-            textarea: need(&root, ".composer textarea")?
+            stored: need(&messages, hooks::STORED)?,
+            earlier_box: need(&messages, hooks::EARLIER_PAGES)?,
+            live_slot: need(&messages, hooks::LIVE_SLOT)?,
+            jump: need(&root, hooks::JUMP_DOWN)?,
+            textarea: need(&root, hooks::COMPOSER)?
+                .query_selector("textarea")
+                .ok()
+                .flatten()
+                .ok_or("the composer has no textarea")?
                 .dyn_into()
                 .map_err(|_| "the message box is no textarea".to_owned())?,
-            send: need(&root, ".composer .send")?,
-            stop: need(&root, ".composer .stop")?,
+            send: need_in(&root, hooks::COMPOSER, hooks::SEND)?,
+            stop: need_in(&root, hooks::COMPOSER, hooks::STOP)?,
             messages,
             root,
             slots: Rc::default(),
@@ -155,12 +171,12 @@ impl Chat {
             error: RwSignal::new(None),
         };
         // The slots the server rendered hold the HTML this renderer makes of the same view.
-        if let Ok(list) = chat.stored.query_selector_all("[data-slot]") {
+        if let Ok(list) = chat.stored.query_selector_all(&hooks::SLOT.selector()) {
             let drawn = hero_shared::html::messages_html(&data.initial.messages, false, |_| false);
             let mut slots = chat.slots.borrow_mut();
             for i in 0..list.length() {
                 if let Some(el) = list.item(i).and_then(|n| n.dyn_into::<Element>().ok())
-                    && let Some(id) = el.get_attribute("data-slot")
+                    && let Some(id) = el.get_attribute(hooks::SLOT.name())
                     && let Some((_, html)) = drawn.iter().find(|(d, _)| *d == id)
                 {
                     slots.insert(id, (el, html.clone()));
@@ -355,7 +371,7 @@ impl Chat {
                         ("type", "button"),
                         ("class", "show-earlier top"),
                         ("data-testid", "show-earlier"),
-                        ("data-action", "earlier"),
+                        ("data-action", hero_shared::hooks::Action::Earlier.as_str()),
                     ] {
                         let _ = b.set_attribute(k, v);
                     }
@@ -512,7 +528,7 @@ impl Chat {
                             };
                             let _ = b.set_attribute("class", "composer-answering");
                             let _ = b.set_attribute("data-testid", "answering");
-                            if let Some(form) = find(&c.root, ".composer") {
+                            if let Some(form) = find(&c.root, &hooks::COMPOSER.selector()) {
                                 let _ = c.root.insert_before(&b, Some(&form));
                             }
                             b
@@ -552,7 +568,7 @@ impl Chat {
             c.near_bottom.set(true);
             c.sending.set(true);
             c.textarea.set_value("");
-            let private = find(&c.root, "[data-chat-private]")
+            let private = find(&c.root, &hooks::PRIVATE.selector())
                 .and_then(|p| p.dyn_into::<HtmlInputElement>().ok())
                 .is_some_and(|p| p.checked());
             let (c, q) = (c.clone(), question.get_untracked());
@@ -574,7 +590,7 @@ impl Chat {
                 c.error.set(result.err().map(|e| error_text(&e)));
             });
         });
-        if let Some(form) = find(&self.root, ".composer") {
+        if let Some(form) = find(&self.root, &hooks::COMPOSER.selector()) {
             let submit = submit.clone();
             listen(&form, "submit", move |ev: web_sys::Event| {
                 ev.prevent_default();
@@ -617,10 +633,10 @@ impl Chat {
     /// The header's agent part: the Files link names the session's agent; `error` is the
     /// line that says why a change was refused (none clears it).
     fn draw_agent(&self, agent_id: Option<i64>, error: Option<String>) {
-        let Some(head) = find(&self.root, ".chat-agent") else {
+        let Some(head) = find(&self.root, &hooks::HEADER.selector()) else {
             return;
         };
-        let link = find(&head, ".agent-files");
+        let link = find(&head, &hooks::AGENT_FILES.selector());
         match (agent_id, link) {
             (Some(id), Some(a)) => {
                 let _ = a.set_attribute("href", &format!("/agents/{id}/files"));
@@ -628,9 +644,9 @@ impl Chat {
             (Some(id), None) => {
                 if let Ok(a) = document().create_element("a") {
                     let _ = a.set_attribute("href", &format!("/agents/{id}/files"));
-                    let _ = a.set_attribute("class", "agent-files");
+                    let _ = a.set_attribute("class", hooks::AGENT_FILES.name());
                     a.set_text_content(Some("Files"));
-                    let after = find(&head, ".manage-permissions");
+                    let after = find(&head, &hooks::PERMISSIONS_LINK.selector());
                     let _ = match after {
                         Some(p) => p.after_with_node_1(&a),
                         None => head.append_child(&a).map(|_| ()),
@@ -642,7 +658,10 @@ impl Chat {
         }
         // The placeholder option goes once the session has an agent.
         if agent_id.is_some()
-            && let Some(o) = find(&head, "[data-chat-agent] option[value='']")
+            && let Some(o) = find(
+                &head,
+                &format!("{} option[value='']", hooks::AGENT_PICKER.selector()),
+            )
         {
             o.remove();
         }
@@ -664,17 +683,18 @@ impl Chat {
 
     /// The header's "batch mode" badge, shown while replies arrive whole.
     fn draw_mode(&self, streaming: bool) {
-        let Some(head) = find(&self.root, ".chat-agent") else {
+        let Some(head) = find(&self.root, &hooks::HEADER.selector()) else {
             return;
         };
-        let badge = find(&head, ".badge.batch");
+        let badge = find(&head, &hooks::BATCH_BADGE.selector());
         match (streaming, badge) {
             (true, Some(b)) => b.remove(),
             (false, None) => {
                 if let Ok(b) = document().create_element("span") {
-                    let _ = b.set_attribute("class", "badge batch");
+                    let _ =
+                        b.set_attribute("class", &format!("badge {}", hooks::BATCH_BADGE.name()));
                     b.set_text_content(Some("batch mode"));
-                    let before = find(&head, "[data-chat-prompt]");
+                    let before = find(&head, &hooks::PROMPT_BUTTON.selector());
                     let _ = head.insert_before(&b, before.as_ref().map(|e| e.as_ref()));
                 }
             }
@@ -686,11 +706,15 @@ impl Chat {
         let session_id = self.session_id;
         // The messages' buttons and fields; "show earlier" here too.
         let c = self.clone();
+        let selector = format!(
+            "[data-action={}]",
+            hero_shared::hooks::Action::Earlier.as_str()
+        );
         listen(&self.messages, "click", move |ev: web_sys::MouseEvent| {
             let earlier = ev
                 .target()
                 .and_then(|t| t.dyn_into::<Element>().ok())
-                .and_then(|t| t.closest("[data-action=earlier]").ok().flatten());
+                .and_then(|t| t.closest(&selector).ok().flatten());
             match earlier {
                 Some(b) => {
                     if let Some(seq) = b.get_attribute("data-seq").and_then(|s| s.parse().ok()) {
@@ -741,7 +765,7 @@ impl Chat {
             }
         });
         // Show hidden messages.
-        if let Some(b) = find(&self.root, "[data-chat-hidden]") {
+        if let Some(b) = find(&self.root, &hooks::SHOW_HIDDEN.selector()) {
             let show = self.show_hidden;
             listen(&b, "change", move |ev: web_sys::Event| {
                 if let Some(i) = ev
@@ -754,7 +778,7 @@ impl Chat {
         }
         // The session's agent: once the server took it, the header names it (the Files
         // link); if it refused, the picker goes back and says why.
-        if let Some(s) = find(&self.root, "[data-chat-agent]")
+        if let Some(s) = find(&self.root, &hooks::AGENT_PICKER.selector())
             .and_then(|s| s.dyn_into::<web_sys::HtmlSelectElement>().ok())
         {
             let in_force = Rc::new(RefCell::new(s.value()));
@@ -780,7 +804,7 @@ impl Chat {
             });
         }
         // "View system prompt": what the agent is told, fetched when asked for.
-        if let Some(b) = find(&self.root, "[data-chat-prompt]") {
+        if let Some(b) = find(&self.root, &hooks::PROMPT_BUTTON.selector()) {
             let button = b.clone();
             listen(&b, "click", move |_: web_sys::Event| {
                 if let Some(open) = button

@@ -1,0 +1,162 @@
+//! The chat page's contract between its markup and the browser's client: the classes and
+//! data attributes the client finds the page's parts by ([`Hook`]), and what a button in a
+//! message can ask for ([`Action`], its `data-action`). The server's markup and
+//! [`crate::html`] write them; `app::chat::client` and `app::chat::actions` read them, by
+//! these names only. `server/tests/chat.rs` checks that every hook of [`CHAT_PAGE`] is in
+//! the page the server renders, so a name that drifts fails a test instead of leaving a
+//! chat that never starts.
+
+/// A part of the page, found by a class or a data attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    /// `class="… name …"`.
+    Class(&'static str),
+    /// `name="…"` (a data attribute, whatever its value).
+    Attr(&'static str),
+}
+
+impl Hook {
+    /// Its CSS selector.
+    pub fn selector(self) -> String {
+        match self {
+            Hook::Class(c) => format!(".{c}"),
+            Hook::Attr(a) => format!("[{a}]"),
+        }
+    }
+
+    /// Its class or attribute name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::Class(n) | Hook::Attr(n) => n,
+        }
+    }
+}
+
+/// The chat: its root.
+pub const CHAT: Hook = Hook::Attr("data-chat");
+/// The header: the agent picker, the links, the mode badge.
+pub const HEADER: Hook = Hook::Class("chat-agent");
+/// The session's agent.
+pub const AGENT_PICKER: Hook = Hook::Attr("data-chat-agent");
+/// The link to the session's agent's files (present while the session has an agent).
+pub const AGENT_FILES: Hook = Hook::Class("agent-files");
+/// The link to the Permissions page, after which the Files link goes.
+pub const PERMISSIONS_LINK: Hook = Hook::Class("manage-permissions");
+/// "batch mode", while the session's replies arrive whole.
+pub const BATCH_BADGE: Hook = Hook::Class("batch");
+/// "View system prompt".
+pub const PROMPT_BUTTON: Hook = Hook::Attr("data-chat-prompt");
+/// "Show hidden messages".
+pub const SHOW_HIDDEN: Hook = Hook::Attr("data-chat-hidden");
+/// The message list, which scrolls.
+pub const MESSAGES: Hook = Hook::Class("messages");
+/// The pages paged in above the stored messages.
+pub const EARLIER_PAGES: Hook = Hook::Class("earlier-pages");
+/// The stored messages, one slot each.
+pub const STORED: Hook = Hook::Class("stored");
+/// One stored message's slot (its value: the message's id).
+pub const SLOT: Hook = Hook::Attr("data-slot");
+/// The reply in flight.
+pub const LIVE_SLOT: Hook = Hook::Class("live-slot");
+/// The way down to the newest message.
+pub const JUMP_DOWN: Hook = Hook::Class("jump-down");
+/// The message box's form.
+pub const COMPOSER: Hook = Hook::Class("composer");
+/// Send, in the composer.
+pub const SEND: Hook = Hook::Class("send");
+/// Stop, in the composer.
+pub const STOP: Hook = Hook::Class("stop");
+/// "Private", in the composer.
+pub const PRIVATE: Hook = Hook::Attr("data-chat-private");
+
+/// Every hook the chat page of a session with an agent carries from the start.
+pub const CHAT_PAGE: &[Hook] = &[
+    CHAT,
+    HEADER,
+    AGENT_PICKER,
+    AGENT_FILES,
+    PERMISSIONS_LINK,
+    PROMPT_BUTTON,
+    SHOW_HIDDEN,
+    MESSAGES,
+    EARLIER_PAGES,
+    STORED,
+    LIVE_SLOT,
+    JUMP_DOWN,
+    COMPOSER,
+    SEND,
+    STOP,
+    PRIVATE,
+];
+
+/// What a button in the conversation asks for: its `data-action`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Copies the code beside it.
+    Copy,
+    /// Sends a prompt's answer.
+    Prompt,
+    /// Answers a question of the agent's.
+    Ask,
+    /// Approves a call waiting for the user.
+    Approve,
+    /// Denies it.
+    Deny,
+    /// Sets the call's function to `always`, then approves the call.
+    Always,
+    /// Hides a message, or shows it again.
+    Hide,
+    /// Brings in the page before.
+    Earlier,
+}
+
+impl Action {
+    pub const ALL: [Action; 8] = [
+        Action::Copy,
+        Action::Prompt,
+        Action::Ask,
+        Action::Approve,
+        Action::Deny,
+        Action::Always,
+        Action::Hide,
+        Action::Earlier,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Copy => "copy",
+            Action::Prompt => "prompt",
+            Action::Ask => "ask",
+            Action::Approve => "approve",
+            Action::Deny => "deny",
+            Action::Always => "always",
+            Action::Hide => "hide",
+            Action::Earlier => "earlier",
+        }
+    }
+
+    /// The action a `data-action` value names, if any.
+    pub fn parse(s: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_action_reads_back_as_itself() {
+        for a in Action::ALL {
+            assert_eq!(Action::parse(a.as_str()), Some(a));
+        }
+        assert_eq!(Action::parse("launch"), None);
+    }
+
+    #[test]
+    fn selectors_are_the_names_they_stand_for() {
+        assert_eq!(MESSAGES.selector(), ".messages");
+        assert_eq!(CHAT.selector(), "[data-chat]");
+        assert_eq!(AGENT_PICKER.name(), "data-chat-agent");
+    }
+}
