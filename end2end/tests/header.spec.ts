@@ -76,13 +76,13 @@ test("/stream off and on change the header's badge at once, in every tab", async
   await connected(other);
   await mark(page);
   const badge = (p: Page) => p.locator(".chat-agent .badge", { hasText: "batch mode" });
-  await expect(badge(page)).toHaveCount(0);
+  await expect(badge(page)).toBeHidden();
   await send(page, "/stream off");
   await expect(badge(page)).toBeVisible();
   await expect(badge(other)).toBeVisible();
   await send(page, "/stream on");
-  await expect(badge(page)).toHaveCount(0);
-  await expect(badge(other)).toHaveCount(0);
+  await expect(badge(page)).toBeHidden();
+  await expect(badge(other)).toBeHidden();
   await stillMarked(page);
 });
 

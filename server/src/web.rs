@@ -62,7 +62,31 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
         .layer(axum::middleware::from_fn(same_origin))
         .layer(axum::middleware::from_fn(security_headers))
         .layer(axum::middleware::from_fn(trace_request))
+        .layer(page_compression())
         .with_state(state)
+}
+
+/// Pages (HTML) compressed as the browser accepts (brotli, else gzip), at the fastest
+/// level: a page is mostly markup, which even that cuts to about a third. Nothing else is:
+/// the site's files are compressed ahead, a feed's events must leave as they come, and the
+/// JSON answers are small. A page holds no secret another response could reflect to reveal
+/// (no token, no key: the sign-in is an HttpOnly cookie), so compressing it gives nothing
+/// away.
+fn page_compression()
+-> tower_http::compression::CompressionLayer<impl tower_http::compression::Predicate> {
+    use tower_http::compression::predicate::{DefaultPredicate, Predicate};
+    let html = |_: axum::http::StatusCode,
+                _: axum::http::Version,
+                headers: &axum::http::HeaderMap,
+                _: &axum::http::Extensions| {
+        headers
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/html"))
+    };
+    tower_http::compression::CompressionLayer::new()
+        .quality(tower_http::CompressionLevel::Fastest)
+        .compress_when(DefaultPredicate::new().and(html))
 }
 
 /// A name the site's directory cannot hold (too long for the file system) is a file that

@@ -149,6 +149,32 @@ async fn every_answer_carries_the_security_headers() {
             .unwrap()
             .contains(nonce)
     );
+    // A page is compressed as the browser accepts; JSON is not (nor a feed's events, which
+    // are no HTML either).
+    let plain = c.get(format!("{base}/login")).send().await.unwrap();
+    assert!(plain.headers().get("content-encoding").is_none());
+    let plain = plain.bytes().await.unwrap().len();
+    for (accept, expect) in [("gzip", "gzip"), ("br, gzip", "br")] {
+        let r = c
+            .get(format!("{base}/login"))
+            .header("accept-encoding", accept)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()["content-encoding"], expect);
+        let sent = r.bytes().await.unwrap().len();
+        assert!(
+            sent * 4 < plain * 3,
+            "{accept}: {sent} bytes for a {plain}-byte page"
+        );
+    }
+    let json = c
+        .get(format!("{base}/api/me"))
+        .header("accept-encoding", "br, gzip")
+        .send()
+        .await
+        .unwrap();
+    assert!(json.headers().get("content-encoding").is_none());
     // The API and a missing page: the same headers, a policy without a nonce, no caching.
     for path in ["/login", "/api/me", "/no-such-page", "/api/sessions"] {
         let r = c.get(format!("{base}{path}")).send().await.unwrap();

@@ -69,13 +69,15 @@ pub const STOP: Hook = Hook::Class("stop");
 /// "Private", in the composer.
 pub const PRIVATE: Hook = Hook::Attr("data-chat-private");
 
-/// Every hook the chat page of a session with an agent carries from the start.
+/// Every hook the chat page of a session with an agent carries from the start (the Files
+/// link and the badge hidden when they do not apply).
 pub const CHAT_PAGE: &[Hook] = &[
     CHAT,
     HEADER,
     AGENT_PICKER,
     AGENT_FILES,
     PERMISSIONS_LINK,
+    BATCH_BADGE,
     PROMPT_BUTTON,
     SHOW_HIDDEN,
     MESSAGES,

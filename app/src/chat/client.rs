@@ -44,8 +44,9 @@ pub fn start() {
         .and_then(|d| d.text_content())
         .ok_or_else(|| "the page has no starting view (#chat-data)".to_owned())
         .and_then(|d| {
+            // The error's own words would bring serde_json's messages into the wasm.
             serde_json::from_slice::<ChatData>(d.as_bytes())
-                .map_err(|e| format!("its starting view is unreadable ({e})"))
+                .map_err(|_| "its starting view (#chat-data) is unreadable".to_owned())
         });
     let started = data.and_then(|data| {
         let initial = data.initial.clone();
@@ -63,11 +64,25 @@ fn cannot_start(root: &Element, why: &str) {
         "The chat could not start: {why}. Reload the page; if this goes on, the page and the server do not match."
     );
     leptos::logging::error!("{text}");
-    if let Ok(line) = document().create_element("p") {
-        let _ = line.set_attribute("class", "form-error");
-        let _ = line.set_attribute("role", "alert");
-        line.set_text_content(Some(&text));
-        let _ = root.prepend_with_node_1(&line);
+    error_line(root, "form-error", Some(&text), None);
+}
+
+/// The line under `parent` (of class `class`) that says what went wrong, drawn, changed or
+/// taken away; a new one goes before `before` (none: last).
+fn error_line(parent: &Element, class: &str, error: Option<&str>, before: Option<&web_sys::Node>) {
+    let line = find(parent, &format!(":scope > .{class}"));
+    match (error, line) {
+        (Some(e), Some(l)) => l.set_text_content(Some(e)),
+        (Some(e), None) => {
+            if let Ok(l) = document().create_element("p") {
+                let _ = l.set_attribute("class", class);
+                let _ = l.set_attribute("role", "alert");
+                l.set_text_content(Some(e));
+                let _ = parent.insert_before(&l, before);
+            }
+        }
+        (None, Some(l)) => l.remove(),
+        (None, None) => {}
     }
 }
 
@@ -191,8 +206,10 @@ impl Chat {
         let conversation = feed.conversation;
 
         // The header: "batch mode" while the session's replies arrive whole.
-        let c = self.clone();
-        Effect::new(move |_| c.draw_mode(c.streaming.get()));
+        if let Some(badge) = find(&self.root, &hooks::BATCH_BADGE.selector()) {
+            let streaming = self.streaming;
+            Effect::new(move |_| set_hidden(&badge, streaming.get()));
+        }
 
         // Connected: the box writes.
         let c = self.clone();
@@ -461,23 +478,7 @@ impl Chat {
         } else {
             body.set_inner_html(hero_shared::html::TYPING);
         }
-        Effect::new(move |_| {
-            let error = l.error.get();
-            let line = find(&msg, ":scope > .msg-error");
-            match (error, line) {
-                (Some(e), Some(line)) => line.set_text_content(Some(&e)),
-                (Some(e), None) => {
-                    if let Ok(line) = document().create_element("div") {
-                        let _ = line.set_attribute("class", "msg-error");
-                        let _ = line.set_attribute("role", "alert");
-                        line.set_text_content(Some(&e));
-                        let _ = msg.append_child(&line);
-                    }
-                }
-                (None, Some(line)) => line.remove(),
-                (None, None) => {}
-            }
-        });
+        Effect::new(move |_| error_line(&msg, "msg-error", l.error.get().as_deref(), None));
     }
 
     /// The message box: Enter sends, Shift+Enter adds a line; Stop while a reply is in
@@ -543,20 +544,13 @@ impl Chat {
         // The box's error line.
         let c = self.clone();
         Effect::new(move |_| {
-            let line = find(&c.root, ":scope > .form-error");
-            match (c.error.get(), line) {
-                (Some(e), Some(l)) => l.set_text_content(Some(&e)),
-                (Some(e), None) => {
-                    if let Ok(l) = document().create_element("p") {
-                        let _ = l.set_attribute("class", "form-error");
-                        let _ = l.set_attribute("role", "alert");
-                        l.set_text_content(Some(&e));
-                        let _ = c.root.insert_before(&l, c.jump.next_sibling().as_ref());
-                    }
-                }
-                (None, Some(l)) => l.remove(),
-                (None, None) => {}
-            }
+            let before = c.jump.next_sibling();
+            error_line(
+                &c.root,
+                "form-error",
+                c.error.get().as_deref(),
+                before.as_ref(),
+            );
         });
 
         let c = self.clone();
@@ -636,70 +630,19 @@ impl Chat {
         let Some(head) = find(&self.root, &hooks::HEADER.selector()) else {
             return;
         };
-        let link = find(&head, &hooks::AGENT_FILES.selector());
-        match (agent_id, link) {
-            (Some(id), Some(a)) => {
+        if let Some(a) = find(&head, &hooks::AGENT_FILES.selector()) {
+            if let Some(id) = agent_id {
                 let _ = a.set_attribute("href", &format!("/agents/{id}/files"));
             }
-            (Some(id), None) => {
-                if let Ok(a) = document().create_element("a") {
-                    let _ = a.set_attribute("href", &format!("/agents/{id}/files"));
-                    let _ = a.set_attribute("class", hooks::AGENT_FILES.name());
-                    a.set_text_content(Some("Files"));
-                    let after = find(&head, &hooks::PERMISSIONS_LINK.selector());
-                    let _ = match after {
-                        Some(p) => p.after_with_node_1(&a),
-                        None => head.append_child(&a).map(|_| ()),
-                    };
-                }
-            }
-            (None, Some(a)) => a.remove(),
-            (None, None) => {}
+            set_hidden(&a, agent_id.is_none());
         }
         // The placeholder option goes once the session has an agent.
         if agent_id.is_some()
-            && let Some(o) = find(
-                &head,
-                &format!("{} option[value='']", hooks::AGENT_PICKER.selector()),
-            )
+            && let Some(o) = find(&head, "option[value='']")
         {
             o.remove();
         }
-        let line = find(&head, ":scope > .form-error");
-        match (error, line) {
-            (Some(e), Some(l)) => l.set_text_content(Some(&e)),
-            (Some(e), None) => {
-                if let Ok(l) = document().create_element("p") {
-                    let _ = l.set_attribute("class", "form-error");
-                    let _ = l.set_attribute("role", "alert");
-                    l.set_text_content(Some(&e));
-                    let _ = head.append_child(&l);
-                }
-            }
-            (None, Some(l)) => l.remove(),
-            (None, None) => {}
-        }
-    }
-
-    /// The header's "batch mode" badge, shown while replies arrive whole.
-    fn draw_mode(&self, streaming: bool) {
-        let Some(head) = find(&self.root, &hooks::HEADER.selector()) else {
-            return;
-        };
-        let badge = find(&head, &hooks::BATCH_BADGE.selector());
-        match (streaming, badge) {
-            (true, Some(b)) => b.remove(),
-            (false, None) => {
-                if let Ok(b) = document().create_element("span") {
-                    let _ =
-                        b.set_attribute("class", &format!("badge {}", hooks::BATCH_BADGE.name()));
-                    b.set_text_content(Some("batch mode"));
-                    let before = find(&head, &hooks::PROMPT_BUTTON.selector());
-                    let _ = head.insert_before(&b, before.as_ref().map(|e| e.as_ref()));
-                }
-            }
-            _ => {}
-        }
+        error_line(&head, "form-error", error.as_deref(), None);
     }
 
     fn listeners(&self) {

@@ -163,8 +163,9 @@ pub fn ChatView(
                 </select>
                 <a href="/agents" class="manage-agents">"Manage agents"</a>
                 <a href="/permissions" class="manage-permissions">"Permissions"</a>
-                {current.map(|a| view! { <a href=format!("/agents/{a}/files") class="agent-files">"Files"</a> })}
-                {(!session.streaming).then(|| view! { <span class="badge batch">"batch mode"</span> })}
+                // Both always here, hidden when they do not apply: the client only shows them.
+                <a href=current.map_or_else(|| "/agents".to_owned(), |a| format!("/agents/{a}/files")) class="agent-files" hidden=current.is_none()>"Files"</a>
+                <span class="badge batch" hidden=session.streaming>"batch mode"</span>
                 <button type="button" class="view-prompt" data-chat-prompt="">"View system prompt"</button>
             </div>
             <label class="show-hidden"><input type="checkbox" data-chat-hidden=""/>"Show hidden messages"</label>
