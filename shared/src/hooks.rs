@@ -91,6 +91,47 @@ pub const CHAT_PAGE: &[Hook] = &[
     PRIVATE,
 ];
 
+/// A button's action ([`Action`]).
+pub const ACTION: Hook = Hook::Attr("data-action");
+/// A call's card (its value: the request's id).
+pub const CALL: Hook = Hook::Attr("data-call");
+/// The function of a call's card.
+pub const FUNCTION: Hook = Hook::Attr("data-function");
+/// An HML element drawn in a message (its value: its kind).
+pub const HML: Hook = Hook::Attr("data-hml");
+/// The element's id in its message.
+pub const HML_ID: Hook = Hook::Attr("data-hml-id");
+/// The message an element belongs to.
+pub const MESSAGE: Hook = Hook::Attr("data-message");
+/// A message's id, on its outer element.
+pub const MESSAGE_ID: Hook = Hook::Attr("data-message-id");
+/// A field whose typed text is carried across a redraw (its value: its key).
+pub const KEEP: Hook = Hook::Attr("data-keep");
+/// A timed question: when it takes its default (Unix milliseconds).
+pub const EXPIRES_AT: Hook = Hook::Attr("data-expires-at");
+/// A timed question's default.
+pub const DEFAULT: Hook = Hook::Attr("data-default");
+/// A prompt's type (`text`, `select`, …).
+pub const TYPE: Hook = Hook::Attr("data-type");
+/// The answer a question's option button gives (drawn while its call asks: not in the
+/// sample [`MESSAGE_HOOKS`] is checked on).
+pub const ANSWER: Hook = Hook::Attr("data-answer");
+/// The frame a message's menu hides, and whether it is hidden.
+pub const FRAME: Hook = Hook::Attr("data-frame");
+pub const HIDDEN: Hook = Hook::Attr("data-hidden");
+/// A copy button's label, put back after "Copied".
+pub const LABEL: Hook = Hook::Attr("data-label");
+/// A code block, and a `<copy>` element: what a copy button copies from.
+pub const CODE_BLOCK: Hook = Hook::Class("code-block");
+pub const HML_COPY: Hook = Hook::Class("hml-copy");
+
+/// Every hook a conversation's messages carry for the client ([`crate::html`] writes them),
+/// found in a sample conversation by `html`'s tests.
+pub const MESSAGE_HOOKS: &[Hook] = &[
+    ACTION, CALL, FUNCTION, HML, HML_ID, MESSAGE, MESSAGE_ID, KEEP, TYPE, FRAME, HIDDEN, LABEL,
+    CODE_BLOCK, HML_COPY,
+];
+
 /// What a button in the conversation asks for: its `data-action`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {

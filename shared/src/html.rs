@@ -1139,6 +1139,18 @@ mod tests {
             assert!(action.is_some(), "data-action=\"{value}\" is no Action");
             seen.extend(action);
         }
+        // Every hook the client reads in a message is in what was drawn.
+        for hook in crate::hooks::MESSAGE_HOOKS {
+            let there = match hook {
+                crate::hooks::Hook::Class(c) => html.split("class=\"").skip(1).any(|r| {
+                    r[..r.find('"').unwrap_or(0)]
+                        .split_whitespace()
+                        .any(|x| x == *c)
+                }),
+                crate::hooks::Hook::Attr(a) => html.contains(&format!(" {a}=\"")),
+            };
+            assert!(there, "nothing drawn carries {}: {html:?}", hook.selector());
+        }
         // A question's options are buttons only while its call asks (the calls' tests).
         for a in Action::ALL.into_iter().filter(|a| *a != Action::Ask) {
             assert!(seen.contains(&a), "nothing drawn asks for {a:?}: {html:?}");

@@ -110,7 +110,7 @@ mod browser {
     use wasm_bindgen::JsCast;
     use web_sys::{Element, HtmlInputElement};
 
-    use hero_shared::hooks::Action;
+    use hero_shared::hooks::{self, Action};
 
     use super::{always_allow, answer_prompt, decide_call, prompt_answer};
     use crate::auth::error_text;
@@ -159,14 +159,14 @@ mod browser {
     pub fn keep(root: &Element) -> Kept {
         let mut kept = Kept::default();
         let active = document().active_element();
-        let Ok(list) = root.query_selector_all("[data-keep]") else {
+        let Ok(list) = root.query_selector_all(&hooks::KEEP.selector()) else {
             return kept;
         };
         for i in 0..list.length() {
             let Some(block) = list.item(i).and_then(|n| n.dyn_into::<Element>().ok()) else {
                 continue;
             };
-            let Some(key) = block.get_attribute("data-keep") else {
+            let Some(key) = block.get_attribute(hooks::KEEP.name()) else {
                 continue;
             };
             let fs = fields(&block);
@@ -188,14 +188,14 @@ mod browser {
 
     /// Puts back what [`keep`] read, where the same key has the same fields, and the focus.
     pub fn restore(root: &Element, kept: &Kept) {
-        let Ok(list) = root.query_selector_all("[data-keep]") else {
+        let Ok(list) = root.query_selector_all(&hooks::KEEP.selector()) else {
             return;
         };
         for i in 0..list.length() {
             let Some(block) = list.item(i).and_then(|n| n.dyn_into::<Element>().ok()) else {
                 continue;
             };
-            let Some(key) = block.get_attribute("data-keep") else {
+            let Some(key) = block.get_attribute(hooks::KEEP.name()) else {
                 continue;
             };
             let Some(values) = kept.fields.get(&key) else {
@@ -224,7 +224,7 @@ mod browser {
 
     /// Fills in every timed question's countdown under `root`, from its `data-expires-at`.
     pub fn countdowns(root: &Element) {
-        let Ok(list) = root.query_selector_all("[data-expires-at]") else {
+        let Ok(list) = root.query_selector_all(&hooks::EXPIRES_AT.selector()) else {
             return;
         };
         let now = js_sys::Date::now() as i64;
@@ -233,12 +233,12 @@ mod browser {
                 continue;
             };
             let Some(at) = el
-                .get_attribute("data-expires-at")
+                .get_attribute(hooks::EXPIRES_AT.name())
                 .and_then(|s| s.parse::<i64>().ok())
             else {
                 continue;
             };
-            let default = el.get_attribute("data-default");
+            let default = el.get_attribute(hooks::DEFAULT.name());
             let (left, text) = hero_shared::html::countdown_text(at - now, default.as_deref());
             if el.text_content().as_deref() != Some(text.as_str()) {
                 el.set_text_content(Some(&text));
@@ -293,12 +293,12 @@ mod browser {
     /// `data-message`); `given` is a question option's answer.
     fn answer(session_id: i64, block: Element, given: Option<String>) {
         let (Some(message_id), Some(element_id)) = (
-            block.get_attribute("data-message"),
-            block.get_attribute("data-hml-id"),
+            block.get_attribute(hooks::MESSAGE.name()),
+            block.get_attribute(hooks::HML_ID.name()),
         ) else {
             return;
         };
-        let value = match block.get_attribute("data-type") {
+        let value = match block.get_attribute(hooks::TYPE.name()) {
             // A prompt: from its fields.
             Some(kind) => {
                 let values: Vec<_> = fields(&block).iter().map(value_of).collect();
@@ -317,32 +317,45 @@ mod browser {
         );
     }
 
+    /// An element of a message (a prompt, a question), as drawn.
+    fn element_selector() -> String {
+        format!("{}{}", hooks::HML.selector(), hooks::MESSAGE.selector())
+    }
+
     /// A click in the message list: the `data-action` of the button it landed on.
     pub fn on_click(session_id: i64, ev: web_sys::MouseEvent) {
         let Some(target) = ev.target().and_then(|t| t.dyn_into::<Element>().ok()) else {
             return;
         };
-        let Some(button) = closest(&target, "[data-action]") else {
+        let Some(button) = closest(&target, &hooks::ACTION.selector()) else {
             return;
         };
-        let action = button.get_attribute("data-action").unwrap_or_default();
+        let action = button
+            .get_attribute(hooks::ACTION.name())
+            .unwrap_or_default();
         let Some(action) = Action::parse(&action) else {
             return;
         };
         match action {
             Action::Copy => copy(&button),
             Action::Prompt | Action::Ask => {
-                if let Some(block) = closest(&button, "[data-hml][data-message]") {
-                    answer(session_id, block, button.get_attribute("data-answer"));
+                if let Some(block) = closest(&button, &element_selector()) {
+                    answer(
+                        session_id,
+                        block,
+                        button.get_attribute(hooks::ANSWER.name()),
+                    );
                 }
             }
             Action::Approve | Action::Deny | Action::Always => {
-                let Some(card) = closest(&button, "[data-call]") else {
+                let Some(card) = closest(&button, &hooks::CALL.selector()) else {
                     return;
                 };
-                let request_id = card.get_attribute("data-call").unwrap_or_default();
+                let request_id = card.get_attribute(hooks::CALL.name()).unwrap_or_default();
                 if action == Action::Always {
-                    let function = card.get_attribute("data-function").unwrap_or_default();
+                    let function = card
+                        .get_attribute(hooks::FUNCTION.name())
+                        .unwrap_or_default();
                     send(card, always_allow(session_id, request_id, function));
                 } else {
                     send(
@@ -352,9 +365,11 @@ mod browser {
                 }
             }
             Action::Hide => {
-                let frame_id = button.get_attribute("data-frame").unwrap_or_default();
-                let hidden = button.get_attribute("data-hidden").as_deref() == Some("true");
-                if let Some(msg) = closest(&button, "[data-message-id]") {
+                let frame_id = button
+                    .get_attribute(hooks::FRAME.name())
+                    .unwrap_or_default();
+                let hidden = button.get_attribute(hooks::HIDDEN.name()).as_deref() == Some("true");
+                if let Some(msg) = closest(&button, &hooks::MESSAGE_ID.selector()) {
                     send(msg, super::super::set_hidden(session_id, frame_id, !hidden));
                 }
             }
@@ -374,10 +389,10 @@ mod browser {
         else {
             return;
         };
-        let Some(block) = closest(&input, "[data-hml][data-message]") else {
+        let Some(block) = closest(&input, &element_selector()) else {
             return;
         };
-        let sends = match block.get_attribute("data-type").as_deref() {
+        let sends = match block.get_attribute(hooks::TYPE.name()).as_deref() {
             Some(kind) => matches!(kind, "text" | "number"),
             None => input.type_() == "text",
         };
@@ -389,9 +404,15 @@ mod browser {
 
     /// Copies the text of the `<code>` beside the button, and says so for a moment.
     fn copy(button: &Element) {
-        let Some(code) = closest(button, ".code-block, .hml-copy")
-            .and_then(|b| b.query_selector("code").ok().flatten())
-        else {
+        let Some(code) = closest(
+            button,
+            &format!(
+                "{}, {}",
+                hooks::CODE_BLOCK.selector(),
+                hooks::HML_COPY.selector()
+            ),
+        )
+        .and_then(|b| b.query_selector("code").ok().flatten()) else {
             return;
         };
         let _ = window()
@@ -401,7 +422,9 @@ mod browser {
         button.set_text_content(Some("Copied"));
         let (button, label) = (
             button.clone(),
-            button.get_attribute("data-label").unwrap_or_default(),
+            button
+                .get_attribute(hooks::LABEL.name())
+                .unwrap_or_default(),
         );
         set_timeout(
             move || button.set_text_content(Some(&label)),
