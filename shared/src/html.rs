@@ -941,6 +941,41 @@ pub fn earlier_pages_html(pages: &[Vec<(String, String)>]) -> String {
     out.0
 }
 
+/// The reply in flight's frame: the agent's name and an empty `msg-body`, which the client
+/// fills block by block (`app::chat::live::block_html`) or with [`TYPING`].
+pub fn live_reply_html(message_id: &str, agent_name: &str) -> String {
+    let mut out = Out::default();
+    out.open(
+        "div",
+        &[
+            ("class", Some("msg msg-agent live")),
+            ("data-message-id", Some(message_id)),
+        ],
+    );
+    out.leaf("div", &[("class", Some("msg-who"))], agent_name);
+    out.leaf("div", &[("class", Some("msg-body"))], "");
+    out.close("div");
+    out.0
+}
+
+/// "Show earlier messages" above the list: brings in the page before `seq`.
+pub fn show_earlier_top_html(seq: i64) -> String {
+    let mut out = Out::default();
+    let seq = seq.to_string();
+    out.leaf(
+        "button",
+        &[
+            ("type", Some("button")),
+            ("class", Some("show-earlier top")),
+            ("data-testid", Some("show-earlier")),
+            ("data-action", Some(Action::Earlier.as_str())),
+            ("data-seq", Some(&seq)),
+        ],
+        "Show earlier messages",
+    );
+    out.0
+}
+
 /// Above the message box while it answers a question of the agent's.
 pub fn answering_html(question: &str) -> String {
     let mut out = Out::default();
@@ -1093,6 +1128,26 @@ mod tests {
             timestamp: String::new(),
             payload: serde_json::json!({"agent_name": "A<b>"}),
         }
+    }
+
+    #[test]
+    fn the_live_reply_and_the_top_button_are_drawn_here_too() {
+        let live = live_reply_html("m\"1", "<b>Ada</b>");
+        assert!(
+            live.starts_with(r#"<div class="msg msg-agent live" data-message-id="m&quot;1">"#),
+            "{live}"
+        );
+        assert!(
+            live.contains(r#"<div class="msg-who">&lt;b&gt;Ada&lt;/b&gt;</div>"#),
+            "{live}"
+        );
+        assert!(live.contains(r#"<div class="msg-body"></div>"#), "{live}");
+        let top = show_earlier_top_html(42);
+        assert!(
+            top.contains(r#"data-action="earlier""#) && top.contains(r#"data-seq="42""#),
+            "{top}"
+        );
+        assert!(top.contains(r#"class="show-earlier top""#), "{top}");
     }
 
     /// Every `data-action` this renderer writes is one of [`crate::hooks::Action`], the

@@ -383,21 +383,8 @@ impl Chat {
                 let _ = b.set_attribute("data-seq", &seq.to_string());
             }
             (Some(seq), None) => {
-                if let Ok(b) = document().create_element("button") {
-                    for (k, v) in [
-                        ("type", "button"),
-                        ("class", "show-earlier top"),
-                        ("data-testid", "show-earlier"),
-                        ("data-action", hero_shared::hooks::Action::Earlier.as_str()),
-                    ] {
-                        let _ = b.set_attribute(k, v);
-                    }
-                    let _ = b.set_attribute("data-seq", &seq.to_string());
-                    b.set_text_content(Some("Show earlier messages"));
-                    let _ = self
-                        .messages
-                        .insert_before(&b, self.messages.first_child().as_ref());
-                }
+                let button = hero_shared::html::show_earlier_top_html(seq);
+                let _ = self.messages.insert_adjacent_html("afterbegin", &button);
             }
             (None, None) => {}
         }
@@ -435,23 +422,15 @@ impl Chat {
     /// The reply in flight: its blocks as they stream (or a note, in batch mode) and its
     /// error. Runs under an owner of its own, cleaned up when the reply leaves.
     fn draw_live(&self, l: LiveView) {
-        let Ok(msg) = document().create_element("div") else {
-            return;
-        };
-        let _ = msg.set_attribute("class", "msg msg-agent live");
-        let _ = msg.set_attribute("data-message-id", &l.message_id.get_value());
-        let (Ok(who), Ok(body)) = (
-            document().create_element("div"),
-            document().create_element("div"),
+        let (id, agent) = (l.message_id.get_value(), l.agent_name.get_value());
+        self.live_slot
+            .set_inner_html(&hero_shared::html::live_reply_html(&id, &agent));
+        let (Some(msg), Some(body)) = (
+            find(&self.live_slot, ".live"),
+            find(&self.live_slot, ".live > .msg-body"),
         ) else {
             return;
         };
-        let _ = who.set_attribute("class", "msg-who");
-        who.set_text_content(Some(&l.agent_name.get_value()));
-        let _ = body.set_attribute("class", "msg-body");
-        let _ = msg.append_child(&who);
-        let _ = msg.append_child(&body);
-        let _ = self.live_slot.append_child(&msg);
         if self.streaming.get_untracked() {
             // One element per block, each redrawn by an effect of its own as it grows, owned
             // by the reply (not by this effect, which runs again at each new block).
