@@ -1614,14 +1614,7 @@ async fn the_agent_cannot_answer_its_prompts_for_the_user() {
         content(&view).contains(r#"answered answered-by="agent">Colour?<response>blue</response>"#),
         "{view}"
     );
-    let page =
-        h.c.get(h.url(&format!("/s/{session}")))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+    let page = h.page(&format!("/s/{session}")).await;
     assert!(
         page.contains("Recorded by the agent from your message: blue."),
         "{page}"
@@ -1680,14 +1673,7 @@ async fn a_full_workspace_is_told_shown_and_emptied() {
         (4 << 20..=(5 << 20) + (64 << 10)).contains(&used),
         "{usage}"
     );
-    let page =
-        h.c.get(h.url("/permissions"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+    let page = h.page("/permissions").await;
     assert!(page.contains("of its 4.0 MiB quota. It is full"), "{page}");
 
     let refused = bash_result(&h, session, "echo hi", 1).await;

@@ -1982,24 +1982,6 @@ async fn one_users_subscriptions_stall_no_other_user() {
     }
 }
 
-/// Whether `html` carries `hook`: a class among some element's classes, or the attribute.
-fn carries(html: &str, hook: hero_shared::hooks::Hook) -> bool {
-    use hero_shared::hooks::Hook;
-    match hook {
-        Hook::Class(name) => html.split("class=\"").skip(1).any(|rest| {
-            let value = &rest[..rest.find('"').unwrap_or(0)];
-            value.split_whitespace().any(|c| c == name)
-        }),
-        Hook::Attr(name) => [
-            format!(" {name}=\""),
-            format!(" {name}>"),
-            format!(" {name} "),
-        ]
-        .iter()
-        .any(|a| html.contains(a.as_str())),
-    }
-}
-
 #[tokio::test]
 async fn the_chat_page_carries_every_hook_the_client_finds_it_by() {
     let mock = mock_llm::spawn(Config::default().api_key(Some(KEY.into())))
@@ -2007,17 +1989,10 @@ async fn the_chat_page_carries_every_hook_the_client_finds_it_by() {
         .unwrap();
     let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
-    let page =
-        h.c.get(h.url(&format!("/s/{session}")))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+    let page = h.page(&format!("/s/{session}")).await;
     let missing: Vec<String> = hero_shared::hooks::CHAT_PAGE
         .iter()
-        .filter(|hook| !carries(&page, **hook))
+        .filter(|hook| !hook.is_in(&page))
         .map(|hook| hook.selector())
         .collect();
     assert!(
@@ -2025,12 +2000,6 @@ async fn the_chat_page_carries_every_hook_the_client_finds_it_by() {
         "the chat page lacks {missing:?}: {page}"
     );
     // The check itself tells a hook that is there from one that is not.
-    assert!(!carries(
-        &page,
-        hero_shared::hooks::Hook::Class("no-such-part")
-    ));
-    assert!(!carries(
-        &page,
-        hero_shared::hooks::Hook::Attr("data-no-such-part")
-    ));
+    assert!(!hero_shared::hooks::Hook::Class("no-such-part").is_in(&page));
+    assert!(!hero_shared::hooks::Hook::Attr("data-no-such-part").is_in(&page));
 }

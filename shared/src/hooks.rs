@@ -24,6 +24,21 @@ impl Hook {
         }
     }
 
+    /// Whether HTML this project writes carries it: the class among some element's
+    /// classes, or the attribute (with a value, or bare). For the tests that tie the
+    /// markup to the client; not a parser of any HTML.
+    pub fn is_in(self, html: &str) -> bool {
+        match self {
+            Hook::Class(name) => html.split("class=\"").skip(1).any(|rest| {
+                let value = &rest[..rest.find('"').unwrap_or(0)];
+                value.split_whitespace().any(|c| c == name)
+            }),
+            Hook::Attr(name) => [" {}=\"", " {}>", " {} "]
+                .iter()
+                .any(|form| html.contains(&form.replace("{}", name))),
+        }
+    }
+
     /// Its class or attribute name.
     pub fn name(self) -> &'static str {
         match self {

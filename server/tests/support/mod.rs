@@ -112,6 +112,12 @@ impl Hero {
         format!("{}{path}", self.base)
     }
 
+    /// A page as the signed-in user's browser gets it.
+    pub async fn page(&self, path: &str) -> String {
+        let r = self.c.get(self.url(path)).send().await.unwrap();
+        r.text().await.unwrap()
+    }
+
     pub async fn json(
         &self,
         method: reqwest::Method,

@@ -42,7 +42,7 @@ pub use find::find;
 pub use gate::open;
 pub use locks::{MessageGuard, MessageLocks};
 pub use questions::Answer;
-pub(crate) use questions::answer_question;
+pub(crate) use questions::{answer_question, now_ms};
 pub use recover::Recovered;
 pub(crate) use recover::recover;
 pub use settle::{open_and_settle, open_calls, settle, settle_one, stop_open};

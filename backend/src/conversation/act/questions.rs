@@ -115,7 +115,7 @@ pub(super) fn question_prompt(sc: &Scene, request_id: &str, req: &CallRequest) -
 }
 
 /// Now, in Unix milliseconds.
-pub(super) fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)

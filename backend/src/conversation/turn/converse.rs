@@ -21,7 +21,7 @@ use crate::conversation::in_flight::InFlight;
 use crate::conversation::{act, context, frames};
 use crate::crypto::SecretKey;
 use crate::drive::abort::Abort;
-use crate::drive::events::{self, TurnEvents, TurnFuture};
+use crate::drive::events::{TurnEvents, TurnFuture};
 use crate::providers::{self, ChatMessage};
 use crate::{AppState, Result};
 
@@ -229,16 +229,8 @@ async fn next_round(
     }
     let after_seq = kept.last().map_or(0, |k| k.frame.seq);
     let id = frames::new_id();
-    t.live = Arc::new(InFlight::new(
-        &id,
-        session_id,
-        t.agent.id,
-        &t.agent.name,
-        after_seq,
-    ));
-    let next = st
-        .turns
-        .begin(t.live.clone(), Some(out.sink.flag(events::ABORTED)));
+    let (live, next) = out.begin_reply(&id, &t.agent, after_seq);
+    t.live = live;
     st.turns.end(session_id, last);
     if t.cancel.is_aborted() {
         next.abort();
@@ -289,16 +281,7 @@ pub async fn follow_up(
     let mut events = TurnEvents::new();
     let message_id = frames::new_id();
     let out = Out::new(st, user.id(), session_id, events.sink());
-    let live = Arc::new(InFlight::new(
-        &message_id,
-        session_id,
-        agent.id,
-        &agent.name,
-        after_seq,
-    ));
-    let cancel = st
-        .turns
-        .begin(live.clone(), Some(out.sink.flag(events::ABORTED)));
+    let (live, cancel) = out.begin_reply(&message_id, &agent, after_seq);
     if prior.is_some_and(Abort::is_aborted) {
         cancel.abort();
     }

@@ -67,10 +67,7 @@ pub fn arm(st: &AppState, timed: Vec<Timed>) {
     for t in timed {
         let st = st.clone();
         tokio::spawn(async move {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as i64);
-            let wait = u64::try_from(t.at - now).unwrap_or(0);
+            let wait = u64::try_from(t.at - act::now_ms()).unwrap_or(0);
             tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
             // A server shutting down leaves it to the next start-up's [`recover`].
             if st.hub.is_closing() {

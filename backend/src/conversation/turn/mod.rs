@@ -24,7 +24,6 @@
 use crate::accounts::auth::AuthUser;
 use crate::conversation::hub::HubEvent;
 use crate::conversation::{act, context, frames, sessions};
-use crate::drive::events;
 use crate::{AppState, Error, Result};
 
 pub const MAX_MESSAGE_CHARS: usize = 100_000;
@@ -106,16 +105,7 @@ pub async fn post(
     let (after_seq, user_frame_id) = (user_frame.seq, user_frame.id.clone());
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(user_frame));
-    let live = std::sync::Arc::new(crate::conversation::in_flight::InFlight::new(
-        &message_id,
-        session_id,
-        agent.id,
-        &agent.name,
-        after_seq,
-    ));
-    let cancel = st
-        .turns
-        .begin(live.clone(), Some(out.sink.flag(events::ABORTED)));
+    let (live, cancel) = out.begin_reply(&message_id, &agent, after_seq);
     // Calls in the user's own message run with their authority, before the agent replies.
     let asked = act::find(&st.functions, &content, &[]);
     let user_calls = (!asked.is_empty()).then_some((user_frame_id, asked));

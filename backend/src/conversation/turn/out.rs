@@ -5,7 +5,9 @@ use hero_shared::wire::{ExecutedElement, MessageComplete, SseEvent};
 
 use crate::AppState;
 use crate::conversation::hub::HubEvent;
-use crate::drive::events::Sink;
+use crate::conversation::in_flight::InFlight;
+use crate::drive::abort::Abort;
+use crate::drive::events::{self, Sink};
 
 /// Where a turn's events go: the poster (if still there) and the session's subscribers.
 pub(super) struct Out {
@@ -40,6 +42,28 @@ impl Out {
     }
 
     /// Whether anyone but the poster listens to this turn.
+    /// A new reply in flight, by `agent`, after the frame `after_seq`: registered (so a
+    /// Stop reaches it), its stop signal raising this poster's flag too.
+    pub(super) fn begin_reply(
+        &self,
+        message_id: &str,
+        agent: &crate::agents::AgentRuntime,
+        after_seq: i64,
+    ) -> (std::sync::Arc<InFlight>, Abort) {
+        let live = std::sync::Arc::new(InFlight::new(
+            message_id,
+            self.session_id,
+            agent.id,
+            &agent.name,
+            after_seq,
+        ));
+        let cancel = self
+            .st
+            .turns
+            .begin(live.clone(), Some(self.sink.flag(events::ABORTED)));
+        (live, cancel)
+    }
+
     pub(super) fn has_listeners(&self) -> bool {
         self.st
             .hub

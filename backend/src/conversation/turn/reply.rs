@@ -214,7 +214,8 @@ pub(super) async fn reply(
     parser.finish_with(|ev| emit_parsed(out, &message_id, ev));
     let text = live.text();
     live.finish();
-    if ended.aborted && stop.reason() == Some(AbortReason::Shutdown) {
+    let by_shutdown = ended.aborted && stop.reason() == Some(AbortReason::Shutdown);
+    if by_shutdown {
         ended.error.get_or_insert_with(|| {
             "the server is shutting down: the reply so far is kept; ask again once it is back"
                 .into()
@@ -224,9 +225,9 @@ pub(super) async fn reply(
     let (mut payload, tool_calls) = acc.payload(&text, agent);
     if ended.aborted {
         payload["aborted"] = json!(true);
-        if stop.reason() == Some(AbortReason::Shutdown) {
-            payload["aborted_by"] = json!("shutdown");
-        }
+    }
+    if by_shutdown {
+        payload["aborted_by"] = json!("shutdown");
     }
     if let Some(e) = &ended.error {
         payload["error"] = json!(e);
