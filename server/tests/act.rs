@@ -59,6 +59,18 @@ fn sent_text(mock: &mock_llm::MockServer, i: usize) -> String {
         .unwrap_or_default()
 }
 
+/// Sets the user's level for `function`.
+async fn set_level(h: &Hero, function: &str, level: &str) {
+    let (s, body) = h
+        .json(
+            Method::PUT,
+            &format!("/api/permissions/{function}"),
+            Some(json!({ "level": level })),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+}
+
 async fn decide(h: &Hero, session: i64, request: &str, approved: bool) -> (StatusCode, Value) {
     h.json(
         Method::POST,
@@ -275,12 +287,7 @@ async fn never_and_always_settle_in_the_same_turn() {
 async fn schema_errors_and_handler_errors_are_told_to_the_agent() {
     let (mock, h) = acting(|_| {}).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
-    h.json(
-        Method::PUT,
-        "/api/permissions/websearch",
-        Some(json!({"level": "always"})),
-    )
-    .await;
+    set_level(&h, "websearch", "always").await;
     let events = h
         .stream(
             session,
@@ -294,12 +301,14 @@ async fn schema_errors_and_handler_errors_are_told_to_the_agent() {
         .iter()
         .map(|e| e["error"].as_str().unwrap())
         .collect();
+    // The element ran as it closed, while the reply streamed; the calls in prose are
+    // found in the whole reply.
     assert_eq!(
         errors,
         [
+            "the search service answered 500 Internal Server Error",
             "websearch has no argument `q` (it takes: count, query, url)",
             "there is no function `nope`; call @system(help) for the list",
-            "the search service answered 500 Internal Server Error",
         ]
     );
     let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
@@ -307,7 +316,7 @@ async fn schema_errors_and_handler_errors_are_told_to_the_agent() {
         .iter()
         .map(|r| r["payload"]["outcome"].as_str().unwrap())
         .collect();
-    assert_eq!(outcomes, ["invalid", "invalid", "error"]);
+    assert_eq!(outcomes, ["error", "invalid", "invalid"]);
 }
 
 /// A model that calls forever is stopped by the round bound: the reply at the bound has
@@ -1709,4 +1718,184 @@ async fn bash_result(h: &Hero, session: i64, command: &str, n: usize) -> Value {
     .await;
     let frames = frames_when(h, session, |f| of_type(f, "result").len() == n + 1).await;
     of_type(&frames, "result")[n]["payload"].clone()
+}
+
+/// The poster's events up to the first `message_complete`, in order.
+fn first_reply(events: &[(String, Value)]) -> Vec<&str> {
+    let names = names(events);
+    let end = names
+        .iter()
+        .position(|n| *n == "message_complete")
+        .expect("the reply completes");
+    names[..=end].to_vec()
+}
+
+/// A tail of prose the mock streams slowly after the element: the reply still streams
+/// while the call runs.
+fn slow_tail() -> String {
+    "and the reply goes on streaming ".repeat(8)
+}
+
+/// A call runs the moment its element closes (reference 000): `element_executing` and
+/// `element_result` reach the poster and a subscriber while the reply still streams (its
+/// text goes on after them, before `message_complete`); the call runs once, is stored
+/// before its reply (its parent), and the agent reads its result in the follow-up.
+#[tokio::test]
+async fn a_call_runs_as_its_element_closes() {
+    use tokio_tungstenite::tungstenite::Message;
+    let (mock, h) = acting(|_| {}).await;
+    set_level(&h, "websearch", "always").await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let (_, mut ws) = h.ws().await;
+    ws.send(Message::Text(
+        json!({"type": "subscribe", "sessionId": session, "afterSeq": 0})
+            .to_string()
+            .into(),
+    ))
+    .await
+    .unwrap();
+    let content = format!(
+        r#"[[mock text="\u003cwebsearch>early</websearch> {}" then="Done." tokens_per_sec=25]]"#,
+        slow_tail()
+    );
+    let events = h.stream(session, &content).await;
+    let names = first_reply(&events);
+    let at = |name: &str| names.iter().position(|n| *n == name);
+    let (executing, result) = (at("element_executing"), at("element_result"));
+    assert!(
+        executing.is_some() && executing < result,
+        "the call ran: {names:?}"
+    );
+    let result = result.unwrap();
+    assert!(
+        names[result..].contains(&"text"),
+        "the reply streamed on after the result: {names:?}"
+    );
+    // A subscriber saw the same, on the WebSocket.
+    let mut seen = Vec::new();
+    while !seen.contains(&"message_end".to_owned()) {
+        let next = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("the socket went quiet after {seen:?}"));
+        if let Some(Ok(Message::Text(t))) = next {
+            let m: Value = serde_json::from_str(&t).unwrap();
+            seen.push(m["type"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    let done = seen.iter().position(|t| t == "operation_complete");
+    let end = seen.iter().position(|t| t == "message_end");
+    assert!(done.is_some() && done < end, "{seen:?}");
+    assert!(
+        seen[done.unwrap()..].contains(&"stream_text".to_owned()),
+        "{seen:?}"
+    );
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    let results = of_type(&frames, "result");
+    assert_eq!(results.len(), 1, "run once");
+    let request = of_type(&frames, "request")[0];
+    let reply = agent_messages(&frames)[0];
+    assert_eq!(request["parent_id"], reply["id"]);
+    assert!(
+        request["seq"].as_i64() < reply["seq"].as_i64(),
+        "the call is stored before its reply"
+    );
+    assert_eq!(agent_messages(&frames)[1]["payload"]["content"], "Done.");
+    assert!(sent_text(&mock, 1).contains("Result 1 for early"));
+    // The view shows the reply, then its call's card, in that order.
+    let (s, view) = h
+        .json(Method::GET, &format!("/api/sessions/{session}/view"), None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{view}");
+    let ids: Vec<&str> = view["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["frame_id"].as_str().unwrap())
+        .collect();
+    let pos = |id: &Value| ids.iter().position(|i| Some(*i) == id.as_str());
+    assert!(pos(&reply["id"]) < pos(&request["id"]), "{ids:?}");
+}
+
+/// A call that asks for approval shows its card while the reply still streams; approved
+/// then, it runs at once, and the agent goes on exactly once, after the reply (a
+/// decision while the reply streams leaves the follow-up to the turn).
+#[tokio::test]
+async fn a_call_decided_while_its_reply_streams() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let content = format!(
+        r#"[[mock text="\u003cwebsearch>midway</websearch> {}" then="Answered." tokens_per_sec=20]]"#,
+        slow_tail()
+    );
+    let resp =
+        h.c.post(h.url(&format!("/api/sessions/{session}/messages/stream")))
+            .json(&json!({ "content": content }))
+            .send()
+            .await
+            .unwrap();
+    let mut events = sse(resp.bytes_stream());
+    let mut names: Vec<String> = Vec::new();
+    let mut approved = false;
+    let mut completes = 0;
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(30), events.next())
+        .await
+        .expect("SSE stalled")
+    {
+        let ev = ev.unwrap();
+        if ev.event == "element_complete" && !approved {
+            // The card: a pending request, while the reply is still streaming.
+            let frames = frames_when(&h, session, |f| !of_type(f, "request").is_empty()).await;
+            let req = of_type(&frames, "request")[0];
+            assert_eq!(req["payload"]["status"], "pending");
+            assert!(
+                agent_messages(&frames).is_empty(),
+                "the reply is not stored yet"
+            );
+            let (s, _) = decide(&h, session, req["id"].as_str().unwrap(), true).await;
+            assert_eq!(s, StatusCode::OK);
+            approved = true;
+        }
+        if ev.event == "message_complete" {
+            completes += 1;
+        }
+        names.push(ev.event);
+    }
+    assert!(approved);
+    assert_eq!(completes, 2, "the reply and one follow-up: {names:?}");
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    // It ran on the decision, while the reply still streamed: its result is stored before
+    // the reply (the subscribers heard of it then; the poster's stream is the reply's own).
+    let result = of_type(&frames, "result")[0];
+    assert!(
+        result["seq"].as_i64() < agent_messages(&frames)[0]["seq"].as_i64(),
+        "{frames:?}"
+    );
+    assert_eq!(
+        agent_messages(&frames)[1]["payload"]["content"],
+        "Answered."
+    );
+    // Exactly once: no second follow-up comes later.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(agent_messages(&h.frames(session).await).len(), 2);
+    assert!(sent_text(&mock, 1).contains("Result 1 for midway"));
+}
+
+/// A call inside thinking or a todo item, or in code, does not run as it closes, nor at the
+/// end; a reply stopped mid-stream runs nothing queued after the Stop.
+#[tokio::test]
+async fn quoted_calls_never_run_while_streaming() {
+    let (mock, h) = acting(|_| {}).await;
+    set_level(&h, "websearch", "always").await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let text = r#"\u003cthinking>\u003cwebsearch>thought</websearch></thinking> `\u003cwebsearch>code</websearch>` \u003ctodo>\u003citem>\u003cwebsearch>item</websearch></item></todo> done"#;
+    let events = h
+        .stream(
+            session,
+            &format!(r#"[[mock text="{text}" tokens_per_sec=200]]"#),
+        )
+        .await;
+    let names = names(&events);
+    assert!(!names.contains(&"element_executing"), "{names:?}");
+    let frames = h.frames(session).await;
+    assert!(of_type(&frames, "request").is_empty(), "{frames:?}");
 }

@@ -64,26 +64,33 @@ async fn check_full_turn(provider: &str) {
         "{text}"
     );
 
-    // Both turns are frames: the user's and the agent's, seq 1 and 2; then the bash
-    // command's request, waiting for approval (bash asks by default).
+    // Both turns are frames: the user's, seq 1, and the agent's, seq 3; between them the
+    // bash command's request, stored as its element closed while the reply streamed,
+    // waiting for approval (bash asks by default), its parent the agent's reply.
     let frames = h.frames(session).await;
     assert_eq!(frames.len(), 3);
     assert_eq!(
         (
-            frames[2]["type"].as_str(),
-            frames[2]["payload"]["function"].as_str(),
-            frames[2]["payload"]["status"].as_str()
+            frames[1]["type"].as_str(),
+            frames[1]["payload"]["function"].as_str(),
+            frames[1]["payload"]["status"].as_str(),
+            frames[1]["parent_id"].as_str(),
         ),
-        (Some("request"), Some("bash"), Some("pending"))
+        (
+            Some("request"),
+            Some("bash"),
+            Some("pending"),
+            Some(message_id.as_str())
+        )
     );
     assert_eq!(
         (frames[0]["seq"].as_i64(), frames[0]["author_type"].as_str()),
         (Some(1), Some("user"))
     );
-    assert_eq!(frames[1]["id"], message_id.as_str());
-    assert_eq!(frames[1]["payload"]["content"], ANSWER);
-    assert_eq!(frames[1]["author_id"], agent);
-    let usage = &frames[1]["payload"]["usage"];
+    assert_eq!(frames[2]["id"], message_id.as_str());
+    assert_eq!(frames[2]["payload"]["content"], ANSWER);
+    assert_eq!(frames[2]["author_id"], agent);
+    let usage = &frames[2]["payload"]["usage"];
     assert!(
         usage["input_tokens"].as_u64().unwrap() > 0 && usage["output_tokens"].as_u64().unwrap() > 0,
         "{usage}"

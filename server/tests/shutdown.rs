@@ -3,60 +3,15 @@
 //! hint, the reply ends with `message_complete`, the partial reply is stored marked aborted
 //! by shutdown, and the process exits well inside its drain.
 
-use std::io::Write;
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
+use support::process::{add_alice, serve};
 use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
-
-const PASSWORD: &str = "alice-password";
-
-/// `hero serve` on a free loopback port, its data in `data`, allowed to reach `allow` (the
-/// mock LLM's address); answers with its base URL.
-async fn serve(data: &std::path::Path, allow: &str) -> (Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_hero"))
-        .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
-        .env("HERO_DATA_DIR", data)
-        .env("HERO_SITE_ROOT", data.join("site"))
-        .env("HERO_LOG", "warn")
-        .env_remove("HERO_MASTER_KEY")
-        .env_remove("HERO_CONFIG")
-        .env_remove("HERO_DRAIN_SECS")
-        .env("HERO_EGRESS_ALLOW", allow)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("hero starts");
-    let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while reqwest::get(format!("{base}/api/me")).await.is_err() {
-        assert!(Instant::now() < deadline, "hero did not start listening");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    (child, base)
-}
-
-/// A client signed in as alice, and the sign-in token (for the WebSocket).
-async fn signed_in(base: &str) -> (reqwest::Client, String) {
-    let c = reqwest::Client::builder()
-        .cookie_store(true)
-        .build()
-        .unwrap();
-    let r = c
-        .post(format!("{base}/api/auth/login"))
-        .json(&json!({"username": "alice", "password": PASSWORD}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "sign-in: {}", r.status());
-    let login: Value = r.json().await.unwrap();
-    (c, login["token"].as_str().unwrap().to_owned())
-}
 
 /// The SSE events in `text` (complete ones), as (name, data).
 fn events(text: &str) -> Vec<(String, String)> {
@@ -87,21 +42,10 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_streams_keeps_the_partial_reply_and_exits_promptly() {
     let data = tempfile::tempdir().unwrap();
-    let mut add = Command::new(env!("CARGO_BIN_EXE_hero"))
-        .args(["user", "add", "alice"])
-        .env("HERO_DATA_DIR", data.path())
-        .env_remove("HERO_MASTER_KEY")
-        .env_remove("HERO_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    writeln!(add.stdin.take().unwrap(), "{PASSWORD}").unwrap();
-    assert!(add.wait().unwrap().success());
-
+    add_alice(data.path());
     let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
-    let (mut hero, base) = serve(data.path(), &mock.addr().to_string()).await;
-    let (c, token) = signed_in(&base).await;
+    let hero = serve(data.path(), &mock.addr().to_string()).await;
+    let (c, token, base) = (hero.c.clone(), hero.token.clone(), hero.base.clone());
     let agent: Value = c
         .post(format!("{base}/api/agents"))
         .json(&json!({"name": "slow", "provider": "anthropic", "model": "m", "base_url": mock.url(), "api_key": "k"}))
@@ -157,7 +101,7 @@ async fn sigterm_ends_streams_keeps_the_partial_reply_and_exits_promptly() {
 
     let signalled = Instant::now();
     let kill = Command::new("kill")
-        .args(["-TERM", &hero.id().to_string()])
+        .args(["-TERM", &hero.child.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
@@ -208,8 +152,9 @@ async fn sigterm_ends_streams_keeps_the_partial_reply_and_exits_promptly() {
     assert_eq!(u16::from(close.code), 1012, "{close:?}");
 
     // The process exits within its drain (10 s by default), and cleanly.
+    let mut hero = hero;
     let status = loop {
-        if let Some(s) = hero.try_wait().unwrap() {
+        if let Some(s) = hero.child.try_wait().unwrap() {
             break s;
         }
         assert!(
@@ -221,8 +166,8 @@ async fn sigterm_ends_streams_keeps_the_partial_reply_and_exits_promptly() {
     assert!(status.success(), "{status:?}");
 
     // Back up: the partial reply is in the log, marked aborted by shutdown.
-    let (mut again, base) = serve(data.path(), &mock.addr().to_string()).await;
-    let (c, _) = signed_in(&base).await;
+    let again = serve(data.path(), &mock.addr().to_string()).await;
+    let (c, base) = (again.c.clone(), again.base.clone());
     let page: Value = c
         .get(format!("{base}/api/sessions/{sid}/frames"))
         .send()
@@ -248,6 +193,4 @@ async fn sigterm_ends_streams_keeps_the_partial_reply_and_exits_promptly() {
         .unwrap();
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["content"], "back", "{v}");
-    let _ = again.kill();
-    let _ = again.wait();
 }

@@ -23,7 +23,10 @@
 //!   `<hml-prompt id=".." answered>question<response>answer</response></hml-prompt>`
 //!   (the answer entity-escaped), so the agent's context reads clean. A later answer wins.
 //!
-//! Order is `seq` (per session, strictly increasing); frames with the same id are one
+//! Order is `seq` (per session, strictly increasing), but for one thing: the calls an
+//! agent's reply makes while it still streams are stored before the reply itself (their
+//! `request` and `result` frames name the reply's id as parent before it is written), and a
+//! frame stored before its parent compiles right after it. Frames with the same id are one
 //! frame, so a frame delivered twice (a reconnect, a retry) changes nothing.
 
 use std::collections::HashMap;
@@ -235,6 +238,56 @@ fn ordered<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<&Frame> {
     v
 }
 
+/// `frames` (in seq order) with each frame stored before its parent moved to just after
+/// it: a call begun while its reply streamed is stored before the reply's message (see
+/// "Order" in the module doc), and reads as the message's child like any other.
+fn parents_first<'a>(frames: &[&'a Frame]) -> Vec<&'a Frame> {
+    use std::collections::HashSet;
+    let ids: HashSet<&str> = frames.iter().map(|f| f.id.as_str()).collect();
+    let mut placed: HashSet<&str> = HashSet::new();
+    // Children waiting for their parent, by the parent's id, in seq order.
+    let mut waiting: HashMap<&str, Vec<&Frame>> = HashMap::new();
+    // Each waiting frame's parent.
+    let mut waits: HashMap<&str, &str> = HashMap::new();
+    // Whether `p`'s line of waiting parents comes back to `me`: a circle of parents (no
+    // log writes one), whose frames compile as seq says.
+    fn circle<'a>(waits: &HashMap<&str, &'a str>, me: &str, mut p: &'a str) -> bool {
+        loop {
+            if p == me {
+                return true;
+            }
+            match waits.get(p) {
+                Some(next) => p = next,
+                None => return false,
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(frames.len());
+    for &f in frames {
+        // A frame waits for a parent still to come.
+        match f.parent_id.as_deref() {
+            Some(p) if ids.contains(p) && !placed.contains(p) && !circle(&waits, &f.id, p) => {
+                waits.insert(f.id.as_str(), p);
+                waiting.entry(p).or_default().push(f)
+            }
+            _ => {
+                // The frame, then whatever waited for it (and for those), in seq order.
+                let mut stack = vec![f];
+                while let Some(f) = stack.pop() {
+                    placed.insert(f.id.as_str());
+                    out.push(f);
+                    if let Some(children) = waiting.remove(f.id.as_str()) {
+                        stack.extend(children.into_iter().rev());
+                    }
+                }
+            }
+        }
+    }
+    // Every parent that a frame waits for comes later and is placed in turn.
+    debug_assert!(waiting.is_empty());
+    out
+}
+
 pub fn frame_stats(frames: &[Frame]) -> FrameStats {
     let mut st = FrameStats::default();
     for f in ordered(frames) {
@@ -330,11 +383,12 @@ pub fn compile_frames<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<Compil
         .iter()
         .rposition(|f| f.frame_type == FrameType::Compact)
         .unwrap_or(0);
+    let all = parents_first(&all[start..]);
     let mut out: Vec<CompiledMessage> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
     // (scope frame id, prompt id, answer), in seq order.
     let mut answers: Vec<Answer<'_>> = Vec::new();
-    for f in &all[start..] {
+    for f in &all {
         let element_targets = f.target_ids.iter().filter_map(|t| match t {
             TargetId::Element(e) => Some(e.as_str()),
             _ => None,
@@ -699,6 +753,63 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&t).unwrap(),
             json!(["agent:1", "frame:x"])
+        );
+    }
+
+    /// A call begun while its reply streamed is stored before the reply: it compiles after
+    /// it all the same (its result after it, in turn), and the frames after the reply stay
+    /// where they are.
+    #[test]
+    fn a_call_stored_before_its_message_compiles_after_it() {
+        let child = |mut f: Frame, parent: &str| {
+            f.parent_id = Some(parent.into());
+            f
+        };
+        check(
+            &[
+                frame(1, "u", Message, User, &[], json!({"content": "go"})),
+                child(
+                    frame(2, "q1", Request, System, &[], json!({"content": "help()"})),
+                    "m",
+                ),
+                child(
+                    frame(3, "r1", Result, System, &[], json!({"content": "ok"})),
+                    "q1",
+                ),
+                child(
+                    frame(
+                        4,
+                        "q2",
+                        Request,
+                        System,
+                        &[],
+                        json!({"content": "bash(ls)"}),
+                    ),
+                    "m",
+                ),
+                frame(
+                    5,
+                    "m",
+                    Message,
+                    Agent,
+                    &[],
+                    json!({"content": "<help/> and more"}),
+                ),
+                child(
+                    frame(6, "r2", Result, System, &[], json!({"content": "files"})),
+                    "q2",
+                ),
+                frame(7, "u2", Message, User, &[], json!({"content": "thanks"})),
+            ],
+            expect![[r#"
+                1 u User "go"
+                5 m Agent "<help/> and more"
+                2 q1 System "help()"
+                3 r1 System "ok"
+                4 q2 System "bash(ls)"
+                6 r2 System "files"
+                7 u2 User "thanks"
+            "#]],
         );
     }
 

@@ -607,6 +607,15 @@ impl CompiledView {
         if f.seq != last + 1 || !own {
             return Applied::Recompile;
         }
+        // A reply whose calls began while it streamed comes after them: it compiles before
+        // them, so the view is compiled again.
+        let children_before = self
+            .messages
+            .iter()
+            .any(|m| m.parent_id.as_deref() == Some(f.id.as_str()));
+        if children_before {
+            return Applied::Recompile;
+        }
         let added = crate::frame::compile_frames(std::slice::from_ref(f));
         // Answers go to the newest message holding their prompt: one that holds prompts can
         // take answers given before it, from older messages too.

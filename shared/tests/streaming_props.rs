@@ -139,7 +139,7 @@ fn opts(small: bool) -> ParserOptions {
 }
 
 /// A log built from generated operations: messages (some with prompts), edits, hides,
-/// answers, compacts and results, seq 1, 2, 3...
+/// answers, compacts, requests and results, seq 1, 2, 3...
 fn log_of(ops: Vec<(u8, usize, bool)>) -> Vec<Frame> {
     let mut frames = Vec::new();
     for (seq, (op, target, flag)) in ops.into_iter().enumerate() {
@@ -190,11 +190,17 @@ fn log_of(ops: Vec<(u8, usize, bool)>) -> Vec<Frame> {
                 json!({"answer": format!("res{seq}")}),
             ),
         };
+        // A request's parent: the next frame (as for a call begun while its reply
+        // streamed, stored before the reply), or any frame, before or after.
+        let parent_id = (ty == FrameType::Request).then(|| match flag {
+            true => format!("f{}", seq + 1),
+            false => format!("f{}", target + 1),
+        });
         frames.push(Frame {
             id: format!("f{seq}"),
             session_id: 1,
             seq,
-            parent_id: None,
+            parent_id,
             target_ids: targets.iter().map(|t| t.parse().unwrap()).collect(),
             timestamp: String::new(),
             frame_type: ty,

@@ -193,6 +193,16 @@ pub async fn page_start(
     .fetch_optional(db)
     .await?;
     let start = nth.unwrap_or(lower).max(lower);
+    // A reply's calls begun while it streamed are stored before it: its page starts with them.
+    let start: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(MIN(c.seq), ?1) FROM frames m JOIN frames c ON c.parent_id = m.id \
+         WHERE m.session_id = ?2 AND m.seq = ?1 AND c.seq < ?1",
+    )
+    .bind(start)
+    .bind(session_id)
+    .fetch_one(db)
+    .await?;
+    let start = start.max(lower);
     // Anything of the same part below the page (its summary, if nothing else)?
     let more: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM frames WHERE session_id = ? AND seq >= ? AND seq < ?)",
@@ -350,6 +360,21 @@ pub async fn session_of(db: &SqlitePool, user_id: i64, frame_id: &str) -> Result
 
 /// Every request frame without a result, in every session, with its session's owner: what
 /// start-up looks through for calls a restart interrupted.
+/// Replies a crash left unwritten: a call begun while its reply streamed names the reply as
+/// its parent, and no frame has that id. (session, reply id, the session's owner), oldest
+/// first.
+pub async fn missing_replies(db: &SqlitePool) -> Result<Vec<(i64, String, i64)>> {
+    Ok(sqlx::query_as(
+        "SELECT f.session_id, f.parent_id, s.user_id FROM frames f \
+         JOIN sessions s ON s.id = f.session_id \
+         WHERE f.type = 'request' AND f.parent_id IS NOT NULL \
+         AND NOT EXISTS (SELECT 1 FROM frames m WHERE m.id = f.parent_id) \
+         GROUP BY f.session_id, f.parent_id ORDER BY MIN(f.seq)",
+    )
+    .fetch_all(db)
+    .await?)
+}
+
 pub async fn open_requests_everywhere(db: &SqlitePool) -> Result<Vec<(FrameRow, i64)>> {
     let rows = sqlx::query(&format!(
         "SELECT {}, s.user_id FROM frames f JOIN sessions s ON s.id = f.session_id \

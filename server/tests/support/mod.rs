@@ -3,6 +3,8 @@
 //! the WebSocket.
 #![allow(dead_code)]
 
+pub mod process;
+
 use std::time::Duration;
 
 use futures::StreamExt;

@@ -3,8 +3,8 @@
 //! function's schema.
 
 use hero_shared::calls::CallOrigin;
-use hero_shared::hml::ElementKind;
-use hero_shared::interaction::{self, CallSource, InteractionError};
+use hero_shared::hml::{Element, ElementKind};
+use hero_shared::interaction::{self, CallSource, InteractionCall, InteractionError};
 use serde_json::Value;
 
 use super::*;
@@ -43,29 +43,11 @@ pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
     // Executable elements that stand for a function (`<websearch>`), complete only.
     if let Some(d) = &doc {
         for e in d.elements().filter(|e| !quoted(&e.id)) {
-            if !e.kind.is_executable()
-                || e.kind == ElementKind::Interaction
-                || e.truncated
-                || e.error.is_some()
-            {
+            if e.kind == ElementKind::Interaction || e.truncated || e.error.is_some() {
                 continue;
             }
-            let Some((_, f)) = registry.get(e.kind.name()) else {
-                continue;
-            };
-            if let Some(args) = f.args_of_element(e) {
-                found.push((
-                    e.span.start,
-                    Asked {
-                        function: e.kind.name().to_owned(),
-                        args,
-                        origin: CallOrigin::Element {
-                            element_id: e.id.clone(),
-                            kind: e.kind.name().to_owned(),
-                        },
-                        problem: None,
-                    },
-                ));
+            if let Some(a) = element_call(registry, e) {
+                found.push((e.span.start, a));
             }
         }
     }
@@ -85,22 +67,7 @@ pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
     let block_quoted = |source: &CallSource| matches!(source, CallSource::Block { element_id } if quoted(element_id));
     for c in det.calls.into_iter().filter(|c| !block_quoted(&c.source)) {
         let (at, origin) = origin_of(&c.source);
-        let target = c.target_id.trim_start_matches('@');
-        let problem = (target != "system").then(|| {
-            format!(
-                "only @system calls run here; `{}` is not a target Hero serves",
-                c.target_id
-            )
-        });
-        found.push((
-            at,
-            Asked {
-                function: c.target_property,
-                args: c.payload,
-                origin,
-                problem,
-            },
-        ));
+        found.push((at, from_call(c, origin)));
     }
     for (source, err) in det.rejected {
         // A block cut off by the end of the reply never runs and is not a call.
@@ -108,26 +75,7 @@ pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
             continue;
         }
         let (at, origin) = origin_of(&source);
-        found.push((
-            at,
-            Asked {
-                function: "(unreadable)".into(),
-                args: Value::Null,
-                origin,
-                problem: Some(match err {
-                    InteractionError::Malformed { detail } => {
-                        format!("the call could not be read: {detail}")
-                    }
-                    InteractionError::NotAnObject => {
-                        "an <interaction> holds a JSON object or an @system(...) call".into()
-                    }
-                    InteractionError::MissingField { field } => {
-                        format!("the interaction has no `{field}`")
-                    }
-                    InteractionError::Incomplete => unreachable!("skipped above"),
-                }),
-            },
-        ));
+        found.push((at, unreadable(err, origin)));
     }
     found.sort_by_key(|(at, _)| *at);
     let mut asked: Vec<Asked> = found.into_iter().map(|(_, a)| a).collect();
@@ -148,16 +96,7 @@ pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
     }
     // Unknown functions and arguments against the schema.
     for a in &mut asked {
-        if a.problem.is_some() {
-            continue;
-        }
-        a.problem = match registry.get(&a.function) {
-            None => Some(format!(
-                "there is no function `{}`; call @system(help) for the list",
-                a.function
-            )),
-            Some((spec, _)) => functions::schema::validate(spec.name, &spec.schema, &a.args).err(),
-        };
+        check(registry, a);
     }
     if asked.len() > MAX_CALLS_PER_MESSAGE {
         let dropped = asked.len() - MAX_CALLS_PER_MESSAGE;
@@ -168,4 +107,98 @@ pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
         ));
     }
     asked
+}
+
+/// The call an executable element at the top of a reply makes, found the moment it closes
+/// (the reply still streaming): what [`find`] finds for the same element in the whole
+/// reply, checked against its function's schema. `None`: it calls nothing (an element
+/// with no function, or one cut off or too large).
+pub fn closed(registry: &Registry, e: &Element) -> Option<Asked> {
+    if !e.kind.is_executable() || e.truncated || e.error.is_some() {
+        return None;
+    }
+    let mut a = match e.kind {
+        ElementKind::Interaction => {
+            let origin = CallOrigin::Element {
+                element_id: e.id.clone(),
+                kind: "interaction".into(),
+            };
+            match interaction::parse_block(&e.content, &e.id) {
+                Ok(c) => from_call(c, origin),
+                Err(err) => unreadable(err, origin),
+            }
+        }
+        _ => element_call(registry, e)?,
+    };
+    check(registry, &mut a);
+    Some(a)
+}
+
+/// The call an executable element that stands for a function makes (`<websearch>`).
+fn element_call(registry: &Registry, e: &Element) -> Option<Asked> {
+    if !e.kind.is_executable() || e.kind == ElementKind::Interaction {
+        return None;
+    }
+    let (_, f) = registry.get(e.kind.name())?;
+    Some(Asked {
+        function: e.kind.name().to_owned(),
+        args: f.args_of_element(e)?,
+        origin: CallOrigin::Element {
+            element_id: e.id.clone(),
+            kind: e.kind.name().to_owned(),
+        },
+        problem: None,
+    })
+}
+
+/// An interaction read (a block or a call in prose): only `@system` is served here.
+fn from_call(c: InteractionCall, origin: CallOrigin) -> Asked {
+    let target = c.target_id.trim_start_matches('@');
+    let problem = (target != "system").then(|| {
+        format!(
+            "only @system calls run here; `{}` is not a target Hero serves",
+            c.target_id
+        )
+    });
+    Asked {
+        function: c.target_property,
+        args: c.payload,
+        origin,
+        problem,
+    }
+}
+
+/// An interaction that could not be read: a call that is told why, never run.
+fn unreadable(err: InteractionError, origin: CallOrigin) -> Asked {
+    Asked {
+        function: "(unreadable)".into(),
+        args: Value::Null,
+        origin,
+        problem: Some(match err {
+            InteractionError::Malformed { detail } => {
+                format!("the call could not be read: {detail}")
+            }
+            InteractionError::NotAnObject => {
+                "an <interaction> holds a JSON object or an @system(...) call".into()
+            }
+            InteractionError::MissingField { field } => {
+                format!("the interaction has no `{field}`")
+            }
+            InteractionError::Incomplete => "the interaction was cut off".into(),
+        }),
+    }
+}
+
+/// An unknown function, or arguments against its schema, is the call's problem.
+fn check(registry: &Registry, a: &mut Asked) {
+    if a.problem.is_some() {
+        return;
+    }
+    a.problem = match registry.get(&a.function) {
+        None => Some(format!(
+            "there is no function `{}`; call @system(help) for the list",
+            a.function
+        )),
+        Some((spec, _)) => functions::schema::validate(spec.name, &spec.schema, &a.args).err(),
+    };
 }

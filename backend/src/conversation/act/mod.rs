@@ -38,14 +38,14 @@ mod settle;
 
 pub use decide::Decided;
 pub(crate) use decide::{carry_out, decide};
-pub use find::find;
+pub use find::{closed, find};
 pub use gate::open;
 pub use locks::{MessageGuard, MessageLocks};
 pub use questions::Answer;
 pub(crate) use questions::{answer_question, now_ms};
 pub use recover::Recovered;
 pub(crate) use recover::recover;
-pub use settle::{open_and_settle, open_calls, settle, settle_one, stop_open};
+pub use settle::{close, open_and_settle, open_calls, settle, settle_one, stop_open};
 
 use hero_shared::calls::{CallOrigin, CallRequest, CallStatus};
 use hero_shared::wire::{ExecutedElement, SseEvent};

@@ -90,7 +90,7 @@ pub(crate) async fn answer_question(
         req,
     };
     record(st, &sc, &o, Outcome::Ok, output, &emit).await?;
-    let done = open_calls(st, session_id, &message_id).await?.is_empty();
+    let done = super::settle::all_settled(st, session_id, &message_id).await?;
     Ok(done.then_some(message_id))
 }
 

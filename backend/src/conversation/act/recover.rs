@@ -1,7 +1,11 @@
-//! After a restart: approved calls that never finished are recorded as interrupted, and
-//! timed questions still open are handed back to be armed again.
+//! After a restart: a reply that a crash left unwritten while its calls had begun is
+//! written (so no call's message is missing), approved calls that never finished are
+//! recorded as interrupted, and timed questions still open are handed back to be armed
+//! again.
 
 use hero_shared::calls::{CallRequest, CallStatus, Outcome};
+use hero_shared::frame::AuthorType;
+use serde_json::json;
 
 use super::settle::record;
 use super::*;
@@ -12,6 +16,8 @@ use crate::{AppState, Result, store};
 pub struct Recovered {
     /// Calls recorded as interrupted.
     pub interrupted: usize,
+    /// Replies written because a crash left them unwritten while their calls had begun.
+    pub replies: usize,
     /// Timed questions still open: the caller arms their timers again.
     pub timed: Vec<Timed>,
 }
@@ -21,6 +27,17 @@ pub struct Recovered {
 /// waiting for a decision wait on). Runs once at start-up, before requests are served.
 pub(crate) async fn recover(st: &AppState) -> Result<Recovered> {
     let mut found = Recovered::default();
+    for (session_id, message_id, user_id) in store::frames::missing_replies(&st.db).await? {
+        match write_missing_reply(st, session_id, &message_id, user_id).await {
+            Ok(()) => found.replies += 1,
+            Err(e) => tracing::warn!(
+                error = %e,
+                session = session_id,
+                message = %message_id,
+                "a reply left unwritten by the last run could not be written"
+            ),
+        }
+    }
     for (row, user_id) in store::frames::open_requests_everywhere(&st.db).await? {
         let (session_id, request_id) = (row.session_id, row.id.clone());
         // One row that cannot be read (damaged, or its user's key gone) is passed over:
@@ -109,4 +126,48 @@ async fn recover_one(
     )
     .await?;
     Ok(Some(RecoveredOne::Interrupted))
+}
+
+/// What a reply the server stopped writing says in place of its lost text (the agent reads
+/// it too, before the results of the calls it had begun).
+const CUT_OFF: &str = "*The server stopped while this reply was being written: its text is lost. The calls it had begun are below.*";
+
+/// The message of a reply whose calls began while it streamed, when the process stopped
+/// before storing it: its text is lost, and it says so; its calls show under it and the
+/// agent reads their results after it, as for any reply.
+async fn write_missing_reply(
+    st: &AppState,
+    session_id: i64,
+    message_id: &str,
+    user_id: i64,
+) -> Result<()> {
+    let dk = crate::accounts::users::data_key(&st.db, &st.keys, user_id).await?;
+    let agent_id = st
+        .hot_db
+        .read(&st.db, |c| {
+            store::sessions::agent_of(c, user_id, session_id)
+        })
+        .await?;
+    let agent_name = match agent_id {
+        Some(id) => store::agents::get(&st.db, user_id, id)
+            .await?
+            .map(|a| a.name),
+        None => None,
+    };
+    let mut f = crate::conversation::frames::NewFrame::message(
+        session_id,
+        AuthorType::Agent,
+        agent_id,
+        json!({
+            "role": "agent",
+            "content": CUT_OFF,
+            "agent_id": agent_id,
+            "agent_name": agent_name.as_deref().unwrap_or("Agent"),
+            "aborted": true,
+            "aborted_by": "shutdown",
+        }),
+    );
+    f.id = message_id.to_owned();
+    crate::conversation::frames::append(st, &dk, f).await?;
+    Ok(())
 }

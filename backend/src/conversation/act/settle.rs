@@ -204,7 +204,42 @@ pub async fn open_and_settle(
     abort: Option<&Abort>,
 ) -> Result<Settled> {
     let _lock = st.message_locks.lock(&sc.message_id).await;
-    let opened = open(st, sc, authority, asked, over_bound).await?;
+    open_and_settle_held(st, sc, authority, asked, over_bound, emit, abort).await
+}
+
+/// The turn's act stage at the end of a reply whose calls may have begun while it streamed
+/// ([`MessageLocks::begin_streaming`]): under the message's lock, the reply is no longer
+/// streaming, the calls found only now are opened and settled, and `done` says whether every
+/// call of the message has its result. A decision before this left the follow-up to the
+/// turn; one after it sees the reply closed and follows up itself: exactly one of them does.
+pub async fn close(
+    st: &AppState,
+    sc: &Scene,
+    authority: Authority,
+    asked: Vec<Asked>,
+    over_bound: Option<usize>,
+    emit: &(dyn Fn(SseEvent) + Send + Sync),
+    abort: Option<&Abort>,
+) -> Result<Settled> {
+    let _lock = st.message_locks.lock(&sc.message_id).await;
+    st.message_locks.end_streaming(&sc.message_id);
+    open_and_settle_held(st, sc, authority, asked, over_bound, emit, abort).await
+}
+
+/// [`open_and_settle`], for a caller that holds the message's lock.
+async fn open_and_settle_held(
+    st: &AppState,
+    sc: &Scene,
+    authority: Authority,
+    asked: Vec<Asked>,
+    over_bound: Option<usize>,
+    emit: &(dyn Fn(SseEvent) + Send + Sync),
+    abort: Option<&Abort>,
+) -> Result<Settled> {
+    let opened = match asked.is_empty() {
+        true => Vec::new(),
+        false => open(st, sc, authority, asked, over_bound).await?,
+    };
     let mut settled = settle_held(st, sc, &opened, emit, abort).await?;
     settled.timed = opened
         .iter()
@@ -255,14 +290,19 @@ pub(super) async fn settle_held(
         }
         executed.push(settle_one(st, sc, &o, emit, abort).await?);
     }
-    let done = open_calls(st, sc.session_id, &sc.message_id)
-        .await?
-        .is_empty();
+    let done = all_settled(st, sc.session_id, &sc.message_id).await?;
     Ok(Settled {
         executed,
         done,
         timed: Vec::new(),
     })
+}
+
+/// Every call of the message has its result, and its reply streams no more (a reply still
+/// streaming may ask for more).
+pub(super) async fn all_settled(st: &AppState, session_id: i64, message_id: &str) -> Result<bool> {
+    Ok(!st.message_locks.is_streaming(message_id)
+        && open_calls(st, session_id, message_id).await?.is_empty())
 }
 
 /// The message's requests that have no result yet (with their state as last decided).

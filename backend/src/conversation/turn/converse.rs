@@ -12,6 +12,7 @@ use hero_shared::wire::{ErrorData, ExecutedElement, SseEvent};
 use serde_json::Value;
 
 use super::decisions;
+use super::early::{Begun, Early};
 use super::out::{Out, complete};
 use super::reply::{Replied, reply};
 use crate::accounts::auth::AuthUser;
@@ -105,8 +106,22 @@ async fn converse(
         // Boxed: the reply's future is what every token polls, and stays as small as it
         // was before the loop around it; the loop's own state is not walked per token.
         let (agent, live, cancel) = (&t.agent, t.live.clone(), t.cancel.clone());
-        let r = Box::pin(reply(&out, agent, messages, &tools, &t.dk, live, cancel)).await;
-        let (executed, follow) = act_on_reply(&out, &t, &r).await;
+        let call = providers::Call {
+            endpoint: &agent.endpoint,
+            system: agent.system.clone(),
+            messages,
+            tools: tools.clone(),
+        };
+        let mut early = Early::new(
+            &out,
+            reply_scene(&out, &t),
+            t.by(),
+            t.over(&out),
+            cancel.clone(),
+        );
+        let r = Box::pin(reply(&out, agent, call, &t.dk, live, cancel, &mut early)).await;
+        let begun = early.finish().await;
+        let (executed, follow) = act_on_reply(&out, &t, &r, begun).await;
         out.emit(complete(&r.message_id, &r.text, executed));
         let kept = match follow {
             true => context::load(&out.st, &t.dk, out.session_id)
@@ -132,6 +147,24 @@ async fn offered(st: &AppState, t: &Turn) -> Vec<providers::Tool> {
             .await
             .unwrap_or_default(),
     }
+}
+
+impl Turn {
+    /// Whose authority the agent's calls carry.
+    fn by(&self) -> act::Authority {
+        act::Authority::Agent(self.agent.id)
+    }
+
+    /// Set when this round's calls are past the rounds a user message allows.
+    fn over(&self, out: &Out) -> Option<usize> {
+        let max = out.st.settings.limits.rounds_per_message;
+        (self.round >= max).then_some(max)
+    }
+}
+
+/// What the calls of the reply in flight act for.
+fn reply_scene(out: &Out, t: &Turn) -> act::Scene {
+    scene(out, t, t.live.message_id.clone())
 }
 
 /// What a message's calls act for.
@@ -171,29 +204,33 @@ async fn run_user_calls(
     }
 }
 
-/// The act stage of a reply: its calls found, gated and settled. What ran, and whether the
-/// agent is given the results now (every call settled, rounds left, no Stop).
-async fn act_on_reply(out: &Out, t: &Turn, r: &Replied) -> (Vec<ExecutedElement>, bool) {
+/// The act stage at the end of a reply: the calls found only now (those begun while it
+/// streamed are not found again) found, gated and settled, and the reply closed. What ran,
+/// and whether the agent is given the results now (every call of the reply settled, the
+/// reply whole, rounds left, no Stop).
+async fn act_on_reply(
+    out: &Out,
+    t: &Turn,
+    r: &Replied,
+    begun: Begun,
+) -> (Vec<ExecutedElement>, bool) {
     let st = &out.st;
     let asked = match r.clean {
-        true => act::find(&st.functions, &r.text, &r.tool_calls),
+        true => later_calls(act::find(&st.functions, &r.text, &r.tool_calls), &begun.ids),
         false => Vec::new(),
     };
-    if asked.is_empty() {
-        return (Vec::new(), false);
+    let mut executed = begun.executed;
+    if asked.is_empty() && begun.ids.is_empty() {
+        return (executed, false);
     }
-    let max = st.settings.limits.rounds_per_message;
-    let over = (t.round >= max).then_some(max);
-    let (sc, by) = (
-        scene(out, t, r.message_id.clone()),
-        act::Authority::Agent(t.agent.id),
-    );
+    let (sc, over) = (scene(out, t, r.message_id.clone()), t.over(out));
     let emit = |ev: SseEvent| out.emit(ev);
-    match act::open_and_settle(st, &sc, by, asked, over, &emit, Some(&t.cancel)).await {
+    match act::close(st, &sc, t.by(), asked, over, &emit, Some(&t.cancel)).await {
         Ok(settled) => {
             decisions::arm(st, settled.timed);
-            let follow = settled.done && over.is_none() && !t.cancel.is_aborted();
-            (settled.executed, follow)
+            let follow = settled.done && r.clean && over.is_none() && !t.cancel.is_aborted();
+            executed.extend(settled.executed);
+            (executed, follow)
         }
         Err(e) => {
             tracing::error!(error = %e, "a reply's calls could not be run");
@@ -201,9 +238,31 @@ async fn act_on_reply(out: &Out, t: &Turn, r: &Replied) -> (Vec<ExecutedElement>
                 message_id: Some(r.message_id.clone()),
                 error: format!("the reply's calls could not be run: {}", e.public_message()),
             }));
-            (Vec::new(), false)
+            (executed, false)
         }
     }
+}
+
+/// The calls of a whole reply less those begun while it streamed (by element id), within
+/// the calls a message may make: past them, the last kept says the rest were not run.
+fn later_calls(found: Vec<act::Asked>, begun: &[String]) -> Vec<act::Asked> {
+    use hero_shared::calls::CallOrigin;
+    let mut asked: Vec<act::Asked> = found
+        .into_iter()
+        .filter(|a| !matches!(&a.origin, CallOrigin::Element { element_id, .. } if begun.contains(element_id)))
+        .collect();
+    let room = act::MAX_CALLS_PER_MESSAGE.saturating_sub(begun.len());
+    if asked.len() > room {
+        let dropped = asked.len() - room;
+        asked.truncate(room);
+        if let Some(last) = asked.last_mut() {
+            last.problem = Some(format!(
+                "a message may make at most {} calls; this one and the {dropped} after it were not run",
+                act::MAX_CALLS_PER_MESSAGE
+            ));
+        }
+    }
+    asked
 }
 
 /// The follow-up stage: the agent is given the results, the conversation as it now is, in a

@@ -83,10 +83,17 @@ pub fn arm(st: &AppState, timed: Vec<Timed>) {
     }
 }
 
-/// After a restart ([`act::recover`]): approved calls that had begun are recorded as
-/// interrupted (how many is returned), and timed questions still open are armed again.
+/// After a restart ([`act::recover`]): replies left unwritten after their calls began are
+/// written, approved calls that had begun are recorded as interrupted (how many is
+/// returned), and timed questions still open are armed again.
 pub async fn recover(st: &AppState) -> Result<usize> {
     let found = act::recover(st).await?;
+    if found.replies > 0 {
+        tracing::info!(
+            replies = found.replies,
+            "replies the last run stopped writing after their calls began are written, saying so"
+        );
+    }
     arm(st, found.timed);
     Ok(found.interrupted)
 }

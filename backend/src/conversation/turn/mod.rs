@@ -5,9 +5,12 @@
 //! - prepare (`prepare`): the agent, its prompt and the conversation so far, read in the
 //!   transaction that appends the user's message.
 //! - reply (`reply`): the provider's stream through the shared HML parser to the poster and
-//!   every subscriber; what arrived bounded as it comes (`reply::Accumulated`).
+//!   every subscriber; what arrived bounded as it comes (`reply::Accumulated`). Each
+//!   executable element at the top of the reply runs as it closes (`early`), while the
+//!   reply streams on.
 //! - store (`store`): the reply appended with its usage, whatever ended it.
-//! - act (`crate::conversation::act`): the reply's calls found, gated, settled.
+//! - act (`crate::conversation::act`): the calls found only in the whole reply (prose,
+//!   native tool calls) found, gated, settled, and the reply closed (`act::close`).
 //! - follow-up (`converse`): while a reply's calls all settle at once and the rounds allow,
 //!   the agent is given their results in a new reply.
 //!
@@ -38,6 +41,7 @@ pub const MAX_TOOL_INPUT_BYTES: usize = 1 << 20;
 
 mod converse;
 pub mod decisions;
+mod early;
 mod out;
 mod post;
 mod prepare;

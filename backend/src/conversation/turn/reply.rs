@@ -10,6 +10,7 @@ use hero_shared::hml::StreamParser;
 use hero_shared::wire::{ErrorData, MessageStart, SseEvent, ToolUseStart};
 use serde_json::{Value, json};
 
+use super::early::Early;
 use super::out::Out;
 use super::store::{Usage, store_reply};
 use super::{MAX_REPLY_BYTES, MAX_THINKING_BYTES, MAX_TOOL_INPUT_BYTES};
@@ -21,7 +22,7 @@ use crate::conversation::in_flight::InFlight;
 use crate::crypto::SecretKey;
 use crate::drive::abort::{Abort, AbortReason, AbortWatch};
 use crate::drive::events;
-use crate::providers::{self, ChatMessage, Delta, DeltaStream, ProviderError};
+use crate::providers::{self, Delta, DeltaStream, ProviderError};
 
 /// What one reply came to.
 pub(super) struct Replied {
@@ -180,11 +181,11 @@ struct Ended {
 pub(super) async fn reply(
     out: &Out,
     agent: &AgentRuntime,
-    messages: Vec<ChatMessage>,
-    tools: &[providers::Tool],
+    call: providers::Call<'_>,
     dk: &SecretKey,
     live: Arc<InFlight>,
     cancel: Abort,
+    early: &mut Early,
 ) -> Replied {
     let message_id = live.message_id.clone();
     // Asked after the turn, when `cancel` itself went into the loop's watch.
@@ -200,18 +201,18 @@ pub(super) async fn reply(
     }
     let mut acc = Accumulated::default();
     let mut parser = StreamParser::new();
-    let call = providers::Call {
-        endpoint: &agent.endpoint,
-        system: agent.system.clone(),
-        messages,
-        tools: tools.to_vec(),
-    };
     let mut ended = match open(out, call, &cancel).await {
-        Ok(stream) => read(out, stream, &live, cancel, &mut acc, &mut parser).await,
+        Ok(stream) => {
+            let parsing = Parsing {
+                parser: &mut parser,
+                early,
+            };
+            read(out, stream, &live, cancel, &mut acc, parsing).await
+        }
         Err(ended) => ended,
     };
     // Elements still open complete as truncated: never offered for execution.
-    parser.finish_with(|ev| emit_parsed(out, &message_id, ev));
+    parser.finish_with(|ev| emit_parsed(out, &message_id, &ev));
     let text = live.text();
     live.finish();
     let by_shutdown = ended.aborted && stop.reason() == Some(AbortReason::Shutdown);
@@ -249,8 +250,8 @@ pub(super) async fn reply(
 }
 
 /// A parser event to the poster and the readers, as the reply event it stands for.
-fn emit_parsed(out: &Out, message_id: &str, ev: hero_shared::hml::Event<'_>) {
-    if let Some(sse) = SseEvent::from_parser_event(message_id, &ev, None) {
+fn emit_parsed(out: &Out, message_id: &str, ev: &hero_shared::hml::Event<'_>) {
+    if let Some(sse) = SseEvent::from_parser_event(message_id, ev, None) {
         out.emit(sse);
     }
 }
@@ -275,7 +276,7 @@ async fn read(
     live: &InFlight,
     cancel: Abort,
     acc: &mut Accumulated,
-    parser: &mut StreamParser,
+    mut parsing: Parsing<'_>,
 ) -> Ended {
     use futures::StreamExt;
     use std::task::Poll;
@@ -322,7 +323,7 @@ async fn read(
             };
         };
         match acc.take(delta) {
-            Step::Text(t) => text(out, live, parser, t),
+            Step::Text(t) => text(out, live, &mut parsing, t),
             Step::ToolStart { id, name } => out.emit(SseEvent::ToolUseStart(ToolUseStart {
                 message_id: live.message_id.clone(),
                 tool_id: id,
@@ -339,11 +340,22 @@ async fn read(
     }
 }
 
-/// A piece of the reply's text: parsed (its events to the poster and the readers), kept in
-/// the reply in flight, and sent to the readers as a chunk.
-fn text(out: &Out, live: &InFlight, parser: &mut StreamParser, t: String) {
+/// The reply's parser, and the calls its elements begin as they close.
+struct Parsing<'a> {
+    parser: &'a mut StreamParser,
+    early: &'a mut Early,
+}
+
+/// A piece of the reply's text: parsed (its events to the poster and the readers, an
+/// executable element that closes beginning its call), kept in the reply in flight, and
+/// sent to the readers as a chunk.
+fn text(out: &Out, live: &InFlight, p: &mut Parsing<'_>, t: String) {
     let message_id = &live.message_id;
-    parser.feed_str_with(&t, |ev| emit_parsed(out, message_id, ev));
+    let early = &mut *p.early;
+    p.parser.feed_str_with(&t, |ev| {
+        emit_parsed(out, message_id, &ev);
+        early.on_event(&ev);
+    });
     let offset = live.push(&t);
     if out.has_listeners() {
         let chunk = HubEvent::Chunk {

@@ -1,0 +1,140 @@
+//! `hero serve` as a process of its own, on a free loopback port over a data directory:
+//! for the tests that signal or kill it.
+
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub const PASSWORD: &str = "alice-password";
+
+/// Adds the user alice to the data directory `data`, as an operator does.
+pub fn add_alice(data: &std::path::Path) {
+    let mut add = Command::new(env!("CARGO_BIN_EXE_hero"))
+        .args(["user", "add", "alice"])
+        .env("HERO_DATA_DIR", data)
+        .env_remove("HERO_MASTER_KEY")
+        .env_remove("HERO_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    writeln!(add.stdin.take().unwrap(), "{PASSWORD}").unwrap();
+    assert!(add.wait().unwrap().success());
+}
+
+/// A running `hero serve`, and alice signed in to it.
+pub struct Served {
+    pub child: Child,
+    pub base: String,
+    pub c: reqwest::Client,
+    /// Alice's sign-in token (for the WebSocket).
+    pub token: String,
+}
+
+/// `hero serve` on a free loopback port, its data in `data`, allowed to reach `allow` (the
+/// mock LLM's address), with alice signed in.
+pub async fn serve(data: &std::path::Path, allow: &str) -> Served {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new(env!("CARGO_BIN_EXE_hero"))
+        .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
+        .env("HERO_DATA_DIR", data)
+        .env("HERO_SITE_ROOT", data.join("site"))
+        .env("HERO_LOG", "warn")
+        .env_remove("HERO_MASTER_KEY")
+        .env_remove("HERO_CONFIG")
+        .env_remove("HERO_DRAIN_SECS")
+        .env("HERO_EGRESS_ALLOW", allow)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("hero starts");
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while reqwest::get(format!("{base}/api/me")).await.is_err() {
+        assert!(Instant::now() < deadline, "hero did not start listening");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let c = reqwest::Client::builder()
+        .cookie_store(true)
+        .build()
+        .unwrap();
+    let r = c
+        .post(format!("{base}/api/auth/login"))
+        .json(&json!({"username": "alice", "password": PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "sign-in: {}", r.status());
+    let login: Value = r.json().await.unwrap();
+    let token = login["token"].as_str().unwrap().to_owned();
+    Served {
+        child,
+        base,
+        c,
+        token,
+    }
+}
+
+impl Served {
+    /// POSTs JSON and reads the JSON answer (any status).
+    pub async fn post(&self, path: &str, body: Value) -> Value {
+        self.c
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    pub async fn frames(&self, session: i64) -> Vec<Value> {
+        let page: Value = self
+            .c
+            .get(format!("{}/api/sessions/{session}/frames", self.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        page["frames"].as_array().unwrap().clone()
+    }
+
+    /// The session's frames once `done` holds of them (within 20 s).
+    pub async fn frames_when(&self, session: i64, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let frames = self.frames(session).await;
+            if done(&frames) {
+                return frames;
+            }
+            assert!(Instant::now() < deadline, "never came: {frames:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A page's HTML.
+    pub async fn page(&self, path: &str) -> String {
+        self.c
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
