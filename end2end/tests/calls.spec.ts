@@ -295,3 +295,27 @@ test("a code block's copy button copies its text, and a demand question can be d
   await expect(ask(page)).toHaveClass(/closed/, { timeout: 15_000 });
   await expect(page.getByLabel("Message", { exact: true })).toHaveAttribute("placeholder", /Write a message/);
 });
+
+test("a call's card shows while its reply still streams, and approving it there runs it at once", async ({ page }) => {
+  test.setTimeout(60_000);
+  await signIn(page, "erin", "erin-password");
+  await mockSession(page, "Live card");
+  await connected(page);
+  // About six seconds of text after the element, at 40 tokens of 4 bytes a second.
+  const tail = "and the reply goes on streaming ".repeat(30);
+  const text = JSON.stringify(`<websearch>cards while streaming</websearch> ${tail}`).replace(/</g, "\\u003c");
+  await send(page, `[[mock text=${text} then="Thanks for the results." tokens_per_sec=40]]`);
+  const live = page.locator(".live-slot");
+  const liveCard = live.locator('.call[data-function="websearch"]');
+  await expect(liveCard.getByTestId("call-state")).toHaveText("waiting for your approval", { timeout: 20_000 });
+  await expect(live.locator('[data-hml="websearch"]')).toContainText("waiting for your approval");
+  await liveCard.getByRole("button", { name: "Approve" }).click();
+  // It ran while the reply was still being written.
+  await expect(liveCard.getByTestId("call-state")).toHaveText("done", { timeout: 20_000 });
+  await expect(live.locator(".msg-agent.live")).toHaveCount(1);
+  await expect(live.locator('[data-hml="websearch"]')).toContainText("done");
+  // The reply ends with its card under it, and the agent goes on with the results.
+  const stored = page.locator(".msg-agent:not(.live)");
+  await expect(stored.last()).toContainText("Thanks for the results.", { timeout: 30_000 });
+  await expect(page.locator('.stored .call[data-function="websearch"]').getByTestId("call-state")).toHaveText("done");
+});

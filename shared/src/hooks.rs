@@ -73,6 +73,8 @@ pub const STORED: Hook = Hook::Class("stored");
 pub const SLOT: Hook = Hook::Attr("data-slot");
 /// The reply in flight.
 pub const LIVE_SLOT: Hook = Hook::Class("live-slot");
+/// The cards of the reply in flight's calls, under it (in [`crate::html::live_reply_html`]).
+pub const LIVE_CALLS: Hook = Hook::Class("live-calls");
 /// The way down to the newest message.
 pub const JUMP_DOWN: Hook = Hook::Class("jump-down");
 /// The message box's form.

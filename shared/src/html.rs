@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::calls::{CallOrigin, CallView, Outcome};
 use crate::frame::{CompiledMessage, FrameType, Role};
 use crate::hml::{Element, ElementKind, Node, Prompt, PromptType};
-use crate::hooks::Action;
+use crate::hooks::{self, Action};
 use crate::markdown::{self, MdPart, escape, safe_link};
 
 /// HTML being written: tags and attribute names are this module's own, values escaped.
@@ -169,10 +169,18 @@ pub fn message_html(m: &CompiledMessage, calls: &[CallView]) -> String {
         }
     }
     out.close("div");
+    out.0.push_str(&calls_html(calls, &m.frame_id));
+    out.0
+}
+
+/// The cards of a message's calls (nothing when it made none): under a stored message, and
+/// under the reply in flight while its calls run as their elements close.
+pub fn calls_html(calls: &[CallView], message_id: &str) -> String {
+    let mut out = Out::default();
     if !calls.is_empty() {
         out.open("div", &[("class", Some("calls"))]);
         for c in calls {
-            call_card(&mut out, c, &m.frame_id);
+            call_card(&mut out, c, message_id);
         }
         out.close("div");
     }
@@ -941,8 +949,10 @@ pub fn earlier_pages_html(pages: &[Vec<(String, String)>]) -> String {
     out.0
 }
 
-/// The reply in flight's frame: the agent's name and an empty `msg-body`, which the client
-/// fills block by block (`app::chat::live::block_html`) or with [`TYPING`].
+/// The reply in flight's frame: the agent's name, an empty `msg-body`, which the client
+/// fills block by block (`app::chat::live::block_html`) or with [`TYPING`], and the place
+/// of its calls' cards ([`hooks::LIVE_CALLS`], filled with [`calls_html`]) as they run
+/// while it streams.
 pub fn live_reply_html(message_id: &str, agent_name: &str) -> String {
     let mut out = Out::default();
     out.open(
@@ -955,6 +965,7 @@ pub fn live_reply_html(message_id: &str, agent_name: &str) -> String {
     out.leaf("div", &[("class", Some("msg-who"))], agent_name);
     out.leaf("div", &[("class", Some("msg-body"))], "");
     out.close("div");
+    out.leaf("div", &[("class", Some(hooks::LIVE_CALLS.name()))], "");
     out.0
 }
 
@@ -1142,6 +1153,7 @@ mod tests {
             "{live}"
         );
         assert!(live.contains(r#"<div class="msg-body"></div>"#), "{live}");
+        assert!(hooks::LIVE_CALLS.is_in(&live), "{live}");
         let top = show_earlier_top_html(42);
         assert!(
             top.contains(r#"data-action="earlier""#) && top.contains(r#"data-seq="42""#),

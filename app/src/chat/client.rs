@@ -25,6 +25,7 @@ use wasm_bindgen::closure::Closure;
 use web_sys::{Element, HtmlInputElement, HtmlTextAreaElement};
 
 use super::events::{LiveView, use_session_events};
+use super::live::LiveBlock;
 use hero_shared::hooks::{self, Hook};
 
 use super::{ChatData, PLACEHOLDER, actions};
@@ -269,7 +270,7 @@ impl Chat {
             if let Some(l) = live {
                 // Its own root: the effect re-running must not take the reply's effects with it.
                 let owner = Owner::new_root(None);
-                owner.with(|| c.draw_live(l));
+                owner.with(|| c.draw_live(l, conversation));
                 live_owner.set_value(Some(owner));
             }
         });
@@ -419,18 +420,33 @@ impl Chat {
         });
     }
 
-    /// The reply in flight: its blocks as they stream (or a note, in batch mode) and its
-    /// error. Runs under an owner of its own, cleaned up when the reply leaves.
-    fn draw_live(&self, l: LiveView) {
+    /// The reply in flight: its blocks as they stream (or a note, in batch mode), the
+    /// cards of the calls its elements began as they closed, and its error. Runs under an
+    /// owner of its own, cleaned up when the reply leaves.
+    fn draw_live(&self, l: LiveView, conversation: RwSignal<CompiledView>) {
         let (id, agent) = (l.message_id.get_value(), l.agent_name.get_value());
         self.live_slot
             .set_inner_html(&hero_shared::html::live_reply_html(&id, &agent));
-        let (Some(msg), Some(body)) = (
+        let (Some(msg), Some(body), Some(cards)) = (
             find(&self.live_slot, ".live"),
             find(&self.live_slot, ".live > .msg-body"),
+            find(&self.live_slot, &hooks::LIVE_CALLS.selector()),
         ) else {
             return;
         };
+        // The reply's calls, from the log as its frames arrive (their parent is the reply).
+        let mid = id.clone();
+        let calls = Memo::new(move |_| {
+            conversation.with(|v| {
+                hero_shared::calls::calls(&v.messages)
+                    .into_iter()
+                    .filter(|c| c.message_id == mid)
+                    .collect::<Vec<_>>()
+            })
+        });
+        Effect::new(move |_| {
+            calls.with(|c| cards.set_inner_html(&hero_shared::html::calls_html(c, &id)))
+        });
         if self.streaming.get_untracked() {
             // One element per block, each redrawn by an effect of its own as it grows, owned
             // by the reply (not by this effect, which runs again at each new block).
@@ -445,7 +461,16 @@ impl Chat {
                     let _ = el.set_attribute("class", "live-block");
                     let _ = body.append_child(&el);
                     let draw = move || {
-                        Effect::new(move |_| el.set_inner_html(&super::live::block_html(b)));
+                        // Only an element shows a call: only it follows the calls.
+                        Effect::new(move |_| {
+                            let html = match b {
+                                LiveBlock::Text(_) => super::live::block_html(b, &[]),
+                                LiveBlock::Element { .. } => {
+                                    calls.with(|c| super::live::block_html(b, c))
+                                }
+                            };
+                            el.set_inner_html(&html)
+                        });
                     };
                     match &owner {
                         Some(o) => o.with(draw),

@@ -10,8 +10,9 @@ use leptos::prelude::*;
 #[derive(Clone, Copy)]
 pub enum LiveBlock {
     Text(RwSignal<String>),
-    /// The element's source so far, and whether it has closed.
+    /// The element's id in the reply, its source so far, and whether it has closed.
     Element {
+        id: RwSignal<String>,
         src: RwSignal<String>,
         done: RwSignal<bool>,
     },
@@ -117,9 +118,10 @@ impl LiveReply {
                 }
                 self.split_next = !code && text.ends_with("\n\n");
             }
-            Event::Start { offset, .. } => {
+            Event::Start { id, offset, .. } => {
                 if self.depth == 0 {
                     let block = LiveBlock::Element {
+                        id: RwSignal::new(id.to_owned()),
                         src: RwSignal::new(String::new()),
                         done: RwSignal::new(false),
                     };
@@ -147,7 +149,7 @@ impl LiveReply {
 
     fn close_top(&mut self, range: Option<(usize, usize)>) {
         if let Some((idx, start)) = self.open_top.take()
-            && let Some(LiveBlock::Element { src, done }) =
+            && let Some(LiveBlock::Element { src, done, .. }) =
                 self.blocks.read_untracked().get(idx).copied()
         {
             let end = range.map_or(self.raw.len(), |(_, e)| e.min(self.raw.len()));
@@ -159,16 +161,22 @@ impl LiveReply {
 }
 
 /// A block's HTML from the shared renderer, reading its signals (an effect that calls it
-/// runs again when the block grows).
-pub fn block_html(b: LiveBlock) -> String {
+/// runs again when the block grows). An element that closed shows where its call stands
+/// (`calls`: the reply's calls so far, which run as their elements close).
+pub fn block_html(b: LiveBlock, calls: &[hero_shared::calls::CallView]) -> String {
     match b {
         LiveBlock::Text(s) => s.with(|t| hero_shared::html::markdown_html(t)),
-        LiveBlock::Element { src, done } => {
-            let doc = hero_shared::hml::parse(&src.get());
+        LiveBlock::Element { id, src, done } => {
+            let mut doc = hero_shared::hml::parse(&src.get());
+            // Parsed alone, the element would be the first of its text: it is the one the
+            // reply's parser named, which its call names too.
+            if let Some(hero_shared::hml::Node::Element(e)) = doc.nodes.first_mut() {
+                e.id = id.get();
+            }
             let place = hero_shared::html::Place {
                 live: !done.get(),
                 message_id: None,
-                calls: &[],
+                calls,
             };
             hero_shared::html::nodes_html(&doc.nodes, place)
         }
@@ -178,6 +186,47 @@ pub fn block_html(b: LiveBlock) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An element that closed while the reply streams is named as the reply's parser named
+    /// it, so it shows where its call stands (which runs as it closes): waiting, then done.
+    #[test]
+    fn a_closed_element_shows_where_its_call_stands() {
+        use hero_shared::calls::{CallOrigin, CallRequest, CallStatus, CallView};
+        let mut r = LiveReply::new("m".into(), "Agent".into());
+        r.feed("First <thinking>hmm</thinking> then <websearch>rust</webs");
+        r.feed("earch> and more");
+        let blocks = r.blocks.get_untracked();
+        let search = blocks[3];
+        let LiveBlock::Element { id, .. } = search else {
+            panic!("the search is the fourth block")
+        };
+        assert_eq!(id.get_untracked(), "e2");
+        let mut call = CallView {
+            request_id: "q1".into(),
+            message_id: "m".into(),
+            request: CallRequest {
+                function: "websearch".into(),
+                args: serde_json::json!({"query": "rust"}),
+                origin: CallOrigin::Element {
+                    element_id: "e2".into(),
+                    kind: "websearch".into(),
+                },
+                status: CallStatus::Pending,
+                decided_by: None,
+                sender_id: None,
+                problem: None,
+                content: "websearch(rust)".into(),
+                expires_at: None,
+            },
+            result: None,
+        };
+        assert!(block_html(search, &[]).contains("recognised: not run"));
+        let waiting = block_html(search, std::slice::from_ref(&call));
+        assert!(waiting.contains("waiting for your approval"), "{waiting}");
+        call.request.status = CallStatus::Approved;
+        assert!(block_html(search, &[call]).contains("running"));
+        r.dispose();
+    }
 
     /// Every signal a reply made, its blocks included, is gone once it is disposed: a long
     /// session does not keep one set per reply.
@@ -198,9 +247,11 @@ mod tests {
         for b in made {
             match b {
                 LiveBlock::Text(s) => assert!(s.try_get_untracked().is_none()),
-                LiveBlock::Element { src, done } => {
-                    assert!(src.try_get_untracked().is_none() && done.try_get_untracked().is_none())
-                }
+                LiveBlock::Element { id, src, done } => assert!(
+                    id.try_get_untracked().is_none()
+                        && src.try_get_untracked().is_none()
+                        && done.try_get_untracked().is_none()
+                ),
             }
         }
     }

@@ -341,7 +341,6 @@ async fn a_call_settled_while_its_reply_streams_is_followed_up_once() {
     let user = test_support::signed_in(&st, "alice").await;
     let session = test_support::session(&st, &user, "race").await;
     let dk = frames::session_key(&st, &user, session.id).await.unwrap();
-    let mut answered_first = 0;
     for i in 0..60 {
         let sc = Scene {
             user_id: user.id(),
@@ -383,9 +382,8 @@ async fn a_call_settled_while_its_reply_streams_is_followed_up_once() {
             "round {i}: the turn saw done {}, the answer {by_answer}",
             closed.done
         );
-        answered_first += usize::from(closed.done);
         assert!(!st.message_locks.is_streaming(&sc.message_id));
     }
-    // Both orders happen (not asserted: the scheduler picks), and each is followed once.
-    eprintln!("the answer came first in {answered_first} of 60 rounds");
+    // Both orders happen (the scheduler picks: about one round in ten, the answer first),
+    // and each is followed up once.
 }
