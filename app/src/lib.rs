@@ -24,6 +24,7 @@ pub mod files;
 #[cfg(feature = "ssr")]
 pub mod guard;
 pub mod json;
+pub mod navigate;
 pub mod permissions;
 pub mod sessions;
 
@@ -32,14 +33,19 @@ use leptos_meta::{HashedStylesheet, MetaTags, Title, provide_meta_context};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{SsrMode, path};
 
-/// The browser's entry: every page is the server's HTML, taken over without components: the
-/// chat by [`chat::client`], the forms by [`enhance`]. Then it marks the body, which tells
-/// tests (and people debugging) that clicks now reach their handlers.
+/// The browser's entry (named `hydrate` because Leptos's loader calls it so; nothing
+/// hydrates): every page is the server's HTML, taken over without components: the chat by
+/// [`chat::client`], the forms by [`enhance`], moves between sessions by [`navigate`]. Then
+/// it marks the body, which tells tests (and people debugging) that clicks now reach their
+/// handlers.
 #[cfg(feature = "hydrate")]
 pub fn hydrate() {
+    // With no island, this hydrates nothing: it starts the executor that runs the page's
+    // tasks and effects, and sets the root owner of what the page holds.
     leptos::mount::hydrate_islands();
     chat::client::start();
     enhance::install();
+    navigate::install();
     if let Some(body) = document().body() {
         let _ = body.set_attribute("data-hydrated", "true");
     }

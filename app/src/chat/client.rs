@@ -11,8 +11,9 @@
 //! - the composer (send, stop, answering a question that waits), the agent picker, the
 //!   system prompt view, "show hidden".
 //!
-//! Listeners and effects live as long as the page, but those of a reply in flight, which
-//! go with it.
+//! Listeners, effects, the feed and timers live under the chat's owner, as long as the
+//! session is shown: moving to another session ([`crate::navigate`]) [`stop`]s them all
+//! before the next chat [`start`]s. Those of a reply in flight go with it sooner.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -31,8 +32,29 @@ use hero_shared::hooks::{self, Hook};
 use super::{ChatData, PLACEHOLDER, actions};
 use crate::auth::error_text;
 
-/// Starts the chat under `root` (the element with `data-chat`), if the page has one.
+thread_local! {
+    /// The owner of the chat running on the page, if any.
+    static RUNNING: RefCell<Option<Owner>> = const { RefCell::new(None) };
+}
+
+/// Starts the chat under `root` (the element with `data-chat`), if the page has one,
+/// under an owner of its own; a chat already running stops first.
 pub fn start() {
+    stop();
+    let owner = Owner::new();
+    owner.with(start_here);
+    RUNNING.with(|r| *r.borrow_mut() = Some(owner));
+}
+
+/// Stops the chat running on the page: its feed closed, its listeners removed, its effects,
+/// timers and signals gone.
+pub fn stop() {
+    if let Some(owner) = RUNNING.with(|r| r.borrow_mut().take()) {
+        owner.cleanup();
+    }
+}
+
+fn start_here() {
     let Some(root) = document()
         .query_selector(&hooks::CHAT.selector())
         .ok()
@@ -102,7 +124,8 @@ fn find(root: &Element, selector: &str) -> Option<Element> {
     root.query_selector(selector).ok().flatten()
 }
 
-/// Adds a listener for as long as the page lives.
+/// Adds a listener for as long as the chat runs: removed, and its closure freed, when the
+/// chat's owner is cleaned up (on a move to another session).
 fn listen<E: wasm_bindgen::convert::FromWasmAbi + 'static>(
     target: &web_sys::EventTarget,
     event: &str,
@@ -110,7 +133,13 @@ fn listen<E: wasm_bindgen::convert::FromWasmAbi + 'static>(
 ) {
     let cb = Closure::<dyn FnMut(E)>::new(f);
     let _ = target.add_event_listener_with_callback(event, cb.as_ref().unchecked_ref());
-    cb.forget();
+    // Held by the owner (whose own values outlive its cleanups), dropped with it.
+    let held = StoredValue::new_local(Some((target.clone(), event.to_owned(), cb)));
+    on_cleanup(move || {
+        if let Some((target, event, cb)) = held.try_update_value(Option::take).flatten() {
+            let _ = target.remove_event_listener_with_callback(&event, cb.as_ref().unchecked_ref());
+        }
+    });
 }
 
 fn set_hidden(e: &Element, hidden: bool) {
@@ -261,6 +290,12 @@ impl Chat {
         // The reply in flight.
         let c = self.clone();
         let live_owner = StoredValue::new_local(None::<Owner>);
+        // The reply's own root goes with the chat too.
+        on_cleanup(move || {
+            if let Some(o) = live_owner.try_update_value(|o| o.take()).flatten() {
+                o.cleanup();
+            }
+        });
         Effect::new(move |_| {
             let live = feed.live.get();
             if let Some(old) = live_owner.try_update_value(|o| o.take()).flatten() {
@@ -295,13 +330,14 @@ impl Chat {
         self.composer(feed.live, conversation, feed.connected);
         self.listeners();
 
-        // A timed question's countdown, in whatever message it is.
+        // A timed question's countdown, in whatever message it is, for as long as the chat.
         let el = self.messages.clone();
-        // It runs for as long as the page: its handle is never cleared.
-        let _ = set_interval_with_handle(
+        if let Ok(timer) = set_interval_with_handle(
             move || actions::countdowns(&el),
             std::time::Duration::from_millis(250),
-        );
+        ) {
+            on_cleanup(move || timer.clear());
+        }
     }
 
     /// Puts the stored messages' slots in order, redrawing only those whose HTML changed.

@@ -72,6 +72,10 @@ pub fn use_session_events(
         let pending = StoredValue::new(String::new());
         let scheduled = StoredValue::new(false);
         let flush = move || {
+            // A batch due after the chat stopped (a move to another session) is dropped.
+            if pending.is_disposed() {
+                return;
+            }
             let text = std::mem::take(&mut *pending.write_value());
             scheduled.set_value(false);
             if !text.is_empty() {
@@ -85,13 +89,18 @@ pub fn use_session_events(
         };
         // Owned by the component, not by the effect below: an effect's cleanups run each time
         // it re-runs, which would close the stream on the first refresh of the view.
-        let source = StoredValue::new_local(None::<web_sys::EventSource>);
+        // The stream and its listeners' closures, freed with it.
+        let source = StoredValue::new_local(None::<browser::Source>);
         on_cleanup(move || {
-            source.with_value(|s| {
-                if let Some(es) = s {
-                    es.close()
+            if let Some(s) = source.try_update_value(Option::take).flatten() {
+                s.es.close();
+            }
+            // The replies' signals live under roots of their own.
+            for r in [state, retired] {
+                if let Some(r) = r.try_update_value(Option::take).flatten() {
+                    r.dispose();
                 }
-            })
+            }
         });
         // Has the server compile the view anew; answers that arrive out of order never roll
         // it back. One request at a time: asks made meanwhile become one more request after.
@@ -106,7 +115,12 @@ pub fn use_session_events(
                 loop {
                     // The part shown stays: the view starts where it started.
                     let from = conversation.with_untracked(|c| c.messages.first().map(|m| m.seq));
-                    if let Ok(v) = session_view(session_id, from).await
+                    let fetched = session_view(session_id, from).await;
+                    // The chat stopped meanwhile (a move to another session): nothing to do.
+                    if fetching.is_disposed() {
+                        return;
+                    }
+                    if let Ok(v) = fetched
                         && v.stats.last_seq >= conversation.get_untracked().stats.last_seq
                     {
                         conversation.set(v);
@@ -257,17 +271,24 @@ mod browser {
     use wasm_bindgen::JsCast;
     use wasm_bindgen::closure::Closure;
 
+    /// A session's event stream and the closures its listeners call (kept as long as it).
+    pub struct Source {
+        pub es: web_sys::EventSource,
+        _listeners: Vec<Closure<dyn FnMut(web_sys::Event)>>,
+    }
+
     /// Opens the session's event stream and hands each event to `on_event`.
     pub fn subscribe(
         session_id: i64,
         after: i64,
         on_event: impl Fn(&str, &str) + 'static,
         connected: RwSignal<bool>,
-    ) -> Option<web_sys::EventSource> {
+    ) -> Option<Source> {
         let es =
             web_sys::EventSource::new(&format!("/api/sessions/{session_id}/events?after={after}"))
                 .ok()?;
         let on_event = std::rc::Rc::new(on_event);
+        let mut listeners = Vec::new();
         for name in hero_shared::feed::PAGE_EVENTS {
             let on_event = on_event.clone();
             let cb = Closure::<dyn FnMut(web_sys::Event)>::new(move |e: web_sys::Event| {
@@ -277,11 +298,14 @@ mod browser {
                 }
             });
             let _ = es.add_event_listener_with_callback(name, cb.as_ref().unchecked_ref());
-            cb.forget();
+            listeners.push(cb);
         }
         let open = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| connected.set(true));
         es.set_onopen(Some(open.as_ref().unchecked_ref()));
-        open.forget();
-        Some(es)
+        listeners.push(open);
+        Some(Source {
+            es,
+            _listeners: listeners,
+        })
     }
 }
