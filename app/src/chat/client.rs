@@ -16,7 +16,6 @@
 //! before the next chat [`start`]s. Those of a reply in flight go with it sooner.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use hero_shared::wire::CompiledView;
@@ -159,6 +158,13 @@ fn set_disabled(e: &Element, disabled: bool) {
 }
 
 /// The chat's elements and state (all cheap handles).
+/// A stored message's slot in the list.
+struct Slot {
+    id: String,
+    el: Element,
+    html: String,
+}
+
 #[derive(Clone)]
 struct Chat {
     session_id: i64,
@@ -173,8 +179,9 @@ struct Chat {
     textarea: HtmlTextAreaElement,
     send: Element,
     stop: Element,
-    /// The stored messages' slots and the HTML each holds, by message id.
-    slots: Rc<RefCell<HashMap<String, (Element, String)>>>,
+    /// The stored messages' slots, in the list's order: each message's id, its element and
+    /// the HTML it holds.
+    slots: Rc<RefCell<Vec<Slot>>>,
     show_hidden: RwSignal<bool>,
     /// Earlier pages paged in, each by the seq it comes before.
     pages: RwSignal<Vec<(i64, CompiledView)>>,
@@ -224,7 +231,11 @@ impl Chat {
                     && let Some(id) = el.get_attribute(hooks::SLOT.name())
                     && let Some((_, html)) = drawn.iter().find(|(d, _)| *d == id)
                 {
-                    slots.insert(id, (el, html.clone()));
+                    slots.push(Slot {
+                        id,
+                        el,
+                        html: html.clone(),
+                    });
                 }
             }
         }
@@ -340,8 +351,10 @@ impl Chat {
         }
     }
 
-    /// Puts the stored messages' slots in order, redrawing only those whose HTML changed.
+    /// Puts the stored messages' slots in order, redrawing only those whose HTML changed
+    /// and moving only those out of order ([`super::slots::plan`]).
     fn draw_stored(&self, drawn: Vec<(String, String)>) {
+        use super::slots::{SlotOp, plan};
         let mut slots = self.slots.borrow_mut();
         if drawn.is_empty() {
             slots.clear();
@@ -351,53 +364,59 @@ impl Chat {
         if let Some(empty) = find(&self.stored, ".empty") {
             empty.remove();
         }
+        let ops = {
+            let held: Vec<(&str, &str)> = slots
+                .iter()
+                .map(|s| (s.id.as_str(), s.html.as_str()))
+                .collect();
+            plan(&held, &drawn)
+        };
         let kept = actions::keep(&self.stored);
-        let mut changed = false;
-        let mut order = Vec::with_capacity(drawn.len());
-        for (id, html) in drawn {
-            let el = match slots.get_mut(&id) {
-                Some((el, old)) => {
-                    if *old != html {
-                        el.set_inner_html(&html);
-                        *old = html;
-                        changed = true;
-                    }
-                    el.clone()
-                }
-                None => {
+        let at = |slots: &[Slot], id: &str| slots.iter().position(|s| s.id == id);
+        let mut made: Vec<Slot> = Vec::new();
+        let mut redrawn = false;
+        for op in ops {
+            match op {
+                SlotOp::Make { id, html } => {
                     let Ok(el) = document().create_element("div") else {
                         continue;
                     };
                     let _ = el.set_attribute("class", "msg-slot");
-                    let _ = el.set_attribute("data-slot", &id);
+                    let _ = el.set_attribute(hooks::SLOT.name(), &id);
                     el.set_inner_html(&html);
-                    slots.insert(id.clone(), (el.clone(), html));
-                    el
+                    made.push(Slot { id, el, html });
                 }
-            };
-            order.push((id, el));
-        }
-        // Slots no longer shown go; the rest are put in order, moving only what is out of it.
-        let shown: std::collections::HashSet<&str> =
-            order.iter().map(|(i, _)| i.as_str()).collect();
-        slots.retain(|id, (el, _)| {
-            let keep = shown.contains(id.as_str());
-            if !keep {
-                el.remove();
+                SlotOp::Redraw { id, html } => {
+                    if let Some(i) = at(&slots, &id) {
+                        slots[i].el.set_inner_html(&html);
+                        slots[i].html = html;
+                        redrawn = true;
+                    }
+                }
+                SlotOp::Remove { id } => {
+                    if let Some(i) = at(&slots, &id) {
+                        slots.remove(i).el.remove();
+                    }
+                }
+                SlotOp::Move { id, before } => {
+                    let slot = match at(&slots, &id) {
+                        Some(i) => slots.remove(i),
+                        None => match made.iter().position(|s| s.id == id) {
+                            Some(i) => made.remove(i),
+                            None => continue,
+                        },
+                    };
+                    let place = before.as_deref().and_then(|b| at(&slots, b));
+                    let next = place.map(|i| slots[i].el.clone());
+                    let _ = self
+                        .stored
+                        .insert_before(&slot.el, next.as_ref().map(|n| n.as_ref()));
+                    let end = slots.len();
+                    slots.insert(place.unwrap_or(end), slot);
+                }
             }
-            keep
-        });
-        let mut cursor = self.stored.first_element_child();
-        for (_, el) in &order {
-            if cursor.as_ref() == Some(el) {
-                cursor = el.next_element_sibling();
-            } else {
-                let _ = self
-                    .stored
-                    .insert_before(el, cursor.as_ref().map(|c| c.as_ref()));
-            }
         }
-        if changed {
+        if redrawn {
             actions::restore(&self.stored, &kept);
         }
     }

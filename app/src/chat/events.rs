@@ -2,7 +2,8 @@
 //! typed [`SessionEvent`](hero_shared::feed::SessionEvent)) turned into the reactive state
 //! the chat renders: the compiled conversation, kept up to date frame by frame
 //! (`CompiledView::apply`; the server compiles it anew only for a frame that changes earlier
-//! messages), the reply in flight, and whether the stream is connected.
+//! messages), the reply in flight, and whether the stream is connected. What each event
+//! does is decided in plain Rust ([`super::reduce`]); here it is carried out on signals.
 //!
 //! The stream resumes after the last seq the page was rendered with, so nothing between
 //! render and subscribe is lost. A reply seen from its start, or joined mid-way through its
@@ -14,6 +15,8 @@ use leptos::prelude::*;
 
 #[cfg(feature = "hydrate")]
 use super::live::LiveReply;
+#[cfg(feature = "hydrate")]
+use super::reduce::{Do, Feed};
 #[cfg(feature = "hydrate")]
 use super::session_view;
 
@@ -50,15 +53,9 @@ pub fn use_session_events(
     let connected = RwSignal::new(false);
     let tick = RwSignal::new(0u64);
 
-    // A stored message replaces the live one once the view that holds it has loaded.
+    // Whatever the conversation shows anew, the scroll follows.
     Effect::new(move |_| {
-        let v = conversation.read();
-        if let Some(l) = live.get_untracked() {
-            let id = l.message_id.get_value();
-            if v.messages.iter().any(|m| m.frame_id == id) {
-                live.set(None);
-            }
-        }
+        conversation.track();
         tick.update(|t| *t += 1);
     });
 
@@ -105,6 +102,8 @@ pub fn use_session_events(
         // Has the server compile the view anew; answers that arrive out of order never roll
         // it back. One request at a time: asks made meanwhile become one more request after.
         let fetching = StoredValue::new((false, false));
+        // What the events did so far (`reduce`): the reply in flight.
+        let feed = StoredValue::new(Feed::default());
         let refresh = move || {
             let (busy, _) = fetching.get_value();
             fetching.set_value((true, busy));
@@ -120,10 +119,18 @@ pub fn use_session_events(
                     if fetching.is_disposed() {
                         return;
                     }
-                    if let Ok(v) = fetched
-                        && v.stats.last_seq >= conversation.get_untracked().stats.last_seq
-                    {
-                        conversation.set(v);
+                    if let Ok(v) = fetched {
+                        let steps = conversation
+                            .try_maybe_update(|c| {
+                                let s = feed.try_update_value(|f| f.refreshed(c, v));
+                                let s = s.unwrap_or_default();
+                                (s.changed, s)
+                            })
+                            .unwrap_or_default();
+                        // The view holds the reply in flight: its bubble goes.
+                        if steps.todo.contains(&Do::Stored) {
+                            live.set(None);
+                        }
                     }
                     let (_, again) = fetching.get_value();
                     fetching.set_value((again, false));
@@ -157,96 +164,60 @@ pub fn use_session_events(
                 }));
                 state.set_value(Some(reply));
             };
-            let is_current = move |mid: &str| {
-                state.with_value(|s| s.as_ref().is_some_and(|r| r.message_id == mid))
+            let text = move |t: &str| {
+                pending.write_value().push_str(t);
+                if !scheduled.get_value() {
+                    scheduled.set_value(true);
+                    set_timeout(flush, FEED_EVERY);
+                }
             };
-            let on_event = move |name: &str, data: &str| {
-                use hero_shared::feed::SessionEvent;
-                use hero_shared::wire::{Applied, SseEvent};
-                // The feed's events are one closed type; anything else is ignored.
-                let Ok(event) = SessionEvent::from_page_sse(name, data) else {
-                    return;
-                };
-                match event {
-                    SessionEvent::Frame(f) => {
-                        // A `/stream on|off` note carries the mode it switched to.
-                        if let Some(on) = f.payload.get("streaming").and_then(|v| v.as_bool()) {
-                            streaming.set(on);
-                        }
-                        let known = conversation
-                            .with_untracked(|c| c.stats.last_seq.is_some_and(|l| f.seq <= l));
-                        let applied = if known {
-                            Applied::AlreadyIn
-                        } else {
-                            // Subscribers hear of it only when a message was added.
-                            conversation
-                                .try_maybe_update(|c| {
-                                    let a = c.apply(&f);
-                                    (a == Applied::Added, a)
-                                })
-                                .unwrap_or(Applied::Recompile)
-                        };
-                        if applied == Applied::Recompile {
-                            refresh();
-                        }
-                    }
-                    // A reply in flight this tab has not seen start: show it so far at once.
-                    SessionEvent::Phantom(f) if !is_current(&f.id) => {
-                        let stored = conversation
-                            .with_untracked(|c| c.messages.iter().any(|m| m.frame_id == f.id));
-                        if !stored {
-                            let agent = f.payload["agent_name"]
-                                .as_str()
-                                .unwrap_or("Agent")
-                                .to_owned();
-                            begin_reply(f.id.clone(), agent);
-                            let so_far = f.payload["content"].as_str().unwrap_or_default();
-                            pending.write_value().push_str(so_far);
+            // What an event asks of the page (`reduce::Feed::take`), carried out.
+            let carry_out = move |todo: Vec<Do>| {
+                for d in todo {
+                    match d {
+                        Do::Refresh => refresh(),
+                        Do::Begin {
+                            message_id,
+                            agent_name,
+                            so_far,
+                        } => {
+                            begin_reply(message_id, agent_name);
+                            pending.write_value().push_str(&so_far);
                             flush();
                         }
-                    }
-                    SessionEvent::Phantom(_) => {}
-                    // The request frame that came with it shows the card.
-                    SessionEvent::Approval(_) | SessionEvent::Question(_) => {}
-                    SessionEvent::Reply(SseEvent::MessageStart(m)) => {
-                        begin_reply(m.message_id, m.agent_name)
-                    }
-                    SessionEvent::Chunk(c) => {
-                        if is_current(&c.message_id) {
-                            pending.write_value().push_str(&c.content);
-                            if !scheduled.get_value() {
-                                scheduled.set_value(true);
-                                set_timeout(flush, FEED_EVERY);
+                        Do::Text(t) => text(&t),
+                        Do::Error(e) => {
+                            if let Some(l) = live.get_untracked() {
+                                l.error.set(Some(e));
                             }
                         }
-                    }
-                    SessionEvent::Error(e)
-                    | SessionEvent::Reply(SseEvent::Error(hero_shared::wire::ErrorData {
-                        error: e,
-                        ..
-                    })) => {
-                        if let Some(l) = live.get_untracked() {
-                            l.error.set(Some(e));
+                        Do::Finish => {
+                            flush();
+                            state.update_value(|s| {
+                                if let Some(r) = s.as_mut() {
+                                    r.finish();
+                                }
+                            });
                         }
+                        Do::Stored => live.set(None),
+                        Do::Streaming(on) => streaming.set(on),
                     }
-                    SessionEvent::Reply(SseEvent::MessageComplete(m)) => {
-                        let mid = m.message_id;
-                        flush();
-                        state.update_value(|s| {
-                            if let Some(r) = s.as_mut().filter(|r| r.message_id == mid) {
-                                r.finish();
-                            }
-                        });
-                        // The reply's frame comes before this; if it did not (it could not be
-                        // stored, or the stream was cut), ask for the view.
-                        if !conversation
-                            .with_untracked(|c| c.messages.iter().any(|m| m.frame_id == mid))
-                        {
-                            refresh();
-                        }
-                    }
-                    SessionEvent::Reply(_) | SessionEvent::Shutdown => {}
                 }
+            };
+            let on_event = move |name: &str, data: &str| {
+                // The feed's events are one closed type; anything else is ignored.
+                let Ok(event) = hero_shared::feed::SessionEvent::from_page_sse(name, data) else {
+                    return;
+                };
+                // Its readers hear of the conversation only when it changed.
+                let steps = conversation
+                    .try_maybe_update(|c| {
+                        let s = feed.try_update_value(|f| f.take(c, event));
+                        let s = s.unwrap_or_default();
+                        (s.changed, s)
+                    })
+                    .unwrap_or_default();
+                carry_out(steps.todo);
             };
             source.set_value(browser::subscribe(session_id, after, on_event, connected));
         });

@@ -5,13 +5,17 @@
 //! and keeps the DOM up to date from it by hand, each stored message redrawn only when its
 //! HTML changed, the reply in flight block by block ([`live`]); what acts inside the
 //! messages (prompts, questions, calls' cards, copy buttons) goes through one delegated
-//! listener ([`actions`]). No view type of Leptos's reaches the wasm.
+//! listener ([`actions`]). What the feed's events do to the page ([`reduce`]) and the plan
+//! of a redraw of the stored messages ([`slots`]) are plain Rust, tested without a browser.
+//! No view type of Leptos's reaches the wasm.
 
 pub mod actions;
 #[cfg(feature = "hydrate")]
 pub mod client;
 pub mod events;
 pub mod live;
+pub mod reduce;
+pub mod slots;
 
 use hero_shared::api::{AgentDto, SessionDto};
 use hero_shared::wire::CompiledView;
