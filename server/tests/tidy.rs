@@ -70,17 +70,24 @@ fn no_test_is_ignored() {
 /// JSON through `html::json_for_script`).
 const INNER_HTML_FILES: &[&str] = &[
     "app/src/chat/mod.rs",
-    "app/src/chat/client.rs",
+    "app/src/chat/client/dom.rs",
+    "app/src/chat/client/composer.rs",
+    "app/src/chat/client/header.rs",
+    "app/src/chat/client/list.rs",
+    "app/src/chat/client/reply.rs",
     "app/src/files.rs",
     "app/src/enhance.rs",
 ];
+
+/// The ways HTML text reaches the DOM.
+const HTML_SINKS: &[&str] = &["inner_html", "outer_html", "insert_adjacent_html"];
 
 #[test]
 fn inner_html_only_with_the_shared_renderers() {
     let found: Vec<String> = sources()
         .iter()
         .filter(|(p, _)| !INNER_HTML_FILES.contains(&p.as_str()) && p != "server/tests/tidy.rs")
-        .flat_map(|(p, t)| hits(p, t, "inner_html"))
+        .flat_map(|(p, t)| HTML_SINKS.iter().flat_map(|s| hits(p, t, s)))
         .collect();
     assert!(
         found.is_empty(),
@@ -92,7 +99,8 @@ fn inner_html_only_with_the_shared_renderers() {
     {
         let lines: Vec<&str> = t.lines().collect();
         for (i, line) in lines.iter().enumerate() {
-            if !line.contains("inner_html") || line.trim_start().starts_with("//") {
+            let sink = HTML_SINKS.iter().any(|s| line.contains(s));
+            if !sink || line.trim_start().starts_with("//") {
                 continue;
             }
             // The call and its argument, which rustfmt may put on the next line.
@@ -103,13 +111,15 @@ fn inner_html_only_with_the_shared_renderers() {
                     "markdown::to_html",
                     "live::block_html(",
                     "inner_html(&html)",
+                    "outer_html(&html)",
+                    ", &html)",
                     "inner_html=preview>",
                     "inner_html=stored>",
                     "inner_html=data>",
                 ]
                 .iter()
                 .any(|ok| call.contains(ok)),
-                "{p}:{}: inner_html with something else than the shared renderers: {line}",
+                "{p}:{}: HTML from something else than the shared renderers: {line}",
                 i + 1
             );
         }

@@ -75,6 +75,19 @@ pub const SLOT: Hook = Hook::Attr("data-slot");
 pub const LIVE_SLOT: Hook = Hook::Class("live-slot");
 /// The cards of the reply in flight's calls, under it (in [`crate::html::live_reply_html`]).
 pub const LIVE_CALLS: Hook = Hook::Class("live-calls");
+/// The reply in flight's bubble, and a message's body (in it, the blocks as they stream).
+pub const LIVE: Hook = Hook::Class("live");
+pub const BODY: Hook = Hook::Class("msg-body");
+/// "Show earlier messages" at the top of the list, and the seq a "Show earlier" button
+/// pages in before.
+pub const EARLIER_TOP: Hook = Hook::Attr("data-earlier-top");
+pub const SEQ: Hook = Hook::Attr("data-seq");
+/// What the list shows before the first message ([`crate::html::EMPTY`]).
+pub const EMPTY_NOTE: Hook = Hook::Class("empty");
+/// The banner above the message box while a question is answered from it, and its
+/// "Dismiss" ([`crate::html::answering_banner_html`]).
+pub const ANSWERING: Hook = Hook::Class("composer-answering");
+pub const DISMISS: Hook = Hook::Class("dismiss");
 /// The way down to the newest message.
 pub const JUMP_DOWN: Hook = Hook::Class("jump-down");
 /// The message box's form.

@@ -113,7 +113,7 @@ pub fn message_html(m: &CompiledMessage, calls: &[CallView]) -> String {
         "div",
         &[
             ("class", Some(&class)),
-            ("data-message-id", Some(&m.frame_id)),
+            (hooks::MESSAGE_ID.name(), Some(&m.frame_id)),
         ],
     );
     match m.role {
@@ -208,9 +208,12 @@ fn marks(out: &mut Out, m: &CompiledMessage, private: bool) {
         &[
             ("type", Some("button")),
             ("class", Some("msg-menu")),
-            ("data-action", Some(Action::Hide.as_str())),
-            ("data-frame", Some(&m.frame_id)),
-            ("data-hidden", Some(if m.hidden { "true" } else { "false" })),
+            (hooks::ACTION.name(), Some(Action::Hide.as_str())),
+            (hooks::FRAME.name(), Some(&m.frame_id)),
+            (
+                hooks::HIDDEN.name(),
+                Some(if m.hidden { "true" } else { "false" }),
+            ),
         ],
         if m.hidden { "Show again" } else { "Hide" },
     );
@@ -250,8 +253,8 @@ fn copy_button(out: &mut Out, label: &str) {
         &[
             ("type", Some("button")),
             ("class", Some("copy-button")),
-            ("data-action", Some(Action::Copy.as_str())),
-            ("data-label", Some(label)),
+            (hooks::ACTION.name(), Some(Action::Copy.as_str())),
+            (hooks::LABEL.name(), Some(label)),
         ],
         label,
     );
@@ -293,8 +296,8 @@ fn element(out: &mut Out, e: &Element, place: Place<'_>) {
                             "hml hml-thinking"
                         }),
                     ),
-                    ("data-hml-id", id),
-                    ("data-hml", Some("thinking")),
+                    (hooks::HML_ID.name(), id),
+                    (hooks::HML.name(), Some("thinking")),
                 ],
             );
             out.leaf("summary", &[], if open { "Thinking…" } else { "Thought" });
@@ -308,8 +311,8 @@ fn element(out: &mut Out, e: &Element, place: Place<'_>) {
                 "div",
                 &[
                     ("class", Some("hml hml-todo")),
-                    ("data-hml-id", id),
-                    ("data-hml", Some("todo")),
+                    (hooks::HML_ID.name(), id),
+                    (hooks::HML.name(), Some("todo")),
                 ],
             );
             out.leaf(
@@ -367,8 +370,8 @@ fn element(out: &mut Out, e: &Element, place: Place<'_>) {
                 "div",
                 &[
                     ("class", Some("hml hml-progress")),
-                    ("data-hml-id", id),
-                    ("data-hml", Some("progress")),
+                    (hooks::HML_ID.name(), id),
+                    (hooks::HML.name(), Some("progress")),
                 ],
             );
             let (max_s, value_s) = (max.to_string(), value.to_string());
@@ -402,8 +405,8 @@ fn element(out: &mut Out, e: &Element, place: Place<'_>) {
                         ("href", Some(href)),
                         ("target", Some("_blank")),
                         ("rel", Some(markdown::LINK_REL)),
-                        ("data-hml-id", id),
-                        ("data-hml", Some("link")),
+                        (hooks::HML_ID.name(), id),
+                        (hooks::HML.name(), Some("link")),
                     ],
                     &label,
                 ),
@@ -411,8 +414,8 @@ fn element(out: &mut Out, e: &Element, place: Place<'_>) {
                     "span",
                     &[
                         ("class", Some("hml hml-inline hml-link unsafe")),
-                        ("data-hml-id", id),
-                        ("data-hml", Some("link")),
+                        (hooks::HML_ID.name(), id),
+                        (hooks::HML.name(), Some("link")),
                     ],
                     &label,
                 ),
@@ -423,8 +426,8 @@ fn element(out: &mut Out, e: &Element, place: Place<'_>) {
                 "span",
                 &[
                     ("class", Some("hml hml-inline hml-copy")),
-                    ("data-hml-id", id),
-                    ("data-hml", Some("copy")),
+                    (hooks::HML_ID.name(), id),
+                    (hooks::HML.name(), Some("copy")),
                 ],
             );
             out.leaf("code", &[], &e.text());
@@ -438,8 +441,8 @@ fn element(out: &mut Out, e: &Element, place: Place<'_>) {
                 "div",
                 &[
                     ("class", Some(&class)),
-                    ("data-hml-id", id),
-                    ("data-hml", Some("result")),
+                    (hooks::HML_ID.name(), id),
+                    (hooks::HML.name(), Some("result")),
                 ],
             );
             let head = format!(
@@ -481,8 +484,8 @@ fn prompt(out: &mut Out, e: &Element, place: Place<'_>) {
             "span",
             &[
                 ("class", Some("hml hml-inline hml-prompt answered")),
-                ("data-hml-id", id),
-                ("data-hml", Some("hml-prompt")),
+                (hooks::HML_ID.name(), id),
+                (hooks::HML.name(), Some("hml-prompt")),
             ],
         );
         out.leaf(
@@ -520,11 +523,11 @@ fn prompt(out: &mut Out, e: &Element, place: Place<'_>) {
         "span",
         &[
             ("class", Some("hml hml-inline hml-prompt")),
-            ("data-hml-id", id),
-            ("data-hml", Some("hml-prompt")),
-            ("data-type", Some(kind)),
-            ("data-message", place.message_id),
-            ("data-keep", key.as_deref()),
+            (hooks::HML_ID.name(), id),
+            (hooks::HML.name(), Some("hml-prompt")),
+            (hooks::TYPE.name(), Some(kind)),
+            (hooks::MESSAGE.name(), place.message_id),
+            (hooks::KEEP.name(), key.as_deref()),
         ],
     );
     if answered {
@@ -609,7 +612,7 @@ fn prompt(out: &mut Out, e: &Element, place: Place<'_>) {
             &[
                 ("type", Some("button")),
                 ("class", Some("hml-prompt-ok")),
-                ("data-action", Some(Action::Prompt.as_str())),
+                (hooks::ACTION.name(), Some(Action::Prompt.as_str())),
             ],
             "OK",
         );
@@ -638,8 +641,8 @@ fn ask(out: &mut Out, e: &Element, place: Place<'_>) {
             "div",
             &[
                 ("class", Some(class)),
-                ("data-hml-id", Some(&e.id)),
-                ("data-hml", Some("ask")),
+                (hooks::HML_ID.name(), Some(&e.id)),
+                (hooks::HML.name(), Some("ask")),
             ],
         );
         out.leaf("div", &[("class", Some("hml-ask-question"))], &question);
@@ -666,10 +669,10 @@ fn waiting(out: &mut Out, c: &CallView, message_id: &str, element_id: &str, ques
         "div",
         &[
             ("class", Some("hml hml-ask asking")),
-            ("data-hml-id", Some(element_id)),
-            ("data-hml", Some("ask")),
-            ("data-message", Some(message_id)),
-            ("data-keep", Some(&key)),
+            (hooks::HML_ID.name(), Some(element_id)),
+            (hooks::HML.name(), Some("ask")),
+            (hooks::MESSAGE.name(), Some(message_id)),
+            (hooks::KEEP.name(), Some(&key)),
         ],
     );
     out.leaf("div", &[("class", Some("hml-ask-question"))], question);
@@ -680,8 +683,8 @@ fn waiting(out: &mut Out, c: &CallView, message_id: &str, element_id: &str, ques
             &[
                 ("type", Some("button")),
                 ("class", Some("ask-option")),
-                ("data-action", Some(Action::Ask.as_str())),
-                ("data-answer", Some(&o)),
+                (hooks::ACTION.name(), Some(Action::Ask.as_str())),
+                (hooks::ANSWER.name(), Some(&o)),
             ],
             &o,
         );
@@ -701,7 +704,7 @@ fn waiting(out: &mut Out, c: &CallView, message_id: &str, element_id: &str, ques
         &[
             ("type", Some("button")),
             ("class", Some("ask-send")),
-            ("data-action", Some(Action::Ask.as_str())),
+            (hooks::ACTION.name(), Some(Action::Ask.as_str())),
         ],
         "Answer",
     );
@@ -714,8 +717,8 @@ fn waiting(out: &mut Out, c: &CallView, message_id: &str, element_id: &str, ques
                 &[
                     ("class", Some("hml-ask-countdown")),
                     ("data-testid", Some("ask-countdown")),
-                    ("data-expires-at", Some(&at)),
-                    ("data-default", c.request.arg("default")),
+                    (hooks::EXPIRES_AT.name(), Some(&at)),
+                    (hooks::DEFAULT.name(), c.request.arg("default")),
                 ],
             );
             out.close("div");
@@ -781,8 +784,8 @@ fn executable(out: &mut Out, e: &Element, place: Place<'_>) {
         "div",
         &[
             ("class", Some(class)),
-            ("data-hml-id", Some(&e.id)),
-            ("data-hml", Some(e.kind.name())),
+            (hooks::HML_ID.name(), Some(&e.id)),
+            (hooks::HML.name(), Some(e.kind.name())),
         ],
     );
     out.open("div", &[("class", Some("hml-exec-head"))]);
@@ -807,8 +810,8 @@ fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
         "div",
         &[
             ("class", Some(&class)),
-            ("data-call", Some(&c.request_id)),
-            ("data-function", Some(function)),
+            (hooks::CALL.name(), Some(&c.request_id)),
+            (hooks::FUNCTION.name(), Some(function)),
         ],
     );
     out.open("div", &[("class", Some("call-head"))]);
@@ -844,7 +847,7 @@ fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
                 &[
                     ("type", Some("button")),
                     ("class", Some(class)),
-                    ("data-action", Some(action)),
+                    (hooks::ACTION.name(), Some(action)),
                 ],
                 &label,
             );
@@ -885,7 +888,7 @@ pub fn summary_html(m: &CompiledMessage, earlier_shown: bool) -> String {
         "div",
         &[
             ("class", Some("compact-divider")),
-            ("data-message-id", Some(&m.frame_id)),
+            (hooks::MESSAGE_ID.name(), Some(&m.frame_id)),
             ("data-testid", Some("summarised")),
         ],
     );
@@ -902,8 +905,8 @@ pub fn summary_html(m: &CompiledMessage, earlier_shown: bool) -> String {
             &[
                 ("type", Some("button")),
                 ("class", Some("show-earlier")),
-                ("data-action", Some(Action::Earlier.as_str())),
-                ("data-seq", Some(&seq)),
+                (hooks::ACTION.name(), Some(Action::Earlier.as_str())),
+                (hooks::SEQ.name(), Some(&seq)),
             ],
             "Show earlier",
         );
@@ -927,7 +930,7 @@ pub fn stored_html(messages: &[(String, String)]) -> String {
     for (id, html) in messages {
         out.open(
             "div",
-            &[("class", Some("msg-slot")), ("data-slot", Some(id))],
+            &[("class", Some("msg-slot")), (hooks::SLOT.name(), Some(id))],
         );
         out.0.push_str(html);
         out.close("div");
@@ -959,7 +962,7 @@ pub fn live_reply_html(message_id: &str, agent_name: &str) -> String {
         "div",
         &[
             ("class", Some("msg msg-agent live")),
-            ("data-message-id", Some(message_id)),
+            (hooks::MESSAGE_ID.name(), Some(message_id)),
         ],
     );
     out.leaf("div", &[("class", Some("msg-who"))], agent_name);
@@ -978,9 +981,10 @@ pub fn show_earlier_top_html(seq: i64) -> String {
         &[
             ("type", Some("button")),
             ("class", Some("show-earlier top")),
+            (hooks::EARLIER_TOP.name(), Some("")),
             ("data-testid", Some("show-earlier")),
-            ("data-action", Some(Action::Earlier.as_str())),
-            ("data-seq", Some(&seq)),
+            (hooks::ACTION.name(), Some(Action::Earlier.as_str())),
+            (hooks::SEQ.name(), Some(&seq)),
         ],
         "Show earlier messages",
     );
@@ -997,6 +1001,54 @@ pub fn answering_html(question: &str) -> String {
         &[("type", Some("button")), ("class", Some("dismiss"))],
         "Dismiss",
     );
+    out.0
+}
+
+/// The banner above the message box while a question of the agent's waits for its answer
+/// from there ([`answering_html`] inside).
+pub fn answering_banner_html(question: &str) -> String {
+    let mut out = Out::default();
+    out.open(
+        "div",
+        &[
+            ("class", Some("composer-answering")),
+            ("data-testid", Some("answering")),
+        ],
+    );
+    out.0.push_str(&answering_html(question));
+    out.close("div");
+    out.0
+}
+
+/// A region's error line: what went wrong there, as an alert (`class`: `form-error` under
+/// a form or the header, `msg-error` under a reply).
+pub fn error_line_html(class: &str, error: &str) -> String {
+    let mut out = Out::default();
+    out.leaf(
+        "p",
+        &[("class", Some(class)), ("role", Some("alert"))],
+        error,
+    );
+    out.0
+}
+
+/// "View system prompt"'s section: loading (`None`), the prompt, or why it could not be
+/// read.
+pub fn system_prompt_html(prompt: Option<Result<&str, &str>>) -> String {
+    let mut out = Out::default();
+    out.open(
+        "section",
+        &[
+            ("class", Some("system-prompt")),
+            ("aria-label", Some("System prompt")),
+        ],
+    );
+    match prompt {
+        None => out.0.push_str(LOADING),
+        Some(Ok(p)) => out.leaf("pre", &[("data-testid", Some("system-prompt"))], p),
+        Some(Err(e)) => out.0.push_str(&error_line_html("form-error", e)),
+    }
+    out.close("section");
     out.0
 }
 
@@ -1092,6 +1144,7 @@ pub fn inert(html: &str) -> Result<(), String> {
         "label",
         "progress",
         "q",
+        "section",
     ];
     markdown::check_tags(
         html,
@@ -1138,6 +1191,60 @@ mod tests {
             edited: false,
             timestamp: String::new(),
             payload: serde_json::json!({"agent_name": "A<b>"}),
+        }
+    }
+
+    /// Each skeleton the client writes carries the hooks it finds its parts by.
+    #[test]
+    fn the_clients_skeletons_carry_the_hooks_the_client_reads() {
+        use crate::hooks::*;
+        let live = live_reply_html("m", "Ada");
+        let top = show_earlier_top_html(3);
+        let banner = answering_banner_html("Q?");
+        for (html, hooks) in [
+            (live.as_str(), &[LIVE, BODY, LIVE_CALLS, MESSAGE_ID][..]),
+            (top.as_str(), &[EARLIER_TOP, SEQ, ACTION][..]),
+            (banner.as_str(), &[ANSWERING, DISMISS][..]),
+            (EMPTY, &[EMPTY_NOTE][..]),
+        ] {
+            for h in hooks {
+                assert!(h.is_in(html), "{} is not in {html}", h.selector());
+            }
+        }
+    }
+
+    /// The client's other skeletons: an error line, the answering banner, the system
+    /// prompt's section; every value escaped, and each inert.
+    #[test]
+    fn the_clients_error_lines_banner_and_prompt_section_are_drawn_here() {
+        let line = error_line_html("msg-error", "<b>no</b> & more");
+        assert_eq!(
+            line,
+            r#"<p class="msg-error" role="alert">&lt;b&gt;no&lt;/b&gt; &amp; more</p>"#
+        );
+        let banner = answering_banner_html("Shall <i>I</i>?");
+        assert!(
+            banner.starts_with(r#"<div class="composer-answering" data-testid="answering">"#),
+            "{banner}"
+        );
+        assert!(
+            banner.contains("<q>Shall &lt;i&gt;I&lt;/i&gt;?</q>"),
+            "{banner}"
+        );
+        let loading = system_prompt_html(None);
+        assert!(
+            loading.contains(LOADING) && loading.contains("system-prompt"),
+            "{loading}"
+        );
+        let prompt = system_prompt_html(Some(Ok("You are <Ada>.")));
+        assert!(
+            prompt.contains(r#"<pre data-testid="system-prompt">You are &lt;Ada&gt;.</pre>"#),
+            "{prompt}"
+        );
+        let failed = system_prompt_html(Some(Err("not yours")));
+        assert!(failed.contains(r#"role="alert">not yours</p>"#), "{failed}");
+        for html in [line, banner, loading, prompt, failed] {
+            inert(&html).unwrap();
         }
     }
 

@@ -130,7 +130,6 @@ pub fn ChatView(
     agents: Vec<AgentDto>,
 ) -> impl IntoView {
     let session_id = session.id;
-    let earlier = initial.earlier_before;
     let stored = hero_shared::html::stored_html(&hero_shared::html::messages_html(
         &initial.messages,
         false,
@@ -174,9 +173,8 @@ pub fn ChatView(
             </div>
             <label class="show-hidden"><input type="checkbox" data-chat-hidden=""/>"Show hidden messages"</label>
             <div class="messages" data-testid="messages">
-                {earlier.map(|seq| view! {
-                    <button type="button" class="show-earlier top" data-testid="show-earlier" data-action="earlier" data-seq=seq>"Show earlier messages"</button>
-                })}
+                // "Show earlier messages" is the client's to draw (`html::show_earlier_top_html`):
+                // it pages in only with the wasm.
                 <div class="earlier-pages"></div>
                 <div class="stored" inner_html=stored></div>
                 <div class="live-slot"></div>

@@ -1,0 +1,152 @@
+//! The composer's binding: the message box (Enter sends, Shift+Enter adds a line), Send and
+//! Stop, "Private", the question being answered from it, and its error line.
+
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+use web_sys::Element;
+
+use super::dom::*;
+use super::*;
+
+impl Chat {
+    /// The message box: Enter sends, Shift+Enter adds a line; Stop while a reply is in
+    /// flight; a question that waits for as long as it takes is answered from here.
+    pub(super) fn composer(
+        &self,
+        live: RwSignal<Option<LiveView>>,
+        conversation: RwSignal<CompiledView>,
+        connected: RwSignal<bool>,
+    ) {
+        let question = Memo::new(move |_| {
+            conversation.with(|v| {
+                hero_shared::calls::calls(&v.messages)
+                    .into_iter()
+                    .rev()
+                    .find(|c| c.is_question() && c.request.expires_at.is_none())
+            })
+        });
+        let sending = self.sending;
+        let busy = move || sending.get() || live.get().is_some_and(|l| !l.finished.get());
+        let c = self.clone();
+        Effect::new(move |_| {
+            let (busy, connected) = (busy(), connected.get());
+            c.textarea.set_disabled(busy || !connected);
+            set_hidden(&c.send, busy);
+            set_disabled(&c.send, !connected);
+            set_hidden(&c.stop, !busy);
+        });
+        // The question being answered, above the box.
+        let c = self.clone();
+        Effect::new(move |_| {
+            let q = question.get();
+            c.textarea.set_placeholder(if q.is_some() {
+                "Your answer to the agent's question (Enter answers)"
+            } else {
+                PLACEHOLDER
+            });
+            let banner = find(&c.root, &hooks::ANSWERING.selector());
+            match (q, banner) {
+                (None, Some(b)) => b.remove(),
+                (None, None) => {}
+                (Some(q), b) => {
+                    let question = q.request.arg("question").unwrap_or_default();
+                    match b {
+                        Some(b) => b.set_inner_html(&hero_shared::html::answering_html(question)),
+                        None => {
+                            if let Some(form) = find(&c.root, &hooks::COMPOSER.selector()) {
+                                let html = hero_shared::html::answering_banner_html(question);
+                                let _ = form.insert_adjacent_html("beforebegin", &html);
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        // The box's error line.
+        let c = self.clone();
+        Effect::new(move |_| {
+            let before = c.jump.next_element_sibling();
+            error_line(
+                &c.root,
+                "form-error",
+                c.error.get().as_deref(),
+                before.as_ref(),
+            );
+        });
+
+        let c = self.clone();
+        let submit = Rc::new(move || {
+            let content = c.textarea.value();
+            if content.trim().is_empty() || busy() {
+                return;
+            }
+            c.near_bottom.set(true);
+            c.sending.set(true);
+            c.textarea.set_value("");
+            let private = find(&c.root, &hooks::PRIVATE.selector())
+                .and_then(|p| p.dyn_into::<HtmlInputElement>().ok())
+                .is_some_and(|p| p.checked());
+            let (c, q) = (c.clone(), question.get_untracked());
+            leptos::task::spawn_local(async move {
+                let result = match q {
+                    Some(q) => actions::answer_prompt(
+                        c.session_id,
+                        q.message_id.clone(),
+                        q.request.origin.element_id(),
+                        serde_json::Value::String(content).to_string(),
+                    )
+                    .await
+                    .map(|_| ()),
+                    None => crate::chat::post_message(c.session_id, content, private)
+                        .await
+                        .map(|_| ()),
+                };
+                c.sending.set(false);
+                c.error.set(result.err().map(|e| error_text(&e)));
+            });
+        });
+        if let Some(form) = find(&self.root, &hooks::COMPOSER.selector()) {
+            let submit = submit.clone();
+            listen(&form, "submit", move |ev: web_sys::Event| {
+                ev.prevent_default();
+                submit();
+            });
+        }
+        listen(
+            &self.textarea,
+            "keydown",
+            move |ev: web_sys::KeyboardEvent| {
+                if ev.key() == "Enter" && !ev.shift_key() && !ev.is_composing() {
+                    ev.prevent_default();
+                    submit();
+                }
+            },
+        );
+        let (session_id, error) = (self.session_id, self.error);
+        let stop = move || {
+            leptos::task::spawn_local(async move {
+                if let Err(e) = crate::chat::abort_turn(session_id).await {
+                    error.set(Some(format!(
+                        "Could not stop the reply: {}",
+                        error_text(&e)
+                    )));
+                }
+            })
+        };
+        listen(&self.stop, "click", move |_: web_sys::Event| stop());
+        let dismiss = format!(
+            "{} {}",
+            hooks::ANSWERING.selector(),
+            hooks::DISMISS.selector()
+        );
+        listen(&self.root, "click", move |ev: web_sys::Event| {
+            let dismiss = ev
+                .target()
+                .and_then(|t| t.dyn_into::<Element>().ok())
+                .and_then(|t| t.closest(&dismiss).ok().flatten());
+            if dismiss.is_some() {
+                stop();
+            }
+        });
+    }
+}

@@ -1,0 +1,269 @@
+//! The message list's binding: the stored messages (each slot redrawn only when its HTML
+//! changed, [`super::crate::chat::slots::plan`]), the earlier pages above them and the way up,
+//! the scroll that follows a reader near the bottom and the way down, the messages' own
+//! buttons (one delegated listener, `actions`), and the timed questions' countdown.
+
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+use web_sys::Element;
+
+use super::dom::*;
+use super::*;
+use crate::chat::events::SessionEvents;
+
+impl Chat {
+    pub(super) fn list(&self, feed: SessionEvents) {
+        let conversation = feed.conversation;
+        // The stored messages, and the earlier pages above them.
+        let c = self.clone();
+        Effect::new(move |_| {
+            let show = c.show_hidden.get();
+            let loaded: Vec<i64> = c.pages.with(|p| p.iter().map(|(s, _)| *s).collect());
+            let drawn = conversation.with(|v| {
+                hero_shared::html::messages_html(&v.messages, show, |seq| loaded.contains(&seq))
+            });
+            c.draw_stored(drawn);
+            actions::countdowns(&c.messages);
+        });
+        let c = self.clone();
+        let last_earlier = StoredValue::new(String::new());
+        Effect::new(move |_| {
+            let show = c.show_hidden.get();
+            let mut pages = c.pages.get();
+            pages.sort_by_key(|(seq, _)| *seq);
+            let loaded: Vec<i64> = pages.iter().map(|(s, _)| *s).collect();
+            let drawn: Vec<_> = pages
+                .iter()
+                .map(|(_, v)| {
+                    hero_shared::html::messages_html(&v.messages, show, |seq| loaded.contains(&seq))
+                })
+                .collect();
+            let html = hero_shared::html::earlier_pages_html(&drawn);
+            // Drawn again only when it changed: a redraw closes what the reader opened.
+            if last_earlier.with_value(|l| *l != html) {
+                c.earlier_box.set_inner_html(&html);
+                last_earlier.set_value(html);
+            }
+        });
+        let c = self.clone();
+        Effect::new(move |_| {
+            let before = conversation.with(|v| v.earlier_before);
+            c.pages.track();
+            c.draw_top_button(before);
+        });
+
+        // Following new content, and the way down.
+        let c = self.clone();
+        Effect::new(move |_| {
+            feed.tick.get();
+            if c.near_bottom.get_untracked() {
+                let (el, near) = (c.messages.clone(), c.near_bottom);
+                // Checked again when the frame comes: the reader may have scrolled up since.
+                request_animation_frame(move || {
+                    if near.get_untracked() {
+                        el.set_scroll_top(el.scroll_height());
+                    }
+                });
+            }
+        });
+        let c = self.clone();
+        Effect::new(move |_| set_hidden(&c.jump, c.near_bottom.get()));
+
+        let session_id = self.session_id;
+        // The messages' buttons and fields; "show earlier" here too.
+        let c = self.clone();
+        let selector = format!(
+            "[data-action={}]",
+            hero_shared::hooks::Action::Earlier.as_str()
+        );
+        listen(&self.messages, "click", move |ev: web_sys::MouseEvent| {
+            let earlier = ev
+                .target()
+                .and_then(|t| t.dyn_into::<Element>().ok())
+                .and_then(|t| t.closest(&selector).ok().flatten());
+            match earlier {
+                Some(b) => {
+                    if let Some(seq) = b
+                        .get_attribute(hooks::SEQ.name())
+                        .and_then(|s| s.parse().ok())
+                    {
+                        c.load_earlier(seq);
+                    }
+                }
+                None => actions::on_click(session_id, ev),
+            }
+        });
+        listen(
+            &self.messages,
+            "keydown",
+            move |ev: web_sys::KeyboardEvent| actions::on_keydown(session_id, ev),
+        );
+        // Only the reader moving up stops the following, and reaching the bottom resumes
+        // it: a scroll event caused by our own scrolling, while more text keeps arriving,
+        // must not look like the reader leaving.
+        let c = self.clone();
+        let last_top = Rc::new(std::cell::Cell::new(0i32));
+        listen(&self.messages, "scroll", move |_: web_sys::Event| {
+            let el = &c.messages;
+            let top = el.scroll_top();
+            // Near the top: the page before comes in.
+            if top < 40
+                && let Some(seq) = find(el, &hooks::EARLIER_TOP.selector())
+                    .and_then(|b| b.get_attribute(hooks::SEQ.name()))
+                    .and_then(|s| s.parse().ok())
+            {
+                c.load_earlier(seq);
+            }
+            if el.scroll_height() - top - el.client_height() < 80 {
+                c.near_bottom.set(true);
+            } else if top < last_top.get() - 2 {
+                c.near_bottom.set(false);
+            }
+            last_top.set(top);
+        });
+        let c = self.clone();
+        listen(&self.jump, "click", move |_: web_sys::Event| {
+            c.messages.set_scroll_top(c.messages.scroll_height());
+            c.near_bottom.set(true);
+        });
+        let c = self.clone();
+        Effect::new(move |_| {
+            let loading = c.loading.get();
+            if let Some(b) = find(&c.messages, &hooks::EARLIER_TOP.selector()) {
+                set_disabled(&b, loading);
+            }
+        });
+        // A timed question's countdown, in whatever message it is, for as long as the chat.
+        let el = self.messages.clone();
+        if let Ok(timer) = set_interval_with_handle(
+            move || actions::countdowns(&el),
+            std::time::Duration::from_millis(250),
+        ) {
+            on_cleanup(move || timer.clear());
+        }
+    }
+
+    /// Puts the stored messages' slots in order, redrawing only those whose HTML changed
+    /// and moving only those out of order ([`crate::chat::slots::plan`]).
+    fn draw_stored(&self, drawn: Vec<(String, String)>) {
+        use crate::chat::slots::{SlotOp, plan};
+        let mut slots = self.slots.borrow_mut();
+        if drawn.is_empty() {
+            slots.clear();
+            self.stored.set_inner_html(hero_shared::html::EMPTY);
+            return;
+        }
+        if let Some(empty) = find(&self.stored, &hooks::EMPTY_NOTE.selector()) {
+            empty.remove();
+        }
+        let ops = {
+            let held: Vec<(&str, &str)> = slots
+                .iter()
+                .map(|s| (s.id.as_str(), s.html.as_str()))
+                .collect();
+            plan(&held, &drawn)
+        };
+        let kept = actions::keep(&self.stored);
+        let at = |slots: &[Slot], id: &str| slots.iter().position(|s| s.id == id);
+        let mut made: Vec<Slot> = Vec::new();
+        let mut redrawn = false;
+        for op in ops {
+            match op {
+                SlotOp::Make { id, html } => {
+                    let Ok(el) = document().create_element("div") else {
+                        continue;
+                    };
+                    let _ = el.set_attribute("class", "msg-slot");
+                    let _ = el.set_attribute(hooks::SLOT.name(), &id);
+                    el.set_inner_html(&html);
+                    made.push(Slot { id, el, html });
+                }
+                SlotOp::Redraw { id, html } => {
+                    if let Some(i) = at(&slots, &id) {
+                        slots[i].el.set_inner_html(&html);
+                        slots[i].html = html;
+                        redrawn = true;
+                    }
+                }
+                SlotOp::Remove { id } => {
+                    if let Some(i) = at(&slots, &id) {
+                        slots.remove(i).el.remove();
+                    }
+                }
+                SlotOp::Move { id, before } => {
+                    let slot = match at(&slots, &id) {
+                        Some(i) => slots.remove(i),
+                        None => match made.iter().position(|s| s.id == id) {
+                            Some(i) => made.remove(i),
+                            None => continue,
+                        },
+                    };
+                    let place = before.as_deref().and_then(|b| at(&slots, b));
+                    let next = place.map(|i| slots[i].el.clone());
+                    let _ = self
+                        .stored
+                        .insert_before(&slot.el, next.as_ref().map(|n| n.as_ref()));
+                    let end = slots.len();
+                    slots.insert(place.unwrap_or(end), slot);
+                }
+            }
+        }
+        if redrawn {
+            actions::restore(&self.stored, &kept);
+        }
+    }
+
+    /// The way further up: before the topmost page shown, if that has one before it.
+    fn draw_top_button(&self, conversation_before: Option<i64>) {
+        let top = self.pages.with(|p| {
+            p.iter()
+                .min_by_key(|(seq, _)| *seq)
+                .map(|(_, v)| v.earlier_before)
+        });
+        let loaded = |seq: i64| self.pages.with(|p| p.iter().any(|(s, _)| *s == seq));
+        let next = top
+            .unwrap_or(conversation_before)
+            .filter(|seq| !loaded(*seq));
+        let existing = find(&self.messages, &hooks::EARLIER_TOP.selector());
+        match (next, existing) {
+            (None, Some(b)) => b.remove(),
+            (Some(seq), Some(b)) => {
+                let _ = b.set_attribute(hooks::SEQ.name(), &seq.to_string());
+            }
+            (Some(seq), None) => {
+                let html = hero_shared::html::show_earlier_top_html(seq);
+                let _ = self.messages.insert_adjacent_html("afterbegin", &html);
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// Pages in what comes before `seq`, keeping what the reader sees where it was.
+    fn load_earlier(&self, seq: i64) {
+        if self.loading.get_untracked()
+            || self
+                .pages
+                .with_untracked(|p| p.iter().any(|(s, _)| *s == seq))
+        {
+            return;
+        }
+        self.loading.set(true);
+        let c = self.clone();
+        leptos::task::spawn_local(async move {
+            let before = c.messages.scroll_height();
+            let result = crate::chat::earlier_messages(c.session_id, seq).await;
+            c.loading.set(false);
+            if let Ok((before_seq, view)) = result {
+                c.pages.update(|p| {
+                    if !p.iter().any(|(s, _)| *s == before_seq) {
+                        p.push((before_seq, view));
+                    }
+                });
+                let el = c.messages.clone();
+                request_animation_frame(move || {
+                    el.set_scroll_top(el.scroll_top() + el.scroll_height() - before);
+                });
+            }
+        });
+    }
+}
