@@ -1,5 +1,5 @@
 //! Hero's user interface: the HTML shell, the routes, and the pages, rendered on the server
-//! and hydrated in the browser. Server functions here are thin: each checks the signed-in
+//! and taken over by hand in the browser (nothing hydrates). Server functions here are thin: each checks the signed-in
 //! user and calls the same `hero_backend` function the JSON API calls.
 //!
 //! Layout:
@@ -37,7 +37,7 @@ use leptos_router::{SsrMode, path};
 /// hydrates): every page is the server's HTML, taken over without components: the chat by
 /// [`chat::client`], the forms by [`enhance`], moves between sessions by [`navigate`]. Then
 /// it marks the body, which tells tests (and people debugging) that clicks now reach their
-/// handlers.
+/// handlers (`data-ready`).
 #[cfg(feature = "hydrate")]
 pub fn hydrate() {
     // With no island, this hydrates nothing: it starts the executor that runs the page's
@@ -47,7 +47,7 @@ pub fn hydrate() {
     enhance::install();
     navigate::install();
     if let Some(body) = document().body() {
-        let _ = body.set_attribute("data-hydrated", "true");
+        let _ = body.set_attribute("data-ready", "true");
     }
 }
 

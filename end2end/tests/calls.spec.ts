@@ -1,5 +1,5 @@
 import { test, expect, type Page } from "@playwright/test";
-import { connected, createSession, hydrated, mockSays, mockSession, send, signIn } from "./helpers";
+import { connected, createSession, ready, mockSays, mockSession, send, signIn } from "./helpers";
 
 // Erin's agent acts: the offline demo calls `help` (runs at once), `websearch` (asks;
 // answered by the mock search service) and `bash` (asks; runs in the sandbox), and asks a
@@ -105,7 +105,7 @@ test("always allow: no card waits the next time, and the Permissions page says s
   await expect(card(page, "websearch").getByTestId("call-state")).toHaveText("done");
   await expect(page.locator('.call-waiting[data-function="websearch"]')).toHaveCount(0);
   await page.goto("/permissions");
-  await hydrated(page);
+  await ready(page);
   const row = page.locator('tr[data-function="websearch"]');
   await expect(row.locator(".level-default")).toHaveText("ask");
   await expect(row.getByLabel("Level of websearch")).toHaveValue("always");

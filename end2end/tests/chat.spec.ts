@@ -1,5 +1,5 @@
 import { test, expect, type Page } from "@playwright/test";
-import { connected, createSession, hydrated, mockSession, send, signIn } from "./helpers";
+import { connected, createSession, ready, mockSession, send, signIn } from "./helpers";
 
 // Carol's conversations: the offline demo, and agents pointed at the repository's mock LLM.
 test.describe.configure({ mode: "serial" });
@@ -130,7 +130,7 @@ test("the view follows new text only while the reader is near the bottom", async
 test("agents are managed on their page and their keys never come back", async ({ page }) => {
   await signIn(page, "carol", "carol-password");
   await page.goto("/agents");
-  await hydrated(page);
+  await ready(page);
   const form = page.locator("form.new-agent");
   await form.getByLabel("Name").fill("My Claude");
   await form.getByLabel("Provider").selectOption("anthropic");

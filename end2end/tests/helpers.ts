@@ -1,20 +1,20 @@
 import { expect, type Page } from "@playwright/test";
 
-/** Waits until the page has hydrated: before that, clicks reach no handler. */
-export async function hydrated(page: Page) {
-  await expect(page.locator("body")).toHaveAttribute("data-hydrated", "true");
+/** Waits until the wasm has taken the page over: before that, clicks reach no handler. */
+export async function ready(page: Page) {
+  await expect(page.locator("body")).toHaveAttribute("data-ready", "true");
 }
 
 /** Signs in. The offline demo starts with its first-run ritual; unless `ritual` is asked
  * for, it is ended at once (an empty BOOTSTRAP.md), so that the demo plays its showcase. */
 export async function signIn(page: Page, user: string, password: string, opts: { ritual?: boolean } = {}) {
   await page.goto("/login");
-  await hydrated(page);
+  await ready(page);
   await page.getByLabel("Username").fill(user);
   await page.getByLabel("Password").fill(password);
   await page.getByRole("button", { name: "Sign in" }).click();
   await expect(page.getByTestId("whoami")).toHaveText(user);
-  await hydrated(page);
+  await ready(page);
   if (!opts.ritual) await endRitual(page);
 }
 
@@ -42,7 +42,7 @@ export function sidebarItem(page: Page, id: number) {
 
 /** Hydrated, with the session's event stream connected. */
 export async function connected(page: Page) {
-  await hydrated(page);
+  await ready(page);
   await expect(page.locator(".chat")).toHaveAttribute("data-connected", "true");
 }
 

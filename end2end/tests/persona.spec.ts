@@ -1,5 +1,5 @@
 import { test, expect } from "@playwright/test";
-import { connected, createSession, hydrated, send, signIn } from "./helpers";
+import { connected, createSession, ready, send, signIn } from "./helpers";
 
 // Agents with a persona: the offline demo's first-run ritual (Frank's first conversation),
 // and a context file edited on the Files page, then seen in "View system prompt".
@@ -29,13 +29,13 @@ test("the demo agent's first-run ritual asks, writes USER.md, and never repeats"
   await expect(prompt).not.toContainText("## First run");
   // The Files page shows USER.md, and BOOTSTRAP.md is gone.
   await page.goto(`/agents/${await demoId(page)}/files`);
-  await hydrated(page);
+  await ready(page);
   await expect(page.locator('li[data-file="BOOTSTRAP.md"]')).toContainText("empty");
   await page.locator('li[data-file="USER.md"] button').click();
   await expect(page.getByLabel("Content of USER.md")).toHaveValue(/Frank, UTC please/);
   // A new message gets the showcase, not the ritual.
   await page.goto("/");
-  await hydrated(page);
+  await ready(page);
   await createSession(page, "After");
   await connected(page);
   await send(page, "Hello again");
@@ -47,7 +47,7 @@ test("a context file edited on the Files page is what the agent is told", async 
   await signIn(page, "carol", "carol-password");
   const demo = await demoId(page);
   await page.goto(`/agents/${demo}/files`);
-  await hydrated(page);
+  await ready(page);
   await page.locator('li[data-file="SOUL.md"] button').click();
   const box = page.getByLabel("Content of SOUL.md");
   await expect(box).toHaveValue(/curious, careful and kind/);
@@ -62,7 +62,7 @@ test("a context file edited on the Files page is what the agent is told", async 
   await expect(page.getByRole("button", { name: "Save" })).toBeDisabled();
   // In a chat with the agent, "View system prompt" shows it.
   await page.goto("/");
-  await hydrated(page);
+  await ready(page);
   await createSession(page, "Persona");
   await connected(page);
   await page.getByRole("button", { name: "View system prompt" }).click();
@@ -73,7 +73,7 @@ test("a context file edited on the Files page is what the agent is told", async 
 test("an agent summoned from a description gets its persona, or the templates when the reply is bad", async ({ page }) => {
   await signIn(page, "dave", "dave-password");
   await page.goto("/agents");
-  await hydrated(page);
+  await ready(page);
   const files = [
     '<file name="SOUL.md">You are a **sarcastic Rust reviewer**.</file>',
     '<file name="IDENTITY.md">- Name: Ferris the Critic</file>',
@@ -94,13 +94,13 @@ test("an agent summoned from a description gets its persona, or the templates wh
   await expect(card.locator(".agent-type")).toHaveText("predefined");
   // Its files say so, at the agent's own level.
   await card.getByRole("link", { name: "Files" }).click();
-  await hydrated(page);
+  await ready(page);
   await page.locator('li[data-file="SOUL.md"] button').click();
   await expect(page.getByLabel("Content of SOUL.md")).toHaveValue(/sarcastic Rust reviewer/);
   await expect(page.getByTestId("level-note")).toContainText("The agent's own file");
   // "Edit with AI" with a reply that holds no files: nothing is written, nothing is lost.
   await page.goto("/agents");
-  await hydrated(page);
+  await ready(page);
   const again = page.locator(".agent-card", { hasText: "Ferris" });
   await again.getByLabel("Edit with AI").fill('a gardener [[mock text="Sure! Here you go."]]');
   await again.getByRole("button", { name: "Rewrite its persona" }).click();

@@ -1,5 +1,5 @@
 import { test, expect, type Page } from "@playwright/test";
-import { createSession, hydrated, signIn } from "./helpers";
+import { createSession, ready, signIn } from "./helpers";
 
 // The Content-Security-Policy holds on every page: nothing Hero itself renders or runs is
 // refused by it (so it can stay strict), and model text that tries is.
@@ -27,7 +27,7 @@ test("no page, nor the showcase, breaks the content security policy", async ({ p
     expect(await violations(), `violations on ${what}`).toEqual([]);
   };
   await page.goto("/login");
-  await hydrated(page);
+  await ready(page);
   const policy = (await page.request.get("/login")).headers()["content-security-policy"];
   expect(policy).toContain("'nonce-");
   expect(policy).not.toContain("unsafe-inline");
@@ -48,15 +48,15 @@ test("no page, nor the showcase, breaks the content security policy", async ({ p
   const sub = await page.request.post("/api/sessions", { data: { name: "Sub", parent_session_id: id } });
   expect(sub.status()).toBe(201);
   await page.reload();
-  await hydrated(page);
+  await ready(page);
   await expect(page.locator(".msg-agent [data-hml='progress']").first()).toBeVisible();
   await check("the showcase, reloaded, with a sub-session");
 
   await page.goto("/agents");
-  await hydrated(page);
+  await ready(page);
   await check("the agents page");
   await page.goto("/no-such-page");
-  await hydrated(page);
+  await ready(page);
   await check("a missing page");
   expect(visited.length).toBe(6);
 });

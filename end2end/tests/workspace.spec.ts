@@ -1,5 +1,5 @@
 import { test, expect } from "@playwright/test";
-import { createSession, hydrated, sidebarItem, signIn } from "./helpers";
+import { createSession, ready, sidebarItem, signIn } from "./helpers";
 
 // One story, in order, as a person would use Hero: the tests share the server's data.
 test.describe.configure({ mode: "serial" });
@@ -10,7 +10,7 @@ let betaId = 0;
 test("signing in with a wrong password says so", async ({ page }) => {
   await page.goto("/");
   await expect(page).toHaveURL(/\/login$/);
-  await hydrated(page);
+  await ready(page);
   await page.getByLabel("Username").fill("alice");
   await page.getByLabel("Password").fill("not-her-password");
   await page.getByRole("button", { name: "Sign in" }).click();
@@ -60,7 +60,7 @@ test("two tabs hold two different sessions", async ({ page, context }) => {
   await expect(tab1.getByTestId("session-title")).toHaveText("Alpha renamed");
   await expect(tab2.getByTestId("session-title")).toHaveText("Beta");
   // Each tab keeps its own session while the other moves on.
-  await hydrated(tab2);
+  await ready(tab2);
   await tab2.getByLabel("Session name", { exact: true }).fill("Beta in tab two");
   await tab2.getByRole("button", { name: "Rename" }).click();
   await expect(tab2.getByTestId("session-title")).toHaveText("Beta in tab two");
@@ -77,7 +77,7 @@ test("sub-sessions are indented under their parent and agent sessions are blue",
   expect(resp.status()).toBe(201);
   const child = (await resp.json()).id as number;
   await page.reload();
-  await hydrated(page);
+  await ready(page);
   const ids = await page.locator(".session-list li").evaluateAll((lis) =>
     lis.map((li) => Number(li.getAttribute("data-session-id"))),
   );

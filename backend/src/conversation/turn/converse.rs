@@ -253,13 +253,18 @@ fn later_calls(found: Vec<act::Asked>, begun: &[String]) -> Vec<act::Asked> {
         .collect();
     let room = act::MAX_CALLS_PER_MESSAGE.saturating_sub(begun.len());
     if asked.len() > room {
-        let dropped = asked.len() - room;
-        asked.truncate(room);
+        // The last kept tells the agent; with no room left it is one more, not run.
+        let keep = room.max(1);
+        let dropped = asked.len() - keep;
+        asked.truncate(keep);
         if let Some(last) = asked.last_mut() {
-            last.problem = Some(format!(
-                "a message may make at most {} calls; this one and the {dropped} after it were not run",
-                act::MAX_CALLS_PER_MESSAGE
-            ));
+            let max = act::MAX_CALLS_PER_MESSAGE;
+            last.problem = Some(match dropped {
+                0 => format!("a message may make at most {max} calls; this one was not run"),
+                n => format!(
+                    "a message may make at most {max} calls; this one and the {n} after it were not run"
+                ),
+            });
         }
     }
     asked
@@ -381,6 +386,50 @@ mod tests {
             timestamp: String::new(),
         };
         Kept::new(frame, 0)
+    }
+
+    /// The calls found in the whole reply leave out those begun while it streamed, and the
+    /// calls a message may make count both: past the bound, the last kept says so.
+    #[test]
+    fn the_calls_left_for_the_end_skip_those_begun_and_keep_the_bound() {
+        use hero_shared::calls::CallOrigin;
+        let element = |id: &str| act::Asked {
+            function: "help".into(),
+            args: json!({}),
+            origin: CallOrigin::Element {
+                element_id: id.into(),
+                kind: "interaction".into(),
+            },
+            problem: None,
+        };
+        let prose = |offset: u64| act::Asked {
+            function: "help".into(),
+            args: json!({}),
+            origin: CallOrigin::Prose { offset },
+            problem: None,
+        };
+        let found = vec![element("e1"), prose(10), element("e2"), prose(20)];
+        let left = later_calls(found.clone(), &["e1".into(), "e2".into()]);
+        assert_eq!(left, [prose(10), prose(20)]);
+        // 15 begun while streaming: one more fits, and it says the rest did not run.
+        let begun: Vec<String> = (0..act::MAX_CALLS_PER_MESSAGE - 1)
+            .map(|i| format!("s{i}"))
+            .collect();
+        let left = later_calls(found, &begun);
+        assert_eq!(left.len(), 1);
+        let said = left[0].problem.as_deref().unwrap();
+        assert!(
+            said.contains("at most 16 calls") && said.contains("the 3 after it"),
+            "{said}"
+        );
+        // Once the bound is reached while streaming, a call found at the end is told so.
+        let all: Vec<String> = (0..act::MAX_CALLS_PER_MESSAGE)
+            .map(|i| format!("s{i}"))
+            .collect();
+        let left = later_calls(vec![prose(1)], &all);
+        assert_eq!(left.len(), 1);
+        let said = left[0].problem.as_deref().unwrap();
+        assert!(said.ends_with("this one was not run"), "{said}");
     }
 
     #[test]
