@@ -92,6 +92,8 @@ pub fn agent_status_line(status: &str, detail: &str) -> String {
 }
 
 #[cfg(feature = "hydrate")]
+pub(crate) use browser::fetch_page_at;
+#[cfg(feature = "hydrate")]
 pub use browser::install;
 
 #[cfg(feature = "hydrate")]
@@ -218,9 +220,14 @@ mod browser {
     /// The page fetched again, parsed; an error when it is not this page any more (a failed
     /// answer, or a redirect: to the sign-in page once the session expired).
     async fn fetch_page() -> Result<Document, JsValue> {
+        let href = web_sys::window().ok_or(JsValue::NULL)?.location().href()?;
+        fetch_page_at(&href).await
+    }
+
+    /// The page at `path`, parsed; an error for a failed answer or a redirect.
+    pub(crate) async fn fetch_page_at(path: &str) -> Result<Document, JsValue> {
         let window = web_sys::window().ok_or(JsValue::NULL)?;
-        let href = window.location().href()?;
-        let response: web_sys::Response = JsFuture::from(window.fetch_with_str(&href))
+        let response: web_sys::Response = JsFuture::from(window.fetch_with_str(path))
             .await?
             .unchecked_into();
         if !response.ok() || response.redirected() {

@@ -12,8 +12,11 @@
 /// The session a link's `href` opens, if it is one of this site's session pages.
 pub fn session_of(href: &str) -> Option<i64> {
     let id = href.strip_prefix("/s/")?;
-    let id = id.split(['?', '#']).next()?;
-    id.parse::<i64>().ok().filter(|id| *id > 0)
+    let end = id.bytes().position(|b| b == b'?' || b == b'#');
+    id[..end.unwrap_or(id.len())]
+        .parse::<i64>()
+        .ok()
+        .filter(|id| *id > 0)
 }
 
 /// A click the page takes over: the main button, no key held that asks the browser for a
@@ -32,7 +35,6 @@ mod browser {
     use wasm_bindgen::JsCast;
     use wasm_bindgen::closure::Closure;
     use wasm_bindgen::prelude::*;
-    use wasm_bindgen_futures::JsFuture;
     use web_sys::{Document, Element};
 
     use super::{is_plain_click, session_of};
@@ -117,7 +119,7 @@ mod browser {
             l.get()
         });
         leptos::task::spawn_local(async move {
-            let page = fetch(&path).await;
+            let page = crate::enhance::fetch_page_at(&path).await;
             if LATEST.with(Cell::get) != n {
                 return;
             }
@@ -127,23 +129,6 @@ mod browser {
                 let _ = w.location().set_href(&path);
             }
         });
-    }
-
-    /// The page at `path`, parsed; an error for a failed answer or a redirect (to the
-    /// sign-in page once the session expired).
-    async fn fetch(path: &str) -> Result<Document, JsValue> {
-        let window = web_sys::window().ok_or(JsValue::NULL)?;
-        let response: web_sys::Response = JsFuture::from(window.fetch_with_str(path))
-            .await?
-            .unchecked_into();
-        if !response.ok() || response.redirected() {
-            return Err(JsValue::NULL);
-        }
-        let html = JsFuture::from(response.text()?)
-            .await?
-            .as_string()
-            .unwrap_or_default();
-        web_sys::DomParser::new()?.parse_from_string(&html, web_sys::SupportedType::TextHtml)
     }
 
     /// The fetched page's main region and session list in place of this page's; the chat

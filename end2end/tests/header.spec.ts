@@ -1,7 +1,7 @@
 import { test, expect, type Page } from "@playwright/test";
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { connected, createSession, mock, mockSession, send, signIn } from "./helpers";
+import { connected, createSession, mock, mockSession, ready, send, signIn } from "./helpers";
 
 // Heidi's chat header: it follows the session's state without a reload, and every action's
 // error is shown where it was taken.
@@ -121,6 +121,7 @@ test("a page whose chat cannot start says so", async ({ page }) => {
     await route.fulfill({ response: r, body });
   });
   await page.goto(`/s/${id}`);
+  await ready(page);
   await expect(page.locator(".chat [role=alert]")).toContainText(/chat could not start/i);
   expect(errors.join("\n")).toMatch(/chat could not start/i);
 });

@@ -3,6 +3,8 @@
 
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
-    console_error_panic_hook::set_once();
+    // A panic says what and where in the console (its message and Rust location; no
+    // JavaScript stack: the first load is kept small).
+    std::panic::set_hook(Box::new(|info| leptos::logging::error!("{info}")));
     app::hydrate();
 }

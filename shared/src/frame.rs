@@ -242,49 +242,50 @@ fn ordered<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<&Frame> {
 /// it: a call begun while its reply streamed is stored before the reply's message (see
 /// "Order" in the module doc), and reads as the message's child like any other.
 fn parents_first<'a>(frames: &[&'a Frame]) -> Vec<&'a Frame> {
-    use std::collections::HashSet;
-    let ids: HashSet<&str> = frames.iter().map(|f| f.id.as_str()).collect();
-    let mut placed: HashSet<&str> = HashSet::new();
-    // Children waiting for their parent, by the parent's id, in seq order.
-    let mut waiting: HashMap<&str, Vec<&Frame>> = HashMap::new();
-    // Each waiting frame's parent.
-    let mut waits: HashMap<&str, &str> = HashMap::new();
+    // By position in `frames` (one map from ids, the kind `compile_frames` uses: the wasm
+    // carries one copy of its code).
+    let at: HashMap<&str, usize> = frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.id.as_str(), i))
+        .collect();
+    let mut placed = vec![false; frames.len()];
+    // The parent each frame waits for, and the children waiting for each, in seq order.
+    let mut waits: Vec<Option<usize>> = vec![None; frames.len()];
+    let mut waiting: Vec<Vec<usize>> = vec![Vec::new(); frames.len()];
     // Whether `p`'s line of waiting parents comes back to `me`: a circle of parents (no
     // log writes one), whose frames compile as seq says.
-    fn circle<'a>(waits: &HashMap<&str, &'a str>, me: &str, mut p: &'a str) -> bool {
-        loop {
-            if p == me {
-                return true;
-            }
-            match waits.get(p) {
-                Some(next) => p = next,
-                None => return false,
-            }
+    let circle = |waits: &[Option<usize>], me: usize, mut p: usize| loop {
+        if p == me {
+            return true;
         }
-    }
+        match waits[p] {
+            Some(next) => p = next,
+            None => return false,
+        }
+    };
     let mut out = Vec::with_capacity(frames.len());
-    for &f in frames {
+    for (i, f) in frames.iter().enumerate() {
         // A frame waits for a parent still to come.
-        match f.parent_id.as_deref() {
-            Some(p) if ids.contains(p) && !placed.contains(p) && !circle(&waits, &f.id, p) => {
-                waits.insert(f.id.as_str(), p);
-                waiting.entry(p).or_default().push(f)
+        let parent = f.parent_id.as_deref().and_then(|p| at.get(p).copied());
+        match parent {
+            Some(p) if !placed[p] && !circle(&waits, i, p) => {
+                waits[i] = Some(p);
+                waiting[p].push(i);
             }
             _ => {
                 // The frame, then whatever waited for it (and for those), in seq order.
-                let mut stack = vec![f];
-                while let Some(f) = stack.pop() {
-                    placed.insert(f.id.as_str());
-                    out.push(f);
-                    if let Some(children) = waiting.remove(f.id.as_str()) {
-                        stack.extend(children.into_iter().rev());
-                    }
+                let mut stack = vec![i];
+                while let Some(i) = stack.pop() {
+                    placed[i] = true;
+                    out.push(frames[i]);
+                    stack.extend(std::mem::take(&mut waiting[i]).into_iter().rev());
                 }
             }
         }
     }
     // Every parent that a frame waits for comes later and is placed in turn.
-    debug_assert!(waiting.is_empty());
+    debug_assert_eq!(out.len(), frames.len());
     out
 }
 

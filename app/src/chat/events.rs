@@ -128,7 +128,7 @@ pub fn use_session_events(
                             })
                             .unwrap_or_default();
                         // The view holds the reply in flight: its bubble goes.
-                        if steps.todo.contains(&Do::Stored) {
+                        if steps.todo.iter().any(|d| matches!(d, Do::Stored)) {
                             live.set(None);
                         }
                     }

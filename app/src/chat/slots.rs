@@ -21,11 +21,21 @@ pub enum SlotOp {
 /// The steps that turn the list `held` (each slot's message id and HTML, in the list's
 /// order) into `drawn` (the same, as it should be).
 pub fn plan(held: &[(&str, &str)], drawn: &[(String, String)]) -> Vec<SlotOp> {
+    use std::collections::HashMap;
     let mut ops = Vec::new();
-    let was: std::collections::HashMap<&str, &str> = held.iter().copied().collect();
-    let shown: std::collections::HashSet<&str> = drawn.iter().map(|(id, _)| id.as_str()).collect();
+    // Positions by id (the map `hero_shared::frame` uses too: one copy of its code in the wasm).
+    let was: HashMap<&str, usize> = held
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| (*id, i))
+        .collect();
+    let shown: HashMap<&str, usize> = drawn
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| (id.as_str(), i))
+        .collect();
     for (id, html) in drawn {
-        match was.get(id.as_str()) {
+        match was.get(id.as_str()).map(|&i| held[i].1) {
             None => ops.push(SlotOp::Make {
                 id: id.clone(),
                 html: html.clone(),
@@ -41,7 +51,7 @@ pub fn plan(held: &[(&str, &str)], drawn: &[(String, String)]) -> Vec<SlotOp> {
     // yet: they are placed like any slot out of order).
     let mut list: Vec<&str> = Vec::with_capacity(held.len());
     for &(id, _) in held {
-        if shown.contains(id) {
+        if shown.contains_key(id) {
             list.push(id);
         } else {
             ops.push(SlotOp::Remove { id: id.to_owned() });

@@ -17,14 +17,16 @@ impl Chat {
         conversation: RwSignal<CompiledView>,
         connected: RwSignal<bool>,
     ) {
-        let question = Memo::new(move |_| {
+        // The question answered from the box, if one waits (read by the effects below, each
+        // run again when the conversation changes).
+        let question = move || {
             conversation.with(|v| {
                 hero_shared::calls::calls(&v.messages)
                     .into_iter()
                     .rev()
                     .find(|c| c.is_question() && c.request.expires_at.is_none())
             })
-        });
+        };
         let sending = self.sending;
         let busy = move || sending.get() || live.get().is_some_and(|l| !l.finished.get());
         let c = self.clone();
@@ -38,7 +40,7 @@ impl Chat {
         // The question being answered, above the box.
         let c = self.clone();
         Effect::new(move |_| {
-            let q = question.get();
+            let q = question();
             c.textarea.set_placeholder(if q.is_some() {
                 "Your answer to the agent's question (Enter answers)"
             } else {
@@ -86,7 +88,7 @@ impl Chat {
             let private = find(&c.root, &hooks::PRIVATE.selector())
                 .and_then(|p| p.dyn_into::<HtmlInputElement>().ok())
                 .is_some_and(|p| p.checked());
-            let (c, q) = (c.clone(), question.get_untracked());
+            let (c, q) = (c.clone(), untrack(question));
             leptos::task::spawn_local(async move {
                 let result = match q {
                     Some(q) => actions::answer_prompt(

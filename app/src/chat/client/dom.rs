@@ -1,7 +1,6 @@
 //! The small DOM helper the chat's regions share: finding a part by its hook, listening
 //! for as long as the chat runs, showing, hiding and disabling, and a region's error line.
 
-use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::Element;
@@ -47,21 +46,35 @@ pub(super) fn find(root: &Element, selector: &str) -> Option<Element> {
 }
 
 /// Adds a listener for as long as the chat runs: removed, and its closure freed, when the
-/// chat's owner is cleaned up (on a move to another session).
+/// chat stops (on a move to another session).
 pub(super) fn listen<E: wasm_bindgen::convert::FromWasmAbi + 'static>(
     target: &web_sys::EventTarget,
     event: &str,
     f: impl FnMut(E) + 'static,
 ) {
-    let cb = Closure::<dyn FnMut(E)>::new(f);
-    let _ = target.add_event_listener_with_callback(event, cb.as_ref().unchecked_ref());
-    // Held by the owner (whose own values outlive its cleanups), dropped with it.
-    let held = StoredValue::new_local(Some((target.clone(), event.to_owned(), cb)));
-    on_cleanup(move || {
-        if let Some((target, event, cb)) = held.try_update_value(Option::take).flatten() {
-            let _ = target.remove_event_listener_with_callback(&event, cb.as_ref().unchecked_ref());
-        }
-    });
+    // The closure is handed to JavaScript, which frees it once the listener is gone; the
+    // rest is one function for every kind of listener (a smaller wasm).
+    let cb = Closure::<dyn FnMut(E)>::new(f).into_js_value();
+    hold(target, event, cb);
+}
+
+thread_local! {
+    /// The listeners the running chat added, removed when it stops ([`release`]).
+    static HELD: std::cell::RefCell<Vec<(web_sys::EventTarget, String, wasm_bindgen::JsValue)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Adds `cb` as the listener, until the chat stops.
+fn hold(target: &web_sys::EventTarget, event: &str, cb: wasm_bindgen::JsValue) {
+    let _ = target.add_event_listener_with_callback(event, cb.unchecked_ref());
+    HELD.with(|h| h.borrow_mut().push((target.clone(), event.to_owned(), cb)));
+}
+
+/// Removes every listener the chat added (their closures go with them).
+pub(super) fn release() {
+    for (target, event, cb) in HELD.with(|h| std::mem::take(&mut *h.borrow_mut())) {
+        let _ = target.remove_event_listener_with_callback(&event, cb.unchecked_ref());
+    }
 }
 
 pub(super) fn set_hidden(e: &Element, hidden: bool) {

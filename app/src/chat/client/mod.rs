@@ -56,6 +56,7 @@ pub fn start() {
 /// Stops the chat running on the page: its feed closed, its listeners removed, its effects,
 /// timers and signals gone.
 pub fn stop() {
+    dom::release();
     if let Some(owner) = RUNNING.with(|r| r.borrow_mut().take()) {
         owner.cleanup();
     }

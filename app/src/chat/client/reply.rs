@@ -52,19 +52,20 @@ impl Chat {
         ) else {
             return;
         };
-        // The reply's calls, from the log as its frames arrive (their parent is the reply).
-        let mid = id.clone();
-        let calls = Memo::new(move |_| {
+        // The reply's calls, from the log as its frames arrive (their parent is the reply):
+        // read by the effects below, each run again when the conversation changes.
+        let mid = StoredValue::new(id.clone());
+        let calls = move || {
             conversation.with(|v| {
-                hero_shared::calls::calls(&v.messages)
-                    .into_iter()
-                    .filter(|c| c.message_id == mid)
-                    .collect::<Vec<_>>()
+                mid.with_value(|mid| {
+                    hero_shared::calls::calls(&v.messages)
+                        .into_iter()
+                        .filter(|c| c.message_id == *mid)
+                        .collect::<Vec<_>>()
+                })
             })
-        });
-        Effect::new(move |_| {
-            calls.with(|c| cards.set_inner_html(&hero_shared::html::calls_html(c, &id)))
-        });
+        };
+        Effect::new(move |_| cards.set_inner_html(&hero_shared::html::calls_html(&calls(), &id)));
         if self.streaming.get_untracked() {
             // One element per block, each redrawn by an effect of its own as it grows, owned
             // by the reply (not by this effect, which runs again at each new block).
@@ -84,7 +85,7 @@ impl Chat {
                             let html = match b {
                                 LiveBlock::Text(_) => crate::chat::live::block_html(b, &[]),
                                 LiveBlock::Element { .. } => {
-                                    calls.with(|c| crate::chat::live::block_html(b, c))
+                                    crate::chat::live::block_html(b, &calls())
                                 }
                             };
                             el.set_inner_html(&html)
