@@ -32,17 +32,6 @@ async fn acting(tweak: impl FnOnce(&mut hero_backend::Settings)) -> (mock_llm::M
     (mock, h)
 }
 
-fn of_type<'a>(frames: &'a [Value], t: &str) -> Vec<&'a Value> {
-    frames.iter().filter(|f| f["type"] == t).collect()
-}
-
-fn agent_messages(frames: &[Value]) -> Vec<&Value> {
-    frames
-        .iter()
-        .filter(|f| f["type"] == "message" && f["author_type"] == "agent")
-        .collect()
-}
-
 /// The text of every message the mock was sent in its `i`th chat request (0 = first).
 fn sent_text(mock: &mock_llm::MockServer, i: usize) -> String {
     let reqs: Vec<Value> = mock

@@ -11,6 +11,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use support::process::{Served, add_alice, serve};
+use support::{agent_messages, of_type};
 
 /// A killed `hero serve` started again: signed in, the session's frames at hand.
 async fn killed_and_back(mut hero: Served, data: &std::path::Path, allow: &str) -> Served {
@@ -56,17 +57,6 @@ async fn post_until(hero: &Served, sid: i64, content: &str, until: &str) {
             .unwrap();
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
-}
-
-fn of_type<'a>(frames: &'a [Value], t: &str) -> Vec<&'a Value> {
-    frames.iter().filter(|f| f["type"] == t).collect()
-}
-
-fn agent_messages(frames: &[Value]) -> Vec<&Value> {
-    frames
-        .iter()
-        .filter(|f| f["type"] == "message" && f["author_type"] == "agent")
-        .collect()
 }
 
 /// Every request has its message in the log.

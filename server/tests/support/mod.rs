@@ -314,3 +314,16 @@ pub async fn bob_client(h: &Hero) -> reqwest::Client {
     assert_eq!(r.status(), StatusCode::OK);
     bob
 }
+
+/// The frames of one type (`message`, `request`, `result`, …).
+pub fn of_type<'a>(frames: &'a [Value], t: &str) -> Vec<&'a Value> {
+    frames.iter().filter(|f| f["type"] == t).collect()
+}
+
+/// The agent's messages among the frames.
+pub fn agent_messages(frames: &[Value]) -> Vec<&Value> {
+    frames
+        .iter()
+        .filter(|f| f["type"] == "message" && f["author_type"] == "agent")
+        .collect()
+}
