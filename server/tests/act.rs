@@ -48,6 +48,20 @@ fn sent_text(mock: &mock_llm::MockServer, i: usize) -> String {
         .unwrap_or_default()
 }
 
+/// A WebSocket of alice's subscribed to `session` from its first frame.
+async fn subscribed(
+    h: &Hero,
+    session: i64,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    use tokio_tungstenite::tungstenite::Message;
+    let (_, mut ws) = h.ws().await;
+    let subscribe = json!({"type": "subscribe", "sessionId": session, "afterSeq": 0});
+    ws.send(Message::Text(subscribe.to_string().into()))
+        .await
+        .unwrap();
+    ws
+}
+
 /// Sets the user's level for `function`.
 async fn set_level(h: &Hero, function: &str, level: &str) {
     let (s, body) = h
@@ -309,33 +323,40 @@ async fn schema_errors_and_handler_errors_are_told_to_the_agent() {
 }
 
 /// A model that calls forever is stopped by the round bound: the reply at the bound has
-/// its calls refused, and the agent is not run again.
+/// its calls refused, and the agent is not run again; a call in prose (found once the
+/// reply is whole) and one in an element (run as it closes) alike.
 #[tokio::test]
 async fn the_loop_is_bounded() {
-    let (mock, h) = acting(|s| s.limits.rounds_per_message = 2).await;
-    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
-    let resp =
-        h.c.post(h.url(&format!("/api/sessions/{session}/messages/stream")))
-            .json(&json!({"content": r#"[[mock text="again \u0040system(help)" repeat]]"#}))
-            .send()
+    for call in [
+        r"\u0040system(help)",
+        r"\u003cinteraction>\u0040system(help)</interaction>",
+    ] {
+        let (mock, h) = acting(|s| s.limits.rounds_per_message = 2).await;
+        let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+        let content = format!(r#"[[mock text="again {call}" repeat]]"#);
+        let resp =
+            h.c.post(h.url(&format!("/api/sessions/{session}/messages/stream")))
+                .json(&json!({ "content": content }))
+                .send()
+                .await
+                .unwrap();
+        let body = tokio::time::timeout(Duration::from_secs(20), resp.text())
             .await
-            .unwrap();
-    let body = tokio::time::timeout(Duration::from_secs(20), resp.text())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(body.matches("event: message_complete").count(), 3);
-    let frames = h.frames(session).await;
-    assert_eq!(agent_messages(&frames).len(), 3);
-    let last = of_type(&frames, "result").last().unwrap()["payload"].clone();
-    assert_eq!(last["outcome"], "invalid");
-    assert!(
-        last["output"]
-            .as_str()
             .unwrap()
-            .contains("2 rounds of calls"),
-        "{last}"
-    );
+            .unwrap();
+        assert_eq!(body.matches("event: message_complete").count(), 3, "{call}");
+        let frames = h.frames(session).await;
+        assert_eq!(agent_messages(&frames).len(), 3, "{call}");
+        let last = of_type(&frames, "result").last().unwrap()["payload"].clone();
+        assert_eq!(last["outcome"], "invalid", "{call}");
+        assert!(
+            last["output"]
+                .as_str()
+                .unwrap()
+                .contains("2 rounds of calls"),
+            "{call}: {last}"
+        );
+    }
 }
 
 /// Native tool calls in both wire formats pass the same gate; the result goes back as a
@@ -518,15 +539,8 @@ async fn approvals_over_the_websocket() {
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     // A first exchange, so that the subscription's replay (two frames) shows it is live.
     h.stream(session, r#"hello [[mock text="hi"]]"#).await;
-    let (_, mut ws) = h.ws().await;
+    let mut ws = subscribed(&h, session).await;
     use tokio_tungstenite::tungstenite::Message;
-    ws.send(Message::Text(
-        json!({"type": "subscribe", "sessionId": session, "afterSeq": 0})
-            .to_string()
-            .into(),
-    ))
-    .await
-    .unwrap();
     let mut replayed = 0;
     while replayed < 2 {
         match tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
@@ -1735,14 +1749,7 @@ async fn a_call_runs_as_its_element_closes() {
     let (mock, h) = acting(|_| {}).await;
     set_level(&h, "websearch", "always").await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
-    let (_, mut ws) = h.ws().await;
-    ws.send(Message::Text(
-        json!({"type": "subscribe", "sessionId": session, "afterSeq": 0})
-            .to_string()
-            .into(),
-    ))
-    .await
-    .unwrap();
+    let mut ws = subscribed(&h, session).await;
     let content = format!(
         r#"[[mock text="\u003cwebsearch>early</websearch> {}" then="Done." tokens_per_sec=25]]"#,
         slow_tail()

@@ -12,9 +12,10 @@
 //! - `reply`: the reply in flight, block by block, and its calls' cards;
 //! - `composer`: send, stop, answering a question that waits.
 //!
-//! Listeners, effects, the feed and timers live under the chat's owner, as long as the
-//! session is shown: moving to another session ([`crate::navigate`]) [`stop`]s them all
-//! before the next chat [`start`]s. Those of a reply in flight go with it sooner.
+//! Effects, the feed and timers live under the chat's owner, and its listeners in one list
+//! (`dom`), as long as the session is shown: moving to another session
+//! ([`crate::navigate`]) [`stop`]s them all before the next chat [`start`]s. Those of a
+//! reply in flight go with it sooner.
 
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -98,15 +98,28 @@ pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
     for a in &mut asked {
         check(registry, a);
     }
-    if asked.len() > MAX_CALLS_PER_MESSAGE {
-        let dropped = asked.len() - MAX_CALLS_PER_MESSAGE;
-        asked.truncate(MAX_CALLS_PER_MESSAGE);
-        let last = asked.last_mut().expect("more than the bound");
-        last.problem = Some(format!(
-            "a message may make at most {MAX_CALLS_PER_MESSAGE} calls; this one and the {dropped} after it were not run"
-        ));
-    }
+    bound(&mut asked, MAX_CALLS_PER_MESSAGE);
     asked
+}
+
+/// Keeps the calls a message may still make (`room`), the last kept saying the rest did
+/// not run; with no room left, the first is kept to say so, and none runs.
+pub fn bound(asked: &mut Vec<Asked>, room: usize) {
+    if asked.len() <= room {
+        return;
+    }
+    let keep = room.max(1);
+    let dropped = asked.len() - keep;
+    asked.truncate(keep);
+    if let Some(last) = asked.last_mut() {
+        let max = MAX_CALLS_PER_MESSAGE;
+        last.problem = Some(match dropped {
+            0 => format!("a message may make at most {max} calls; this one was not run"),
+            n => format!(
+                "a message may make at most {max} calls; this one and the {n} after it were not run"
+            ),
+        });
+    }
 }
 
 /// The call an executable element at the top of a reply makes, found the moment it closes

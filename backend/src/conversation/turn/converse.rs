@@ -251,22 +251,10 @@ fn later_calls(found: Vec<act::Asked>, begun: &[String]) -> Vec<act::Asked> {
         .into_iter()
         .filter(|a| !matches!(&a.origin, CallOrigin::Element { element_id, .. } if begun.contains(element_id)))
         .collect();
-    let room = act::MAX_CALLS_PER_MESSAGE.saturating_sub(begun.len());
-    if asked.len() > room {
-        // The last kept tells the agent; with no room left it is one more, not run.
-        let keep = room.max(1);
-        let dropped = asked.len() - keep;
-        asked.truncate(keep);
-        if let Some(last) = asked.last_mut() {
-            let max = act::MAX_CALLS_PER_MESSAGE;
-            last.problem = Some(match dropped {
-                0 => format!("a message may make at most {max} calls; this one was not run"),
-                n => format!(
-                    "a message may make at most {max} calls; this one and the {n} after it were not run"
-                ),
-            });
-        }
-    }
+    act::bound(
+        &mut asked,
+        act::MAX_CALLS_PER_MESSAGE.saturating_sub(begun.len()),
+    );
     asked
 }
 
