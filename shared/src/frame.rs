@@ -241,7 +241,7 @@ fn ordered<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<&Frame> {
 /// `frames` (in seq order) with each frame stored before its parent moved to just after
 /// it: a call begun while its reply streamed is stored before the reply's message (see
 /// "Order" in the module doc), and reads as the message's child like any other.
-fn parents_first<'a>(frames: &[&'a Frame]) -> Vec<&'a Frame> {
+pub fn parents_first<'a>(frames: &[&'a Frame]) -> Vec<&'a Frame> {
     // By position in `frames` (one map from ids, the kind `compile_frames` uses: the wasm
     // carries one copy of its code).
     let at: HashMap<&str, usize> = frames

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 /// What the matchers look at: the conversation as the agent is about to read it.
 pub struct Situation<'a> {
-    pub messages: &'a [CompiledMessage],
+    pub messages: &'a [&'a CompiledMessage],
 }
 
 impl Situation<'_> {
@@ -26,6 +26,7 @@ impl Situation<'_> {
             .iter()
             .rev()
             .find(|m| m.role != Role::Agent && m.frame_type != FrameType::Request)
+            .copied()
             .filter(|m| m.role == Role::User && m.frame_type == FrameType::Message)
     }
 
@@ -153,7 +154,7 @@ mod tests {
         instructions(
             builtin(),
             &Situation {
-                messages: &compiled,
+                messages: &compiled.iter().collect::<Vec<_>>(),
             },
         )
     }
@@ -232,7 +233,7 @@ mod tests {
         frames.push(msg(31, "u", AuthorType::User, "an answer"));
         let compiled = compile_frames(&frames);
         let listed = Situation {
-            messages: &compiled,
+            messages: &compiled.iter().collect::<Vec<_>>(),
         }
         .unanswered_prompts();
         assert_eq!(listed.len(), MAX_LISTED);

@@ -176,10 +176,10 @@ async fn write_with(
     let call = Call {
         endpoint: &caller.endpoint,
         system: crate::agents::prompt::SUMMON.to_owned(),
-        messages: vec![ChatMessage::text(
+        messages: vec![std::sync::Arc::new(ChatMessage::text(
             Role::User,
             format!("Description: {description}"),
-        )],
+        ))],
         tools: Vec::new(),
     };
     let reply = providers::collect(

@@ -82,10 +82,10 @@ pub async fn compact(
     }
     let through = kept.last().map_or(0, |k| k.frame.seq);
     let mut messages = crate::conversation::context::messages(&kept);
-    messages.push(ChatMessage::text(
+    messages.push(std::sync::Arc::new(ChatMessage::text(
         Role::User,
         "[System] Write the summary now, as your task says.",
-    ));
+    )));
     let call = Call {
         endpoint: &agent.endpoint,
         system: crate::agents::prompt::with_task(&agent.system, crate::agents::prompt::COMPACT),

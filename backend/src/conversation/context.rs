@@ -2,13 +2,19 @@
 //! chat messages ([`messages`]), and what the agent is told of a call's result ([`told`]),
 //! quoted in a block Hero's own words are never inside ([`crate::contain::RESULT_TAG`]).
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
 use hero_shared::calls::{CallResult, Outcome};
-use hero_shared::frame::{FrameType, Role as FrameRole, compile_frames};
+use hero_shared::frame::{
+    CompiledMessage, Frame, FrameType, Role as FrameRole, compile_frames, parents_first,
+};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::contain::RESULT_TAG;
 use crate::conversation::frames;
-use crate::conversation::history::Kept;
+use crate::conversation::history::{Alone, Kept};
 use crate::crypto::SecretKey;
 use crate::providers::{self, ChatMessage, Role};
 use crate::{AppState, Result};
@@ -18,62 +24,135 @@ use crate::{AppState, Result};
 /// what the agent is told, as a native tool result when the call was a tool call. System
 /// entries (results, summaries, notes) reach the model as user-side text. The conditional
 /// abilities that apply ([`crate::agents::conditional`]) are added after the last input, unstored.
-pub(crate) fn messages(frames: &[Kept]) -> Vec<ChatMessage> {
-    let compiled = compile_frames(frames);
-    let injected = crate::agents::conditional::instructions(
-        crate::agents::conditional::builtin(),
-        &crate::agents::conditional::Situation {
-            messages: &compiled,
-        },
-    );
-    let mut messages: Vec<ChatMessage> = compiled
-        .into_iter()
-        // Private messages are the user's alone.
-        .filter(|m| m.payload.get("private") != Some(&Value::Bool(true)))
-        .filter_map(|m| match (m.frame_type, m.role) {
-            (FrameType::Request, _) => None,
-            (FrameType::Result, _) => {
-                let r: Option<CallResult> = serde_json::from_value(m.payload).ok();
-                Some(match r {
-                    Some(CallResult {
-                        tool_use_id: Some(id),
-                        content,
-                        outcome,
-                        ..
-                    }) => ChatMessage {
-                        role: Role::User,
-                        tool_results: vec![providers::ToolOutput {
-                            tool_use_id: id,
-                            content,
-                            is_error: outcome != Outcome::Ok,
-                        }],
-                        ..ChatMessage::default()
-                    },
-                    Some(r) => ChatMessage::text(Role::User, told(&r)),
-                    None => ChatMessage::text(
-                        Role::User,
-                        quoted("A call returned", "unknown", &m.content),
-                    ),
-                })
-            }
-            (_, FrameRole::Agent) => Some(ChatMessage {
-                role: Role::Assistant,
-                tool_calls: stored_tool_calls(&m.payload),
-                content: m.content,
-                ..ChatMessage::default()
-            }),
-            (_, FrameRole::User) => Some(ChatMessage::text(Role::User, m.content)),
-            (_, FrameRole::System) => Some(ChatMessage::text(
-                Role::User,
-                format!("[System] {}", m.content),
-            )),
-        })
-        .collect();
-    if let Some(text) = injected {
-        // Merged into the last input by `providers::normalize`.
-        messages.push(ChatMessage::text(Role::User, text));
-    }
+///
+/// A conversation whose frames each compile alone ([`each_alone`]: the usual one) is the
+/// list of what each frame compiles to, kept with the frame: a turn compiles only the
+/// frames it has not read before. Any other is compiled whole.
+pub(crate) fn messages(frames: &[Kept]) -> Vec<Arc<ChatMessage>> {
+    let Some(alone) = each_alone(frames) else {
+        return compiled_whole(frames);
+    };
+    let compiled: Vec<&CompiledMessage> =
+        alone.iter().filter_map(|a| a.compiled.as_ref()).collect();
+    let mut messages: Vec<Arc<ChatMessage>> = alone.iter().filter_map(|a| a.said.clone()).collect();
+    // Merged into the last input by `providers::normalize`.
+    messages.extend(injected(&compiled));
     messages
+}
+
+/// The conversation compiled whole: any conversation, whatever edits and answers it holds.
+fn compiled_whole(frames: &[Kept]) -> Vec<Arc<ChatMessage>> {
+    let compiled = compile_frames(frames);
+    let mut messages: Vec<Arc<ChatMessage>> =
+        compiled.iter().filter_map(said).map(Arc::new).collect();
+    messages.extend(injected(&compiled.iter().collect::<Vec<_>>()));
+    messages
+}
+
+/// What the conditional abilities that apply add after the last input.
+fn injected(compiled: &[&CompiledMessage]) -> Option<Arc<ChatMessage>> {
+    let text = crate::agents::conditional::instructions(
+        crate::agents::conditional::builtin(),
+        &crate::agents::conditional::Situation { messages: compiled },
+    )?;
+    Some(Arc::new(ChatMessage::text(Role::User, text)))
+}
+
+/// Each frame from the last compact on compiled alone, in the order they compile, if the
+/// conversation compiles to the list of them: its frames in `seq` order, each adding a
+/// message of its own ([`Alone::own`]: no edit or answer changes another; a summary may
+/// begin it). What a frame compiles to is computed once and kept with it.
+fn each_alone(frames: &[Kept]) -> Option<Vec<&Alone>> {
+    let start = frames
+        .iter()
+        .rposition(|k| k.frame.frame_type == FrameType::Compact)
+        .unwrap_or(0);
+    let frames = &frames[start..];
+    let mut seen: HashSet<&str> = HashSet::with_capacity(frames.len());
+    // Whether a frame was stored before its parent (a call begun while its reply streamed).
+    let mut early_child = false;
+    for (i, k) in frames.iter().enumerate() {
+        let f = &*k.frame;
+        let alone = k.alone.get_or_init(|| alone(f));
+        let summary_first = i == 0 && f.frame_type == FrameType::Compact;
+        if !(alone.own || summary_first) || (i > 0 && f.seq <= frames[i - 1].frame.seq) {
+            return None;
+        }
+        if let Some(parent) = f.parent_id.as_deref()
+            && !seen.contains(parent)
+            && frames[i + 1..].iter().any(|later| later.frame.id == parent)
+        {
+            early_child = true;
+        }
+        seen.insert(&f.id);
+    }
+    fn compiled(k: &Kept) -> Option<&Alone> {
+        k.alone.get()
+    }
+    if !early_child {
+        return frames.iter().map(compiled).collect();
+    }
+    // It compiles after its parent, as compiling the whole would place it.
+    let by_frame: HashMap<*const Frame, &Kept> =
+        frames.iter().map(|k| (Arc::as_ptr(&k.frame), k)).collect();
+    let refs: Vec<&Frame> = frames.iter().map(|k| &*k.frame).collect();
+    parents_first(&refs)
+        .into_iter()
+        .map(|f| compiled(by_frame.get(&(f as *const Frame))?))
+        .collect()
+}
+
+/// What one frame compiles to by itself ([`Alone`]).
+fn alone(f: &Frame) -> Alone {
+    let own = match f.frame_type {
+        FrameType::Message | FrameType::Request => true,
+        FrameType::Result => f.payload.get("answer").is_none(),
+        FrameType::Update | FrameType::Compact => false,
+    };
+    let compiled = compile_frames(std::slice::from_ref(f)).pop();
+    let said = compiled.as_ref().and_then(said).map(Arc::new);
+    Alone {
+        own,
+        compiled,
+        said,
+    }
+}
+
+/// A compiled message as the model reads it; `None` for one it is not shown.
+fn said(m: &CompiledMessage) -> Option<ChatMessage> {
+    // Private messages are the user's alone.
+    if m.payload.get("private") == Some(&Value::Bool(true)) {
+        return None;
+    }
+    Some(match (m.frame_type, m.role) {
+        (FrameType::Request, _) => return None,
+        (FrameType::Result, _) => match CallResult::deserialize(&m.payload).ok() {
+            Some(CallResult {
+                tool_use_id: Some(id),
+                content,
+                outcome,
+                ..
+            }) => ChatMessage {
+                role: Role::User,
+                tool_results: vec![providers::ToolOutput {
+                    tool_use_id: id,
+                    content,
+                    is_error: outcome != Outcome::Ok,
+                }],
+                ..ChatMessage::default()
+            },
+            Some(r) => ChatMessage::text(Role::User, told(&r)),
+            None => ChatMessage::text(Role::User, quoted("A call returned", "unknown", &m.content)),
+        },
+        (_, FrameRole::Agent) => ChatMessage {
+            role: Role::Assistant,
+            tool_calls: stored_tool_calls(&m.payload),
+            content: m.content.clone(),
+            ..ChatMessage::default()
+        },
+        (_, FrameRole::User) => ChatMessage::text(Role::User, m.content.clone()),
+        (_, FrameRole::System) => ChatMessage::text(Role::User, format!("[System] {}", m.content)),
+    })
 }
 
 /// What the agent is told of a call's result when the call was no native tool call (a
@@ -156,4 +235,289 @@ pub(crate) async fn load(st: &AppState, dk: &SecretKey, session_id: i64) -> Resu
     };
     st.history.put(session_id, kept.clone());
     Ok(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hero_shared::frame::{AuthorType, TargetId};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// One frame of a conversation the generator writes; ids are `f{seq}`.
+    #[derive(Clone, Debug)]
+    enum Step {
+        User(String),
+        Private,
+        Agent(String),
+        /// An agent's reply with a native tool call, and its request and result after it.
+        AgentTool,
+        /// A call begun while its reply streamed: its request stored before the reply.
+        EarlyCall,
+        Result(u8),
+        Answer,
+        Edit(u8),
+        Hide(u8),
+        Compact,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let words = prop_oneof![
+            Just("hello".to_owned()),
+            Just("see <hml-prompt id=\"p1\">Colour?</hml-prompt>".to_owned()),
+            Just("<hml-prompt id=\"p1\" answered=\"true\">Colour?<response>red</response></hml-prompt>".to_owned()),
+            Just("<interaction>{}</interaction>".to_owned()),
+        ];
+        prop_oneof![
+            6 => words.clone().prop_map(Step::User),
+            1 => Just(Step::Private),
+            6 => words.prop_map(Step::Agent),
+            2 => Just(Step::AgentTool),
+            1 => Just(Step::EarlyCall),
+            2 => any::<u8>().prop_map(Step::Result),
+            1 => Just(Step::Answer),
+            1 => any::<u8>().prop_map(Step::Edit),
+            1 => any::<u8>().prop_map(Step::Hide),
+            1 => Just(Step::Compact),
+        ]
+    }
+
+    fn frame(seq: i64, frame_type: FrameType, author: AuthorType, payload: Value) -> Frame {
+        Frame {
+            id: format!("f{seq}"),
+            session_id: 1,
+            seq,
+            parent_id: None,
+            target_ids: Vec::new(),
+            timestamp: String::new(),
+            frame_type,
+            author_type: author,
+            author_id: None,
+            payload,
+        }
+    }
+
+    /// The frames `steps` write, in `seq` order.
+    fn conversation(steps: &[Step]) -> Vec<Frame> {
+        let mut out: Vec<Frame> = Vec::new();
+        let mut last_agent: Option<String> = None;
+        for s in steps {
+            let n = out.len();
+            let seq = n as i64 + 1;
+            let mut add = |mut f: Frame, parent: Option<&String>, targets: Vec<TargetId>| {
+                f.parent_id = parent.cloned();
+                f.target_ids = targets;
+                out.push(f);
+            };
+            let result = |outcome: &str, tool: Option<&str>| json!({"function": "help", "content": "ok", "output": "it ran", "outcome": outcome, "tool_use_id": tool});
+            match s {
+                Step::User(w) => add(
+                    frame(
+                        seq,
+                        FrameType::Message,
+                        AuthorType::User,
+                        json!({"role": "user", "content": w}),
+                    ),
+                    None,
+                    vec![],
+                ),
+                Step::Private => add(
+                    frame(
+                        seq,
+                        FrameType::Message,
+                        AuthorType::User,
+                        json!({"role": "user", "content": "note", "private": true}),
+                    ),
+                    None,
+                    vec![],
+                ),
+                Step::Agent(w) => {
+                    add(
+                        frame(
+                            seq,
+                            FrameType::Message,
+                            AuthorType::Agent,
+                            json!({"role": "agent", "content": w}),
+                        ),
+                        None,
+                        vec![],
+                    );
+                    last_agent = Some(format!("f{seq}"));
+                }
+                Step::AgentTool => {
+                    let id = format!("f{seq}");
+                    add(
+                        frame(
+                            seq,
+                            FrameType::Message,
+                            AuthorType::Agent,
+                            json!({"role": "agent", "content": "calling", "tool_calls": [{"id": "t1", "name": "help", "input": {}}]}),
+                        ),
+                        None,
+                        vec![],
+                    );
+                    add(
+                        frame(
+                            seq + 1,
+                            FrameType::Request,
+                            AuthorType::Agent,
+                            json!({"function": "help"}),
+                        ),
+                        Some(&id),
+                        vec![],
+                    );
+                    add(
+                        frame(
+                            seq + 2,
+                            FrameType::Result,
+                            AuthorType::System,
+                            result("ok", Some("t1")),
+                        ),
+                        Some(&id),
+                        vec![],
+                    );
+                    last_agent = Some(id);
+                }
+                Step::EarlyCall => {
+                    let id = format!("f{}", seq + 1);
+                    add(
+                        frame(
+                            seq,
+                            FrameType::Request,
+                            AuthorType::Agent,
+                            json!({"function": "help"}),
+                        ),
+                        Some(&id),
+                        vec![],
+                    );
+                    add(
+                        frame(
+                            seq + 1,
+                            FrameType::Message,
+                            AuthorType::Agent,
+                            json!({"role": "agent", "content": "streamed"}),
+                        ),
+                        None,
+                        vec![],
+                    );
+                    last_agent = Some(id);
+                }
+                Step::Result(k) => {
+                    let outcome = ["ok", "error", "denied", "invalid", "stopped"][*k as usize % 5];
+                    add(
+                        frame(
+                            seq,
+                            FrameType::Result,
+                            AuthorType::System,
+                            result(outcome, None),
+                        ),
+                        last_agent.as_ref(),
+                        vec![],
+                    );
+                }
+                Step::Answer => add(
+                    frame(
+                        seq,
+                        FrameType::Result,
+                        AuthorType::User,
+                        json!({"answer": "blue", "element_id": "p1"}),
+                    ),
+                    last_agent.as_ref(),
+                    vec![TargetId::Element("p1".into())],
+                ),
+                Step::Edit(k) | Step::Hide(k) if n > 0 => {
+                    let target = format!("f{}", 1 + *k as usize % n);
+                    let payload = match s {
+                        Step::Edit(_) => json!({"role": "user", "content": "edited"}),
+                        _ => json!({"hidden": true}),
+                    };
+                    add(
+                        frame(seq, FrameType::Update, AuthorType::User, payload),
+                        None,
+                        vec![TargetId::Frame(target)],
+                    );
+                }
+                Step::Edit(_) | Step::Hide(_) => {}
+                Step::Compact => add(
+                    frame(
+                        seq,
+                        FrameType::Compact,
+                        AuthorType::System,
+                        json!({"role": "system", "content": "Summary."}),
+                    ),
+                    None,
+                    vec![],
+                ),
+            }
+        }
+        out
+    }
+
+    fn kept(frames: &[Frame]) -> Vec<Kept> {
+        frames.iter().map(|f| Kept::new(f.clone(), 0)).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        /// Whatever the conversation, compiling frame by frame (with what earlier turns kept
+        /// of each frame) reads the same as compiling it whole, at every length a turn
+        /// meets it.
+        #[test]
+        fn frame_by_frame_reads_as_the_whole(steps in proptest::collection::vec(step(), 0..24)) {
+            let frames = conversation(&steps);
+            let kept = kept(&frames);
+            for n in 0..=kept.len() {
+                let whole = compiled_whole(&kept[..n]);
+                prop_assert_eq!(messages(&kept[..n]), whole.clone());
+                // Again, every frame's compilation now kept.
+                prop_assert_eq!(messages(&kept[..n]), whole);
+            }
+        }
+    }
+
+    #[test]
+    fn a_plain_conversation_compiles_frame_by_frame_and_an_edited_one_whole() {
+        use Step::*;
+        let plain = conversation(&[
+            User("hi".into()),
+            Agent("hello".into()),
+            AgentTool,
+            Result(1),
+            Compact,
+            User("on".into()),
+            EarlyCall,
+            Agent("<hml-prompt id=\"p1\">Q?</hml-prompt>".into()),
+        ]);
+        let kept = kept(&plain);
+        assert!(each_alone(&kept).is_some());
+        assert_eq!(messages(&kept), compiled_whole(&kept));
+        // Each frame from the summary on was compiled once and kept; another reading
+        // compiles nothing. Those before it are not read.
+        let summary = kept
+            .iter()
+            .position(|k| k.frame.frame_type == FrameType::Compact)
+            .unwrap();
+        assert!(kept[summary..].iter().all(|k| k.alone.get().is_some()));
+        assert!(kept[..summary].iter().all(|k| k.alone.get().is_none()));
+        for edited in [
+            vec![User("hi".into()), Agent("hello".into()), Edit(0)],
+            vec![
+                User("hi".into()),
+                Agent("<hml-prompt id=\"p1\">Q?</hml-prompt>".into()),
+                Answer,
+            ],
+        ] {
+            let kept = self::kept(&conversation(&edited));
+            assert!(each_alone(&kept).is_none(), "{edited:?}");
+        }
+        // A request stored before its reply compiles after it.
+        let early = self::kept(&conversation(&[User("hi".into()), EarlyCall]));
+        let order: Vec<_> = each_alone(&early)
+            .unwrap()
+            .iter()
+            .map(|a| a.compiled.as_ref().unwrap().frame_id.clone())
+            .collect();
+        assert_eq!(order, ["f1", "f3", "f2"]);
+    }
 }

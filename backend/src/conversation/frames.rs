@@ -151,10 +151,10 @@ pub fn seal(dk: &SecretKey, f: NewFrame) -> Result<Sealed> {
 
 impl Sealed {
     /// Inserts the frame and returns its `seq` ([`store::frames::insert`]).
-    pub fn insert(&self, c: &rusqlite::Connection) -> Result<i64> {
+    pub fn insert(&self, tx: &rusqlite::Transaction<'_>) -> Result<i64> {
         let f = &self.frame;
         store::frames::insert(
-            c,
+            tx,
             &store::frames::NewFrameRow {
                 id: &f.id,
                 session_id: f.session_id,
@@ -266,7 +266,9 @@ pub async fn list(
     rows.into_iter().map(|r| r.open(dk)).collect()
 }
 
-pub use store::frames::{HOT_HISTORY_BYTES, HOT_HISTORY_FRAMES, last_compact_seq, last_seq};
+pub use store::frames::{
+    HOT_HISTORY_BYTES, HOT_HISTORY_FRAMES, last_compact_seq, last_seq, last_seq_on,
+};
 
 /// Every frame before `seq` from the last `compact` on (all of them when there is none): the
 /// context the agent is sent, read on the hot connection (see [`Rows`]). `None` when there

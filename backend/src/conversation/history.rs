@@ -14,9 +14,11 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use hero_shared::frame::{Frame, FrameType};
+use hero_shared::frame::{CompiledMessage, Frame, FrameType};
+
+use crate::providers::ChatMessage;
 
 /// What the kept conversations may add up to, counted as [`Kept::new`] estimates them.
 pub const HISTORY_CACHE_BYTES: usize = 64 << 20;
@@ -26,23 +28,43 @@ pub const HISTORY_CACHE_BYTES: usize = 64 << 20;
 const MAX_SHARE: usize = 4;
 
 /// What a frame costs in memory beyond its payload's text: its id, timestamp and targets,
-/// the frame itself and its counted pointer, the nodes of its JSON tree.
-const PER_FRAME: usize = 512;
+/// the frame itself and its counted pointer, the nodes of its JSON tree, and the same again
+/// for what it compiles to ([`Alone`]).
+const PER_FRAME: usize = 1024;
 
 /// A frame as kept: shared with the turns that read it, and what it counts for.
 #[derive(Clone)]
 pub struct Kept {
     pub frame: Arc<Frame>,
     pub bytes: usize,
+    /// The frame compiled by itself, filled the first time a turn reads it and shared by
+    /// every copy of this `Kept` ([`crate::conversation::context::messages`]).
+    pub alone: Arc<OnceLock<Alone>>,
+}
+
+/// What one frame compiles to by itself: a conversation whose frames each compile alone
+/// (nothing edits, answers or reorders an earlier one) is the list of these, so a turn
+/// compiles only the frames it has not read before.
+pub struct Alone {
+    /// Whether the frame adds a message of its own after what came before it, whatever that
+    /// was (a message, a call's request, a result that answers no prompt; no prompt in it).
+    pub own: bool,
+    /// The message it compiles to; `None` for a frame that makes none.
+    pub compiled: Option<CompiledMessage>,
+    /// The message as the model reads it; `None` for one it is not shown (a call's request,
+    /// a private note).
+    pub said: Option<Arc<ChatMessage>>,
 }
 
 impl Kept {
     /// `sealed` is the size of its sealed payload, about that of its JSON; decoded, the JSON
-    /// takes about twice that (its strings, and the tree that holds them).
+    /// takes about twice that (its strings, and the tree that holds them), and what it
+    /// compiles to as much again.
     pub fn new(frame: Frame, sealed: usize) -> Self {
         Kept {
             frame: Arc::new(frame),
-            bytes: 2 * sealed + PER_FRAME,
+            bytes: 4 * sealed + PER_FRAME,
+            alone: Arc::default(),
         }
     }
 }
@@ -253,6 +275,7 @@ mod tests {
         Kept {
             frame: Arc::new(frame),
             bytes: 100,
+            alone: Arc::default(),
         }
     }
 

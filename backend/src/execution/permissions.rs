@@ -2,6 +2,8 @@
 //! function with its default and the user's own choice, which overrides it, and what a
 //! user's agents are offered (every function the user has not set to never).
 
+use std::sync::Arc;
+
 use hero_shared::api::PermissionDto;
 use hero_shared::calls::Permission;
 
@@ -62,32 +64,46 @@ pub(crate) fn level(
         .unwrap_or(Permission::Ask))
 }
 
-/// The registry's functions the user has not set to never: what the agent is offered.
+/// The registry's functions the user has not set to never (one read of the user's levels),
+/// each with itself as a native tool: what the agent is offered.
+pub(crate) fn allowed<'r>(
+    c: &rusqlite::Connection,
+    registry: &'r functions::Registry,
+    user_id: i64,
+) -> Result<Vec<(&'r functions::Spec, &'r Arc<crate::providers::Tool>)>> {
+    let own = store::permissions::list_hot(c, user_id)?;
+    Ok(registry
+        .tools()
+        .filter(|(s, _)| {
+            let level = own
+                .iter()
+                .find(|(f, _)| f == s.name)
+                .and_then(|(_, l)| Permission::parse(l))
+                .unwrap_or(s.default);
+            level != Permission::Never
+        })
+        .collect())
+}
+
+/// The registry's functions the user has not set to never.
 pub(crate) fn allowed_specs<'r>(
     c: &rusqlite::Connection,
     registry: &'r functions::Registry,
     user_id: i64,
 ) -> Result<Vec<&'r functions::Spec>> {
-    let mut out = Vec::new();
-    for s in registry.specs() {
-        if level(c, registry, user_id, s.name)? != Permission::Never {
-            out.push(s);
-        }
-    }
-    Ok(out)
+    Ok(allowed(c, registry, user_id)?
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect())
 }
 
 /// The registry's functions as native tools, but those the user has set to never.
-pub async fn offered(st: &AppState, user_id: i64) -> Result<Vec<crate::providers::Tool>> {
+pub async fn offered(st: &AppState, user_id: i64) -> Result<Vec<Arc<crate::providers::Tool>>> {
     st.hot_db
         .read(&st.db, |c| {
-            Ok(allowed_specs(c, &st.functions, user_id)?
+            Ok(allowed(c, &st.functions, user_id)?
                 .into_iter()
-                .map(|s| crate::providers::Tool {
-                    name: s.name.to_owned(),
-                    description: s.description.to_owned(),
-                    schema: s.schema.clone(),
-                })
+                .map(|(_, t)| t.clone())
                 .collect())
         })
         .await

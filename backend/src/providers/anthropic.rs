@@ -2,64 +2,147 @@
 //! (text, thinking, tool_use with input JSON deltas), `message_delta` (usage, stop reason),
 //! `message_stop`, `ping`, `error`.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::{
-    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, brief,
-    drive, error_message_from, normalize, send_with_retry, sse_events, target,
+    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, Turned,
+    body_json, brief, config_entries, drive, error_message_from, normalize, send_with_retry,
+    sse_events, target,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const API_VERSION: &str = "2023-06-01";
 const DEFAULT_MAX_TOKENS: u64 = 4096;
 
-pub fn body(call: &Call<'_>) -> Value {
-    let messages: Vec<Value> = normalize(call.messages.clone())
-        .into_iter()
-        .map(|m| {
-            let role = if m.role == Role::User { "user" } else { "assistant" };
-            if m.tool_calls.is_empty() && m.tool_results.is_empty() {
-                return json!({"role": role, "content": m.content});
-            }
-            let mut blocks: Vec<Value> = m
-                .tool_results
-                .iter()
-                .map(|r| json!({"type": "tool_result", "tool_use_id": r.tool_use_id, "content": r.content, "is_error": r.is_error}))
-                .collect();
-            if !m.content.trim().is_empty() {
-                blocks.push(json!({"type": "text", "text": m.content}));
-            }
-            blocks.extend(m.tool_calls.iter().map(|c| {
-                let input = if c.input.is_object() { c.input.clone() } else { json!({}) };
-                json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input})
-            }));
-            json!({"role": role, "content": blocks})
-        })
-        .collect();
-    let mut body = serde_json::Map::new();
-    body.insert("max_tokens".into(), json!(DEFAULT_MAX_TOKENS));
-    // The agent's config overrides defaults; the keys below are Hero's and were refused in
-    // the config when it was saved.
-    for (k, v) in &call.endpoint.config {
-        body.insert(k.clone(), v.clone());
+/// The request's JSON body.
+pub fn body(call: &Call<'_>) -> bytes::Bytes {
+    let turned = normalize(&call.messages);
+    let messages: Vec<Message<'_>> = turned.iter().map(Message::of).collect();
+    body_json(
+        &Body {
+            call,
+            messages: &messages,
+        },
+        call,
+        &turned,
+    )
+}
+
+/// The body's keys that are Hero's; an agent's config may set any other (`max_tokens`
+/// overrides Hero's default).
+const HERO_KEYS: &[&str] = &["model", "system", "messages", "tools", "stream"];
+
+struct Body<'a> {
+    call: &'a Call<'a>,
+    messages: &'a [Message<'a>],
+}
+
+impl Serialize for Body<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (call, config) = (self.call, &self.call.endpoint.config);
+        let mut m = s.serialize_map(None)?;
+        if !config.contains_key("max_tokens") {
+            m.serialize_entry("max_tokens", &DEFAULT_MAX_TOKENS)?;
+        }
+        for (k, v) in config_entries(config, HERO_KEYS) {
+            m.serialize_entry(k, v)?;
+        }
+        m.serialize_entry("model", &call.endpoint.model)?;
+        if !call.system.is_empty() {
+            m.serialize_entry("system", &call.system)?;
+        }
+        m.serialize_entry("messages", self.messages)?;
+        if !call.tools.is_empty() {
+            let tools: Vec<&RawValue> = call.tools.iter().map(|t| &*t.anthropic).collect();
+            m.serialize_entry("tools", &tools)?;
+        }
+        m.serialize_entry("stream", &true)?;
+        m.end()
     }
-    body.insert("model".into(), json!(call.endpoint.model));
-    if !call.system.is_empty() {
-        body.insert("system".into(), json!(call.system));
+}
+
+/// A message: its text alone, or blocks when it carries tool calls or results.
+#[derive(Serialize)]
+struct Message<'a> {
+    role: &'static str,
+    content: Content<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(&'a str),
+    Blocks(Vec<Block<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        is_error: bool,
+    },
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Input<'a>,
+    },
+}
+
+/// A tool call's input: an object as the API wants one (`{}` for anything else).
+struct Input<'a>(&'a Value);
+
+impl Serialize for Input<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(o) => o.serialize(s),
+            _ => s.serialize_map(Some(0))?.end(),
+        }
     }
-    body.insert("messages".into(), json!(messages));
-    if !call.tools.is_empty() {
-        let tools: Vec<Value> = call
-            .tools
+}
+
+impl<'a> Message<'a> {
+    fn of(m: &'a Turned<'a>) -> Self {
+        let role = if m.role == Role::User {
+            "user"
+        } else {
+            "assistant"
+        };
+        if m.tool_calls.is_empty() && m.tool_results.is_empty() {
+            return Message {
+                role,
+                content: Content::Text(&m.content),
+            };
+        }
+        let mut blocks: Vec<Block<'a>> = m
+            .tool_results
             .iter()
-            .map(
-                |t| json!({"name": t.name, "description": t.description, "input_schema": t.schema}),
-            )
+            .map(|r| Block::ToolResult {
+                tool_use_id: &r.tool_use_id,
+                content: &r.content,
+                is_error: r.is_error,
+            })
             .collect();
-        body.insert("tools".into(), json!(tools));
+        if !m.content.trim().is_empty() {
+            blocks.push(Block::Text { text: &m.content });
+        }
+        blocks.extend(m.tool_calls.iter().map(|c| Block::ToolUse {
+            id: &c.id,
+            name: &c.name,
+            input: Input(&c.input),
+        }));
+        Message {
+            role,
+            content: Content::Blocks(blocks),
+        }
     }
-    body.insert("stream".into(), json!(true));
-    Value::Object(body)
 }
 
 fn read_error(body: &str) -> Option<String> {
@@ -91,7 +174,8 @@ pub async fn stream(
                 .post(&url)
                 .header("x-api-key", &key)
                 .header("anthropic-version", API_VERSION)
-                .json(&body)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.clone())
         },
         read_error,
     )

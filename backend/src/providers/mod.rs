@@ -17,7 +17,9 @@ pub mod anthropic;
 pub mod openai;
 pub mod scripted;
 
+use std::borrow::Cow;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
@@ -140,13 +142,38 @@ pub struct ToolOutput {
     pub is_error: bool,
 }
 
-/// A function the model is offered as a native tool.
-#[derive(Debug, Clone, PartialEq)]
+/// A function the model is offered as a native tool, with its JSON as each API lists it,
+/// written once ([`Tool::new`]) and copied into every request that offers it.
+#[derive(Debug, Clone)]
 pub struct Tool {
     pub name: String,
     pub description: String,
     /// JSON Schema of its arguments.
     pub schema: serde_json::Value,
+    anthropic: Box<serde_json::value::RawValue>,
+    openai: Box<serde_json::value::RawValue>,
+}
+
+impl Tool {
+    pub fn new(name: &str, description: &str, schema: serde_json::Value) -> Tool {
+        let raw = |v: serde_json::Value| {
+            serde_json::value::to_raw_value(&v).unwrap_or_else(|_| Default::default())
+        };
+        let anthropic = raw(serde_json::json!({
+            "name": name, "description": description, "input_schema": schema,
+        }));
+        let openai = raw(serde_json::json!({
+            "type": "function",
+            "function": {"name": name, "description": description, "parameters": schema},
+        }));
+        Tool {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            schema,
+            anthropic,
+            openai,
+        }
+    }
 }
 
 /// Knobs shared by every call; from the server's settings.
@@ -200,9 +227,11 @@ impl std::fmt::Debug for Endpoint {
 pub struct Call<'a> {
     pub endpoint: &'a Endpoint,
     pub system: String,
-    pub messages: Vec<ChatMessage>,
-    /// Offered as native tools (none: the model answers in text only).
-    pub tools: Vec<Tool>,
+    /// Shared with the conversation kept between turns ([`crate::conversation::context`]):
+    /// a request is written from them as they are, nothing copied.
+    pub messages: Vec<Arc<ChatMessage>>,
+    /// Offered as native tools (none: the model answers in text only); the registry's own.
+    pub tools: Vec<Arc<Tool>>,
 }
 
 /// Starts a streaming call; the returned stream yields the reply as it arrives. Silence
@@ -267,27 +296,59 @@ pub async fn collect(
     }
 }
 
+/// A message as a request carries it ([`normalize`]): borrowed from the conversation, but
+/// where two of one role were merged or a missing tool result was written in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Turned<'a> {
+    pub role: Role,
+    pub content: Cow<'a, str>,
+    pub tool_calls: Vec<&'a ToolCall>,
+    pub tool_results: Vec<Cow<'a, ToolOutput>>,
+}
+
+impl<'a> Turned<'a> {
+    fn of(m: &'a ChatMessage) -> Self {
+        Turned {
+            role: m.role,
+            content: Cow::Borrowed(&m.content),
+            tool_calls: m.tool_calls.iter().collect(),
+            tool_results: m.tool_results.iter().map(Cow::Borrowed).collect(),
+        }
+    }
+
+    fn text(role: Role, content: &'a str) -> Self {
+        Turned {
+            role,
+            content: Cow::Borrowed(content),
+            tool_calls: Vec::new(),
+            tool_results: Vec::new(),
+        }
+    }
+}
+
 /// Merges consecutive messages of one role and makes the first one the user's, as both
 /// APIs expect a conversation to read.
-pub fn normalize(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
-    let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len());
-    for m in messages.into_iter().filter(|m| !m.is_empty()) {
+pub fn normalize(messages: &[Arc<ChatMessage>]) -> Vec<Turned<'_>> {
+    let mut out: Vec<Turned<'_>> = Vec::with_capacity(messages.len());
+    for m in messages.iter().map(|m| &**m).filter(|m| !m.is_empty()) {
         match out.last_mut() {
             Some(last) if last.role == m.role => {
                 if !m.content.trim().is_empty() {
-                    if !last.content.trim().is_empty() {
-                        last.content.push_str("\n\n");
+                    let content = last.content.to_mut();
+                    if !content.trim().is_empty() {
+                        content.push_str("\n\n");
                     }
-                    last.content.push_str(&m.content);
+                    content.push_str(&m.content);
                 }
-                last.tool_calls.extend(m.tool_calls);
-                last.tool_results.extend(m.tool_results);
+                last.tool_calls.extend(&m.tool_calls);
+                last.tool_results
+                    .extend(m.tool_results.iter().map(Cow::Borrowed));
             }
-            _ => out.push(m),
+            _ => out.push(Turned::of(m)),
         }
     }
     if out.first().is_some_and(|m| m.role == Role::Assistant) {
-        out.insert(0, ChatMessage::text(Role::User, "(conversation continues)"));
+        out.insert(0, Turned::text(Role::User, "(conversation continues)"));
     }
     pair_tool_results(&mut out);
     out
@@ -296,46 +357,89 @@ pub fn normalize(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
 /// Both APIs want every tool call answered by a result in the very next message, and no
 /// result without its call: a call still waiting (for the user's approval) is answered as
 /// not run yet, and a result whose call is not right before it becomes text.
-fn pair_tool_results(out: &mut Vec<ChatMessage>) {
+fn pair_tool_results(out: &mut Vec<Turned<'_>>) {
     let mut i = 0;
     while i < out.len() {
         if out[i].role == Role::User && !out[i].tool_results.is_empty() {
-            let asked: Vec<String> = match i.checked_sub(1).map(|p| &out[p]) {
-                Some(prev) if prev.role == Role::Assistant => {
-                    prev.tool_calls.iter().map(|c| c.id.clone()).collect()
-                }
-                _ => Vec::new(),
+            let (before, at) = out.split_at_mut(i);
+            let asked: &[&ToolCall] = match before.last() {
+                Some(prev) if prev.role == Role::Assistant => &prev.tool_calls,
+                _ => &[],
             };
-            let (kept, orphans): (Vec<ToolOutput>, Vec<ToolOutput>) =
-                std::mem::take(&mut out[i].tool_results)
-                    .into_iter()
-                    .partition(|r| asked.contains(&r.tool_use_id));
-            out[i].tool_results = kept;
+            let m = &mut at[0];
+            let (kept, orphans): (Vec<_>, Vec<_>) = std::mem::take(&mut m.tool_results)
+                .into_iter()
+                .partition(|r| asked.iter().any(|c| c.id == r.tool_use_id));
+            m.tool_results = kept;
             for o in orphans {
-                if !out[i].content.is_empty() {
-                    out[i].content.push_str("\n\n");
+                let content = m.content.to_mut();
+                if !content.is_empty() {
+                    content.push_str("\n\n");
                 }
-                out[i].content.push_str(&o.content);
+                content.push_str(&o.content);
             }
         }
         if out[i].role == Role::Assistant && !out[i].tool_calls.is_empty() {
             if out.get(i + 1).is_none_or(|n| n.role != Role::User) {
-                out.insert(i + 1, ChatMessage::text(Role::User, ""));
+                out.insert(i + 1, Turned::text(Role::User, ""));
             }
-            let calls = out[i].tool_calls.clone();
-            let next = &mut out[i + 1];
-            for c in calls {
+            let (upto, after) = out.split_at_mut(i + 1);
+            let next = &mut after[0];
+            for c in &upto[i].tool_calls {
                 if !next.tool_results.iter().any(|r| r.tool_use_id == c.id) {
-                    next.tool_results.push(ToolOutput {
-                        tool_use_id: c.id,
+                    next.tool_results.push(Cow::Owned(ToolOutput {
+                        tool_use_id: c.id.clone(),
                         content: "(no result: the call has not run)".into(),
                         is_error: true,
-                    });
+                    }));
                 }
             }
         }
         i += 1;
     }
+}
+
+/// A request's JSON body, written straight from what it borrows (no tree of values is built
+/// and dropped per request) into a buffer about its size.
+pub(crate) fn body_json(
+    body: &impl serde::Serialize,
+    call: &Call<'_>,
+    turned: &[Turned<'_>],
+) -> bytes::Bytes {
+    let text: usize = turned
+        .iter()
+        .map(|m| {
+            m.content.len()
+                + m.tool_results
+                    .iter()
+                    .map(|r| r.content.len())
+                    .sum::<usize>()
+                + 64 * (1 + m.tool_calls.len() + m.tool_results.len())
+        })
+        .sum();
+    let tools: usize = call
+        .tools
+        .iter()
+        .map(|t| t.anthropic.get().len().max(t.openai.get().len()))
+        .sum();
+    let mut out = Vec::with_capacity(512 + call.system.len() + text + tools);
+    // Writing to memory fails only on a map with non-string keys, which no body has.
+    match serde_json::to_writer(&mut out, body) {
+        Ok(()) => bytes::Bytes::from(out),
+        Err(_) => bytes::Bytes::new(),
+    }
+}
+
+/// The entries of an agent's config a request body carries: all but `hero_keys`, the keys
+/// the body writes itself (a config setting one was refused when saved), so that a body
+/// has each key once.
+pub(crate) fn config_entries<'a>(
+    config: &'a serde_json::Map<String, serde_json::Value>,
+    hero_keys: &'a [&'a str],
+) -> impl Iterator<Item = (&'a String, &'a serde_json::Value)> {
+    config
+        .iter()
+        .filter(move |(k, _)| !hero_keys.contains(&k.as_str()))
 }
 
 /// The URL of `path` under the agent's base URL, if the egress policy lets a call go there
@@ -978,19 +1082,20 @@ mod tests {
 
     #[test]
     fn conversations_are_normalized() {
-        let m = |role, c: &str| ChatMessage::text(role, c);
-        let out = normalize(vec![
+        let m = |role, c: &str| Arc::new(ChatMessage::text(role, c));
+        let said = [
             m(Role::Assistant, "hi"),
             m(Role::User, "a"),
             m(Role::User, "b"),
             m(Role::Assistant, " "),
-        ]);
+        ];
+        let t = |role, c| Turned::text(role, c);
         assert_eq!(
-            out,
+            normalize(&said),
             vec![
-                m(Role::User, "(conversation continues)"),
-                m(Role::Assistant, "hi"),
-                m(Role::User, "a\n\nb")
+                t(Role::User, "(conversation continues)"),
+                t(Role::Assistant, "hi"),
+                t(Role::User, "a\n\nb")
             ]
         );
     }

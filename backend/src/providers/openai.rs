@@ -3,61 +3,151 @@
 //! is set, and `data: [DONE]`.
 
 use hero_shared::api::ProviderKind;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::{
-    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, brief,
-    drive, error_message_from, normalize, send_with_retry, sse_events, target,
+    Call, CallOptions, Decoder, Delta, DeltaStream, Pending, ProviderError, Role, Step, body_json,
+    brief, config_entries, drive, error_message_from, normalize, send_with_retry, sse_events,
+    target,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
-pub fn body(call: &Call<'_>) -> Value {
-    let mut messages = Vec::new();
+/// The request's JSON body.
+pub fn body(call: &Call<'_>) -> bytes::Bytes {
+    let turned = normalize(&call.messages);
+    let mut messages: Vec<Message<'_>> = Vec::with_capacity(turned.len() + 1);
     if !call.system.is_empty() {
-        messages.push(json!({"role": "system", "content": call.system}));
+        messages.push(Message::Text {
+            role: "system",
+            content: &call.system,
+        });
     }
-    for m in normalize(call.messages.clone()) {
-        for r in &m.tool_results {
-            messages
-                .push(json!({"role": "tool", "tool_call_id": r.tool_use_id, "content": r.content}));
-        }
+    for m in &turned {
+        messages.extend(m.tool_results.iter().map(|r| Message::Tool {
+            role: "tool",
+            tool_call_id: &r.tool_use_id,
+            content: &r.content,
+        }));
+        let role = if m.role == Role::User {
+            "user"
+        } else {
+            "assistant"
+        };
         if m.role == Role::Assistant && !m.tool_calls.is_empty() {
-            let calls: Vec<Value> = m
+            let tool_calls = m
                 .tool_calls
                 .iter()
-                .map(|c| {
-                    let args = if c.input.is_object() { c.input.to_string() } else { "{}".into() };
-                    json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": args}})
+                .map(|c| FunctionCall {
+                    id: &c.id,
+                    kind: "function",
+                    function: Function {
+                        name: &c.name,
+                        arguments: if c.input.is_object() {
+                            c.input.to_string()
+                        } else {
+                            "{}".into()
+                        },
+                    },
                 })
                 .collect();
-            let content = if m.content.trim().is_empty() {
-                Value::Null
-            } else {
-                json!(m.content)
-            };
-            messages.push(json!({"role": "assistant", "content": content, "tool_calls": calls}));
+            let content = (!m.content.trim().is_empty()).then_some(&*m.content);
+            messages.push(Message::Calls {
+                role,
+                content,
+                tool_calls,
+            });
         } else if !m.content.trim().is_empty() || m.tool_results.is_empty() {
-            messages.push(json!({"role": if m.role == Role::User { "user" } else { "assistant" }, "content": m.content}));
+            messages.push(Message::Text {
+                role,
+                content: &m.content,
+            });
         }
     }
-    let mut body = serde_json::Map::new();
-    for (k, v) in &call.endpoint.config {
-        body.insert(k.clone(), v.clone());
+    body_json(
+        &Body {
+            call,
+            messages: &messages,
+        },
+        call,
+        &turned,
+    )
+}
+
+/// The body's keys that are Hero's; an agent's config may set any other.
+const HERO_KEYS: &[&str] = &["model", "messages", "tools", "stream", "stream_options"];
+
+struct Body<'a> {
+    call: &'a Call<'a>,
+    messages: &'a [Message<'a>],
+}
+
+impl Serialize for Body<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let call = self.call;
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in config_entries(&call.endpoint.config, HERO_KEYS) {
+            m.serialize_entry(k, v)?;
+        }
+        m.serialize_entry("model", &call.endpoint.model)?;
+        m.serialize_entry("messages", self.messages)?;
+        if !call.tools.is_empty() {
+            let tools: Vec<&RawValue> = call.tools.iter().map(|t| &*t.openai).collect();
+            m.serialize_entry("tools", &tools)?;
+        }
+        m.serialize_entry("stream", &true)?;
+        m.serialize_entry(
+            "stream_options",
+            &StreamOptions {
+                include_usage: true,
+            },
+        )?;
+        m.end()
     }
-    body.insert("model".into(), json!(call.endpoint.model));
-    body.insert("messages".into(), json!(messages));
-    if !call.tools.is_empty() {
-        let tools: Vec<Value> = call
-            .tools
-            .iter()
-            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.schema}}))
-            .collect();
-        body.insert("tools".into(), json!(tools));
-    }
-    body.insert("stream".into(), json!(true));
-    body.insert("stream_options".into(), json!({"include_usage": true}));
-    Value::Object(body)
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Message<'a> {
+    /// A tool call's result, in a message of its own.
+    Tool {
+        role: &'static str,
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+    /// An assistant's tool calls, with its text if it wrote any (`null` if not).
+    Calls {
+        role: &'static str,
+        content: Option<&'a str>,
+        tool_calls: Vec<FunctionCall<'a>>,
+    },
+    Text {
+        role: &'static str,
+        content: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+struct FunctionCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: Function<'a>,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    /// The arguments as a JSON string, as the API wants them.
+    arguments: String,
 }
 
 fn read_error(body: &str) -> Option<String> {
@@ -86,7 +176,10 @@ pub async fn stream(
         opts,
         &url,
         || {
-            let req = client.post(&url).json(&body);
+            let req = client
+                .post(&url)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.clone());
             match &key {
                 Some(k) => req.bearer_auth(k),
                 None => req,

@@ -59,18 +59,21 @@ pub struct NewFrameRow<'a> {
     pub seal: i64,
 }
 
-/// Inserts the frame and returns its `seq`. One statement: SQLite runs it under the write
-/// lock, so the MAX(seq)+1 it reads is the one it writes; UNIQUE(session_id, seq) guards the
-/// invariant regardless.
-pub fn insert(c: &rusqlite::Connection, f: &NewFrameRow<'_>) -> Result<i64> {
-    let mut st = c.prepare_cached(
+/// Inserts the frame and returns its `seq`: the session's last `seq` plus one, read in the
+/// same write transaction (so no other write comes between); UNIQUE(session_id, seq) guards
+/// the invariant regardless. Two statements, not one `INSERT … RETURNING`: SQLite gathers a
+/// `RETURNING` row in a temporary table of its own, a page cache set up and torn down per
+/// insert (docs/perf.md).
+pub fn insert(tx: &rusqlite::Transaction<'_>, f: &NewFrameRow<'_>) -> Result<i64> {
+    let seq = last_seq_on(tx, f.session_id)? + 1;
+    let mut st = tx.prepare_cached(
         "INSERT INTO frames (id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload, seal) \
-         VALUES (?1, ?2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM frames WHERE session_id = ?2), ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
-         RETURNING seq",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?;
-    let params = rusqlite::params![
+    st.execute(rusqlite::params![
         f.id,
         f.session_id,
+        seq,
         f.parent_id,
         f.target_ids,
         f.timestamp,
@@ -79,8 +82,8 @@ pub fn insert(c: &rusqlite::Connection, f: &NewFrameRow<'_>) -> Result<i64> {
         f.author_id,
         f.payload,
         f.seal
-    ];
-    Ok(st.query_row(params, |r| r.get(0))?)
+    ])?;
+    Ok(seq)
 }
 
 /// The session's frames after `after_seq`, of `frame_type` if given, `limit` at most.
@@ -285,6 +288,14 @@ pub async fn last_seq(db: &SqlitePool, session_id: i64) -> Result<i64> {
             .bind(session_id)
             .fetch_one(db)
             .await?,
+    )
+}
+
+/// The same on a connection of the caller's (the hot one): no other thread woken.
+pub fn last_seq_on(c: &rusqlite::Connection, session_id: i64) -> Result<i64> {
+    Ok(
+        c.prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?1")?
+            .query_row([session_id], |r| r.get(0))?,
     )
 }
 

@@ -59,7 +59,9 @@ impl HotDb {
             .run(pool, |c| {
                 let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
                 let v = f(&tx)?;
-                tx.commit()?;
+                // A kept statement: `Transaction::commit` parses "COMMIT" again each time. If
+                // it fails, the transaction is still open and dropping it rolls it back.
+                tx.prepare_cached("COMMIT")?.execute([])?;
                 Ok(v)
             })
             .await;

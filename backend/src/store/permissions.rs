@@ -14,6 +14,13 @@ pub async fn list(db: &SqlitePool, user_id: i64) -> Result<Vec<(String, String)>
     .await?)
 }
 
+/// The user's overrides, as (function, level), on the hot connection (a turn reads them).
+pub fn list_hot(c: &rusqlite::Connection, user_id: i64) -> Result<Vec<(String, String)>> {
+    let mut st = c.prepare_cached("SELECT function, level FROM permissions WHERE user_id = ?1")?;
+    let rows = st.query_map([user_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 /// Sets the user's level for a function.
 pub async fn set(
     db: &SqlitePool,

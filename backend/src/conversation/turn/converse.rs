@@ -66,7 +66,7 @@ pub(super) fn guarded(
     message_id: String,
     slot: crate::limits::Permit,
     turn: Turn,
-    messages: Vec<ChatMessage>,
+    messages: Vec<Arc<ChatMessage>>,
 ) -> TurnFuture {
     let guard = out.clone();
     // The reply in flight, which a failure must end (the turn may be rounds further on).
@@ -93,7 +93,7 @@ pub(super) fn guarded(
 async fn converse(
     out: Out,
     mut t: Turn,
-    mut messages: Vec<ChatMessage>,
+    mut messages: Vec<Arc<ChatMessage>>,
     current: Arc<Mutex<String>>,
 ) {
     let tools = offered(&out.st, &t).await;
@@ -140,7 +140,7 @@ async fn converse(
 /// What the agent is offered as native tools. Official APIs take them; a compatible server
 /// may refuse the whole request for them (Ollama for a model without a tool template,
 /// llama.cpp without --jinja), so there the agent calls in text only.
-async fn offered(st: &AppState, t: &Turn) -> Vec<providers::Tool> {
+async fn offered(st: &AppState, t: &Turn) -> Vec<Arc<providers::Tool>> {
     match t.agent.endpoint.provider {
         ProviderKind::OpenAiCompatible | ProviderKind::Scripted => Vec::new(),
         _ => crate::execution::permissions::offered(st, t.user.id())
@@ -185,7 +185,7 @@ async fn run_user_calls(
     t: &Turn,
     message_id: String,
     asked: Vec<act::Asked>,
-) -> Option<Vec<ChatMessage>> {
+) -> Option<Vec<Arc<ChatMessage>>> {
     let (st, emit) = (&out.st, |ev: SseEvent| out.emit(ev));
     let sc = scene(out, t, message_id);
     let acted = async {
@@ -267,7 +267,7 @@ async fn next_round(
     kept: &[Kept],
     last: &str,
     current: &Mutex<String>,
-) -> Vec<ChatMessage> {
+) -> Vec<Arc<ChatMessage>> {
     let (st, session_id) = (&out.st, out.session_id);
     t.round += 1;
     let messages = context::messages(kept);
@@ -298,7 +298,10 @@ async fn next_round(
 async fn wind_down(out: &Out, t: &Turn, last: &str) {
     let (st, session_id) = (&out.st, out.session_id);
     st.turns.end(session_id, last);
-    if let Ok(seq) = frames::last_seq(&st.db, session_id).await
+    let last = st
+        .hot_db
+        .read(&st.db, |c| frames::last_seq_on(c, session_id));
+    if let Ok(seq) = last.await
         && let Some(kept) = st.history.peek(session_id, seq)
     {
         crate::conversation::compact::maybe(st, &t.user, session_id, t.agent.compact, &kept);

@@ -17,6 +17,8 @@ pub mod schema;
 pub mod update_prompt;
 pub mod websearch;
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 use hero_shared::calls::Permission;
 use hero_shared::hml::Element;
@@ -72,12 +74,16 @@ pub const MAX_OUTPUT_CHARS: usize = 16_000;
 /// Every registered function, by name, in registration order.
 pub struct Registry {
     functions: Vec<(Spec, Box<dyn Function>)>,
+    /// Each function's spec as a native tool, in the same order: built once, shared by every
+    /// request that offers it.
+    tools: Vec<Arc<crate::providers::Tool>>,
 }
 
 impl Registry {
     pub fn empty() -> Registry {
         Registry {
             functions: Vec::new(),
+            tools: Vec::new(),
         }
     }
 
@@ -85,6 +91,12 @@ impl Registry {
     pub fn register(&mut self, f: impl Function) {
         let spec = f.spec();
         self.functions.retain(|(s, _)| s.name != spec.name);
+        self.tools.retain(|t| t.name != spec.name);
+        self.tools.push(Arc::new(crate::providers::Tool::new(
+            spec.name,
+            spec.description,
+            spec.schema.clone(),
+        )));
         self.functions.push((spec, Box::new(f)));
     }
 
@@ -97,6 +109,11 @@ impl Registry {
 
     pub fn specs(&self) -> impl Iterator<Item = &Spec> {
         self.functions.iter().map(|(s, _)| s)
+    }
+
+    /// Each spec with itself as a native tool.
+    pub fn tools(&self) -> impl Iterator<Item = (&Spec, &Arc<crate::providers::Tool>)> {
+        self.specs().zip(&self.tools)
     }
 }
 
