@@ -189,4 +189,67 @@ mod tests {
         // Migrating again is a no-op.
         migrate(&pool).await.unwrap();
     }
+
+    /// The rebuild that rewrote the frames table's checks keeps every row, and the checks
+    /// still refuse what they refused.
+    #[test]
+    fn the_frames_rebuild_keeps_rows_and_checks() {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        c.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+        let rebuild = 20261129000001;
+        let run = |pick: &dyn Fn(i64) -> bool| {
+            for m in MIGRATOR.iter().filter(|m| pick(m.version)) {
+                c.execute_batch(&m.sql).unwrap();
+            }
+        };
+        run(&|v| v < rebuild);
+        c.execute_batch(
+            "INSERT INTO users (id, username, password_hash, data_key, created_at, updated_at) VALUES (1, 'a', 'x', x'00', 't', 't');
+             INSERT INTO sessions (id, user_id, name, created_at, updated_at) VALUES (1, 1, 's', 't', 't');
+             INSERT INTO frames (id, session_id, seq, timestamp, type, author_type, payload, seal) VALUES ('f1', 1, 1, 't', 'message', 'user', x'01', 2);
+             INSERT INTO frames (id, session_id, seq, parent_id, timestamp, type, author_type, payload) VALUES ('f2', 1, 2, 'f1', 't', 'compact', 'system', x'02');",
+        )
+        .unwrap();
+        run(&|v| v >= rebuild);
+        let rows: Vec<(String, i64, Option<String>, String, i64)> = c
+            .prepare("SELECT id, seq, parent_id, type, seal FROM frames ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            [
+                ("f1".into(), 1, None, "message".into(), 2),
+                ("f2".into(), 2, Some("f1".into()), "compact".into(), 1)
+            ]
+        );
+        let insert = |ty: &str, author: &str, seal: i64| {
+            c.execute(
+                "INSERT INTO frames (id, session_id, seq, timestamp, type, author_type, payload, seal) \
+                 VALUES (?1, 1, (SELECT MAX(seq) + 1 FROM frames), 't', ?2, ?3, x'00', ?4)",
+                rusqlite::params![format!("{ty}-{author}-{seal}"), ty, author, seal],
+            )
+        };
+        for (ty, author, seal) in [
+            ("bogus", "user", 2),
+            ("result", "admin", 2),
+            ("update", "agent", 3),
+        ] {
+            let e = insert(ty, author, seal).unwrap_err();
+            assert!(e.to_string().contains("CHECK constraint failed"), "{e}");
+        }
+        for ty in ["message", "request", "result", "update", "compact"] {
+            insert(ty, "agent", 2).unwrap();
+        }
+        // The indexes came back: a session's seq is still unique, and the partial ones exist.
+        assert!(c.execute("INSERT INTO frames (id, session_id, seq, timestamp, type, author_type, payload) VALUES ('dup', 1, 1, 't', 'message', 'user', x'00')", []).is_err());
+        let indexes: i64 = c
+            .query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name IN ('frames_parent', 'frames_compacts')", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(indexes, 2);
+    }
 }
