@@ -149,10 +149,10 @@ pub async fn compact(
     Ok(frame)
 }
 
-/// After a turn: summarises the session if it has crossed its agent's thresholds, in a
-/// task of its own that a Stop reaches.
-pub fn maybe(st: &AppState, user: &AuthUser, session_id: i64, t: Thresholds, kept: &[Kept]) {
-    if !due(kept, t) || st.hub.is_closing() {
+/// After a turn that found the session past its agent's thresholds ([`due`]): summarises
+/// it, in a task of its own that a Stop reaches.
+pub fn maybe(st: &AppState, user: &AuthUser, session_id: i64) {
+    if st.hub.is_closing() {
         return;
     }
     // A summary counts as a reply in flight; with none to spare, the next turn tries again.

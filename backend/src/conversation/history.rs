@@ -139,8 +139,20 @@ impl HistoryCache {
         Some(kept)
     }
 
-    /// The same, not counted as a turn's hit (a look at the conversation after a turn).
-    pub fn peek(&self, session_id: i64, last_seq: i64) -> Option<Vec<Kept>> {
+    /// The same, not counted as a turn's hit.
+    fn peek(&self, session_id: i64, last_seq: i64) -> Option<Vec<Kept>> {
+        self.look(session_id, last_seq, <[Kept]>::to_vec)
+    }
+
+    /// What `f` makes of the session's conversation if what is kept ends at `last_seq`,
+    /// read in place (a look after a turn: nothing copied), not counted as a turn's hit.
+    /// `f` runs under the cache's lock: keep it short.
+    pub fn look<R>(
+        &self,
+        session_id: i64,
+        last_seq: i64,
+        f: impl FnOnce(&[Kept]) -> R,
+    ) -> Option<R> {
         let mut inner = self.lock();
         inner.clock += 1;
         let clock = inner.clock;
@@ -149,7 +161,7 @@ impl HistoryCache {
             return None;
         }
         e.used = clock;
-        Some(e.frames.clone())
+        Some(f(&e.frames))
     }
 
     /// Keeps `frames`, the session's whole conversation from its last `compact` on.

@@ -301,10 +301,13 @@ async fn wind_down(out: &Out, t: &Turn, last: &str) {
     let last = st
         .hot_db
         .read(&st.db, |c| frames::last_seq_on(c, session_id));
+    let compact = t.agent.compact;
     if let Ok(seq) = last.await
-        && let Some(kept) = st.history.peek(session_id, seq)
+        && let Some(true) = st.history.look(session_id, seq, |kept| {
+            crate::conversation::compact::due(kept, compact)
+        })
     {
-        crate::conversation::compact::maybe(st, &t.user, session_id, t.agent.compact, &kept);
+        crate::conversation::compact::maybe(st, &t.user, session_id);
     }
 }
 
