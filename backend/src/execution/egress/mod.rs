@@ -21,7 +21,6 @@
 //! Redirects are not followed and no proxy is used (an `HTTP_PROXY` in the environment would
 //! make the proxy resolve the name, out of the resolver's sight).
 
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -187,7 +186,6 @@ impl EgressPolicy {
             public: build(false)?,
             allowed: build(true)?,
             policy: policy.clone(),
-            checked: Arc::default(),
         })
     }
 }
@@ -554,29 +552,12 @@ pub struct Outbound {
     public: reqwest::Client,
     allowed: reqwest::Client,
     policy: Arc<EgressPolicy>,
-    /// The URLs [`Outbound::check`] let through, by their text: the check is a function of
-    /// the policy (fixed for the client's life) and the text alone, and parsing a URL is a
-    /// few percent of a turn's CPU. At most [`CHECKED_URLS`] (an agent's base URL each).
-    checked: Arc<std::sync::Mutex<HashMap<String, PublicUrl>>>,
 }
-
-/// The most URLs [`Outbound`] keeps checked; past it they are forgotten and checked again.
-const CHECKED_URLS: usize = 256;
 
 impl Outbound {
     /// [`EgressPolicy::check`] under this client's policy.
     pub fn check(&self, url: &str) -> Result<PublicUrl, UrlError> {
-        let lock = || self.checked.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(ok) = lock().get(url) {
-            return Ok(ok.clone());
-        }
-        let ok = self.policy.check(url)?;
-        let mut checked = lock();
-        if checked.len() >= CHECKED_URLS {
-            checked.clear();
-        }
-        checked.insert(url.to_owned(), ok.clone());
-        Ok(ok)
+        self.policy.check(url)
     }
 
     /// [`EgressPolicy::check_with_query`] with no allowance at all: for addresses a model

@@ -435,26 +435,3 @@ async fn an_ip_literal_is_refused_before_any_connection() {
             .is_allowed()
     );
 }
-
-/// The client keeps the URLs it let through, never one it refused, and a full store
-/// starts again without losing the answer.
-#[test]
-fn the_client_keeps_what_it_let_through_and_nothing_else() {
-    let policy = EgressPolicy::default().allowing("127.0.0.1:9".parse().unwrap());
-    let client = policy.client().unwrap();
-    let allowed = client.check("http://127.0.0.1:9/v1").unwrap();
-    assert!(allowed.is_allowed());
-    assert_eq!(client.check("http://127.0.0.1:9/v1").unwrap(), allowed);
-    for _ in 0..2 {
-        assert!(matches!(
-            client.check("http://127.0.0.1:10/v1"),
-            Err(UrlError::Refused(_))
-        ));
-    }
-    for n in 0..CHECKED_URLS + 10 {
-        let url = format!("https://example.com/{n}");
-        assert_eq!(client.check(&url).unwrap().as_str(), url);
-    }
-    assert!(client.checked.lock().unwrap().len() <= CHECKED_URLS);
-    assert_eq!(client.check("http://127.0.0.1:9/v1").unwrap(), allowed);
-}
