@@ -254,6 +254,16 @@ mod tests {
         AgentTool,
         /// A call begun while its reply streamed: its request stored before the reply.
         EarlyCall,
+        /// Two calls begun while their reply streamed, each request's result (its parent the
+        /// request) stored before the reply too.
+        EarlyCalls,
+        /// A note of the system's, and a message hidden in its own payload.
+        SystemNote,
+        HiddenOwn,
+        /// A native tool call whose input is no object, and its failed result.
+        OddTool,
+        /// A prompt answered through an update (as `update_prompt` records it).
+        UpdateAnswer,
         Result(u8),
         Answer,
         Edit(u8),
@@ -274,6 +284,11 @@ mod tests {
             6 => words.prop_map(Step::Agent),
             2 => Just(Step::AgentTool),
             1 => Just(Step::EarlyCall),
+            1 => Just(Step::EarlyCalls),
+            1 => Just(Step::SystemNote),
+            1 => Just(Step::HiddenOwn),
+            1 => Just(Step::OddTool),
+            1 => Just(Step::UpdateAnswer),
             2 => any::<u8>().prop_map(Step::Result),
             1 => Just(Step::Answer),
             1 => any::<u8>().prop_map(Step::Edit),
@@ -402,6 +417,97 @@ mod tests {
                     );
                     last_agent = Some(id);
                 }
+                Step::EarlyCalls => {
+                    let id = format!("f{}", seq + 4);
+                    for k in [0, 2] {
+                        let request = format!("f{}", seq + k);
+                        add(
+                            frame(
+                                seq + k,
+                                FrameType::Request,
+                                AuthorType::Agent,
+                                json!({"function": "help"}),
+                            ),
+                            Some(&id),
+                            vec![],
+                        );
+                        add(
+                            frame(
+                                seq + k + 1,
+                                FrameType::Result,
+                                AuthorType::System,
+                                result("ok", None),
+                            ),
+                            Some(&request),
+                            vec![],
+                        );
+                    }
+                    add(
+                        frame(
+                            seq + 4,
+                            FrameType::Message,
+                            AuthorType::Agent,
+                            json!({"role": "agent", "content": "two calls"}),
+                        ),
+                        None,
+                        vec![],
+                    );
+                    last_agent = Some(id);
+                }
+                Step::SystemNote => add(
+                    frame(
+                        seq,
+                        FrameType::Message,
+                        AuthorType::System,
+                        json!({"role": "system", "content": "a note"}),
+                    ),
+                    None,
+                    vec![],
+                ),
+                Step::HiddenOwn => add(
+                    frame(
+                        seq,
+                        FrameType::Message,
+                        AuthorType::User,
+                        json!({"role": "user", "content": "hidden", "hidden": true}),
+                    ),
+                    None,
+                    vec![],
+                ),
+                Step::OddTool => {
+                    let id = format!("f{seq}");
+                    add(
+                        frame(
+                            seq,
+                            FrameType::Message,
+                            AuthorType::Agent,
+                            json!({"role": "agent", "content": "", "tool_calls": [{"id": "t2", "name": "help", "input": "not an object"}]}),
+                        ),
+                        None,
+                        vec![],
+                    );
+                    add(
+                        frame(
+                            seq + 1,
+                            FrameType::Result,
+                            AuthorType::System,
+                            result("error", Some("t2")),
+                        ),
+                        Some(&id),
+                        vec![],
+                    );
+                    last_agent = Some(id);
+                }
+                Step::UpdateAnswer => add(
+                    frame(
+                        seq,
+                        FrameType::Update,
+                        AuthorType::Agent,
+                        json!({"answer": "green", "element_id": "p1"}),
+                    ),
+                    last_agent.as_ref(),
+                    vec![TargetId::Element("p1".into())],
+                ),
                 Step::Result(k) => {
                     let outcome = ["ok", "error", "denied", "invalid", "stopped"][*k as usize % 5];
                     add(

@@ -28,8 +28,8 @@ pub const HISTORY_CACHE_BYTES: usize = 64 << 20;
 const MAX_SHARE: usize = 4;
 
 /// What a frame costs in memory beyond its payload's text: its id, timestamp and targets,
-/// the frame itself and its counted pointer, the nodes of its JSON tree, and the same again
-/// for what it compiles to ([`Alone`]).
+/// the frame itself and its counted pointer, the nodes of its JSON trees (its own and the
+/// copy [`Alone`] compiles).
 const PER_FRAME: usize = 1024;
 
 /// A frame as kept: shared with the turns that read it, and what it counts for.
@@ -58,12 +58,13 @@ pub struct Alone {
 
 impl Kept {
     /// `sealed` is the size of its sealed payload, about that of its JSON; decoded, the JSON
-    /// takes about twice that (its strings, and the tree that holds them), and what it
-    /// compiles to as much again.
+    /// takes about twice that (its strings, and the tree that holds them). What it compiles
+    /// to ([`Alone`]) holds the text three times more: a copy of the payload, the compiled
+    /// content, and the content as the model reads it.
     pub fn new(frame: Frame, sealed: usize) -> Self {
         Kept {
             frame: Arc::new(frame),
-            bytes: 4 * sealed + PER_FRAME,
+            bytes: 6 * sealed + PER_FRAME,
             alone: Arc::default(),
         }
     }
