@@ -312,248 +312,160 @@ mod tests {
         }
     }
 
+    /// Appends a frame with the next seq (its id `f{seq}`, given back).
+    fn add(
+        out: &mut Vec<Frame>,
+        (frame_type, author): (FrameType, AuthorType),
+        payload: Value,
+        parent: Option<&String>,
+        targets: Vec<TargetId>,
+    ) -> String {
+        let mut f = frame(out.len() as i64 + 1, frame_type, author, payload);
+        f.parent_id = parent.cloned();
+        f.target_ids = targets;
+        let id = f.id.clone();
+        out.push(f);
+        id
+    }
+
     /// The frames `steps` write, in `seq` order.
     fn conversation(steps: &[Step]) -> Vec<Frame> {
+        const USER: (FrameType, AuthorType) = (FrameType::Message, AuthorType::User);
+        const AGENT: (FrameType, AuthorType) = (FrameType::Message, AuthorType::Agent);
+        const REQUEST: (FrameType, AuthorType) = (FrameType::Request, AuthorType::Agent);
+        const RESULT: (FrameType, AuthorType) = (FrameType::Result, AuthorType::System);
+        let result = |outcome: &str, tool: Option<&str>| json!({"function": "help", "content": "ok", "output": "it ran", "outcome": outcome, "tool_use_id": tool});
+        let help = || json!({"function": "help"});
         let mut out: Vec<Frame> = Vec::new();
         let mut last_agent: Option<String> = None;
         for s in steps {
-            let n = out.len();
-            let seq = n as i64 + 1;
-            let mut add = |mut f: Frame, parent: Option<&String>, targets: Vec<TargetId>| {
-                f.parent_id = parent.cloned();
-                f.target_ids = targets;
-                out.push(f);
-            };
-            let result = |outcome: &str, tool: Option<&str>| json!({"function": "help", "content": "ok", "output": "it ran", "outcome": outcome, "tool_use_id": tool});
+            // The id of the frame `k` appends from now (1: the next).
+            let ahead = |out: &Vec<Frame>, k: usize| format!("f{}", out.len() + k);
+            let o = &mut out;
             match s {
-                Step::User(w) => add(
-                    frame(
-                        seq,
-                        FrameType::Message,
-                        AuthorType::User,
-                        json!({"role": "user", "content": w}),
-                    ),
-                    None,
-                    vec![],
-                ),
-                Step::Private => add(
-                    frame(
-                        seq,
-                        FrameType::Message,
-                        AuthorType::User,
-                        json!({"role": "user", "content": "note", "private": true}),
-                    ),
-                    None,
-                    vec![],
-                ),
-                Step::Agent(w) => {
-                    add(
-                        frame(
-                            seq,
-                            FrameType::Message,
-                            AuthorType::Agent,
-                            json!({"role": "agent", "content": w}),
-                        ),
-                        None,
-                        vec![],
-                    );
-                    last_agent = Some(format!("f{seq}"));
+                Step::User(w) => {
+                    add(o, USER, json!({"role": "user", "content": w}), None, vec![]);
                 }
-                Step::AgentTool => {
-                    let id = format!("f{seq}");
-                    add(
-                        frame(
-                            seq,
-                            FrameType::Message,
-                            AuthorType::Agent,
-                            json!({"role": "agent", "content": "calling", "tool_calls": [{"id": "t1", "name": "help", "input": {}}]}),
-                        ),
+                Step::Private => {
+                    let note = json!({"role": "user", "content": "note", "private": true});
+                    add(o, USER, note, None, vec![]);
+                }
+                Step::Agent(w) => {
+                    let id = add(
+                        o,
+                        AGENT,
+                        json!({"role": "agent", "content": w}),
                         None,
-                        vec![],
-                    );
-                    add(
-                        frame(
-                            seq + 1,
-                            FrameType::Request,
-                            AuthorType::Agent,
-                            json!({"function": "help"}),
-                        ),
-                        Some(&id),
-                        vec![],
-                    );
-                    add(
-                        frame(
-                            seq + 2,
-                            FrameType::Result,
-                            AuthorType::System,
-                            result("ok", Some("t1")),
-                        ),
-                        Some(&id),
                         vec![],
                     );
                     last_agent = Some(id);
                 }
+                Step::AgentTool => {
+                    let reply = json!({"role": "agent", "content": "calling", "tool_calls": [{"id": "t1", "name": "help", "input": {}}]});
+                    let id = add(o, AGENT, reply, None, vec![]);
+                    add(o, REQUEST, help(), Some(&id), vec![]);
+                    add(o, RESULT, result("ok", Some("t1")), Some(&id), vec![]);
+                    last_agent = Some(id);
+                }
                 Step::EarlyCall => {
-                    let id = format!("f{}", seq + 1);
+                    let id = ahead(o, 2);
+                    add(o, REQUEST, help(), Some(&id), vec![]);
                     add(
-                        frame(
-                            seq,
-                            FrameType::Request,
-                            AuthorType::Agent,
-                            json!({"function": "help"}),
-                        ),
-                        Some(&id),
-                        vec![],
-                    );
-                    add(
-                        frame(
-                            seq + 1,
-                            FrameType::Message,
-                            AuthorType::Agent,
-                            json!({"role": "agent", "content": "streamed"}),
-                        ),
+                        o,
+                        AGENT,
+                        json!({"role": "agent", "content": "streamed"}),
                         None,
                         vec![],
                     );
                     last_agent = Some(id);
                 }
                 Step::EarlyCalls => {
-                    let id = format!("f{}", seq + 4);
-                    for k in [0, 2] {
-                        let request = format!("f{}", seq + k);
-                        add(
-                            frame(
-                                seq + k,
-                                FrameType::Request,
-                                AuthorType::Agent,
-                                json!({"function": "help"}),
-                            ),
-                            Some(&id),
-                            vec![],
-                        );
-                        add(
-                            frame(
-                                seq + k + 1,
-                                FrameType::Result,
-                                AuthorType::System,
-                                result("ok", None),
-                            ),
-                            Some(&request),
-                            vec![],
-                        );
+                    let id = ahead(o, 5);
+                    for _ in 0..2 {
+                        let request = add(o, REQUEST, help(), Some(&id), vec![]);
+                        add(o, RESULT, result("ok", None), Some(&request), vec![]);
                     }
                     add(
-                        frame(
-                            seq + 4,
-                            FrameType::Message,
-                            AuthorType::Agent,
-                            json!({"role": "agent", "content": "two calls"}),
-                        ),
+                        o,
+                        AGENT,
+                        json!({"role": "agent", "content": "two calls"}),
                         None,
                         vec![],
                     );
                     last_agent = Some(id);
                 }
-                Step::SystemNote => add(
-                    frame(
-                        seq,
-                        FrameType::Message,
-                        AuthorType::System,
-                        json!({"role": "system", "content": "a note"}),
-                    ),
-                    None,
-                    vec![],
-                ),
-                Step::HiddenOwn => add(
-                    frame(
-                        seq,
-                        FrameType::Message,
-                        AuthorType::User,
-                        json!({"role": "user", "content": "hidden", "hidden": true}),
-                    ),
-                    None,
-                    vec![],
-                ),
+                Step::SystemNote => {
+                    let note = json!({"role": "system", "content": "a note"});
+                    add(
+                        o,
+                        (FrameType::Message, AuthorType::System),
+                        note,
+                        None,
+                        vec![],
+                    );
+                }
+                Step::HiddenOwn => {
+                    let hidden = json!({"role": "user", "content": "hidden", "hidden": true});
+                    add(o, USER, hidden, None, vec![]);
+                }
                 Step::OddTool => {
-                    let id = format!("f{seq}");
-                    add(
-                        frame(
-                            seq,
-                            FrameType::Message,
-                            AuthorType::Agent,
-                            json!({"role": "agent", "content": "", "tool_calls": [{"id": "t2", "name": "help", "input": "not an object"}]}),
-                        ),
-                        None,
-                        vec![],
-                    );
-                    add(
-                        frame(
-                            seq + 1,
-                            FrameType::Result,
-                            AuthorType::System,
-                            result("error", Some("t2")),
-                        ),
-                        Some(&id),
-                        vec![],
-                    );
+                    let reply = json!({"role": "agent", "content": "", "tool_calls": [{"id": "t2", "name": "help", "input": "not an object"}]});
+                    let id = add(o, AGENT, reply, None, vec![]);
+                    add(o, RESULT, result("error", Some("t2")), Some(&id), vec![]);
                     last_agent = Some(id);
                 }
-                Step::UpdateAnswer => add(
-                    frame(
-                        seq,
-                        FrameType::Update,
-                        AuthorType::Agent,
-                        json!({"answer": "green", "element_id": "p1"}),
-                    ),
-                    last_agent.as_ref(),
-                    vec![TargetId::Element("p1".into())],
-                ),
+                Step::UpdateAnswer => {
+                    let answer = json!({"answer": "green", "element_id": "p1"});
+                    let prompt = vec![TargetId::Element("p1".into())];
+                    add(
+                        o,
+                        (FrameType::Update, AuthorType::Agent),
+                        answer,
+                        last_agent.as_ref(),
+                        prompt,
+                    );
+                }
                 Step::Result(k) => {
                     let outcome = ["ok", "error", "denied", "invalid", "stopped"][*k as usize % 5];
                     add(
-                        frame(
-                            seq,
-                            FrameType::Result,
-                            AuthorType::System,
-                            result(outcome, None),
-                        ),
+                        o,
+                        RESULT,
+                        result(outcome, None),
                         last_agent.as_ref(),
                         vec![],
                     );
                 }
-                Step::Answer => add(
-                    frame(
-                        seq,
-                        FrameType::Result,
-                        AuthorType::User,
-                        json!({"answer": "blue", "element_id": "p1"}),
-                    ),
-                    last_agent.as_ref(),
-                    vec![TargetId::Element("p1".into())],
-                ),
-                Step::Edit(k) | Step::Hide(k) if n > 0 => {
-                    let target = format!("f{}", 1 + *k as usize % n);
+                Step::Answer => {
+                    let answer = json!({"answer": "blue", "element_id": "p1"});
+                    let prompt = vec![TargetId::Element("p1".into())];
+                    add(
+                        o,
+                        (FrameType::Result, AuthorType::User),
+                        answer,
+                        last_agent.as_ref(),
+                        prompt,
+                    );
+                }
+                Step::Edit(k) | Step::Hide(k) if !o.is_empty() => {
+                    let target = format!("f{}", 1 + *k as usize % o.len());
                     let payload = match s {
                         Step::Edit(_) => json!({"role": "user", "content": "edited"}),
                         _ => json!({"hidden": true}),
                     };
-                    add(
-                        frame(seq, FrameType::Update, AuthorType::User, payload),
-                        None,
-                        vec![TargetId::Frame(target)],
-                    );
+                    let update = (FrameType::Update, AuthorType::User);
+                    add(o, update, payload, None, vec![TargetId::Frame(target)]);
                 }
                 Step::Edit(_) | Step::Hide(_) => {}
-                Step::Compact => add(
-                    frame(
-                        seq,
-                        FrameType::Compact,
-                        AuthorType::System,
-                        json!({"role": "system", "content": "Summary."}),
-                    ),
-                    None,
-                    vec![],
-                ),
+                Step::Compact => {
+                    let summary = json!({"role": "system", "content": "Summary."});
+                    add(
+                        o,
+                        (FrameType::Compact, AuthorType::System),
+                        summary,
+                        None,
+                        vec![],
+                    );
+                }
             }
         }
         out

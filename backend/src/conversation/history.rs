@@ -135,14 +135,9 @@ impl HistoryCache {
     /// The session's conversation if what is kept ends at `last_seq`: the frame with the next
     /// `seq` is the one being appended, so nothing came in between.
     pub fn get(&self, session_id: i64, last_seq: i64) -> Option<Vec<Kept>> {
-        let kept = self.peek(session_id, last_seq)?;
+        let kept = self.look(session_id, last_seq, <[Kept]>::to_vec)?;
         self.hits.fetch_add(1, Ordering::Relaxed);
         Some(kept)
-    }
-
-    /// The same, not counted as a turn's hit.
-    fn peek(&self, session_id: i64, last_seq: i64) -> Option<Vec<Kept>> {
-        self.look(session_id, last_seq, <[Kept]>::to_vec)
     }
 
     /// What `f` makes of the session's conversation if what is kept ends at `last_seq`,

@@ -142,36 +142,28 @@ pub struct ToolOutput {
     pub is_error: bool,
 }
 
-/// A function the model is offered as a native tool, with its JSON as each API lists it,
-/// written once ([`Tool::new`]) and copied into every request that offers it.
+/// A function the model is offered as a native tool: its JSON as each API lists it, written
+/// once ([`Tool::new`]) and copied into every request that offers it.
 #[derive(Debug, Clone)]
 pub struct Tool {
-    pub name: String,
-    pub description: String,
-    /// JSON Schema of its arguments.
-    pub schema: serde_json::Value,
     anthropic: Box<serde_json::value::RawValue>,
     openai: Box<serde_json::value::RawValue>,
 }
 
 impl Tool {
-    pub fn new(name: &str, description: &str, schema: serde_json::Value) -> Tool {
+    /// `schema`: the JSON Schema of its arguments.
+    pub fn new(name: &str, description: &str, schema: &serde_json::Value) -> Tool {
         let raw = |v: serde_json::Value| {
             serde_json::value::to_raw_value(&v).unwrap_or_else(|_| Default::default())
         };
-        let anthropic = raw(serde_json::json!({
-            "name": name, "description": description, "input_schema": schema,
-        }));
-        let openai = raw(serde_json::json!({
-            "type": "function",
-            "function": {"name": name, "description": description, "parameters": schema},
-        }));
         Tool {
-            name: name.to_owned(),
-            description: description.to_owned(),
-            schema,
-            anthropic,
-            openai,
+            anthropic: raw(serde_json::json!({
+                "name": name, "description": description, "input_schema": schema,
+            })),
+            openai: raw(serde_json::json!({
+                "type": "function",
+                "function": {"name": name, "description": description, "parameters": schema},
+            })),
         }
     }
 }

@@ -71,49 +71,41 @@ pub trait Function: Send + Sync + 'static {
 /// cut and says so.
 pub const MAX_OUTPUT_CHARS: usize = 16_000;
 
-/// Every registered function, by name, in registration order.
+/// Every registered function, by name, in registration order, each with its spec as a
+/// native tool (built once, shared by every request that offers it).
 pub struct Registry {
-    functions: Vec<(Spec, Box<dyn Function>)>,
-    /// Each function's spec as a native tool, in the same order: built once, shared by every
-    /// request that offers it.
-    tools: Vec<Arc<crate::providers::Tool>>,
+    functions: Vec<(Spec, Box<dyn Function>, Arc<crate::providers::Tool>)>,
 }
 
 impl Registry {
     pub fn empty() -> Registry {
         Registry {
             functions: Vec::new(),
-            tools: Vec::new(),
         }
     }
 
     /// Adds a function; a second one of the same name replaces the first.
     pub fn register(&mut self, f: impl Function) {
         let spec = f.spec();
-        self.functions.retain(|(s, _)| s.name != spec.name);
-        self.tools.retain(|t| t.name != spec.name);
-        self.tools.push(Arc::new(crate::providers::Tool::new(
-            spec.name,
-            spec.description,
-            spec.schema.clone(),
-        )));
-        self.functions.push((spec, Box::new(f)));
+        self.functions.retain(|(s, _, _)| s.name != spec.name);
+        let tool = crate::providers::Tool::new(spec.name, spec.description, &spec.schema);
+        self.functions.push((spec, Box::new(f), Arc::new(tool)));
     }
 
     pub fn get(&self, name: &str) -> Option<(&Spec, &dyn Function)> {
         self.functions
             .iter()
-            .find(|(s, _)| s.name == name)
-            .map(|(s, f)| (s, f.as_ref()))
+            .find(|(s, _, _)| s.name == name)
+            .map(|(s, f, _)| (s, f.as_ref()))
     }
 
     pub fn specs(&self) -> impl Iterator<Item = &Spec> {
-        self.functions.iter().map(|(s, _)| s)
+        self.functions.iter().map(|(s, _, _)| s)
     }
 
     /// Each spec with itself as a native tool.
     pub fn tools(&self) -> impl Iterator<Item = (&Spec, &Arc<crate::providers::Tool>)> {
-        self.specs().zip(&self.tools)
+        self.functions.iter().map(|(s, _, t)| (s, t))
     }
 }
 
