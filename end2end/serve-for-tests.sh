@@ -1,11 +1,16 @@
 #!/bin/sh
 # Starts the built `hero` for the browser tests: a fresh data directory, users alice and bob
 # created through the command line (password on standard input, as scripts do), then serve.
+# The data directory is one fixed place under target/, emptied at the start of each run:
+# Playwright ends the server with a signal no trap outlives, and a fresh directory per run
+# (each holding a copy of the sandbox helper) filled the disk over many runs.
 set -eu
 port="$1"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${HERO_BIN:-$root/target/debug/hero}"
-data="$(mktemp -d)"
+data="$root/target/e2e-data"
+rm -rf "$data"
+mkdir -m 700 -p "$data"
 # The chat tests' agents point at the mock LLM, one port up (playwright.config.ts): the only
 # non-public address this Hero may reach.
 export HERO_DATA_DIR="$data" HERO_CONFIG=/dev/null HERO_EGRESS_ALLOW="127.0.0.1:$((port + 1))"

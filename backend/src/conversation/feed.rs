@@ -229,14 +229,18 @@ impl SessionFeed {
                 }))
             }
             HubEvent::Started(live) if self.read_from_log(&live.message_id) => None,
-            HubEvent::Started(live) => Some(self.phantom(live)),
+            // Published before any of the reply's text, so all of it follows as chunks: a
+            // snapshot taken now (the turn may be tokens ahead of this reader) would hold
+            // back text the page that began the reply on `message_start` never gets.
+            HubEvent::Started(live) => Some(SessionEvent::Phantom(live.started())),
             HubEvent::Approval(a) => Some(SessionEvent::Approval(a.clone())),
             HubEvent::Question(q) => Some(SessionEvent::Question(q.clone())),
             HubEvent::AgentStatus { .. } => None,
         }
     }
 
-    /// The reply so far as a phantom frame; its chunks up to here are not sent again.
+    /// The reply so far as a phantom frame, for a reader that joins mid-reply; its chunks
+    /// up to here are not sent again.
     fn phantom(&mut self, live: &InFlight) -> SessionEvent {
         let (frame, len) = live.snapshot();
         if self.phantoms.len() == PHANTOMS {
@@ -515,6 +519,37 @@ mod tests {
             feed.phantoms.is_empty(),
             "the stored frame replaced the phantom"
         );
+    }
+
+    #[tokio::test]
+    async fn a_reply_read_late_from_its_start_loses_none_of_its_text() {
+        // The reply's start is published before any of its text, so every chunk follows it
+        // on the channel; a reader that takes the start late, when text was pushed since,
+        // still gets each chunk (the page that began the reply on `message_start` ignores
+        // the phantom and builds the reply from the chunks alone).
+        let fx = fixture().await;
+        let mut feed = fx.feed(None).await;
+        let live = Arc::new(InFlight::new("reply-4", fx.session, 4, "Agent", 0));
+        fx.publish(HubEvent::Started(live.clone()));
+        for delta in ["<websearch>", "cards"] {
+            let offset = live.push(delta);
+            fx.publish(HubEvent::Chunk {
+                session_id: fx.session,
+                message_id: "reply-4".into(),
+                delta: delta.into(),
+                offset,
+            });
+        }
+        match next(&mut feed).await {
+            Some(SessionEvent::Phantom(f)) => assert_eq!(f.payload["content"], ""),
+            other => panic!("{other:?}"),
+        }
+        for delta in ["<websearch>", "cards"] {
+            match next(&mut feed).await {
+                Some(SessionEvent::Chunk(c)) => assert_eq!(c.content, delta),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[tokio::test]

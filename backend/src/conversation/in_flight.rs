@@ -72,7 +72,17 @@ impl InFlight {
     pub fn snapshot(&self) -> (Frame, usize) {
         let text = self.text();
         let len = text.len();
-        let frame = Frame {
+        (self.frame(text), len)
+    }
+
+    /// The reply as it starts, with no text: what its start is to a reader that takes it
+    /// from the hub, where every chunk of its text comes after it.
+    pub fn started(&self) -> Frame {
+        self.frame(String::new())
+    }
+
+    fn frame(&self, text: String) -> Frame {
+        Frame {
             id: self.message_id.clone(),
             session_id: self.session_id,
             seq: self.after_seq,
@@ -88,7 +98,6 @@ impl InFlight {
                 "agent_id": self.agent_id,
                 "agent_name": self.agent_name,
             }),
-        };
-        (frame, len)
+        }
     }
 }
