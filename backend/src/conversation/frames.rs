@@ -151,7 +151,7 @@ pub fn seal(dk: &SecretKey, f: NewFrame) -> Result<Sealed> {
 
 impl Sealed {
     /// Inserts the frame and returns its `seq` ([`store::frames::insert`]).
-    pub fn insert(&self, tx: &rusqlite::Transaction<'_>) -> Result<i64> {
+    pub fn insert(&self, tx: &crate::store::Tx<'_>) -> Result<i64> {
         let f = &self.frame;
         store::frames::insert(
             tx,

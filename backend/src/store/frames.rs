@@ -64,7 +64,7 @@ pub struct NewFrameRow<'a> {
 /// the invariant regardless. Two statements, not one `INSERT … RETURNING`: SQLite gathers a
 /// `RETURNING` row in a temporary table of its own, a page cache set up and torn down per
 /// insert (docs/perf.md).
-pub fn insert(tx: &rusqlite::Transaction<'_>, f: &NewFrameRow<'_>) -> Result<i64> {
+pub fn insert(tx: &crate::store::Tx<'_>, f: &NewFrameRow<'_>) -> Result<i64> {
     let seq = last_seq_on(tx, f.session_id)? + 1;
     let mut st = tx.prepare_cached(
         "INSERT INTO frames (id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload, seal) \

@@ -27,6 +27,18 @@ use crate::{Error, Result};
 /// write-ahead log and restarts it, so the log holds at most that many writes. One
 /// connection for the turns also keeps their pages warm: in WAL mode a connection drops its
 /// page cache whenever another one has written.
+/// The hot connection inside a write transaction that [`HotDb::write`] began and ends:
+/// what must happen in one transaction (a frame's `seq` read, then its insert) takes it.
+pub struct Tx<'c>(&'c rusqlite::Connection);
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = rusqlite::Connection;
+
+    fn deref(&self) -> &rusqlite::Connection {
+        self.0
+    }
+}
+
 #[derive(Default)]
 pub struct HotDb {
     conn: std::sync::Mutex<Option<rusqlite::Connection>>,
@@ -49,20 +61,28 @@ impl HotDb {
     }
 
     /// Runs `f` in a transaction of its own (taking the write lock at once), committed when
-    /// `f` succeeds. `f` may run more than once: again if the database was busy.
+    /// `f` succeeds and rolled back when it fails. `f` may run more than once: again if the
+    /// database was busy.
     pub async fn write<T>(
         &self,
         pool: &SqlitePool,
-        mut f: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>,
+        mut f: impl FnMut(&Tx<'_>) -> Result<T>,
     ) -> Result<T> {
         let r = self
             .run(pool, |c| {
-                let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-                let v = f(&tx)?;
-                // A kept statement: `Transaction::commit` parses "COMMIT" again each time. If
-                // it fails, the transaction is still open and dropping it rolls it back.
-                tx.prepare_cached("COMMIT")?.execute([])?;
-                Ok(v)
+                // Kept statements: rusqlite's `Transaction` parses "BEGIN IMMEDIATE" and
+                // "COMMIT" again on every write (docs/perf.md).
+                c.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+                let r = f(&Tx(c)).and_then(|v| {
+                    c.prepare_cached("COMMIT")?.execute([])?;
+                    Ok(v)
+                });
+                // If the rollback fails too, `run` sees the transaction left open and
+                // opens another connection.
+                if r.is_err() && !c.is_autocommit() {
+                    let _ = c.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
+                }
+                r
             })
             .await;
         use std::sync::atomic::Ordering;
@@ -256,6 +276,45 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_failed_write_leaves_nothing_and_the_next_one_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = open(dir.path()).await.unwrap();
+        sqlx::query("CREATE TABLE t (n INTEGER UNIQUE)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        let hot = HotDb::default();
+        let insert = |n: i64| move |tx: &Tx<'_>| Ok(tx.execute("INSERT INTO t VALUES (?1)", [n])?);
+        hot.write(&pool, insert(1)).await.unwrap();
+        // The second statement fails: the first is rolled back with it.
+        let failed = hot
+            .write(&pool, |tx| {
+                insert(2)(tx)?;
+                insert(1)(tx)
+            })
+            .await;
+        assert!(failed.is_err());
+        // And a refusal of the caller's own, after a statement ran.
+        let refused = hot
+            .write(&pool, |tx| {
+                insert(3)(tx)?;
+                Err::<usize, _>(Error::Invalid("no".into()))
+            })
+            .await;
+        assert!(refused.is_err());
+        assert!(
+            hot.conn.lock().unwrap().as_ref().unwrap().is_autocommit(),
+            "no transaction is left open"
+        );
+        hot.write(&pool, insert(4)).await.unwrap();
+        let rows: Vec<(i64,)> = sqlx::query_as("SELECT n FROM t ORDER BY n")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        assert_eq!(rows, vec![(1,), (4,)]);
+    }
+
+    #[tokio::test]
     async fn a_hot_write_waits_for_a_pooled_writer_without_blocking_the_thread() {
         let dir = tempfile::tempdir().unwrap();
         let pool = open(dir.path()).await.unwrap();
@@ -325,9 +384,7 @@ mod tests {
             .await
             .unwrap();
         let hot = HotDb::default();
-        let insert = |tx: &rusqlite::Transaction<'_>| {
-            Ok(tx.execute("INSERT INTO t VALUES (zeroblob(4000))", [])?)
-        };
+        let insert = |tx: &Tx<'_>| Ok(tx.execute("INSERT INTO t VALUES (zeroblob(4000))", [])?);
         let file = || std::fs::metadata(dir.path().join("hero.db")).unwrap().len();
         for _ in 1..CHECKPOINT_EVERY {
             hot.write(&pool, insert).await.unwrap();
@@ -373,8 +430,7 @@ mod tests {
             .fetch_one(&mut *reader)
             .await
             .unwrap();
-        let insert =
-            |tx: &rusqlite::Transaction<'_>| Ok(tx.execute("INSERT INTO t VALUES (1)", [])?);
+        let insert = |tx: &Tx<'_>| Ok(tx.execute("INSERT INTO t VALUES (1)", [])?);
         for _ in 0..CHECKPOINT_EVERY {
             hot.write(&pool, insert).await.unwrap();
         }

@@ -34,7 +34,7 @@ pub mod tokens;
 pub mod usage;
 pub mod users;
 
-pub use hot::{CHECKPOINT_EVERY, HotDb};
+pub use hot::{CHECKPOINT_EVERY, HotDb, Tx};
 pub use meta::check_master_key;
 
 /// How long a statement refused for a busy database is retried (the pool's busy timeout,
