@@ -2,7 +2,7 @@
 //! chat messages ([`messages`]), and what the agent is told of a call's result ([`told`]),
 //! quoted in a block Hero's own words are never inside ([`crate::contain::RESULT_TAG`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use hero_shared::calls::{CallResult, Outcome};
@@ -68,10 +68,9 @@ fn each_alone(frames: &[Kept]) -> Option<Vec<&Alone>> {
         .rposition(|k| k.frame.frame_type == FrameType::Compact)
         .unwrap_or(0);
     let frames = &frames[start..];
+    let mut seen: HashSet<&str> = HashSet::with_capacity(frames.len());
     // Whether a frame was stored before its parent (a call begun while its reply streamed).
     let mut early_child = false;
-    // Where each frame is, built only for a parent not found close by.
-    let mut at: Option<HashMap<&str, usize>> = None;
     for (i, k) in frames.iter().enumerate() {
         let f = &*k.frame;
         let alone = k.alone.get_or_init(|| alone(f));
@@ -80,10 +79,12 @@ fn each_alone(frames: &[Kept]) -> Option<Vec<&Alone>> {
             return None;
         }
         if let Some(parent) = f.parent_id.as_deref()
-            && !early_child
+            && !seen.contains(parent)
+            && frames[i + 1..].iter().any(|later| later.frame.id == parent)
         {
-            early_child = stored_after(frames, i, parent, &mut at);
+            early_child = true;
         }
+        seen.insert(&f.id);
     }
     fn compiled(k: &Kept) -> Option<&Alone> {
         k.alone.get()
@@ -99,34 +100,6 @@ fn each_alone(frames: &[Kept]) -> Option<Vec<&Alone>> {
         .into_iter()
         .map(|f| compiled(by_frame.get(&(f as *const Frame))?))
         .collect()
-}
-
-/// Whether `parent`, the parent of `frames[i]`, is one of the frames after it. A parent is
-/// most often a few frames away (a result's call just before it, an early call's reply
-/// just after): those are looked at first, and only a parent further off is looked up in
-/// `at`, the place of every frame, built once.
-fn stored_after<'a>(
-    frames: &'a [Kept],
-    i: usize,
-    parent: &str,
-    at: &mut Option<HashMap<&'a str, usize>>,
-) -> bool {
-    const NEAR: usize = 8;
-    let is = |k: &Kept| k.frame.id == parent;
-    if frames[i.saturating_sub(NEAR)..i].iter().any(is) {
-        return false;
-    }
-    if frames[i + 1..].iter().take(NEAR).any(is) {
-        return true;
-    }
-    let at = at.get_or_insert_with(|| {
-        frames
-            .iter()
-            .enumerate()
-            .map(|(j, k)| (k.frame.id.as_str(), j))
-            .collect()
-    });
-    at.get(parent).is_some_and(|&j| j > i)
 }
 
 /// What one frame compiles to by itself ([`Alone`]).
@@ -281,9 +254,8 @@ mod tests {
         AgentTool,
         /// A call begun while its reply streamed: its request stored before the reply.
         EarlyCall,
-        /// Calls begun while their reply streamed, each request's result (its parent the
-        /// request) stored before the reply too: up to six, so that the first request's
-        /// parent is further off than the frames looked at first.
+        /// Calls begun while their reply streamed (one to six), each request's result (its
+        /// parent the request) stored before the reply too.
         EarlyCalls(u8),
         /// A note of the system's, and a message hidden in its own payload.
         SystemNote,
@@ -520,35 +492,6 @@ mod tests {
                 prop_assert_eq!(messages(&kept[..n]), whole);
             }
         }
-    }
-
-    #[test]
-    fn a_parent_is_found_after_or_before_its_child_near_or_far() {
-        let frames: Vec<Frame> = (1..=30)
-            .map(|seq| frame(seq, FrameType::Message, AuthorType::User, json!({})))
-            .collect();
-        let kept = kept(&frames);
-        let mut at = None;
-        // Close by (looked at first), and further off than that (looked up).
-        for (child, parent, after) in [
-            (10, "f12", true),
-            (10, "f8", false),
-            (2, "f25", true),
-            (25, "f3", false),
-        ] {
-            assert_eq!(
-                stored_after(&kept, child, parent, &mut None),
-                after,
-                "{parent}"
-            );
-            assert_eq!(
-                stored_after(&kept, child, parent, &mut at),
-                after,
-                "{parent}"
-            );
-        }
-        // A parent before the window (before the last summary) is no later frame.
-        assert!(!stored_after(&kept, 5, "f0", &mut at));
     }
 
     #[test]
