@@ -7,7 +7,8 @@
 //! modules' own `use crate::` paths):
 //! - leaves: [`error`], [`crypto`] (sealing, keys), [`limits`] (per-user bounds and
 //!   permits), [`contain`] (Hero's tags in what a model reads), [`drive`] (the hand-made
-//!   async machinery: the poster-driven executor, wake signals, the stop signal).
+//!   async machinery: the poster-driven executor, wake signals, the stop signal),
+//!   [`metrics`] (what the operator's `/metrics` counts).
 //! - [`store`]: the only code that touches the database.
 //! - [`execution`]: what reaches outside the process: [`execution::egress`],
 //!   [`execution::sandbox`], the function registry and handlers, the permission levels.
@@ -33,6 +34,7 @@ pub mod error;
 pub mod execution;
 pub mod fuzz;
 pub mod limits;
+pub mod metrics;
 pub mod providers;
 pub mod store;
 
@@ -128,6 +130,8 @@ pub struct Services {
     pub replays: limits::Turnstile,
     /// System prompts as last built ([`agents::persona::PromptCache`]).
     pub prompts: agents::persona::PromptCache,
+    /// What the operator's `/metrics` reads ([`metrics`]).
+    pub metrics: metrics::Metrics,
 }
 
 impl AppState {
@@ -171,6 +175,7 @@ impl AppState {
             message_locks: Default::default(),
             replays: limits::Turnstile::new(conversation::feed::REPLAYS_PER_USER),
             prompts: Default::default(),
+            metrics: Default::default(),
         })))
     }
 }
@@ -202,6 +207,7 @@ impl AppState {
             message_locks: Default::default(),
             replays: limits::Turnstile::new(conversation::feed::REPLAYS_PER_USER),
             prompts: Default::default(),
+            metrics: Default::default(),
         }))
     }
 }

@@ -49,6 +49,11 @@ impl PerUser {
     pub fn held(&self, user_id: i64) -> usize {
         lock(&self.held).get(&user_id).copied().unwrap_or(0)
     }
+
+    /// How many all users hold together.
+    pub fn total(&self) -> usize {
+        lock(&self.held).values().sum()
+    }
 }
 
 impl Drop for Permit {
@@ -185,10 +190,12 @@ mod tests {
         assert_eq!(e.status(), http::StatusCode::TOO_MANY_REQUESTS);
         // Another user is counted apart; a dropped permit frees its place.
         let _other = p.acquire(8, 3, "live streams").unwrap();
+        assert_eq!(p.total(), 4, "everyone's together");
         drop(held);
         assert_eq!(p.held(7), 0);
         let _again = p.acquire(7, 3, "live streams").unwrap();
         assert_eq!(p.held(7), 1);
         assert!(p.acquire(9, 0, "turns").is_err() && p.held(9) == 0);
+        assert_eq!(p.total(), 2);
     }
 }

@@ -90,6 +90,20 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
             cfg.site_root.display()
         );
     }
+    // The operator's address: the metrics and the health checks, nothing else.
+    if let Some(at) = cfg.metrics_addr {
+        let metrics = tokio::net::TcpListener::bind(at)
+            .await
+            .with_context(|| format!("cannot listen on {at} (metrics_addr)"))?;
+        let at = metrics.local_addr()?;
+        let router = crate::ops::metrics_router(st.clone());
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(metrics, router).await {
+                tracing::error!(error = %e, "the metrics address stopped serving");
+            }
+        });
+        println!("Metrics are served on http://{at}/metrics");
+    }
     let state = st.clone();
     let app = crate::web::pin_host(
         crate::web::router(st, crate::web::leptos_options(addr, &cfg.site_root)),

@@ -38,6 +38,15 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// How log lines are written.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// For people: one line per event, its fields after it.
+    Text,
+    /// For log collectors: one JSON object per line.
+    Json,
+}
+
 /// Every setting. Keep README's settings table in step (a test compares them).
 #[derive(clap::Args, Clone, Debug)]
 pub struct ConfigArgs {
@@ -100,6 +109,28 @@ pub struct ConfigArgs {
         default_value = "info"
     )]
     pub log: String,
+
+    /// How log lines are written: text (for people) or json (one object a line, for a log
+    /// collector)
+    #[arg(
+        long,
+        env = "HERO_LOG_FORMAT",
+        global = true,
+        value_name = "FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    pub log_format: LogFormat,
+
+    /// Where the operator's tools reach `/metrics` (Prometheus text) and the health checks,
+    /// as HOST:PORT; an address of its own, never the public one [default: not served]
+    #[arg(
+        long,
+        env = "HERO_METRICS_ADDR",
+        global = true,
+        value_name = "HOST:PORT"
+    )]
+    pub metrics_addr: Option<SocketAddr>,
 
     /// On SIGTERM or Ctrl-C, how long replies in flight get to store what they have before
     /// the process exits anyway, in seconds
@@ -286,6 +317,9 @@ pub struct Config {
     pub secure_cookie: bool,
     pub site_root: PathBuf,
     pub log: String,
+    pub log_format: LogFormat,
+    /// Where `/metrics` is served, if anywhere (never the public address).
+    pub metrics_addr: Option<SocketAddr>,
     pub drain: std::time::Duration,
     /// Where people reach Hero, checked: an http(s) URL with a host and nothing after it.
     pub public_url: Option<axum::http::Uri>,
@@ -374,6 +408,11 @@ impl ConfigArgs {
                 "sandbox_uid must not be 0: the sandbox never runs as root (the default is 65534, nobody)"
             );
         }
+        if self.metrics_addr.is_some_and(|m| m == self.addr) {
+            bail!(
+                "metrics_addr must differ from addr: the metrics are never served on the public address"
+            );
+        }
         let hash_at_once = match self.hash_at_once {
             Some(0) => bail!("hash_at_once must be at least 1"),
             Some(n) => n,
@@ -390,6 +429,8 @@ impl ConfigArgs {
             }),
             site_root: self.site_root.unwrap_or_else(default_site_root),
             log: self.log,
+            log_format: self.log_format,
+            metrics_addr: self.metrics_addr,
             drain: std::time::Duration::from_secs(self.drain_secs),
             public_url,
             egress,

@@ -4,8 +4,10 @@
 //! - [`api`]: the JSON API under `/api`.
 //! - [`web`]: the full router (API + Leptos pages + static site).
 //! - [`cli`]: `serve`, `migrate` and `user …`.
+//! - [`ops`]: health checks, readiness and the metrics, for the operator's tools.
 
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod ops;
 pub mod web;

@@ -77,7 +77,7 @@ fn main() -> std::process::ExitCode {
             println!("{cfg:#?}");
             return Ok(());
         }
-        init_logging(&cfg.log);
+        init_logging(&cfg.log, cfg.log_format);
         let rt = tokio::runtime::Runtime::new()?;
         rt.block_on(async {
             match cli.command {
@@ -107,11 +107,14 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn init_logging(filter: &str) {
+fn init_logging(filter: &str, format: server::config::LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        server::config::LogFormat::Text => logs.init(),
+        server::config::LogFormat::Json => logs.json().init(),
+    }
 }

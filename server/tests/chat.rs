@@ -2010,3 +2010,98 @@ async fn the_chat_page_carries_every_hook_the_client_finds_it_by() {
     assert!(!hero_shared::hooks::Hook::Class("no-such-part").is_in(&page));
     assert!(!hero_shared::hooks::Hook::Attr("data-no-such-part").is_in(&page));
 }
+
+/// `/metrics` from the metrics address's router, read as a scraper reads it.
+async fn scrape(h: &Hero) -> Vec<Metric> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = server::ops::metrics_router(h.st.clone());
+    let served = tokio::spawn(async move { axum::serve(listener, router).await });
+    let r = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let content_type = r.headers()["content-type"].to_str().unwrap().to_owned();
+    assert!(
+        content_type.starts_with("application/openmetrics-text"),
+        "{content_type}"
+    );
+    let text = r.text().await.unwrap();
+    served.abort();
+    metric_samples(&text)
+}
+
+#[tokio::test]
+async fn a_turn_is_counted_in_the_metrics() {
+    let mock = mock_llm::spawn(
+        Config::default()
+            .answers(vec![Answer::text("Counted.")])
+            .api_key(Some(KEY.into())),
+    )
+    .await
+    .unwrap();
+    let h = hero(&[mock.addr()]).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let events = h.stream(session, "Count this").await;
+    assert!(names(&events).contains(&"message_complete"));
+    let samples = scrape(&h).await;
+    let anthropic = [("provider", "anthropic")];
+    assert_eq!(
+        metric(&samples, "hero_provider_first_token_seconds", &anthropic),
+        Some(1.0),
+        "{samples:?}"
+    );
+    assert_eq!(
+        metric(&samples, "hero_provider_reply_seconds", &anthropic),
+        Some(1.0)
+    );
+    let output = [("provider", "anthropic"), ("kind", "output")];
+    assert!(metric(&samples, "hero_tokens", &output).is_some_and(|n| n > 0.0));
+    let posted = [
+        ("route", "/api/sessions/{id}/messages/stream"),
+        ("method", "POST"),
+        ("status", "200"),
+    ];
+    assert_eq!(
+        metric(&samples, "hero_http_requests", &posted),
+        Some(1.0),
+        "{samples:?}"
+    );
+    assert_eq!(metric(&samples, "hero_turns_in_flight", &[]), Some(0.0));
+    assert!(metric(&samples, "hero_db_pool_connections", &[("state", "idle")]).is_some());
+}
+
+#[tokio::test]
+async fn readiness_says_what_is_wrong_with_the_database() {
+    let h = hero(&[]).await;
+    let r = h.c.get(h.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = h.c.get(h.url("/healthz")).send().await.unwrap();
+    assert_eq!(
+        (r.status(), r.text().await.unwrap()),
+        (StatusCode::OK, "ok\n".into())
+    );
+    // A migration this build knows, missing from the database.
+    sqlx::query(
+        "DELETE FROM _sqlx_migrations WHERE version = (SELECT MAX(version) FROM _sqlx_migrations)",
+    )
+    .execute(&h.st.db)
+    .await
+    .unwrap();
+    let r = h.c.get(h.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let why = r.text().await.unwrap();
+    assert!(
+        why.contains("1 of the database's migrations are not applied"),
+        "{why}"
+    );
+    // The database gone: still an answer, and it says so.
+    h.st.db.close().await;
+    let r = h.c.get(h.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let why = r.text().await.unwrap();
+    assert!(why.contains("the database does not answer"), "{why}");
+    // The process itself is up.
+    let r = h.c.get(h.url("/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}

@@ -3,6 +3,8 @@
 //! modes, the headers every answer carries, and the `Host` pinning that turns DNS
 //! rebinding away.
 
+mod support;
+
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -353,4 +355,143 @@ async fn malformed_calls_answer_4xx_and_log_no_error() {
         n(413),
         n(0)
     );
+}
+
+/// A free port on loopback.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+#[tokio::test]
+async fn the_operators_endpoints_answer_and_the_metrics_stay_off_the_public_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics_at = format!("127.0.0.1:{}", free_port());
+    let (child, base) = serve(
+        &dir.path().join("data"),
+        "127.0.0.1",
+        &[
+            ("HERO_METRICS_ADDR", &metrics_at),
+            ("HERO_PUBLIC_URL", "http://hero.test"),
+            ("HERO_LOG", "info"),
+            ("HERO_LOG_FORMAT", "json"),
+        ],
+    )
+    .await;
+    let c = reqwest::Client::new();
+    // A load balancer's health check names the address it reaches, which the pinning of
+    // `Host` refuses for everything else.
+    let r = c.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(
+        (r.status().as_u16(), r.text().await.unwrap()),
+        (200, "ok\n".into())
+    );
+    let r = c.get(format!("{base}/readyz")).send().await.unwrap();
+    assert_eq!(
+        (r.status().as_u16(), r.text().await.unwrap()),
+        (200, "ready\n".into())
+    );
+    let r = c.get(format!("{base}/login")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 421);
+    let as_public = |method: &str, path: &str| {
+        c.request(method.parse().unwrap(), format!("{base}{path}"))
+            .header("host", "hero.test")
+    };
+    // Not on the public address, whatever name it is asked by.
+    let r = as_public("GET", "/metrics").send().await.unwrap();
+    let body = r.text().await.unwrap();
+    assert!(!body.contains("hero_http_requests"), "{body}");
+    // Made-up paths and methods are one label each, however many there are.
+    for i in 0..50 {
+        as_public("GET", &format!("/made-up-{i}"))
+            .send()
+            .await
+            .unwrap();
+        as_public("BREW", &format!("/api/made-up-{i}"))
+            .send()
+            .await
+            .unwrap();
+    }
+    let text = reqwest::get(format!("http://{metrics_at}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let samples = support::metric_samples(&text);
+    let requests: Vec<_> = samples
+        .iter()
+        .filter(|s| s.0 == "hero_http_requests")
+        .collect();
+    let label = |s: &support::Metric, k: &str| s.1.get(k).cloned().unwrap_or_default();
+    let routes: std::collections::BTreeSet<String> =
+        requests.iter().map(|s| label(s, "route")).collect();
+    assert!(routes.len() <= 4, "{routes:?}");
+    let unmatched: f64 = requests
+        .iter()
+        .filter(|s| label(s, "route") == "unmatched")
+        .map(|s| s.2)
+        .sum();
+    assert!(unmatched >= 100.0, "{text}");
+    assert_eq!(
+        support::metric(
+            &samples,
+            "hero_http_requests",
+            &[("route", "/healthz"), ("method", "GET"), ("status", "200")]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    for method in requests.iter().map(|s| label(s, "method")) {
+        assert!(["GET", "other"].contains(&method.as_str()), "{method}");
+    }
+    // The health checks answer on the metrics address too; nothing else does.
+    let at = |path: &str| format!("http://{metrics_at}{path}");
+    assert_eq!(
+        reqwest::get(at("/readyz")).await.unwrap().status().as_u16(),
+        200
+    );
+    assert_eq!(
+        reqwest::get(at("/login")).await.unwrap().status().as_u16(),
+        404
+    );
+    // `log_format = json`: one JSON object a line.
+    let out = output_of(child);
+    assert!(
+        out.contains(&format!(
+            "Metrics are served on http://{metrics_at}/metrics"
+        )),
+        "{out}"
+    );
+    let logged: Vec<serde_json::Value> = out
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(
+        logged
+            .iter()
+            .any(|l| l["level"] == "INFO" && l["fields"]["message"].is_string()),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_metrics_address_is_never_the_public_one() {
+    let out = Command::new(env!("CARGO_BIN_EXE_hero"))
+        .args([
+            "settings",
+            "--addr",
+            "127.0.0.1:3999",
+            "--metrics-addr",
+            "127.0.0.1:3999",
+        ])
+        .env_remove("HERO_CONFIG")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("metrics_addr must differ from addr"), "{err}");
 }

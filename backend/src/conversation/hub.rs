@@ -218,6 +218,11 @@ impl Hub {
         self.streams.held(user_id)
     }
 
+    /// How many live streams are open now, everyone's.
+    pub fn streams_open(&self) -> usize {
+        self.streams.total()
+    }
+
     /// The server is shutting down: every live stream sees [`Hub::closed`] and ends.
     pub fn close(&self) {
         self.closing.send_replace(true);

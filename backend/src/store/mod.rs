@@ -43,6 +43,32 @@ pub(crate) const BUSY_FOR: Duration = Duration::from_secs(5);
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
+/// Whether the database answers, within `within`, and holds every migration this build
+/// knows: what `/readyz` says. `Err` says which is wrong, in words for an operator.
+pub async fn ready(
+    pool: &SqlitePool,
+    within: std::time::Duration,
+) -> std::result::Result<(), String> {
+    let applied =
+        sqlx::query_scalar::<_, i64>("SELECT version FROM _sqlx_migrations WHERE success = 1")
+            .fetch_all(pool);
+    let applied = match tokio::time::timeout(within, applied).await {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => return Err(format!("the database does not answer: {e}")),
+        Err(_) => return Err(format!("the database did not answer within {within:?}")),
+    };
+    let missing = MIGRATOR
+        .iter()
+        .filter(|m| !applied.contains(&m.version))
+        .count();
+    if missing > 0 {
+        return Err(format!(
+            "{missing} of the database's migrations are not applied; `hero migrate` applies them"
+        ));
+    }
+    Ok(())
+}
+
 /// Opens (creating if missing) `<data_dir>/hero.db`. The data directory is created too.
 pub async fn open(data_dir: &Path) -> Result<SqlitePool> {
     // Private: it holds the database and, unless the key comes from the environment, the

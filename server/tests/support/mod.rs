@@ -327,3 +327,47 @@ pub fn agent_messages(frames: &[Value]) -> Vec<&Value> {
         .filter(|f| f["type"] == "message" && f["author_type"] == "agent")
         .collect()
 }
+
+/// One sample of `/metrics`: its family's name, its labels, and its value (a histogram's
+/// count of observations).
+pub type Metric = (String, std::collections::BTreeMap<String, String>, f64);
+
+/// `/metrics`'s text read by an OpenMetrics parser, as a scraper reads it; text it refuses
+/// fails the test.
+pub fn metric_samples(text: &str) -> Vec<Metric> {
+    use openmetrics_parser::OpenMetricsValue as V;
+    let parsed = openmetrics_parser::openmetrics::parse_openmetrics(text)
+        .unwrap_or_else(|e| panic!("not OpenMetrics text ({e:?}):\n{text}"));
+    let mut out = Vec::new();
+    for (name, family) in parsed.families {
+        for s in family.iter_samples() {
+            let labels = s
+                .get_labelset()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let value = match &s.value {
+                V::Counter(c) => c.value.as_f64(),
+                V::Gauge(n) | V::Unknown(n) => n.as_f64(),
+                V::Histogram(h) => h.count.unwrap_or(0) as f64,
+                other => panic!("{name}: unexpected {other:?}"),
+            };
+            out.push((name.clone(), labels, value));
+        }
+    }
+    out
+}
+
+/// The value of the sample of family `name` whose labels include `with`.
+pub fn metric(samples: &[Metric], name: &str, with: &[(&str, &str)]) -> Option<f64> {
+    samples
+        .iter()
+        .find(|(n, labels, _)| {
+            n == name
+                && with
+                    .iter()
+                    .all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|s| s.2)
+}

@@ -45,6 +45,8 @@ pub(super) struct Accumulated {
     input_tokens: u64,
     output_tokens: u64,
     stop_reason: Option<String>,
+    /// When the provider's first delta came (the operator's time-to-first-token).
+    first_at: Option<std::time::Instant>,
 }
 
 /// What a delta asks of the reply.
@@ -201,6 +203,7 @@ pub(super) async fn reply(
     }
     let mut acc = Accumulated::default();
     let mut parser = StreamParser::new();
+    let called_at = std::time::Instant::now();
     let mut ended = match open(out, call, &cancel).await {
         Ok(stream) => {
             let parsing = Parsing {
@@ -223,6 +226,12 @@ pub(super) async fn reply(
         });
     }
     let (input, output) = (acc.input_tokens, acc.output_tokens);
+    let provider = agent.endpoint.provider.as_str();
+    let first_token = acc.first_at.map(|t| t.duration_since(called_at));
+    out.st
+        .metrics
+        .reply(provider, first_token, called_at.elapsed());
+    out.st.metrics.tokens(provider, input, output);
     let (mut payload, tool_calls) = acc.payload(&text, agent);
     if ended.aborted {
         payload["aborted"] = json!(true);
@@ -322,6 +331,7 @@ async fn read(
                 aborted: false,
             };
         };
+        acc.first_at.get_or_insert_with(std::time::Instant::now);
         match acc.take(delta) {
             Step::Text(t) => text(out, live, &mut parsing, t),
             Step::ToolStart { id, name } => out.emit(SseEvent::ToolUseStart(ToolUseStart {

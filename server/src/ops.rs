@@ -1,0 +1,97 @@
+//! What an operator's tools ask of a running Hero: `GET /healthz` (the process answers),
+//! `GET /readyz` (the database answers and holds every migration), both on the public
+//! address and the metrics one; `GET /metrics` (Prometheus text, [`hero_backend::metrics`])
+//! on the metrics address alone (`metrics_addr`), never the public one. And the count of
+//! every answered request by route ([`count_requests`]).
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use hero_backend::AppState;
+
+/// The paths of the health checks: answered whatever `Host` a load balancer names.
+pub const HEALTH_PATHS: [&str; 2] = ["/healthz", "/readyz"];
+
+/// How long `/readyz` waits for the database before saying it does not answer.
+const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The process is up and serving.
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// 200 when the database answers and holds every migration; else 503 saying which.
+pub async fn readyz(State(st): State<AppState>) -> Response {
+    match hero_backend::store::ready(&st.db, READY_WITHIN).await {
+        Ok(()) => "ready\n".into_response(),
+        Err(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        )
+            .into_response(),
+    }
+}
+
+/// Everything counted, as Prometheus reads it.
+pub async fn metrics(State(st): State<AppState>) -> Response {
+    let text = st.metrics.render(hero_backend::metrics::Now {
+        turns: st.turns.count_all(),
+        streams: st.hub.streams_open(),
+        pool_size: st.db.size(),
+        pool_idle: st.db.num_idle(),
+    });
+    (
+        [(header::CONTENT_TYPE, hero_backend::metrics::CONTENT_TYPE)],
+        text,
+    )
+        .into_response()
+}
+
+/// The metrics address's own router: the metrics and the health checks, nothing else.
+pub fn metrics_router(st: AppState) -> Router {
+    Router::new()
+        .route("/metrics", axum::routing::get(metrics))
+        .route("/healthz", axum::routing::get(healthz))
+        .route("/readyz", axum::routing::get(readyz))
+        .with_state(st)
+}
+
+/// The route a request matched, carried on its response to [`count_requests`] (which runs
+/// before routing, when no route is known yet).
+#[derive(Clone)]
+struct Route(MatchedPath);
+
+/// Installed with `route_layer`: runs for matched routes only.
+pub async fn mark_route(req: Request, next: Next) -> Response {
+    let route = req.extensions().get::<MatchedPath>().cloned();
+    let mut res = next.run(req).await;
+    if let Some(r) = route {
+        res.extensions_mut().insert(Route(r));
+    }
+    res
+}
+
+/// Counts every answered request by its route's template (`unmatched` for any path no
+/// route holds, so that made-up paths cannot grow the labels), method and status.
+pub async fn count_requests(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    // A method of no standard is one label, as an unmatched path is.
+    let method = match req.method().as_str() {
+        m @ ("GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS") => m,
+        _ => "other",
+    }
+    .to_owned();
+    let res = next.run(req).await;
+    let route = res
+        .extensions()
+        .get::<Route>()
+        .map_or("unmatched", |r| r.0.as_str())
+        .to_owned();
+    st.metrics.request(&hero_backend::metrics::Request {
+        route,
+        method,
+        status: res.status().as_u16(),
+    });
+    res
+}
