@@ -68,7 +68,7 @@ pub struct Metrics {
 
 /// What is counted elsewhere, read when scraped.
 pub struct Now {
-    /// Replies in flight.
+    /// Replies in flight, and calls running outside one.
     pub turns: usize,
     /// Open event streams and WebSockets.
     pub streams: usize,
@@ -95,7 +95,7 @@ impl Default for Metrics {
         let reply = Seconds::new_with_constructor(reply_buckets);
         registry.register(
             "provider_reply_seconds",
-            "Time from a provider call's start to the end of its reply",
+            "Time from a provider call's start to the end of its reply, for calls whose stream opened",
             reply.clone(),
         );
         let tokens = Family::<Tokens, Counter>::default();
@@ -105,7 +105,11 @@ impl Default for Metrics {
             tokens.clone(),
         );
         let turns = Gauge::default();
-        registry.register("turns_in_flight", "Replies in flight", turns.clone());
+        registry.register(
+            "turns_in_flight",
+            "Replies in flight, and calls running outside one",
+            turns.clone(),
+        );
         let streams = Gauge::default();
         registry.register(
             "live_streams",
@@ -136,8 +140,8 @@ impl Metrics {
         self.requests.get_or_create(labels).inc();
     }
 
-    /// A provider call's reply: how long its first token took (none if no token came) and
-    /// the whole call.
+    /// A provider call's reply: how long its first text, thinking or tool call took (none
+    /// if none came) and the whole call.
     pub fn reply(&self, provider: &str, first_token: Option<Duration>, whole: Duration) {
         let p = Provider {
             provider: provider.to_owned(),

@@ -106,9 +106,10 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     }
     let state = st.clone();
     let app = crate::web::pin_host(
-        crate::web::router(st, crate::web::leptos_options(addr, &cfg.site_root)),
+        crate::web::router(st.clone(), crate::web::leptos_options(addr, &cfg.site_root)),
         crate::web::HostPolicy::new(cfg.public_url.as_ref(), addr),
     );
+    let app = crate::ops::counted(app, st);
     println!("Hero is serving on http://{addr}");
     if let Some(file) = first_run_password {
         // The password itself goes to a private file, never to the output, which often ends

@@ -408,9 +408,16 @@ impl ConfigArgs {
                 "sandbox_uid must not be 0: the sandbox never runs as root (the default is 65534, nobody)"
             );
         }
-        if self.metrics_addr.is_some_and(|m| m == self.addr) {
+        // The same port on overlapping addresses (0.0.0.0 holds every one): the metrics
+        // would share the public address. Port 0 is a free port each, never the same.
+        let overlap = |m: SocketAddr, a: SocketAddr| {
+            m.port() != 0
+                && m.port() == a.port()
+                && (m.ip() == a.ip() || m.ip().is_unspecified() || a.ip().is_unspecified())
+        };
+        if self.metrics_addr.is_some_and(|m| overlap(m, self.addr)) {
             bail!(
-                "metrics_addr must differ from addr: the metrics are never served on the public address"
+                "metrics_addr must not be addr's port on the same address: the metrics are never served on the public address"
             );
         }
         let hash_at_once = match self.hash_at_once {
@@ -609,6 +616,46 @@ mod tests {
             let err = parse(&["--config", &path, bad]).unwrap_err().to_string();
             assert!(err.contains("must"), "{err}");
         }
+    }
+
+    #[test]
+    fn the_metrics_address_never_shares_the_public_one() {
+        let with = |addr: &str, metrics: &str| {
+            parse(&[
+                "--config",
+                "/dev/null",
+                "--addr",
+                addr,
+                "--metrics-addr",
+                metrics,
+            ])
+        };
+        for (addr, metrics) in [
+            ("127.0.0.1:3000", "127.0.0.1:3000"),
+            ("0.0.0.0:3000", "127.0.0.1:3000"),
+            ("127.0.0.1:3000", "0.0.0.0:3000"),
+        ] {
+            let err = with(addr, metrics).unwrap_err().to_string();
+            assert!(
+                err.contains("metrics_addr must not be addr's port"),
+                "{addr} {metrics}: {err}"
+            );
+        }
+        for (addr, metrics) in [
+            ("127.0.0.1:0", "127.0.0.1:0"),
+            ("0.0.0.0:3000", "127.0.0.1:9100"),
+            ("10.0.0.1:3000", "127.0.0.1:3000"),
+        ] {
+            let cfg = with(addr, metrics).unwrap();
+            assert_eq!(cfg.metrics_addr, Some(metrics.parse().unwrap()));
+        }
+        assert_eq!(
+            parse(&["--config", "/dev/null"]).unwrap().metrics_addr,
+            None
+        );
+        let json = parse(&["--config", "/dev/null", "--log-format", "json"]).unwrap();
+        assert_eq!(json.log_format, LogFormat::Json);
+        assert!(parse(&["--config", "/dev/null", "--log-format", "xml"]).is_err());
     }
 
     /// The README's settings table lists exactly the settings there are: each row's flag

@@ -22,9 +22,16 @@ pub async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// 200 when the database answers and holds every migration; else 503 saying which.
+/// 200 when the database answers and holds every migration; else 503 saying which. A
+/// server shutting down is not ready either: a load balancer takes it out of rotation
+/// while its replies drain.
 pub async fn readyz(State(st): State<AppState>) -> Response {
-    match hero_backend::store::ready(&st.db, READY_WITHIN).await {
+    let ready = if st.hub.is_closing() {
+        Err("the server is shutting down".to_owned())
+    } else {
+        hero_backend::store::ready(&st.hot_db, &st.db, READY_WITHIN).await
+    };
+    match ready {
         Ok(()) => "ready\n".into_response(),
         Err(why) => (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -58,24 +65,18 @@ pub fn metrics_router(st: AppState) -> Router {
         .with_state(st)
 }
 
-/// The route a request matched, carried on its response to [`count_requests`] (which runs
-/// before routing, when no route is known yet).
-#[derive(Clone)]
-struct Route(MatchedPath);
-
-/// Installed with `route_layer`: runs for matched routes only.
-pub async fn mark_route(req: Request, next: Next) -> Response {
-    let route = req.extensions().get::<MatchedPath>().cloned();
-    let mut res = next.run(req).await;
-    if let Some(r) = route {
-        res.extensions_mut().insert(Route(r));
-    }
-    res
-}
-
-/// Counts every answered request by its route's template (`unmatched` for any path no
-/// route holds, so that made-up paths cannot grow the labels), method and status.
+/// Counts every answered request by its route's template (the site's files as one, and
+/// `unmatched` for any path no route holds, so that made-up paths cannot grow the labels),
+/// method and status. Layered on the whole router last ([`counted`]), it runs after the
+/// routing and outside every other layer: what they refuse (a `Host` not allowed, a
+/// cross-origin write) is counted too.
 pub async fn count_requests(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let route = match req.extensions().get::<MatchedPath>() {
+        Some(p) => p.as_str(),
+        None if req.uri().path().starts_with("/pkg/") => "/pkg/{*file}",
+        None => "unmatched",
+    }
+    .to_owned();
     // A method of no standard is one label, as an unmatched path is.
     let method = match req.method().as_str() {
         m @ ("GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS") => m,
@@ -83,15 +84,15 @@ pub async fn count_requests(State(st): State<AppState>, req: Request, next: Next
     }
     .to_owned();
     let res = next.run(req).await;
-    let route = res
-        .extensions()
-        .get::<Route>()
-        .map_or("unmatched", |r| r.0.as_str())
-        .to_owned();
     st.metrics.request(&hero_backend::metrics::Request {
         route,
         method,
         status: res.status().as_u16(),
     });
     res
+}
+
+/// `router` with every request counted ([`count_requests`]): the last layer put on it.
+pub fn counted(router: Router, st: AppState) -> Router {
+    router.layer(axum::middleware::from_fn_with_state(st, count_requests))
 }

@@ -46,7 +46,6 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
     let site_files = tower_http::services::ServeDir::new(pkg)
         .precompressed_br()
         .precompressed_gzip();
-    let counted = backend.clone();
     Router::new()
         .nest_service("/pkg", site_files)
         .nest("/api", crate::api::router())
@@ -59,7 +58,6 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
             move || provide_context(backend.clone()),
             move || shell(leptos_options.clone()),
         )
-        .route_layer(axum::middleware::from_fn(crate::ops::mark_route))
         .fallback(leptos_axum::file_and_error_handler::<ServerState, _>(shell))
         .layer(axum::middleware::from_fn(unreadable_calls))
         .layer(axum::middleware::from_fn(missing_file))
@@ -67,10 +65,6 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
         .layer(axum::middleware::from_fn(security_headers))
         .layer(axum::middleware::from_fn(trace_request))
         .layer(page_compression())
-        .layer(axum::middleware::from_fn_with_state(
-            counted,
-            crate::ops::count_requests,
-        ))
         .with_state(state)
 }
 
@@ -408,7 +402,8 @@ pub fn pin_host(router: Router, policy: HostPolicy) -> Router {
                     .get(axum::http::header::HOST)
                     .map(|h| h.to_str().unwrap_or(""));
                 // A load balancer's health check names the address it reaches.
-                let health = crate::ops::HEALTH_PATHS.contains(&req.uri().path());
+                let health = crate::ops::HEALTH_PATHS.contains(&req.uri().path())
+                    && matches!(*req.method(), axum::http::Method::GET | axum::http::Method::HEAD);
                 if let Some(host) = host
                     && !health
                     && !policy.allows(host)

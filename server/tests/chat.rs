@@ -2044,7 +2044,27 @@ async fn a_turn_is_counted_in_the_metrics() {
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     let events = h.stream(session, "Count this").await;
     assert!(names(&events).contains(&"message_complete"));
+    // A tab's event stream, open while the metrics are read; a file of the site.
+    let feed =
+        h.c.get(h.url(&format!("/api/sessions/{session}/events")))
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(feed.status(), StatusCode::OK);
+    let file = h.c.get(h.url("/pkg/hero.css")).send().await.unwrap();
     let samples = scrape(&h).await;
+    assert_eq!(
+        metric(&samples, "hero_live_streams", &[]),
+        Some(1.0),
+        "{samples:?}"
+    );
+    let site = [("route", "/pkg/{*file}"), ("method", "GET")];
+    assert_eq!(
+        metric(&samples, "hero_http_requests", &site),
+        Some(1.0),
+        "{file:?}"
+    );
+    drop(feed);
     let anthropic = [("provider", "anthropic")];
     assert_eq!(
         metric(&samples, "hero_provider_first_token_seconds", &anthropic),
@@ -2057,6 +2077,8 @@ async fn a_turn_is_counted_in_the_metrics() {
     );
     let output = [("provider", "anthropic"), ("kind", "output")];
     assert!(metric(&samples, "hero_tokens", &output).is_some_and(|n| n > 0.0));
+    let input = [("provider", "anthropic"), ("kind", "input")];
+    assert!(metric(&samples, "hero_tokens", &input).is_some_and(|n| n > 0.0));
     let posted = [
         ("route", "/api/sessions/{id}/messages/stream"),
         ("method", "POST"),
@@ -2104,4 +2126,15 @@ async fn readiness_says_what_is_wrong_with_the_database() {
     // The process itself is up.
     let r = h.c.get(h.url("/healthz")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_server_shutting_down_is_not_ready() {
+    let h = hero(&[]).await;
+    let r = h.c.get(h.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    h.st.shutdown();
+    let r = h.c.get(h.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.text().await.unwrap().contains("shutting down"));
 }

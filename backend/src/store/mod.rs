@@ -43,18 +43,30 @@ pub(crate) const BUSY_FOR: Duration = Duration::from_secs(5);
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
-/// Whether the database answers, within `within`, and holds every migration this build
-/// knows: what `/readyz` says. `Err` says which is wrong, in words for an operator.
+/// Whether the database answers, within `within`, on the pool and on the hot connection,
+/// and holds every migration this build knows: what `/readyz` says. `Err` says which is
+/// wrong in words for anyone who asks (the public address answers it); the database's own
+/// error goes to the log.
 pub async fn ready(
+    hot: &HotDb,
     pool: &SqlitePool,
     within: std::time::Duration,
 ) -> std::result::Result<(), String> {
-    let applied =
-        sqlx::query_scalar::<_, i64>("SELECT version FROM _sqlx_migrations WHERE success = 1")
-            .fetch_all(pool);
-    let applied = match tokio::time::timeout(within, applied).await {
+    let answers = async {
+        let applied =
+            sqlx::query_scalar::<_, i64>("SELECT version FROM _sqlx_migrations WHERE success = 1")
+                .fetch_all(pool)
+                .await?;
+        hot.read(pool, |c| Ok(c.query_row("SELECT 1", [], |_| Ok(()))?))
+            .await?;
+        Ok::<_, crate::Error>(applied)
+    };
+    let applied = match tokio::time::timeout(within, answers).await {
         Ok(Ok(v)) => v,
-        Ok(Err(e)) => return Err(format!("the database does not answer: {e}")),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "not ready: the database does not answer");
+            return Err("the database does not answer".into());
+        }
         Err(_) => return Err(format!("the database did not answer within {within:?}")),
     };
     let missing = MIGRATOR

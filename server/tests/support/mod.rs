@@ -80,9 +80,12 @@ pub async fn hero_with(allow: &[std::net::SocketAddr], tweak: impl FnOnce(&mut S
     let test_support::TestState { st, dir } = test_support::state_with(settings).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = server::web::router(
+    let app = server::ops::counted(
+        server::web::router(
+            st.clone(),
+            server::web::leptos_options(addr, &dir.path().join("site")),
+        ),
         st.clone(),
-        server::web::leptos_options(addr, &dir.path().join("site")),
     );
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     accounts::create(&st.db, &st.keys, "alice", "alice-password", false)

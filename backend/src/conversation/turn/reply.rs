@@ -45,7 +45,8 @@ pub(super) struct Accumulated {
     input_tokens: u64,
     output_tokens: u64,
     stop_reason: Option<String>,
-    /// When the provider's first delta came (the operator's time-to-first-token).
+    /// When the reply's first text, thinking or tool call came (the operator's time to
+    /// first token).
     first_at: Option<std::time::Instant>,
 }
 
@@ -65,6 +66,16 @@ pub(super) enum Step {
 impl Accumulated {
     /// Takes one delta (or the stream's error).
     pub(super) fn take(&mut self, d: Result<Delta, ProviderError>) -> Step {
+        // The first of the reply itself (a provider's opening usage event is not).
+        if matches!(
+            d,
+            Ok(Delta::Text(_)
+                | Delta::Thinking(_)
+                | Delta::ToolUseStart { .. }
+                | Delta::ToolInput { .. })
+        ) {
+            self.first_at.get_or_insert_with(std::time::Instant::now);
+        }
         match d {
             Ok(Delta::Text(t)) if self.len + t.len() > MAX_REPLY_BYTES => Step::Fail(format!(
                 "the reply grew past {} MiB and was ended",
@@ -204,8 +215,10 @@ pub(super) async fn reply(
     let mut acc = Accumulated::default();
     let mut parser = StreamParser::new();
     let called_at = std::time::Instant::now();
+    let mut opened = false;
     let mut ended = match open(out, call, &cancel).await {
         Ok(stream) => {
+            opened = true;
             let parsing = Parsing {
                 parser: &mut parser,
                 early,
@@ -227,10 +240,12 @@ pub(super) async fn reply(
     }
     let (input, output) = (acc.input_tokens, acc.output_tokens);
     let provider = agent.endpoint.provider.as_str();
-    let first_token = acc.first_at.map(|t| t.duration_since(called_at));
-    out.st
-        .metrics
-        .reply(provider, first_token, called_at.elapsed());
+    // A call that never opened (refused, unreachable) is no reply's time.
+    if opened {
+        let first_token = acc.first_at.map(|t| t.duration_since(called_at));
+        let whole = called_at.elapsed();
+        out.st.metrics.reply(provider, first_token, whole);
+    }
     out.st.metrics.tokens(provider, input, output);
     let (mut payload, tool_calls) = acc.payload(&text, agent);
     if ended.aborted {
@@ -331,7 +346,6 @@ async fn read(
                 aborted: false,
             };
         };
-        acc.first_at.get_or_insert_with(std::time::Instant::now);
         match acc.take(delta) {
             Step::Text(t) => text(out, live, &mut parsing, t),
             Step::ToolStart { id, name } => out.emit(SseEvent::ToolUseStart(ToolUseStart {
@@ -459,6 +473,22 @@ mod tests {
             panic!("one byte past the bound was taken");
         };
         assert!(why.contains("4 MiB"), "{why}");
+    }
+
+    #[test]
+    fn the_first_token_is_the_replys_own_not_the_providers_opening() {
+        let mut acc = Accumulated::default();
+        let usage = Delta::Usage {
+            input: Some(12),
+            output: None,
+        };
+        acc.take(Ok(usage));
+        acc.take(Err(ProviderError::Stalled(1)));
+        assert!(acc.first_at.is_none(), "usage and errors are no token");
+        acc.take(Ok(Delta::Thinking("hmm".into())));
+        let first = acc.first_at.expect("thinking is the reply's");
+        acc.take(text("later"));
+        assert_eq!(acc.first_at, Some(first), "the first stays the first");
     }
 
     #[test]
