@@ -9,6 +9,8 @@ port="$1"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${HERO_BIN:-$root/target/debug/hero}"
 data="$root/target/e2e-data"
+# What a sandboxed test left unwritable is made writable first, so that it goes too.
+chmod -R u+rwx "$data" 2>/dev/null || true
 rm -rf "$data"
 mkdir -m 700 -p "$data"
 # The chat tests' agents point at the mock LLM, one port up (playwright.config.ts): the only

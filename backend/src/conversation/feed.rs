@@ -206,6 +206,14 @@ impl SessionFeed {
             // A call runs after its message is stored: its events are not the reply's.
             HubEvent::Stream { event, .. } => match event.message_id() {
                 Some(m) if self.read_from_log(m) && !event.is_execution() => None,
+                // Sent as a phantom already (joined mid-reply): its start would begin it
+                // again, empty, and the chunks the phantom holds are not sent.
+                Some(m)
+                    if matches!(event, hero_shared::wire::SseEvent::MessageStart(_))
+                        && self.held(m) =>
+                {
+                    None
+                }
                 _ => Some(SessionEvent::Reply(event.clone())),
             },
             HubEvent::Chunk {
@@ -228,7 +236,11 @@ impl SessionFeed {
                     content: delta.clone(),
                 }))
             }
-            HubEvent::Started(live) if self.read_from_log(&live.message_id) => None,
+            HubEvent::Started(live)
+                if self.read_from_log(&live.message_id) || self.held(&live.message_id) =>
+            {
+                None
+            }
             // Published before any of the reply's text, so all of it follows as chunks: a
             // snapshot taken now (the turn may be tokens ahead of this reader) would hold
             // back text the page that began the reply on `message_start` never gets.
@@ -268,6 +280,11 @@ impl SessionFeed {
             self.from_log.pop_front();
         }
         self.from_log.push_back(frame.id.clone());
+    }
+
+    /// Whether message `id` was sent as a phantom of the reply so far.
+    fn held(&self, id: &str) -> bool {
+        self.phantoms.iter().any(|(p, _)| p == id)
     }
 
     /// Whether the frame of message `id` was read from the log.
@@ -466,6 +483,18 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // The reply's start, read after the phantom (the turn published it while the
+        // reader caught up from the log), neither begins it again nor empties it.
+        let start = SseEvent::MessageStart(hero_shared::wire::MessageStart {
+            message_id: "reply-1".into(),
+            session_id: fx.session,
+            agent_name: "Agent".into(),
+        });
+        fx.publish(HubEvent::Stream {
+            session_id: fx.session,
+            event: start,
+        });
+        fx.publish(HubEvent::Started(live.clone()));
         let off = live.push("!");
         fx.publish(chunk("!", off));
         match next(&mut feed).await {

@@ -8,6 +8,32 @@ use sqlx::SqlitePool;
 use super::BUSY_FOR;
 use crate::{Error, Result};
 
+/// The hot connection inside a write transaction that [`HotDb::write`] began and ends:
+/// what must happen in one transaction (a frame's `seq` read, then its insert) takes it.
+pub struct Tx<'c>(&'c rusqlite::Connection);
+
+/// A transaction not committed when its `Tx` goes (an error, a panic in the caller's
+/// closure) is rolled back then. If the rollback fails too, `HotDb::run` sees the
+/// transaction left open and opens another connection.
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        if !self.0.is_autocommit() {
+            let _ = self
+                .0
+                .prepare_cached("ROLLBACK")
+                .and_then(|mut s| s.execute([]));
+        }
+    }
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = rusqlite::Connection;
+
+    fn deref(&self) -> &rusqlite::Connection {
+        self.0
+    }
+}
+
 /// The connection of the hot path, kept out of the pool: every request's sign-in check and
 /// every turn's reads and writes, run on the calling thread.
 ///
@@ -27,18 +53,6 @@ use crate::{Error, Result};
 /// write-ahead log and restarts it, so the log holds at most that many writes. One
 /// connection for the turns also keeps their pages warm: in WAL mode a connection drops its
 /// page cache whenever another one has written.
-/// The hot connection inside a write transaction that [`HotDb::write`] began and ends:
-/// what must happen in one transaction (a frame's `seq` read, then its insert) takes it.
-pub struct Tx<'c>(&'c rusqlite::Connection);
-
-impl std::ops::Deref for Tx<'_> {
-    type Target = rusqlite::Connection;
-
-    fn deref(&self) -> &rusqlite::Connection {
-        self.0
-    }
-}
-
 #[derive(Default)]
 pub struct HotDb {
     conn: std::sync::Mutex<Option<rusqlite::Connection>>,
@@ -73,16 +87,10 @@ impl HotDb {
                 // Kept statements: rusqlite's `Transaction` parses "BEGIN IMMEDIATE" and
                 // "COMMIT" again on every write (docs/perf.md).
                 c.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-                let r = f(&Tx(c)).and_then(|v| {
-                    c.prepare_cached("COMMIT")?.execute([])?;
-                    Ok(v)
-                });
-                // If the rollback fails too, `run` sees the transaction left open and
-                // opens another connection.
-                if r.is_err() && !c.is_autocommit() {
-                    let _ = c.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
-                }
-                r
+                let tx = Tx(c);
+                let v = f(&tx)?;
+                c.prepare_cached("COMMIT")?.execute([])?;
+                Ok(v)
             })
             .await;
         use std::sync::atomic::Ordering;
@@ -302,10 +310,22 @@ mod tests {
             })
             .await;
         assert!(refused.is_err());
+        // And a closure that panics, after a statement ran.
+        let panicked = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(hot.write(
+            &pool,
+            |tx| -> Result<()> {
+                insert(5)(tx)?;
+                panic!("a bug in the caller's closure")
+            },
+        )))
+        .await;
+        assert!(panicked.is_err());
+        let conn = hot.conn.lock().unwrap_or_else(|p| p.into_inner());
         assert!(
-            hot.conn.lock().unwrap().as_ref().unwrap().is_autocommit(),
+            conn.as_ref().unwrap().is_autocommit(),
             "no transaction is left open"
         );
+        drop(conn);
         hot.write(&pool, insert(4)).await.unwrap();
         let rows: Vec<(i64,)> = sqlx::query_as("SELECT n FROM t ORDER BY n")
             .fetch_all(&pool)

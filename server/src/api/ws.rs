@@ -73,7 +73,9 @@ pub fn to_ws(ev: &HubEvent) -> Option<WsServerMessage> {
                 content: delta.clone(),
             }),
         ),
-        HubEvent::Started(live) => (live.session_id, SessionEvent::Phantom(live.snapshot().0)),
+        // Published before any of the reply's text, which follows it as chunks: a snapshot
+        // here would repeat what the turn pushed before this socket read the start.
+        HubEvent::Started(live) => (live.session_id, SessionEvent::Phantom(live.started())),
         HubEvent::Approval(a) => (a.session_id, SessionEvent::Approval(a.clone())),
         HubEvent::Question(q) => (q.session_id, SessionEvent::Question(q.clone())),
     };
@@ -273,6 +275,30 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replys_start_is_an_empty_phantom_its_chunks_carry_the_text() {
+        let live = std::sync::Arc::new(hero_backend::conversation::in_flight::InFlight::new(
+            "reply-1", 7, 4, "Agent", 3,
+        ));
+        // Pushed before the socket read the start: its chunk follows on the channel.
+        live.push("Hello");
+        match to_ws(&HubEvent::Started(live)) {
+            Some(WsServerMessage::Frame { frame, phantom }) => {
+                assert!(phantom);
+                assert_eq!(
+                    (frame.id.as_str(), frame.payload["content"].as_str()),
+                    ("reply-1", Some(""))
+                );
+            }
+            other => panic!("{other:?}"),
         }
     }
 }
