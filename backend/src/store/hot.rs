@@ -320,12 +320,13 @@ mod tests {
         )))
         .await;
         assert!(panicked.is_err());
-        let conn = hot.conn.lock().unwrap_or_else(|p| p.into_inner());
-        assert!(
-            conn.as_ref().unwrap().is_autocommit(),
-            "no transaction is left open"
-        );
-        drop(conn);
+        let closed = hot
+            .conn
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|c| c.is_autocommit());
+        assert!(closed, "no transaction is left open");
         hot.write(&pool, insert(4)).await.unwrap();
         let rows: Vec<(i64,)> = sqlx::query_as("SELECT n FROM t ORDER BY n")
             .fetch_all(&pool)
