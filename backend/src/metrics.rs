@@ -64,6 +64,7 @@ pub struct Metrics {
     turns: Gauge,
     streams: Gauge,
     connections: Family<Connections, Gauge>,
+    lagged: Counter,
 }
 
 /// What is counted elsewhere, read when scraped.
@@ -122,6 +123,12 @@ impl Default for Metrics {
             "The database pool's connections, by state (busy or idle)",
             connections.clone(),
         );
+        let lagged = Counter::default();
+        registry.register(
+            "fanout_lagged",
+            "Live readers (event streams, WebSockets) closed for falling too far behind the session's events",
+            lagged.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -131,6 +138,7 @@ impl Default for Metrics {
             turns,
             streams,
             connections,
+            lagged,
         }
     }
 }
@@ -161,6 +169,11 @@ impl Metrics {
             };
             self.tokens.get_or_create(&labels).inc_by(n);
         }
+    }
+
+    /// A live reader was closed for falling too far behind (the hub's channel bound).
+    pub fn lagged(&self) {
+        self.lagged.inc();
     }
 
     /// Everything, as Prometheus reads it.
@@ -203,6 +216,7 @@ mod tests {
         );
         m.reply("anthropic", None, Duration::from_millis(40));
         m.tokens("anthropic", 120, 45);
+        m.lagged();
         let text = m.render(Now {
             turns: 3,
             streams: 2,
@@ -219,6 +233,7 @@ mod tests {
             "hero_live_streams 2",
             r#"hero_db_pool_connections{state="idle"} 4"#,
             r#"hero_db_pool_connections{state="busy"} 1"#,
+            "hero_fanout_lagged_total 1",
         ] {
             assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
         }

@@ -162,6 +162,7 @@ impl SessionFeed {
             let ev = match ev {
                 Ok(ev) => ev,
                 Err(broadcast::error::RecvError::Lagged(n)) => {
+                    self.st.metrics.lagged();
                     self.end(SessionEvent::Error(format!(
                         "this stream fell {n} events behind and was closed; reconnect with Last-Event-ID to resume"
                     )));
@@ -680,6 +681,17 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(next(&mut feed).await, None);
+        // The operator's metrics count it.
+        let text = fx.t.metrics.render(crate::metrics::Now {
+            turns: 0,
+            streams: 0,
+            pool_size: 0,
+            pool_idle: 0,
+        });
+        assert!(
+            text.lines().any(|l| l == "hero_fanout_lagged_total 1"),
+            "{text}"
+        );
     }
 
     #[tokio::test]

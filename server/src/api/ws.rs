@@ -268,6 +268,7 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
                         }
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
+                    st.metrics.lagged();
                     let m = WsServerMessage::Error { error: format!("this connection fell {n} events behind and was closed; reconnect") };
                     let _ = send(&mut sink, &m).await;
                     let _ = sink.close().await;
