@@ -21,18 +21,18 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Request {
     pub route: String,
-    pub method: String,
+    pub method: &'static str,
     pub status: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Provider {
-    provider: String,
+    provider: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Tokens {
-    provider: String,
+    provider: &'static str,
     kind: &'static str,
 }
 
@@ -150,10 +150,8 @@ impl Metrics {
 
     /// A provider call's reply: how long its first text, thinking or tool call took (none
     /// if none came) and the whole call.
-    pub fn reply(&self, provider: &str, first_token: Option<Duration>, whole: Duration) {
-        let p = Provider {
-            provider: provider.to_owned(),
-        };
+    pub fn reply(&self, provider: &'static str, first_token: Option<Duration>, whole: Duration) {
+        let p = Provider { provider };
         if let Some(t) = first_token {
             self.first_token.get_or_create(&p).observe(t.as_secs_f64());
         }
@@ -161,12 +159,9 @@ impl Metrics {
     }
 
     /// The tokens a provider counted for one call.
-    pub fn tokens(&self, provider: &str, input: u64, output: u64) {
+    pub fn tokens(&self, provider: &'static str, input: u64, output: u64) {
         for (kind, n) in [("input", input), ("output", output)] {
-            let labels = Tokens {
-                provider: provider.to_owned(),
-                kind,
-            };
+            let labels = Tokens { provider, kind };
             self.tokens.get_or_create(&labels).inc_by(n);
         }
     }
@@ -204,7 +199,7 @@ mod tests {
         let m = Metrics::default();
         let get = Request {
             route: "/api/sessions/{id}".into(),
-            method: "GET".into(),
+            method: "GET",
             status: 200,
         };
         m.request(&get);

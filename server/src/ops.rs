@@ -5,13 +5,14 @@
 //! every answered request by route ([`count_requests`]).
 
 use axum::Router;
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{FromRef, MatchedPath, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hero_backend::AppState;
 
-/// The paths of the health checks: answered whatever `Host` a load balancer names.
+/// The paths of the health checks ([`health`]): answered whatever `Host` a load balancer
+/// names.
 pub const HEALTH_PATHS: [&str; 2] = ["/healthz", "/readyz"];
 
 /// How long `/readyz` waits for the database before saying it does not answer.
@@ -56,12 +57,22 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
         .into_response()
 }
 
+/// The health checks' routes, the same on both addresses ([`HEALTH_PATHS`]).
+pub fn health<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    AppState: FromRef<S>,
+{
+    let [live, ready] = HEALTH_PATHS;
+    Router::new()
+        .route(live, axum::routing::get(healthz))
+        .route(ready, axum::routing::get(readyz))
+}
+
 /// The metrics address's own router: the metrics and the health checks, nothing else.
 pub fn metrics_router(st: AppState) -> Router {
-    Router::new()
+    health()
         .route("/metrics", axum::routing::get(metrics))
-        .route("/healthz", axum::routing::get(healthz))
-        .route("/readyz", axum::routing::get(readyz))
         .with_state(st)
 }
 
@@ -79,10 +90,15 @@ pub async fn count_requests(State(st): State<AppState>, req: Request, next: Next
     .to_owned();
     // A method of no standard is one label, as an unmatched path is.
     let method = match req.method().as_str() {
-        m @ ("GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS") => m,
+        "GET" => "GET",
+        "HEAD" => "HEAD",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "PATCH" => "PATCH",
+        "DELETE" => "DELETE",
+        "OPTIONS" => "OPTIONS",
         _ => "other",
-    }
-    .to_owned();
+    };
     let res = next.run(req).await;
     st.metrics.request(&hero_backend::metrics::Request {
         route,

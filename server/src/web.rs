@@ -50,8 +50,7 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
         .nest_service("/pkg", site_files)
         .nest("/api", crate::api::router())
         .route("/ws", axum::routing::get(crate::api::ws::ws))
-        .route("/healthz", axum::routing::get(crate::ops::healthz))
-        .route("/readyz", axum::routing::get(crate::ops::readyz))
+        .merge(crate::ops::health())
         .leptos_routes_with_context(
             &state,
             routes,
