@@ -4,6 +4,9 @@ import { defineConfig } from "@playwright/test";
 // started by serve-for-tests.sh with a fresh data directory and two users.
 const port = Number(process.env.HERO_E2E_PORT ?? 3210);
 process.env.HERO_E2E_MOCK = `http://127.0.0.1:${port + 1}`;
+// Hero under /hero behind nginx: the proxy that strips the prefix, and the one that does not.
+process.env.HERO_E2E_STRIPPING = `http://127.0.0.1:${port + 2}`;
+process.env.HERO_E2E_PASSING = `http://127.0.0.1:${port + 3}`;
 
 export default defineConfig({
   testDir: "./tests",
@@ -26,6 +29,16 @@ export default defineConfig({
     {
       command: `sh ./serve-for-tests.sh ${port}`,
       url: `http://127.0.0.1:${port}/login`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: "pipe",
+      stderr: "pipe",
+    },
+    {
+      // Hero under /hero behind nginx (base-path.spec.ts): a proxy that strips the prefix
+      // on port + 2, one that passes it on at port + 3, Hero itself at port + 4.
+      command: `sh ./serve-behind-nginx.sh ${port + 2} 127.0.0.1:${port + 1}`,
+      url: `http://127.0.0.1:${port + 2}/hero/login`,
       reuseExistingServer: false,
       timeout: 60_000,
       stdout: "pipe",

@@ -17,6 +17,13 @@ if [ "$want_browser" = browser ] && [ ! -x /usr/bin/chromium ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
+# nginx: the base-path browser tests serve Hero under /hero behind it (reference 000's layout).
+if [ "$want_browser" = browser ] && [ ! -x /usr/sbin/nginx ]; then
+  echo "setup: installing Debian's nginx-light for the base-path browser tests"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null
+fi
+
 # bubblewrap: the sandbox `bash` runs in (without it, bash is refused).
 if ! command -v bwrap >/dev/null; then
   echo "setup: installing Debian's bubblewrap (the sandbox of bash)"

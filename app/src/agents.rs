@@ -134,7 +134,7 @@ pub fn AgentsPage() -> impl IntoView {
         <Suspense>
             {move || user.get().map(|u| match u {
                 Ok(_) => view! { <Agents/> }.into_any(),
-                Err(_) => view! { <Redirect path="/login"/> }.into_any(),
+                Err(_) => view! { <Redirect path=crate::base::href("/login")/> }.into_any(),
             })}
         </Suspense>
     }
@@ -148,7 +148,7 @@ fn Agents() -> impl IntoView {
     let agents = resource(|| (), |_| list_agents());
     view! {
         <main class="agents-page" data-agent-feed="">
-            <p><a href="/">"← Back to sessions"</a></p>
+            <p><a href=crate::base::href("/")>"← Back to sessions"</a></p>
             <h1>"Agents"</h1>
             <p class="muted">"API keys are stored encrypted and never shown again; leave the key empty to keep the stored one."</p>
             <Suspense>
@@ -199,7 +199,7 @@ fn AgentCard(a: AgentDto) -> impl IntoView {
                 <strong class="agent-name">{a.name.clone()}</strong>
                 <span class="badge">{a.provider.as_str()}</span>
                 <span class="badge agent-type">{a.kind.as_str()}</span>
-                <a class="agent-files" href=format!("/agents/{id}/files")>"Files"</a>
+                <a class="agent-files" href=crate::base::href(&format!("/agents/{id}/files"))>"Files"</a>
                 <span class="muted">{if a.has_api_key { "key set" } else { "no key" }}</span>
                 <span class="agent-status" data-testid="agent-status" data-status=a.status.clone()>
                     {agent_status_line(&a.status, "")}

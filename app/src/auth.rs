@@ -34,7 +34,7 @@ pub async fn login(username: String, password: String) -> Result<(), ServerFnErr
     let cookie = hero_backend::accounts::auth::session_cookie(
         &l.token,
         st.settings.token_ttl.whole_seconds(),
-        st.settings.secure_cookie,
+        &st.settings,
     );
     let resp = expect_context::<leptos_axum::ResponseOptions>();
     resp.append_header(
@@ -55,10 +55,8 @@ pub async fn logout() -> Result<(), ServerFnError> {
     let resp = expect_context::<leptos_axum::ResponseOptions>();
     resp.append_header(
         http::header::SET_COOKIE,
-        http::HeaderValue::from_str(&hero_backend::accounts::auth::clear_cookie(
-            st.settings.secure_cookie,
-        ))
-        .map_err(|e| ServerFnError::new(e.to_string()))?,
+        http::HeaderValue::from_str(&hero_backend::accounts::auth::clear_cookie(&st.settings))
+            .map_err(|e| ServerFnError::new(e.to_string()))?,
     );
     Ok(())
 }
@@ -69,7 +67,7 @@ pub fn LoginPage() -> impl IntoView {
     view! {
         <Suspense>
             {move || user.get().map(|u| match u {
-                Ok(_) => view! { <Redirect path="/"/> }.into_any(),
+                Ok(_) => view! { <Redirect path=crate::base::href("/")/> }.into_any(),
                 Err(_) => view! {
                     <main class="login">
                         <h1>"Hero"</h1>

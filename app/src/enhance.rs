@@ -32,8 +32,15 @@ pub fn FnForm(
     done: Option<String>,
     children: Children,
 ) -> impl IntoView {
+    // The function's path and a path to open go under the base path; `reload` and
+    // `refresh` are words.
+    let then = if then.starts_with('/') {
+        crate::base::href(then)
+    } else {
+        then.to_owned()
+    };
     view! {
-        <form method="post" action=action class=class data-then=then data-done=done>
+        <form method="post" action=crate::base::href(action) class=class data-then=then data-done=done>
             {children()}
             <p class="form-error" role="alert" hidden></p>
         </form>
@@ -359,7 +366,9 @@ mod browser {
             "ws"
         };
         let Ok(host) = loc.host() else { return };
-        let Ok(ws) = web_sys::WebSocket::new(&format!("{scheme}://{host}/ws")) else {
+        let Ok(ws) =
+            web_sys::WebSocket::new(&format!("{scheme}://{host}{}/ws", crate::base::path()))
+        else {
             return;
         };
         let on_message =

@@ -75,7 +75,7 @@ pub fn FilesPage() -> impl IntoView {
         <Suspense>
             {move || user.get().map(|u| match u {
                 Ok(_) => view! { <Files agent_id selected/> }.into_any(),
-                Err(_) => view! { <Redirect path="/login"/> }.into_any(),
+                Err(_) => view! { <Redirect path=crate::base::href("/login")/> }.into_any(),
             })}
         </Suspense>
     }
@@ -136,7 +136,7 @@ fn Files(agent_id: i64, selected: &'static str) -> impl IntoView {
     };
     view! {
         <main class="files-page">
-            <p><a href="/agents">"← Back to agents"</a></p>
+            <p><a href=crate::base::href("/agents")>"← Back to agents"</a></p>
             <h1>"Context files"</h1>
             <p class="muted">"What the agent is told about itself and about you, in every call. Empty a file to delete it; an empty BOOTSTRAP.md ends the first-run ritual."</p>
             <span class="saved" role="status"></span>

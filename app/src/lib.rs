@@ -16,6 +16,7 @@
 
 pub mod agents;
 pub mod auth;
+pub mod base;
 pub mod chat;
 #[cfg(feature = "ssr")]
 pub mod csp;
@@ -43,6 +44,11 @@ pub fn hydrate() {
     // With no island, this hydrates nothing: it starts the executor that runs the page's
     // tasks and effects, and sets the root owner of what the page holds.
     leptos::mount::hydrate_islands();
+    // Server functions are called under the base path, as every other request.
+    let base = base::path();
+    if !base.is_empty() {
+        let _ = leptos::server_fn::client::try_set_server_url(base.leak());
+    }
     chat::client::start();
     enhance::install();
     navigate::install();
@@ -55,27 +61,29 @@ pub fn hydrate() {
 /// one is three times its size, and there are no islands), with the page's resources left
 /// out of the page, as the islands loader would: nothing hydrates from them.
 #[component]
-fn Loader(options: LeptosOptions) -> impl IntoView {
+fn Loader(options: LeptosOptions, root: String) -> impl IntoView {
     if let Some(sc) = Owner::current_shared_context() {
         sc.set_is_hydrating(false);
     }
-    view! { <HydrationScripts options/> }
+    view! { <HydrationScripts options root/> }
 }
 
 /// The HTML document around the app, rendered on the server only.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     #[cfg(feature = "ssr")]
     csp::send_with_nonce();
+    let root = base::path();
     view! {
         <!DOCTYPE html>
         <html lang="en">
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
-                <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
-                <HashedStylesheet options=options.clone() id="leptos"/>
+                <meta name=base::META content=root.clone()/>
+                <link rel="icon" href=format!("{root}/favicon.svg") type="image/svg+xml"/>
+                <HashedStylesheet options=options.clone() id="leptos" root=root.clone()/>
                 <AutoReload options=options.clone()/>
-                <Loader options/>
+                <Loader options root/>
                 <MetaTags/>
             </head>
             <body>

@@ -9,7 +9,8 @@
 //! The pure part (which clicks are taken, which paths are a session's) is above `browser`
 //! and tested natively.
 
-/// The session a link's `href` opens, if it is one of this site's session pages.
+/// The session a link's `href` opens, if it is one of this site's session pages (`href` is
+/// the app's own path: the base path taken off, [`crate::base::app_path`]).
 pub fn session_of(href: &str) -> Option<i64> {
     let id = href.strip_prefix("/s/")?;
     let end = id.bytes().position(|b| b == b'?' || b == b'#');
@@ -63,7 +64,12 @@ mod browser {
                 return;
             };
             match location.pathname() {
-                Ok(path) if swappable() && (path == "/" || session_of(&path).is_some()) => {
+                Ok(path)
+                    if swappable() && {
+                        let own = crate::base::app_path(&path);
+                        own == "/" || session_of(own).is_some()
+                    } =>
+                {
                     go(path, false)
                 }
                 _ => drop(location.reload()),
@@ -104,7 +110,7 @@ mod browser {
         let Some(href) = link.get_attribute("href") else {
             return;
         };
-        if session_of(&href).is_none() || !swappable() {
+        if session_of(crate::base::app_path(&href)).is_none() || !swappable() {
             return;
         }
         ev.prevent_default();

@@ -64,7 +64,7 @@ pub fn PermissionsPage() -> impl IntoView {
         <Suspense>
             {move || user.get().map(|u| match u {
                 Ok(_) => view! { <Permissions/> }.into_any(),
-                Err(_) => view! { <Redirect path="/login"/> }.into_any(),
+                Err(_) => view! { <Redirect path=crate::base::href("/login")/> }.into_any(),
             })}
         </Suspense>
     }
@@ -78,7 +78,7 @@ fn Permissions() -> impl IntoView {
     let workspace = resource(|| (), |_| workspace_usage());
     view! {
         <main class="permissions-page">
-            <p><a href="/">"← Back to sessions"</a></p>
+            <p><a href=crate::base::href("/")>"← Back to sessions"</a></p>
             <h1>"Permissions"</h1>
             <p class="muted">"What your agents may run: always (at once), ask (a card in the chat waits for your approval) or never (the agent is told it was denied)."</p>
             <Suspense>

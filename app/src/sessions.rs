@@ -157,7 +157,7 @@ pub fn Workspace() -> impl IntoView {
         <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
             {move || user.get().map(|u| match u {
                 Ok(u) => view! { <SignedIn user=u data/> }.into_any(),
-                Err(_) => view! { <Redirect path="/login"/> }.into_any(),
+                Err(_) => view! { <Redirect path=crate::base::href("/login")/> }.into_any(),
             })}
         </Suspense>
     }
@@ -176,7 +176,7 @@ fn SignedIn(user: UserDto, data: PageData) -> impl IntoView {
         <div class="workspace">
             <aside class="sidebar">
                 <header class="sidebar-head">
-                    <a class="brand" href="/">"Hero"</a>
+                    <a class="brand" href=crate::base::href("/")>"Hero"</a>
                     <span class="whoami" data-testid="whoami">{user.username.clone()}</span>
                     <SignOut/>
                 </header>
@@ -267,7 +267,7 @@ fn SessionTree(sessions: Vec<SessionDto>, current: Memo<Option<i64>>) -> impl In
                 );
                 view! {
                     <li class=class data-depth=row.depth data-session-id=id data-status=row.session.status.as_str()>
-                        <a href=format!("/s/{id}") aria-current=(current.get_untracked() == Some(id)).then_some("page")>
+                        <a href=crate::base::href(&format!("/s/{id}")) aria-current=(current.get_untracked() == Some(id)).then_some("page")>
                             {row.session.name}
                         </a>
                     </li>

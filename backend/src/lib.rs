@@ -49,6 +49,9 @@ pub struct Settings {
     pub token_ttl: time::Duration,
     /// Mark the auth cookie `Secure` (set when Hero is served over HTTPS).
     pub secure_cookie: bool,
+    /// The path Hero is served under behind a proxy (`/hero`), empty at the host's root:
+    /// the sign-in cookie is sent only there.
+    pub base_path: String,
     /// Timeouts and retries of provider calls.
     pub call_options: providers::CallOptions,
     /// How often a live stream (events, WebSocket) re-checks its sign-in.
@@ -77,6 +80,7 @@ impl Default for Settings {
         Settings {
             token_ttl: time::Duration::days(7),
             secure_cookie: false,
+            base_path: String::new(),
             call_options: providers::CallOptions::default(),
             recheck_every: accounts::auth::RECHECK_EVERY,
             egress: execution::egress::EgressPolicy::default(),

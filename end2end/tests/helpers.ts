@@ -6,23 +6,24 @@ export async function ready(page: Page) {
 }
 
 /** Signs in. The offline demo starts with its first-run ritual; unless `ritual` is asked
- * for, it is ended at once (an empty BOOTSTRAP.md), so that the demo plays its showcase. */
-export async function signIn(page: Page, user: string, password: string, opts: { ritual?: boolean } = {}) {
-  await page.goto("/login");
+ * for, it is ended at once (an empty BOOTSTRAP.md), so that the demo plays its showcase.
+ * `at` is where Hero is served (a proxy's URL and base path), else the test's own Hero. */
+export async function signIn(page: Page, user: string, password: string, opts: { ritual?: boolean; at?: string } = {}) {
+  await page.goto(`${opts.at ?? ""}/login`);
   await ready(page);
   await page.getByLabel("Username").fill(user);
   await page.getByLabel("Password").fill(password);
   await page.getByRole("button", { name: "Sign in" }).click();
   await expect(page.getByTestId("whoami")).toHaveText(user);
   await ready(page);
-  if (!opts.ritual) await endRitual(page);
+  if (!opts.ritual) await endRitual(page, opts.at);
 }
 
 /** Ends the demo agent's first-run ritual through the files API. */
-export async function endRitual(page: Page) {
-  const agents = await (await page.request.get("/api/agents")).json();
+export async function endRitual(page: Page, at = "") {
+  const agents = await (await page.request.get(`${at}/api/agents`)).json();
   for (const a of agents.filter((a: any) => a.provider === "scripted")) {
-    const r = await page.request.put(`/api/agents/${a.id}/files/BOOTSTRAP.md`, { data: { content: "" } });
+    const r = await page.request.put(`${at}/api/agents/${a.id}/files/BOOTSTRAP.md`, { data: { content: "" } });
     expect(r.status()).toBe(200);
   }
 }

@@ -109,14 +109,14 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         crate::web::router(st.clone(), crate::web::leptos_options(addr, &cfg.site_root)),
         crate::web::HostPolicy::new(cfg.public_url.as_ref(), addr),
     );
-    let app = crate::ops::counted(app, st);
-    println!("Hero is serving on http://{addr}");
+    let app = crate::web::under_base(crate::ops::counted(app, st), &cfg.base_path);
+    println!("Hero is serving on http://{addr}{}", cfg.base_path);
     if let Some(file) = first_run_password {
         // The password itself goes to a private file, never to the output, which often ends
         // up in a log that others read.
         println!();
         println!("First run: an administrator account was created.");
-        println!("  Sign in at http://{addr}/login");
+        println!("  Sign in at http://{addr}{}/login", cfg.base_path);
         println!("  username: admin");
         println!("  password: in {} (readable by you alone)", file.display());
         println!("Change it with `hero user passwd admin`, then delete that file.");

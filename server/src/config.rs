@@ -148,6 +148,12 @@ pub struct ConfigArgs {
     #[arg(long, env = "HERO_PUBLIC_URL", global = true, value_name = "URL")]
     pub public_url: Option<String>,
 
+    /// The path Hero is served under behind a reverse proxy (/hero): its pages, files, API,
+    /// sockets and sign-in cookie live there, whether the proxy strips the prefix or passes
+    /// it on [default: the host's root]
+    #[arg(long, env = "HERO_BASE_PATH", global = true, value_name = "PATH")]
+    pub base_path: Option<String>,
+
     /// Non-public addresses agents may reach, as comma-separated HOST:PORT (for example
     /// 127.0.0.1:11434 for Ollama on this machine); every other loopback, private,
     /// link-local or metadata address is refused [default: none]
@@ -323,6 +329,8 @@ pub struct Config {
     pub drain: std::time::Duration,
     /// Where people reach Hero, checked: an http(s) URL with a host and nothing after it.
     pub public_url: Option<axum::http::Uri>,
+    /// The path Hero is served under (`/hero`), checked; empty at the host's root.
+    pub base_path: String,
     pub egress: hero_backend::execution::egress::EgressPolicy,
     pub trusted_proxies: Vec<std::net::IpAddr>,
     pub hash_at_once: usize,
@@ -353,6 +361,7 @@ impl ConfigArgs {
             .as_deref()
             .map(parse_public_url)
             .transpose()?;
+        let base_path = parse_base_path(self.base_path.as_deref().unwrap_or_default())?;
         let trusted_proxies = self
             .trusted_proxies
             .as_deref()
@@ -440,6 +449,7 @@ impl ConfigArgs {
             metrics_addr: self.metrics_addr,
             drain: std::time::Duration::from_secs(self.drain_secs),
             public_url,
+            base_path,
             egress,
             trusted_proxies,
             hash_at_once,
@@ -472,6 +482,36 @@ fn parse_public_url(text: &str) -> anyhow::Result<axum::http::Uri> {
     Ok(uri)
 }
 
+/// A base path is where a proxy serves Hero: `/` and segments of letters, digits and
+/// `-._~` (no `.` or `..` alone), without a trailing `/`; empty (or `/`) is the host's root.
+/// Anything else would make a URL of every link Hero writes, so it stops the start.
+fn parse_base_path(text: &str) -> anyhow::Result<String> {
+    let text = text.trim();
+    let path = text.strip_suffix('/').unwrap_or(text);
+    if path.is_empty() {
+        return Ok(String::new());
+    }
+    let bad = |why: &str| anyhow::anyhow!("base_path {text:?} {why}; write it as /hero");
+    let Some(rest) = path.strip_prefix('/') else {
+        return Err(bad("must start with /"));
+    };
+    if path.len() > 200 {
+        return Err(bad("is longer than 200 characters"));
+    }
+    for segment in rest.split('/') {
+        if segment.is_empty() || segment == "." || segment == ".." {
+            return Err(bad("has an empty, . or .. segment"));
+        }
+        if !segment
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+        {
+            return Err(bad("may hold only letters, digits, -, ., _, ~ and /"));
+        }
+    }
+    Ok(path.to_owned())
+}
+
 /// `target/release/hero` finds `target/site`; a copied binary falls back to `./target/site`.
 fn default_site_root() -> PathBuf {
     std::env::current_exe()
@@ -486,6 +526,7 @@ impl Config {
         hero_backend::Settings {
             token_ttl: time::Duration::hours(self.token_ttl_hours.into()),
             secure_cookie: self.secure_cookie,
+            base_path: self.base_path.clone(),
             call_options: Default::default(),
             recheck_every: hero_backend::accounts::auth::RECHECK_EVERY,
             hash_at_once: self.hash_at_once,
@@ -615,6 +656,30 @@ mod tests {
         for bad in ["--sandbox-uid=0", "--workspace-quota-mib=0"] {
             let err = parse(&["--config", &path, bad]).unwrap_err().to_string();
             assert!(err.contains("must"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_base_path_is_checked_and_kept_without_its_last_slash() {
+        let base = |v: &str| parse(&["--config", "/dev/null", "--base-path", v]);
+        assert_eq!(base("/hero").unwrap().base_path, "/hero");
+        assert_eq!(base("/hero/").unwrap().base_path, "/hero");
+        assert_eq!(base("/apps/hero-1").unwrap().base_path, "/apps/hero-1");
+        assert_eq!(base("/").unwrap().base_path, "");
+        assert_eq!(parse(&["--config", "/dev/null"]).unwrap().base_path, "");
+        for (bad, why) in [
+            ("hero", "must start with /"),
+            ("/hero//x", "empty"),
+            ("/../etc", ".."),
+            ("/he ro", "only letters"),
+            ("/hero?x=1", "only letters"),
+            ("/h%2fx", "only letters"),
+        ] {
+            let err = format!("{:#}", base(bad).unwrap_err());
+            assert!(
+                err.contains("base_path") && err.contains(why) && err.contains("/hero"),
+                "{bad}: {err}"
+            );
         }
     }
 

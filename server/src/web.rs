@@ -39,6 +39,11 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
         leptos_options: leptos_options.clone(),
         backend: backend.clone(),
     }));
+    // A page not found is the app's too: it writes its links under the base path.
+    let not_found_context = {
+        let backend = backend.clone();
+        move || provide_context(backend.clone())
+    };
     // The built site's files, each as `.br` or `.gz` when the build left one beside it and
     // the browser accepts it (scripts/compress-site.sh makes them for release builds).
     let pkg = std::path::Path::new(leptos_options.site_root.as_ref())
@@ -57,7 +62,10 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
             move || provide_context(backend.clone()),
             move || shell(leptos_options.clone()),
         )
-        .fallback(leptos_axum::file_and_error_handler::<ServerState, _>(shell))
+        .fallback(leptos_axum::file_and_error_handler_with_context::<
+            ServerState,
+            _,
+        >(not_found_context, shell))
         .layer(axum::middleware::from_fn(unreadable_calls))
         .layer(axum::middleware::from_fn(missing_file))
         .layer(axum::middleware::from_fn(same_origin))
@@ -65,6 +73,42 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
         .layer(axum::middleware::from_fn(trace_request))
         .layer(page_compression())
         .with_state(state)
+}
+
+/// `app` served under `base` (`/hero`, from the `base_path` setting) as well as at the
+/// root: a request for `/hero/x` is routed as `/x`, so a proxy that strips the prefix and
+/// one that passes it on reach the same routes (the pages write every URL with the prefix:
+/// `app::base`). Put around the whole app, outside every layer: the path is rewritten before
+/// any routing.
+pub fn under_base(app: Router, base: &str) -> Router {
+    if base.is_empty() {
+        return app;
+    }
+    let base: std::sync::Arc<str> = base.into();
+    let strip = move |mut req: axum::extract::Request| {
+        let base = base.clone();
+        async move {
+            let own = app::base::strip(&base, req.uri().path());
+            if own.len() != req.uri().path().len() {
+                let path_and_query = match req.uri().query() {
+                    Some(q) => format!("{own}?{q}"),
+                    None => own.to_owned(),
+                };
+                let mut parts = req.uri().clone().into_parts();
+                // A path that was a valid URI's stays one without its first segments.
+                if let Ok(pq) = path_and_query.parse() {
+                    parts.path_and_query = Some(pq);
+                    if let Ok(uri) = axum::http::Uri::from_parts(parts) {
+                        *req.uri_mut() = uri;
+                    }
+                }
+            }
+            req
+        }
+    };
+    Router::new()
+        .fallback_service(app)
+        .layer(axum::middleware::map_request(strip))
 }
 
 /// Pages (HTML) compressed as the browser accepts (brotli, else gzip), at the fastest

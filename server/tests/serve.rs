@@ -509,3 +509,152 @@ fn the_metrics_address_is_never_the_public_one() {
         "{err}"
     );
 }
+
+/// Behind a proxy at `/hero`, whether it strips the prefix or passes it on: the pages write
+/// every URL under it, the site's files, the API, server functions and the health check
+/// answer at both, a redirect and the sign-in cookie stay under it.
+#[tokio::test]
+async fn under_a_base_path_everything_lives_under_the_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("site/pkg")).unwrap();
+    std::fs::write(data.join("site/pkg/probe.js"), "// the site's file").unwrap();
+    let (child, root) = serve(&data, "127.0.0.1", &[("HERO_BASE_PATH", "/hero/")]).await;
+    let c = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let get = |path: String| {
+        let c = c.clone();
+        // As a browser asks: a redirect is then a 302.
+        async move {
+            c.get(path)
+                .header("accept", "text/html")
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+
+    // A proxy that passes the prefix on, and one that strips it: the same page.
+    for prefix in ["/hero", ""] {
+        let page = get(format!("{root}{prefix}/login")).await;
+        assert_eq!(page.status(), 200, "{prefix}/login");
+        let html = page.text().await.unwrap();
+        for written in [
+            r#"<meta name="hero-base" content="/hero""#,
+            r#"href="/hero/favicon.svg""#,
+            r#"action="/hero/_fn/"#,
+            r#"data-then="/hero/""#,
+            "/hero/pkg/hero",
+        ] {
+            assert!(
+                html.contains(written),
+                "{prefix}/login lacks {written}: {html}"
+            );
+        }
+        let file = get(format!("{root}{prefix}/pkg/probe.js")).await;
+        assert_eq!(file.status(), 200, "{prefix}/pkg/probe.js");
+        assert_eq!(get(format!("{root}{prefix}/healthz")).await.status(), 200);
+        // Signed out, the workspace sends the browser to the sign-in page under the prefix.
+        let home = get(format!("{root}{prefix}/")).await;
+        assert!(
+            home.status().is_redirection(),
+            "{prefix}/: {}",
+            home.status()
+        );
+        assert_eq!(home.headers()["location"], "/hero/login", "{prefix}/");
+    }
+    // Only the whole segment is the prefix: /heroes is no page of Hero's.
+    assert_eq!(get(format!("{root}/heroes/login")).await.status(), 404);
+
+    let password = std::fs::read_to_string(data.join("initial-admin-password")).unwrap();
+    let login = c
+        .post(format!("{root}/hero/api/auth/login"))
+        .json(&serde_json::json!({"username": "admin", "password": password.trim()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 200);
+    let cookie = login.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(cookie.contains("; Path=/hero;"), "{cookie}");
+    let token = login.json::<serde_json::Value>().await.unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let session = c
+        .post(format!("{root}/hero/api/sessions"))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"name": "Under a prefix"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(session.status(), 201, "a session is made through /hero/api");
+    let id = session.json::<serde_json::Value>().await.unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    // The page itself, signed in by the cookie the browser would send back.
+    let token_cookie = cookie.split(';').next().unwrap().to_owned();
+    let page = c
+        .get(format!("{root}/hero/s/{id}"))
+        .header("cookie", &token_cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    for written in [
+        format!(r#"href="/hero/s/{id}""#),
+        r#"href="/hero/agents""#.to_owned(),
+        r#"href="/hero/permissions""#.to_owned(),
+        r#"data-then="/hero/s/{id}""#.to_owned(),
+        r#"data-then="/hero/login""#.to_owned(),
+    ] {
+        assert!(html.contains(&written), "/hero/s/{id} lacks {written}");
+    }
+    assert!(
+        !html.contains(r#"href="/s/"#) && !html.contains(r#"action="/_fn"#),
+        "a URL outside the prefix: {html}"
+    );
+    // A server function through the prefix (the path the sign-out form names): signing out
+    // clears the cookie there.
+    let action = html
+        .split(r#"action=""#)
+        .map(|rest| rest.split('"').next().unwrap())
+        .find(|a| a.starts_with("/hero/_fn/logout"))
+        .expect("the sign-out form");
+    let out = c
+        .post(format!("{root}{action}"))
+        .header("cookie", &token_cookie)
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    let cleared = out
+        .headers()
+        .get("set-cookie")
+        .map(|v| v.to_str().unwrap().to_owned());
+    assert!(out.status().is_success(), "{}", out.status());
+    assert!(
+        cleared
+            .as_deref()
+            .is_some_and(|c| c.contains("Max-Age=0") && c.contains("Path=/hero;")),
+        "{cleared:?}"
+    );
+    output_of(child);
+}
+
+#[test]
+fn a_malformed_base_path_stops_the_start_with_a_clear_message() {
+    let out = Command::new(env!("CARGO_BIN_EXE_hero"))
+        .args(["settings", "--base-path", "hero"])
+        .env_remove("HERO_CONFIG")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("base_path \"hero\" must start with /"),
+        "{err}"
+    );
+}

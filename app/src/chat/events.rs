@@ -255,9 +255,10 @@ mod browser {
         on_event: impl Fn(&str, &str) + 'static,
         connected: RwSignal<bool>,
     ) -> Option<Source> {
-        let es =
-            web_sys::EventSource::new(&format!("/api/sessions/{session_id}/events?after={after}"))
-                .ok()?;
+        let es = web_sys::EventSource::new(&crate::base::href(&format!(
+            "/api/sessions/{session_id}/events?after={after}"
+        )))
+        .ok()?;
         let on_event = std::rc::Rc::new(on_event);
         let mut listeners = Vec::new();
         for name in hero_shared::feed::PAGE_EVENTS {

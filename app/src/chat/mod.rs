@@ -164,10 +164,10 @@ pub fn ChatView(
                         <option value=value selected=selected>{name}</option>
                     }).collect_view()}
                 </select>
-                <a href="/agents" class="manage-agents">"Manage agents"</a>
-                <a href="/permissions" class="manage-permissions">"Permissions"</a>
+                <a href=crate::base::href("/agents") class="manage-agents">"Manage agents"</a>
+                <a href=crate::base::href("/permissions") class="manage-permissions">"Permissions"</a>
                 // Both always here, hidden when they do not apply: the client only shows them.
-                <a href=current.map_or_else(|| "/agents".to_owned(), |a| format!("/agents/{a}/files")) class="agent-files" hidden=current.is_none()>"Files"</a>
+                <a href=crate::base::href(&current.map_or_else(|| "/agents".to_owned(), |a| format!("/agents/{a}/files"))) class="agent-files" hidden=current.is_none()>"Files"</a>
                 <span class="badge batch" hidden=session.streaming>"batch mode"</span>
                 <button type="button" class="view-prompt" data-chat-prompt="">"View system prompt"</button>
             </div>

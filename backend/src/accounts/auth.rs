@@ -14,21 +14,25 @@ use std::time::{Duration, Instant};
 use http::HeaderMap;
 
 use crate::{
-    AppState, Error, Result, accounts::password, accounts::tokens, accounts::users, store,
+    AppState, Error, Result, Settings, accounts::password, accounts::tokens, accounts::users, store,
 };
 
 pub const COOKIE_NAME: &str = "hero_token";
-/// The cookie's name when it is `Secure`: the `__Host-` prefix makes the browser refuse it
-/// unless it came from this very host over HTTPS with `Path=/` and no `Domain`, so a
-/// sibling subdomain cannot plant a sign-in of its choosing.
+/// The cookie's name when it is `Secure` and Hero is served at its host's root: the
+/// `__Host-` prefix makes the browser refuse it unless it came from this very host over
+/// HTTPS with `Path=/` and no `Domain`, so a sibling subdomain cannot plant a sign-in of its
+/// choosing.
 pub const SECURE_COOKIE_NAME: &str = "__Host-hero_token";
+/// The cookie's name when it is `Secure` under a base path (`__Host-` requires `Path=/`):
+/// `__Secure-` still makes the browser refuse it from a page that is not HTTPS.
+pub const SECURE_SCOPED_COOKIE_NAME: &str = "__Secure-hero_token";
 
 /// The sign-in cookie's name: prefixed when the cookie is `Secure`.
-pub fn cookie_name(secure: bool) -> &'static str {
-    if secure {
-        SECURE_COOKIE_NAME
-    } else {
-        COOKIE_NAME
+pub fn cookie_name(settings: &Settings) -> &'static str {
+    match (settings.secure_cookie, settings.base_path.is_empty()) {
+        (false, _) => COOKIE_NAME,
+        (true, true) => SECURE_COOKIE_NAME,
+        (true, false) => SECURE_SCOPED_COOKIE_NAME,
     }
 }
 
@@ -216,15 +220,15 @@ pub const RECHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(15
 
 /// Authenticates the request's `Authorization: Bearer` token, else its cookie.
 pub async fn authenticate_headers(st: &AppState, headers: &HeaderMap) -> Result<AuthUser> {
-    let token = token_from_headers(headers, st.settings.secure_cookie)
-        .ok_or(Error::Unauthorized("sign in first"))?;
+    let token =
+        token_from_headers(headers, &st.settings).ok_or(Error::Unauthorized("sign in first"))?;
     authenticate(st, &token).await
 }
 
-/// The bearer token, else the sign-in cookie (only the `__Host-` one when cookies are
+/// The bearer token, else the sign-in cookie (only the prefixed one when cookies are
 /// `Secure`: an unprefixed one could have been planted by another host of the site).
-pub fn token_from_headers(headers: &HeaderMap, secure: bool) -> Option<String> {
-    let name = cookie_name(secure);
+pub fn token_from_headers(headers: &HeaderMap, settings: &Settings) -> Option<String> {
+    let name = cookie_name(settings);
     if let Some(v) = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -271,19 +275,28 @@ pub async fn change_password(
     users::set_password(&st.db, user.id, new).await
 }
 
-/// `Set-Cookie` value that stores the token: HttpOnly (scripts cannot read it) and
-/// SameSite=Lax (other sites' forms cannot post with it).
-pub fn session_cookie(token: &str, max_age_secs: i64, secure: bool) -> String {
+/// `Set-Cookie` value that stores the token: HttpOnly (scripts cannot read it),
+/// SameSite=Lax (other sites' forms cannot post with it), and sent only to the path Hero is
+/// served under (`base_path`, else the whole host).
+pub fn session_cookie(token: &str, max_age_secs: i64, settings: &Settings) -> String {
+    let path = match settings.base_path.as_str() {
+        "" => "/",
+        base => base,
+    };
     format!(
-        "{}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age_secs}{}",
-        cookie_name(secure),
-        if secure { "; Secure" } else { "" }
+        "{}={token}; Path={path}; HttpOnly; SameSite=Lax; Max-Age={max_age_secs}{}",
+        cookie_name(settings),
+        if settings.secure_cookie {
+            "; Secure"
+        } else {
+            ""
+        }
     )
 }
 
 /// `Set-Cookie` value that removes the token cookie.
-pub fn clear_cookie(secure: bool) -> String {
-    session_cookie("", 0, secure)
+pub fn clear_cookie(settings: &Settings) -> String {
+    session_cookie("", 0, settings)
 }
 
 /// Slows down guessing, on two keys at once: one username from one client address, and
@@ -650,37 +663,70 @@ mod tests {
         );
     }
 
+    /// Settings with the cookie's two knobs as given.
+    fn cookie_settings(secure: bool, base_path: &str) -> Settings {
+        Settings {
+            secure_cookie: secure,
+            base_path: base_path.into(),
+            ..Settings::default()
+        }
+    }
+
     #[test]
     fn token_comes_from_bearer_then_cookie() {
+        let (plain, secure) = (cookie_settings(false, ""), cookie_settings(true, ""));
         let mut h = HeaderMap::new();
         h.insert(
             "cookie",
             "a=1; hero_token=from-cookie; b=2".parse().unwrap(),
         );
         assert_eq!(
-            token_from_headers(&h, false).as_deref(),
+            token_from_headers(&h, &plain).as_deref(),
             Some("from-cookie")
         );
         // Secure cookies are read only under their __Host- name.
-        assert_eq!(token_from_headers(&h, true), None);
+        assert_eq!(token_from_headers(&h, &secure), None);
         h.insert(
             "cookie",
-            "hero_token=planted; __Host-hero_token=real"
+            "hero_token=planted; __Host-hero_token=real; __Secure-hero_token=scoped"
                 .parse()
                 .unwrap(),
         );
-        assert_eq!(token_from_headers(&h, true).as_deref(), Some("real"));
+        assert_eq!(token_from_headers(&h, &secure).as_deref(), Some("real"));
+        // Under a base path, the __Secure- one.
+        assert_eq!(
+            token_from_headers(&h, &cookie_settings(true, "/hero")).as_deref(),
+            Some("scoped")
+        );
         h.insert("authorization", "Bearer from-bearer".parse().unwrap());
-        assert_eq!(token_from_headers(&h, true).as_deref(), Some("from-bearer"));
-        assert_eq!(token_from_headers(&HeaderMap::new(), false), None);
+        assert_eq!(
+            token_from_headers(&h, &secure).as_deref(),
+            Some("from-bearer")
+        );
+        assert_eq!(token_from_headers(&HeaderMap::new(), &plain), None);
     }
 
     #[test]
     fn a_secure_cookie_is_host_prefixed() {
-        let c = session_cookie("t", 60, true);
+        let secure = cookie_settings(true, "");
+        let c = session_cookie("t", 60, &secure);
         assert!(c.starts_with("__Host-hero_token=t; Path=/;"), "{c}");
         assert!(c.ends_with("; Secure") && !c.contains("Domain"), "{c}");
-        assert!(session_cookie("t", 60, false).starts_with("hero_token=t;"));
-        assert!(clear_cookie(true).starts_with("__Host-hero_token=;"));
+        assert!(
+            session_cookie("t", 60, &cookie_settings(false, ""))
+                .starts_with("hero_token=t; Path=/;")
+        );
+        assert!(clear_cookie(&secure).starts_with("__Host-hero_token=;"));
+    }
+
+    #[test]
+    fn under_a_base_path_the_cookie_is_sent_only_there() {
+        let c = session_cookie("t", 60, &cookie_settings(false, "/hero"));
+        assert!(c.starts_with("hero_token=t; Path=/hero;"), "{c}");
+        // __Host- requires Path=/; __Secure- still asks for HTTPS.
+        let c = session_cookie("t", 60, &cookie_settings(true, "/hero"));
+        assert!(c.starts_with("__Secure-hero_token=t; Path=/hero;"), "{c}");
+        assert!(c.ends_with("; Secure"), "{c}");
+        assert!(clear_cookie(&cookie_settings(true, "/hero")).contains("Max-Age=0"));
     }
 }

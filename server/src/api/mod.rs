@@ -241,7 +241,7 @@ async fn login(
     let cookie = auth::session_cookie(
         &l.token,
         st.settings.token_ttl.whole_seconds(),
-        st.settings.secure_cookie,
+        &st.settings,
     );
     set_cookie(&mut resp, &cookie)?;
     Ok(resp)
@@ -250,7 +250,7 @@ async fn login(
 async fn logout(State(st): State<AppState>, Authed(user): Authed) -> ApiResult<Response> {
     auth::logout(&st, &user).await?;
     let mut resp = StatusCode::NO_CONTENT.into_response();
-    set_cookie(&mut resp, &auth::clear_cookie(st.settings.secure_cookie))?;
+    set_cookie(&mut resp, &auth::clear_cookie(&st.settings))?;
     Ok(resp)
 }
 

@@ -93,7 +93,7 @@ impl Chat {
         };
         if let Some(a) = find(&head, &hooks::AGENT_FILES.selector()) {
             if let Some(id) = agent_id {
-                let _ = a.set_attribute("href", &format!("/agents/{id}/files"));
+                let _ = a.set_attribute("href", &crate::base::href(&format!("/agents/{id}/files")));
             }
             set_hidden(&a, agent_id.is_none());
         }
