@@ -3,7 +3,7 @@
 # browser tests. One Hero (`--base-path /hero`) behind two proxies of one nginx:
 #   $1      nginx, location /hero/ proxied to Hero with the prefix stripped (reference 000's);
 #   $1 + 1  nginx, location /hero/ proxied with the prefix passed on as it came;
-#   $1 + 2  Hero itself, on loopback.
+#   $1 + 2  Hero itself, on loopback, its site inside its binary.
 # Its own data directory under target/, emptied at each start (as serve-for-tests.sh's).
 # nginx runs in the foreground as this script's last process, Hero in the background of
 # the same process group: Playwright ends both with it.
@@ -76,5 +76,9 @@ http {
 }
 CONF
 
-"$bin" serve --addr "127.0.0.1:$port" --site-root "$root/target/site" &
+# This Hero carries the site inside its binary (what `scripts/run.sh` serves): a copy of the
+# built binary with the site embedded, run with no site directory named.
+"$bin" embed-site --site "$root/target/site" --hashes "$(dirname "$bin")/hash.txt" --out "$data/hero"
+unset HERO_SITE_ROOT || true
+"$data/hero" serve --addr "127.0.0.1:$port" &
 exec "$nginx" -e "$conf/error.log" -p "$conf" -c "$conf/nginx.conf"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the chat page's first load sends: builds the release site (unless --no-build),
-# precompresses it, serves it on a free loopback port with a fresh data directory, signs
+# precompresses it and puts it inside the binary, serves it on a free loopback port with a fresh data directory, signs
 # in, opens a session with the offline demo's reply in it, and asks for the page and each
 # file it loads (HTML, wasm, JS, CSS) as a browser does (Accept-Encoding: br, gzip). Prints
 # each file's raw, gzip and brotli size, the bytes actually sent, and the total; then the
@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "${1:-}" = "--no-build" ] || { scripts/setup.sh; source scripts/env.sh; cargo leptos build --release; }
 scripts/compress-site.sh target/site
+target/release/hero embed-site --site target/site >/dev/null
 
 data="$(mktemp -d)"; jar="$data/cookies"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
@@ -16,7 +17,7 @@ base="http://127.0.0.1:$port"
 export HERO_DATA_DIR="$data/hero" HERO_CONFIG=/dev/null HERO_LOG=warn
 unset HERO_MASTER_KEY || true
 printf 'measure-password\n' | target/release/hero user add measure >/dev/null
-target/release/hero serve --addr "127.0.0.1:$port" --site-root target/site >/dev/null &
+target/release/hero serve --addr "127.0.0.1:$port" >/dev/null &
 server=$!
 trap 'kill $server 2>/dev/null; rm -rf "$data"' EXIT
 for _ in $(seq 100); do curl -s -o /dev/null "$base/login" && break; sleep 0.1; done

@@ -7,4 +7,6 @@ scripts/setup.sh
 source scripts/env.sh
 cargo leptos build --release
 scripts/compress-site.sh target/site
+# The site goes inside the binary: target/release/hero alone serves it, copied anywhere.
+target/release/hero embed-site --site target/site
 exec target/release/hero serve "$@"

@@ -30,7 +30,7 @@ pub mod permissions;
 pub mod sessions;
 
 use leptos::prelude::*;
-use leptos_meta::{HashedStylesheet, MetaTags, Title, provide_meta_context};
+use leptos_meta::{MetaTags, Title, provide_meta_context};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{SsrMode, path};
 
@@ -57,15 +57,75 @@ pub fn hydrate() {
     }
 }
 
-/// The script that loads the wasm and calls [`hydrate`]: Leptos's plain loader (the islands
-/// one is three times its size, and there are no islands), with the page's resources left
-/// out of the page, as the islands loader would: nothing hydrates from them.
+/// The site's built files a page links, by the names the build gave them (`hero.<hash>.js`:
+/// a name changes with its content). The server reads them once, from the hashes the build
+/// left (`hash.txt`), and hands them to every page as context.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assets {
+    pub js: String,
+    pub wasm: String,
+    pub css: String,
+}
+
+impl Default for Assets {
+    /// A site built without hashed names.
+    fn default() -> Self {
+        Assets {
+            js: "hero.js".into(),
+            wasm: "hero.wasm".into(),
+            css: "hero.css".into(),
+        }
+    }
+}
+
+impl Assets {
+    /// From a `hash.txt` as cargo-leptos writes it (`js: <hash>` a line, and `wasm`,
+    /// `css`); a file it does not name keeps its plain name.
+    pub fn from_hashes(text: &str) -> Self {
+        let mut a = Assets::default();
+        for (kind, hash) in text.lines().filter_map(|l| l.split_once(':')) {
+            let (kind, hash) = (kind.trim(), hash.trim());
+            // A hash is base64url: nothing in it can leave the attribute or the script.
+            if hash.is_empty()
+                || !hash
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                continue;
+            }
+            match kind {
+                "js" => a.js = format!("hero.{hash}.js"),
+                "wasm" => a.wasm = format!("hero.{hash}.wasm"),
+                "css" => a.css = format!("hero.{hash}.css"),
+                _ => {}
+            }
+        }
+        a
+    }
+}
+
+/// The script that loads the wasm and calls [`hydrate`]: what Leptos's plain loader does
+/// (the islands one is three times its size, and there are no islands), with the page's
+/// resources left out of the page, as the islands loader would: nothing hydrates from them.
+/// Its files are named from [`Assets`], not from a file read at each page.
 #[component]
-fn Loader(options: LeptosOptions, root: String) -> impl IntoView {
+fn Loader(js: String, wasm: String) -> impl IntoView {
     if let Some(sc) = Owner::current_shared_context() {
         sc.set_is_hydrating(false);
     }
-    view! { <HydrationScripts options root/> }
+    let nonce = leptos::nonce::use_nonce();
+    // The paths hold only the base path's and the hashes' characters (both checked), so
+    // as JSON strings they are JavaScript strings that cannot end the script.
+    let script = format!(
+        "import({js}).then(m => m.default({{module_or_path: {wasm}}}).then(() => m.hydrate()));",
+        js = serde_json::Value::from(js.as_str()),
+        wasm = serde_json::Value::from(wasm.as_str()),
+    );
+    view! {
+        <link rel="modulepreload" href=js crossorigin=""/>
+        <link rel="preload" href=wasm r#as="fetch" r#type="application/wasm" crossorigin=""/>
+        <script type="module" nonce=nonce>{script}</script>
+    }
 }
 
 /// The HTML document around the app, rendered on the server only.
@@ -73,6 +133,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     #[cfg(feature = "ssr")]
     csp::send_with_nonce();
     let root = base::path();
+    let assets = use_context::<Assets>().unwrap_or_default();
+    let pkg = format!("{root}/{}", options.site_pkg_dir);
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -81,9 +143,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <meta name=base::META content=root.clone()/>
                 <link rel="icon" href=format!("{root}/favicon.svg") type="image/svg+xml"/>
-                <HashedStylesheet options=options.clone() id="leptos" root=root.clone()/>
+                <link rel="stylesheet" id="leptos" href=format!("{pkg}/{}", assets.css)/>
                 <AutoReload options=options.clone()/>
-                <Loader options root/>
+                <Loader js=format!("{pkg}/{}", assets.js) wasm=format!("{pkg}/{}", assets.wasm)/>
                 <MetaTags/>
             </head>
             <body>
@@ -108,5 +170,21 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/permissions") view=permissions::PermissionsPage ssr=SsrMode::Async/>
             </Routes>
         </Router>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Assets;
+
+    #[test]
+    fn the_site_files_are_named_by_the_builds_hashes() {
+        let a = Assets::from_hashes("js: abc-_1\nwasm: W2\ncss: C3\nsplit: ignored\n");
+        assert_eq!(a.js, "hero.abc-_1.js");
+        assert_eq!(a.wasm, "hero.W2.wasm");
+        assert_eq!(a.css, "hero.C3.css");
+        // A hash that could leave an attribute or a script is no hash: the plain name.
+        let odd = Assets::from_hashes("js: a\"<script>\nwasm:\n");
+        assert_eq!(odd, Assets::default());
     }
 }

@@ -84,11 +84,14 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", cfg.addr))?;
     let addr = listener.local_addr()?;
-    if !cfg.site_root.join("pkg").is_dir() {
-        tracing::warn!(
+    let site =
+        crate::site::Site::choose(cfg.site_root.as_deref(), crate::config::default_site_root)?;
+    match &site {
+        crate::site::Site::Dir(dir) if !dir.join("pkg").is_dir() => tracing::warn!(
             "no built site in {} (pages will not hydrate): build with `cargo leptos build --release`",
-            cfg.site_root.display()
-        );
+            dir.display()
+        ),
+        _ => tracing::info!(site = %site.describe(), "the site is served from"),
     }
     // The operator's address: the metrics and the health checks, nothing else.
     if let Some(at) = cfg.metrics_addr {
@@ -106,7 +109,11 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     }
     let state = st.clone();
     let app = crate::web::pin_host(
-        crate::web::router(st.clone(), crate::web::leptos_options(addr, &cfg.site_root)),
+        crate::web::router_with_site(
+            st.clone(),
+            crate::web::leptos_options(addr, site_dir(&site)),
+            site,
+        ),
         crate::web::HostPolicy::new(cfg.public_url.as_ref(), addr),
     );
     let app = crate::web::under_base(crate::ops::counted(app, st), &cfg.base_path);
@@ -298,5 +305,38 @@ pub async fn user_set_disabled(cfg: &Config, name: &str, disabled: bool) -> anyh
     } else {
         println!("user {} enabled", u.username);
     }
+    Ok(())
+}
+
+/// The directory Leptos's options name as the site's: the site's own, or none for a site
+/// inside the binary (nothing is read from it then).
+fn site_dir(site: &crate::site::Site) -> &std::path::Path {
+    match site {
+        crate::site::Site::Dir(dir) => dir,
+        crate::site::Site::Embedded(_) => std::path::Path::new(""),
+    }
+}
+
+/// `hero embed-site`: this program with the built site in `site` inside it, written to
+/// `out` (this program's own file when unset). The build's hashes are `hashes`, else the
+/// `hash.txt` cargo-leptos left beside this program.
+pub fn embed_site(
+    site: &std::path::Path,
+    hashes: Option<&std::path::Path>,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("cannot find this program's file")?;
+    let hashes = match hashes {
+        Some(h) => h.to_owned(),
+        None => exe.with_file_name("hash.txt"),
+    };
+    let out = out.map_or_else(|| exe.clone(), std::path::Path::to_owned);
+    let size = crate::site::embed(&exe, site, &hashes, &out)?;
+    println!(
+        "{} now carries the site in {} ({:.1} MB in all)",
+        out.display(),
+        site.display(),
+        size as f64 / 1e6
+    );
     Ok(())
 }

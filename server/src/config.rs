@@ -95,8 +95,9 @@ pub struct ConfigArgs {
     #[arg(long, env = "HERO_SECURE_COOKIE", global = true, value_name = "BOOL")]
     pub secure_cookie: Option<bool>,
 
-    /// Directory of the built site (wasm, JS, CSS) [default: ../site beside the binary when it
-    /// exists, else target/site]
+    /// Directory of the built site (wasm, JS, CSS), for development [default: the site inside
+    /// the binary (`hero embed-site`), else ../site beside the binary when it exists, else
+    /// target/site]
     #[arg(long, env = "HERO_SITE_ROOT", global = true, value_name = "DIR")]
     pub site_root: Option<PathBuf>,
 
@@ -321,7 +322,9 @@ pub struct Config {
     pub master_key: Option<Secret>,
     pub token_ttl_hours: u32,
     pub secure_cookie: bool,
-    pub site_root: PathBuf,
+    /// The site's directory when one is set; unset, the site inside the binary, else
+    /// [`default_site_root`].
+    pub site_root: Option<PathBuf>,
     pub log: String,
     pub log_format: LogFormat,
     /// Where `/metrics` is served, if anywhere (never the public address).
@@ -443,7 +446,7 @@ impl ConfigArgs {
             secure_cookie: self.secure_cookie.unwrap_or_else(|| {
                 public_url.as_ref().and_then(|u| u.scheme_str()) == Some("https")
             }),
-            site_root: self.site_root.unwrap_or_else(default_site_root),
+            site_root: self.site_root,
             log: self.log,
             log_format: self.log_format,
             metrics_addr: self.metrics_addr,
@@ -512,8 +515,9 @@ fn parse_base_path(text: &str) -> anyhow::Result<String> {
     Ok(path.to_owned())
 }
 
-/// `target/release/hero` finds `target/site`; a copied binary falls back to `./target/site`.
-fn default_site_root() -> PathBuf {
+/// A binary that carries no site: `target/release/hero` finds `target/site`; a copied
+/// binary falls back to `./target/site`.
+pub fn default_site_root() -> PathBuf {
     std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(|d| d.join("../site")))

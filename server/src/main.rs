@@ -31,6 +31,19 @@ enum Command {
     /// Print the settings in force (from flags, variables, the file and the defaults); secrets
     /// are hidden
     Settings,
+    /// Put the built site (cargo leptos build --release, then scripts/compress-site.sh)
+    /// inside this binary, which then serves it with no directory beside it
+    EmbedSite {
+        /// The built site
+        #[arg(long, value_name = "DIR", default_value = "target/site")]
+        site: std::path::PathBuf,
+        /// The build's hashes [default: hash.txt beside this binary]
+        #[arg(long, value_name = "FILE")]
+        hashes: Option<std::path::PathBuf>,
+        /// Where to write the binary with its site [default: this binary, replaced]
+        #[arg(long, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
+    },
     /// Manage user accounts
     User {
         #[command(subcommand)]
@@ -73,9 +86,15 @@ fn main() -> std::process::ExitCode {
     };
     let cli = Cli::parse_from(argv);
     let result = cli.config.resolve().and_then(|cfg| {
-        if let Command::Settings = cli.command {
-            println!("{cfg:#?}");
-            return Ok(());
+        match &cli.command {
+            Command::Settings => {
+                println!("{cfg:#?}");
+                return Ok(());
+            }
+            Command::EmbedSite { site, hashes, out } => {
+                return cli::embed_site(site, hashes.as_deref(), out.as_deref());
+            }
+            _ => {}
         }
         init_logging(&cfg.log, cfg.log_format);
         let rt = tokio::runtime::Runtime::new()?;
@@ -83,7 +102,7 @@ fn main() -> std::process::ExitCode {
             match cli.command {
                 Command::Serve => cli::serve(cfg).await,
                 Command::Migrate => cli::migrate(&cfg).await,
-                Command::Settings => Ok(()),
+                Command::Settings | Command::EmbedSite { .. } => Ok(()),
                 Command::User { command } => match command {
                     UserCommand::Add { name, admin } => cli::user_add(&cfg, &name, admin).await,
                     UserCommand::List => cli::user_list(&cfg).await,

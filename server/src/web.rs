@@ -33,39 +33,84 @@ impl FromRef<ServerState> for AppState {
 
 /// Serve it with `into_make_service()`: served as it is, axum copies the whole router (every
 /// route's stack of services) for each new connection, and drops the copy when it closes.
+/// The site's files come from `leptos_options.site_root` ([`router_with_site`] for another
+/// source).
 pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
+    let site = crate::site::Site::Dir(leptos_options.site_root.as_ref().into());
+    router_with_site(backend, leptos_options, site)
+}
+
+/// [`router`] with the site's files from `site`: a directory, or inside the binary.
+pub fn router_with_site(
+    backend: AppState,
+    leptos_options: LeptosOptions,
+    site: crate::site::Site,
+) -> Router {
+    use crate::site::Site;
     let routes = generate_route_list(App);
     let state = ServerState(std::sync::Arc::new(Parts {
         leptos_options: leptos_options.clone(),
         backend: backend.clone(),
     }));
-    // A page not found is the app's too: it writes its links under the base path.
-    let not_found_context = {
-        let backend = backend.clone();
-        move || provide_context(backend.clone())
+    // What every page is rendered with: the backend, and the site's files' names (read
+    // once). A page not found is the app's too: it writes its links under the base path.
+    let assets = site.assets();
+    let context = move || {
+        provide_context(backend.clone());
+        provide_context(assets.clone());
     };
-    // The built site's files, each as `.br` or `.gz` when the build left one beside it and
-    // the browser accepts it (scripts/compress-site.sh makes them for release builds).
-    let pkg = std::path::Path::new(leptos_options.site_root.as_ref())
-        .join(leptos_options.site_pkg_dir.as_ref());
-    let site_files = tower_http::services::ServeDir::new(pkg)
-        .precompressed_br()
-        .precompressed_gzip();
-    Router::new()
-        .nest_service("/pkg", site_files)
+    let not_found =
+        leptos_axum::file_and_error_handler_with_context::<ServerState, _>(context.clone(), shell);
+    let router = match site {
+        Site::Dir(dir) => Router::new()
+            .nest_service(
+                "/pkg",
+                site_files(&dir.join(leptos_options.site_pkg_dir.as_ref())),
+            )
+            .fallback(not_found),
+        // The site's own files first, then the page not found.
+        Site::Embedded(files) => {
+            let root = files.clone();
+            let pkg = move |uri: axum::http::Uri, headers: axum::http::HeaderMap| {
+                let files = files.clone();
+                async move {
+                    use axum::response::IntoResponse;
+                    files
+                        .serve(uri.path(), &headers)
+                        .unwrap_or_else(|| axum::http::StatusCode::NOT_FOUND.into_response())
+                }
+            };
+            let file_or_not_found =
+                move |uri: axum::http::Uri,
+                      state: axum::extract::State<ServerState>,
+                      req: axum::extract::Request| {
+                    let (root, not_found) = (root.clone(), not_found.clone());
+                    async move {
+                        let readable = matches!(
+                            *req.method(),
+                            axum::http::Method::GET | axum::http::Method::HEAD
+                        );
+                        match readable
+                            .then(|| root.serve(uri.path(), req.headers()))
+                            .flatten()
+                        {
+                            Some(file) => file,
+                            None => not_found(uri, state, req).await,
+                        }
+                    }
+                };
+            Router::new()
+                .route("/pkg/{*file}", axum::routing::get(pkg))
+                .fallback(file_or_not_found)
+        }
+    };
+    router
         .nest("/api", crate::api::router())
         .route("/ws", axum::routing::get(crate::api::ws::ws))
         .merge(crate::ops::health())
-        .leptos_routes_with_context(
-            &state,
-            routes,
-            move || provide_context(backend.clone()),
-            move || shell(leptos_options.clone()),
-        )
-        .fallback(leptos_axum::file_and_error_handler_with_context::<
-            ServerState,
-            _,
-        >(not_found_context, shell))
+        .leptos_routes_with_context(&state, routes, context, move || {
+            shell(leptos_options.clone())
+        })
         .layer(axum::middleware::from_fn(unreadable_calls))
         .layer(axum::middleware::from_fn(missing_file))
         .layer(axum::middleware::from_fn(same_origin))
@@ -73,6 +118,14 @@ pub fn router(backend: AppState, leptos_options: LeptosOptions) -> Router {
         .layer(axum::middleware::from_fn(trace_request))
         .layer(page_compression())
         .with_state(state)
+}
+
+/// The built site's files in `pkg`, each as `.br` or `.gz` when the build left one beside it
+/// and the browser accepts it (scripts/compress-site.sh makes them for release builds).
+fn site_files(pkg: &std::path::Path) -> tower_http::services::ServeDir {
+    tower_http::services::ServeDir::new(pkg)
+        .precompressed_br()
+        .precompressed_gzip()
 }
 
 /// `app` served under `base` (`/hero`, from the `base_path` setting) as well as at the
@@ -240,12 +293,8 @@ pub fn leptos_options(addr: std::net::SocketAddr, site_root: &std::path::Path) -
         .site_pkg_dir("pkg")
         .site_addr(addr)
         .build();
-    // cargo-leptos names the site's files by their content (hero.<hash>.wasm) and leaves
-    // the hashes beside the binary; pages then link those names (Leptos reads the file).
-    opts.hash_files = std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.join(opts.hash_file.as_ref())))
-        .is_some_and(|f| f.is_file());
+    // The site's files' names (hero.<hash>.wasm) are not Leptos's to read: the router
+    // reads them once (`site::Site::assets`) and pages link them from `app::Assets`.
     // cargo-leptos's dev server sets LEPTOS_ENV=DEV for live reload; a plain run is PROD.
     opts.env = match std::env::var("LEPTOS_ENV").as_deref() {
         Ok("DEV") | Ok("dev") | Ok("development") => Env::DEV,

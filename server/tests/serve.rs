@@ -11,20 +11,43 @@ use std::time::{Duration, Instant};
 
 /// `hero serve` on a free port of `ip`, its data in `data`; answers with its base URL.
 async fn serve(data: &std::path::Path, ip: &str, extra_env: &[(&str, &str)]) -> (Child, String) {
+    let site = data.join("site");
+    serve_bin(
+        env!("CARGO_BIN_EXE_hero").as_ref(),
+        data,
+        ip,
+        Some(&site),
+        extra_env,
+    )
+    .await
+}
+
+/// The binary at `bin` serving on a free port of `ip`, its data in `data`, its site in
+/// `site` (unset: the one inside the binary, else the default).
+async fn serve_bin(
+    bin: &std::path::Path,
+    data: &std::path::Path,
+    ip: &str,
+    site: Option<&std::path::Path>,
+    extra_env: &[(&str, &str)],
+) -> (Child, String) {
     let port = std::net::TcpListener::bind(format!("{ip}:0"))
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hero"));
+    let mut cmd = Command::new(bin);
     cmd.args(["serve", "--addr", &format!("{ip}:{port}")])
         .env("HERO_DATA_DIR", data)
-        .env("HERO_SITE_ROOT", data.join("site"))
+        .env_remove("HERO_SITE_ROOT")
         .env("HERO_LOG", "warn")
         .env_remove("HERO_MASTER_KEY")
         .env_remove("HERO_CONFIG")
         .env_remove("HERO_PUBLIC_URL")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if let Some(site) = site {
+        cmd.env("HERO_SITE_ROOT", site);
+    }
     for (k, v) in extra_env {
         cmd.env(k, v);
     }
@@ -657,4 +680,174 @@ fn a_malformed_base_path_stops_the_start_with_a_clear_message() {
         err.contains("base_path \"hero\" must start with /"),
         "{err}"
     );
+}
+
+/// A site as a build leaves it in `dir`: hashed names, `public/`'s icon, each compressed by
+/// the build's own script; and the build's hashes in `dir/hash.txt`.
+fn built_site(dir: &std::path::Path, marker: &str) {
+    let pkg = dir.join("site/pkg");
+    std::fs::create_dir_all(&pkg).unwrap();
+    let js = format!("export default async function init() {{}} // {marker}\n").repeat(40);
+    std::fs::write(pkg.join("hero.Js0123456789abcdefXY.js"), js).unwrap();
+    std::fs::write(
+        pkg.join("hero.Wa0123456789abcdefXY.wasm"),
+        [0u8, 97, 115, 109, 1, 0, 0, 0].repeat(64),
+    )
+    .unwrap();
+    std::fs::write(
+        pkg.join("hero.Cs0123456789abcdefXY.css"),
+        "body { margin: 0 }\n".repeat(30),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("site/favicon.svg"),
+        "<svg xmlns=\"http://www.w3.org/2000/svg\"/>",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("hash.txt"),
+        "js: Js0123456789abcdefXY\nwasm: Wa0123456789abcdefXY\ncss: Cs0123456789abcdefXY\n",
+    )
+    .unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/compress-site.sh");
+    let done = Command::new("bash")
+        .arg(script)
+        .arg(dir.join("site"))
+        .status()
+        .unwrap();
+    assert!(done.success(), "compress-site.sh");
+}
+
+/// `hero embed-site` run by `bin`, writing `out`; answers with its size.
+fn embed(bin: &std::path::Path, dir: &std::path::Path, out: &std::path::Path) -> u64 {
+    let done = Command::new(bin)
+        .arg("embed-site")
+        .arg("--site")
+        .arg(dir.join("site"))
+        .arg("--hashes")
+        .arg(dir.join("hash.txt"))
+        .arg("--out")
+        .arg(out)
+        .env_remove("HERO_CONFIG")
+        .output()
+        .unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    std::fs::metadata(out).unwrap().len()
+}
+
+/// A binary that carries its site serves the whole of it with nothing beside it: pages
+/// link the build's names, each file answers in the encoding the browser takes, and
+/// `site_root` still overrides it.
+#[tokio::test]
+async fn a_binary_with_its_site_inside_serves_it_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = dir.path().join("build");
+    built_site(&build, "embedded");
+    let bin = dir.path().join("bin/hero");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    let plain = std::fs::metadata(env!("CARGO_BIN_EXE_hero")).unwrap().len();
+    let size = embed(env!("CARGO_BIN_EXE_hero").as_ref(), &build, &bin);
+    // Embedding again replaces the site the binary carries; it does not stack a second.
+    assert_eq!(embed(&bin, &build, &bin), size);
+    assert!(size > plain, "the site is inside: {size} vs {plain}");
+    let file = |name: &str| std::fs::read(build.join("site/pkg").join(name)).unwrap();
+    let js = "hero.Js0123456789abcdefXY.js";
+    let (raw, br, gz) = (
+        file(js),
+        file(&format!("{js}.br")),
+        file(&format!("{js}.gz")),
+    );
+    // Nothing of the build is left beside it: the binary alone.
+    let kept = dir.path().join("kept");
+    std::fs::rename(&build, &kept).unwrap();
+
+    let data = dir.path().join("data");
+    let (child, base) = serve_bin(&bin, &data, "127.0.0.1", None, &[]).await;
+    let c = reqwest::Client::new();
+    let page = c
+        .get(format!("{base}/login"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for linked in [
+        "/pkg/hero.Js0123456789abcdefXY.js",
+        "/pkg/hero.Wa0123456789abcdefXY.wasm",
+        "/pkg/hero.Cs0123456789abcdefXY.css",
+    ] {
+        assert!(page.contains(linked), "the page links {linked}: {page}");
+    }
+    let get = |path: &str, encoding: Option<&str>| {
+        let mut r = c.get(format!("{base}{path}"));
+        if let Some(e) = encoding {
+            r = r.header("accept-encoding", e);
+        }
+        r.send()
+    };
+    for (accept, body, encoding) in [
+        (Some("gzip, deflate, br"), &br, Some("br")),
+        (Some("gzip"), &gz, Some("gzip")),
+        (Some("br;q=0, gzip"), &gz, Some("gzip")),
+        (None, &raw, None),
+    ] {
+        let r = get(&format!("/pkg/{js}"), accept).await.unwrap();
+        assert_eq!(r.status(), 200, "{accept:?}");
+        let h = r.headers().clone();
+        assert_eq!(
+            h.get("content-encoding").map(|v| v.to_str().unwrap()),
+            encoding,
+            "{accept:?}"
+        );
+        assert_eq!(h["content-type"], "text/javascript", "{accept:?}");
+        assert!(h["cache-control"].to_str().unwrap().contains("immutable"));
+        assert_eq!(&r.bytes().await.unwrap()[..], &body[..], "{accept:?}");
+    }
+    let wasm = get("/pkg/hero.Wa0123456789abcdefXY.wasm", None)
+        .await
+        .unwrap();
+    assert_eq!(wasm.headers()["content-type"], "application/wasm");
+    let icon = get("/favicon.svg", None).await.unwrap();
+    assert_eq!(icon.status(), 200);
+    assert_eq!(icon.headers()["content-type"], "image/svg+xml");
+    // A name the site lacks is not found; the build's hashes are not the site's to serve.
+    assert_eq!(
+        get("/pkg/hero.nothing.js", None).await.unwrap().status(),
+        404
+    );
+    assert_eq!(get("/hash.txt", None).await.unwrap().status(), 404);
+    output_of(child);
+
+    // site_root set: that directory, whatever the binary carries.
+    let other = dir.path().join("other");
+    built_site(&other, "from the directory");
+    let (child, base) = serve_bin(&bin, &data, "127.0.0.1", Some(&other.join("site")), &[]).await;
+    let r = reqwest::get(format!("{base}/pkg/{js}")).await.unwrap();
+    assert!(r.text().await.unwrap().contains("from the directory"));
+    output_of(child);
+}
+
+#[test]
+fn embedding_a_directory_with_no_site_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hash.txt"), "js: x\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hero"))
+        .args(["embed-site", "--site"])
+        .arg(dir.path())
+        .arg("--hashes")
+        .arg(dir.path().join("hash.txt"))
+        .arg("--out")
+        .arg(dir.path().join("hero"))
+        .env_remove("HERO_CONFIG")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("holds no built site"), "{err}");
+    assert!(!dir.path().join("hero").exists(), "nothing is written");
 }
