@@ -24,6 +24,14 @@ if [ "$want_browser" = browser ] && [ ! -x /usr/sbin/nginx ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null
 fi
 
+# PostgreSQL 15: the store's tests run on it too (scripts/postgres.sh starts a cluster of
+# their own).
+if [ "$want_browser" = browser ] && [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then
+  echo "setup: installing Debian's PostgreSQL 15 for the tests"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null
+fi
+
 # bubblewrap: the sandbox `bash` runs in (without it, bash is refused).
 if ! command -v bwrap >/dev/null; then
   echo "setup: installing Debian's bubblewrap (the sandbox of bash)"
