@@ -104,9 +104,8 @@ pub struct AppState(Arc<Services>);
 
 /// What every request uses; reached through [`AppState`].
 pub struct Services {
-    pub db: sqlx::SqlitePool,
-    /// The connection of sign-in checks and turns ([`store::HotDb`]).
-    pub hot_db: store::HotDb,
+    /// The database ([`store::Db`]: the pool and the connection of sign-in checks and turns).
+    pub db: store::Db,
     pub keys: Arc<crypto::Keyring>,
     pub throttle: Arc<accounts::auth::LoginThrottle>,
     /// At most so many password hashes at once on the sign-in paths.
@@ -141,7 +140,7 @@ pub struct Services {
 impl AppState {
     /// Fails only if the outbound HTTP client cannot be built (no TLS roots, say): Hero
     /// does not fall back to a client outside the egress policy.
-    pub fn new(db: sqlx::SqlitePool, keys: crypto::Keyring, settings: Settings) -> Result<Self> {
+    pub fn new(db: store::Db, keys: crypto::Keyring, settings: Settings) -> Result<Self> {
         Self::with_functions(
             db,
             keys,
@@ -152,7 +151,7 @@ impl AppState {
 
     /// [`AppState::new`] with a registry of one's own (tests add functions to it).
     pub fn with_functions(
-        db: sqlx::SqlitePool,
+        db: store::Db,
         keys: crypto::Keyring,
         settings: Settings,
         functions: execution::functions::Registry,
@@ -160,7 +159,6 @@ impl AppState {
         let http = settings.egress.client()?;
         Ok(AppState(Arc::new(Services {
             db,
-            hot_db: Default::default(),
             keys: Arc::new(keys),
             throttle: Arc::new(accounts::auth::LoginThrottle::default()),
             hash_gate: accounts::password::HashGate::new(settings.hash_at_once, settings.hash_wait),
@@ -191,8 +189,7 @@ impl AppState {
     pub fn restarted(&self) -> AppState {
         let settings = (*self.settings).clone();
         AppState(Arc::new(Services {
-            db: self.db.clone(),
-            hot_db: Default::default(),
+            db: store::Db::new(self.db.pool().clone()),
             keys: self.keys.clone(),
             throttle: Arc::new(accounts::auth::LoginThrottle::default()),
             hash_gate: accounts::password::HashGate::new(settings.hash_at_once, settings.hash_wait),

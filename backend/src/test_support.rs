@@ -42,12 +42,12 @@ pub async fn state_with_functions(
         workspaces: dir.path().join("workspaces"),
         ..settings
     };
-    let pool = store::open(dir.path()).await.expect("open db");
-    store::migrate(&pool).await.expect("migrate");
+    let db = store::Db::open(dir.path()).await.expect("open db");
+    store::migrate(&db).await.expect("migrate");
     crate::execution::sandbox::let_the_sandbox_in(dir.path()).expect("the sandbox's way in");
     let keys = crypto::Keyring::new(crypto::SecretKey::random());
     TestState {
-        st: AppState::with_functions(pool, keys, settings, functions).expect("state"),
+        st: AppState::with_functions(db, keys, settings, functions).expect("state"),
         dir,
     }
 }

@@ -783,7 +783,7 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
     if a.history > 0 {
         let (user_id, wrapped): (i64, Vec<u8>) =
             sqlx::query_as("SELECT id, data_key FROM users WHERE username = 'bench'")
-                .fetch_one(&st.db)
+                .fetch_one(st.db.pool())
                 .await
                 .expect("user");
         let dk = st
@@ -792,8 +792,8 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
             .expect("data key");
         let reply = answer_text(a.tokens);
         for &s in &sessions {
-            st.hot_db
-                .write(&st.db, |tx| {
+            st.db
+                .hot_write(|tx| {
                     for k in 0..a.history {
                         let (author, payload) = match k % 2 {
                             0 => (

@@ -12,10 +12,10 @@ use crate::config::Config;
 
 /// Opens the data directory: database (created and migrated), master key, key check.
 pub async fn open_store(cfg: &Config) -> anyhow::Result<AppState> {
-    let pool = store::open(&cfg.data_dir)
+    let db = store::Db::open(&cfg.data_dir)
         .await
         .with_context(|| format!("cannot open the database in {}", cfg.data_dir.display()))?;
-    store::migrate(&pool)
+    store::migrate(&db)
         .await
         .context("cannot apply database migrations")?;
     let (master, source) = crypto::load_master_key(
@@ -33,8 +33,8 @@ pub async fn open_store(cfg: &Config) -> anyhow::Result<AppState> {
         crypto::KeySource::Environment => tracing::debug!("master key from HERO_MASTER_KEY"),
     }
     let keys = crypto::Keyring::new(master);
-    store::check_master_key(&pool, &keys).await?;
-    Ok(AppState::new(pool, keys, cfg.backend_settings())?)
+    store::check_master_key(&db, &keys).await?;
+    Ok(AppState::new(db, keys, cfg.backend_settings())?)
 }
 
 pub async fn migrate(cfg: &Config) -> anyhow::Result<()> {

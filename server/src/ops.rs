@@ -30,7 +30,7 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
     let ready = if st.hub.is_closing() {
         Err("the server is shutting down".to_owned())
     } else {
-        hero_backend::store::ready(&st.hot_db, &st.db, READY_WITHIN).await
+        hero_backend::store::ready(&st.db, READY_WITHIN).await
     };
     match ready {
         Ok(()) => "ready\n".into_response(),
@@ -47,8 +47,8 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
     let text = st.metrics.render(hero_backend::metrics::Now {
         turns: st.turns.count_all(),
         streams: st.hub.streams_open(),
-        pool_size: st.db.size(),
-        pool_idle: st.db.num_idle(),
+        pool_size: st.db.pool().size(),
+        pool_idle: st.db.pool().num_idle(),
     });
     (
         [(header::CONTENT_TYPE, hero_backend::metrics::CONTENT_TYPE)],

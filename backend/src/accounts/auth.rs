@@ -188,8 +188,8 @@ async fn issue(st: &AppState, id: i64, username: String, is_admin: bool) -> Resu
 pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
     let claims = tokens::verify(&st.keys, token)?;
     let row = st
-        .hot_db
-        .read(&st.db, |c| store::tokens::by_jti_hot(c, &claims.jti))
+        .db
+        .hot_read(|c| store::tokens::by_jti_hot(c, &claims.jti))
         .await?;
     match row {
         Some(t) if t.disabled => Err(Error::Unauthorized("this account is disabled")),

@@ -19,7 +19,7 @@ pub mod password;
 pub mod tokens;
 pub mod users;
 
-use sqlx::SqlitePool;
+use crate::store::Db;
 
 use crate::crypto::Keyring;
 use crate::{Result, agents};
@@ -27,7 +27,7 @@ use users::UserRow;
 
 /// Creates an account: nothing of it stays behind if any step fails.
 pub async fn create(
-    db: &SqlitePool,
+    db: &Db,
     keys: &Keyring,
     username: &str,
     pw: &str,
@@ -36,7 +36,7 @@ pub async fn create(
     let username = users::validate_username(username)?;
     password::validate(pw)?;
     let hash = password::hash(pw).await?;
-    let mut tx = crate::store::begin_write(db).await?;
+    let mut tx = db.begin_pooled().await?;
     let (row, data_key) = users::insert(&mut tx, keys, username, &hash, is_admin).await?;
     agents::insert_demo(&mut tx, row.id, &data_key).await?;
     tx.commit().await?;

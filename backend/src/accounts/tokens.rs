@@ -2,9 +2,10 @@
 //! in `auth_tokens`, so the server can revoke them. A leaf: it signs, checks and revokes,
 //! and knows nothing of users or passwords.
 
+use crate::store::Db;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
-use sqlx::{SqliteConnection, SqlitePool};
+use sqlx::SqliteConnection;
 
 use crate::crypto::Keyring;
 use crate::{Error, Result, now_text, store};
@@ -42,7 +43,7 @@ static VALIDATION: std::sync::LazyLock<Validation> = std::sync::LazyLock::new(||
 
 /// Signs a token for `user_id` valid for `ttl` and records its `jti`.
 pub(crate) async fn issue(
-    db: &SqlitePool,
+    db: &Db,
     keys: &Keyring,
     user_id: i64,
     ttl: time::Duration,
@@ -89,7 +90,7 @@ pub(crate) fn verify(keys: &Keyring, token: &str) -> Result<Claims> {
 }
 
 /// Revokes one token.
-pub(crate) async fn revoke(db: &SqlitePool, jti: &str) -> Result<()> {
+pub(crate) async fn revoke(db: &Db, jti: &str) -> Result<()> {
     store::tokens::revoke(db, jti, &now_text()).await
 }
 

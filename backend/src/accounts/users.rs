@@ -3,7 +3,8 @@
 //! account has ([`crate::accounts::tokens`]). A whole account (user and demo agent) is made by
 //! [`crate::accounts::create`].
 
-use sqlx::{SqliteConnection, SqlitePool};
+use crate::store::Db;
+use sqlx::SqliteConnection;
 
 use crate::crypto::{Keyring, SecretKey};
 use crate::{Error, Result, accounts::password, accounts::tokens, now_text, store};
@@ -62,21 +63,21 @@ pub(crate) async fn insert(
     Ok((row, data_key))
 }
 
-pub async fn list(db: &SqlitePool) -> Result<Vec<UserRow>> {
+pub async fn list(db: &Db) -> Result<Vec<UserRow>> {
     store::users::list(db).await
 }
 
-pub async fn find_by_name(db: &SqlitePool, username: &str) -> Result<UserRow> {
+pub async fn find_by_name(db: &Db, username: &str) -> Result<UserRow> {
     store::users::find_by_name(db, username.trim())
         .await?
         .ok_or(Error::NotFound("user"))
 }
 
 /// Sets a new password and revokes every token of the account.
-pub async fn set_password(db: &SqlitePool, user_id: i64, password: &str) -> Result<()> {
+pub async fn set_password(db: &Db, user_id: i64, password: &str) -> Result<()> {
     password::validate(password)?;
     let hash = password::hash(password).await?;
-    let mut tx = store::begin_write(db).await?;
+    let mut tx = db.begin_pooled().await?;
     if !store::users::set_password_hash(&mut tx, user_id, &hash, &now_text()).await? {
         return Err(Error::NotFound("user"));
     }
@@ -86,8 +87,8 @@ pub async fn set_password(db: &SqlitePool, user_id: i64, password: &str) -> Resu
 }
 
 /// Disables (or re-enables) an account; disabling revokes every token it has.
-pub async fn set_disabled(db: &SqlitePool, user_id: i64, disabled: bool) -> Result<()> {
-    let mut tx = store::begin_write(db).await?;
+pub async fn set_disabled(db: &Db, user_id: i64, disabled: bool) -> Result<()> {
+    let mut tx = db.begin_pooled().await?;
     if !store::users::set_disabled(&mut tx, user_id, disabled, &now_text()).await? {
         return Err(Error::NotFound("user"));
     }
@@ -99,7 +100,7 @@ pub async fn set_disabled(db: &SqlitePool, user_id: i64, disabled: bool) -> Resu
 }
 
 /// The user's data key, unwrapped; for encrypting their frames, agent keys and abilities.
-pub async fn data_key(db: &SqlitePool, keys: &Keyring, user_id: i64) -> Result<SecretKey> {
+pub async fn data_key(db: &Db, keys: &Keyring, user_id: i64) -> Result<SecretKey> {
     let wrapped = store::users::wrapped_data_key(db, user_id)
         .await?
         .ok_or(Error::NotFound("user"))?;

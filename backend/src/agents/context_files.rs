@@ -318,7 +318,7 @@ pub fn write(
 
 /// An agent of the user's, with its type: anyone else's is a missing one.
 async fn agent_kind(st: &AppState, user: &AuthUser, agent_id: i64) -> Result<AgentKind> {
-    let row = store::agents::get(&st.db, user.id(), agent_id)
+    let row = store::agents::get(st.db.pool(), user.id(), agent_id)
         .await?
         .ok_or(Error::NotFound("agent"))?;
     AgentKind::parse(&row.kind).ok_or_else(|| Error::Internal("unknown agent type".into()))
@@ -343,8 +343,8 @@ async fn seeded_files(
     kind: AgentKind,
 ) -> Result<Vec<File>> {
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
-    st.hot_db
-        .write(&st.db, |tx| {
+    st.db
+        .hot_write(|tx| {
             ensure_seeded(tx, &dk, agent_id, user.id(), kind)?;
             merged(tx, &dk, agent_id, user.id())
         })
@@ -395,8 +395,8 @@ pub async fn write_file(
     let kind = agent_kind(st, user, agent_id).await?;
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
     let level = st
-        .hot_db
-        .write(&st.db, |tx| {
+        .db
+        .hot_write(|tx| {
             ensure_seeded(tx, &dk, agent_id, user.id(), kind)?;
             let of = Of {
                 agent_id,

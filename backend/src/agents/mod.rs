@@ -25,9 +25,10 @@ pub mod persona;
 pub mod prompt;
 pub mod summon;
 
+use crate::store::Db;
 use hero_shared::api::{AgentDto, AgentKind, CreateAgentRequest, ProviderKind, UpdateAgentRequest};
 use serde_json::{Map, Value};
-use sqlx::{Sqlite, SqliteConnection, SqlitePool};
+use sqlx::{Sqlite, SqliteConnection};
 
 use crate::accounts::auth::AuthUser;
 use crate::crypto::{self, Keyring, SecretKey};
@@ -306,7 +307,7 @@ pub(crate) async fn insert_demo(
 }
 
 pub async fn create(
-    db: &SqlitePool,
+    db: &Db,
     keys: &Keyring,
     egress: &EgressPolicy,
     user: &AuthUser,
@@ -327,7 +328,7 @@ pub async fn create(
         threshold("compact_after_tokens", req.compact_after_tokens)?,
     );
     let dk = users::data_key(db, keys, user.id()).await?;
-    let mut tx = store::begin_write(db).await?;
+    let mut tx = db.begin_pooled().await?;
     let id = insert(&mut tx, user.id(), &dk, &f).await?;
     store::agents::set_compaction(&mut tx, id, messages, tokens).await?;
     tx.commit().await?;
@@ -344,19 +345,19 @@ async fn fetch<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
         .ok_or(Error::NotFound("agent"))
 }
 
-pub async fn get(db: &SqlitePool, keys: &Keyring, user: &AuthUser, id: i64) -> Result<AgentDto> {
+pub async fn get(db: &Db, keys: &Keyring, user: &AuthUser, id: i64) -> Result<AgentDto> {
     let dk = users::data_key(db, keys, user.id()).await?;
-    fetch(db, user.id(), id).await?.dto(&dk)
+    fetch(db.pool(), user.id(), id).await?.dto(&dk)
 }
 
-pub async fn list(db: &SqlitePool, keys: &Keyring, user: &AuthUser) -> Result<Vec<AgentDto>> {
+pub async fn list(db: &Db, keys: &Keyring, user: &AuthUser) -> Result<Vec<AgentDto>> {
     let dk = users::data_key(db, keys, user.id()).await?;
     let rows = store::agents::list(db, user.id()).await?;
     rows.into_iter().map(|r| r.dto(&dk)).collect()
 }
 
 pub async fn update(
-    db: &SqlitePool,
+    db: &Db,
     keys: &Keyring,
     egress: &EgressPolicy,
     user: &AuthUser,
@@ -364,7 +365,7 @@ pub async fn update(
     req: UpdateAgentRequest,
 ) -> Result<AgentDto> {
     let dk = users::data_key(db, keys, user.id()).await?;
-    let mut tx = store::begin_write(db).await?;
+    let mut tx = db.begin_pooled().await?;
     let row = fetch(&mut *tx, user.id(), id).await?;
     let current_key = row.api_key(&dk)?;
     let new_base = req
@@ -417,7 +418,7 @@ pub async fn update(
 }
 
 /// Soft delete: the row stays for the sessions and usage that name it.
-pub async fn delete(db: &SqlitePool, user: &AuthUser, id: i64) -> Result<()> {
+pub async fn delete(db: &Db, user: &AuthUser, id: i64) -> Result<()> {
     if !store::agents::soft_delete(db, user.id(), id, &now_text()).await? {
         return Err(Error::NotFound("agent"));
     }
@@ -533,13 +534,13 @@ impl AgentRow {
 /// One of the user's agents, ready to be called (summoning calls an agent outside any
 /// session).
 pub(crate) async fn runtime(
-    db: &SqlitePool,
+    db: &Db,
     keys: &Keyring,
     user_id: i64,
     id: i64,
 ) -> Result<AgentRuntime> {
     let dk = users::data_key(db, keys, user_id).await?;
-    fetch(db, user_id, id).await?.runtime(&dk)
+    fetch(db.pool(), user_id, id).await?.runtime(&dk)
 }
 
 #[cfg(test)]
@@ -584,7 +585,7 @@ mod tests {
         assert!(!serde_json::to_string(&a).unwrap().contains("sk-secret-123"));
         let (raw,): (Vec<u8>,) = sqlx::query_as("SELECT api_key FROM agents WHERE id = ?")
             .bind(a.id)
-            .fetch_one(&st.db)
+            .fetch_one(st.db.pool())
             .await
             .unwrap();
         assert!(!raw.windows(13).any(|w| w == b"sk-secret-123"));
@@ -597,8 +598,8 @@ mod tests {
         .await
         .unwrap();
         let setup = st
-            .hot_db
-            .read(&st.db, |c| turn_setup(c, &st.keys, &alice, session.id))
+            .db
+            .hot_read(|c| turn_setup(c, &st.keys, &alice, session.id))
             .await
             .unwrap();
         assert_eq!(
@@ -607,8 +608,8 @@ mod tests {
         );
         let bob = signed_in(&st, "bob").await;
         let theirs = st
-            .hot_db
-            .read(&st.db, |c| turn_setup(c, &st.keys, &bob, session.id))
+            .db
+            .hot_read(|c| turn_setup(c, &st.keys, &bob, session.id))
             .await;
         assert!(matches!(theirs, Err(Error::NotFound(_))));
         // Partial update keeps the key; null removes it.
@@ -753,7 +754,7 @@ mod tests {
         ));
         let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM agents WHERE id = ?")
             .bind(a.id)
-            .fetch_one(&st.db)
+            .fetch_one(st.db.pool())
             .await
             .unwrap();
         assert_eq!(n, 1);

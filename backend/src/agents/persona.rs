@@ -192,10 +192,8 @@ pub(crate) fn prepared(
 /// The system prompt the session's next call would send (its agent's files seeded first,
 /// as the call would).
 pub async fn for_session(st: &AppState, user: &AuthUser, session_id: i64) -> Result<String> {
-    st.hot_db
-        .write(&st.db, |tx| {
-            Ok(prepared(tx, st, user, session_id, true)?.0.system)
-        })
+    st.db
+        .hot_write(|tx| Ok(prepared(tx, st, user, session_id, true)?.0.system))
         .await
 }
 
@@ -247,8 +245,8 @@ mod tests {
         let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id())
             .await
             .unwrap();
-        st.hot_db
-            .write(&st.db, |tx| {
+        st.db
+            .hot_write(|tx| {
                 context_files::write(
                     tx,
                     &dk,
@@ -280,10 +278,8 @@ mod tests {
     /// as it stands.
     async fn plant(st: &AppState, user: &AuthUser, session: i64, agent: i64, text: &str) {
         let generation = st
-            .hot_db
-            .read(&st.db, |c| {
-                Ok(agents::turn_setup(c, &st.keys, user, session)?.prompt_gen)
-            })
+            .db
+            .hot_read(|c| Ok(agents::turn_setup(c, &st.keys, user, session)?.prompt_gen))
             .await
             .unwrap();
         let key = PromptKey {
@@ -354,10 +350,8 @@ mod tests {
             sub_session: false,
         };
         let generation = st
-            .hot_db
-            .read(&st.db, |c| {
-                Ok(agents::turn_setup(c, &st.keys, &alice, session)?.prompt_gen)
-            })
+            .db
+            .hot_read(|c| Ok(agents::turn_setup(c, &st.keys, &alice, session)?.prompt_gen))
             .await
             .unwrap();
         st.prompts
@@ -489,8 +483,8 @@ mod tests {
             b"- Works at the lab",
         );
         let files = st
-            .hot_db
-            .write(&st.db, |tx| {
+            .db
+            .hot_write(|tx| {
                 crate::store::context_files::put(tx, pre, None, "USER.md", &sealed, "now")?;
                 context_files::ensure_seeded(tx, &dk, pre, alice.id(), AgentKind::Predefined)?;
                 context_files::merged(tx, &dk, pre, alice.id())
@@ -523,8 +517,8 @@ mod tests {
             let st = st.clone();
             let user = alice.id();
             async move {
-                st.hot_db
-                    .read(&st.db, |c| context_files::merged(c, &dk, agent, user))
+                st.db
+                    .hot_read(|c| context_files::merged(c, &dk, agent, user))
                     .await
                     .unwrap()
                     .into_iter()
@@ -561,16 +555,16 @@ mod tests {
         // deleted file.
         write(&st, &alice, open, AgentKind::Open, "SOUL.md", "I am terse.").await;
         write(&st, &alice, open, AgentKind::Open, "BOOTSTRAP.md", "  ").await;
-        st.hot_db
-            .write(&st.db, |tx| {
+        st.db
+            .hot_write(|tx| {
                 context_files::ensure_seeded(tx, &dk, open, alice.id(), AgentKind::Open)?;
                 context_files::seed(tx, &dk, open, alice.id(), AgentKind::Open)
             })
             .await
             .unwrap();
         let files = st
-            .hot_db
-            .read(&st.db, |c| context_files::merged(c, &dk, open, alice.id()))
+            .db
+            .hot_read(|c| context_files::merged(c, &dk, open, alice.id()))
             .await
             .unwrap();
         assert_eq!(
@@ -590,8 +584,8 @@ mod tests {
 
         // From chat, who the agent is cannot be rewritten, even an open agent's own copy.
         let refused = st
-            .hot_db
-            .write(&st.db, |tx| {
+            .db
+            .hot_write(|tx| {
                 let of = context_files::Of {
                     agent_id: open,
                     user_id: alice.id(),
@@ -616,8 +610,8 @@ mod tests {
         // A predefined agent: the user's USER.md overrides; agent-level files are not
         // writable from chat; unknown and virtual names are refused.
         let refused = st
-            .hot_db
-            .write(&st.db, |tx| {
+            .db
+            .hot_write(|tx| {
                 context_files::write(
                     tx,
                     &dk,
@@ -645,8 +639,8 @@ mod tests {
             ("NOTES.md", 404),
         ] {
             let e = st
-                .hot_db
-                .write(&st.db, |tx| {
+                .db
+                .hot_write(|tx| {
                     context_files::write(
                         tx,
                         &dk,

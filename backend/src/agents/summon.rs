@@ -87,10 +87,8 @@ pub async fn summon(
     )
     .await?;
     let started = st
-        .hot_db
-        .write(&st.db, |tx| {
-            store::agents::start_summoning(tx, user.id(), agent_id)
-        })
+        .db
+        .hot_write(|tx| store::agents::start_summoning(tx, user.id(), agent_id))
         .await?;
     if !started {
         return Err(Error::Conflict(
@@ -106,8 +104,8 @@ pub async fn summon(
     ) {
         Ok(slot) => slot,
         Err(e) => {
-            st.hot_db
-                .write(&st.db, |tx| store::agents::end_summoning(tx, agent_id))
+            st.db
+                .hot_write(|tx| store::agents::end_summoning(tx, agent_id))
                 .await?;
             return Err(e);
         }
@@ -139,8 +137,8 @@ pub async fn summon(
             tracing::error!(error = %e, "a summoned agent's files could not be stored");
         }
         if let Err(e) = st
-            .hot_db
-            .write(&st.db, |tx| store::agents::end_summoning(tx, agent_id))
+            .db
+            .hot_write(|tx| store::agents::end_summoning(tx, agent_id))
             .await
         {
             tracing::error!(error = %e, "a summoned agent could not be made active");
@@ -198,8 +196,8 @@ async fn write_with(
 /// template when it has nothing (a new agent's files are its templates).
 async fn store_files(st: &AppState, of: Of, files: &[(&'static str, String)]) -> Result<()> {
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, of.user_id).await?;
-    st.hot_db
-        .write(&st.db, |tx| {
+    st.db
+        .hot_write(|tx| {
             context_files::ensure_seeded(tx, &dk, of.agent_id, of.user_id, of.kind)?;
             let existing = context_files::merged(tx, &dk, of.agent_id, of.user_id)?;
             for name in FILES {

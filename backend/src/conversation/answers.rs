@@ -81,10 +81,8 @@ async fn question_of(
     element_id: &str,
 ) -> Result<Option<String>> {
     let rows = st
-        .hot_db
-        .read(&st.db, |c| {
-            store::frames::children_hot(c, session_id, message_id)
-        })
+        .db
+        .hot_read(|c| store::frames::children_hot(c, session_id, message_id))
         .await?;
     for r in rows.into_iter().filter(|r| r.frame_type == "request") {
         let f = r.open(dk)?;
@@ -122,8 +120,8 @@ pub(crate) async fn answer_prompt(
     answer: Value,
 ) -> Result<()> {
     let kept = st
-        .hot_db
-        .write(&st.db, |tx| {
+        .db
+        .hot_write(|tx| {
             let row = store::frames::get_hot(tx, session_id, message_id)?
                 .filter(|r| r.frame_type == "message")
                 .ok_or(Error::NotFound("message"))?;

@@ -69,10 +69,8 @@ pub async fn compact(
     abort: Option<&Abort>,
 ) -> Result<Frame> {
     let (agent, dk) = st
-        .hot_db
-        .read(&st.db, |c| {
-            crate::agents::persona::prepared(c, st, user, session_id, false)
-        })
+        .db
+        .hot_read(|c| crate::agents::persona::prepared(c, st, user, session_id, false))
         .await?;
     let kept = crate::conversation::context::load(st, &dk, session_id).await?;
     if messages(&kept) == 0 {
@@ -125,8 +123,8 @@ pub async fn compact(
         }),
     };
     let kept = st
-        .hot_db
-        .write(&st.db, |tx| {
+        .db
+        .hot_write(|tx| {
             let sealed = frames::seal(&dk, f.clone())?;
             let seq = sealed.insert(tx)?;
             // Rolled back: a frame appended while the summary was written would be hidden

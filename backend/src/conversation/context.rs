@@ -224,10 +224,8 @@ fn stored_tool_calls(payload: &Value) -> Vec<providers::ToolCall> {
 /// The conversation since the last compact as it now is (after calls appended to it).
 pub(crate) async fn load(st: &AppState, dk: &SecretKey, session_id: i64) -> Result<Vec<Kept>> {
     let rows = st
-        .hot_db
-        .read(&st.db, |c| {
-            frames::since_last_compact(c, session_id, i64::MAX)
-        })
+        .db
+        .hot_read(|c| frames::since_last_compact(c, session_id, i64::MAX))
         .await?;
     let kept = match rows {
         Some(rows) => rows.open(dk)?,

@@ -7,9 +7,9 @@
 //! `agents::turn_setup` in the same transaction); these functions take a session id that is
 //! already known to be the user's.
 
+use crate::store::Db;
 use hero_shared::frame::{AuthorType, Frame, FrameType, TargetId};
 use serde_json::Value;
-use sqlx::SqlitePool;
 
 use crate::crypto::{self, SecretKey};
 use crate::store::{self, frames::FrameRow};
@@ -197,7 +197,7 @@ impl Sealed {
 /// Appends a frame (on the hot connection, in a transaction of its own).
 pub async fn append(st: &crate::AppState, dk: &SecretKey, f: NewFrame) -> Result<Frame> {
     let sealed = seal(dk, f)?;
-    let seq = st.hot_db.write(&st.db, |tx| sealed.insert(tx)).await?;
+    let seq = st.db.hot_write(|tx| sealed.insert(tx)).await?;
     Ok(sealed.stored(seq))
 }
 
@@ -248,12 +248,7 @@ pub struct Filter {
 
 pub const MAX_LIST_LIMIT: i64 = 1000;
 
-pub async fn list(
-    db: &SqlitePool,
-    dk: &SecretKey,
-    session_id: i64,
-    f: &Filter,
-) -> Result<Vec<Frame>> {
+pub async fn list(db: &Db, dk: &SecretKey, session_id: i64, f: &Filter) -> Result<Vec<Frame>> {
     let limit = f.limit.unwrap_or(MAX_LIST_LIMIT).clamp(1, MAX_LIST_LIMIT);
     let rows = store::frames::list(
         db,
@@ -285,7 +280,7 @@ pub fn since_last_compact(
 /// what [`since_last_compact`] saw just before the frame `seq` was appended (frames are only
 /// ever appended), when it was too much to read on the hot connection.
 pub async fn before(
-    db: &SqlitePool,
+    db: &Db,
     dk: &SecretKey,
     session_id: i64,
     seq: i64,
@@ -312,17 +307,12 @@ impl Rows {
 }
 
 /// Every frame of the session, opened (tests compare against it; requests page instead).
-pub async fn all(db: &SqlitePool, dk: &SecretKey, session_id: i64) -> Result<Vec<Frame>> {
+pub async fn all(db: &Db, dk: &SecretKey, session_id: i64) -> Result<Vec<Frame>> {
     let rows = store::frames::all(db, session_id).await?;
     rows.into_iter().map(|r| r.open(dk)).collect()
 }
 
-pub async fn get(
-    db: &SqlitePool,
-    dk: &SecretKey,
-    session_id: i64,
-    frame_id: &str,
-) -> Result<Frame> {
+pub async fn get(db: &Db, dk: &SecretKey, session_id: i64, frame_id: &str) -> Result<Frame> {
     let row = store::frames::get(db, session_id, frame_id).await?;
     row.ok_or(Error::NotFound("frame"))?.open(dk)
 }
@@ -351,7 +341,7 @@ pub async fn session_key(
 
 /// A session's statistics, from its frames' metadata alone: no payload is read or
 /// decrypted, however long the session.
-pub async fn stats(db: &SqlitePool, session_id: i64) -> Result<hero_shared::frame::FrameStats> {
+pub async fn stats(db: &Db, session_id: i64) -> Result<hero_shared::frame::FrameStats> {
     let mut st = hero_shared::frame::FrameStats::default();
     for (frame_type, n, max_seq) in store::frames::counts(db, session_id).await? {
         let n = n.max(0) as u64;
@@ -476,8 +466,8 @@ pub async fn set_hidden(
 ) -> Result<()> {
     let dk = session_key(st, user, session_id).await?;
     let kept = st
-        .hot_db
-        .write(&st.db, |tx| {
+        .db
+        .hot_write(|tx| {
             store::frames::get_hot(tx, session_id, frame_id)?
                 .filter(|r| r.frame_type == "message")
                 .ok_or(Error::NotFound("message"))?;
@@ -598,7 +588,7 @@ mod tests {
         );
         // Payloads are sealed at rest.
         let (raw,): (Vec<u8>,) = sqlx::query_as("SELECT payload FROM frames LIMIT 1")
-            .fetch_one(&st.db)
+            .fetch_one(st.db.pool())
             .await
             .unwrap();
         assert!(!raw.windows(7).any(|w| w == b"content"));
@@ -616,9 +606,8 @@ mod tests {
             )
         };
         let hot = || {
-            st.hot_db.read(&st.db, |c| {
-                Ok(since_last_compact(c, s.id, i64::MAX)?.map(|r| r.0.len()))
-            })
+            st.db
+                .hot_read(|c| Ok(since_last_compact(c, s.id, i64::MAX)?.map(|r| r.0.len())))
         };
         for i in 0..HOT_HISTORY_FRAMES {
             append(&st, &dk, msg(format!("m{i}"))).await.unwrap();
@@ -640,8 +629,8 @@ mod tests {
         );
         append(&st, &dk, big).await.unwrap();
         assert!(
-            st.hot_db
-                .read(&st.db, |c| since_last_compact(c, t.id, i64::MAX))
+            st.db
+                .hot_read(|c| since_last_compact(c, t.id, i64::MAX))
                 .await
                 .unwrap()
                 .is_none()
@@ -669,8 +658,8 @@ mod tests {
             v.iter().map(|k| k.frame.seq).collect::<Vec<_>>()
         };
         let view = st
-            .hot_db
-            .read(&st.db, |c| since_last_compact(c, s.id, i64::MAX))
+            .db
+            .hot_read(|c| since_last_compact(c, s.id, i64::MAX))
             .await
             .unwrap()
             .unwrap()
@@ -686,7 +675,7 @@ mod tests {
         assert_eq!(seqs(before(&st.db, &dk, s.id, 2).await.unwrap()), vec![1]);
         // And so does the hot connection.
         let hot = |seq| {
-            st.hot_db.read(&st.db, move |c| {
+            st.db.hot_read(move |c| {
                 Ok(since_last_compact(c, s.id, seq)?
                     .unwrap()
                     .0
@@ -740,7 +729,7 @@ mod tests {
                 "SELECT CAST({column} AS TEXT) FROM frames WHERE id = ?"
             ))
             .bind(&stored.id)
-            .fetch_one(&st.db)
+            .fetch_one(st.db.pool())
             .await
             .unwrap();
             let bind_value = match &value {
@@ -751,7 +740,7 @@ mod tests {
             sqlx::query(&format!("UPDATE frames SET {column} = ? WHERE id = ?"))
                 .bind(&bind_value)
                 .bind(&stored.id)
-                .execute(&st.db)
+                .execute(st.db.pool())
                 .await
                 .unwrap();
             assert!(
@@ -761,7 +750,7 @@ mod tests {
             sqlx::query(&format!("UPDATE frames SET {column} = ? WHERE id = ?"))
                 .bind(&before.0)
                 .bind(&stored.id)
-                .execute(&st.db)
+                .execute(st.db.pool())
                 .await
                 .unwrap();
             assert_eq!(get(&st.db, &dk, s.id, &stored.id).await.unwrap(), stored);
@@ -785,7 +774,7 @@ mod tests {
         .bind(&id)
         .bind(s.id)
         .bind(sealed)
-        .execute(&st.db)
+        .execute(st.db.pool())
         .await
         .unwrap();
         let old = get(&st.db, &dk, s.id, &id).await.unwrap();
@@ -800,7 +789,7 @@ mod tests {
         .unwrap();
         let (seal,): (i64,) = sqlx::query_as("SELECT seal FROM frames WHERE id = ?")
             .bind(&new.id)
-            .fetch_one(&st.db)
+            .fetch_one(st.db.pool())
             .await
             .unwrap();
         assert_eq!((new.seq, seal), (2, SEAL));
@@ -850,7 +839,7 @@ mod tests {
         // A frame before the compact that could not be opened is never opened.
         sqlx::query("UPDATE frames SET payload = x'00' WHERE id = ?")
             .bind(&old.id)
-            .execute(&st.db)
+            .execute(st.db.pool())
             .await
             .unwrap();
         assert!(all(&st.db, &dk, s.id).await.is_err(), "it is unreadable");

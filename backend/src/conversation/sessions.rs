@@ -1,10 +1,11 @@
 //! A user's sessions. Every query names the user: another user's session is "not found",
 //! exactly like a missing one.
 
+use crate::store::Db;
 use hero_shared::api::{
     CreateSessionRequest, MAX_SESSION_NAME_CHARS, SessionDto, SessionStatus, UpdateSessionRequest,
 };
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::{Sqlite, Transaction};
 
 use crate::accounts::auth::AuthUser;
 use crate::store::{self, sessions::SessionRow};
@@ -47,13 +48,13 @@ pub fn validate_name(name: &str) -> Result<String> {
 }
 
 /// All the user's sessions, oldest first (the UI groups children under parents).
-pub async fn list(db: &SqlitePool, user: &AuthUser) -> Result<Vec<SessionDto>> {
+pub async fn list(db: &Db, user: &AuthUser) -> Result<Vec<SessionDto>> {
     let rows = store::sessions::list(db, user.id()).await?;
     Ok(rows.into_iter().map(SessionRow::dto).collect())
 }
 
-pub async fn get(db: &SqlitePool, user: &AuthUser, id: i64) -> Result<SessionDto> {
-    fetch(db, user.id(), id).await
+pub async fn get(db: &Db, user: &AuthUser, id: i64) -> Result<SessionDto> {
+    fetch(db.pool(), user.id(), id).await
 }
 
 async fn fetch<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
@@ -72,7 +73,7 @@ pub async fn create(
 ) -> Result<SessionDto> {
     let name = validate_name(&req.name)?;
     let status = req.status.unwrap_or(SessionStatus::Active);
-    let mut tx = store::begin_write(&st.db).await?;
+    let mut tx = st.db.begin_pooled().await?;
     // Counted in the transaction that inserts: two creations at once cannot both slip in.
     let most = st.settings.limits.sessions_per_user;
     if store::sessions::count(&mut *tx, user.id()).await? >= most as i64 {
@@ -102,13 +103,13 @@ pub async fn create(
 
 /// Applies a partial update in one transaction: all fields change, or none.
 pub async fn update(
-    db: &SqlitePool,
+    db: &Db,
     user: &AuthUser,
     id: i64,
     req: UpdateSessionRequest,
 ) -> Result<SessionDto> {
     let name = req.name.as_deref().map(validate_name).transpose()?;
-    let mut tx = store::begin_write(db).await?;
+    let mut tx = db.begin_pooled().await?;
     let current = fetch(&mut *tx, user.id(), id).await?;
     let parent = match req.parent_session_id {
         Some(Some(p)) => {

@@ -99,8 +99,8 @@ pub(crate) fn allowed_specs<'r>(
 
 /// The registry's functions as native tools, but those the user has set to never.
 pub async fn offered(st: &AppState, user_id: i64) -> Result<Vec<Arc<crate::providers::Tool>>> {
-    st.hot_db
-        .read(&st.db, |c| {
+    st.db
+        .hot_read(|c| {
             Ok(allowed(c, &st.functions, user_id)?
                 .into_iter()
                 .map(|(_, t)| t.clone())

@@ -2,7 +2,7 @@
 //! ([`crate::agents`] seals and opens them); a deleted agent keeps its row (`deleted_at`)
 //! for the sessions and usage that name it, and no read here returns it.
 
-use sqlx::{Sqlite, SqliteConnection, SqlitePool};
+use sqlx::{Sqlite, SqliteConnection};
 
 use super::Columns;
 use crate::Result;
@@ -139,25 +139,25 @@ pub async fn get<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
 }
 
 /// The user's live agents, oldest first.
-pub async fn list(db: &SqlitePool, user_id: i64) -> Result<Vec<AgentRow>> {
+pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<AgentRow>> {
     let rows = sqlx::query(&format!(
         "SELECT {COLUMNS} FROM agents WHERE user_id = ? AND deleted_at IS NULL ORDER BY id"
     ))
     .bind(user_id)
-    .fetch_all(db)
+    .fetch_all(db.pool())
     .await?;
     rows.iter().map(|r| AgentRow::read(r, 0)).collect()
 }
 
 /// Marks the user's agent `id` deleted; whether there was such a live agent.
-pub async fn soft_delete(db: &SqlitePool, user_id: i64, id: i64, now: &str) -> Result<bool> {
+pub async fn soft_delete(db: &super::Db, user_id: i64, id: i64, now: &str) -> Result<bool> {
     let done = sqlx::query(
         "UPDATE agents SET deleted_at = ? WHERE id = ? AND user_id = ? AND deleted_at IS NULL",
     )
     .bind(now)
     .bind(id)
     .bind(user_id)
-    .execute(db)
+    .execute(db.pool())
     .await?;
     Ok(done.rows_affected() > 0)
 }
@@ -243,10 +243,10 @@ pub fn end_summoning(c: &rusqlite::Connection, id: i64) -> Result<()> {
 
 /// At start-up: a summoning cut short by a restart leaves its agent active, with whatever
 /// files it has.
-pub async fn end_all_summoning(db: &SqlitePool) -> Result<u64> {
+pub async fn end_all_summoning(db: &super::Db) -> Result<u64> {
     Ok(
         sqlx::query("UPDATE agents SET status = 'active' WHERE status = 'summoning'")
-            .execute(db)
+            .execute(db.pool())
             .await?
             .rows_affected(),
     )

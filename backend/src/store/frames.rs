@@ -2,8 +2,6 @@
 //! connection, `seq` assigned inside the insert) and read; nothing here updates or deletes.
 //! Payloads arrive sealed and leave sealed: [`crate::conversation::frames`] seals and opens them.
 
-use sqlx::SqlitePool;
-
 use super::Columns;
 use crate::Result;
 
@@ -88,7 +86,7 @@ pub fn insert(tx: &crate::store::Tx<'_>, f: &NewFrameRow<'_>) -> Result<i64> {
 
 /// The session's frames after `after_seq`, of `frame_type` if given, `limit` at most.
 pub async fn list(
-    db: &SqlitePool,
+    db: &super::Db,
     session_id: i64,
     after_seq: i64,
     frame_type: Option<&str>,
@@ -103,18 +101,18 @@ pub async fn list(
     .bind(frame_type)
     .bind(frame_type)
     .bind(limit)
-    .fetch_all(db)
+    .fetch_all(db.pool())
     .await?;
     rows.iter().map(FrameRow::read).collect()
 }
 
 /// The seq of the session's last `compact` frame, if any (an index lookup: nothing before
 /// it is read).
-pub async fn last_compact_seq(db: &SqlitePool, session_id: i64) -> Result<Option<i64>> {
+pub async fn last_compact_seq(db: &super::Db, session_id: i64) -> Result<Option<i64>> {
     Ok(
         sqlx::query_scalar("SELECT MAX(seq) FROM frames WHERE session_id = ? AND type = 'compact'")
             .bind(session_id)
-            .fetch_one(db)
+            .fetch_one(db.pool())
             .await?,
     )
 }
@@ -157,13 +155,13 @@ pub fn since_last_compact(
 /// The frames from the last `compact` before `seq` up to `seq` (excluded), through the pool:
 /// what [`since_last_compact`] saw just before the frame `seq` was appended (frames are only
 /// ever appended), when it was too much to read on the hot connection.
-pub async fn before(db: &SqlitePool, session_id: i64, seq: i64) -> Result<Vec<FrameRow>> {
+pub async fn before(db: &super::Db, session_id: i64, seq: i64) -> Result<Vec<FrameRow>> {
     // The hot connection's query, with no limit (-1).
     let rows = sqlx::query(SINCE_LAST_COMPACT)
         .bind(session_id)
         .bind(-1)
         .bind(seq)
-        .fetch_all(db)
+        .fetch_all(db.pool())
         .await?;
     rows.iter().map(FrameRow::read).collect()
 }
@@ -173,7 +171,7 @@ pub async fn before(db: &SqlitePool, session_id: i64, seq: i64) -> Result<Vec<Fr
 /// segment starts (its `compact` frame's seq, 0 for none; the page's start when nothing of
 /// it lies below the page). Metadata only: nothing is read or decrypted.
 pub async fn page_start(
-    db: &SqlitePool,
+    db: &super::Db,
     session_id: i64,
     before_seq: i64,
     n: i64,
@@ -183,7 +181,7 @@ pub async fn page_start(
     )
     .bind(session_id)
     .bind(before_seq)
-    .fetch_one(db)
+    .fetch_one(db.pool())
     .await?;
     let nth: Option<i64> = sqlx::query_scalar(
         "SELECT seq FROM frames WHERE session_id = ? AND type = 'message' AND seq < ? AND seq > ? \
@@ -193,7 +191,7 @@ pub async fn page_start(
     .bind(before_seq)
     .bind(lower)
     .bind(n - 1)
-    .fetch_optional(db)
+    .fetch_optional(db.pool())
     .await?;
     let start = nth.unwrap_or(lower).max(lower);
     // A reply's calls begun while it streamed are stored before it: its page starts with them.
@@ -203,7 +201,7 @@ pub async fn page_start(
     )
     .bind(start)
     .bind(session_id)
-    .fetch_one(db)
+    .fetch_one(db.pool())
     .await?;
     let start = start.max(lower);
     // Anything of the same part below the page (its summary, if nothing else)?
@@ -213,7 +211,7 @@ pub async fn page_start(
     .bind(session_id)
     .bind(lower)
     .bind(start)
-    .fetch_one(db)
+    .fetch_one(db.pool())
     .await?;
     Ok((start, if more { lower } else { start }))
 }
@@ -222,7 +220,7 @@ pub async fn page_start(
 /// answers, calls and results (children, and children of those), in order. A page of the
 /// past compiles with them, as the whole log would.
 pub async fn late_children(
-    db: &SqlitePool,
+    db: &super::Db,
     session_id: i64,
     from: i64,
     to: i64,
@@ -236,57 +234,57 @@ pub async fn late_children(
     .bind(session_id)
     .bind(from)
     .bind(to)
-    .fetch_all(db)
+    .fetch_all(db.pool())
     .await?;
     rows.iter().map(FrameRow::read).collect()
 }
 
 /// The frames with `from <= seq < to`, in order.
-pub async fn range(db: &SqlitePool, session_id: i64, from: i64, to: i64) -> Result<Vec<FrameRow>> {
+pub async fn range(db: &super::Db, session_id: i64, from: i64, to: i64) -> Result<Vec<FrameRow>> {
     let rows = sqlx::query(&format!(
         "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq"
     ))
     .bind(session_id)
     .bind(from)
     .bind(to)
-    .fetch_all(db)
+    .fetch_all(db.pool())
     .await?;
     rows.iter().map(FrameRow::read).collect()
 }
 
 /// Every frame of the session, in order.
-pub async fn all(db: &SqlitePool, session_id: i64) -> Result<Vec<FrameRow>> {
+pub async fn all(db: &super::Db, session_id: i64) -> Result<Vec<FrameRow>> {
     range(db, session_id, i64::MIN, i64::MAX).await
 }
 
 /// The session's frames counted by type, with each type's highest seq, from the rows'
 /// metadata alone (nothing is decrypted): `(type, count, max seq)`.
-pub async fn counts(db: &SqlitePool, session_id: i64) -> Result<Vec<(String, i64, i64)>> {
+pub async fn counts(db: &super::Db, session_id: i64) -> Result<Vec<(String, i64, i64)>> {
     Ok(sqlx::query_as(
         "SELECT type, COUNT(*), MAX(seq) FROM frames WHERE session_id = ? GROUP BY type",
     )
     .bind(session_id)
-    .fetch_all(db)
+    .fetch_all(db.pool())
     .await?)
 }
 
 /// How many `message` frames follow the session's last `compact` (all of them without one).
-pub async fn messages_since_last_compact(db: &SqlitePool, session_id: i64) -> Result<i64> {
+pub async fn messages_since_last_compact(db: &super::Db, session_id: i64) -> Result<i64> {
     Ok(sqlx::query_scalar(
         "SELECT COUNT(*) FROM frames WHERE session_id = ?1 AND type = 'message' AND seq > \
          COALESCE((SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact'), 0)",
     )
     .bind(session_id)
-    .fetch_one(db)
+    .fetch_one(db.pool())
     .await?)
 }
 
 /// The session's highest seq, 0 when it has no frame.
-pub async fn last_seq(db: &SqlitePool, session_id: i64) -> Result<i64> {
+pub async fn last_seq(db: &super::Db, session_id: i64) -> Result<i64> {
     Ok(
         sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?")
             .bind(session_id)
-            .fetch_one(db)
+            .fetch_one(db.pool())
             .await?,
     )
 }
@@ -300,13 +298,13 @@ pub fn last_seq_on(c: &rusqlite::Connection, session_id: i64) -> Result<i64> {
 }
 
 /// One frame of the session, by id.
-pub async fn get(db: &SqlitePool, session_id: i64, frame_id: &str) -> Result<Option<FrameRow>> {
+pub async fn get(db: &super::Db, session_id: i64, frame_id: &str) -> Result<Option<FrameRow>> {
     let row = sqlx::query(&format!(
         "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND id = ?"
     ))
     .bind(session_id)
     .bind(frame_id)
-    .fetch_optional(db)
+    .fetch_optional(db.pool())
     .await?;
     row.as_ref().map(FrameRow::read).transpose()
 }
@@ -345,27 +343,27 @@ pub fn children_hot(
 
 /// The session's request frames that have no result yet (the calls still open), oldest
 /// first, through the pool.
-pub async fn open_requests(db: &SqlitePool, session_id: i64) -> Result<Vec<FrameRow>> {
+pub async fn open_requests(db: &super::Db, session_id: i64) -> Result<Vec<FrameRow>> {
     let rows = sqlx::query(&format!(
         "SELECT {COLUMNS} FROM frames f WHERE session_id = ? AND type = 'request' \
          AND NOT EXISTS (SELECT 1 FROM frames r WHERE r.parent_id = f.id AND r.type = 'result') \
          ORDER BY seq"
     ))
     .bind(session_id)
-    .fetch_all(db)
+    .fetch_all(db.pool())
     .await?;
     rows.iter().map(FrameRow::read).collect()
 }
 
 /// The session of a frame, if it is one of the user's.
-pub async fn session_of(db: &SqlitePool, user_id: i64, frame_id: &str) -> Result<Option<i64>> {
+pub async fn session_of(db: &super::Db, user_id: i64, frame_id: &str) -> Result<Option<i64>> {
     Ok(sqlx::query_scalar(
         "SELECT f.session_id FROM frames f JOIN sessions s ON s.id = f.session_id \
          WHERE f.id = ? AND s.user_id = ?",
     )
     .bind(frame_id)
     .bind(user_id)
-    .fetch_optional(db)
+    .fetch_optional(db.pool())
     .await?)
 }
 
@@ -374,7 +372,7 @@ pub async fn session_of(db: &SqlitePool, user_id: i64, frame_id: &str) -> Result
 /// Replies a crash left unwritten: a call begun while its reply streamed names the reply as
 /// its parent, and no frame has that id. (session, reply id, the session's owner), oldest
 /// first.
-pub async fn missing_replies(db: &SqlitePool) -> Result<Vec<(i64, String, i64)>> {
+pub async fn missing_replies(db: &super::Db) -> Result<Vec<(i64, String, i64)>> {
     Ok(sqlx::query_as(
         "SELECT f.session_id, f.parent_id, s.user_id FROM frames f \
          JOIN sessions s ON s.id = f.session_id \
@@ -382,11 +380,11 @@ pub async fn missing_replies(db: &SqlitePool) -> Result<Vec<(i64, String, i64)>>
          AND NOT EXISTS (SELECT 1 FROM frames m WHERE m.id = f.parent_id) \
          GROUP BY f.session_id, f.parent_id ORDER BY MIN(f.seq)",
     )
-    .fetch_all(db)
+    .fetch_all(db.pool())
     .await?)
 }
 
-pub async fn open_requests_everywhere(db: &SqlitePool) -> Result<Vec<(FrameRow, i64)>> {
+pub async fn open_requests_everywhere(db: &super::Db) -> Result<Vec<(FrameRow, i64)>> {
     let rows = sqlx::query(&format!(
         "SELECT {}, s.user_id FROM frames f JOIN sessions s ON s.id = f.session_id \
          WHERE f.type = 'request' \
@@ -398,7 +396,7 @@ pub async fn open_requests_everywhere(db: &SqlitePool) -> Result<Vec<(FrameRow, 
             .collect::<Vec<_>>()
             .join(", ")
     ))
-    .fetch_all(db)
+    .fetch_all(db.pool())
     .await?;
     // A row that cannot be read is passed over (and said): the others are still recovered.
     Ok(rows

@@ -8,32 +8,6 @@ use sqlx::SqlitePool;
 use super::BUSY_FOR;
 use crate::{Error, Result};
 
-/// The hot connection inside a write transaction that [`HotDb::write`] began and ends:
-/// what must happen in one transaction (a frame's `seq` read, then its insert) takes it.
-pub struct Tx<'c>(&'c rusqlite::Connection);
-
-/// A transaction not committed when its `Tx` goes (an error, a panic in the caller's
-/// closure) is rolled back then. If the rollback fails too, `HotDb::run` sees the
-/// transaction left open and opens another connection.
-impl Drop for Tx<'_> {
-    fn drop(&mut self) {
-        if !self.0.is_autocommit() {
-            let _ = self
-                .0
-                .prepare_cached("ROLLBACK")
-                .and_then(|mut s| s.execute([]));
-        }
-    }
-}
-
-impl std::ops::Deref for Tx<'_> {
-    type Target = rusqlite::Connection;
-
-    fn deref(&self) -> &rusqlite::Connection {
-        self.0
-    }
-}
-
 /// The connection of the hot path, kept out of the pool: every request's sign-in check and
 /// every turn's reads and writes, run on the calling thread.
 ///
@@ -41,21 +15,22 @@ impl std::ops::Deref for Tx<'_> {
 /// trip to it: two thread wake-ups, measured at 40-50 µs of CPU on the 2-core development
 /// machine, where the statement itself takes 0.2 µs (a key lookup) to 25 µs (an insert and
 /// its commit). A turn makes six. This connection is a plain SQLite handle (rusqlite, on the
-/// same libsqlite3 as sqlx) behind a mutex held only while statements run, never across an
-/// `.await`; its statements are short and bounded: a key lookup, a session's recent frames
-/// (at most [`super::frames::HOT_HISTORY_FRAMES`], else the pool reads them), an insert.
+/// same libsqlite3 as sqlx) held by one task at a time ([`Conn`], [`Write`]); its statements
+/// run on the holder's thread and are short and bounded: a key lookup, a session's recent
+/// frames (at most [`super::frames::HOT_HISTORY_FRAMES`], else the pool reads them), an
+/// insert. Whoever holds it runs statements and nothing else: no request to the network, no
+/// wait on anything but the database, between taking it and letting it go.
 ///
 /// It never blocks on another connection: its busy timeout is zero, and a statement refused
 /// because a pooled connection holds the write lock is retried after an asynchronous sleep
-/// ([`HotDb::write`]'s closure runs again, in a fresh transaction). It does not checkpoint
-/// either (that writes and syncs the database file, milliseconds on a worker thread): every
-/// [`CHECKPOINT_EVERY`] writes a pooled connection, on its own thread, checkpoints the
-/// write-ahead log and restarts it, so the log holds at most that many writes. One
-/// connection for the turns also keeps their pages warm: in WAL mode a connection drops its
-/// page cache whenever another one has written.
+/// ([`Conn::run`]). It does not checkpoint either (that writes and syncs the database file,
+/// milliseconds on a worker thread): every [`CHECKPOINT_EVERY`] writes a pooled connection,
+/// on its own thread, checkpoints the write-ahead log and restarts it, so the log holds at
+/// most that many writes. One connection for the turns also keeps their pages warm: in WAL
+/// mode a connection drops its page cache whenever another one has written.
 #[derive(Default)]
 pub struct HotDb {
-    conn: std::sync::Mutex<Option<rusqlite::Connection>>,
+    conn: tokio::sync::Mutex<Option<rusqlite::Connection>>,
     writes: std::sync::atomic::AtomicU32,
     checkpointing: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
@@ -65,77 +40,87 @@ pub struct HotDb {
 pub const CHECKPOINT_EVERY: u32 = 256;
 
 impl HotDb {
-    /// Runs `f` on the hot connection: reads, or a statement that commits on its own.
+    /// The connection, once no one else holds it: its statements commit one by one.
+    pub async fn conn<'a>(&'a self, pool: &'a SqlitePool) -> Conn<'a> {
+        Conn {
+            slot: self.conn.lock().await,
+            pool,
+            in_tx: false,
+        }
+    }
+
+    /// The connection inside a write transaction of its own, taking the write lock at once
+    /// (`BEGIN IMMEDIATE`, waiting its turn while the database is busy): committed by
+    /// [`Write::commit`], rolled back if dropped before.
+    pub async fn begin<'a>(&'a self, pool: &'a SqlitePool) -> Result<Write<'a>> {
+        let mut conn = self.conn(pool).await;
+        // Kept statements: rusqlite's `Transaction` parses "BEGIN IMMEDIATE" and "COMMIT"
+        // again on every write (docs/perf.md).
+        conn.run(|c| Ok(c.prepare_cached("BEGIN IMMEDIATE")?.execute([])?))
+            .await?;
+        conn.in_tx = true;
+        Ok(Write { conn, hot: self })
+    }
+
+    /// Runs `f` on the connection: reads, or a statement that commits on its own.
     pub async fn read<T>(
         &self,
         pool: &SqlitePool,
-        mut f: impl FnMut(&rusqlite::Connection) -> Result<T>,
+        f: impl FnMut(&rusqlite::Connection) -> Result<T>,
     ) -> Result<T> {
-        self.run(pool, |c| f(c)).await
+        self.conn(pool).await.run(f).await
     }
 
-    /// Runs `f` in a transaction of its own (taking the write lock at once), committed when
-    /// `f` succeeds and rolled back when it fails. `f` may run more than once: again if the
-    /// database was busy.
+    /// Runs `f` in a transaction of its own ([`HotDb::begin`]), committed when `f` succeeds
+    /// and rolled back when it fails.
     pub async fn write<T>(
         &self,
         pool: &SqlitePool,
         mut f: impl FnMut(&Tx<'_>) -> Result<T>,
     ) -> Result<T> {
-        let r = self
-            .run(pool, |c| {
-                // Kept statements: rusqlite's `Transaction` parses "BEGIN IMMEDIATE" and
-                // "COMMIT" again on every write (docs/perf.md).
-                c.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-                let tx = Tx(c);
-                let v = f(&tx)?;
-                c.prepare_cached("COMMIT")?.execute([])?;
-                Ok(v)
-            })
-            .await;
-        use std::sync::atomic::Ordering;
-        if r.is_ok()
-            && self.writes.fetch_add(1, Ordering::Relaxed) % CHECKPOINT_EVERY
-                == CHECKPOINT_EVERY - 1
-        {
-            checkpoint(pool, &self.checkpointing);
-        }
-        r
+        let mut w = self.begin(pool).await?;
+        let v = w.run(|c| f(&Tx(c))).await?;
+        w.commit().await?;
+        Ok(v)
     }
+}
 
-    async fn run<T>(
-        &self,
-        pool: &SqlitePool,
-        mut f: impl FnMut(&mut rusqlite::Connection) -> Result<T>,
+/// The hot connection, held by one task until it is dropped: statements run on it one
+/// after another ([`Conn::run`]), in autocommit, or inside a [`Write`]'s transaction.
+pub struct Conn<'a> {
+    slot: tokio::sync::MutexGuard<'a, Option<rusqlite::Connection>>,
+    pool: &'a SqlitePool,
+    in_tx: bool,
+}
+
+impl Conn<'_> {
+    /// Runs `f` on the connection (opening it first if it is not open). A database busy
+    /// with a pooled writer or a checkpoint is waited for, asleep, and `f` run again; a
+    /// failed file drops the connection, and the next use opens another, instead of failing
+    /// every request until a restart (inside a transaction, the rest of it then fails).
+    pub(crate) async fn run<T>(
+        &mut self,
+        mut f: impl FnMut(&rusqlite::Connection) -> Result<T>,
     ) -> Result<T> {
         let deadline = std::time::Instant::now() + BUSY_FOR;
         let mut pause = Duration::from_millis(1);
         loop {
-            let r = {
-                let mut slot = self
-                    .conn
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let conn = match &mut *slot {
-                    Some(c) => c,
-                    empty => empty.insert(open_hot(pool)?),
-                };
-                let r = f(conn);
-                if broken(&r) {
-                    tracing::error!(
-                        "the database connection of sign-ins and turns broke; opening another"
-                    );
-                    *slot = None;
-                } else if !conn.is_autocommit() {
-                    // A transaction left open (a rollback that failed) would hold the write
-                    // lock and show every later read an old snapshot: closing rolls it back.
-                    tracing::error!(
-                        "the database connection of sign-ins and turns was left in a transaction; opening another"
-                    );
-                    *slot = None;
+            let conn = match &mut *self.slot {
+                Some(c) => c,
+                None if self.in_tx => {
+                    return Err(Error::Internal(
+                        "the database connection broke during this write".into(),
+                    ));
                 }
-                r
+                empty => empty.insert(open_hot(self.pool)?),
             };
+            let r = f(conn);
+            if broken(&r) {
+                tracing::error!(
+                    "the database connection of sign-ins and turns broke; opening another"
+                );
+                *self.slot = None;
+            }
             match r {
                 Err(Error::Sqlite(e)) if busy(&e) && std::time::Instant::now() < deadline => {
                     tokio::time::sleep(pause).await;
@@ -144,6 +129,81 @@ impl HotDb {
                 r => return r,
             }
         }
+    }
+}
+
+/// A transaction left open (one not committed, or a rollback that failed) would hold the
+/// write lock and show every later read an old snapshot: it is rolled back when its holder
+/// lets the connection go, and if that fails too the connection is closed (which rolls it
+/// back) and the next use opens another.
+impl Drop for Conn<'_> {
+    fn drop(&mut self) {
+        let Some(c) = &*self.slot else { return };
+        if c.is_autocommit() {
+            return;
+        }
+        if !self.in_tx {
+            tracing::error!(
+                "the database connection of sign-ins and turns was left in a transaction; rolling it back"
+            );
+        }
+        let _ = c.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
+        if !c.is_autocommit() {
+            tracing::error!(
+                "the database connection of sign-ins and turns could not roll back; opening another"
+            );
+            *self.slot = None;
+        }
+    }
+}
+
+/// The hot connection inside a write transaction ([`HotDb::begin`]): what must happen in
+/// one transaction (a frame's `seq` read, then its insert; a check, then the write it
+/// allows) runs on it, then [`Write::commit`]. Dropped before, it is rolled back (an error,
+/// a panic of its holder's).
+pub struct Write<'a> {
+    conn: Conn<'a>,
+    hot: &'a HotDb,
+}
+
+impl<'a> std::ops::Deref for Write<'a> {
+    type Target = Conn<'a>;
+
+    fn deref(&self) -> &Conn<'a> {
+        &self.conn
+    }
+}
+
+impl<'a> std::ops::DerefMut for Write<'a> {
+    fn deref_mut(&mut self) -> &mut Conn<'a> {
+        &mut self.conn
+    }
+}
+
+impl Write<'_> {
+    /// Commits what was written; every [`CHECKPOINT_EVERY`] commits, a checkpoint of the
+    /// write-ahead log starts on the pool.
+    pub async fn commit(mut self) -> Result<()> {
+        self.conn
+            .run(|c| Ok(c.prepare_cached("COMMIT")?.execute([])?))
+            .await?;
+        use std::sync::atomic::Ordering;
+        let hot = self.hot;
+        if hot.writes.fetch_add(1, Ordering::Relaxed) % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1 {
+            checkpoint(self.conn.pool, &hot.checkpointing);
+        }
+        Ok(())
+    }
+}
+
+/// The hot connection inside a write transaction, as the closure of [`HotDb::write`] sees it.
+pub struct Tx<'c>(&'c rusqlite::Connection);
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = rusqlite::Connection;
+
+    fn deref(&self) -> &rusqlite::Connection {
+        self.0
     }
 }
 
@@ -235,7 +295,7 @@ fn checkpoint(pool: &SqlitePool, running: &std::sync::Arc<std::sync::atomic::Ato
         match done {
             Ok((0, _, _)) => {
                 let now = crate::now_text();
-                let touch = super::meta::set(&pool, "last_checkpoint", now.as_bytes()).await;
+                let touch = super::meta::set_on(&pool, "last_checkpoint", now.as_bytes()).await;
                 if let Err(e) = touch {
                     tracing::warn!(error = %e, "could not start the write-ahead log again");
                 }
@@ -267,7 +327,7 @@ mod tests {
         let failed = hot.read(&pool, |_| Err::<(), _>(Error::Sqlite(io()))).await;
         assert!(failed.is_err());
         assert!(
-            hot.conn.lock().unwrap().is_none(),
+            hot.conn.try_lock().unwrap().is_none(),
             "a failed file drops the connection"
         );
         // Any other failure leaves it be.
@@ -275,7 +335,7 @@ mod tests {
             .read(&pool, |_| Err::<(), _>(Error::Invalid("no".into())))
             .await;
         assert!(refused.is_err());
-        assert!(hot.conn.lock().unwrap().is_some());
+        assert!(hot.conn.try_lock().unwrap().is_some());
         let one: i64 = hot
             .read(&pool, |c| Ok(c.query_row("SELECT 1", [], |r| r.get(0))?))
             .await
@@ -322,8 +382,8 @@ mod tests {
         assert!(panicked.is_err());
         let closed = hot
             .conn
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .try_lock()
+            .unwrap()
             .as_ref()
             .is_some_and(|c| c.is_autocommit());
         assert!(closed, "no transaction is left open");

@@ -1,21 +1,24 @@
 //! The `meta` table: small facts about the database itself, by key (the master key's check
 //! value, when the write-ahead log last started again).
 
-use sqlx::SqlitePool;
-
 use crate::crypto::{self, Keyring};
 use crate::{Error, Result};
 
 /// The value stored under `key`, if any.
-pub async fn get(pool: &SqlitePool, key: &str) -> Result<Option<Vec<u8>>> {
+pub async fn get(db: &super::Db, key: &str) -> Result<Option<Vec<u8>>> {
     Ok(sqlx::query_scalar("SELECT value FROM meta WHERE key = ?")
         .bind(key)
-        .fetch_optional(pool)
+        .fetch_optional(db.pool())
         .await?)
 }
 
 /// Stores `value` under `key`, replacing what was there.
-pub async fn set(pool: &SqlitePool, key: &str, value: &[u8]) -> Result<()> {
+pub async fn set(db: &super::Db, key: &str, value: &[u8]) -> Result<()> {
+    set_on(db.pool(), key, value).await
+}
+
+/// [`set`] through a pool of SQLite connections (the checkpoints' record).
+pub(super) async fn set_on(pool: &sqlx::SqlitePool, key: &str, value: &[u8]) -> Result<()> {
     sqlx::query(
         "INSERT INTO meta (key, value) VALUES (?, ?) \
          ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -29,10 +32,10 @@ pub async fn set(pool: &SqlitePool, key: &str, value: &[u8]) -> Result<()> {
 
 /// Checks the master key against the one this database was first used with (recording it
 /// on first use), so a wrong key stops start-up with a clear message.
-pub async fn check_master_key(pool: &SqlitePool, keys: &Keyring) -> Result<()> {
+pub async fn check_master_key(db: &super::Db, keys: &Keyring) -> Result<()> {
     const KEY: &str = "master_key_check";
     const AAD: &[u8] = b"meta.master_key_check";
-    match get(pool, KEY).await? {
+    match get(db, KEY).await? {
         Some(sealed) => crypto::open(keys.master(), AAD, &sealed)
             .map(|_| ())
             .map_err(|_| {
@@ -48,7 +51,7 @@ pub async fn check_master_key(pool: &SqlitePool, keys: &Keyring) -> Result<()> {
             sqlx::query("INSERT INTO meta (key, value) VALUES (?, ?)")
                 .bind(KEY)
                 .bind(crypto::seal(keys.master(), AAD, b"hero"))
-                .execute(pool)
+                .execute(db.pool())
                 .await?;
             Ok(())
         }

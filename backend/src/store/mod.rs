@@ -34,7 +34,7 @@ pub mod tokens;
 pub mod usage;
 pub mod users;
 
-pub use hot::{CHECKPOINT_EVERY, HotDb, Tx};
+pub use hot::{CHECKPOINT_EVERY, Conn, HotDb, Tx, Write};
 pub use meta::check_master_key;
 
 /// How long a statement refused for a busy database is retried (the pool's busy timeout,
@@ -43,21 +43,88 @@ pub(crate) const BUSY_FOR: Duration = Duration::from_secs(5);
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
+/// The database, as every part of Hero holds it: one SQLite file, reached through the pool
+/// (sqlx, for reads that may be long and for the rare writes of accounts, agents and
+/// sessions) and the hot connection ([`HotDb`]: sign-in checks, turns, everything a turn
+/// writes). Cheap to clone.
+#[derive(Clone)]
+pub struct Db(std::sync::Arc<DbParts>);
+
+struct DbParts {
+    pool: SqlitePool,
+    hot: HotDb,
+}
+
+impl Db {
+    /// The database behind `pool` (the hot connection opens on the same file when first
+    /// used).
+    pub fn new(pool: SqlitePool) -> Db {
+        Db(std::sync::Arc::new(DbParts {
+            pool,
+            hot: HotDb::default(),
+        }))
+    }
+
+    /// Opens (creating if missing) `<data_dir>/hero.db` ([`open`]).
+    pub async fn open(data_dir: &Path) -> Result<Db> {
+        Ok(Db::new(open(data_dir).await?))
+    }
+
+    /// The pool: what the store's long reads and pooled writes run on.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.0.pool
+    }
+
+    /// The hot connection, once no other task holds it ([`HotDb::conn`]).
+    pub async fn conn(&self) -> Conn<'_> {
+        self.0.hot.conn(&self.0.pool).await
+    }
+
+    /// A write transaction on the hot connection ([`HotDb::begin`]).
+    pub async fn begin(&self) -> Result<Write<'_>> {
+        self.0.hot.begin(&self.0.pool).await
+    }
+
+    /// Runs `f` on the hot connection ([`HotDb::read`]).
+    pub async fn hot_read<T>(
+        &self,
+        f: impl FnMut(&rusqlite::Connection) -> Result<T>,
+    ) -> Result<T> {
+        self.0.hot.read(&self.0.pool, f).await
+    }
+
+    /// Runs `f` in a write transaction on the hot connection ([`HotDb::write`]).
+    pub async fn hot_write<T>(&self, f: impl FnMut(&Tx<'_>) -> Result<T>) -> Result<T> {
+        self.0.hot.write(&self.0.pool, f).await
+    }
+
+    /// A write transaction on the pool ([`begin_write`]).
+    pub async fn begin_pooled(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        begin_write(&self.0.pool).await
+    }
+
+    /// The pool's connections: (open, idle).
+    pub fn pool_use(&self) -> (u32, usize) {
+        (self.0.pool.size(), self.0.pool.num_idle())
+    }
+
+    /// Closes the pool (tests of a database gone).
+    pub async fn close(&self) {
+        self.0.pool.close().await
+    }
+}
+
 /// Whether the database answers, within `within`, on the pool and on the hot connection,
 /// and holds every migration this build knows: what `/readyz` says. `Err` says which is
 /// wrong in words for anyone who asks (the public address answers it); the database's own
 /// error goes to the log.
-pub async fn ready(
-    hot: &HotDb,
-    pool: &SqlitePool,
-    within: std::time::Duration,
-) -> std::result::Result<(), String> {
+pub async fn ready(db: &Db, within: std::time::Duration) -> std::result::Result<(), String> {
     let answers = async {
         let applied =
             sqlx::query_scalar::<_, i64>("SELECT version FROM _sqlx_migrations WHERE success = 1")
-                .fetch_all(pool)
+                .fetch_all(db.pool())
                 .await?;
-        hot.read(pool, |c| Ok(c.query_row("SELECT 1", [], |_| Ok(()))?))
+        db.hot_read(|c| Ok(c.query_row("SELECT 1", [], |_| Ok(()))?))
             .await?;
         Ok::<_, crate::Error>(applied)
     };
@@ -151,8 +218,8 @@ pub async fn begin_write(pool: &SqlitePool) -> Result<sqlx::Transaction<'static,
 }
 
 /// Applies every pending migration.
-pub async fn migrate(pool: &SqlitePool) -> Result<()> {
-    MIGRATOR.run(pool).await?;
+pub async fn migrate(db: &Db) -> Result<()> {
+    MIGRATOR.run(db.pool()).await?;
     Ok(())
 }
 
@@ -194,30 +261,31 @@ mod tests {
     async fn opens_in_wal_mode_and_checks_the_master_key() {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("nested/data");
-        let pool = open(&data).await.unwrap();
+        let db = Db::open(&data).await.unwrap();
+        let pool = db.pool();
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
             let mode = std::fs::metadata(&data).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o700, "the data directory is private");
         }
-        migrate(&pool).await.unwrap();
+        migrate(&db).await.unwrap();
         let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode")
-            .fetch_one(&pool)
+            .fetch_one(pool)
             .await
             .unwrap();
         assert_eq!(mode, "wal");
         let (limit,): (i64,) = sqlx::query_as("PRAGMA journal_size_limit")
-            .fetch_one(&pool)
+            .fetch_one(pool)
             .await
             .unwrap();
         assert_eq!(limit, 16 << 20);
         let key = SecretKey::random();
-        check_master_key(&pool, &Keyring::new(key.clone()))
+        check_master_key(&db, &Keyring::new(key.clone()))
             .await
             .unwrap();
-        check_master_key(&pool, &Keyring::new(key)).await.unwrap();
-        let err = check_master_key(&pool, &Keyring::new(SecretKey::random()))
+        check_master_key(&db, &Keyring::new(key)).await.unwrap();
+        let err = check_master_key(&db, &Keyring::new(SecretKey::random()))
             .await
             .unwrap_err();
         assert!(
@@ -225,7 +293,7 @@ mod tests {
             "{err}"
         );
         // Migrating again is a no-op.
-        migrate(&pool).await.unwrap();
+        migrate(&db).await.unwrap();
     }
 
     /// The rebuild that rewrote the frames table's checks keeps every row, and the checks

@@ -1,16 +1,14 @@
 //! The `permissions` table: each user's own level for a function, overriding its default.
 
-use sqlx::SqlitePool;
-
 use crate::Result;
 
 /// The user's overrides, as (function, level).
-pub async fn list(db: &SqlitePool, user_id: i64) -> Result<Vec<(String, String)>> {
+pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<(String, String)>> {
     Ok(sqlx::query_as(
         "SELECT function, level FROM permissions WHERE user_id = ? ORDER BY function",
     )
     .bind(user_id)
-    .fetch_all(db)
+    .fetch_all(db.pool())
     .await?)
 }
 
@@ -23,7 +21,7 @@ pub fn list_hot(c: &rusqlite::Connection, user_id: i64) -> Result<Vec<(String, S
 
 /// Sets the user's level for a function.
 pub async fn set(
-    db: &SqlitePool,
+    db: &super::Db,
     user_id: i64,
     function: &str,
     level: &str,
@@ -37,7 +35,7 @@ pub async fn set(
     .bind(function)
     .bind(level)
     .bind(now)
-    .execute(db)
+    .execute(db.pool())
     .await?;
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! The `sessions` table. Every statement names the user: another user's session is a
 //! missing row, exactly like one that does not exist.
 
-use sqlx::{Sqlite, SqliteConnection, SqlitePool};
+use sqlx::{Sqlite, SqliteConnection};
 
 use super::Columns;
 use crate::Result;
@@ -38,12 +38,12 @@ impl SessionRow {
 }
 
 /// All the user's sessions, oldest first.
-pub async fn list(db: &SqlitePool, user_id: i64) -> Result<Vec<SessionRow>> {
+pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<SessionRow>> {
     let rows = sqlx::query(&format!(
         "SELECT {COLUMNS} FROM sessions WHERE user_id = ? ORDER BY id"
     ))
     .bind(user_id)
-    .fetch_all(db)
+    .fetch_all(db.pool())
     .await?;
     rows.iter().map(SessionRow::read).collect()
 }

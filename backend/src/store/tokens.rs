@@ -1,13 +1,13 @@
 //! The `auth_tokens` table: one row per sign-in token issued (its `jti`), revoked by
 //! setting `revoked_at`; a token stands only while its row does, unrevoked.
 
-use sqlx::{SqliteConnection, SqlitePool};
+use sqlx::SqliteConnection;
 
 use super::Columns;
 use crate::Result;
 
 pub async fn insert(
-    db: &SqlitePool,
+    db: &super::Db,
     jti: &str,
     user_id: i64,
     now: &str,
@@ -20,16 +20,16 @@ pub async fn insert(
     .bind(user_id)
     .bind(now)
     .bind(expires_at)
-    .execute(db)
+    .execute(db.pool())
     .await?;
     Ok(())
 }
 
-pub async fn revoke(db: &SqlitePool, jti: &str, now: &str) -> Result<()> {
+pub async fn revoke(db: &super::Db, jti: &str, now: &str) -> Result<()> {
     sqlx::query("UPDATE auth_tokens SET revoked_at = ? WHERE jti = ? AND revoked_at IS NULL")
         .bind(now)
         .bind(jti)
-        .execute(db)
+        .execute(db.pool())
         .await?;
     Ok(())
 }
@@ -78,7 +78,10 @@ pub fn by_jti_hot(c: &rusqlite::Connection, jti: &str) -> Result<Option<TokenRow
 
 /// The token `jti` and its account, through the pool (the periodic re-check of live
 /// streams, which may wait).
-pub async fn by_jti(db: &SqlitePool, jti: &str) -> Result<Option<TokenRow>> {
-    let row = sqlx::query(BY_JTI).bind(jti).fetch_optional(db).await?;
+pub async fn by_jti(db: &super::Db, jti: &str) -> Result<Option<TokenRow>> {
+    let row = sqlx::query(BY_JTI)
+        .bind(jti)
+        .fetch_optional(db.pool())
+        .await?;
     row.as_ref().map(TokenRow::read).transpose()
 }

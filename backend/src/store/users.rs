@@ -1,6 +1,6 @@
 //! The `users` table: accounts, their password hashes and wrapped data keys.
 
-use sqlx::{SqliteConnection, SqlitePool};
+use sqlx::SqliteConnection;
 
 use super::Columns;
 use crate::Result;
@@ -30,9 +30,9 @@ impl UserRow {
     }
 }
 
-pub async fn count(db: &SqlitePool) -> Result<i64> {
+pub async fn count(db: &super::Db) -> Result<i64> {
     Ok(sqlx::query_scalar("SELECT COUNT(*) FROM users")
-        .fetch_one(db)
+        .fetch_one(db.pool())
         .await?)
 }
 
@@ -75,17 +75,17 @@ pub async fn set_data_key(c: &mut SqliteConnection, id: i64, wrapped: &[u8]) -> 
     Ok(())
 }
 
-pub async fn list(db: &SqlitePool) -> Result<Vec<UserRow>> {
+pub async fn list(db: &super::Db) -> Result<Vec<UserRow>> {
     let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM users ORDER BY id"))
-        .fetch_all(db)
+        .fetch_all(db.pool())
         .await?;
     rows.iter().map(UserRow::read).collect()
 }
 
-pub async fn find_by_name(db: &SqlitePool, username: &str) -> Result<Option<UserRow>> {
+pub async fn find_by_name(db: &super::Db, username: &str) -> Result<Option<UserRow>> {
     let row = sqlx::query(&format!("SELECT {COLUMNS} FROM users WHERE username = ?"))
         .bind(username)
-        .fetch_optional(db)
+        .fetch_optional(db.pool())
         .await?;
     row.as_ref().map(UserRow::read).transpose()
 }
@@ -96,12 +96,12 @@ pub struct Credentials {
     pub password_hash: String,
 }
 
-pub async fn credentials(db: &SqlitePool, username: &str) -> Result<Option<Credentials>> {
+pub async fn credentials(db: &super::Db, username: &str) -> Result<Option<Credentials>> {
     let row = sqlx::query(&format!(
         "SELECT {COLUMNS}, password_hash FROM users WHERE username = ?"
     ))
     .bind(username)
-    .fetch_optional(db)
+    .fetch_optional(db.pool())
     .await?;
     row.as_ref()
         .map(|r| {
@@ -113,11 +113,11 @@ pub async fn credentials(db: &SqlitePool, username: &str) -> Result<Option<Crede
         .transpose()
 }
 
-pub async fn password_hash(db: &SqlitePool, id: i64) -> Result<Option<String>> {
+pub async fn password_hash(db: &super::Db, id: i64) -> Result<Option<String>> {
     Ok(
         sqlx::query_scalar("SELECT password_hash FROM users WHERE id = ?")
             .bind(id)
-            .fetch_optional(db)
+            .fetch_optional(db.pool())
             .await?,
     )
 }
@@ -155,11 +155,11 @@ pub async fn set_disabled(
 }
 
 /// The user's data key as stored, wrapped by the master key.
-pub async fn wrapped_data_key(db: &SqlitePool, id: i64) -> Result<Option<Vec<u8>>> {
+pub async fn wrapped_data_key(db: &super::Db, id: i64) -> Result<Option<Vec<u8>>> {
     Ok(
         sqlx::query_scalar("SELECT data_key FROM users WHERE id = ?")
             .bind(id)
-            .fetch_optional(db)
+            .fetch_optional(db.pool())
             .await?,
     )
 }

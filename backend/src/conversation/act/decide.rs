@@ -28,8 +28,8 @@ pub(crate) async fn decide(
         CallStatus::Denied
     };
     let (kept, req) = st
-        .hot_db
-        .write(&st.db, |tx| {
+        .db
+        .hot_write(|tx| {
             let row = store::frames::get_hot(tx, session_id, request_id)?
                 .filter(|r| r.frame_type == "request")
                 .ok_or(Error::NotFound("call"))?;
@@ -94,10 +94,8 @@ pub(crate) async fn carry_out(
     abort: &Abort,
 ) -> Result<bool> {
     let agent_id = st
-        .hot_db
-        .read(&st.db, |c| {
-            store::sessions::agent_of(c, user.id(), d.session_id)
-        })
+        .db
+        .hot_read(|c| store::sessions::agent_of(c, user.id(), d.session_id))
         .await?;
     let sc = Scene {
         user_id: user.id(),

@@ -50,8 +50,8 @@ pub async fn open(
     }
     let user_id = sc.user_id;
     let kept = st
-        .hot_db
-        .write(&st.db, |tx| {
+        .db
+        .hot_write(|tx| {
             let mut out = Vec::with_capacity(asked.len());
             for a in &mut asked {
                 let answers = st

@@ -34,10 +34,8 @@ pub(crate) async fn answer_question(
 ) -> Result<Option<String>> {
     let dk = frames::session_key(st, user, session_id).await?;
     let row = st
-        .hot_db
-        .read(&st.db, |c| {
-            store::frames::get_hot(c, session_id, request_id)
-        })
+        .db
+        .hot_read(|c| store::frames::get_hot(c, session_id, request_id))
         .await?
         .filter(|r| r.frame_type == "request")
         .ok_or(Error::NotFound("question"))?;
@@ -72,10 +70,8 @@ pub(crate) async fn answer_question(
         return Err(Error::Conflict("this question was already answered".into()));
     }
     let agent_id = st
-        .hot_db
-        .read(&st.db, |c| {
-            store::sessions::agent_of(c, user.id(), session_id)
-        })
+        .db
+        .hot_read(|c| store::sessions::agent_of(c, user.id(), session_id))
         .await?;
     let sc = Scene {
         user_id: user.id(),

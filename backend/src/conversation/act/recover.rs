@@ -78,10 +78,8 @@ async fn recover_one(
     let request = row.open(&dk)?;
     // The request as last decided: its latest update, if any.
     let updates = st
-        .hot_db
-        .read(&st.db, |c| {
-            store::frames::children_hot(c, session_id, &request_id)
-        })
+        .db
+        .hot_read(|c| store::frames::children_hot(c, session_id, &request_id))
         .await?;
     let latest = match updates.into_iter().rfind(|r| r.frame_type == "update") {
         Some(u) => u.open(&dk)?.payload,
@@ -103,10 +101,8 @@ async fn recover_one(
         return Ok(None);
     }
     let agent_id = st
-        .hot_db
-        .read(&st.db, |c| {
-            store::sessions::agent_of(c, user_id, session_id)
-        })
+        .db
+        .hot_read(|c| store::sessions::agent_of(c, user_id, session_id))
         .await?;
     let sc = Scene {
         user_id,
@@ -143,13 +139,11 @@ async fn write_missing_reply(
 ) -> Result<()> {
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, user_id).await?;
     let agent_id = st
-        .hot_db
-        .read(&st.db, |c| {
-            store::sessions::agent_of(c, user_id, session_id)
-        })
+        .db
+        .hot_read(|c| store::sessions::agent_of(c, user_id, session_id))
         .await?;
     let agent_name = match agent_id {
-        Some(id) => store::agents::get(&st.db, user_id, id)
+        Some(id) => store::agents::get(st.db.pool(), user_id, id)
             .await?
             .map(|a| a.name),
         None => None,

@@ -156,7 +156,7 @@ pub(super) async fn record(
         payload: serde_json::to_value(&result).map_err(|e| Error::Internal(e.to_string()))?,
     };
     let sealed = frames::seal(&sc.dk, f)?;
-    let seq = st.hot_db.write(&st.db, |tx| sealed.insert(tx)).await?;
+    let seq = st.db.hot_write(|tx| sealed.insert(tx)).await?;
     publish(st, sc.user_id, sealed.kept(seq));
     if outcome == Outcome::Ok {
         emit(SseEvent::ElementResult(ElementResult {
@@ -307,8 +307,8 @@ pub(super) async fn all_settled(st: &AppState, session_id: i64, message_id: &str
 
 /// The message's requests that have no result yet (with their state as last decided).
 pub async fn open_calls(st: &AppState, session_id: i64, message_id: &str) -> Result<Vec<String>> {
-    st.hot_db
-        .read(&st.db, |c| {
+    st.db
+        .hot_read(|c| {
             let mut open = Vec::new();
             for r in store::frames::children_hot(c, session_id, message_id)? {
                 if r.frame_type != "request" {
@@ -332,10 +332,8 @@ pub async fn stop_open(st: &AppState, user: &AuthUser, session_id: i64) -> Resul
     let dk = frames::session_key(st, user, session_id).await?;
     let rows = store::frames::open_requests(&st.db, session_id).await?;
     let agent_id = st
-        .hot_db
-        .read(&st.db, |c| {
-            store::sessions::agent_of(c, user.id(), session_id)
-        })
+        .db
+        .hot_read(|c| store::sessions::agent_of(c, user.id(), session_id))
         .await?;
     let mut n = 0;
     for row in rows {

@@ -228,8 +228,8 @@ async fn recovery_goes_past_a_row_it_cannot_read() {
         requests.push((session.id, opened[0].request_id.clone(), sc.dk));
     }
     let damaged = requests[0].1.clone();
-    st.hot_db
-        .write(&st.db, move |tx| {
+    st.db
+        .hot_write(move |tx| {
             tx.execute(
                 "UPDATE frames SET payload = x'00' WHERE id = ?1",
                 [&damaged],

@@ -272,9 +272,9 @@ async fn next_round(
     t.round += 1;
     let messages = context::messages(kept);
     let user = &t.user;
-    let fresh = st.hot_db.read(&st.db, |c| {
-        crate::agents::persona::prepared(c, st, user, session_id, false)
-    });
+    let fresh = st
+        .db
+        .hot_read(|c| crate::agents::persona::prepared(c, st, user, session_id, false));
     match fresh.await {
         Ok((fresh, _)) => t.agent.system = fresh.system,
         Err(e) => tracing::warn!(error = %e, "the system prompt could not be built again"),
@@ -298,9 +298,7 @@ async fn next_round(
 async fn wind_down(out: &Out, t: &Turn, last: &str) {
     let (st, session_id) = (&out.st, out.session_id);
     st.turns.end(session_id, last);
-    let last = st
-        .hot_db
-        .read(&st.db, |c| frames::last_seq_on(c, session_id));
+    let last = st.db.hot_read(|c| frames::last_seq_on(c, session_id));
     let compact = t.agent.compact;
     if let Ok(seq) = last.await
         && let Some(true) = st.history.look(session_id, seq, |kept| {
@@ -328,10 +326,8 @@ pub async fn follow_up(
         .turn_slots
         .acquire(user.id(), limit, "replies in flight")?;
     let (agent, dk) = st
-        .hot_db
-        .read(&st.db, |c| {
-            crate::agents::persona::prepared(c, st, user, session_id, false)
-        })
+        .db
+        .hot_read(|c| crate::agents::persona::prepared(c, st, user, session_id, false))
         .await?;
     let kept = context::load(st, &dk, session_id).await?;
     let round = rounds_since_user(&kept);

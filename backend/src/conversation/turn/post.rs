@@ -160,8 +160,8 @@ async fn store_now(
 ) -> Result<hero_shared::frame::Frame> {
     let session_id = f.session_id;
     let kept = st
-        .hot_db
-        .write(&st.db, |tx| {
+        .db
+        .hot_write(|tx| {
             let setup = agents::turn_setup(tx, &st.keys, user, session_id)?;
             also(tx)?;
             let sealed = frames::seal(&setup.dk, f.clone())?;

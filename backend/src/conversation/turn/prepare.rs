@@ -33,8 +33,8 @@ pub(super) async fn prepare(
     content: &str,
 ) -> Result<Started> {
     let (agent, dk, kept, rows, user_frame) = st
-        .hot_db
-        .write(&st.db, |tx| {
+        .db
+        .hot_write(|tx| {
             // The agent's files, seeded on its first use, make its system prompt.
             let (agent, dk) = crate::agents::persona::prepared(tx, st, user, session_id, true)?;
             let message = NewFrame::message(

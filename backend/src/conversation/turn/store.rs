@@ -23,7 +23,7 @@ pub(super) async fn store_reply(
             record_usage(tx, u, input, output)
         })
     };
-    let both = st.hot_db.write(&st.db, |tx| {
+    let both = st.db.hot_write(|tx| {
         record(tx)?;
         sealed.insert(tx)
     });
@@ -32,11 +32,11 @@ pub(super) async fn store_reply(
         Err(e) => {
             tracing::warn!(error = %e, "could not store a reply with its usage; storing each alone");
             if let Some((_, input_tokens, output_tokens)) = usage
-                && let Err(e) = st.hot_db.write(&st.db, |tx| record(tx)).await
+                && let Err(e) = st.db.hot_write(|tx| record(tx)).await
             {
                 tracing::error!(error = %e, input_tokens, output_tokens, "could not record a reply's usage");
             }
-            st.hot_db.write(&st.db, |tx| sealed.insert(tx)).await?
+            st.db.hot_write(|tx| sealed.insert(tx)).await?
         }
     };
     Ok(sealed.kept(seq))

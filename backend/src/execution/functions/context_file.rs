@@ -59,13 +59,11 @@ async fn run(cx: &Ctx<'_>, name: &str, content: Option<&str>) -> crate::Result<S
     let st = cx.st;
     let (user_id, session_id) = (cx.user_id, cx.session_id);
     let agent_id = st
-        .hot_db
-        .read(&st.db, |c| {
-            store::sessions::agent_of(c, user_id, session_id)
-        })
+        .db
+        .hot_read(|c| store::sessions::agent_of(c, user_id, session_id))
         .await?
         .ok_or(Error::Invalid("this session has no agent".into()))?;
-    let kind = store::agents::get(&st.db, user_id, agent_id)
+    let kind = store::agents::get(st.db.pool(), user_id, agent_id)
         .await?
         .and_then(|a| AgentKind::parse(&a.kind))
         .ok_or(Error::NotFound("agent"))?;
@@ -83,8 +81,8 @@ async fn run(cx: &Ctx<'_>, name: &str, content: Option<&str>) -> crate::Result<S
                 )));
             }
             let files = st
-                .hot_db
-                .read(&st.db, |c| context_files::merged(c, &dk, agent_id, user_id))
+                .db
+                .hot_read(|c| context_files::merged(c, &dk, agent_id, user_id))
                 .await?;
             Ok(match files.into_iter().find(|f| f.name == name) {
                 Some(f) => f.content,
@@ -93,8 +91,8 @@ async fn run(cx: &Ctx<'_>, name: &str, content: Option<&str>) -> crate::Result<S
         }
         Some(text) => {
             let level = st
-                .hot_db
-                .write(&st.db, |tx| {
+                .db
+                .hot_write(|tx| {
                     context_files::write(
                         tx,
                         &dk,
