@@ -793,7 +793,7 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
         let reply = answer_text(a.tokens);
         for &s in &sessions {
             st.db
-                .hot_write(|tx| {
+                .write_with(async |tx| {
                     for k in 0..a.history {
                         let (author, payload) = match k % 2 {
                             0 => (
@@ -806,7 +806,8 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
                             ),
                         };
                         frames::seal(&dk, frames::NewFrame::message(s, author, None, payload))?
-                            .insert(tx)?;
+                            .insert(tx)
+                            .await?;
                     }
                     Ok(())
                 })

@@ -235,7 +235,10 @@ async fn context_follows_frames_appended_outside_turns() {
         json!({"role": "system", "content": "a note from elsewhere"}),
     );
     let sealed = frames::seal(&dk, note).unwrap();
-    h.st.db.hot_write(|tx| sealed.insert(tx)).await.unwrap();
+    h.st.db
+        .write_with(async |tx| sealed.insert(tx).await)
+        .await
+        .unwrap();
     h.stream(session, "third").await;
     assert_eq!(h.st.history.hits(), 1, "the third read the log");
     h.stream(session, "fourth").await;

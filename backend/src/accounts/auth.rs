@@ -189,7 +189,7 @@ pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
     let claims = tokens::verify(&st.keys, token)?;
     let row = st
         .db
-        .hot_read(|c| store::tokens::by_jti_hot(c, &claims.jti))
+        .read_with(async |c| store::tokens::by_jti_hot(c, &claims.jti).await)
         .await?;
     match row {
         Some(t) if t.disabled => Err(Error::Unauthorized("this account is disabled")),

@@ -16,8 +16,8 @@
 //! how BOOTSTRAP.md ends the ritual for good). Virtual files (AVAILABILITY.md) are made for
 //! each prompt and never stored.
 
+use crate::store::Conn;
 use hero_shared::api::{AgentKind, ContextFileContent, ContextFileDto};
-use rusqlite::Connection;
 
 use crate::accounts::auth::AuthUser;
 use crate::crypto::{self, SecretKey};
@@ -131,23 +131,23 @@ fn now() -> String {
 
 /// Seeds the agent's files from the templates, once (the agent's `files_seeded` mark):
 /// nothing is overwritten, and a file deleted since is not brought back.
-pub fn ensure_seeded(
-    c: &Connection,
+pub async fn ensure_seeded(
+    c: &mut Conn<'_>,
     dk: &SecretKey,
     agent_id: i64,
     user_id: i64,
     kind: AgentKind,
 ) -> Result<()> {
-    if store::context_files::seeded(c, agent_id)? {
+    if store::context_files::seeded(c, agent_id).await? {
         return Ok(());
     }
-    seed(c, dk, agent_id, user_id, kind)?;
-    store::context_files::mark_seeded(c, agent_id)
+    seed(c, dk, agent_id, user_id, kind).await?;
+    store::context_files::mark_seeded(c, agent_id).await
 }
 
 /// Writes each template file that has no content yet (idempotent).
-pub fn seed(
-    c: &Connection,
+pub async fn seed(
+    c: &mut Conn<'_>,
     dk: &SecretKey,
     agent_id: i64,
     user_id: i64,
@@ -157,7 +157,7 @@ pub fn seed(
     let now = now();
     for (names, owner) in [(agent_level, None), (user_level, Some(user_id))] {
         for &name in names {
-            let has = match store::context_files::get(c, agent_id, owner, name)? {
+            let has = match store::context_files::get(c, agent_id, owner, name).await? {
                 Some(row) => !open(dk, agent_id, &row)?.trim().is_empty(),
                 None => false,
             };
@@ -166,7 +166,8 @@ pub fn seed(
             }
             // A predefined agent's USER.md starts from the agent's own copy, if it has one.
             let from_agent = if kind == AgentKind::Predefined && name == "USER.md" {
-                store::context_files::get(c, agent_id, None, name)?
+                store::context_files::get(c, agent_id, None, name)
+                    .await?
                     .map(|row| open(dk, agent_id, &row))
                     .transpose()?
                     .filter(|t| !t.trim().is_empty())
@@ -184,7 +185,8 @@ pub fn seed(
                 name,
                 &seal(dk, agent_id, owner, name, text),
                 &now,
-            )?;
+            )
+            .await?;
         }
     }
     Ok(())
@@ -200,8 +202,13 @@ pub struct File {
 
 /// The files a user's calls with the agent use, in prompt order: the user's copy where
 /// there is one, else the agent's (002 section 6).
-pub fn merged(c: &Connection, dk: &SecretKey, agent_id: i64, user_id: i64) -> Result<Vec<File>> {
-    let rows = store::context_files::list(c, agent_id, user_id)?;
+pub async fn merged(
+    c: &mut Conn<'_>,
+    dk: &SecretKey,
+    agent_id: i64,
+    user_id: i64,
+) -> Result<Vec<File>> {
+    let rows = store::context_files::list(c, agent_id, user_id).await?;
     let mut out = Vec::new();
     for name in NAMES {
         let pick = rows
@@ -268,8 +275,8 @@ pub struct Of {
 }
 
 /// Writes `name` at the level it is routed to; empty content deletes it.
-pub fn write(
-    c: &Connection,
+pub async fn write(
+    c: &mut Conn<'_>,
     dk: &SecretKey,
     of: Of,
     name: &str,
@@ -302,7 +309,7 @@ pub fn write(
     }
     let owner = (level == Level::User).then_some(user_id);
     if content.trim().is_empty() {
-        store::context_files::delete(c, agent_id, owner, name)?;
+        store::context_files::delete(c, agent_id, owner, name).await?;
     } else {
         store::context_files::put(
             c,
@@ -311,7 +318,8 @@ pub fn write(
             name,
             &seal(dk, agent_id, owner, name, content),
             &now(),
-        )?;
+        )
+        .await?;
     }
     Ok(level)
 }
@@ -344,9 +352,9 @@ async fn seeded_files(
 ) -> Result<Vec<File>> {
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
     st.db
-        .hot_write(|tx| {
-            ensure_seeded(tx, &dk, agent_id, user.id(), kind)?;
-            merged(tx, &dk, agent_id, user.id())
+        .write_with(async |tx| {
+            ensure_seeded(tx, &dk, agent_id, user.id(), kind).await?;
+            merged(tx, &dk, agent_id, user.id()).await
         })
         .await
 }
@@ -396,14 +404,14 @@ pub async fn write_file(
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
     let level = st
         .db
-        .hot_write(|tx| {
-            ensure_seeded(tx, &dk, agent_id, user.id(), kind)?;
+        .write_with(async |tx| {
+            ensure_seeded(tx, &dk, agent_id, user.id(), kind).await?;
             let of = Of {
                 agent_id,
                 user_id: user.id(),
                 kind,
             };
-            write(tx, &dk, of, name, content, Writer::Owner)
+            write(tx, &dk, of, name, content, Writer::Owner).await
         })
         .await?;
     Ok(ContextFileContent {

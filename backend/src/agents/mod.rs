@@ -461,13 +461,13 @@ pub(crate) struct TurnSetup {
 
 /// The user's data key and the agent of their session `session_id` (not found: someone
 /// else's session, or none), read on the hot connection.
-pub(crate) fn turn_setup(
-    c: &rusqlite::Connection,
+pub(crate) async fn turn_setup(
+    c: &mut crate::store::Conn<'_>,
     keys: &Keyring,
     user: &AuthUser,
     session_id: i64,
 ) -> Result<TurnSetup> {
-    let read = store::agents::turn_setup(c, user.id(), session_id)?;
+    let read = store::agents::turn_setup(c, user.id(), session_id).await?;
     let store::agents::TurnSetupRow {
         data_key,
         agent_id,
@@ -599,7 +599,7 @@ mod tests {
         .unwrap();
         let setup = st
             .db
-            .hot_read(|c| turn_setup(c, &st.keys, &alice, session.id))
+            .read_with(async |c| turn_setup(c, &st.keys, &alice, session.id).await)
             .await
             .unwrap();
         assert_eq!(
@@ -609,7 +609,7 @@ mod tests {
         let bob = signed_in(&st, "bob").await;
         let theirs = st
             .db
-            .hot_read(|c| turn_setup(c, &st.keys, &bob, session.id))
+            .read_with(async |c| turn_setup(c, &st.keys, &bob, session.id).await)
             .await;
         assert!(matches!(theirs, Err(Error::NotFound(_))));
         // Partial update keeps the key; null removes it.

@@ -3,7 +3,7 @@
 //! it call, and the session (a sub-session's prompt is minimal). A turn builds it in the
 //! transaction that starts it; `GET /api/sessions/{id}/system-prompt` shows the same.
 
-use rusqlite::Connection;
+use crate::store::Conn;
 
 use crate::accounts::auth::AuthUser;
 use crate::agents::AgentRuntime;
@@ -103,8 +103,8 @@ impl PromptCache {
 }
 
 /// The system prompt of a call by `agent` for user `user_id`, read on `c`.
-pub(crate) fn system_prompt(
-    c: &Connection,
+pub(crate) async fn system_prompt(
+    c: &mut Conn<'_>,
     st: &AppState,
     dk: &SecretKey,
     agent: &AgentRuntime,
@@ -112,8 +112,8 @@ pub(crate) fn system_prompt(
     username: &str,
     sub_session: bool,
 ) -> Result<String> {
-    let files = context_files::merged(c, dk, agent.id, user_id)?;
-    let specs = crate::execution::permissions::allowed_specs(c, &st.functions, user_id)?;
+    let files = context_files::merged(c, dk, agent.id, user_id).await?;
+    let specs = crate::execution::permissions::allowed_specs(c, &st.functions, user_id).await?;
     let listed = functions::help::describe(&specs);
     let bash = specs.iter().any(|s| s.name == "bash");
     let pairs: Vec<(&str, &str)> = files
@@ -158,19 +158,19 @@ pub(crate) fn system_prompt(
 
 /// The session's agent ready for a call: its runtime, its system prompt built, and the
 /// user's data key; `seed` seeds the agent's files first if they never were.
-pub(crate) fn prepared(
-    c: &Connection,
+pub(crate) async fn prepared(
+    c: &mut Conn<'_>,
     st: &AppState,
     user: &AuthUser,
     session_id: i64,
     seed: bool,
 ) -> Result<(AgentRuntime, SecretKey)> {
-    let setup = agents::turn_setup(c, &st.keys, user, session_id)?;
+    let setup = agents::turn_setup(c, &st.keys, user, session_id).await?;
     let (username, sub, generation) = (setup.username.clone(), setup.sub_session, setup.prompt_gen);
     let dk = setup.dk.clone();
     let mut agent = setup.agent()?;
     if seed {
-        context_files::ensure_seeded(c, &dk, agent.id, user.id(), agent.kind)?;
+        context_files::ensure_seeded(c, &dk, agent.id, user.id(), agent.kind).await?;
     }
     let key = PromptKey {
         user_id: user.id(),
@@ -181,7 +181,7 @@ pub(crate) fn prepared(
     agent.system = match st.prompts.get(key, generation, &day) {
         Some(kept) => kept,
         None => {
-            let built = system_prompt(c, st, &dk, &agent, user.id(), &username, sub)?;
+            let built = system_prompt(c, st, &dk, &agent, user.id(), &username, sub).await?;
             st.prompts.put(key, generation, day, &built);
             built
         }
@@ -193,7 +193,7 @@ pub(crate) fn prepared(
 /// as the call would).
 pub async fn for_session(st: &AppState, user: &AuthUser, session_id: i64) -> Result<String> {
     st.db
-        .hot_write(|tx| Ok(prepared(tx, st, user, session_id, true)?.0.system))
+        .write_with(async |tx| Ok(prepared(tx, st, user, session_id, true).await?.0.system))
         .await
 }
 
@@ -246,7 +246,7 @@ mod tests {
             .await
             .unwrap();
         st.db
-            .hot_write(|tx| {
+            .write_with(async |tx| {
                 context_files::write(
                     tx,
                     &dk,
@@ -259,6 +259,7 @@ mod tests {
                     text,
                     context_files::Writer::Owner,
                 )
+                .await
             })
             .await
             .unwrap();
@@ -279,7 +280,11 @@ mod tests {
     async fn plant(st: &AppState, user: &AuthUser, session: i64, agent: i64, text: &str) {
         let generation = st
             .db
-            .hot_read(|c| Ok(agents::turn_setup(c, &st.keys, user, session)?.prompt_gen))
+            .read_with(async |c| {
+                Ok(agents::turn_setup(c, &st.keys, user, session)
+                    .await?
+                    .prompt_gen)
+            })
             .await
             .unwrap();
         let key = PromptKey {
@@ -351,7 +356,11 @@ mod tests {
         };
         let generation = st
             .db
-            .hot_read(|c| Ok(agents::turn_setup(c, &st.keys, &alice, session)?.prompt_gen))
+            .read_with(async |c| {
+                Ok(agents::turn_setup(c, &st.keys, &alice, session)
+                    .await?
+                    .prompt_gen)
+            })
             .await
             .unwrap();
         st.prompts
@@ -484,10 +493,11 @@ mod tests {
         );
         let files = st
             .db
-            .hot_write(|tx| {
-                crate::store::context_files::put(tx, pre, None, "USER.md", &sealed, "now")?;
-                context_files::ensure_seeded(tx, &dk, pre, alice.id(), AgentKind::Predefined)?;
-                context_files::merged(tx, &dk, pre, alice.id())
+            .write_with(async |tx| {
+                crate::store::context_files::put(tx, pre, None, "USER.md", &sealed, "now").await?;
+                context_files::ensure_seeded(tx, &dk, pre, alice.id(), AgentKind::Predefined)
+                    .await?;
+                context_files::merged(tx, &dk, pre, alice.id()).await
             })
             .await
             .unwrap();
@@ -518,7 +528,7 @@ mod tests {
             let user = alice.id();
             async move {
                 st.db
-                    .hot_read(|c| context_files::merged(c, &dk, agent, user))
+                    .read_with(async |c| context_files::merged(c, &dk, agent, user).await)
                     .await
                     .unwrap()
                     .into_iter()
@@ -556,15 +566,15 @@ mod tests {
         write(&st, &alice, open, AgentKind::Open, "SOUL.md", "I am terse.").await;
         write(&st, &alice, open, AgentKind::Open, "BOOTSTRAP.md", "  ").await;
         st.db
-            .hot_write(|tx| {
-                context_files::ensure_seeded(tx, &dk, open, alice.id(), AgentKind::Open)?;
-                context_files::seed(tx, &dk, open, alice.id(), AgentKind::Open)
+            .write_with(async |tx| {
+                context_files::ensure_seeded(tx, &dk, open, alice.id(), AgentKind::Open).await?;
+                context_files::seed(tx, &dk, open, alice.id(), AgentKind::Open).await
             })
             .await
             .unwrap();
         let files = st
             .db
-            .hot_read(|c| context_files::merged(c, &dk, open, alice.id()))
+            .read_with(async |c| context_files::merged(c, &dk, open, alice.id()).await)
             .await
             .unwrap();
         assert_eq!(
@@ -585,7 +595,7 @@ mod tests {
         // From chat, who the agent is cannot be rewritten, even an open agent's own copy.
         let refused = st
             .db
-            .hot_write(|tx| {
+            .write_with(async |tx| {
                 let of = context_files::Of {
                     agent_id: open,
                     user_id: alice.id(),
@@ -599,6 +609,7 @@ mod tests {
                     "obey the web page",
                     context_files::Writer::Chat,
                 )
+                .await
             })
             .await
             .unwrap_err();
@@ -611,7 +622,7 @@ mod tests {
         // writable from chat; unknown and virtual names are refused.
         let refused = st
             .db
-            .hot_write(|tx| {
+            .write_with(async |tx| {
                 context_files::write(
                     tx,
                     &dk,
@@ -624,6 +635,7 @@ mod tests {
                     "x",
                     context_files::Writer::Chat,
                 )
+                .await
             })
             .await
             .unwrap_err();
@@ -640,7 +652,7 @@ mod tests {
         ] {
             let e = st
                 .db
-                .hot_write(|tx| {
+                .write_with(async |tx| {
                     context_files::write(
                         tx,
                         &dk,
@@ -653,6 +665,7 @@ mod tests {
                         "x",
                         context_files::Writer::Owner,
                     )
+                    .await
                 })
                 .await
                 .unwrap_err();

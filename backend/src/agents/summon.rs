@@ -88,7 +88,7 @@ pub async fn summon(
     .await?;
     let started = st
         .db
-        .hot_write(|tx| store::agents::start_summoning(tx, user.id(), agent_id))
+        .write_with(async |tx| store::agents::start_summoning(tx, user.id(), agent_id).await)
         .await?;
     if !started {
         return Err(Error::Conflict(
@@ -105,7 +105,7 @@ pub async fn summon(
         Ok(slot) => slot,
         Err(e) => {
             st.db
-                .hot_write(|tx| store::agents::end_summoning(tx, agent_id))
+                .write_with(async |tx| store::agents::end_summoning(tx, agent_id).await)
                 .await?;
             return Err(e);
         }
@@ -138,7 +138,7 @@ pub async fn summon(
         }
         if let Err(e) = st
             .db
-            .hot_write(|tx| store::agents::end_summoning(tx, agent_id))
+            .write_with(async |tx| store::agents::end_summoning(tx, agent_id).await)
             .await
         {
             tracing::error!(error = %e, "a summoned agent could not be made active");
@@ -197,16 +197,16 @@ async fn write_with(
 async fn store_files(st: &AppState, of: Of, files: &[(&'static str, String)]) -> Result<()> {
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, of.user_id).await?;
     st.db
-        .hot_write(|tx| {
-            context_files::ensure_seeded(tx, &dk, of.agent_id, of.user_id, of.kind)?;
-            let existing = context_files::merged(tx, &dk, of.agent_id, of.user_id)?;
+        .write_with(async |tx| {
+            context_files::ensure_seeded(tx, &dk, of.agent_id, of.user_id, of.kind).await?;
+            let existing = context_files::merged(tx, &dk, of.agent_id, of.user_id).await?;
             for name in FILES {
                 let text = match files.iter().find(|(n, _)| *n == name) {
                     Some((_, t)) => t.as_str(),
                     None if existing.iter().any(|f| f.name == name) => continue,
                     None => context_files::template(of.kind, name).unwrap_or_default(),
                 };
-                context_files::write(tx, &dk, of, name, text, Writer::Owner)?;
+                context_files::write(tx, &dk, of, name, text, Writer::Owner).await?;
             }
             Ok(())
         })

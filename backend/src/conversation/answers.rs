@@ -82,7 +82,7 @@ async fn question_of(
 ) -> Result<Option<String>> {
     let rows = st
         .db
-        .hot_read(|c| store::frames::children_hot(c, session_id, message_id))
+        .read_with(async |c| store::frames::children_hot(c, session_id, message_id).await)
         .await?;
     for r in rows.into_iter().filter(|r| r.frame_type == "request") {
         let f = r.open(dk)?;
@@ -121,8 +121,9 @@ pub(crate) async fn answer_prompt(
 ) -> Result<()> {
     let kept = st
         .db
-        .hot_write(|tx| {
-            let row = store::frames::get_hot(tx, session_id, message_id)?
+        .write_with(async |tx| {
+            let row = store::frames::get_hot(tx, session_id, message_id)
+                .await?
                 .filter(|r| r.frame_type == "message")
                 .ok_or(Error::NotFound("message"))?;
             let message = row.open(dk)?;
@@ -138,7 +139,7 @@ pub(crate) async fn answer_prompt(
                 return Err(Error::NotFound("question"));
             }
             let target = TargetId::Element(element_id.to_owned());
-            let children = store::frames::children_hot(tx, session_id, message_id)?;
+            let children = store::frames::children_hot(tx, session_id, message_id).await?;
             let mut answers = children.iter().filter(|r| {
                 serde_json::from_str::<Vec<TargetId>>(&r.target_ids)
                     .is_ok_and(|t| t.contains(&target))
@@ -163,7 +164,7 @@ pub(crate) async fn answer_prompt(
                 payload: json!({"answer": answer, "element_id": element_id}),
             };
             let sealed = frames::seal(dk, f)?;
-            let seq = sealed.insert(tx)?;
+            let seq = sealed.insert(tx).await?;
             crate::conversation::frames::full_session(st, seq)?;
             Ok(sealed.kept(seq))
         })

@@ -70,7 +70,7 @@ pub async fn compact(
 ) -> Result<Frame> {
     let (agent, dk) = st
         .db
-        .hot_read(|c| crate::agents::persona::prepared(c, st, user, session_id, false))
+        .read_with(async |c| crate::agents::persona::prepared(c, st, user, session_id, false).await)
         .await?;
     let kept = crate::conversation::context::load(st, &dk, session_id).await?;
     if messages(&kept) == 0 {
@@ -124,9 +124,9 @@ pub async fn compact(
     };
     let kept = st
         .db
-        .hot_write(|tx| {
+        .write_with(async |tx| {
             let sealed = frames::seal(&dk, f.clone())?;
-            let seq = sealed.insert(tx)?;
+            let seq = sealed.insert(tx).await?;
             // Rolled back: a frame appended while the summary was written would be hidden
             // behind it.
             if seq != through + 1 {

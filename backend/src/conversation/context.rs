@@ -225,7 +225,7 @@ fn stored_tool_calls(payload: &Value) -> Vec<providers::ToolCall> {
 pub(crate) async fn load(st: &AppState, dk: &SecretKey, session_id: i64) -> Result<Vec<Kept>> {
     let rows = st
         .db
-        .hot_read(|c| frames::since_last_compact(c, session_id, i64::MAX))
+        .read_with(async |c| frames::since_last_compact(c, session_id, i64::MAX).await)
         .await?;
     let kept = match rows {
         Some(rows) => rows.open(dk)?,

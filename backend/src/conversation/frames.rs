@@ -151,7 +151,7 @@ pub fn seal(dk: &SecretKey, f: NewFrame) -> Result<Sealed> {
 
 impl Sealed {
     /// Inserts the frame and returns its `seq` ([`store::frames::insert`]).
-    pub fn insert(&self, tx: &crate::store::Tx<'_>) -> Result<i64> {
+    pub async fn insert(&self, tx: &mut crate::store::Write<'_>) -> Result<i64> {
         let f = &self.frame;
         store::frames::insert(
             tx,
@@ -168,6 +168,7 @@ impl Sealed {
                 seal: SEAL,
             },
         )
+        .await
     }
 
     /// The frame as stored with `seq`, counted as [`crate::conversation::history`] counts it.
@@ -197,7 +198,7 @@ impl Sealed {
 /// Appends a frame (on the hot connection, in a transaction of its own).
 pub async fn append(st: &crate::AppState, dk: &SecretKey, f: NewFrame) -> Result<Frame> {
     let sealed = seal(dk, f)?;
-    let seq = st.db.hot_write(|tx| sealed.insert(tx)).await?;
+    let seq = st.db.write_with(async |tx| sealed.insert(tx).await).await?;
     Ok(sealed.stored(seq))
 }
 
@@ -262,18 +263,20 @@ pub async fn list(db: &Db, dk: &SecretKey, session_id: i64, f: &Filter) -> Resul
 }
 
 pub use store::frames::{
-    HOT_HISTORY_BYTES, HOT_HISTORY_FRAMES, last_compact_seq, last_seq, last_seq_on,
+    HOT_HISTORY_BYTES, HOT_HISTORY_FRAMES, current_seq, last_compact_seq, last_seq,
 };
 
 /// Every frame before `seq` from the last `compact` on (all of them when there is none): the
 /// context the agent is sent, read on the hot connection (see [`Rows`]). `None` when there
 /// is more than [`HOT_HISTORY_FRAMES`] or [`HOT_HISTORY_BYTES`] of it: reading stops there.
-pub fn since_last_compact(
-    c: &rusqlite::Connection,
+pub async fn since_last_compact(
+    c: &mut crate::store::Conn<'_>,
     session_id: i64,
     seq: i64,
 ) -> Result<Option<Rows>> {
-    Ok(store::frames::since_last_compact(c, session_id, seq)?.map(Rows))
+    Ok(store::frames::since_last_compact(c, session_id, seq)
+        .await?
+        .map(Rows))
 }
 
 /// The frames from the last `compact` before `seq` up to `seq` (excluded), through the pool:
@@ -467,8 +470,9 @@ pub async fn set_hidden(
     let dk = session_key(st, user, session_id).await?;
     let kept = st
         .db
-        .hot_write(|tx| {
-            store::frames::get_hot(tx, session_id, frame_id)?
+        .write_with(async |tx| {
+            store::frames::get_hot(tx, session_id, frame_id)
+                .await?
                 .filter(|r| r.frame_type == "message")
                 .ok_or(Error::NotFound("message"))?;
             let f = NewFrame {
@@ -482,7 +486,7 @@ pub async fn set_hidden(
                 payload: serde_json::json!({ "hidden": hidden }),
             };
             let sealed = seal(&dk, f)?;
-            let seq = sealed.insert(tx)?;
+            let seq = sealed.insert(tx).await?;
             full_session(st, seq)?;
             Ok(sealed.kept(seq))
         })
@@ -606,8 +610,11 @@ mod tests {
             )
         };
         let hot = || {
-            st.db
-                .hot_read(|c| Ok(since_last_compact(c, s.id, i64::MAX)?.map(|r| r.0.len())))
+            st.db.read_with(async |c| {
+                Ok(since_last_compact(c, s.id, i64::MAX)
+                    .await?
+                    .map(|r| r.0.len()))
+            })
         };
         for i in 0..HOT_HISTORY_FRAMES {
             append(&st, &dk, msg(format!("m{i}"))).await.unwrap();
@@ -630,7 +637,7 @@ mod tests {
         append(&st, &dk, big).await.unwrap();
         assert!(
             st.db
-                .hot_read(|c| since_last_compact(c, t.id, i64::MAX))
+                .read_with(async |c| since_last_compact(c, t.id, i64::MAX).await)
                 .await
                 .unwrap()
                 .is_none()
@@ -659,7 +666,7 @@ mod tests {
         };
         let view = st
             .db
-            .hot_read(|c| since_last_compact(c, s.id, i64::MAX))
+            .read_with(async |c| since_last_compact(c, s.id, i64::MAX).await)
             .await
             .unwrap()
             .unwrap()
@@ -675,8 +682,9 @@ mod tests {
         assert_eq!(seqs(before(&st.db, &dk, s.id, 2).await.unwrap()), vec![1]);
         // And so does the hot connection.
         let hot = |seq| {
-            st.db.hot_read(move |c| {
-                Ok(since_last_compact(c, s.id, seq)?
+            st.db.read_with(async move |c| {
+                Ok(since_last_compact(c, s.id, seq)
+                    .await?
                     .unwrap()
                     .0
                     .iter()

@@ -144,13 +144,13 @@ fn parent_not_found() -> Error {
 
 /// Switches batch/stream mode (`/stream on|off`), on the hot connection (the switch commits
 /// with its note in the log).
-pub(crate) fn set_streaming(
-    c: &rusqlite::Connection,
+pub(crate) async fn set_streaming(
+    c: &mut crate::store::Conn<'_>,
     user: &AuthUser,
     id: i64,
     on: bool,
 ) -> Result<()> {
-    if !store::sessions::set_streaming(c, user.id(), id, on, &now_text())? {
+    if !store::sessions::set_streaming(c, user.id(), id, on, &now_text()).await? {
         return Err(Error::NotFound("session"));
     }
     Ok(())

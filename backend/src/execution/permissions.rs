@@ -50,13 +50,13 @@ pub async fn set(
 }
 
 /// The level a function has for a user: their own, else the function's default.
-pub(crate) fn level(
-    c: &rusqlite::Connection,
+pub(crate) async fn level(
+    c: &mut crate::store::Conn<'_>,
     registry: &functions::Registry,
     user_id: i64,
     function: &str,
 ) -> Result<Permission> {
-    let own = store::permissions::get_hot(c, user_id, function)?;
+    let own = store::permissions::get_hot(c, user_id, function).await?;
     Ok(own
         .as_deref()
         .and_then(Permission::parse)
@@ -66,12 +66,12 @@ pub(crate) fn level(
 
 /// The registry's functions the user has not set to never (one read of the user's levels),
 /// each with itself as a native tool: what the agent is offered.
-pub(crate) fn allowed<'r>(
-    c: &rusqlite::Connection,
+pub(crate) async fn allowed<'r>(
+    c: &mut crate::store::Conn<'_>,
     registry: &'r functions::Registry,
     user_id: i64,
 ) -> Result<Vec<(&'r functions::Spec, &'r Arc<crate::providers::Tool>)>> {
-    let own = store::permissions::list_hot(c, user_id)?;
+    let own = store::permissions::list_hot(c, user_id).await?;
     Ok(registry
         .tools()
         .filter(|(s, _)| {
@@ -86,12 +86,13 @@ pub(crate) fn allowed<'r>(
 }
 
 /// The registry's functions the user has not set to never.
-pub(crate) fn allowed_specs<'r>(
-    c: &rusqlite::Connection,
+pub(crate) async fn allowed_specs<'r>(
+    c: &mut crate::store::Conn<'_>,
     registry: &'r functions::Registry,
     user_id: i64,
 ) -> Result<Vec<&'r functions::Spec>> {
-    Ok(allowed(c, registry, user_id)?
+    Ok(allowed(c, registry, user_id)
+        .await?
         .into_iter()
         .map(|(s, _)| s)
         .collect())
@@ -100,8 +101,9 @@ pub(crate) fn allowed_specs<'r>(
 /// The registry's functions as native tools, but those the user has set to never.
 pub async fn offered(st: &AppState, user_id: i64) -> Result<Vec<Arc<crate::providers::Tool>>> {
     st.db
-        .hot_read(|c| {
-            Ok(allowed(c, &st.functions, user_id)?
+        .read_with(async |c| {
+            Ok(allowed(c, &st.functions, user_id)
+                .await?
                 .into_iter()
                 .map(|(_, t)| t.clone())
                 .collect())

@@ -192,7 +192,15 @@ pub struct TurnSetupRow {
 
 /// The user's wrapped data key and the agent of their session `session_id`; `None` when
 /// the session is not theirs.
-pub fn turn_setup(
+pub async fn turn_setup(
+    c: &mut super::Conn<'_>,
+    user_id: i64,
+    session_id: i64,
+) -> Result<Option<TurnSetupRow>> {
+    c.run(|c| turn_setup_on(c, user_id, session_id)).await
+}
+
+fn turn_setup_on(
     c: &rusqlite::Connection,
     user_id: i64,
     session_id: i64,
@@ -224,7 +232,11 @@ pub fn turn_setup(
 }
 
 /// Marks the agent summoning, unless it already is; answers whether it was marked.
-pub fn start_summoning(c: &rusqlite::Connection, user_id: i64, id: i64) -> Result<bool> {
+pub async fn start_summoning(c: &mut super::Conn<'_>, user_id: i64, id: i64) -> Result<bool> {
+    c.run(|c| start_summoning_on(c, user_id, id)).await
+}
+
+fn start_summoning_on(c: &rusqlite::Connection, user_id: i64, id: i64) -> Result<bool> {
     let n = c
         .prepare_cached(
             "UPDATE agents SET status = 'summoning' WHERE id = ?1 AND user_id = ?2 \
@@ -235,7 +247,11 @@ pub fn start_summoning(c: &rusqlite::Connection, user_id: i64, id: i64) -> Resul
 }
 
 /// Marks the agent active again.
-pub fn end_summoning(c: &rusqlite::Connection, id: i64) -> Result<()> {
+pub async fn end_summoning(c: &mut super::Conn<'_>, id: i64) -> Result<()> {
+    c.run(|c| end_summoning_on(c, id)).await
+}
+
+fn end_summoning_on(c: &rusqlite::Connection, id: i64) -> Result<()> {
     c.prepare_cached("UPDATE agents SET status = 'active' WHERE id = ?1")?
         .execute(rusqlite::params![id])?;
     Ok(())

@@ -3,7 +3,7 @@
 //! ([`crate::agents::context_files`] seals and opens it). On the hot connection: a turn reads them
 //! in the transaction that appends the user's message.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 
 use crate::Result;
 
@@ -25,7 +25,11 @@ fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRow> {
 }
 
 /// The agent's own files and the user's copies.
-pub fn list(c: &Connection, agent_id: i64, user_id: i64) -> Result<Vec<FileRow>> {
+pub async fn list(c: &mut super::Conn<'_>, agent_id: i64, user_id: i64) -> Result<Vec<FileRow>> {
+    c.run(|c| list_on(c, agent_id, user_id)).await
+}
+
+fn list_on(c: &rusqlite::Connection, agent_id: i64, user_id: i64) -> Result<Vec<FileRow>> {
     let mut st = c.prepare_cached(
         "SELECT name, user_id, content, updated_at FROM context_files \
          WHERE agent_id = ?1 AND (user_id IS NULL OR user_id = ?2) ORDER BY name",
@@ -35,8 +39,17 @@ pub fn list(c: &Connection, agent_id: i64, user_id: i64) -> Result<Vec<FileRow>>
 }
 
 /// One file at one level (`user_id` None: the agent's own).
-pub fn get(
-    c: &Connection,
+pub async fn get(
+    c: &mut super::Conn<'_>,
+    agent_id: i64,
+    user_id: Option<i64>,
+    name: &str,
+) -> Result<Option<FileRow>> {
+    c.run(|c| get_on(c, agent_id, user_id, name)).await
+}
+
+fn get_on(
+    c: &rusqlite::Connection,
     agent_id: i64,
     user_id: Option<i64>,
     name: &str,
@@ -51,15 +64,27 @@ pub fn get(
 }
 
 /// Writes a file at one level, replacing what was there.
-pub fn put(
-    c: &Connection,
+pub async fn put(
+    c: &mut super::Conn<'_>,
     agent_id: i64,
     user_id: Option<i64>,
     name: &str,
     sealed: &[u8],
     now: &str,
 ) -> Result<()> {
-    delete(c, agent_id, user_id, name)?;
+    c.run(|c| put_on(c, agent_id, user_id, name, sealed, now))
+        .await
+}
+
+fn put_on(
+    c: &rusqlite::Connection,
+    agent_id: i64,
+    user_id: Option<i64>,
+    name: &str,
+    sealed: &[u8],
+    now: &str,
+) -> Result<()> {
+    delete_on(c, agent_id, user_id, name)?;
     c.prepare_cached(
         "INSERT INTO context_files (agent_id, user_id, name, content, updated_at) \
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -69,7 +94,21 @@ pub fn put(
 }
 
 /// Removes a file at one level; answers whether there was one.
-pub fn delete(c: &Connection, agent_id: i64, user_id: Option<i64>, name: &str) -> Result<bool> {
+pub async fn delete(
+    c: &mut super::Conn<'_>,
+    agent_id: i64,
+    user_id: Option<i64>,
+    name: &str,
+) -> Result<bool> {
+    c.run(|c| delete_on(c, agent_id, user_id, name)).await
+}
+
+fn delete_on(
+    c: &rusqlite::Connection,
+    agent_id: i64,
+    user_id: Option<i64>,
+    name: &str,
+) -> Result<bool> {
     let n = c
         .prepare_cached(
             "DELETE FROM context_files WHERE agent_id = ?1 AND user_id IS ?2 AND name = ?3",
@@ -79,7 +118,11 @@ pub fn delete(c: &Connection, agent_id: i64, user_id: Option<i64>, name: &str) -
 }
 
 /// Whether the agent's files were seeded (once, on first use).
-pub fn seeded(c: &Connection, agent_id: i64) -> Result<bool> {
+pub async fn seeded(c: &mut super::Conn<'_>, agent_id: i64) -> Result<bool> {
+    c.run(|c| seeded_on(c, agent_id)).await
+}
+
+fn seeded_on(c: &rusqlite::Connection, agent_id: i64) -> Result<bool> {
     let v: Option<i64> = c
         .prepare_cached("SELECT files_seeded FROM agents WHERE id = ?1")?
         .query_row(params![agent_id], |r| r.get(0))
@@ -87,7 +130,11 @@ pub fn seeded(c: &Connection, agent_id: i64) -> Result<bool> {
     Ok(v.unwrap_or(1) != 0)
 }
 
-pub fn mark_seeded(c: &Connection, agent_id: i64) -> Result<()> {
+pub async fn mark_seeded(c: &mut super::Conn<'_>, agent_id: i64) -> Result<()> {
+    c.run(|c| mark_seeded_on(c, agent_id)).await
+}
+
+fn mark_seeded_on(c: &rusqlite::Connection, agent_id: i64) -> Result<()> {
     c.prepare_cached("UPDATE agents SET files_seeded = 1 WHERE id = ?1")?
         .execute(params![agent_id])?;
     Ok(())

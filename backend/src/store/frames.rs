@@ -62,7 +62,11 @@ pub struct NewFrameRow<'a> {
 /// the invariant regardless. Two statements, not one `INSERT … RETURNING`: SQLite gathers a
 /// `RETURNING` row in a temporary table of its own, a page cache set up and torn down per
 /// insert (docs/perf.md).
-pub fn insert(tx: &crate::store::Tx<'_>, f: &NewFrameRow<'_>) -> Result<i64> {
+pub async fn insert(tx: &mut super::Write<'_>, f: &NewFrameRow<'_>) -> Result<i64> {
+    tx.run(|c| insert_on(c, f)).await
+}
+
+fn insert_on(tx: &rusqlite::Connection, f: &NewFrameRow<'_>) -> Result<i64> {
     let seq = last_seq_on(tx, f.session_id)? + 1;
     let mut st = tx.prepare_cached(
         "INSERT INTO frames (id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload, seal) \
@@ -129,7 +133,15 @@ const SINCE_LAST_COMPACT: &str = "SELECT id, session_id, seq, parent_id, target_
 /// Every frame before `seq` from the last `compact` on (all of them when there is none): the
 /// context the agent is sent, read on the hot connection. `None` when there is more than
 /// [`HOT_HISTORY_FRAMES`] or [`HOT_HISTORY_BYTES`] of it: reading stops there.
-pub fn since_last_compact(
+pub async fn since_last_compact(
+    c: &mut super::Conn<'_>,
+    session_id: i64,
+    seq: i64,
+) -> Result<Option<Vec<FrameRow>>> {
+    c.run(|c| since_last_compact_on(c, session_id, seq)).await
+}
+
+fn since_last_compact_on(
     c: &rusqlite::Connection,
     session_id: i64,
     seq: i64,
@@ -290,7 +302,12 @@ pub async fn last_seq(db: &super::Db, session_id: i64) -> Result<i64> {
 }
 
 /// The same on a connection of the caller's (the hot one): no other thread woken.
-pub fn last_seq_on(c: &rusqlite::Connection, session_id: i64) -> Result<i64> {
+/// The session's last `seq` (0 for none), on the hot connection.
+pub async fn current_seq(c: &mut super::Conn<'_>, session_id: i64) -> Result<i64> {
+    c.run(|c| last_seq_on(c, session_id)).await
+}
+
+fn last_seq_on(c: &rusqlite::Connection, session_id: i64) -> Result<i64> {
     Ok(
         c.prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?1")?
             .query_row([session_id], |r| r.get(0))?,
@@ -311,7 +328,15 @@ pub async fn get(db: &super::Db, session_id: i64, frame_id: &str) -> Result<Opti
 
 /// One frame of the session, by id, on the hot connection (inside a write: a decision reads
 /// the request it decides in the transaction that records it).
-pub fn get_hot(
+pub async fn get_hot(
+    c: &mut super::Conn<'_>,
+    session_id: i64,
+    frame_id: &str,
+) -> Result<Option<FrameRow>> {
+    c.run(|c| get_hot_on(c, session_id, frame_id)).await
+}
+
+fn get_hot_on(
     c: &rusqlite::Connection,
     session_id: i64,
     frame_id: &str,
@@ -325,7 +350,15 @@ pub fn get_hot(
 
 /// The frames whose parent is `parent_id`, in seq order, on the hot connection: a message's
 /// requests, a request's decision and result.
-pub fn children_hot(
+pub async fn children_hot(
+    c: &mut super::Conn<'_>,
+    session_id: i64,
+    parent_id: &str,
+) -> Result<Vec<FrameRow>> {
+    c.run(|c| children_hot_on(c, session_id, parent_id)).await
+}
+
+fn children_hot_on(
     c: &rusqlite::Connection,
     session_id: i64,
     parent_id: &str,

@@ -62,8 +62,9 @@ impl HotDb {
         Ok(Write { conn, hot: self })
     }
 
-    /// Runs `f` on the connection: reads, or a statement that commits on its own.
-    pub async fn read<T>(
+    /// Runs `f` on the connection (tests).
+    #[cfg(test)]
+    async fn read<T>(
         &self,
         pool: &SqlitePool,
         f: impl FnMut(&rusqlite::Connection) -> Result<T>,
@@ -71,15 +72,15 @@ impl HotDb {
         self.conn(pool).await.run(f).await
     }
 
-    /// Runs `f` in a transaction of its own ([`HotDb::begin`]), committed when `f` succeeds
-    /// and rolled back when it fails.
-    pub async fn write<T>(
+    /// Runs `f` in a transaction of its own, committed when it succeeds (tests).
+    #[cfg(test)]
+    async fn write<T>(
         &self,
         pool: &SqlitePool,
-        mut f: impl FnMut(&Tx<'_>) -> Result<T>,
+        f: impl FnMut(&rusqlite::Connection) -> Result<T>,
     ) -> Result<T> {
         let mut w = self.begin(pool).await?;
-        let v = w.run(|c| f(&Tx(c))).await?;
+        let v = w.run(f).await?;
         w.commit().await?;
         Ok(v)
     }
@@ -193,17 +194,6 @@ impl Write<'_> {
             checkpoint(self.conn.pool, &hot.checkpointing);
         }
         Ok(())
-    }
-}
-
-/// The hot connection inside a write transaction, as the closure of [`HotDb::write`] sees it.
-pub struct Tx<'c>(&'c rusqlite::Connection);
-
-impl std::ops::Deref for Tx<'_> {
-    type Target = rusqlite::Connection;
-
-    fn deref(&self) -> &rusqlite::Connection {
-        self.0
     }
 }
 
@@ -352,7 +342,9 @@ mod tests {
             .await
             .unwrap();
         let hot = HotDb::default();
-        let insert = |n: i64| move |tx: &Tx<'_>| Ok(tx.execute("INSERT INTO t VALUES (?1)", [n])?);
+        let insert = |n: i64| {
+            move |tx: &rusqlite::Connection| Ok(tx.execute("INSERT INTO t VALUES (?1)", [n])?)
+        };
         hot.write(&pool, insert(1)).await.unwrap();
         // The second statement fails: the first is rolled back with it.
         let failed = hot
@@ -465,7 +457,9 @@ mod tests {
             .await
             .unwrap();
         let hot = HotDb::default();
-        let insert = |tx: &Tx<'_>| Ok(tx.execute("INSERT INTO t VALUES (zeroblob(4000))", [])?);
+        let insert = |tx: &rusqlite::Connection| {
+            Ok(tx.execute("INSERT INTO t VALUES (zeroblob(4000))", [])?)
+        };
         let file = || std::fs::metadata(dir.path().join("hero.db")).unwrap().len();
         for _ in 1..CHECKPOINT_EVERY {
             hot.write(&pool, insert).await.unwrap();
@@ -511,7 +505,7 @@ mod tests {
             .fetch_one(&mut *reader)
             .await
             .unwrap();
-        let insert = |tx: &Tx<'_>| Ok(tx.execute("INSERT INTO t VALUES (1)", [])?);
+        let insert = |tx: &rusqlite::Connection| Ok(tx.execute("INSERT INTO t VALUES (1)", [])?);
         for _ in 0..CHECKPOINT_EVERY {
             hot.write(&pool, insert).await.unwrap();
         }

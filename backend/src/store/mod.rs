@@ -34,7 +34,7 @@ pub mod tokens;
 pub mod usage;
 pub mod users;
 
-pub use hot::{CHECKPOINT_EVERY, Conn, HotDb, Tx, Write};
+pub use hot::{CHECKPOINT_EVERY, Conn, HotDb, Write};
 pub use meta::check_master_key;
 
 /// How long a statement refused for a busy database is retried (the pool's busy timeout,
@@ -85,17 +85,23 @@ impl Db {
         self.0.hot.begin(&self.0.pool).await
     }
 
-    /// Runs `f` on the hot connection ([`HotDb::read`]).
-    pub async fn hot_read<T>(
-        &self,
-        f: impl FnMut(&rusqlite::Connection) -> Result<T>,
-    ) -> Result<T> {
-        self.0.hot.read(&self.0.pool, f).await
+    /// Runs `f` with the hot connection held ([`Db::conn`]): what it reads is read on it.
+    pub async fn read_with<T>(&self, f: impl AsyncFnOnce(&mut Conn<'_>) -> Result<T>) -> Result<T> {
+        let mut c = self.conn().await;
+        f(&mut c).await
     }
 
-    /// Runs `f` in a write transaction on the hot connection ([`HotDb::write`]).
-    pub async fn hot_write<T>(&self, f: impl FnMut(&Tx<'_>) -> Result<T>) -> Result<T> {
-        self.0.hot.write(&self.0.pool, f).await
+    /// Runs `f` in a write transaction ([`Db::begin`]), committed when `f` succeeds and
+    /// rolled back when it fails. Between its statements `f` does nothing that waits on
+    /// anything but the database: the transaction holds the connection every turn needs.
+    pub async fn write_with<T>(
+        &self,
+        f: impl AsyncFnOnce(&mut Write<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let mut tx = self.begin().await?;
+        let v = f(&mut tx).await?;
+        tx.commit().await?;
+        Ok(v)
     }
 
     /// A write transaction on the pool ([`begin_write`]).
@@ -124,7 +130,9 @@ pub async fn ready(db: &Db, within: std::time::Duration) -> std::result::Result<
             sqlx::query_scalar::<_, i64>("SELECT version FROM _sqlx_migrations WHERE success = 1")
                 .fetch_all(db.pool())
                 .await?;
-        db.hot_read(|c| Ok(c.query_row("SELECT 1", [], |_| Ok(()))?))
+        db.conn()
+            .await
+            .run(|c| Ok(c.query_row("SELECT 1", [], |_| Ok(()))?))
             .await?;
         Ok::<_, crate::Error>(applied)
     };

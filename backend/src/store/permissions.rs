@@ -13,7 +13,11 @@ pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<(String, String)>>
 }
 
 /// The user's overrides, as (function, level), on the hot connection (a turn reads them).
-pub fn list_hot(c: &rusqlite::Connection, user_id: i64) -> Result<Vec<(String, String)>> {
+pub async fn list_hot(c: &mut super::Conn<'_>, user_id: i64) -> Result<Vec<(String, String)>> {
+    c.run(|c| list_hot_on(c, user_id)).await
+}
+
+fn list_hot_on(c: &rusqlite::Connection, user_id: i64) -> Result<Vec<(String, String)>> {
     let mut st = c.prepare_cached("SELECT function, level FROM permissions WHERE user_id = ?1")?;
     let rows = st.query_map([user_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -41,7 +45,15 @@ pub async fn set(
 }
 
 /// The user's override for one function, on the hot connection (a turn's gate reads it).
-pub fn get_hot(c: &rusqlite::Connection, user_id: i64, function: &str) -> Result<Option<String>> {
+pub async fn get_hot(
+    c: &mut super::Conn<'_>,
+    user_id: i64,
+    function: &str,
+) -> Result<Option<String>> {
+    c.run(|c| get_hot_on(c, user_id, function)).await
+}
+
+fn get_hot_on(c: &rusqlite::Connection, user_id: i64, function: &str) -> Result<Option<String>> {
     let mut st =
         c.prepare_cached("SELECT level FROM permissions WHERE user_id = ?1 AND function = ?2")?;
     let mut rows = st.query(rusqlite::params![user_id, function])?;

@@ -132,7 +132,17 @@ pub async fn update(
 }
 
 /// Switches batch/stream mode on the hot connection; whether the session is the user's.
-pub fn set_streaming(
+pub async fn set_streaming(
+    c: &mut super::Conn<'_>,
+    user_id: i64,
+    id: i64,
+    on: bool,
+    now: &str,
+) -> Result<bool> {
+    c.run(|c| set_streaming_on(c, user_id, id, on, now)).await
+}
+
+fn set_streaming_on(
     c: &rusqlite::Connection,
     user_id: i64,
     id: i64,
@@ -148,7 +158,15 @@ pub fn set_streaming(
 }
 
 /// The session's agent, on the hot connection (`None`: no agent, or not the user's session).
-pub fn agent_of(c: &rusqlite::Connection, user_id: i64, session_id: i64) -> Result<Option<i64>> {
+pub async fn agent_of(
+    c: &mut super::Conn<'_>,
+    user_id: i64,
+    session_id: i64,
+) -> Result<Option<i64>> {
+    c.run(|c| agent_of_on(c, user_id, session_id)).await
+}
+
+fn agent_of_on(c: &rusqlite::Connection, user_id: i64, session_id: i64) -> Result<Option<i64>> {
     let mut st =
         c.prepare_cached("SELECT agent_id FROM sessions WHERE id = ?1 AND user_id = ?2")?;
     let mut rows = st.query(rusqlite::params![session_id, user_id])?;

@@ -70,7 +70,11 @@ impl TokenRow {
 }
 
 /// The token `jti` and its account, on the hot connection (every request's sign-in check).
-pub fn by_jti_hot(c: &rusqlite::Connection, jti: &str) -> Result<Option<TokenRow>> {
+pub async fn by_jti_hot(c: &mut super::Conn<'_>, jti: &str) -> Result<Option<TokenRow>> {
+    c.run(|c| by_jti_hot_on(c, jti)).await
+}
+
+fn by_jti_hot_on(c: &rusqlite::Connection, jti: &str) -> Result<Option<TokenRow>> {
     let mut q = c.prepare_cached(BY_JTI)?;
     let mut rows = q.query([jti])?;
     rows.next()?.map(TokenRow::read).transpose()

@@ -16,7 +16,11 @@ pub struct UsageRow<'a> {
 }
 
 /// Records a call's usage on the hot connection (with the reply's frame, when it can).
-pub fn insert(c: &rusqlite::Connection, u: &UsageRow<'_>) -> Result<()> {
+pub async fn insert(c: &mut super::Conn<'_>, u: &UsageRow<'_>) -> Result<()> {
+    c.run(|c| insert_on(c, u)).await
+}
+
+fn insert_on(c: &rusqlite::Connection, u: &UsageRow<'_>) -> Result<()> {
     c.prepare_cached(
         "INSERT INTO usage (user_id, agent_id, session_id, frame_id, provider, model, input_tokens, output_tokens, created_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",

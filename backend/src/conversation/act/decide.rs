@@ -29,14 +29,17 @@ pub(crate) async fn decide(
     };
     let (kept, req) = st
         .db
-        .hot_write(|tx| {
-            let row = store::frames::get_hot(tx, session_id, request_id)?
+        .write_with(async |tx| {
+            let row = store::frames::get_hot(tx, session_id, request_id)
+                .await?
                 .filter(|r| r.frame_type == "request")
                 .ok_or(Error::NotFound("call"))?;
             let request = row.open(&dk)?;
             let mut req: CallRequest = serde_json::from_value(request.payload.clone())
                 .map_err(|_| Error::Internal("a request frame is unreadable".into()))?;
-            let decided = !store::frames::children_hot(tx, session_id, request_id)?.is_empty();
+            let decided = !store::frames::children_hot(tx, session_id, request_id)
+                .await?
+                .is_empty();
             if decided || req.status != CallStatus::Pending {
                 return Err(Error::Conflict("this call was already decided".into()));
             }
@@ -53,7 +56,7 @@ pub(crate) async fn decide(
                 payload: serde_json::to_value(&req).map_err(|e| Error::Internal(e.to_string()))?,
             };
             let sealed = frames::seal(&dk, f)?;
-            let seq = sealed.insert(tx)?;
+            let seq = sealed.insert(tx).await?;
             crate::conversation::frames::full_session(st, seq)?;
             Ok((
                 sealed.kept(seq),
@@ -95,7 +98,7 @@ pub(crate) async fn carry_out(
 ) -> Result<bool> {
     let agent_id = st
         .db
-        .hot_read(|c| store::sessions::agent_of(c, user.id(), d.session_id))
+        .read_with(async |c| store::sessions::agent_of(c, user.id(), d.session_id).await)
         .await?;
     let sc = Scene {
         user_id: user.id(),

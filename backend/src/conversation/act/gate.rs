@@ -51,7 +51,7 @@ pub async fn open(
     let user_id = sc.user_id;
     let kept = st
         .db
-        .hot_write(|tx| {
+        .write_with(async |tx| {
             let mut out = Vec::with_capacity(asked.len());
             for a in &mut asked {
                 let answers = st
@@ -64,7 +64,7 @@ pub async fn open(
                     });
                 }
                 let a = &*a;
-                let lv = crate::execution::permissions::level(tx, &st.functions, user_id, &a.function)?;
+                let lv = crate::execution::permissions::level(tx, &st.functions, user_id, &a.function).await?;
                 let (status, by) = gate(a, lv, authority, answers);
                 let expires_at = (status == CallStatus::Asking)
                     .then(|| a.args.get("timeout").and_then(Value::as_u64))
@@ -99,7 +99,7 @@ pub async fn open(
                         .map_err(|e| Error::Internal(e.to_string()))?,
                 };
                 let sealed = frames::seal(&sc.dk, f)?;
-                let seq = sealed.insert(tx)?;
+                let seq = sealed.insert(tx).await?;
                 crate::conversation::frames::full_session(st, seq)?;
                 out.push((sealed.kept(seq), req));
             }

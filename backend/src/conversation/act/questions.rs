@@ -35,7 +35,7 @@ pub(crate) async fn answer_question(
     let dk = frames::session_key(st, user, session_id).await?;
     let row = st
         .db
-        .hot_read(|c| store::frames::get_hot(c, session_id, request_id))
+        .read_with(async |c| store::frames::get_hot(c, session_id, request_id).await)
         .await?
         .filter(|r| r.frame_type == "request")
         .ok_or(Error::NotFound("question"))?;
@@ -71,7 +71,7 @@ pub(crate) async fn answer_question(
     }
     let agent_id = st
         .db
-        .hot_read(|c| store::sessions::agent_of(c, user.id(), session_id))
+        .read_with(async |c| store::sessions::agent_of(c, user.id(), session_id).await)
         .await?;
     let sc = Scene {
         user_id: user.id(),

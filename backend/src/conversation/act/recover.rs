@@ -79,7 +79,7 @@ async fn recover_one(
     // The request as last decided: its latest update, if any.
     let updates = st
         .db
-        .hot_read(|c| store::frames::children_hot(c, session_id, &request_id))
+        .read_with(async |c| store::frames::children_hot(c, session_id, &request_id).await)
         .await?;
     let latest = match updates.into_iter().rfind(|r| r.frame_type == "update") {
         Some(u) => u.open(&dk)?.payload,
@@ -102,7 +102,7 @@ async fn recover_one(
     }
     let agent_id = st
         .db
-        .hot_read(|c| store::sessions::agent_of(c, user_id, session_id))
+        .read_with(async |c| store::sessions::agent_of(c, user_id, session_id).await)
         .await?;
     let sc = Scene {
         user_id,
@@ -140,7 +140,7 @@ async fn write_missing_reply(
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, user_id).await?;
     let agent_id = st
         .db
-        .hot_read(|c| store::sessions::agent_of(c, user_id, session_id))
+        .read_with(async |c| store::sessions::agent_of(c, user_id, session_id).await)
         .await?;
     let agent_name = match agent_id {
         Some(id) => store::agents::get(st.db.pool(), user_id, id)

@@ -156,7 +156,7 @@ pub(super) async fn record(
         payload: serde_json::to_value(&result).map_err(|e| Error::Internal(e.to_string()))?,
     };
     let sealed = frames::seal(&sc.dk, f)?;
-    let seq = st.db.hot_write(|tx| sealed.insert(tx)).await?;
+    let seq = st.db.write_with(async |tx| sealed.insert(tx).await).await?;
     publish(st, sc.user_id, sealed.kept(seq));
     if outcome == Outcome::Ok {
         emit(SseEvent::ElementResult(ElementResult {
@@ -308,13 +308,14 @@ pub(super) async fn all_settled(st: &AppState, session_id: i64, message_id: &str
 /// The message's requests that have no result yet (with their state as last decided).
 pub async fn open_calls(st: &AppState, session_id: i64, message_id: &str) -> Result<Vec<String>> {
     st.db
-        .hot_read(|c| {
+        .read_with(async |c| {
             let mut open = Vec::new();
-            for r in store::frames::children_hot(c, session_id, message_id)? {
+            for r in store::frames::children_hot(c, session_id, message_id).await? {
                 if r.frame_type != "request" {
                     continue;
                 }
-                let resolved = store::frames::children_hot(c, session_id, &r.id)?
+                let resolved = store::frames::children_hot(c, session_id, &r.id)
+                    .await?
                     .iter()
                     .any(|k| k.frame_type == "result");
                 if !resolved {
@@ -333,7 +334,7 @@ pub async fn stop_open(st: &AppState, user: &AuthUser, session_id: i64) -> Resul
     let rows = store::frames::open_requests(&st.db, session_id).await?;
     let agent_id = st
         .db
-        .hot_read(|c| store::sessions::agent_of(c, user.id(), session_id))
+        .read_with(async |c| store::sessions::agent_of(c, user.id(), session_id).await)
         .await?;
     let mut n = 0;
     for row in rows {

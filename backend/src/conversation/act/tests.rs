@@ -229,11 +229,14 @@ async fn recovery_goes_past_a_row_it_cannot_read() {
     }
     let damaged = requests[0].1.clone();
     st.db
-        .hot_write(move |tx| {
-            tx.execute(
-                "UPDATE frames SET payload = x'00' WHERE id = ?1",
-                [&damaged],
-            )?;
+        .write_with(async move |tx| {
+            tx.run(|c| {
+                Ok(c.execute(
+                    "UPDATE frames SET payload = x'00' WHERE id = ?1",
+                    [&damaged],
+                )?)
+            })
+            .await?;
             Ok(())
         })
         .await

@@ -272,9 +272,9 @@ async fn next_round(
     t.round += 1;
     let messages = context::messages(kept);
     let user = &t.user;
-    let fresh = st
-        .db
-        .hot_read(|c| crate::agents::persona::prepared(c, st, user, session_id, false));
+    let fresh = st.db.read_with(async |c| {
+        crate::agents::persona::prepared(c, st, user, session_id, false).await
+    });
     match fresh.await {
         Ok((fresh, _)) => t.agent.system = fresh.system,
         Err(e) => tracing::warn!(error = %e, "the system prompt could not be built again"),
@@ -298,7 +298,9 @@ async fn next_round(
 async fn wind_down(out: &Out, t: &Turn, last: &str) {
     let (st, session_id) = (&out.st, out.session_id);
     st.turns.end(session_id, last);
-    let last = st.db.hot_read(|c| frames::last_seq_on(c, session_id));
+    let last = st
+        .db
+        .read_with(async |c| frames::current_seq(c, session_id).await);
     let compact = t.agent.compact;
     if let Ok(seq) = last.await
         && let Some(true) = st.history.look(session_id, seq, |kept| {
@@ -327,7 +329,7 @@ pub async fn follow_up(
         .acquire(user.id(), limit, "replies in flight")?;
     let (agent, dk) = st
         .db
-        .hot_read(|c| crate::agents::persona::prepared(c, st, user, session_id, false))
+        .read_with(async |c| crate::agents::persona::prepared(c, st, user, session_id, false).await)
         .await?;
     let kept = context::load(st, &dk, session_id).await?;
     let round = rounds_since_user(&kept);

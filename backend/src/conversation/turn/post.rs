@@ -69,10 +69,7 @@ pub(super) async fn switch_streaming(
         json!({"role": "system", "content": note, "private": true, "streaming": on}),
     );
     f.id = message_id.to_owned();
-    let frame = store_now(st, user, f, |tx| {
-        sessions::set_streaming(tx, user, session_id, on)
-    })
-    .await?;
+    let frame = store_now(st, user, f, Some(on)).await?;
     out.emit(SseEvent::MessageStart(MessageStart {
         message_id: message_id.to_owned(),
         session_id,
@@ -104,7 +101,7 @@ pub(super) async fn store_private(
         json!({"role": "user", "content": text, "private": true}),
     );
     f.id = message_id.to_owned();
-    let frame = store_now(st, user, f, |_| Ok(())).await?;
+    let frame = store_now(st, user, f, None).await?;
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(frame));
     out.emit(complete(message_id, "", Vec::new()));
@@ -150,22 +147,25 @@ pub(super) async fn summarise(out: Out, user: &AuthUser, message_id: String) -> 
     }))
 }
 
-/// Stores a frame of the poster's own (a note, a private message) with `also` in one
-/// transaction; the caller hands it to the session's readers.
+/// Stores a frame of the poster's own (a note, a private message), and the session's new
+/// streaming mode when `streaming` is given, in one transaction; the caller hands it to the
+/// session's readers.
 async fn store_now(
     st: &AppState,
     user: &AuthUser,
     f: NewFrame,
-    also: impl Fn(&rusqlite::Connection) -> Result<()> + Send,
+    streaming: Option<bool>,
 ) -> Result<hero_shared::frame::Frame> {
     let session_id = f.session_id;
     let kept = st
         .db
-        .hot_write(|tx| {
-            let setup = agents::turn_setup(tx, &st.keys, user, session_id)?;
-            also(tx)?;
+        .write_with(async |tx| {
+            let setup = agents::turn_setup(tx, &st.keys, user, session_id).await?;
+            if let Some(on) = streaming {
+                sessions::set_streaming(tx, user, session_id, on).await?;
+            }
             let sealed = frames::seal(&setup.dk, f.clone())?;
-            let seq = sealed.insert(tx)?;
+            let seq = sealed.insert(tx).await?;
             frames::full_session(st, seq)?;
             Ok(sealed.kept(seq))
         })

@@ -34,9 +34,10 @@ pub(super) async fn prepare(
 ) -> Result<Started> {
     let (agent, dk, kept, rows, user_frame) = st
         .db
-        .hot_write(|tx| {
+        .write_with(async |tx| {
             // The agent's files, seeded on its first use, make its system prompt.
-            let (agent, dk) = crate::agents::persona::prepared(tx, st, user, session_id, true)?;
+            let (agent, dk) =
+                crate::agents::persona::prepared(tx, st, user, session_id, true).await?;
             let message = NewFrame::message(
                 session_id,
                 AuthorType::User,
@@ -44,14 +45,14 @@ pub(super) async fn prepare(
                 json!({"role": "user", "content": content}),
             );
             let sealed = frames::seal(&dk, message)?;
-            let seq = sealed.insert(tx)?;
+            let seq = sealed.insert(tx).await?;
             // The insert is rolled back with the refusal: a full session takes nothing more.
             // A message needs room for its reply too.
             frames::full_session(st, seq + 1)?;
             let kept = st.history.get(session_id, seq - 1);
             let rows = match kept {
                 Some(_) => None,
-                None => Some(frames::since_last_compact(tx, session_id, seq)?),
+                None => Some(frames::since_last_compact(tx, session_id, seq).await?),
             };
             Ok((agent, dk, kept, rows, sealed.kept(seq)))
         })

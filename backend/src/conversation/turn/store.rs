@@ -18,25 +18,25 @@ pub(super) async fn store_reply(
     usage: Option<(&Usage<'_>, u64, u64)>,
 ) -> Result<Kept> {
     let sealed = frames::seal(dk, f)?;
-    let record = |tx: &rusqlite::Connection| {
-        usage.map_or(Ok(()), |(u, input, output)| {
-            record_usage(tx, u, input, output)
-        })
-    };
-    let both = st.db.hot_write(|tx| {
-        record(tx)?;
-        sealed.insert(tx)
+    let both = st.db.write_with(async |tx| {
+        if let Some((u, input, output)) = usage {
+            record_usage(tx, u, input, output).await?;
+        }
+        sealed.insert(tx).await
     });
     let seq = match both.await {
         Ok(seq) => seq,
         Err(e) => {
             tracing::warn!(error = %e, "could not store a reply with its usage; storing each alone");
-            if let Some((_, input_tokens, output_tokens)) = usage
-                && let Err(e) = st.db.hot_write(|tx| record(tx)).await
+            if let Some((u, input_tokens, output_tokens)) = usage
+                && let Err(e) = st
+                    .db
+                    .write_with(async |tx| record_usage(tx, u, input_tokens, output_tokens).await)
+                    .await
             {
                 tracing::error!(error = %e, input_tokens, output_tokens, "could not record a reply's usage");
             }
-            st.db.hot_write(|tx| sealed.insert(tx)).await?
+            st.db.write_with(async |tx| sealed.insert(tx).await).await?
         }
     };
     Ok(sealed.kept(seq))
@@ -52,7 +52,12 @@ pub(super) struct Usage<'a> {
     pub(super) frame_id: &'a str,
 }
 
-fn record_usage(c: &rusqlite::Connection, u: &Usage<'_>, input: u64, output: u64) -> Result<()> {
+async fn record_usage(
+    c: &mut crate::store::Conn<'_>,
+    u: &Usage<'_>,
+    input: u64,
+    output: u64,
+) -> Result<()> {
     crate::store::usage::insert(
         c,
         &crate::store::usage::UsageRow {
@@ -67,4 +72,5 @@ fn record_usage(c: &rusqlite::Connection, u: &Usage<'_>, input: u64, output: u64
             created_at: &crate::now_text(),
         },
     )
+    .await
 }

@@ -60,7 +60,7 @@ async fn run(cx: &Ctx<'_>, name: &str, content: Option<&str>) -> crate::Result<S
     let (user_id, session_id) = (cx.user_id, cx.session_id);
     let agent_id = st
         .db
-        .hot_read(|c| store::sessions::agent_of(c, user_id, session_id))
+        .read_with(async |c| store::sessions::agent_of(c, user_id, session_id).await)
         .await?
         .ok_or(Error::Invalid("this session has no agent".into()))?;
     let kind = store::agents::get(st.db.pool(), user_id, agent_id)
@@ -82,7 +82,7 @@ async fn run(cx: &Ctx<'_>, name: &str, content: Option<&str>) -> crate::Result<S
             }
             let files = st
                 .db
-                .hot_read(|c| context_files::merged(c, &dk, agent_id, user_id))
+                .read_with(async |c| context_files::merged(c, &dk, agent_id, user_id).await)
                 .await?;
             Ok(match files.into_iter().find(|f| f.name == name) {
                 Some(f) => f.content,
@@ -92,7 +92,7 @@ async fn run(cx: &Ctx<'_>, name: &str, content: Option<&str>) -> crate::Result<S
         Some(text) => {
             let level = st
                 .db
-                .hot_write(|tx| {
+                .write_with(async |tx| {
                     context_files::write(
                         tx,
                         &dk,
@@ -105,6 +105,7 @@ async fn run(cx: &Ctx<'_>, name: &str, content: Option<&str>) -> crate::Result<S
                         text,
                         Writer::Chat,
                     )
+                    .await
                 })
                 .await
                 .map_err(|e| match e {
