@@ -36,7 +36,7 @@ pub async fn create(
     let username = users::validate_username(username)?;
     password::validate(pw)?;
     let hash = password::hash(pw).await?;
-    let mut tx = db.begin_pooled().await?;
+    let mut tx = db.begin().await?;
     let (row, data_key) = users::insert(&mut tx, keys, username, &hash, is_admin).await?;
     agents::insert_demo(&mut tx, row.id, &data_key).await?;
     tx.commit().await?;

@@ -5,7 +5,6 @@
 use crate::store::Db;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
-use sqlx::SqliteConnection;
 
 use crate::crypto::Keyring;
 use crate::{Error, Result, now_text, store};
@@ -95,6 +94,6 @@ pub(crate) async fn revoke(db: &Db, jti: &str) -> Result<()> {
 }
 
 /// Revokes every token of a user, inside the transaction that changes the account.
-pub(crate) async fn revoke_all(c: &mut SqliteConnection, user_id: i64) -> Result<()> {
+pub(crate) async fn revoke_all(c: &mut crate::store::Write<'_>, user_id: i64) -> Result<()> {
     store::tokens::revoke_all(c, user_id, &now_text()).await
 }

@@ -4,7 +4,6 @@
 //! [`crate::accounts::create`].
 
 use crate::store::Db;
-use sqlx::SqliteConnection;
 
 use crate::crypto::{Keyring, SecretKey};
 use crate::{Error, Result, accounts::password, accounts::tokens, now_text, store};
@@ -39,7 +38,7 @@ pub use store::users::count;
 /// Inserts the user row with a fresh data key (wrapped, bound to the row's id) inside `tx`;
 /// answers the row and the data key, for what the account's creation adds next.
 pub(crate) async fn insert(
-    tx: &mut SqliteConnection,
+    tx: &mut crate::store::Write<'_>,
     keys: &Keyring,
     username: &str,
     password_hash: &str,
@@ -77,7 +76,7 @@ pub async fn find_by_name(db: &Db, username: &str) -> Result<UserRow> {
 pub async fn set_password(db: &Db, user_id: i64, password: &str) -> Result<()> {
     password::validate(password)?;
     let hash = password::hash(password).await?;
-    let mut tx = db.begin_pooled().await?;
+    let mut tx = db.begin().await?;
     if !store::users::set_password_hash(&mut tx, user_id, &hash, &now_text()).await? {
         return Err(Error::NotFound("user"));
     }
@@ -88,7 +87,7 @@ pub async fn set_password(db: &Db, user_id: i64, password: &str) -> Result<()> {
 
 /// Disables (or re-enables) an account; disabling revokes every token it has.
 pub async fn set_disabled(db: &Db, user_id: i64, disabled: bool) -> Result<()> {
-    let mut tx = db.begin_pooled().await?;
+    let mut tx = db.begin().await?;
     if !store::users::set_disabled(&mut tx, user_id, disabled, &now_text()).await? {
         return Err(Error::NotFound("user"));
     }

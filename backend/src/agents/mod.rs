@@ -28,7 +28,6 @@ pub mod summon;
 use crate::store::Db;
 use hero_shared::api::{AgentDto, AgentKind, CreateAgentRequest, ProviderKind, UpdateAgentRequest};
 use serde_json::{Map, Value};
-use sqlx::{Sqlite, SqliteConnection};
 
 use crate::accounts::auth::AuthUser;
 use crate::crypto::{self, Keyring, SecretKey};
@@ -266,7 +265,12 @@ impl Fields {
     }
 }
 
-async fn insert(c: &mut SqliteConnection, user_id: i64, dk: &SecretKey, f: &Fields) -> Result<i64> {
+async fn insert(
+    c: &mut crate::store::Write<'_>,
+    user_id: i64,
+    dk: &SecretKey,
+    f: &Fields,
+) -> Result<i64> {
     let id = store::agents::insert(c, user_id, &f.plain(), &now_text()).await?;
     write_secrets(c, id, dk, f).await?;
     Ok(id)
@@ -274,7 +278,7 @@ async fn insert(c: &mut SqliteConnection, user_id: i64, dk: &SecretKey, f: &Fiel
 
 /// Seals the key and the config, each bound to the agent's row, and stores them.
 async fn write_secrets(
-    c: &mut SqliteConnection,
+    c: &mut crate::store::Write<'_>,
     id: i64,
     dk: &SecretKey,
     f: &Fields,
@@ -290,7 +294,7 @@ async fn write_secrets(
 
 /// The offline demo every new account starts with (called inside account creation).
 pub(crate) async fn insert_demo(
-    c: &mut SqliteConnection,
+    c: &mut crate::store::Write<'_>,
     user_id: i64,
     dk: &SecretKey,
 ) -> Result<i64> {
@@ -328,18 +332,14 @@ pub async fn create(
         threshold("compact_after_tokens", req.compact_after_tokens)?,
     );
     let dk = users::data_key(db, keys, user.id()).await?;
-    let mut tx = db.begin_pooled().await?;
+    let mut tx = db.begin().await?;
     let id = insert(&mut tx, user.id(), &dk, &f).await?;
     store::agents::set_compaction(&mut tx, id, messages, tokens).await?;
     tx.commit().await?;
     get(db, keys, user, id).await
 }
 
-async fn fetch<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
-    ex: E,
-    user_id: i64,
-    id: i64,
-) -> Result<AgentRow> {
+async fn fetch(ex: &mut crate::store::Conn<'_>, user_id: i64, id: i64) -> Result<AgentRow> {
     store::agents::get(ex, user_id, id)
         .await?
         .ok_or(Error::NotFound("agent"))
@@ -347,7 +347,7 @@ async fn fetch<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
 
 pub async fn get(db: &Db, keys: &Keyring, user: &AuthUser, id: i64) -> Result<AgentDto> {
     let dk = users::data_key(db, keys, user.id()).await?;
-    fetch(db.pool(), user.id(), id).await?.dto(&dk)
+    fetch(&mut db.conn().await, user.id(), id).await?.dto(&dk)
 }
 
 pub async fn list(db: &Db, keys: &Keyring, user: &AuthUser) -> Result<Vec<AgentDto>> {
@@ -365,8 +365,8 @@ pub async fn update(
     req: UpdateAgentRequest,
 ) -> Result<AgentDto> {
     let dk = users::data_key(db, keys, user.id()).await?;
-    let mut tx = db.begin_pooled().await?;
-    let row = fetch(&mut *tx, user.id(), id).await?;
+    let mut tx = db.begin().await?;
+    let row = fetch(&mut tx, user.id(), id).await?;
     let current_key = row.api_key(&dk)?;
     let new_base = req
         .base_url
@@ -426,8 +426,8 @@ pub async fn delete(db: &Db, user: &AuthUser, id: i64) -> Result<()> {
 }
 
 /// `id` if it names a live agent of the user; a clear 400 otherwise.
-pub(crate) async fn check_usable<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
-    ex: E,
+pub(crate) async fn check_usable(
+    ex: &mut crate::store::Conn<'_>,
     user_id: i64,
     id: i64,
 ) -> Result<i64> {
@@ -438,8 +438,8 @@ pub(crate) async fn check_usable<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
 }
 
 /// The user's first live agent, the default for a new session.
-pub(crate) async fn first_usable<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
-    ex: E,
+pub(crate) async fn first_usable(
+    ex: &mut crate::store::Conn<'_>,
     user_id: i64,
 ) -> Result<Option<i64>> {
     store::agents::first_live(ex, user_id).await
@@ -540,7 +540,7 @@ pub(crate) async fn runtime(
     id: i64,
 ) -> Result<AgentRuntime> {
     let dk = users::data_key(db, keys, user_id).await?;
-    fetch(db.pool(), user_id, id).await?.runtime(&dk)
+    fetch(&mut db.conn().await, user_id, id).await?.runtime(&dk)
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@ use crate::store::Db;
 use hero_shared::api::{
     CreateSessionRequest, MAX_SESSION_NAME_CHARS, SessionDto, SessionStatus, UpdateSessionRequest,
 };
-use sqlx::{Sqlite, Transaction};
 
 use crate::accounts::auth::AuthUser;
 use crate::store::{self, sessions::SessionRow};
@@ -54,14 +53,10 @@ pub async fn list(db: &Db, user: &AuthUser) -> Result<Vec<SessionDto>> {
 }
 
 pub async fn get(db: &Db, user: &AuthUser, id: i64) -> Result<SessionDto> {
-    fetch(db.pool(), user.id(), id).await
+    fetch(&mut db.conn().await, user.id(), id).await
 }
 
-async fn fetch<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
-    ex: E,
-    user_id: i64,
-    id: i64,
-) -> Result<SessionDto> {
+async fn fetch(ex: &mut crate::store::Conn<'_>, user_id: i64, id: i64) -> Result<SessionDto> {
     let row = store::sessions::get(ex, user_id, id).await?;
     row.map(SessionRow::dto).ok_or(Error::NotFound("session"))
 }
@@ -73,22 +68,22 @@ pub async fn create(
 ) -> Result<SessionDto> {
     let name = validate_name(&req.name)?;
     let status = req.status.unwrap_or(SessionStatus::Active);
-    let mut tx = st.db.begin_pooled().await?;
+    let mut tx = st.db.begin().await?;
     // Counted in the transaction that inserts: two creations at once cannot both slip in.
     let most = st.settings.limits.sessions_per_user;
-    if store::sessions::count(&mut *tx, user.id()).await? >= most as i64 {
+    if store::sessions::count(&mut tx, user.id()).await? >= most as i64 {
         return Err(Error::Limit(format!(
             "you have {most} sessions, the most one may (an administrator sets it: HERO_MAX_SESSIONS)"
         )));
     }
     if let Some(parent) = req.parent_session_id {
-        fetch(&mut *tx, user.id(), parent)
+        fetch(&mut tx, user.id(), parent)
             .await
             .map_err(|_| parent_not_found())?;
     }
     let agent_id = match req.agent_id {
-        Some(a) => Some(crate::agents::check_usable(&mut *tx, user.id(), a).await?),
-        None => crate::agents::first_usable(&mut *tx, user.id()).await?,
+        Some(a) => Some(crate::agents::check_usable(&mut tx, user.id(), a).await?),
+        None => crate::agents::first_usable(&mut tx, user.id()).await?,
     };
     let fields = store::sessions::SessionFields {
         name: &name,
@@ -109,8 +104,8 @@ pub async fn update(
     req: UpdateSessionRequest,
 ) -> Result<SessionDto> {
     let name = req.name.as_deref().map(validate_name).transpose()?;
-    let mut tx = db.begin_pooled().await?;
-    let current = fetch(&mut *tx, user.id(), id).await?;
+    let mut tx = db.begin().await?;
+    let current = fetch(&mut tx, user.id(), id).await?;
     let parent = match req.parent_session_id {
         Some(Some(p)) => {
             check_parent(&mut tx, user.id(), id, p).await?;
@@ -120,7 +115,7 @@ pub async fn update(
         None => current.parent_session_id,
     };
     let agent_id = match req.agent_id {
-        Some(Some(a)) => Some(crate::agents::check_usable(&mut *tx, user.id(), a).await?),
+        Some(Some(a)) => Some(crate::agents::check_usable(&mut tx, user.id(), a).await?),
         Some(None) => None,
         None => current.agent_id,
     };
@@ -158,7 +153,7 @@ pub(crate) async fn set_streaming(
 
 /// A parent must be the user's, and making it the parent must not close a loop.
 async fn check_parent(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut crate::store::Write<'_>,
     user_id: i64,
     id: i64,
     parent: i64,
@@ -171,7 +166,7 @@ async fn check_parent(
                 "a session cannot be its own parent or the parent of its ancestor".into(),
             ));
         }
-        cursor = fetch(&mut **tx, user_id, p)
+        cursor = fetch(tx, user_id, p)
             .await
             .map_err(|_| parent_not_found())?
             .parent_session_id;

@@ -2,9 +2,9 @@
 //! ([`crate::agents`] seals and opens them); a deleted agent keeps its row (`deleted_at`)
 //! for the sessions and usage that name it, and no read here returns it.
 
-use sqlx::{Sqlite, SqliteConnection};
+use rusqlite::{OptionalExtension, params};
 
-use super::Columns;
+use super::{Columns, Conn, Write};
 use crate::Result;
 
 /// An agent as stored, its key and config still sealed.
@@ -64,78 +64,62 @@ pub struct AgentFields<'a> {
 /// Inserts an agent with empty secrets (their associated data names the row id, which
 /// exists only after the insert: [`set_secrets`] follows in the same transaction).
 pub async fn insert(
-    c: &mut SqliteConnection,
+    c: &mut Write<'_>,
     user_id: i64,
     f: &AgentFields<'_>,
     now: &str,
 ) -> Result<i64> {
-    Ok(sqlx::query_scalar(
-        "INSERT INTO agents (user_id, name, provider, model, base_url, config, created_at, updated_at, kind) \
-         VALUES (?, ?, ?, ?, ?, x'', ?, ?, ?) RETURNING id",
-    )
-    .bind(user_id)
-    .bind(f.name)
-    .bind(f.provider)
-    .bind(f.model)
-    .bind(f.base_url)
-    .bind(now)
-    .bind(now)
-    .bind(f.kind)
-    .fetch_one(c)
-    .await?)
+    c.run(|c| {
+        Ok(c.prepare_cached(
+            "INSERT INTO agents (user_id, name, provider, model, base_url, config, created_at, updated_at, kind) \
+             VALUES (?1, ?2, ?3, ?4, ?5, x'', ?6, ?6, ?7) RETURNING id",
+        )?
+        .query_row(
+            params![user_id, f.name, f.provider, f.model, f.base_url, now, f.kind],
+            |r| r.get(0),
+        )?)
+    })
+    .await
 }
 
 /// Stores the agent's sealed key (none: removed) and sealed config.
 pub async fn set_secrets(
-    c: &mut SqliteConnection,
+    c: &mut Write<'_>,
     id: i64,
     api_key: Option<&[u8]>,
     config: &[u8],
 ) -> Result<()> {
-    sqlx::query("UPDATE agents SET api_key = ?, config = ? WHERE id = ?")
-        .bind(api_key)
-        .bind(config)
-        .bind(id)
-        .execute(c)
-        .await?;
-    Ok(())
+    c.run(|c| {
+        c.prepare_cached("UPDATE agents SET api_key = ?1, config = ?2 WHERE id = ?3")?
+            .execute(params![api_key, config, id])?;
+        Ok(())
+    })
+    .await
 }
 
 /// Sets the fields other than the secrets of agent `id` (already known to be the user's).
-pub async fn update(
-    c: &mut SqliteConnection,
-    id: i64,
-    f: &AgentFields<'_>,
-    now: &str,
-) -> Result<()> {
-    sqlx::query(
-        "UPDATE agents SET name = ?, provider = ?, model = ?, base_url = ?, updated_at = ? WHERE id = ?",
-    )
-    .bind(f.name)
-    .bind(f.provider)
-    .bind(f.model)
-    .bind(f.base_url)
-    .bind(now)
-    .bind(id)
-    .execute(c)
-    .await?;
-    Ok(())
+pub async fn update(c: &mut Write<'_>, id: i64, f: &AgentFields<'_>, now: &str) -> Result<()> {
+    c.run(|c| {
+        c.prepare_cached(
+            "UPDATE agents SET name = ?1, provider = ?2, model = ?3, base_url = ?4, updated_at = ?5 \
+             WHERE id = ?6",
+        )?
+        .execute(params![f.name, f.provider, f.model, f.base_url, now, id])?;
+        Ok(())
+    })
+    .await
 }
 
 /// The user's live agent `id`, if it is theirs.
-pub async fn get<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
-    ex: E,
-    user_id: i64,
-    id: i64,
-) -> Result<Option<AgentRow>> {
-    let row = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM agents WHERE id = ? AND user_id = ? AND deleted_at IS NULL"
-    ))
-    .bind(id)
-    .bind(user_id)
-    .fetch_optional(ex)
-    .await?;
-    row.as_ref().map(|r| AgentRow::read(r, 0)).transpose()
+pub async fn get(c: &mut Conn<'_>, user_id: i64, id: i64) -> Result<Option<AgentRow>> {
+    c.run(|c| {
+        let mut st = c.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM agents WHERE id = ?1 AND user_id = ?2 AND deleted_at IS NULL"
+        ))?;
+        let mut rows = st.query(params![id, user_id])?;
+        rows.next()?.map(|r| AgentRow::read(r, 0)).transpose()
+    })
+    .await
 }
 
 /// The user's live agents, oldest first.
@@ -163,16 +147,15 @@ pub async fn soft_delete(db: &super::Db, user_id: i64, id: i64, now: &str) -> Re
 }
 
 /// The id of the user's first live agent.
-pub async fn first_live<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
-    ex: E,
-    user_id: i64,
-) -> Result<Option<i64>> {
-    Ok(sqlx::query_scalar(
-        "SELECT id FROM agents WHERE user_id = ? AND deleted_at IS NULL ORDER BY id LIMIT 1",
-    )
-    .bind(user_id)
-    .fetch_optional(ex)
-    .await?)
+pub async fn first_live(c: &mut Conn<'_>, user_id: i64) -> Result<Option<i64>> {
+    c.run(|c| {
+        Ok(c.prepare_cached(
+            "SELECT id FROM agents WHERE user_id = ?1 AND deleted_at IS NULL ORDER BY id LIMIT 1",
+        )?
+        .query_row([user_id], |r| r.get(0))
+        .optional()?)
+    })
+    .await
 }
 
 /// What a turn reads before it starts, in one statement on the hot connection.
@@ -270,16 +253,17 @@ pub async fn end_all_summoning(db: &super::Db) -> Result<u64> {
 
 /// Sets when the agent's sessions are summarised (None: the defaults).
 pub async fn set_compaction(
-    c: &mut SqliteConnection,
+    c: &mut Write<'_>,
     id: i64,
     messages: Option<i64>,
     tokens: Option<i64>,
 ) -> Result<()> {
-    sqlx::query("UPDATE agents SET compact_messages = ?, compact_tokens = ? WHERE id = ?")
-        .bind(messages)
-        .bind(tokens)
-        .bind(id)
-        .execute(c)
-        .await?;
-    Ok(())
+    c.run(|c| {
+        c.prepare_cached(
+            "UPDATE agents SET compact_messages = ?1, compact_tokens = ?2 WHERE id = ?3",
+        )?
+        .execute(params![messages, tokens, id])?;
+        Ok(())
+    })
+    .await
 }

@@ -1,9 +1,7 @@
 //! The `sessions` table. Every statement names the user: another user's session is a
 //! missing row, exactly like one that does not exist.
 
-use sqlx::{Sqlite, SqliteConnection};
-
-use super::Columns;
+use super::{Columns, Conn, Write};
 use crate::Result;
 
 /// A session as stored.
@@ -49,32 +47,26 @@ pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<SessionRow>> {
 }
 
 /// How many sessions the user has.
-pub async fn count<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
-    ex: E,
-    user_id: i64,
-) -> Result<i64> {
-    Ok(
-        sqlx::query_scalar("SELECT COUNT(*) FROM sessions WHERE user_id = ?")
-            .bind(user_id)
-            .fetch_one(ex)
-            .await?,
-    )
+pub async fn count(c: &mut Conn<'_>, user_id: i64) -> Result<i64> {
+    c.run(|c| {
+        Ok(
+            c.prepare_cached("SELECT COUNT(*) FROM sessions WHERE user_id = ?1")?
+                .query_row([user_id], |r| r.get(0))?,
+        )
+    })
+    .await
 }
 
 /// The user's session `id`, if it is theirs.
-pub async fn get<'e, E: sqlx::Executor<'e, Database = Sqlite>>(
-    ex: E,
-    user_id: i64,
-    id: i64,
-) -> Result<Option<SessionRow>> {
-    let row = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM sessions WHERE id = ? AND user_id = ?"
-    ))
-    .bind(id)
-    .bind(user_id)
-    .fetch_optional(ex)
-    .await?;
-    row.as_ref().map(SessionRow::read).transpose()
+pub async fn get(c: &mut Conn<'_>, user_id: i64, id: i64) -> Result<Option<SessionRow>> {
+    c.run(|c| {
+        let mut st = c.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM sessions WHERE id = ?1 AND user_id = ?2"
+        ))?;
+        let mut rows = st.query(rusqlite::params![id, user_id])?;
+        rows.next()?.map(SessionRow::read).transpose()
+    })
+    .await
 }
 
 /// What a session is made or changed with (validated by [`crate::conversation::sessions`]).
@@ -86,49 +78,57 @@ pub struct SessionFields<'a> {
 }
 
 pub async fn insert(
-    c: &mut SqliteConnection,
+    c: &mut Write<'_>,
     user_id: i64,
     f: &SessionFields<'_>,
     now: &str,
 ) -> Result<SessionRow> {
-    let row = sqlx::query(&format!(
-        "INSERT INTO sessions (user_id, name, status, parent_session_id, agent_id, created_at, updated_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}"
-    ))
-    .bind(user_id)
-    .bind(f.name)
-    .bind(f.status)
-    .bind(f.parent_session_id)
-    .bind(f.agent_id)
-    .bind(now)
-    .bind(now)
-    .fetch_one(c)
-    .await?;
-    SessionRow::read(&row)
+    c.run(|c| {
+        let mut st = c.prepare_cached(&format!(
+            "INSERT INTO sessions (user_id, name, status, parent_session_id, agent_id, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) RETURNING {COLUMNS}"
+        ))?;
+        let mut rows = st.query(rusqlite::params![
+            user_id,
+            f.name,
+            f.status,
+            f.parent_session_id,
+            f.agent_id,
+            now
+        ])?;
+        let row = rows.next()?.ok_or(crate::Error::Internal(
+            "an inserted session came back empty".into(),
+        ))?;
+        SessionRow::read(row)
+    })
+    .await
 }
 
 /// Sets every field of the user's session `id`; `None` when it is not theirs.
 pub async fn update(
-    c: &mut SqliteConnection,
+    c: &mut Write<'_>,
     user_id: i64,
     id: i64,
     f: &SessionFields<'_>,
     now: &str,
 ) -> Result<Option<SessionRow>> {
-    let row = sqlx::query(&format!(
-        "UPDATE sessions SET name = ?, status = ?, parent_session_id = ?, agent_id = ?, updated_at = ? \
-         WHERE id = ? AND user_id = ? RETURNING {COLUMNS}"
-    ))
-    .bind(f.name)
-    .bind(f.status)
-    .bind(f.parent_session_id)
-    .bind(f.agent_id)
-    .bind(now)
-    .bind(id)
-    .bind(user_id)
-    .fetch_optional(c)
-    .await?;
-    row.as_ref().map(SessionRow::read).transpose()
+    c.run(|c| {
+        let mut st = c.prepare_cached(&format!(
+            "UPDATE sessions SET name = ?1, status = ?2, parent_session_id = ?3, agent_id = ?4, \
+             updated_at = ?5 WHERE id = ?6 AND user_id = ?7 RETURNING {COLUMNS}"
+        ))?;
+        let mut rows = st.query(rusqlite::params![
+            f.name,
+            f.status,
+            f.parent_session_id,
+            f.agent_id,
+            now,
+            id,
+            user_id
+        ])?;
+        rows.next()?.map(SessionRow::read).transpose()
+    })
+    .await
 }
 
 /// Switches batch/stream mode on the hot connection; whether the session is the user's.

@@ -1,8 +1,6 @@
 //! The `auth_tokens` table: one row per sign-in token issued (its `jti`), revoked by
 //! setting `revoked_at`; a token stands only while its row does, unrevoked.
 
-use sqlx::SqliteConnection;
-
 use super::Columns;
 use crate::Result;
 
@@ -35,13 +33,15 @@ pub async fn revoke(db: &super::Db, jti: &str, now: &str) -> Result<()> {
 }
 
 /// Revokes every token of a user (inside the transaction that changes the account).
-pub async fn revoke_all(c: &mut SqliteConnection, user_id: i64, now: &str) -> Result<()> {
-    sqlx::query("UPDATE auth_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL")
-        .bind(now)
-        .bind(user_id)
-        .execute(c)
-        .await?;
-    Ok(())
+pub async fn revoke_all(c: &mut super::Write<'_>, user_id: i64, now: &str) -> Result<()> {
+    c.run(|c| {
+        c.prepare_cached(
+            "UPDATE auth_tokens SET revoked_at = ?1 WHERE user_id = ?2 AND revoked_at IS NULL",
+        )?
+        .execute(rusqlite::params![now, user_id])?;
+        Ok(())
+    })
+    .await
 }
 
 /// A token's row with its account.

@@ -1,8 +1,8 @@
 //! The `users` table: accounts, their password hashes and wrapped data keys.
 
-use sqlx::SqliteConnection;
+use rusqlite::{OptionalExtension, params};
 
-use super::Columns;
+use super::{Columns, Conn};
 use crate::Result;
 
 /// An account as listed (no hash, no key).
@@ -36,43 +36,43 @@ pub async fn count(db: &super::Db) -> Result<i64> {
         .await?)
 }
 
-pub async fn name_taken(c: &mut SqliteConnection, username: &str) -> Result<bool> {
-    let id: Option<i64> = sqlx::query_scalar("SELECT id FROM users WHERE username = ?")
-        .bind(username)
-        .fetch_optional(c)
-        .await?;
-    Ok(id.is_some())
+pub async fn name_taken(c: &mut Conn<'_>, username: &str) -> Result<bool> {
+    c.run(|c| {
+        let id: Option<i64> = c
+            .prepare_cached("SELECT id FROM users WHERE username = ?1")?
+            .query_row([username], |r| r.get(0))
+            .optional()?;
+        Ok(id.is_some())
+    })
+    .await
 }
 
 /// Inserts a user with an empty data key (its wrapping names the row id, which exists only
 /// after the insert: [`set_data_key`] follows in the same transaction); answers the id.
 pub async fn insert(
-    c: &mut SqliteConnection,
+    c: &mut super::Write<'_>,
     username: &str,
     password_hash: &str,
     is_admin: bool,
     now: &str,
 ) -> Result<i64> {
-    Ok(sqlx::query_scalar(
-        "INSERT INTO users (username, password_hash, is_admin, data_key, created_at, updated_at) \
-         VALUES (?, ?, ?, x'', ?, ?) RETURNING id",
-    )
-    .bind(username)
-    .bind(password_hash)
-    .bind(is_admin)
-    .bind(now)
-    .bind(now)
-    .fetch_one(c)
-    .await?)
+    c.run(|c| {
+        Ok(c.prepare_cached(
+            "INSERT INTO users (username, password_hash, is_admin, data_key, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, x'', ?4, ?4) RETURNING id",
+        )?
+        .query_row(params![username, password_hash, is_admin, now], |r| r.get(0))?)
+    })
+    .await
 }
 
-pub async fn set_data_key(c: &mut SqliteConnection, id: i64, wrapped: &[u8]) -> Result<()> {
-    sqlx::query("UPDATE users SET data_key = ? WHERE id = ?")
-        .bind(wrapped)
-        .bind(id)
-        .execute(c)
-        .await?;
-    Ok(())
+pub async fn set_data_key(c: &mut super::Write<'_>, id: i64, wrapped: &[u8]) -> Result<()> {
+    c.run(|c| {
+        c.prepare_cached("UPDATE users SET data_key = ?1 WHERE id = ?2")?
+            .execute(params![wrapped, id])?;
+        Ok(())
+    })
+    .await
 }
 
 pub async fn list(db: &super::Db) -> Result<Vec<UserRow>> {
@@ -124,34 +124,34 @@ pub async fn password_hash(db: &super::Db, id: i64) -> Result<Option<String>> {
 
 /// Sets the password hash; whether the user exists.
 pub async fn set_password_hash(
-    c: &mut SqliteConnection,
+    c: &mut super::Write<'_>,
     id: i64,
     hash: &str,
     now: &str,
 ) -> Result<bool> {
-    let done = sqlx::query("UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?")
-        .bind(hash)
-        .bind(now)
-        .bind(id)
-        .execute(c)
-        .await?;
-    Ok(done.rows_affected() > 0)
+    c.run(|c| {
+        let n = c
+            .prepare_cached("UPDATE users SET password_hash = ?1, updated_at = ?2 WHERE id = ?3")?
+            .execute(params![hash, now, id])?;
+        Ok(n > 0)
+    })
+    .await
 }
 
 /// Disables or re-enables the account; whether the user exists.
 pub async fn set_disabled(
-    c: &mut SqliteConnection,
+    c: &mut super::Write<'_>,
     id: i64,
     disabled: bool,
     now: &str,
 ) -> Result<bool> {
-    let done = sqlx::query("UPDATE users SET disabled = ?, updated_at = ? WHERE id = ?")
-        .bind(disabled)
-        .bind(now)
-        .bind(id)
-        .execute(c)
-        .await?;
-    Ok(done.rows_affected() > 0)
+    c.run(|c| {
+        let n = c
+            .prepare_cached("UPDATE users SET disabled = ?1, updated_at = ?2 WHERE id = ?3")?
+            .execute(params![disabled, now, id])?;
+        Ok(n > 0)
+    })
+    .await
 }
 
 /// The user's data key as stored, wrapped by the master key.
