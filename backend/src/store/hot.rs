@@ -103,7 +103,8 @@ impl Conn<'_> {
         &mut self,
         mut f: impl FnMut(&rusqlite::Connection) -> Result<T>,
     ) -> Result<T> {
-        let deadline = std::time::Instant::now() + BUSY_FOR;
+        // The clock is read only once the database was busy: most statements never are.
+        let mut deadline = None;
         let mut pause = Duration::from_millis(1);
         loop {
             let conn = match &mut *self.slot {
@@ -123,7 +124,12 @@ impl Conn<'_> {
                 *self.slot = None;
             }
             match r {
-                Err(Error::Sqlite(e)) if busy(&e) && std::time::Instant::now() < deadline => {
+                Err(Error::Sqlite(e))
+                    if busy(&e)
+                        && std::time::Instant::now()
+                            < *deadline
+                                .get_or_insert_with(|| std::time::Instant::now() + BUSY_FOR) =>
+                {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(50));
                 }
