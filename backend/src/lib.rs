@@ -189,7 +189,7 @@ impl AppState {
     pub fn restarted(&self) -> AppState {
         let settings = (*self.settings).clone();
         AppState(Arc::new(Services {
-            db: store::Db::new(self.db.pool().clone()),
+            db: self.db.restarted(),
             keys: self.keys.clone(),
             throttle: Arc::new(accounts::auth::LoginThrottle::default()),
             hash_gate: accounts::password::HashGate::new(settings.hash_at_once, settings.hash_wait),

@@ -783,7 +783,7 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
     if a.history > 0 {
         let (user_id, wrapped): (i64, Vec<u8>) =
             sqlx::query_as("SELECT id, data_key FROM users WHERE username = 'bench'")
-                .fetch_one(st.db.pool())
+                .fetch_one(st.db.sqlite_pool().unwrap())
                 .await
                 .expect("user");
         let dk = st

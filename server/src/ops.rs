@@ -47,8 +47,8 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
     let text = st.metrics.render(hero_backend::metrics::Now {
         turns: st.turns.count_all(),
         streams: st.hub.streams_open(),
-        pool_size: st.db.pool().size(),
-        pool_idle: st.db.pool().num_idle(),
+        pool_size: st.db.pool_use().0,
+        pool_idle: st.db.pool_use().1,
     });
     (
         [(header::CONTENT_TYPE, hero_backend::metrics::CONTENT_TYPE)],

@@ -97,7 +97,7 @@ impl Api {
 
     async fn session_count(&self) -> i64 {
         let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM sessions")
-            .fetch_one(self.st.db.pool())
+            .fetch_one(self.st.db.sqlite_pool().unwrap())
             .await
             .unwrap();
         n

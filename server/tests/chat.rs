@@ -96,7 +96,7 @@ async fn check_full_turn(provider: &str) {
         "{usage}"
     );
     let (rows,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM usage WHERE output_tokens > 0")
-        .fetch_one(h.st.db.pool())
+        .fetch_one(h.st.db.sqlite_pool().unwrap())
         .await
         .unwrap();
     assert_eq!(rows, 1);
@@ -151,7 +151,7 @@ async fn a_reply_is_stored_even_when_its_usage_cannot_be() {
     let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     sqlx::query("CREATE TRIGGER usage_refused BEFORE INSERT ON usage BEGIN SELECT RAISE(ABORT, 'refused'); END")
-        .execute(h.st.db.pool())
+        .execute(h.st.db.sqlite_pool().unwrap())
         .await
         .unwrap();
     let events = h.stream(session, "hi").await;
@@ -161,13 +161,13 @@ async fn a_reply_is_stored_even_when_its_usage_cannot_be() {
     assert_eq!(frames[1]["payload"]["content"], "fine");
     // And with the usage table writable again, both are recorded.
     sqlx::query("DROP TRIGGER usage_refused")
-        .execute(h.st.db.pool())
+        .execute(h.st.db.sqlite_pool().unwrap())
         .await
         .unwrap();
     h.stream(session, "again").await;
     assert_eq!(h.frames(session).await.len(), 4);
     let (rows,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM usage")
-        .fetch_one(h.st.db.pool())
+        .fetch_one(h.st.db.sqlite_pool().unwrap())
         .await
         .unwrap();
     assert_eq!(rows, 1);
@@ -224,7 +224,7 @@ async fn context_follows_frames_appended_outside_turns() {
     // A note appended straight to the log, past the turns.
     let (user_id, wrapped): (i64, Vec<u8>) =
         sqlx::query_as("SELECT id, data_key FROM users WHERE username = 'alice'")
-            .fetch_one(h.st.db.pool())
+            .fetch_one(h.st.db.sqlite_pool().unwrap())
             .await
             .unwrap();
     let dk = h.st.keys.unwrap_data_key(user_id, &wrapped).unwrap();
@@ -490,8 +490,15 @@ async fn turns_do_not_wait_for_the_pool() {
     let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     let mut taken = Vec::new();
-    for _ in 0..h.st.db.pool().options().get_max_connections() {
-        taken.push(h.st.db.pool().acquire().await.unwrap());
+    for _ in 0..h
+        .st
+        .db
+        .sqlite_pool()
+        .unwrap()
+        .options()
+        .get_max_connections()
+    {
+        taken.push(h.st.db.sqlite_pool().unwrap().acquire().await.unwrap());
     }
     let events = tokio::time::timeout(Duration::from_secs(5), h.stream(session, "hello"))
         .await
@@ -1577,7 +1584,7 @@ async fn the_frame_list_starts_at_the_last_compact_unless_asked_for_all() {
     let dk = h.st.keys.clone();
     let (user_id, wrapped): (i64, Vec<u8>) =
         sqlx::query_as("SELECT id, data_key FROM users WHERE username = 'alice'")
-            .fetch_one(h.st.db.pool())
+            .fetch_one(h.st.db.sqlite_pool().unwrap())
             .await
             .unwrap();
     let dk = dk.unwrap_data_key(user_id, &wrapped).unwrap();
@@ -1970,20 +1977,20 @@ async fn one_users_subscriptions_stall_no_other_user() {
     drop(ws);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let idle = h.st.db.pool().num_idle();
+        let idle = h.st.db.sqlite_pool().unwrap().num_idle();
         let held = h.st.hub.streams_held(alice.id());
         let listened = sessions
             .iter()
             .filter(|&&s| h.st.hub.has_listeners(0, s))
             .count();
-        if idle == h.st.db.pool().size() as usize && held == 0 && listened == 0 {
+        if idle == h.st.db.sqlite_pool().unwrap().size() as usize && held == 0 && listened == 0 {
             break;
         }
         assert!(
             std::time::Instant::now() < deadline,
             "still held after the socket closed: {} of {} connections idle, {held} streams, {listened} channels",
             idle,
-            h.st.db.pool().size()
+            h.st.db.sqlite_pool().unwrap().size()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -2107,7 +2114,7 @@ async fn readiness_says_what_is_wrong_with_the_database() {
     sqlx::query(
         "DELETE FROM _sqlx_migrations WHERE version = (SELECT MAX(version) FROM _sqlx_migrations)",
     )
-    .execute(h.st.db.pool())
+    .execute(h.st.db.sqlite_pool().unwrap())
     .await
     .unwrap();
     let r = h.c.get(h.url("/readyz")).send().await.unwrap();

@@ -326,7 +326,7 @@ pub async fn write(
 
 /// An agent of the user's, with its type: anyone else's is a missing one.
 async fn agent_kind(st: &AppState, user: &AuthUser, agent_id: i64) -> Result<AgentKind> {
-    let row = store::agents::get(&mut st.db.conn().await, user.id(), agent_id)
+    let row = store::agents::get(&mut st.db.conn().await?, user.id(), agent_id)
         .await?
         .ok_or(Error::NotFound("agent"))?;
     AgentKind::parse(&row.kind).ok_or_else(|| Error::Internal("unknown agent type".into()))

@@ -347,7 +347,7 @@ async fn fetch(ex: &mut crate::store::Conn<'_>, user_id: i64, id: i64) -> Result
 
 pub async fn get(db: &Db, keys: &Keyring, user: &AuthUser, id: i64) -> Result<AgentDto> {
     let dk = users::data_key(db, keys, user.id()).await?;
-    fetch(&mut db.conn().await, user.id(), id).await?.dto(&dk)
+    fetch(&mut db.conn().await?, user.id(), id).await?.dto(&dk)
 }
 
 pub async fn list(db: &Db, keys: &Keyring, user: &AuthUser) -> Result<Vec<AgentDto>> {
@@ -540,7 +540,9 @@ pub(crate) async fn runtime(
     id: i64,
 ) -> Result<AgentRuntime> {
     let dk = users::data_key(db, keys, user_id).await?;
-    fetch(&mut db.conn().await, user_id, id).await?.runtime(&dk)
+    fetch(&mut db.conn().await?, user_id, id)
+        .await?
+        .runtime(&dk)
 }
 
 #[cfg(test)]
@@ -585,7 +587,7 @@ mod tests {
         assert!(!serde_json::to_string(&a).unwrap().contains("sk-secret-123"));
         let (raw,): (Vec<u8>,) = sqlx::query_as("SELECT api_key FROM agents WHERE id = ?")
             .bind(a.id)
-            .fetch_one(st.db.pool())
+            .fetch_one(st.db.sqlite_pool().unwrap())
             .await
             .unwrap();
         assert!(!raw.windows(13).any(|w| w == b"sk-secret-123"));
@@ -754,7 +756,7 @@ mod tests {
         ));
         let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM agents WHERE id = ?")
             .bind(a.id)
-            .fetch_one(st.db.pool())
+            .fetch_one(st.db.sqlite_pool().unwrap())
             .await
             .unwrap();
         assert_eq!(n, 1);

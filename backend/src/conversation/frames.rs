@@ -592,7 +592,7 @@ mod tests {
         );
         // Payloads are sealed at rest.
         let (raw,): (Vec<u8>,) = sqlx::query_as("SELECT payload FROM frames LIMIT 1")
-            .fetch_one(st.db.pool())
+            .fetch_one(st.db.sqlite_pool().unwrap())
             .await
             .unwrap();
         assert!(!raw.windows(7).any(|w| w == b"content"));
@@ -737,7 +737,7 @@ mod tests {
                 "SELECT CAST({column} AS TEXT) FROM frames WHERE id = ?"
             ))
             .bind(&stored.id)
-            .fetch_one(st.db.pool())
+            .fetch_one(st.db.sqlite_pool().unwrap())
             .await
             .unwrap();
             let bind_value = match &value {
@@ -748,7 +748,7 @@ mod tests {
             sqlx::query(&format!("UPDATE frames SET {column} = ? WHERE id = ?"))
                 .bind(&bind_value)
                 .bind(&stored.id)
-                .execute(st.db.pool())
+                .execute(st.db.sqlite_pool().unwrap())
                 .await
                 .unwrap();
             assert!(
@@ -758,7 +758,7 @@ mod tests {
             sqlx::query(&format!("UPDATE frames SET {column} = ? WHERE id = ?"))
                 .bind(&before.0)
                 .bind(&stored.id)
-                .execute(st.db.pool())
+                .execute(st.db.sqlite_pool().unwrap())
                 .await
                 .unwrap();
             assert_eq!(get(&st.db, &dk, s.id, &stored.id).await.unwrap(), stored);
@@ -782,7 +782,7 @@ mod tests {
         .bind(&id)
         .bind(s.id)
         .bind(sealed)
-        .execute(st.db.pool())
+        .execute(st.db.sqlite_pool().unwrap())
         .await
         .unwrap();
         let old = get(&st.db, &dk, s.id, &id).await.unwrap();
@@ -797,7 +797,7 @@ mod tests {
         .unwrap();
         let (seal,): (i64,) = sqlx::query_as("SELECT seal FROM frames WHERE id = ?")
             .bind(&new.id)
-            .fetch_one(st.db.pool())
+            .fetch_one(st.db.sqlite_pool().unwrap())
             .await
             .unwrap();
         assert_eq!((new.seq, seal), (2, SEAL));
@@ -847,7 +847,7 @@ mod tests {
         // A frame before the compact that could not be opened is never opened.
         sqlx::query("UPDATE frames SET payload = x'00' WHERE id = ?")
             .bind(&old.id)
-            .execute(st.db.pool())
+            .execute(st.db.sqlite_pool().unwrap())
             .await
             .unwrap();
         assert!(all(&st.db, &dk, s.id).await.is_err(), "it is unreadable");

@@ -53,7 +53,7 @@ pub async fn list(db: &Db, user: &AuthUser) -> Result<Vec<SessionDto>> {
 }
 
 pub async fn get(db: &Db, user: &AuthUser, id: i64) -> Result<SessionDto> {
-    fetch(&mut db.conn().await, user.id(), id).await
+    fetch(&mut db.conn().await?, user.id(), id).await
 }
 
 async fn fetch(ex: &mut crate::store::Conn<'_>, user_id: i64, id: i64) -> Result<SessionDto> {

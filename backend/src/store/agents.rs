@@ -128,7 +128,7 @@ pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<AgentRow>> {
         "SELECT {COLUMNS} FROM agents WHERE user_id = ? AND deleted_at IS NULL ORDER BY id"
     ))
     .bind(user_id)
-    .fetch_all(db.pool())
+    .fetch_all(db.sqlite()?)
     .await?;
     rows.iter().map(|r| AgentRow::read(r, 0)).collect()
 }
@@ -141,7 +141,7 @@ pub async fn soft_delete(db: &super::Db, user_id: i64, id: i64, now: &str) -> Re
     .bind(now)
     .bind(id)
     .bind(user_id)
-    .execute(db.pool())
+    .execute(db.sqlite()?)
     .await?;
     Ok(done.rows_affected() > 0)
 }
@@ -245,7 +245,7 @@ fn end_summoning_on(c: &rusqlite::Connection, id: i64) -> Result<()> {
 pub async fn end_all_summoning(db: &super::Db) -> Result<u64> {
     Ok(
         sqlx::query("UPDATE agents SET status = 'active' WHERE status = 'summoning'")
-            .execute(db.pool())
+            .execute(db.sqlite()?)
             .await?
             .rows_affected(),
     )

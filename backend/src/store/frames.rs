@@ -105,7 +105,7 @@ pub async fn list(
     .bind(frame_type)
     .bind(frame_type)
     .bind(limit)
-    .fetch_all(db.pool())
+    .fetch_all(db.sqlite()?)
     .await?;
     rows.iter().map(FrameRow::read).collect()
 }
@@ -116,7 +116,7 @@ pub async fn last_compact_seq(db: &super::Db, session_id: i64) -> Result<Option<
     Ok(
         sqlx::query_scalar("SELECT MAX(seq) FROM frames WHERE session_id = ? AND type = 'compact'")
             .bind(session_id)
-            .fetch_one(db.pool())
+            .fetch_one(db.sqlite()?)
             .await?,
     )
 }
@@ -173,7 +173,7 @@ pub async fn before(db: &super::Db, session_id: i64, seq: i64) -> Result<Vec<Fra
         .bind(session_id)
         .bind(-1)
         .bind(seq)
-        .fetch_all(db.pool())
+        .fetch_all(db.sqlite()?)
         .await?;
     rows.iter().map(FrameRow::read).collect()
 }
@@ -193,7 +193,7 @@ pub async fn page_start(
     )
     .bind(session_id)
     .bind(before_seq)
-    .fetch_one(db.pool())
+    .fetch_one(db.sqlite()?)
     .await?;
     let nth: Option<i64> = sqlx::query_scalar(
         "SELECT seq FROM frames WHERE session_id = ? AND type = 'message' AND seq < ? AND seq > ? \
@@ -203,7 +203,7 @@ pub async fn page_start(
     .bind(before_seq)
     .bind(lower)
     .bind(n - 1)
-    .fetch_optional(db.pool())
+    .fetch_optional(db.sqlite()?)
     .await?;
     let start = nth.unwrap_or(lower).max(lower);
     // A reply's calls begun while it streamed are stored before it: its page starts with them.
@@ -213,7 +213,7 @@ pub async fn page_start(
     )
     .bind(start)
     .bind(session_id)
-    .fetch_one(db.pool())
+    .fetch_one(db.sqlite()?)
     .await?;
     let start = start.max(lower);
     // Anything of the same part below the page (its summary, if nothing else)?
@@ -223,7 +223,7 @@ pub async fn page_start(
     .bind(session_id)
     .bind(lower)
     .bind(start)
-    .fetch_one(db.pool())
+    .fetch_one(db.sqlite()?)
     .await?;
     Ok((start, if more { lower } else { start }))
 }
@@ -246,7 +246,7 @@ pub async fn late_children(
     .bind(session_id)
     .bind(from)
     .bind(to)
-    .fetch_all(db.pool())
+    .fetch_all(db.sqlite()?)
     .await?;
     rows.iter().map(FrameRow::read).collect()
 }
@@ -259,7 +259,7 @@ pub async fn range(db: &super::Db, session_id: i64, from: i64, to: i64) -> Resul
     .bind(session_id)
     .bind(from)
     .bind(to)
-    .fetch_all(db.pool())
+    .fetch_all(db.sqlite()?)
     .await?;
     rows.iter().map(FrameRow::read).collect()
 }
@@ -276,7 +276,7 @@ pub async fn counts(db: &super::Db, session_id: i64) -> Result<Vec<(String, i64,
         "SELECT type, COUNT(*), MAX(seq) FROM frames WHERE session_id = ? GROUP BY type",
     )
     .bind(session_id)
-    .fetch_all(db.pool())
+    .fetch_all(db.sqlite()?)
     .await?)
 }
 
@@ -287,7 +287,7 @@ pub async fn messages_since_last_compact(db: &super::Db, session_id: i64) -> Res
          COALESCE((SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact'), 0)",
     )
     .bind(session_id)
-    .fetch_one(db.pool())
+    .fetch_one(db.sqlite()?)
     .await?)
 }
 
@@ -296,7 +296,7 @@ pub async fn last_seq(db: &super::Db, session_id: i64) -> Result<i64> {
     Ok(
         sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?")
             .bind(session_id)
-            .fetch_one(db.pool())
+            .fetch_one(db.sqlite()?)
             .await?,
     )
 }
@@ -321,7 +321,7 @@ pub async fn get(db: &super::Db, session_id: i64, frame_id: &str) -> Result<Opti
     ))
     .bind(session_id)
     .bind(frame_id)
-    .fetch_optional(db.pool())
+    .fetch_optional(db.sqlite()?)
     .await?;
     row.as_ref().map(FrameRow::read).transpose()
 }
@@ -383,7 +383,7 @@ pub async fn open_requests(db: &super::Db, session_id: i64) -> Result<Vec<FrameR
          ORDER BY seq"
     ))
     .bind(session_id)
-    .fetch_all(db.pool())
+    .fetch_all(db.sqlite()?)
     .await?;
     rows.iter().map(FrameRow::read).collect()
 }
@@ -396,7 +396,7 @@ pub async fn session_of(db: &super::Db, user_id: i64, frame_id: &str) -> Result<
     )
     .bind(frame_id)
     .bind(user_id)
-    .fetch_optional(db.pool())
+    .fetch_optional(db.sqlite()?)
     .await?)
 }
 
@@ -413,7 +413,7 @@ pub async fn missing_replies(db: &super::Db) -> Result<Vec<(i64, String, i64)>> 
          AND NOT EXISTS (SELECT 1 FROM frames m WHERE m.id = f.parent_id) \
          GROUP BY f.session_id, f.parent_id ORDER BY MIN(f.seq)",
     )
-    .fetch_all(db.pool())
+    .fetch_all(db.sqlite()?)
     .await?)
 }
 
@@ -429,7 +429,7 @@ pub async fn open_requests_everywhere(db: &super::Db) -> Result<Vec<(FrameRow, i
             .collect::<Vec<_>>()
             .join(", ")
     ))
-    .fetch_all(db.pool())
+    .fetch_all(db.sqlite()?)
     .await?;
     // A row that cannot be read is passed over (and said): the others are still recovered.
     Ok(rows

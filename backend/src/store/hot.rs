@@ -15,7 +15,7 @@ use crate::{Error, Result};
 /// trip to it: two thread wake-ups, measured at 40-50 µs of CPU on the 2-core development
 /// machine, where the statement itself takes 0.2 µs (a key lookup) to 25 µs (an insert and
 /// its commit). A turn makes six. This connection is a plain SQLite handle (rusqlite, on the
-/// same libsqlite3 as sqlx) held by one task at a time ([`Conn`], [`Write`]); its statements
+/// same libsqlite3 as sqlx) held by one task at a time ([`HotConn`]); its statements
 /// run on the holder's thread and are short and bounded: a key lookup, a session's recent
 /// frames (at most [`super::frames::HOT_HISTORY_FRAMES`], else the pool reads them), an
 /// insert. Whoever holds it runs statements and nothing else: no request to the network, no
@@ -23,7 +23,7 @@ use crate::{Error, Result};
 ///
 /// It never blocks on another connection: its busy timeout is zero, and a statement refused
 /// because a pooled connection holds the write lock is retried after an asynchronous sleep
-/// ([`Conn::run`]). It does not checkpoint either (that writes and syncs the database file,
+/// ([`HotConn::run`]). It does not checkpoint either (that writes and syncs the database file,
 /// milliseconds on a worker thread): every [`CHECKPOINT_EVERY`] writes a pooled connection,
 /// on its own thread, checkpoints the write-ahead log and restarts it, so the log holds at
 /// most that many writes. One connection for the turns also keeps their pages warm: in WAL
@@ -41,25 +41,26 @@ pub const CHECKPOINT_EVERY: u32 = 256;
 
 impl HotDb {
     /// The connection, once no one else holds it: its statements commit one by one.
-    pub async fn conn<'a>(&'a self, pool: &'a SqlitePool) -> Conn<'a> {
-        Conn {
+    pub(crate) async fn conn<'a>(&'a self, pool: &'a SqlitePool) -> HotConn<'a> {
+        HotConn {
             slot: self.conn.lock().await,
             pool,
+            hot: self,
             in_tx: false,
         }
     }
 
     /// The connection inside a write transaction of its own, taking the write lock at once
     /// (`BEGIN IMMEDIATE`, waiting its turn while the database is busy): committed by
-    /// [`Write::commit`], rolled back if dropped before.
-    pub async fn begin<'a>(&'a self, pool: &'a SqlitePool) -> Result<Write<'a>> {
+    /// [`HotConn::commit`], rolled back if dropped before.
+    pub(crate) async fn begin<'a>(&'a self, pool: &'a SqlitePool) -> Result<HotConn<'a>> {
         let mut conn = self.conn(pool).await;
         // Kept statements: rusqlite's `Transaction` parses "BEGIN IMMEDIATE" and "COMMIT"
         // again on every write (docs/perf.md).
         conn.run(|c| Ok(c.prepare_cached("BEGIN IMMEDIATE")?.execute([])?))
             .await?;
         conn.in_tx = true;
-        Ok(Write { conn, hot: self })
+        Ok(conn)
     }
 
     /// Runs `f` on the connection (tests).
@@ -87,14 +88,17 @@ impl HotDb {
 }
 
 /// The hot connection, held by one task until it is dropped: statements run on it one
-/// after another ([`Conn::run`]), in autocommit, or inside a [`Write`]'s transaction.
-pub struct Conn<'a> {
+/// after another ([`HotConn::run`]), in autocommit, or inside a write transaction
+/// ([`HotDb::begin`]) until [`HotConn::commit`]; dropped before, the transaction is rolled
+/// back (an error, a panic of its holder's).
+pub(crate) struct HotConn<'a> {
     slot: tokio::sync::MutexGuard<'a, Option<rusqlite::Connection>>,
     pool: &'a SqlitePool,
+    hot: &'a HotDb,
     in_tx: bool,
 }
 
-impl Conn<'_> {
+impl HotConn<'_> {
     /// Runs `f` on the connection (opening it first if it is not open). A database busy
     /// with a pooled writer or a checkpoint is waited for, asleep, and `f` run again; a
     /// failed file drops the connection, and the next use opens another, instead of failing
@@ -143,7 +147,7 @@ impl Conn<'_> {
 /// write lock and show every later read an old snapshot: it is rolled back when its holder
 /// lets the connection go, and if that fails too the connection is closed (which rolls it
 /// back) and the next use opens another.
-impl Drop for Conn<'_> {
+impl Drop for HotConn<'_> {
     fn drop(&mut self) {
         let Some(c) = &*self.slot else { return };
         if c.is_autocommit() {
@@ -164,40 +168,16 @@ impl Drop for Conn<'_> {
     }
 }
 
-/// The hot connection inside a write transaction ([`HotDb::begin`]): what must happen in
-/// one transaction (a frame's `seq` read, then its insert; a check, then the write it
-/// allows) runs on it, then [`Write::commit`]. Dropped before, it is rolled back (an error,
-/// a panic of its holder's).
-pub struct Write<'a> {
-    conn: Conn<'a>,
-    hot: &'a HotDb,
-}
-
-impl<'a> std::ops::Deref for Write<'a> {
-    type Target = Conn<'a>;
-
-    fn deref(&self) -> &Conn<'a> {
-        &self.conn
-    }
-}
-
-impl<'a> std::ops::DerefMut for Write<'a> {
-    fn deref_mut(&mut self) -> &mut Conn<'a> {
-        &mut self.conn
-    }
-}
-
-impl Write<'_> {
-    /// Commits what was written; every [`CHECKPOINT_EVERY`] commits, a checkpoint of the
-    /// write-ahead log starts on the pool.
-    pub async fn commit(mut self) -> Result<()> {
-        self.conn
-            .run(|c| Ok(c.prepare_cached("COMMIT")?.execute([])?))
+impl HotConn<'_> {
+    /// Commits the write transaction; every [`CHECKPOINT_EVERY`] commits, a checkpoint of
+    /// the write-ahead log starts on the pool.
+    pub(crate) async fn commit(mut self) -> Result<()> {
+        self.run(|c| Ok(c.prepare_cached("COMMIT")?.execute([])?))
             .await?;
         use std::sync::atomic::Ordering;
         let hot = self.hot;
         if hot.writes.fetch_add(1, Ordering::Relaxed) % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1 {
-            checkpoint(self.conn.pool, &hot.checkpointing);
+            checkpoint(self.pool, &hot.checkpointing);
         }
         Ok(())
     }

@@ -6,27 +6,27 @@ use crate::{Error, Result};
 
 /// The value stored under `key`, if any.
 pub async fn get(db: &super::Db, key: &str) -> Result<Option<Vec<u8>>> {
-    Ok(sqlx::query_scalar("SELECT value FROM meta WHERE key = ?")
+    let sql = "SELECT value FROM meta WHERE key = $1";
+    Ok(on_pool!(db, |p| sqlx::query_scalar(sql)
         .bind(key)
-        .fetch_optional(db.pool())
-        .await?)
+        .fetch_optional(p)
+        .await?))
 }
+
+const SET: &str = "INSERT INTO meta (key, value) VALUES ($1, $2) \
+     ON CONFLICT (key) DO UPDATE SET value = excluded.value";
 
 /// Stores `value` under `key`, replacing what was there.
 pub async fn set(db: &super::Db, key: &str, value: &[u8]) -> Result<()> {
-    set_on(db.pool(), key, value).await
+    on_pool!(db, |p| {
+        sqlx::query(SET).bind(key).bind(value).execute(p).await?;
+    });
+    Ok(())
 }
 
 /// [`set`] through a pool of SQLite connections (the checkpoints' record).
 pub(super) async fn set_on(pool: &sqlx::SqlitePool, key: &str, value: &[u8]) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO meta (key, value) VALUES (?, ?) \
-         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-    )
-    .bind(key)
-    .bind(value)
-    .execute(pool)
-    .await?;
+    sqlx::query(SET).bind(key).bind(value).execute(pool).await?;
     Ok(())
 }
 
@@ -48,11 +48,11 @@ pub async fn check_master_key(db: &super::Db, keys: &Keyring) -> Result<()> {
         // A plain insert: a second process starting on the same empty database with
         // another key fails here instead of replacing the first one's check value.
         None => {
-            sqlx::query("INSERT INTO meta (key, value) VALUES (?, ?)")
-                .bind(KEY)
-                .bind(crypto::seal(keys.master(), AAD, b"hero"))
-                .execute(db.pool())
-                .await?;
+            let check = crypto::seal(keys.master(), AAD, b"hero");
+            let sql = "INSERT INTO meta (key, value) VALUES ($1, $2)";
+            on_pool!(db, |p| {
+                sqlx::query(sql).bind(KEY).bind(&check).execute(p).await?;
+            });
             Ok(())
         }
     }

@@ -23,7 +23,19 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 use crate::{Error, Result};
 
+/// Runs the same sqlx statement on the database's pool, whichever backend it is: the body
+/// is written once and checked for each (its SQL in `$1` placeholders, which both read).
+macro_rules! on_pool {
+    ($db:expr, |$p:ident| $body:expr) => {
+        match $db.pool() {
+            $crate::store::Pool::Sqlite($p) => $body,
+            $crate::store::Pool::Postgres($p) => $body,
+        }
+    };
+}
+
 pub mod agents;
+mod conn;
 pub mod context_files;
 pub mod frames;
 mod hot;
@@ -34,7 +46,9 @@ pub mod tokens;
 pub mod usage;
 pub mod users;
 
-pub use hot::{CHECKPOINT_EVERY, Conn, HotDb, Write};
+pub(crate) use conn::On;
+pub use conn::{Conn, Write};
+pub use hot::{CHECKPOINT_EVERY, HotDb};
 pub use meta::check_master_key;
 
 /// How long a statement refused for a busy database is retried (the pool's busy timeout,
@@ -43,23 +57,41 @@ pub(crate) const BUSY_FOR: Duration = Duration::from_secs(5);
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
-/// The database, as every part of Hero holds it: one SQLite file, reached through the pool
-/// (sqlx, for reads that may be long and for the rare writes of accounts, agents and
-/// sessions) and the hot connection ([`HotDb`]: sign-in checks, turns, everything a turn
-/// writes). Cheap to clone.
+/// The same schema for PostgreSQL (`migrations/postgres`).
+pub static MIGRATOR_POSTGRES: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+
+impl Db {
+    /// The migrations of this database's backend.
+    pub fn migrator(&self) -> &'static sqlx::migrate::Migrator {
+        match self.pool() {
+            Pool::Sqlite(_) => &MIGRATOR,
+            Pool::Postgres(_) => &MIGRATOR_POSTGRES,
+        }
+    }
+}
+
+/// The database, as every part of Hero holds it. On SQLite (the default: one file in the
+/// data directory), the pool (sqlx, for reads that may be long) and the hot connection
+/// ([`HotDb`]: sign-in checks, turns, every write); on PostgreSQL, the pool. Cheap to clone.
 #[derive(Clone)]
 pub struct Db(std::sync::Arc<DbParts>);
 
-struct DbParts {
-    pool: SqlitePool,
-    hot: HotDb,
+enum DbParts {
+    Sqlite { pool: SqlitePool, hot: HotDb },
+    Postgres { pool: sqlx::PgPool },
+}
+
+/// What a store function's pooled statements run on.
+pub(crate) enum Pool<'d> {
+    Sqlite(&'d SqlitePool),
+    Postgres(&'d sqlx::PgPool),
 }
 
 impl Db {
-    /// The database behind `pool` (the hot connection opens on the same file when first
-    /// used).
+    /// The SQLite database behind `pool` (the hot connection opens on the same file when
+    /// first used).
     pub fn new(pool: SqlitePool) -> Db {
-        Db(std::sync::Arc::new(DbParts {
+        Db(std::sync::Arc::new(DbParts::Sqlite {
             pool,
             hot: HotDb::default(),
         }))
@@ -70,30 +102,70 @@ impl Db {
         Ok(Db::new(open(data_dir).await?))
     }
 
-    /// The pool: what the store's long reads and pooled writes run on.
-    pub fn pool(&self) -> &SqlitePool {
-        &self.0.pool
+    /// The PostgreSQL database behind `pool`.
+    pub fn postgres(pool: sqlx::PgPool) -> Db {
+        Db(std::sync::Arc::new(DbParts::Postgres { pool }))
     }
 
-    /// The hot connection, once no other task holds it ([`HotDb::conn`]).
-    pub async fn conn(&self) -> Conn<'_> {
-        self.0.hot.conn(&self.0.pool).await
+    /// The same database with nothing held in memory: what a restart of the process finds.
+    pub fn restarted(&self) -> Db {
+        match &*self.0 {
+            DbParts::Sqlite { pool, .. } => Db::new(pool.clone()),
+            DbParts::Postgres { pool } => Db::postgres(pool.clone()),
+        }
     }
 
-    /// A write transaction on the hot connection ([`HotDb::begin`]).
+    /// The pool, for a store function's pooled statements.
+    pub(crate) fn pool(&self) -> Pool<'_> {
+        match &*self.0 {
+            DbParts::Sqlite { pool, .. } => Pool::Sqlite(pool),
+            DbParts::Postgres { pool } => Pool::Postgres(pool),
+        }
+    }
+
+    /// The SQLite pool, for a store function that has no PostgreSQL form (which refuses to
+    /// run on PostgreSQL).
+    pub(crate) fn sqlite(&self) -> Result<&SqlitePool> {
+        self.sqlite_pool()
+            .ok_or_else(|| Error::Internal("this statement has no PostgreSQL form".into()))
+    }
+
+    /// The SQLite pool, when the database is SQLite (tests and benchmarks look inside it).
+    pub fn sqlite_pool(&self) -> Option<&SqlitePool> {
+        match &*self.0 {
+            DbParts::Sqlite { pool, .. } => Some(pool),
+            DbParts::Postgres { .. } => None,
+        }
+    }
+
+    /// A connection held by this task until it is dropped: SQLite's hot connection once no
+    /// other task holds it ([`HotDb::conn`]), or one of PostgreSQL's pool.
+    pub async fn conn(&self) -> Result<Conn<'_>> {
+        match &*self.0 {
+            DbParts::Sqlite { pool, hot } => Ok(Conn::sqlite(hot.conn(pool).await)),
+            DbParts::Postgres { pool } => Ok(Conn::postgres(pool.acquire().await?)),
+        }
+    }
+
+    /// A write transaction: on SQLite the hot connection's, taking the write lock at once
+    /// ([`HotDb::begin`]); on PostgreSQL one on a connection of the pool.
     pub async fn begin(&self) -> Result<Write<'_>> {
-        self.0.hot.begin(&self.0.pool).await
+        match &*self.0 {
+            DbParts::Sqlite { pool, hot } => Ok(Write::sqlite(hot.begin(pool).await?)),
+            DbParts::Postgres { pool } => Ok(Write::postgres(pool.begin().await?)),
+        }
     }
 
-    /// Runs `f` with the hot connection held ([`Db::conn`]): what it reads is read on it.
+    /// Runs `f` with a connection held ([`Db::conn`]).
     pub async fn read_with<T>(&self, f: impl AsyncFnOnce(&mut Conn<'_>) -> Result<T>) -> Result<T> {
-        let mut c = self.conn().await;
+        let mut c = self.conn().await?;
         f(&mut c).await
     }
 
     /// Runs `f` in a write transaction ([`Db::begin`]), committed when `f` succeeds and
     /// rolled back when it fails. Between its statements `f` does nothing that waits on
-    /// anything but the database: the transaction holds the connection every turn needs.
+    /// anything but the database: on SQLite the transaction holds the connection every turn
+    /// needs.
     pub async fn write_with<T>(
         &self,
         f: impl AsyncFnOnce(&mut Write<'_>) -> Result<T>,
@@ -106,12 +178,18 @@ impl Db {
 
     /// The pool's connections: (open, idle).
     pub fn pool_use(&self) -> (u32, usize) {
-        (self.0.pool.size(), self.0.pool.num_idle())
+        match self.pool() {
+            Pool::Sqlite(p) => (p.size(), p.num_idle()),
+            Pool::Postgres(p) => (p.size(), p.num_idle()),
+        }
     }
 
     /// Closes the pool (tests of a database gone).
     pub async fn close(&self) {
-        self.0.pool.close().await
+        match self.pool() {
+            Pool::Sqlite(p) => p.close().await,
+            Pool::Postgres(p) => p.close().await,
+        }
     }
 }
 
@@ -121,14 +199,22 @@ impl Db {
 /// error goes to the log.
 pub async fn ready(db: &Db, within: std::time::Duration) -> std::result::Result<(), String> {
     let answers = async {
-        let applied =
-            sqlx::query_scalar::<_, i64>("SELECT version FROM _sqlx_migrations WHERE success = 1")
-                .fetch_all(db.pool())
-                .await?;
-        db.conn()
-            .await
-            .run(|c| Ok(c.query_row("SELECT 1", [], |_| Ok(()))?))
-            .await?;
+        const APPLIED: &str = "SELECT version FROM _sqlx_migrations WHERE success";
+        let applied: Vec<i64> = match db.pool() {
+            Pool::Sqlite(p) => sqlx::query_scalar(APPLIED).fetch_all(p).await?,
+            Pool::Postgres(p) => sqlx::query_scalar(APPLIED).fetch_all(p).await?,
+        };
+        // The connection turns use (on SQLite, not the pool's).
+        let mut c = db.conn().await?;
+        match c.on() {
+            On::Sqlite(h) => {
+                h.run(|c| Ok(c.query_row("SELECT 1", [], |_| Ok(()))?))
+                    .await?
+            }
+            On::Postgres(pg) => {
+                sqlx::query("SELECT 1").execute(pg).await?;
+            }
+        }
         Ok::<_, crate::Error>(applied)
     };
     let applied = match tokio::time::timeout(within, answers).await {
@@ -139,7 +225,8 @@ pub async fn ready(db: &Db, within: std::time::Duration) -> std::result::Result<
         }
         Err(_) => return Err(format!("the database did not answer within {within:?}")),
     };
-    let missing = MIGRATOR
+    let missing = db
+        .migrator()
         .iter()
         .filter(|m| !applied.contains(&m.version))
         .count();
@@ -226,7 +313,10 @@ pub(crate) async fn begin_write(
 
 /// Applies every pending migration.
 pub async fn migrate(db: &Db) -> Result<()> {
-    MIGRATOR.run(db.pool()).await?;
+    match db.pool() {
+        Pool::Sqlite(p) => MIGRATOR.run(p).await?,
+        Pool::Postgres(p) => MIGRATOR_POSTGRES.run(p).await?,
+    }
     Ok(())
 }
 
@@ -269,7 +359,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("nested/data");
         let db = Db::open(&data).await.unwrap();
-        let pool = db.pool();
+        let pool = db.sqlite_pool().unwrap();
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

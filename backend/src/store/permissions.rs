@@ -8,7 +8,7 @@ pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<(String, String)>>
         "SELECT function, level FROM permissions WHERE user_id = ? ORDER BY function",
     )
     .bind(user_id)
-    .fetch_all(db.pool())
+    .fetch_all(db.sqlite()?)
     .await?)
 }
 
@@ -39,7 +39,7 @@ pub async fn set(
     .bind(function)
     .bind(level)
     .bind(now)
-    .execute(db.pool())
+    .execute(db.sqlite()?)
     .await?;
     Ok(())
 }

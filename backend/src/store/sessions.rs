@@ -41,7 +41,7 @@ pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<SessionRow>> {
         "SELECT {COLUMNS} FROM sessions WHERE user_id = ? ORDER BY id"
     ))
     .bind(user_id)
-    .fetch_all(db.pool())
+    .fetch_all(db.sqlite()?)
     .await?;
     rows.iter().map(SessionRow::read).collect()
 }

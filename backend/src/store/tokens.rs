@@ -18,7 +18,7 @@ pub async fn insert(
     .bind(user_id)
     .bind(now)
     .bind(expires_at)
-    .execute(db.pool())
+    .execute(db.sqlite()?)
     .await?;
     Ok(())
 }
@@ -27,7 +27,7 @@ pub async fn revoke(db: &super::Db, jti: &str, now: &str) -> Result<()> {
     sqlx::query("UPDATE auth_tokens SET revoked_at = ? WHERE jti = ? AND revoked_at IS NULL")
         .bind(now)
         .bind(jti)
-        .execute(db.pool())
+        .execute(db.sqlite()?)
         .await?;
     Ok(())
 }
@@ -85,7 +85,7 @@ fn by_jti_hot_on(c: &rusqlite::Connection, jti: &str) -> Result<Option<TokenRow>
 pub async fn by_jti(db: &super::Db, jti: &str) -> Result<Option<TokenRow>> {
     let row = sqlx::query(BY_JTI)
         .bind(jti)
-        .fetch_optional(db.pool())
+        .fetch_optional(db.sqlite()?)
         .await?;
     row.as_ref().map(TokenRow::read).transpose()
 }

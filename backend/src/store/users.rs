@@ -32,7 +32,7 @@ impl UserRow {
 
 pub async fn count(db: &super::Db) -> Result<i64> {
     Ok(sqlx::query_scalar("SELECT COUNT(*) FROM users")
-        .fetch_one(db.pool())
+        .fetch_one(db.sqlite()?)
         .await?)
 }
 
@@ -77,7 +77,7 @@ pub async fn set_data_key(c: &mut super::Write<'_>, id: i64, wrapped: &[u8]) -> 
 
 pub async fn list(db: &super::Db) -> Result<Vec<UserRow>> {
     let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM users ORDER BY id"))
-        .fetch_all(db.pool())
+        .fetch_all(db.sqlite()?)
         .await?;
     rows.iter().map(UserRow::read).collect()
 }
@@ -85,7 +85,7 @@ pub async fn list(db: &super::Db) -> Result<Vec<UserRow>> {
 pub async fn find_by_name(db: &super::Db, username: &str) -> Result<Option<UserRow>> {
     let row = sqlx::query(&format!("SELECT {COLUMNS} FROM users WHERE username = ?"))
         .bind(username)
-        .fetch_optional(db.pool())
+        .fetch_optional(db.sqlite()?)
         .await?;
     row.as_ref().map(UserRow::read).transpose()
 }
@@ -101,7 +101,7 @@ pub async fn credentials(db: &super::Db, username: &str) -> Result<Option<Creden
         "SELECT {COLUMNS}, password_hash FROM users WHERE username = ?"
     ))
     .bind(username)
-    .fetch_optional(db.pool())
+    .fetch_optional(db.sqlite()?)
     .await?;
     row.as_ref()
         .map(|r| {
@@ -117,7 +117,7 @@ pub async fn password_hash(db: &super::Db, id: i64) -> Result<Option<String>> {
     Ok(
         sqlx::query_scalar("SELECT password_hash FROM users WHERE id = ?")
             .bind(id)
-            .fetch_optional(db.pool())
+            .fetch_optional(db.sqlite()?)
             .await?,
     )
 }
@@ -159,7 +159,7 @@ pub async fn wrapped_data_key(db: &super::Db, id: i64) -> Result<Option<Vec<u8>>
     Ok(
         sqlx::query_scalar("SELECT data_key FROM users WHERE id = ?")
             .bind(id)
-            .fetch_optional(db.pool())
+            .fetch_optional(db.sqlite()?)
             .await?,
     )
 }

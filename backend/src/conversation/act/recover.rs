@@ -143,7 +143,7 @@ async fn write_missing_reply(
         .read_with(async |c| store::sessions::agent_of(c, user_id, session_id).await)
         .await?;
     let agent_name = match agent_id {
-        Some(id) => store::agents::get(&mut st.db.conn().await, user_id, id)
+        Some(id) => store::agents::get(&mut st.db.conn().await?, user_id, id)
             .await?
             .map(|a| a.name),
         None => None,

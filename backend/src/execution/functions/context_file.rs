@@ -63,7 +63,7 @@ async fn run(cx: &Ctx<'_>, name: &str, content: Option<&str>) -> crate::Result<S
         .read_with(async |c| store::sessions::agent_of(c, user_id, session_id).await)
         .await?
         .ok_or(Error::Invalid("this session has no agent".into()))?;
-    let kind = store::agents::get(&mut st.db.conn().await, user_id, agent_id)
+    let kind = store::agents::get(&mut st.db.conn().await?, user_id, agent_id)
         .await?
         .and_then(|a| AgentKind::parse(&a.kind))
         .ok_or(Error::NotFound("agent"))?;
