@@ -42,7 +42,11 @@ pub async fn state_with_functions(
         workspaces: dir.path().join("workspaces"),
         ..settings
     };
-    let db = store::Db::open(dir.path()).await.expect("open db");
+    let db = match std::env::var("HERO_TEST_BACKEND").as_deref() {
+        Ok("postgres") => postgres_db().await,
+        Ok("sqlite") | Err(_) => store::Db::open(dir.path()).await.expect("open db"),
+        Ok(other) => panic!("HERO_TEST_BACKEND is sqlite or postgres, not {other:?}"),
+    };
     store::migrate(&db).await.expect("migrate");
     crate::execution::sandbox::let_the_sandbox_in(dir.path()).expect("the sandbox's way in");
     let keys = crypto::Keyring::new(crypto::SecretKey::random());
@@ -50,6 +54,36 @@ pub async fn state_with_functions(
         st: AppState::with_functions(db, keys, settings, functions).expect("state"),
         dir,
     }
+}
+
+/// A database of its own on the PostgreSQL that `HERO_TEST_POSTGRES` names (a URL: what
+/// `scripts/postgres.sh start` prints, which `scripts/test.sh` starts): a fresh schema,
+/// which the pool's connections search first, not migrated. The tests of the store run on it
+/// with `HERO_TEST_BACKEND=postgres` (scripts/test.sh runs them so too).
+pub async fn postgres_db() -> store::Db {
+    use sqlx::Connection;
+    use std::str::FromStr;
+    let url = std::env::var("HERO_TEST_POSTGRES").expect(
+        "HERO_TEST_POSTGRES names no PostgreSQL: run scripts/postgres.sh start and set it to the URL it prints",
+    );
+    let schema = format!("t_{:016x}", rand::random::<u64>());
+    let mut admin = sqlx::PgConnection::connect(&url)
+        .await
+        .expect("HERO_TEST_POSTGRES answers");
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&mut admin)
+        .await
+        .expect("a schema of the test's own");
+    let _ = admin.close().await;
+    let opts = sqlx::postgres::PgConnectOptions::from_str(&url)
+        .expect("HERO_TEST_POSTGRES is a URL")
+        .options([("search_path", schema.as_str())]);
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(opts)
+        .await
+        .expect("the test's pool");
+    store::Db::postgres(pool)
 }
 
 /// The password [`signed_in`] gives `name`.

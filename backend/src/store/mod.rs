@@ -320,14 +320,22 @@ pub async fn migrate(db: &Db) -> Result<()> {
     Ok(())
 }
 
-/// A column type both drivers read: what a row decoder may ask [`Columns`] for.
+/// A column type every driver reads: what a row decoder may ask [`Columns`] for.
 pub trait Column:
-    rusqlite::types::FromSql + for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>
+    rusqlite::types::FromSql
+    + for<'r> sqlx::Decode<'r, sqlx::Sqlite>
+    + sqlx::Type<sqlx::Sqlite>
+    + for<'r> sqlx::Decode<'r, sqlx::Postgres>
+    + sqlx::Type<sqlx::Postgres>
 {
 }
 
 impl<T> Column for T where
-    T: rusqlite::types::FromSql + for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>
+    T: rusqlite::types::FromSql
+        + for<'r> sqlx::Decode<'r, sqlx::Sqlite>
+        + sqlx::Type<sqlx::Sqlite>
+        + for<'r> sqlx::Decode<'r, sqlx::Postgres>
+        + sqlx::Type<sqlx::Postgres>
 {
 }
 
@@ -338,6 +346,12 @@ pub trait Columns {
 }
 
 impl Columns for sqlx::sqlite::SqliteRow {
+    fn get<T: Column>(&self, index: usize) -> Result<T> {
+        Ok(sqlx::Row::try_get(self, index)?)
+    }
+}
+
+impl Columns for sqlx::postgres::PgRow {
     fn get<T: Column>(&self, index: usize) -> Result<T> {
         Ok(sqlx::Row::try_get(self, index)?)
     }
@@ -391,6 +405,47 @@ mod tests {
         );
         // Migrating again is a no-op.
         migrate(&db).await.unwrap();
+    }
+
+    /// The two backends' migrations leave the same tables, each with the same columns, each
+    /// as nullable on one as on the other (their types are each backend's own).
+    #[tokio::test]
+    async fn both_schemas_have_the_same_tables_and_columns() {
+        use std::collections::BTreeSet;
+        let dir = tempfile::tempdir().unwrap();
+        let lite = Db::open(dir.path()).await.unwrap();
+        migrate(&lite).await.unwrap();
+        let rows: Vec<(String, String, bool)> = sqlx::query_as(
+            "SELECT m.name, c.name, c.\"notnull\" OR c.pk FROM sqlite_master m \
+             JOIN pragma_table_info(m.name) c WHERE m.type = 'table' \
+             AND m.name NOT LIKE 'sqlite_%' AND m.name <> '_sqlx_migrations'",
+        )
+        .fetch_all(lite.sqlite_pool().unwrap())
+        .await
+        .unwrap();
+        let sqlite: BTreeSet<_> = rows.into_iter().collect();
+
+        let pg = crate::test_support::postgres_db().await;
+        migrate(&pg).await.unwrap();
+        let Pool::Postgres(pool) = pg.pool() else {
+            unreachable!("postgres_db is PostgreSQL")
+        };
+        let rows: Vec<(String, String, bool)> = sqlx::query_as(
+            "SELECT table_name::text, column_name::text, is_nullable = 'NO' \
+             FROM information_schema.columns WHERE table_schema = current_schema() \
+             AND table_name <> '_sqlx_migrations'",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        let postgres: BTreeSet<_> = rows.into_iter().collect();
+        assert!(sqlite.len() > 50, "the SQLite schema was read: {sqlite:?}");
+        let only_sqlite: Vec<_> = sqlite.difference(&postgres).collect();
+        let only_postgres: Vec<_> = postgres.difference(&sqlite).collect();
+        assert!(
+            only_sqlite.is_empty() && only_postgres.is_empty(),
+            "only in SQLite: {only_sqlite:?}\nonly in PostgreSQL: {only_postgres:?}"
+        );
     }
 
     /// The rebuild that rewrote the frames table's checks keeps every row, and the checks
