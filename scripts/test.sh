@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every check and test: rustfmt and clippy, Rust unit and integration tests (real SQLite files, real loopback HTTP),
+# Runs every check and test: rustfmt and clippy, Rust unit and integration tests (real SQLite files, real loopback HTTP,
+# and again on a PostgreSQL 15 of their own),
 # the wasm32 build of the shared core, and the browser tests (Playwright + Debian's Chromium)
 # against the built `hero`. Installs what a fresh machine lacks first.
 set -euo pipefail
@@ -26,8 +27,17 @@ test -x target/debug/hero && test -f target/debug/hash.txt &&
 step "the shared core builds for the browser"
 cargo build -p hero-shared --target wasm32-unknown-unknown
 
-step "Rust tests"
+step "PostgreSQL 15 for the tests (a cluster of their own, stopped at the end)"
+HERO_TEST_POSTGRES="$(scripts/postgres.sh start)"
+export HERO_TEST_POSTGRES
+trap 'scripts/postgres.sh stop' EXIT
+
+step "Rust tests (on SQLite)"
 cargo test --workspace --exclude frontend
+
+step "the tests of the store and of the server again, on PostgreSQL"
+HERO_TEST_BACKEND=postgres cargo test -p hero-backend --lib
+HERO_TEST_BACKEND=postgres cargo test -p server --tests
 
 step "browser tests"
 cd end2end

@@ -61,29 +61,7 @@ pub async fn state_with_functions(
 /// which the pool's connections search first, not migrated. The tests of the store run on it
 /// with `HERO_TEST_BACKEND=postgres` (scripts/test.sh runs them so too).
 pub async fn postgres_db() -> store::Db {
-    use sqlx::Connection;
-    use std::str::FromStr;
-    let url = std::env::var("HERO_TEST_POSTGRES").expect(
-        "HERO_TEST_POSTGRES names no PostgreSQL: run scripts/postgres.sh start and set it to the URL it prints",
-    );
-    let schema = format!("t_{:016x}", rand::random::<u64>());
-    let mut admin = sqlx::PgConnection::connect(&url)
-        .await
-        .expect("HERO_TEST_POSTGRES answers");
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
-        .execute(&mut admin)
-        .await
-        .expect("a schema of the test's own");
-    let _ = admin.close().await;
-    let opts = sqlx::postgres::PgConnectOptions::from_str(&url)
-        .expect("HERO_TEST_POSTGRES is a URL")
-        .options([("search_path", schema.as_str())]);
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(8)
-        .connect_with(opts)
-        .await
-        .expect("the test's pool");
-    store::Db::postgres(pool)
+    store::testing::postgres_db().await
 }
 
 /// The password [`signed_in`] gives `name`.

@@ -96,11 +96,9 @@ impl Api {
     }
 
     async fn session_count(&self) -> i64 {
-        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM sessions")
-            .fetch_one(self.st.db.sqlite_pool().unwrap())
+        hero_backend::store::testing::int(&self.st.db, "SELECT COUNT(*) FROM sessions", &[])
             .await
-            .unwrap();
-        n
+            .unwrap()
     }
 }
 

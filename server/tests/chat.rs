@@ -3,6 +3,8 @@
 
 mod support;
 
+use hero_backend::store::testing;
+
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
@@ -95,10 +97,13 @@ async fn check_full_turn(provider: &str) {
         usage["input_tokens"].as_u64().unwrap() > 0 && usage["output_tokens"].as_u64().unwrap() > 0,
         "{usage}"
     );
-    let (rows,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM usage WHERE output_tokens > 0")
-        .fetch_one(h.st.db.sqlite_pool().unwrap())
-        .await
-        .unwrap();
+    let rows = testing::int(
+        &h.st.db,
+        "SELECT COUNT(*) FROM usage WHERE output_tokens > 0",
+        &[],
+    )
+    .await
+    .unwrap();
     assert_eq!(rows, 1);
 
     // What the provider was sent: the agent's config merged in, the key in the right header.
@@ -150,24 +155,35 @@ async fn a_reply_is_stored_even_when_its_usage_cannot_be() {
         .unwrap();
     let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
-    sqlx::query("CREATE TRIGGER usage_refused BEFORE INSERT ON usage BEGIN SELECT RAISE(ABORT, 'refused'); END")
-        .execute(h.st.db.sqlite_pool().unwrap())
-        .await
-        .unwrap();
+    // Each backend's own trigger refusing every usage row.
+    let refuse: &[&str] = if h.st.db.sqlite_pool().is_some() {
+        &[
+            "CREATE TRIGGER usage_refused BEFORE INSERT ON usage BEGIN SELECT RAISE(ABORT, 'refused'); END",
+        ]
+    } else {
+        &[
+            "CREATE FUNCTION refuse_usage() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$",
+            "CREATE TRIGGER usage_refused BEFORE INSERT ON usage FOR EACH ROW EXECUTE FUNCTION refuse_usage()",
+        ]
+    };
+    for sql in refuse {
+        testing::execute(&h.st.db, sql, &[]).await.unwrap();
+    }
     let events = h.stream(session, "hi").await;
     assert!(!names(&events).contains(&"error"), "{events:?}");
     let frames = h.frames(session).await;
     assert_eq!(frames.len(), 2);
     assert_eq!(frames[1]["payload"]["content"], "fine");
     // And with the usage table writable again, both are recorded.
-    sqlx::query("DROP TRIGGER usage_refused")
-        .execute(h.st.db.sqlite_pool().unwrap())
-        .await
-        .unwrap();
+    let drop = if h.st.db.sqlite_pool().is_some() {
+        "DROP TRIGGER usage_refused"
+    } else {
+        "DROP TRIGGER usage_refused ON usage"
+    };
+    testing::execute(&h.st.db, drop, &[]).await.unwrap();
     h.stream(session, "again").await;
     assert_eq!(h.frames(session).await.len(), 4);
-    let (rows,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM usage")
-        .fetch_one(h.st.db.sqlite_pool().unwrap())
+    let rows = testing::int(&h.st.db, "SELECT COUNT(*) FROM usage", &[])
         .await
         .unwrap();
     assert_eq!(rows, 1);
@@ -222,11 +238,7 @@ async fn context_follows_frames_appended_outside_turns() {
         "the second turn started from memory"
     );
     // A note appended straight to the log, past the turns.
-    let (user_id, wrapped): (i64, Vec<u8>) =
-        sqlx::query_as("SELECT id, data_key FROM users WHERE username = 'alice'")
-            .fetch_one(h.st.db.sqlite_pool().unwrap())
-            .await
-            .unwrap();
+    let (user_id, wrapped) = alice_key(&h).await;
     let dk = h.st.keys.unwrap_data_key(user_id, &wrapped).unwrap();
     let note = frames::NewFrame::message(
         session,
@@ -489,16 +501,13 @@ async fn turns_do_not_wait_for_the_pool() {
     .unwrap();
     let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    // SQLite's hot connection, out of the pool (on PostgreSQL, turns use the pool).
+    let Some(pool) = h.st.db.sqlite_pool() else {
+        return;
+    };
     let mut taken = Vec::new();
-    for _ in 0..h
-        .st
-        .db
-        .sqlite_pool()
-        .unwrap()
-        .options()
-        .get_max_connections()
-    {
-        taken.push(h.st.db.sqlite_pool().unwrap().acquire().await.unwrap());
+    for _ in 0..pool.options().get_max_connections() {
+        taken.push(pool.acquire().await.unwrap());
     }
     let events = tokio::time::timeout(Duration::from_secs(5), h.stream(session, "hello"))
         .await
@@ -1582,11 +1591,7 @@ async fn the_frame_list_starts_at_the_last_compact_unless_asked_for_all() {
     h.stream(session, "first").await; // frames 1, 2
     h.stream(session, "second").await; // frames 3, 4
     let dk = h.st.keys.clone();
-    let (user_id, wrapped): (i64, Vec<u8>) =
-        sqlx::query_as("SELECT id, data_key FROM users WHERE username = 'alice'")
-            .fetch_one(h.st.db.sqlite_pool().unwrap())
-            .await
-            .unwrap();
+    let (user_id, wrapped) = alice_key(&h).await;
     let dk = dk.unwrap_data_key(user_id, &wrapped).unwrap();
     let mut compact = frames::NewFrame::message(
         session,
@@ -1977,20 +1982,20 @@ async fn one_users_subscriptions_stall_no_other_user() {
     drop(ws);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let idle = h.st.db.sqlite_pool().unwrap().num_idle();
+        let (open, idle) = h.st.db.pool_use();
         let held = h.st.hub.streams_held(alice.id());
         let listened = sessions
             .iter()
             .filter(|&&s| h.st.hub.has_listeners(0, s))
             .count();
-        if idle == h.st.db.sqlite_pool().unwrap().size() as usize && held == 0 && listened == 0 {
+        if idle == open as usize && held == 0 && listened == 0 {
             break;
         }
         assert!(
             std::time::Instant::now() < deadline,
             "still held after the socket closed: {} of {} connections idle, {held} streams, {listened} channels",
             idle,
-            h.st.db.sqlite_pool().unwrap().size()
+            open
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -2111,10 +2116,11 @@ async fn readiness_says_what_is_wrong_with_the_database() {
         (StatusCode::OK, "ok\n".into())
     );
     // A migration this build knows, missing from the database.
-    sqlx::query(
+    testing::execute(
+        &h.st.db,
         "DELETE FROM _sqlx_migrations WHERE version = (SELECT MAX(version) FROM _sqlx_migrations)",
+        &[],
     )
-    .execute(h.st.db.sqlite_pool().unwrap())
     .await
     .unwrap();
     let r = h.c.get(h.url("/readyz")).send().await.unwrap();
@@ -2144,4 +2150,20 @@ async fn a_server_shutting_down_is_not_ready() {
     let r = h.c.get(h.url("/readyz")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(r.text().await.unwrap().contains("shutting down"));
+}
+
+/// Alice's id and wrapped data key, as stored.
+async fn alice_key(h: &support::Hero) -> (i64, Vec<u8>) {
+    let name = [testing::Arg::Text("alice".into())];
+    let id = testing::int(&h.st.db, "SELECT id FROM users WHERE username = $1", &name)
+        .await
+        .unwrap();
+    let key = testing::bytes(
+        &h.st.db,
+        "SELECT data_key FROM users WHERE username = $1",
+        &name,
+    )
+    .await
+    .unwrap();
+    (id, key)
 }

@@ -585,11 +585,14 @@ mod tests {
         .unwrap();
         assert!(a.has_api_key);
         assert!(!serde_json::to_string(&a).unwrap().contains("sk-secret-123"));
-        let (raw,): (Vec<u8>,) = sqlx::query_as("SELECT api_key FROM agents WHERE id = ?")
-            .bind(a.id)
-            .fetch_one(st.db.sqlite_pool().unwrap())
-            .await
-            .unwrap();
+        use crate::store::testing::{Arg, bytes};
+        let raw = bytes(
+            &st.db,
+            "SELECT api_key FROM agents WHERE id = $1",
+            &[Arg::Int(a.id)],
+        )
+        .await
+        .unwrap();
         assert!(!raw.windows(13).any(|w| w == b"sk-secret-123"));
         // Only a turn unseals it, for the session's agent, and only for the session's owner.
         let session = crate::conversation::sessions::create(
@@ -754,11 +757,14 @@ mod tests {
             get(&st.db, &st.keys, &alice, a.id).await,
             Err(Error::NotFound(_))
         ));
-        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM agents WHERE id = ?")
-            .bind(a.id)
-            .fetch_one(st.db.sqlite_pool().unwrap())
-            .await
-            .unwrap();
+        use crate::store::testing::{Arg, int};
+        let n = int(
+            &st.db,
+            "SELECT COUNT(*) FROM agents WHERE id = $1",
+            &[Arg::Int(a.id)],
+        )
+        .await
+        .unwrap();
         assert_eq!(n, 1);
     }
 }

@@ -122,6 +122,7 @@ pub(crate) async fn answer_prompt(
     let kept = st
         .db
         .write_with(async |tx| {
+            store::sessions::lock(tx, session_id).await?;
             let row = store::frames::get_hot(tx, session_id, message_id)
                 .await?
                 .filter(|r| r.frame_type == "message")

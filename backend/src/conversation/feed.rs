@@ -610,12 +610,7 @@ mod tests {
         for i in 0..3 {
             fx.store(&format!("m{i}")).await;
         }
-        let most =
-            fx.t.db
-                .sqlite_pool()
-                .unwrap()
-                .options()
-                .get_max_connections();
+        let most = fx.t.db.pool_max();
         let mut feeds = Vec::new();
         for _ in 0..most + 4 {
             feeds.push(fx.feed(Some(0)).await);
@@ -626,15 +621,15 @@ mod tests {
             assert!(futures::poll!(p.as_mut()).is_pending());
         }
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while fx.t.db.sqlite_pool().unwrap().num_idle()
-            < fx.t.db.sqlite_pool().unwrap().size() as usize
-        {
+        loop {
+            let (open, idle) = fx.t.db.pool_use();
+            if idle >= open as usize {
+                break;
+            }
             assert!(
                 std::time::Instant::now() < deadline,
-                "{} of {} connections held by feeds nobody polls",
-                fx.t.db.sqlite_pool().unwrap().size() as usize
-                    - fx.t.db.sqlite_pool().unwrap().num_idle(),
-                fx.t.db.sqlite_pool().unwrap().size()
+                "{} of {open} connections held by feeds nobody polls",
+                open as usize - idle,
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

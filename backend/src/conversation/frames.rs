@@ -471,6 +471,7 @@ pub async fn set_hidden(
     let kept = st
         .db
         .write_with(async |tx| {
+            store::sessions::lock(tx, session_id).await?;
             store::frames::get_hot(tx, session_id, frame_id)
                 .await?
                 .filter(|r| r.frame_type == "message")
@@ -591,8 +592,7 @@ mod tests {
             vec![36, 37, 38, 39, 40]
         );
         // Payloads are sealed at rest.
-        let (raw,): (Vec<u8>,) = sqlx::query_as("SELECT payload FROM frames LIMIT 1")
-            .fetch_one(st.db.sqlite_pool().unwrap())
+        let raw = crate::store::testing::bytes(&st.db, "SELECT payload FROM frames LIMIT 1", &[])
             .await
             .unwrap();
         assert!(!raw.windows(7).any(|w| w == b"content"));
@@ -733,34 +733,34 @@ mod tests {
             } else {
                 s.id
             };
-            let before: (String,) = sqlx::query_as(&format!(
-                "SELECT CAST({column} AS TEXT) FROM frames WHERE id = ?"
-            ))
-            .bind(&stored.id)
-            .fetch_one(st.db.sqlite_pool().unwrap())
+            use crate::store::testing::{Arg, execute, text};
+            let id = Arg::Text(stored.id.clone());
+            let before = text(
+                &st.db,
+                &format!("SELECT CAST({column} AS TEXT) FROM frames WHERE id = $1"),
+                std::slice::from_ref(&id),
+            )
             .await
             .unwrap();
+            // Each column takes its own type (PostgreSQL converts nothing).
+            let arg = |v: &str| match &value {
+                serde_json::Value::Number(_) => Arg::Int(v.parse().unwrap()),
+                _ => Arg::Text(v.to_owned()),
+            };
             let bind_value = match &value {
                 serde_json::Value::Number(n) => n.to_string(),
                 serde_json::Value::String(t) => t.clone(),
                 _ => unreachable!(),
             };
-            sqlx::query(&format!("UPDATE frames SET {column} = ? WHERE id = ?"))
-                .bind(&bind_value)
-                .bind(&stored.id)
-                .execute(st.db.sqlite_pool().unwrap())
+            let set = format!("UPDATE frames SET {column} = $1 WHERE id = $2");
+            execute(&st.db, &set, &[arg(&bind_value), id.clone()])
                 .await
                 .unwrap();
             assert!(
                 get(&st.db, &dk, session_of, &stored.id).await.is_err(),
                 "a frame whose {column} changed still opens"
             );
-            sqlx::query(&format!("UPDATE frames SET {column} = ? WHERE id = ?"))
-                .bind(&before.0)
-                .bind(&stored.id)
-                .execute(st.db.sqlite_pool().unwrap())
-                .await
-                .unwrap();
+            execute(&st.db, &set, &[arg(&before), id]).await.unwrap();
             assert_eq!(get(&st.db, &dk, s.id, &stored.id).await.unwrap(), stored);
         }
     }
@@ -775,14 +775,13 @@ mod tests {
             format!("frames.payload:{id}").as_bytes(),
             &serde_json::to_vec(&payload).unwrap(),
         );
-        sqlx::query(
+        use crate::store::testing::{Arg, execute, int};
+        execute(
+            &st.db,
             "INSERT INTO frames (id, session_id, seq, target_ids, timestamp, type, author_type, payload) \
-             VALUES (?, ?, 1, '[]', '2026-11-01T00:00:00Z', 'message', 'user', ?)",
+             VALUES ($1, $2, 1, '[]', '2026-11-01T00:00:00Z', 'message', 'user', $3)",
+            &[Arg::Text(id.clone()), Arg::Int(s.id), Arg::Bytes(sealed)],
         )
-        .bind(&id)
-        .bind(s.id)
-        .bind(sealed)
-        .execute(st.db.sqlite_pool().unwrap())
         .await
         .unwrap();
         let old = get(&st.db, &dk, s.id, &id).await.unwrap();
@@ -795,11 +794,13 @@ mod tests {
         )
         .await
         .unwrap();
-        let (seal,): (i64,) = sqlx::query_as("SELECT seal FROM frames WHERE id = ?")
-            .bind(&new.id)
-            .fetch_one(st.db.sqlite_pool().unwrap())
-            .await
-            .unwrap();
+        let seal = int(
+            &st.db,
+            "SELECT seal FROM frames WHERE id = $1",
+            &[Arg::Text(new.id.clone())],
+        )
+        .await
+        .unwrap();
         assert_eq!((new.seq, seal), (2, SEAL));
     }
 
@@ -845,11 +846,17 @@ mod tests {
             (6, 2, Some(4))
         );
         // A frame before the compact that could not be opened is never opened.
-        sqlx::query("UPDATE frames SET payload = x'00' WHERE id = ?")
-            .bind(&old.id)
-            .execute(st.db.sqlite_pool().unwrap())
+        {
+            use crate::store::testing::{Arg, execute};
+            let damage = "UPDATE frames SET payload = $1 WHERE id = $2";
+            execute(
+                &st.db,
+                damage,
+                &[Arg::Bytes(vec![0]), Arg::Text(old.id.clone())],
+            )
             .await
             .unwrap();
+        }
         assert!(all(&st.db, &dk, s.id).await.is_err(), "it is unreadable");
         let v = view(&st, &alice, s.id, None).await.unwrap();
         assert_eq!(v.stats, opened);

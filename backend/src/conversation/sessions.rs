@@ -70,6 +70,7 @@ pub async fn create(
     let status = req.status.unwrap_or(SessionStatus::Active);
     let mut tx = st.db.begin().await?;
     // Counted in the transaction that inserts: two creations at once cannot both slip in.
+    store::users::lock(&mut tx, user.id()).await?;
     let most = st.settings.limits.sessions_per_user;
     if store::sessions::count(&mut tx, user.id()).await? >= most as i64 {
         return Err(Error::Limit(format!(

@@ -2,8 +2,6 @@
 //! ([`crate::agents`] seals and opens them); a deleted agent keeps its row (`deleted_at`)
 //! for the sessions and usage that name it, and no read here returns it.
 
-use rusqlite::{OptionalExtension, params};
-
 use super::{Columns, Conn, Write};
 use crate::Result;
 
@@ -69,17 +67,16 @@ pub async fn insert(
     f: &AgentFields<'_>,
     now: &str,
 ) -> Result<i64> {
-    c.run(|c| {
-        Ok(c.prepare_cached(
-            "INSERT INTO agents (user_id, name, provider, model, base_url, config, created_at, updated_at, kind) \
-             VALUES (?1, ?2, ?3, ?4, ?5, x'', ?6, ?6, ?7) RETURNING id",
-        )?
-        .query_row(
-            params![user_id, f.name, f.provider, f.model, f.base_url, now, f.kind],
-            |r| r.get(0),
-        )?)
-    })
-    .await
+    let sql = "INSERT INTO agents (user_id, name, provider, model, base_url, config, created_at, updated_at, kind) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) RETURNING id";
+    let empty: &[u8] = &[];
+    let (name, provider, model, base_url, kind) = (f.name, f.provider, f.model, f.base_url, f.kind);
+    scalar!(
+        c, i64, sql, user_id, name, provider, model, base_url, empty, now, kind
+    )?
+    .ok_or(crate::Error::Internal(
+        "an inserted agent came back empty".into(),
+    ))
 }
 
 /// Stores the agent's sealed key (none: removed) and sealed config.
@@ -89,73 +86,60 @@ pub async fn set_secrets(
     api_key: Option<&[u8]>,
     config: &[u8],
 ) -> Result<()> {
-    c.run(|c| {
-        c.prepare_cached("UPDATE agents SET api_key = ?1, config = ?2 WHERE id = ?3")?
-            .execute(params![api_key, config, id])?;
-        Ok(())
-    })
-    .await
+    let sql = "UPDATE agents SET api_key = $1, config = $2 WHERE id = $3";
+    execute!(c, sql, api_key, config, id)?;
+    Ok(())
 }
 
 /// Sets the fields other than the secrets of agent `id` (already known to be the user's).
 pub async fn update(c: &mut Write<'_>, id: i64, f: &AgentFields<'_>, now: &str) -> Result<()> {
-    c.run(|c| {
-        c.prepare_cached(
-            "UPDATE agents SET name = ?1, provider = ?2, model = ?3, base_url = ?4, updated_at = ?5 \
-             WHERE id = ?6",
-        )?
-        .execute(params![f.name, f.provider, f.model, f.base_url, now, id])?;
-        Ok(())
-    })
-    .await
+    let sql = "UPDATE agents SET name = $1, provider = $2, model = $3, base_url = $4, updated_at = $5 \
+         WHERE id = $6";
+    let (name, provider, model, base_url) = (f.name, f.provider, f.model, f.base_url);
+    execute!(c, sql, name, provider, model, base_url, now, id)?;
+    Ok(())
 }
 
 /// The user's live agent `id`, if it is theirs.
 pub async fn get(c: &mut Conn<'_>, user_id: i64, id: i64) -> Result<Option<AgentRow>> {
-    c.run(|c| {
-        let mut st = c.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM agents WHERE id = ?1 AND user_id = ?2 AND deleted_at IS NULL"
-        ))?;
-        let mut rows = st.query(params![id, user_id])?;
-        rows.next()?.map(|r| AgentRow::read(r, 0)).transpose()
-    })
-    .await
+    let sql = format!(
+        "SELECT {COLUMNS} FROM agents WHERE id = $1 AND user_id = $2 AND deleted_at IS NULL"
+    );
+    row!(c, |r| AgentRow::read(r, 0), &sql, id, user_id)
 }
 
 /// The user's live agents, oldest first.
 pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<AgentRow>> {
-    let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM agents WHERE user_id = ? AND deleted_at IS NULL ORDER BY id"
-    ))
-    .bind(user_id)
-    .fetch_all(db.sqlite()?)
-    .await?;
-    rows.iter().map(|r| AgentRow::read(r, 0)).collect()
+    let sql = format!(
+        "SELECT {COLUMNS} FROM agents WHERE user_id = $1 AND deleted_at IS NULL ORDER BY id"
+    );
+    on_pool!(db, |p| sqlx::query(&sql)
+        .bind(user_id)
+        .fetch_all(p)
+        .await?
+        .iter()
+        .map(|r| AgentRow::read(r, 0))
+        .collect())
 }
 
 /// Marks the user's agent `id` deleted; whether there was such a live agent.
 pub async fn soft_delete(db: &super::Db, user_id: i64, id: i64, now: &str) -> Result<bool> {
-    let done = sqlx::query(
-        "UPDATE agents SET deleted_at = ? WHERE id = ? AND user_id = ? AND deleted_at IS NULL",
-    )
-    .bind(now)
-    .bind(id)
-    .bind(user_id)
-    .execute(db.sqlite()?)
-    .await?;
-    Ok(done.rows_affected() > 0)
+    let sql =
+        "UPDATE agents SET deleted_at = $1 WHERE id = $2 AND user_id = $3 AND deleted_at IS NULL";
+    let n = on_pool!(db, |p| sqlx::query(sql)
+        .bind(now)
+        .bind(id)
+        .bind(user_id)
+        .execute(p)
+        .await?
+        .rows_affected());
+    Ok(n > 0)
 }
 
 /// The id of the user's first live agent.
 pub async fn first_live(c: &mut Conn<'_>, user_id: i64) -> Result<Option<i64>> {
-    c.run(|c| {
-        Ok(c.prepare_cached(
-            "SELECT id FROM agents WHERE user_id = ?1 AND deleted_at IS NULL ORDER BY id LIMIT 1",
-        )?
-        .query_row([user_id], |r| r.get(0))
-        .optional()?)
-    })
-    .await
+    let sql = "SELECT id FROM agents WHERE user_id = $1 AND deleted_at IS NULL ORDER BY id LIMIT 1";
+    scalar!(c, i64, sql, user_id)
 }
 
 /// What a turn reads before it starts, in one statement on the hot connection.
@@ -176,79 +160,56 @@ pub struct TurnSetupRow {
 /// The user's wrapped data key and the agent of their session `session_id`; `None` when
 /// the session is not theirs.
 pub async fn turn_setup(
-    c: &mut super::Conn<'_>,
+    c: &mut Conn<'_>,
     user_id: i64,
     session_id: i64,
 ) -> Result<Option<TurnSetupRow>> {
-    c.run(|c| turn_setup_on(c, user_id, session_id)).await
-}
-
-fn turn_setup_on(
-    c: &rusqlite::Connection,
-    user_id: i64,
-    session_id: i64,
-) -> Result<Option<TurnSetupRow>> {
-    let mut q = c.prepare_cached(
-        "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
+    const SQL: &str = "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
          a.created_at, a.updated_at, a.kind, a.status, a.compact_messages, a.compact_tokens, \
          u.username, s.status, u.prompt_gen \
          FROM sessions s JOIN users u ON u.id = s.user_id \
          LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
-         WHERE s.id = ?1 AND s.user_id = ?2",
-    )?;
-    let mut rows = q.query(rusqlite::params![session_id, user_id])?;
-    let Some(r) = rows.next()? else {
-        return Ok(None);
-    };
-    let agent = match r.get::<_, Option<i64>>(2)? {
+         WHERE s.id = $1 AND s.user_id = $2";
+    row!(c, read_turn_setup, SQL, session_id, user_id)
+}
+
+/// The decoder of [`turn_setup`]'s row.
+fn read_turn_setup(r: &impl Columns) -> Result<TurnSetupRow> {
+    let agent = match r.get::<Option<i64>>(2)? {
         None => None,
         Some(_) => Some(AgentRow::read(r, 2)?),
     };
-    Ok(Some(TurnSetupRow {
-        data_key: Columns::get(r, 0)?,
-        agent_id: Columns::get(r, 1)?,
+    Ok(TurnSetupRow {
+        data_key: r.get(0)?,
+        agent_id: r.get(1)?,
         agent,
-        username: Columns::get(r, 15)?,
-        session_status: Columns::get(r, 16)?,
-        prompt_gen: Columns::get(r, 17)?,
-    }))
+        username: r.get(15)?,
+        session_status: r.get(16)?,
+        prompt_gen: r.get(17)?,
+    })
 }
 
 /// Marks the agent summoning, unless it already is; answers whether it was marked.
-pub async fn start_summoning(c: &mut super::Conn<'_>, user_id: i64, id: i64) -> Result<bool> {
-    c.run(|c| start_summoning_on(c, user_id, id)).await
-}
-
-fn start_summoning_on(c: &rusqlite::Connection, user_id: i64, id: i64) -> Result<bool> {
-    let n = c
-        .prepare_cached(
-            "UPDATE agents SET status = 'summoning' WHERE id = ?1 AND user_id = ?2 \
-             AND deleted_at IS NULL AND status = 'active'",
-        )?
-        .execute(rusqlite::params![id, user_id])?;
-    Ok(n == 1)
+pub async fn start_summoning(c: &mut Conn<'_>, user_id: i64, id: i64) -> Result<bool> {
+    let sql = "UPDATE agents SET status = 'summoning' WHERE id = $1 AND user_id = $2 \
+         AND deleted_at IS NULL AND status = 'active'";
+    Ok(execute!(c, sql, id, user_id)? == 1)
 }
 
 /// Marks the agent active again.
-pub async fn end_summoning(c: &mut super::Conn<'_>, id: i64) -> Result<()> {
-    c.run(|c| end_summoning_on(c, id)).await
-}
-
-fn end_summoning_on(c: &rusqlite::Connection, id: i64) -> Result<()> {
-    c.prepare_cached("UPDATE agents SET status = 'active' WHERE id = ?1")?
-        .execute(rusqlite::params![id])?;
+pub async fn end_summoning(c: &mut Conn<'_>, id: i64) -> Result<()> {
+    execute!(c, "UPDATE agents SET status = 'active' WHERE id = $1", id)?;
     Ok(())
 }
 
 /// At start-up: a summoning cut short by a restart leaves its agent active, with whatever
 /// files it has.
 pub async fn end_all_summoning(db: &super::Db) -> Result<u64> {
-    Ok(
-        sqlx::query("UPDATE agents SET status = 'active' WHERE status = 'summoning'")
-            .execute(db.sqlite()?)
-            .await?
-            .rows_affected(),
-    )
+    let sql = "UPDATE agents SET status = 'active' WHERE status = 'summoning'";
+    Ok(on_pool!(db, |p| sqlx::query(sql)
+        .execute(p)
+        .await?
+        .rows_affected()))
 }
 
 /// Sets when the agent's sessions are summarised (None: the defaults).
@@ -258,12 +219,7 @@ pub async fn set_compaction(
     messages: Option<i64>,
     tokens: Option<i64>,
 ) -> Result<()> {
-    c.run(|c| {
-        c.prepare_cached(
-            "UPDATE agents SET compact_messages = ?1, compact_tokens = ?2 WHERE id = ?3",
-        )?
-        .execute(params![messages, tokens, id])?;
-        Ok(())
-    })
-    .await
+    let sql = "UPDATE agents SET compact_messages = $1, compact_tokens = $2 WHERE id = $3";
+    execute!(c, sql, messages, tokens, id)?;
+    Ok(())
 }

@@ -42,22 +42,8 @@ impl<'a> Conn<'a> {
     pub(crate) fn on(&mut self) -> On<'_, 'a> {
         match &mut self.0 {
             Held::Sqlite(h) => On::Sqlite(h),
-            Held::Postgres(PgHeld::Pooled(c)) => On::Postgres(&mut **c),
-            Held::Postgres(PgHeld::Tx(t)) => On::Postgres(&mut **t),
-        }
-    }
-
-    /// Runs `f` on SQLite's hot connection ([`HotConn::run`]): the statements of a store
-    /// function that has no PostgreSQL form, which on PostgreSQL it refuses to run.
-    pub(crate) async fn run<T>(
-        &mut self,
-        f: impl FnMut(&rusqlite::Connection) -> Result<T>,
-    ) -> Result<T> {
-        match self.on() {
-            On::Sqlite(h) => h.run(f).await,
-            On::Postgres(_) => Err(Error::Internal(
-                "this statement has no PostgreSQL form".into(),
-            )),
+            Held::Postgres(PgHeld::Pooled(c)) => On::Postgres(c),
+            Held::Postgres(PgHeld::Tx(t)) => On::Postgres(t),
         }
     }
 }

@@ -3,8 +3,6 @@
 //! ([`crate::agents::context_files`] seals and opens it). On the hot connection: a turn reads them
 //! in the transaction that appends the user's message.
 
-use rusqlite::{OptionalExtension, params};
-
 use crate::Result;
 
 /// A file as stored, its content sealed.
@@ -15,7 +13,7 @@ pub struct FileRow {
     pub updated_at: String,
 }
 
-fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRow> {
+fn read(r: &impl super::Columns) -> Result<FileRow> {
     Ok(FileRow {
         name: r.get(0)?,
         user_id: r.get(1)?,
@@ -26,16 +24,9 @@ fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRow> {
 
 /// The agent's own files and the user's copies.
 pub async fn list(c: &mut super::Conn<'_>, agent_id: i64, user_id: i64) -> Result<Vec<FileRow>> {
-    c.run(|c| list_on(c, agent_id, user_id)).await
-}
-
-fn list_on(c: &rusqlite::Connection, agent_id: i64, user_id: i64) -> Result<Vec<FileRow>> {
-    let mut st = c.prepare_cached(
-        "SELECT name, user_id, content, updated_at FROM context_files \
-         WHERE agent_id = ?1 AND (user_id IS NULL OR user_id = ?2) ORDER BY name",
-    )?;
-    let rows = st.query_map(params![agent_id, user_id], read)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    let sql = "SELECT name, user_id, content, updated_at FROM context_files \
+         WHERE agent_id = $1 AND (user_id IS NULL OR user_id = $2) ORDER BY name";
+    rows!(c, read, sql, agent_id, user_id)
 }
 
 /// One file at one level (`user_id` None: the agent's own).
@@ -45,22 +36,9 @@ pub async fn get(
     user_id: Option<i64>,
     name: &str,
 ) -> Result<Option<FileRow>> {
-    c.run(|c| get_on(c, agent_id, user_id, name)).await
-}
-
-fn get_on(
-    c: &rusqlite::Connection,
-    agent_id: i64,
-    user_id: Option<i64>,
-    name: &str,
-) -> Result<Option<FileRow>> {
-    let mut st = c.prepare_cached(
-        "SELECT name, user_id, content, updated_at FROM context_files \
-         WHERE agent_id = ?1 AND user_id IS ?2 AND name = ?3",
-    )?;
-    Ok(st
-        .query_row(params![agent_id, user_id, name], read)
-        .optional()?)
+    let sql = "SELECT name, user_id, content, updated_at FROM context_files \
+         WHERE agent_id = $1 AND user_id IS NOT DISTINCT FROM $2 AND name = $3";
+    row!(c, read, sql, agent_id, user_id, name)
 }
 
 /// Writes a file at one level, replacing what was there.
@@ -72,24 +50,10 @@ pub async fn put(
     sealed: &[u8],
     now: &str,
 ) -> Result<()> {
-    c.run(|c| put_on(c, agent_id, user_id, name, sealed, now))
-        .await
-}
-
-fn put_on(
-    c: &rusqlite::Connection,
-    agent_id: i64,
-    user_id: Option<i64>,
-    name: &str,
-    sealed: &[u8],
-    now: &str,
-) -> Result<()> {
-    delete_on(c, agent_id, user_id, name)?;
-    c.prepare_cached(
-        "INSERT INTO context_files (agent_id, user_id, name, content, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?
-    .execute(params![agent_id, user_id, name, sealed, now])?;
+    delete(c, agent_id, user_id, name).await?;
+    let sql = "INSERT INTO context_files (agent_id, user_id, name, content, updated_at) \
+         VALUES ($1, $2, $3, $4, $5)";
+    execute!(c, sql, agent_id, user_id, name, sealed, now)?;
     Ok(())
 }
 
@@ -100,42 +64,37 @@ pub async fn delete(
     user_id: Option<i64>,
     name: &str,
 ) -> Result<bool> {
-    c.run(|c| delete_on(c, agent_id, user_id, name)).await
+    let sql = "DELETE FROM context_files \
+         WHERE agent_id = $1 AND user_id IS NOT DISTINCT FROM $2 AND name = $3";
+    Ok(execute!(c, sql, agent_id, user_id, name)? > 0)
 }
 
-fn delete_on(
-    c: &rusqlite::Connection,
-    agent_id: i64,
-    user_id: Option<i64>,
-    name: &str,
-) -> Result<bool> {
-    let n = c
-        .prepare_cached(
-            "DELETE FROM context_files WHERE agent_id = ?1 AND user_id IS ?2 AND name = ?3",
-        )?
-        .execute(params![agent_id, user_id, name])?;
-    Ok(n > 0)
-}
-
-/// Whether the agent's files were seeded (once, on first use).
+/// Whether the agent's files were seeded (once, on first use). Not yet: on PostgreSQL the
+/// agent's row is then locked and read again, so that of two first turns at once one seeds
+/// and the other finds it done (SQLite has one writer at a time already).
 pub async fn seeded(c: &mut super::Conn<'_>, agent_id: i64) -> Result<bool> {
-    c.run(|c| seeded_on(c, agent_id)).await
-}
-
-fn seeded_on(c: &rusqlite::Connection, agent_id: i64) -> Result<bool> {
-    let v: Option<i64> = c
-        .prepare_cached("SELECT files_seeded FROM agents WHERE id = ?1")?
-        .query_row(params![agent_id], |r| r.get(0))
-        .optional()?;
-    Ok(v.unwrap_or(1) != 0)
+    let sql = "SELECT files_seeded FROM agents WHERE id = $1";
+    let seeded = scalar!(c, bool, sql, agent_id)?.unwrap_or(true);
+    if seeded {
+        return Ok(true);
+    }
+    match c.on() {
+        super::On::Sqlite(_) => Ok(false),
+        super::On::Postgres(pg) => Ok(sqlx::query_scalar::<_, bool>(
+            "SELECT files_seeded FROM agents WHERE id = $1 FOR UPDATE",
+        )
+        .bind(agent_id)
+        .fetch_optional(pg)
+        .await?
+        .unwrap_or(true)),
+    }
 }
 
 pub async fn mark_seeded(c: &mut super::Conn<'_>, agent_id: i64) -> Result<()> {
-    c.run(|c| mark_seeded_on(c, agent_id)).await
-}
-
-fn mark_seeded_on(c: &rusqlite::Connection, agent_id: i64) -> Result<()> {
-    c.prepare_cached("UPDATE agents SET files_seeded = 1 WHERE id = ?1")?
-        .execute(params![agent_id])?;
+    execute!(
+        c,
+        "UPDATE agents SET files_seeded = TRUE WHERE id = $1",
+        agent_id
+    )?;
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! connection, `seq` assigned inside the insert) and read; nothing here updates or deletes.
 //! Payloads arrive sealed and leave sealed: [`crate::conversation::frames`] seals and opens them.
 
-use super::Columns;
+use super::{Columns, On, Pool};
 use crate::Result;
 
 /// A frame as stored, its payload still sealed.
@@ -58,21 +58,25 @@ pub struct NewFrameRow<'a> {
 }
 
 /// Inserts the frame and returns its `seq`: the session's last `seq` plus one, read in the
-/// same write transaction (so no other write comes between); UNIQUE(session_id, seq) guards
-/// the invariant regardless. Two statements, not one `INSERT … RETURNING`: SQLite gathers a
+/// same write transaction (so no other write comes between: SQLite has one writer at a time,
+/// and on PostgreSQL the session's row is locked first); UNIQUE(session_id, seq) guards the
+/// invariant regardless. Two statements, not one `INSERT … RETURNING`: SQLite gathers a
 /// `RETURNING` row in a temporary table of its own, a page cache set up and torn down per
 /// insert (docs/perf.md).
 pub async fn insert(tx: &mut super::Write<'_>, f: &NewFrameRow<'_>) -> Result<i64> {
-    tx.run(|c| insert_on(c, f)).await
-}
-
-fn insert_on(tx: &rusqlite::Connection, f: &NewFrameRow<'_>) -> Result<i64> {
-    let seq = last_seq_on(tx, f.session_id)? + 1;
-    let mut st = tx.prepare_cached(
-        "INSERT INTO frames (id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload, seal) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )?;
-    st.execute(rusqlite::params![
+    const INSERT: &str = "INSERT INTO frames (id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload, seal) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+    if let On::Postgres(pg) = tx.on() {
+        // Appends to one session take turns; appends to others do not wait.
+        sqlx::query("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE")
+            .bind(f.session_id)
+            .execute(&mut *pg)
+            .await?;
+    }
+    let seq = current_seq(tx, f.session_id).await? + 1;
+    execute!(
+        tx,
+        INSERT,
         f.id,
         f.session_id,
         seq,
@@ -84,7 +88,7 @@ fn insert_on(tx: &rusqlite::Connection, f: &NewFrameRow<'_>) -> Result<i64> {
         f.author_id,
         f.payload,
         f.seal
-    ])?;
+    )?;
     Ok(seq)
 }
 
@@ -96,29 +100,30 @@ pub async fn list(
     frame_type: Option<&str>,
     limit: i64,
 ) -> Result<Vec<FrameRow>> {
-    let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND seq > ? AND (? IS NULL OR type = ?) \
-         ORDER BY seq LIMIT ?"
-    ))
-    .bind(session_id)
-    .bind(after_seq)
-    .bind(frame_type)
-    .bind(frame_type)
-    .bind(limit)
-    .fetch_all(db.sqlite()?)
-    .await?;
-    rows.iter().map(FrameRow::read).collect()
+    let sql = format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = $1 AND seq > $2 \
+         AND (CAST($3 AS TEXT) IS NULL OR type = $3) ORDER BY seq LIMIT $4"
+    );
+    on_pool!(db, |p| sqlx::query(&sql)
+        .bind(session_id)
+        .bind(after_seq)
+        .bind(frame_type)
+        .bind(limit)
+        .fetch_all(p)
+        .await?
+        .iter()
+        .map(FrameRow::read)
+        .collect())
 }
 
 /// The seq of the session's last `compact` frame, if any (an index lookup: nothing before
 /// it is read).
 pub async fn last_compact_seq(db: &super::Db, session_id: i64) -> Result<Option<i64>> {
-    Ok(
-        sqlx::query_scalar("SELECT MAX(seq) FROM frames WHERE session_id = ? AND type = 'compact'")
-            .bind(session_id)
-            .fetch_one(db.sqlite()?)
-            .await?,
-    )
+    let sql = "SELECT MAX(seq) FROM frames WHERE session_id = $1 AND type = 'compact'";
+    Ok(on_pool!(db, |p| sqlx::query_scalar(sql)
+        .bind(session_id)
+        .fetch_one(p)
+        .await?))
 }
 
 /// How much of a conversation is read on the hot connection, which blocks a runtime thread
@@ -126,19 +131,39 @@ pub async fn last_compact_seq(db: &super::Db, session_id: i64) -> Result<Option<
 pub const HOT_HISTORY_FRAMES: usize = 256;
 pub const HOT_HISTORY_BYTES: usize = 1 << 20;
 
+/// The frames before `$2` from the last compact before it on, `$3` at most.
 const SINCE_LAST_COMPACT: &str = "SELECT id, session_id, seq, parent_id, target_ids, timestamp, type, author_type, author_id, payload, seal \
-     FROM frames WHERE session_id = ?1 AND seq < ?3 AND seq >= COALESCE( \
-       (SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact' AND seq < ?3), 0) ORDER BY seq LIMIT ?2";
+     FROM frames WHERE session_id = $1 AND seq < $2 AND seq >= COALESCE( \
+       (SELECT MAX(seq) FROM frames WHERE session_id = $1 AND type = 'compact' AND seq < $2), 0) ORDER BY seq LIMIT $3";
 
 /// Every frame before `seq` from the last `compact` on (all of them when there is none): the
-/// context the agent is sent, read on the hot connection. `None` when there is more than
+/// context the agent is sent, read on a held connection. `None` when there is more than
 /// [`HOT_HISTORY_FRAMES`] or [`HOT_HISTORY_BYTES`] of it: reading stops there.
 pub async fn since_last_compact(
     c: &mut super::Conn<'_>,
     session_id: i64,
     seq: i64,
 ) -> Result<Option<Vec<FrameRow>>> {
-    c.run(|c| since_last_compact_on(c, session_id, seq)).await
+    let within = |rows: &[FrameRow]| {
+        rows.len() <= HOT_HISTORY_FRAMES
+            && rows.iter().map(|r| r.payload.len()).sum::<usize>() <= HOT_HISTORY_BYTES
+    };
+    let limit = HOT_HISTORY_FRAMES as i64 + 1;
+    match c.on() {
+        On::Sqlite(h) => h.run(|c| since_last_compact_on(c, session_id, seq)).await,
+        On::Postgres(pg) => {
+            let rows = sqlx::query(SINCE_LAST_COMPACT)
+                .bind(session_id)
+                .bind(seq)
+                .bind(limit)
+                .fetch_all(pg)
+                .await?
+                .iter()
+                .map(FrameRow::read)
+                .collect::<Result<Vec<_>>>()?;
+            Ok(within(&rows).then_some(rows))
+        }
+    }
 }
 
 fn since_last_compact_on(
@@ -149,8 +174,8 @@ fn since_last_compact_on(
     let mut st = c.prepare_cached(SINCE_LAST_COMPACT)?;
     let mut rows = st.query(rusqlite::params![
         session_id,
-        HOT_HISTORY_FRAMES as i64 + 1,
-        seq
+        seq,
+        HOT_HISTORY_FRAMES as i64 + 1
     ])?;
     let (mut out, mut bytes) = (Vec::new(), 0);
     while let Some(r) = rows.next()? {
@@ -168,14 +193,27 @@ fn since_last_compact_on(
 /// what [`since_last_compact`] saw just before the frame `seq` was appended (frames are only
 /// ever appended), when it was too much to read on the hot connection.
 pub async fn before(db: &super::Db, session_id: i64, seq: i64) -> Result<Vec<FrameRow>> {
-    // The hot connection's query, with no limit (-1).
-    let rows = sqlx::query(SINCE_LAST_COMPACT)
-        .bind(session_id)
-        .bind(-1)
-        .bind(seq)
-        .fetch_all(db.sqlite()?)
-        .await?;
-    rows.iter().map(FrameRow::read).collect()
+    // The same query with no limit: -1 on SQLite, NULL on PostgreSQL (each refuses the other).
+    match db.pool() {
+        Pool::Sqlite(p) => sqlx::query(SINCE_LAST_COMPACT)
+            .bind(session_id)
+            .bind(seq)
+            .bind(-1i64)
+            .fetch_all(p)
+            .await?
+            .iter()
+            .map(FrameRow::read)
+            .collect::<Result<Vec<_>>>(),
+        Pool::Postgres(p) => sqlx::query(SINCE_LAST_COMPACT)
+            .bind(session_id)
+            .bind(seq)
+            .bind(None::<i64>)
+            .fetch_all(p)
+            .await?
+            .iter()
+            .map(FrameRow::read)
+            .collect::<Result<Vec<_>>>(),
+    }
 }
 
 /// Where a page of the conversation before `before_seq` starts: the seq of its `n`th
@@ -188,43 +226,47 @@ pub async fn page_start(
     before_seq: i64,
     n: i64,
 ) -> Result<(i64, i64)> {
-    let lower: i64 = sqlx::query_scalar(
-        "SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ? AND type = 'compact' AND seq < ?",
+    let lower: i64 = on_pool!(db, |p| {
+        sqlx::query_scalar(
+        "SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = $1 AND type = 'compact' AND seq < $2",
     )
     .bind(session_id)
     .bind(before_seq)
-    .fetch_one(db.sqlite()?)
-    .await?;
-    let nth: Option<i64> = sqlx::query_scalar(
-        "SELECT seq FROM frames WHERE session_id = ? AND type = 'message' AND seq < ? AND seq > ? \
-         ORDER BY seq DESC LIMIT 1 OFFSET ?",
+    .fetch_one(p)
+    .await?
+    });
+    let nth: Option<i64> = on_pool!(db, |p| {
+        sqlx::query_scalar(
+        "SELECT seq FROM frames WHERE session_id = $1 AND type = 'message' AND seq < $2 AND seq > $3 \
+         ORDER BY seq DESC LIMIT 1 OFFSET $4",
     )
     .bind(session_id)
     .bind(before_seq)
     .bind(lower)
     .bind(n - 1)
-    .fetch_optional(db.sqlite()?)
-    .await?;
+    .fetch_optional(p)
+    .await?
+    });
     let start = nth.unwrap_or(lower).max(lower);
     // A reply's calls begun while it streamed are stored before it: its page starts with them.
-    let start: i64 = sqlx::query_scalar(
-        "SELECT COALESCE(MIN(c.seq), ?1) FROM frames m JOIN frames c ON c.parent_id = m.id \
-         WHERE m.session_id = ?2 AND m.seq = ?1 AND c.seq < ?1",
+    let start: i64 = on_pool!(db, |p| sqlx::query_scalar(
+        "SELECT COALESCE(MIN(c.seq), $1) FROM frames m JOIN frames c ON c.parent_id = m.id \
+         WHERE m.session_id = $2 AND m.seq = $1 AND c.seq < $1",
     )
     .bind(start)
     .bind(session_id)
-    .fetch_one(db.sqlite()?)
-    .await?;
+    .fetch_one(p)
+    .await?);
     let start = start.max(lower);
     // Anything of the same part below the page (its summary, if nothing else)?
-    let more: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM frames WHERE session_id = ? AND seq >= ? AND seq < ?)",
+    let more: bool = on_pool!(db, |p| sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM frames WHERE session_id = $1 AND seq >= $2 AND seq < $3)",
     )
     .bind(session_id)
     .bind(lower)
     .bind(start)
-    .fetch_one(db.sqlite()?)
-    .await?;
+    .fetch_one(p)
+    .await?);
     Ok((start, if more { lower } else { start }))
 }
 
@@ -237,31 +279,37 @@ pub async fn late_children(
     from: i64,
     to: i64,
 ) -> Result<Vec<FrameRow>> {
-    let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM frames WHERE session_id = ?1 AND seq >= ?3 AND parent_id IS NOT NULL AND ( \
-           parent_id IN (SELECT id FROM frames WHERE session_id = ?1 AND seq >= ?2 AND seq < ?3) \
-           OR parent_id IN (SELECT id FROM frames WHERE session_id = ?1 AND seq >= ?3 AND parent_id IN \
-             (SELECT id FROM frames WHERE session_id = ?1 AND seq >= ?2 AND seq < ?3))) ORDER BY seq"
-    ))
-    .bind(session_id)
-    .bind(from)
-    .bind(to)
-    .fetch_all(db.sqlite()?)
-    .await?;
-    rows.iter().map(FrameRow::read).collect()
+    let sql = format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = $1 AND seq >= $3 AND parent_id IS NOT NULL AND ( \
+           parent_id IN (SELECT id FROM frames WHERE session_id = $1 AND seq >= $2 AND seq < $3) \
+           OR parent_id IN (SELECT id FROM frames WHERE session_id = $1 AND seq >= $3 AND parent_id IN \
+             (SELECT id FROM frames WHERE session_id = $1 AND seq >= $2 AND seq < $3))) ORDER BY seq"
+    );
+    on_pool!(db, |p| sqlx::query(&sql)
+        .bind(session_id)
+        .bind(from)
+        .bind(to)
+        .fetch_all(p)
+        .await?
+        .iter()
+        .map(FrameRow::read)
+        .collect())
 }
 
 /// The frames with `from <= seq < to`, in order.
 pub async fn range(db: &super::Db, session_id: i64, from: i64, to: i64) -> Result<Vec<FrameRow>> {
-    let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq"
-    ))
-    .bind(session_id)
-    .bind(from)
-    .bind(to)
-    .fetch_all(db.sqlite()?)
-    .await?;
-    rows.iter().map(FrameRow::read).collect()
+    let sql = format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = $1 AND seq >= $2 AND seq < $3 ORDER BY seq"
+    );
+    on_pool!(db, |p| sqlx::query(&sql)
+        .bind(session_id)
+        .bind(from)
+        .bind(to)
+        .fetch_all(p)
+        .await?
+        .iter()
+        .map(FrameRow::read)
+        .collect())
 }
 
 /// Every frame of the session, in order.
@@ -272,153 +320,119 @@ pub async fn all(db: &super::Db, session_id: i64) -> Result<Vec<FrameRow>> {
 /// The session's frames counted by type, with each type's highest seq, from the rows'
 /// metadata alone (nothing is decrypted): `(type, count, max seq)`.
 pub async fn counts(db: &super::Db, session_id: i64) -> Result<Vec<(String, i64, i64)>> {
-    Ok(sqlx::query_as(
-        "SELECT type, COUNT(*), MAX(seq) FROM frames WHERE session_id = ? GROUP BY type",
-    )
-    .bind(session_id)
-    .fetch_all(db.sqlite()?)
-    .await?)
+    let sql = "SELECT type, COUNT(*), MAX(seq) FROM frames WHERE session_id = $1 GROUP BY type";
+    Ok(on_pool!(db, |p| sqlx::query_as(sql)
+        .bind(session_id)
+        .fetch_all(p)
+        .await?))
 }
 
 /// How many `message` frames follow the session's last `compact` (all of them without one).
 pub async fn messages_since_last_compact(db: &super::Db, session_id: i64) -> Result<i64> {
-    Ok(sqlx::query_scalar(
-        "SELECT COUNT(*) FROM frames WHERE session_id = ?1 AND type = 'message' AND seq > \
-         COALESCE((SELECT MAX(seq) FROM frames WHERE session_id = ?1 AND type = 'compact'), 0)",
-    )
-    .bind(session_id)
-    .fetch_one(db.sqlite()?)
-    .await?)
+    let sql = "SELECT COUNT(*) FROM frames WHERE session_id = $1 AND type = 'message' AND seq > \
+         COALESCE((SELECT MAX(seq) FROM frames WHERE session_id = $1 AND type = 'compact'), 0)";
+    Ok(on_pool!(db, |p| sqlx::query_scalar(sql)
+        .bind(session_id)
+        .fetch_one(p)
+        .await?))
 }
 
 /// The session's highest seq, 0 when it has no frame.
 pub async fn last_seq(db: &super::Db, session_id: i64) -> Result<i64> {
-    Ok(
-        sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?")
-            .bind(session_id)
-            .fetch_one(db.sqlite()?)
-            .await?,
-    )
+    let sql = "SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = $1";
+    Ok(on_pool!(db, |p| sqlx::query_scalar(sql)
+        .bind(session_id)
+        .fetch_one(p)
+        .await?))
 }
 
-/// The same on a connection of the caller's (the hot one): no other thread woken.
-/// The session's last `seq` (0 for none), on the hot connection.
+/// The same on a held connection (on SQLite the hot one: no other thread woken).
 pub async fn current_seq(c: &mut super::Conn<'_>, session_id: i64) -> Result<i64> {
-    c.run(|c| last_seq_on(c, session_id)).await
-}
-
-fn last_seq_on(c: &rusqlite::Connection, session_id: i64) -> Result<i64> {
-    Ok(
-        c.prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?1")?
-            .query_row([session_id], |r| r.get(0))?,
-    )
+    let sql = "SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = $1";
+    Ok(scalar!(c, i64, sql, session_id)?.unwrap_or(0))
 }
 
 /// One frame of the session, by id.
 pub async fn get(db: &super::Db, session_id: i64, frame_id: &str) -> Result<Option<FrameRow>> {
-    let row = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM frames WHERE session_id = ? AND id = ?"
-    ))
-    .bind(session_id)
-    .bind(frame_id)
-    .fetch_optional(db.sqlite()?)
-    .await?;
-    row.as_ref().map(FrameRow::read).transpose()
+    let sql = format!("SELECT {COLUMNS} FROM frames WHERE session_id = $1 AND id = $2");
+    on_pool!(db, |p| sqlx::query(&sql)
+        .bind(session_id)
+        .bind(frame_id)
+        .fetch_optional(p)
+        .await?
+        .as_ref()
+        .map(FrameRow::read)
+        .transpose())
 }
 
-/// One frame of the session, by id, on the hot connection (inside a write: a decision reads
+/// One frame of the session, by id, on a held connection (inside a write: a decision reads
 /// the request it decides in the transaction that records it).
 pub async fn get_hot(
     c: &mut super::Conn<'_>,
     session_id: i64,
     frame_id: &str,
 ) -> Result<Option<FrameRow>> {
-    c.run(|c| get_hot_on(c, session_id, frame_id)).await
+    let sql = format!("SELECT {COLUMNS} FROM frames WHERE session_id = $1 AND id = $2");
+    row!(c, FrameRow::read, &sql, session_id, frame_id)
 }
 
-fn get_hot_on(
-    c: &rusqlite::Connection,
-    session_id: i64,
-    frame_id: &str,
-) -> Result<Option<FrameRow>> {
-    let mut st = c.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM frames WHERE session_id = ?1 AND id = ?2"
-    ))?;
-    let mut rows = st.query(rusqlite::params![session_id, frame_id])?;
-    rows.next()?.map(FrameRow::read).transpose()
-}
-
-/// The frames whose parent is `parent_id`, in seq order, on the hot connection: a message's
+/// The frames whose parent is `parent_id`, in seq order, on a held connection: a message's
 /// requests, a request's decision and result.
 pub async fn children_hot(
     c: &mut super::Conn<'_>,
     session_id: i64,
     parent_id: &str,
 ) -> Result<Vec<FrameRow>> {
-    c.run(|c| children_hot_on(c, session_id, parent_id)).await
-}
-
-fn children_hot_on(
-    c: &rusqlite::Connection,
-    session_id: i64,
-    parent_id: &str,
-) -> Result<Vec<FrameRow>> {
-    let mut st = c.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM frames WHERE parent_id = ?2 AND session_id = ?1 ORDER BY seq"
-    ))?;
-    let mut rows = st.query(rusqlite::params![session_id, parent_id])?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        out.push(FrameRow::read(r)?);
-    }
-    Ok(out)
+    let sql = format!(
+        "SELECT {COLUMNS} FROM frames WHERE session_id = $1 AND parent_id = $2 ORDER BY seq"
+    );
+    rows!(c, FrameRow::read, &sql, session_id, parent_id)
 }
 
 /// The session's request frames that have no result yet (the calls still open), oldest
 /// first, through the pool.
 pub async fn open_requests(db: &super::Db, session_id: i64) -> Result<Vec<FrameRow>> {
-    let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM frames f WHERE session_id = ? AND type = 'request' \
+    let sql = format!(
+        "SELECT {COLUMNS} FROM frames f WHERE session_id = $1 AND type = 'request' \
          AND NOT EXISTS (SELECT 1 FROM frames r WHERE r.parent_id = f.id AND r.type = 'result') \
          ORDER BY seq"
-    ))
-    .bind(session_id)
-    .fetch_all(db.sqlite()?)
-    .await?;
-    rows.iter().map(FrameRow::read).collect()
+    );
+    on_pool!(db, |p| sqlx::query(&sql)
+        .bind(session_id)
+        .fetch_all(p)
+        .await?
+        .iter()
+        .map(FrameRow::read)
+        .collect())
 }
 
 /// The session of a frame, if it is one of the user's.
 pub async fn session_of(db: &super::Db, user_id: i64, frame_id: &str) -> Result<Option<i64>> {
-    Ok(sqlx::query_scalar(
-        "SELECT f.session_id FROM frames f JOIN sessions s ON s.id = f.session_id \
-         WHERE f.id = ? AND s.user_id = ?",
-    )
-    .bind(frame_id)
-    .bind(user_id)
-    .fetch_optional(db.sqlite()?)
-    .await?)
+    let sql = "SELECT f.session_id FROM frames f JOIN sessions s ON s.id = f.session_id \
+         WHERE f.id = $1 AND s.user_id = $2";
+    Ok(on_pool!(db, |p| sqlx::query_scalar(sql)
+        .bind(frame_id)
+        .bind(user_id)
+        .fetch_optional(p)
+        .await?))
 }
 
-/// Every request frame without a result, in every session, with its session's owner: what
-/// start-up looks through for calls a restart interrupted.
 /// Replies a crash left unwritten: a call begun while its reply streamed names the reply as
 /// its parent, and no frame has that id. (session, reply id, the session's owner), oldest
 /// first.
 pub async fn missing_replies(db: &super::Db) -> Result<Vec<(i64, String, i64)>> {
-    Ok(sqlx::query_as(
-        "SELECT f.session_id, f.parent_id, s.user_id FROM frames f \
+    let sql = "SELECT f.session_id, f.parent_id, s.user_id FROM frames f \
          JOIN sessions s ON s.id = f.session_id \
          WHERE f.type = 'request' AND f.parent_id IS NOT NULL \
          AND NOT EXISTS (SELECT 1 FROM frames m WHERE m.id = f.parent_id) \
-         GROUP BY f.session_id, f.parent_id ORDER BY MIN(f.seq)",
-    )
-    .fetch_all(db.sqlite()?)
-    .await?)
+         GROUP BY f.session_id, f.parent_id, s.user_id ORDER BY MIN(f.seq)";
+    Ok(on_pool!(db, |p| sqlx::query_as(sql).fetch_all(p).await?))
 }
 
+/// Every request frame without a result, in every session, with its session's owner: what
+/// start-up looks through for calls a restart interrupted.
 pub async fn open_requests_everywhere(db: &super::Db) -> Result<Vec<(FrameRow, i64)>> {
-    let rows = sqlx::query(&format!(
+    let sql = format!(
         "SELECT {}, s.user_id FROM frames f JOIN sessions s ON s.id = f.session_id \
          WHERE f.type = 'request' \
          AND NOT EXISTS (SELECT 1 FROM frames r WHERE r.parent_id = f.id AND r.type = 'result') \
@@ -428,19 +442,16 @@ pub async fn open_requests_everywhere(db: &super::Db) -> Result<Vec<(FrameRow, i
             .map(|c| format!("f.{c}"))
             .collect::<Vec<_>>()
             .join(", ")
-    ))
-    .fetch_all(db.sqlite()?)
-    .await?;
+    );
     // A row that cannot be read is passed over (and said): the others are still recovered.
-    Ok(rows
+    let read = |r: &dyn Fn() -> Result<(FrameRow, i64)>| {
+        r().inspect_err(|e| tracing::warn!(error = %e, "an open request's row cannot be read"))
+            .ok()
+    };
+    Ok(on_pool!(db, |p| sqlx::query(&sql)
+        .fetch_all(p)
+        .await?
         .iter()
-        .filter_map(|r| {
-            let read = || -> Result<(FrameRow, i64)> {
-                Ok((FrameRow::read(r)?, sqlx::Row::try_get::<i64, _>(r, 11)?))
-            };
-            read()
-                .inspect_err(|e| tracing::warn!(error = %e, "an open request's row cannot be read"))
-                .ok()
-        })
-        .collect())
+        .filter_map(|r| read(&|| Ok((FrameRow::read(r)?, Columns::get(r, 11)?))))
+        .collect()))
 }

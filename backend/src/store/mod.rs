@@ -34,6 +34,92 @@ macro_rules! on_pool {
     };
 }
 
+/// One statement on a held connection ([`Conn`]), whichever backend: its SQL written once
+/// in `$1` placeholders (in the order they first appear, as rusqlite numbers them); answers
+/// the rows it changed.
+macro_rules! execute {
+    ($c:expr, $sql:expr $(, $arg:expr)* $(,)?) => {
+        match $c.on() {
+            $crate::store::On::Sqlite(h) => {
+                debug_assert!($crate::store::numbered_in_order($sql), "{}", $sql);
+                h.run(|c| Ok(c.prepare_cached($sql)?.execute(rusqlite::params![$($arg),*])? as u64))
+                    .await
+            }
+            $crate::store::On::Postgres(pg) => {
+                Ok(sqlx::query($sql)$(.bind($arg))*.execute(pg).await?.rows_affected())
+            }
+        }
+    };
+}
+
+/// The first column of the first row a statement answers, if any, on a held connection.
+macro_rules! scalar {
+    ($c:expr, $ty:ty, $sql:expr $(, $arg:expr)* $(,)?) => {
+        match $c.on() {
+            $crate::store::On::Sqlite(h) => {
+                debug_assert!($crate::store::numbered_in_order($sql), "{}", $sql);
+                h.run(|c| {
+                    use rusqlite::OptionalExtension;
+                    Ok(c.prepare_cached($sql)?
+                        .query_row(rusqlite::params![$($arg),*], |r| r.get::<_, $ty>(0))
+                        .optional()?)
+                })
+                .await
+            }
+            $crate::store::On::Postgres(pg) => {
+                Ok(sqlx::query_scalar::<_, $ty>($sql)$(.bind($arg))*.fetch_optional(pg).await?)
+            }
+        }
+    };
+}
+
+/// The first row a statement answers on a held connection, if any, decoded by `$read`.
+macro_rules! row {
+    ($c:expr, $read:expr, $sql:expr $(, $arg:expr)* $(,)?) => {
+        match $c.on() {
+            $crate::store::On::Sqlite(h) => {
+                debug_assert!($crate::store::numbered_in_order($sql), "{}", $sql);
+                h.run(|c| {
+                    let mut st = c.prepare_cached($sql)?;
+                    let mut rows = st.query(rusqlite::params![$($arg),*])?;
+                    rows.next()?.map(|r| $read(r)).transpose()
+                })
+                .await
+            }
+            $crate::store::On::Postgres(pg) => {
+                let row = sqlx::query($sql)$(.bind($arg))*.fetch_optional(pg).await?;
+                row.as_ref().map(|r| $read(r)).transpose()
+            }
+        }
+    };
+}
+
+/// The rows a statement answers on a held connection, each decoded by `$read` (a row
+/// type's decoder over [`Columns`]).
+macro_rules! rows {
+    ($c:expr, $read:expr, $sql:expr $(, $arg:expr)* $(,)?) => {
+        match $c.on() {
+            $crate::store::On::Sqlite(h) => {
+                debug_assert!($crate::store::numbered_in_order($sql), "{}", $sql);
+                h.run(|c| {
+                    let mut st = c.prepare_cached($sql)?;
+                    let mut rows = st.query(rusqlite::params![$($arg),*])?;
+                    let mut out = Vec::new();
+                    while let Some(r) = rows.next()? {
+                        out.push($read(r)?);
+                    }
+                    Ok(out)
+                })
+                .await
+            }
+            $crate::store::On::Postgres(pg) => {
+                let rows = sqlx::query($sql)$(.bind($arg))*.fetch_all(pg).await?;
+                rows.iter().map(|r| $read(r)).collect::<$crate::Result<Vec<_>>>()
+            }
+        }
+    };
+}
+
 pub mod agents;
 mod conn;
 pub mod context_files;
@@ -68,6 +154,27 @@ impl Db {
             Pool::Postgres(_) => &MIGRATOR_POSTGRES,
         }
     }
+}
+
+/// Whether `sql`'s `$N` placeholders first appear in the order of their numbers: rusqlite
+/// numbers `$N` by first appearance, so a statement it runs must name them in order (sqlx
+/// and PostgreSQL read the number itself).
+pub(crate) fn numbered_in_order(sql: &str) -> bool {
+    let mut next = 1;
+    let mut rest = sql;
+    while let Some(at) = rest.find('$') {
+        rest = &rest[at + 1..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        if let Ok(n) = digits.parse::<u32>() {
+            if n > next {
+                return false;
+            }
+            if n == next {
+                next += 1;
+            }
+        }
+    }
+    true
 }
 
 /// The database, as every part of Hero holds it. On SQLite (the default: one file in the
@@ -123,13 +230,6 @@ impl Db {
         }
     }
 
-    /// The SQLite pool, for a store function that has no PostgreSQL form (which refuses to
-    /// run on PostgreSQL).
-    pub(crate) fn sqlite(&self) -> Result<&SqlitePool> {
-        self.sqlite_pool()
-            .ok_or_else(|| Error::Internal("this statement has no PostgreSQL form".into()))
-    }
-
     /// The SQLite pool, when the database is SQLite (tests and benchmarks look inside it).
     pub fn sqlite_pool(&self) -> Option<&SqlitePool> {
         match &*self.0 {
@@ -174,6 +274,14 @@ impl Db {
         let v = f(&mut tx).await?;
         tx.commit().await?;
         Ok(v)
+    }
+
+    /// The most connections the pool opens.
+    pub fn pool_max(&self) -> u32 {
+        match self.pool() {
+            Pool::Sqlite(p) => p.options().get_max_connections(),
+            Pool::Postgres(p) => p.options().get_max_connections(),
+        }
     }
 
     /// The pool's connections: (open, idle).
@@ -363,6 +471,102 @@ impl Columns for rusqlite::Row<'_> {
     }
 }
 
+/// Statements of the tests' own, on either backend (a row damaged on purpose, a column
+/// read back): SQL in `$1` placeholders, each argument bound as what it is.
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing {
+    use super::{Db, Pool};
+    use crate::Result;
+
+    /// An argument of a test's statement.
+    #[derive(Clone, Debug)]
+    pub enum Arg {
+        Int(i64),
+        Text(String),
+        Bytes(Vec<u8>),
+    }
+
+    macro_rules! bound {
+        ($q:expr, $args:expr) => {{
+            let mut q = $q;
+            for a in $args {
+                q = match a {
+                    Arg::Int(i) => q.bind(*i),
+                    Arg::Text(t) => q.bind(t.clone()),
+                    Arg::Bytes(b) => q.bind(b.clone()),
+                };
+            }
+            q
+        }};
+    }
+
+    /// Runs a statement; answers the rows it changed.
+    pub async fn execute(db: &Db, sql: &str, args: &[Arg]) -> Result<u64> {
+        Ok(match db.pool() {
+            Pool::Sqlite(p) => bound!(sqlx::query(sql), args)
+                .execute(p)
+                .await?
+                .rows_affected(),
+            Pool::Postgres(p) => bound!(sqlx::query(sql), args)
+                .execute(p)
+                .await?
+                .rows_affected(),
+        })
+    }
+
+    /// The first column of the first row, as an integer.
+    pub async fn int(db: &Db, sql: &str, args: &[Arg]) -> Result<i64> {
+        Ok(match db.pool() {
+            Pool::Sqlite(p) => bound!(sqlx::query_scalar(sql), args).fetch_one(p).await?,
+            Pool::Postgres(p) => bound!(sqlx::query_scalar(sql), args).fetch_one(p).await?,
+        })
+    }
+
+    /// The first column of the first row, as bytes.
+    pub async fn bytes(db: &Db, sql: &str, args: &[Arg]) -> Result<Vec<u8>> {
+        Ok(match db.pool() {
+            Pool::Sqlite(p) => bound!(sqlx::query_scalar(sql), args).fetch_one(p).await?,
+            Pool::Postgres(p) => bound!(sqlx::query_scalar(sql), args).fetch_one(p).await?,
+        })
+    }
+
+    /// A database of the test's own on the PostgreSQL `HERO_TEST_POSTGRES` names: a fresh
+    /// schema, which the pool's connections search first, not migrated.
+    pub async fn postgres_db() -> Db {
+        use sqlx::Connection;
+        use std::str::FromStr;
+        let url = std::env::var("HERO_TEST_POSTGRES").expect(
+            "HERO_TEST_POSTGRES names no PostgreSQL: run scripts/postgres.sh start and set it to the URL it prints",
+        );
+        let schema = format!("t_{:016x}", rand::random::<u64>());
+        let mut admin = sqlx::PgConnection::connect(&url)
+            .await
+            .expect("HERO_TEST_POSTGRES answers");
+        sqlx::query(&format!("CREATE SCHEMA {schema}"))
+            .execute(&mut admin)
+            .await
+            .expect("a schema of the test's own");
+        let _ = admin.close().await;
+        let opts = sqlx::postgres::PgConnectOptions::from_str(&url)
+            .expect("HERO_TEST_POSTGRES is a URL")
+            .options([("search_path", schema.as_str())]);
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(8)
+            .connect_with(opts)
+            .await
+            .expect("the test's pool");
+        Db::postgres(pool)
+    }
+
+    /// The first column of the first row, as text.
+    pub async fn text(db: &Db, sql: &str, args: &[Arg]) -> Result<String> {
+        Ok(match db.pool() {
+            Pool::Sqlite(p) => bound!(sqlx::query_scalar(sql), args).fetch_one(p).await?,
+            Pool::Postgres(p) => bound!(sqlx::query_scalar(sql), args).fetch_one(p).await?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,6 +609,14 @@ mod tests {
         );
         // Migrating again is a no-op.
         migrate(&db).await.unwrap();
+    }
+
+    #[test]
+    fn placeholders_are_checked_for_their_order() {
+        assert!(numbered_in_order("SELECT $1, $2, $1, $3"));
+        assert!(numbered_in_order("SELECT 1"));
+        assert!(!numbered_in_order("SELECT $1, $3, $2"));
+        assert!(!numbered_in_order("SELECT $2"));
     }
 
     /// The two backends' migrations leave the same tables, each with the same columns, each

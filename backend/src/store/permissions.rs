@@ -2,25 +2,24 @@
 
 use crate::Result;
 
+/// A row as (function, level), from either backend.
+fn pair(r: &impl super::Columns) -> Result<(String, String)> {
+    Ok((r.get(0)?, r.get(1)?))
+}
+
 /// The user's overrides, as (function, level).
 pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<(String, String)>> {
-    Ok(sqlx::query_as(
-        "SELECT function, level FROM permissions WHERE user_id = ? ORDER BY function",
-    )
-    .bind(user_id)
-    .fetch_all(db.sqlite()?)
-    .await?)
+    let sql = "SELECT function, level FROM permissions WHERE user_id = $1 ORDER BY function";
+    Ok(on_pool!(db, |p| sqlx::query_as(sql)
+        .bind(user_id)
+        .fetch_all(p)
+        .await?))
 }
 
-/// The user's overrides, as (function, level), on the hot connection (a turn reads them).
+/// The user's overrides, as (function, level), on a held connection (a turn reads them).
 pub async fn list_hot(c: &mut super::Conn<'_>, user_id: i64) -> Result<Vec<(String, String)>> {
-    c.run(|c| list_hot_on(c, user_id)).await
-}
-
-fn list_hot_on(c: &rusqlite::Connection, user_id: i64) -> Result<Vec<(String, String)>> {
-    let mut st = c.prepare_cached("SELECT function, level FROM permissions WHERE user_id = ?1")?;
-    let rows = st.query_map([user_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    let sql = "SELECT function, level FROM permissions WHERE user_id = $1";
+    rows!(c, pair, sql, user_id)
 }
 
 /// Sets the user's level for a function.
@@ -31,34 +30,26 @@ pub async fn set(
     level: &str,
     now: &str,
 ) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO permissions (user_id, function, level, updated_at) VALUES (?, ?, ?, ?) \
-         ON CONFLICT (user_id, function) DO UPDATE SET level = excluded.level, updated_at = excluded.updated_at",
-    )
-    .bind(user_id)
-    .bind(function)
-    .bind(level)
-    .bind(now)
-    .execute(db.sqlite()?)
-    .await?;
+    let sql = "INSERT INTO permissions (user_id, function, level, updated_at) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (user_id, function) DO UPDATE SET level = excluded.level, updated_at = excluded.updated_at";
+    on_pool!(db, |p| {
+        sqlx::query(sql)
+            .bind(user_id)
+            .bind(function)
+            .bind(level)
+            .bind(now)
+            .execute(p)
+            .await?;
+    });
     Ok(())
 }
 
-/// The user's override for one function, on the hot connection (a turn's gate reads it).
+/// The user's override for one function, on a held connection (a turn's gate reads it).
 pub async fn get_hot(
     c: &mut super::Conn<'_>,
     user_id: i64,
     function: &str,
 ) -> Result<Option<String>> {
-    c.run(|c| get_hot_on(c, user_id, function)).await
-}
-
-fn get_hot_on(c: &rusqlite::Connection, user_id: i64, function: &str) -> Result<Option<String>> {
-    let mut st =
-        c.prepare_cached("SELECT level FROM permissions WHERE user_id = ?1 AND function = ?2")?;
-    let mut rows = st.query(rusqlite::params![user_id, function])?;
-    Ok(match rows.next()? {
-        Some(r) => Some(r.get(0)?),
-        None => None,
-    })
+    let sql = "SELECT level FROM permissions WHERE user_id = $1 AND function = $2";
+    scalar!(c, String, sql, user_id, function)
 }

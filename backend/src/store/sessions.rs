@@ -37,36 +37,26 @@ impl SessionRow {
 
 /// All the user's sessions, oldest first.
 pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<SessionRow>> {
-    let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM sessions WHERE user_id = ? ORDER BY id"
-    ))
-    .bind(user_id)
-    .fetch_all(db.sqlite()?)
-    .await?;
-    rows.iter().map(SessionRow::read).collect()
+    let sql = format!("SELECT {COLUMNS} FROM sessions WHERE user_id = $1 ORDER BY id");
+    on_pool!(db, |p| sqlx::query(&sql)
+        .bind(user_id)
+        .fetch_all(p)
+        .await?
+        .iter()
+        .map(SessionRow::read)
+        .collect())
 }
 
 /// How many sessions the user has.
 pub async fn count(c: &mut Conn<'_>, user_id: i64) -> Result<i64> {
-    c.run(|c| {
-        Ok(
-            c.prepare_cached("SELECT COUNT(*) FROM sessions WHERE user_id = ?1")?
-                .query_row([user_id], |r| r.get(0))?,
-        )
-    })
-    .await
+    let sql = "SELECT COUNT(*) FROM sessions WHERE user_id = $1";
+    Ok(scalar!(c, i64, sql, user_id)?.unwrap_or(0))
 }
 
 /// The user's session `id`, if it is theirs.
 pub async fn get(c: &mut Conn<'_>, user_id: i64, id: i64) -> Result<Option<SessionRow>> {
-    c.run(|c| {
-        let mut st = c.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM sessions WHERE id = ?1 AND user_id = ?2"
-        ))?;
-        let mut rows = st.query(rusqlite::params![id, user_id])?;
-        rows.next()?.map(SessionRow::read).transpose()
-    })
-    .await
+    let sql = format!("SELECT {COLUMNS} FROM sessions WHERE id = $1 AND user_id = $2");
+    row!(c, SessionRow::read, &sql, id, user_id)
 }
 
 /// What a session is made or changed with (validated by [`crate::conversation::sessions`]).
@@ -83,25 +73,25 @@ pub async fn insert(
     f: &SessionFields<'_>,
     now: &str,
 ) -> Result<SessionRow> {
-    c.run(|c| {
-        let mut st = c.prepare_cached(&format!(
-            "INSERT INTO sessions (user_id, name, status, parent_session_id, agent_id, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) RETURNING {COLUMNS}"
-        ))?;
-        let mut rows = st.query(rusqlite::params![
-            user_id,
-            f.name,
-            f.status,
-            f.parent_session_id,
-            f.agent_id,
-            now
-        ])?;
-        let row = rows.next()?.ok_or(crate::Error::Internal(
-            "an inserted session came back empty".into(),
-        ))?;
-        SessionRow::read(row)
-    })
-    .await
+    let sql = format!(
+        "INSERT INTO sessions (user_id, name, status, parent_session_id, agent_id, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING {COLUMNS}"
+    );
+    let (name, status, parent, agent) = (f.name, f.status, f.parent_session_id, f.agent_id);
+    row!(
+        c,
+        SessionRow::read,
+        &sql,
+        user_id,
+        name,
+        status,
+        parent,
+        agent,
+        now
+    )?
+    .ok_or(crate::Error::Internal(
+        "an inserted session came back empty".into(),
+    ))
 }
 
 /// Sets every field of the user's session `id`; `None` when it is not theirs.
@@ -112,66 +102,52 @@ pub async fn update(
     f: &SessionFields<'_>,
     now: &str,
 ) -> Result<Option<SessionRow>> {
-    c.run(|c| {
-        let mut st = c.prepare_cached(&format!(
-            "UPDATE sessions SET name = ?1, status = ?2, parent_session_id = ?3, agent_id = ?4, \
-             updated_at = ?5 WHERE id = ?6 AND user_id = ?7 RETURNING {COLUMNS}"
-        ))?;
-        let mut rows = st.query(rusqlite::params![
-            f.name,
-            f.status,
-            f.parent_session_id,
-            f.agent_id,
-            now,
-            id,
-            user_id
-        ])?;
-        rows.next()?.map(SessionRow::read).transpose()
-    })
-    .await
+    let sql = format!(
+        "UPDATE sessions SET name = $1, status = $2, parent_session_id = $3, agent_id = $4, \
+         updated_at = $5 WHERE id = $6 AND user_id = $7 RETURNING {COLUMNS}"
+    );
+    let (name, status, parent, agent) = (f.name, f.status, f.parent_session_id, f.agent_id);
+    row!(
+        c,
+        SessionRow::read,
+        &sql,
+        name,
+        status,
+        parent,
+        agent,
+        now,
+        id,
+        user_id
+    )
 }
 
-/// Switches batch/stream mode on the hot connection; whether the session is the user's.
+/// Switches batch/stream mode; whether the session is the user's.
 pub async fn set_streaming(
-    c: &mut super::Conn<'_>,
+    c: &mut Conn<'_>,
     user_id: i64,
     id: i64,
     on: bool,
     now: &str,
 ) -> Result<bool> {
-    c.run(|c| set_streaming_on(c, user_id, id, on, now)).await
+    let sql = "UPDATE sessions SET streaming = $1, updated_at = $2 WHERE id = $3 AND user_id = $4";
+    Ok(execute!(c, sql, on, now, id, user_id)? > 0)
 }
 
-fn set_streaming_on(
-    c: &rusqlite::Connection,
-    user_id: i64,
-    id: i64,
-    on: bool,
-    now: &str,
-) -> Result<bool> {
-    let changed = c
-        .prepare_cached(
-            "UPDATE sessions SET streaming = ?1, updated_at = ?2 WHERE id = ?3 AND user_id = ?4",
-        )?
-        .execute(rusqlite::params![on, now, id, user_id])?;
-    Ok(changed > 0)
+/// The session's agent (`None`: no agent, or not the user's session).
+pub async fn agent_of(c: &mut Conn<'_>, user_id: i64, session_id: i64) -> Result<Option<i64>> {
+    let sql = "SELECT agent_id FROM sessions WHERE id = $1 AND user_id = $2";
+    Ok(scalar!(c, Option<i64>, sql, session_id, user_id)?.flatten())
 }
 
-/// The session's agent, on the hot connection (`None`: no agent, or not the user's session).
-pub async fn agent_of(
-    c: &mut super::Conn<'_>,
-    user_id: i64,
-    session_id: i64,
-) -> Result<Option<i64>> {
-    c.run(|c| agent_of_on(c, user_id, session_id)).await
-}
-
-fn agent_of_on(c: &rusqlite::Connection, user_id: i64, session_id: i64) -> Result<Option<i64>> {
-    let mut st =
-        c.prepare_cached("SELECT agent_id FROM sessions WHERE id = ?1 AND user_id = ?2")?;
-    let mut rows = st.query(rusqlite::params![session_id, user_id])?;
-    Ok(match rows.next()? {
-        Some(r) => r.get(0)?,
-        None => None,
-    })
+/// Makes the writes to session `id` in this transaction wait for any other's: on
+/// PostgreSQL the session's row is locked (a check, then the frame it allows, cannot be
+/// passed by two at once); SQLite has one writer at a time already.
+pub async fn lock(c: &mut Write<'_>, id: i64) -> Result<()> {
+    if let super::On::Postgres(pg) = c.on() {
+        sqlx::query("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .execute(pg)
+            .await?;
+    }
+    Ok(())
 }

@@ -11,37 +11,33 @@ pub async fn insert(
     now: &str,
     expires_at: i64,
 ) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO auth_tokens (jti, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
-    )
-    .bind(jti)
-    .bind(user_id)
-    .bind(now)
-    .bind(expires_at)
-    .execute(db.sqlite()?)
-    .await?;
+    let sql =
+        "INSERT INTO auth_tokens (jti, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)";
+    on_pool!(db, |p| {
+        sqlx::query(sql)
+            .bind(jti)
+            .bind(user_id)
+            .bind(now)
+            .bind(expires_at)
+            .execute(p)
+            .await?;
+    });
     Ok(())
 }
 
 pub async fn revoke(db: &super::Db, jti: &str, now: &str) -> Result<()> {
-    sqlx::query("UPDATE auth_tokens SET revoked_at = ? WHERE jti = ? AND revoked_at IS NULL")
-        .bind(now)
-        .bind(jti)
-        .execute(db.sqlite()?)
-        .await?;
+    let sql = "UPDATE auth_tokens SET revoked_at = $1 WHERE jti = $2 AND revoked_at IS NULL";
+    on_pool!(db, |p| {
+        sqlx::query(sql).bind(now).bind(jti).execute(p).await?;
+    });
     Ok(())
 }
 
 /// Revokes every token of a user (inside the transaction that changes the account).
 pub async fn revoke_all(c: &mut super::Write<'_>, user_id: i64, now: &str) -> Result<()> {
-    c.run(|c| {
-        c.prepare_cached(
-            "UPDATE auth_tokens SET revoked_at = ?1 WHERE user_id = ?2 AND revoked_at IS NULL",
-        )?
-        .execute(rusqlite::params![now, user_id])?;
-        Ok(())
-    })
-    .await
+    let sql = "UPDATE auth_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL";
+    execute!(c, sql, now, user_id)?;
+    Ok(())
 }
 
 /// A token's row with its account.
@@ -54,7 +50,7 @@ pub struct TokenRow {
 }
 
 const BY_JTI: &str = "SELECT u.id, u.username, u.is_admin, u.disabled, t.revoked_at IS NOT NULL \
-     FROM auth_tokens t JOIN users u ON u.id = t.user_id WHERE t.jti = ?1";
+     FROM auth_tokens t JOIN users u ON u.id = t.user_id WHERE t.jti = $1";
 
 impl TokenRow {
     /// The one decoder of a token row ([`BY_JTI`]'s columns in order).
@@ -71,21 +67,17 @@ impl TokenRow {
 
 /// The token `jti` and its account, on the hot connection (every request's sign-in check).
 pub async fn by_jti_hot(c: &mut super::Conn<'_>, jti: &str) -> Result<Option<TokenRow>> {
-    c.run(|c| by_jti_hot_on(c, jti)).await
-}
-
-fn by_jti_hot_on(c: &rusqlite::Connection, jti: &str) -> Result<Option<TokenRow>> {
-    let mut q = c.prepare_cached(BY_JTI)?;
-    let mut rows = q.query([jti])?;
-    rows.next()?.map(TokenRow::read).transpose()
+    row!(c, TokenRow::read, BY_JTI, jti)
 }
 
 /// The token `jti` and its account, through the pool (the periodic re-check of live
 /// streams, which may wait).
 pub async fn by_jti(db: &super::Db, jti: &str) -> Result<Option<TokenRow>> {
-    let row = sqlx::query(BY_JTI)
+    on_pool!(db, |p| sqlx::query(BY_JTI)
         .bind(jti)
-        .fetch_optional(db.sqlite()?)
-        .await?;
-    row.as_ref().map(TokenRow::read).transpose()
+        .fetch_optional(p)
+        .await?
+        .as_ref()
+        .map(TokenRow::read)
+        .transpose())
 }

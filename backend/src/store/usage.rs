@@ -15,17 +15,13 @@ pub struct UsageRow<'a> {
     pub created_at: &'a str,
 }
 
-/// Records a call's usage on the hot connection (with the reply's frame, when it can).
+/// Records a call's usage on a held connection (with the reply's frame, when it can).
 pub async fn insert(c: &mut super::Conn<'_>, u: &UsageRow<'_>) -> Result<()> {
-    c.run(|c| insert_on(c, u)).await
-}
-
-fn insert_on(c: &rusqlite::Connection, u: &UsageRow<'_>) -> Result<()> {
-    c.prepare_cached(
-        "INSERT INTO usage (user_id, agent_id, session_id, frame_id, provider, model, input_tokens, output_tokens, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    )?
-    .execute(rusqlite::params![
+    let sql = "INSERT INTO usage (user_id, agent_id, session_id, frame_id, provider, model, \
+         input_tokens, output_tokens, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+    execute!(
+        c,
+        sql,
         u.user_id,
         u.agent_id,
         u.session_id,
@@ -35,6 +31,6 @@ fn insert_on(c: &rusqlite::Connection, u: &UsageRow<'_>) -> Result<()> {
         u.input_tokens,
         u.output_tokens,
         u.created_at
-    ])?;
+    )?;
     Ok(())
 }

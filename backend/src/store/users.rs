@@ -2,7 +2,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::{Columns, Conn};
+use super::{Columns, Conn, On, Pool};
 use crate::Result;
 
 /// An account as listed (no hash, no key).
@@ -31,20 +31,42 @@ impl UserRow {
 }
 
 pub async fn count(db: &super::Db) -> Result<i64> {
-    Ok(sqlx::query_scalar("SELECT COUNT(*) FROM users")
-        .fetch_one(db.sqlite()?)
-        .await?)
+    Ok(on_pool!(db, |p| sqlx::query_scalar(
+        "SELECT COUNT(*) FROM users"
+    )
+    .fetch_one(p)
+    .await?))
+}
+
+/// `WHERE` a username is the one given, whatever its case: SQLite's column compares so
+/// (`NOCASE`); PostgreSQL's unique index is on its lower case.
+fn same_name(pool: &Pool<'_>) -> &'static str {
+    match pool {
+        Pool::Sqlite(_) => "username = $1",
+        Pool::Postgres(_) => "lower(username) = lower($1)",
+    }
 }
 
 pub async fn name_taken(c: &mut Conn<'_>, username: &str) -> Result<bool> {
-    c.run(|c| {
-        let id: Option<i64> = c
-            .prepare_cached("SELECT id FROM users WHERE username = ?1")?
-            .query_row([username], |r| r.get(0))
-            .optional()?;
-        Ok(id.is_some())
-    })
-    .await
+    let id: Option<i64> = match c.on() {
+        On::Sqlite(h) => {
+            h.run(|c| {
+                Ok(
+                    c.prepare_cached("SELECT id FROM users WHERE username = ?1")?
+                        .query_row([username], |r| r.get(0))
+                        .optional()?,
+                )
+            })
+            .await?
+        }
+        On::Postgres(pg) => {
+            sqlx::query_scalar("SELECT id FROM users WHERE lower(username) = lower($1)")
+                .bind(username)
+                .fetch_optional(pg)
+                .await?
+        }
+    };
+    Ok(id.is_some())
 }
 
 /// Inserts a user with an empty data key (its wrapping names the row id, which exists only
@@ -56,38 +78,83 @@ pub async fn insert(
     is_admin: bool,
     now: &str,
 ) -> Result<i64> {
-    c.run(|c| {
-        Ok(c.prepare_cached(
-            "INSERT INTO users (username, password_hash, is_admin, data_key, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, x'', ?4, ?4) RETURNING id",
-        )?
-        .query_row(params![username, password_hash, is_admin, now], |r| r.get(0))?)
-    })
-    .await
+    // The data key is empty until set_data_key: a blob of no bytes, bound (a literal's
+    // syntax differs between the two).
+    const SQL: &str = "INSERT INTO users (username, password_hash, is_admin, data_key, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $5) RETURNING id";
+    let empty: &[u8] = &[];
+    match c.on() {
+        On::Sqlite(h) => {
+            h.run(|c| {
+                Ok(c.prepare_cached(SQL)?.query_row(
+                    params![username, password_hash, is_admin, empty, now],
+                    |r| r.get(0),
+                )?)
+            })
+            .await
+        }
+        On::Postgres(pg) => Ok(sqlx::query_scalar(SQL)
+            .bind(username)
+            .bind(password_hash)
+            .bind(is_admin)
+            .bind(empty)
+            .bind(now)
+            .fetch_one(pg)
+            .await
+            .map_err(username_taken)?),
+    }
+}
+
+/// PostgreSQL's refusal of a second account whose name differs only in case: the same
+/// conflict SQLite's check before the insert reports (two sign-ups at once).
+fn username_taken(e: sqlx::Error) -> crate::Error {
+    match &e {
+        sqlx::Error::Database(d) if d.is_unique_violation() => {
+            crate::Error::Conflict("that username is taken".into())
+        }
+        _ => e.into(),
+    }
 }
 
 pub async fn set_data_key(c: &mut super::Write<'_>, id: i64, wrapped: &[u8]) -> Result<()> {
-    c.run(|c| {
-        c.prepare_cached("UPDATE users SET data_key = ?1 WHERE id = ?2")?
-            .execute(params![wrapped, id])?;
-        Ok(())
-    })
-    .await
+    const SQL: &str = "UPDATE users SET data_key = $1 WHERE id = $2";
+    match c.on() {
+        On::Sqlite(h) => {
+            h.run(|c| {
+                c.prepare_cached(SQL)?.execute(params![wrapped, id])?;
+                Ok(())
+            })
+            .await
+        }
+        On::Postgres(pg) => {
+            sqlx::query(SQL).bind(wrapped).bind(id).execute(pg).await?;
+            Ok(())
+        }
+    }
 }
 
 pub async fn list(db: &super::Db) -> Result<Vec<UserRow>> {
-    let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM users ORDER BY id"))
-        .fetch_all(db.sqlite()?)
-        .await?;
-    rows.iter().map(UserRow::read).collect()
+    let sql = format!("SELECT {COLUMNS} FROM users ORDER BY id");
+    on_pool!(db, |p| sqlx::query(&sql)
+        .fetch_all(p)
+        .await?
+        .iter()
+        .map(UserRow::read)
+        .collect())
 }
 
 pub async fn find_by_name(db: &super::Db, username: &str) -> Result<Option<UserRow>> {
-    let row = sqlx::query(&format!("SELECT {COLUMNS} FROM users WHERE username = ?"))
+    let sql = format!(
+        "SELECT {COLUMNS} FROM users WHERE {}",
+        same_name(&db.pool())
+    );
+    on_pool!(db, |p| sqlx::query(&sql)
         .bind(username)
-        .fetch_optional(db.sqlite()?)
-        .await?;
-    row.as_ref().map(UserRow::read).transpose()
+        .fetch_optional(p)
+        .await?
+        .as_ref()
+        .map(UserRow::read)
+        .transpose())
 }
 
 /// What a sign-in checks: the account and its password hash.
@@ -97,29 +164,31 @@ pub struct Credentials {
 }
 
 pub async fn credentials(db: &super::Db, username: &str) -> Result<Option<Credentials>> {
-    let row = sqlx::query(&format!(
-        "SELECT {COLUMNS}, password_hash FROM users WHERE username = ?"
-    ))
-    .bind(username)
-    .fetch_optional(db.sqlite()?)
-    .await?;
-    row.as_ref()
+    let sql = format!(
+        "SELECT {COLUMNS}, password_hash FROM users WHERE {}",
+        same_name(&db.pool())
+    );
+    on_pool!(db, |p| sqlx::query(&sql)
+        .bind(username)
+        .fetch_optional(p)
+        .await?
+        .as_ref()
         .map(|r| {
             Ok(Credentials {
                 user: UserRow::read(r)?,
                 password_hash: r.get(5)?,
             })
         })
-        .transpose()
+        .transpose())
 }
 
 pub async fn password_hash(db: &super::Db, id: i64) -> Result<Option<String>> {
-    Ok(
-        sqlx::query_scalar("SELECT password_hash FROM users WHERE id = ?")
-            .bind(id)
-            .fetch_optional(db.sqlite()?)
-            .await?,
+    Ok(on_pool!(db, |p| sqlx::query_scalar(
+        "SELECT password_hash FROM users WHERE id = $1"
     )
+    .bind(id)
+    .fetch_optional(p)
+    .await?))
 }
 
 /// Sets the password hash; whether the user exists.
@@ -129,13 +198,9 @@ pub async fn set_password_hash(
     hash: &str,
     now: &str,
 ) -> Result<bool> {
-    c.run(|c| {
-        let n = c
-            .prepare_cached("UPDATE users SET password_hash = ?1, updated_at = ?2 WHERE id = ?3")?
-            .execute(params![hash, now, id])?;
-        Ok(n > 0)
-    })
-    .await
+    let sql = "UPDATE users SET password_hash = $1, updated_at = $2 WHERE id = $3";
+    let n: u64 = execute!(c, sql, hash, now, id)?;
+    Ok(n > 0)
 }
 
 /// Disables or re-enables the account; whether the user exists.
@@ -145,21 +210,30 @@ pub async fn set_disabled(
     disabled: bool,
     now: &str,
 ) -> Result<bool> {
-    c.run(|c| {
-        let n = c
-            .prepare_cached("UPDATE users SET disabled = ?1, updated_at = ?2 WHERE id = ?3")?
-            .execute(params![disabled, now, id])?;
-        Ok(n > 0)
-    })
-    .await
+    let sql = "UPDATE users SET disabled = $1, updated_at = $2 WHERE id = $3";
+    let n: u64 = execute!(c, sql, disabled, now, id)?;
+    Ok(n > 0)
 }
 
 /// The user's data key as stored, wrapped by the master key.
 pub async fn wrapped_data_key(db: &super::Db, id: i64) -> Result<Option<Vec<u8>>> {
-    Ok(
-        sqlx::query_scalar("SELECT data_key FROM users WHERE id = ?")
-            .bind(id)
-            .fetch_optional(db.sqlite()?)
-            .await?,
+    Ok(on_pool!(db, |p| sqlx::query_scalar(
+        "SELECT data_key FROM users WHERE id = $1"
     )
+    .bind(id)
+    .fetch_optional(p)
+    .await?))
+}
+
+/// Makes the writes of user `id`'s in this transaction wait for any other's (a count, then
+/// the session it allows): on PostgreSQL the user's row is locked; SQLite has one writer at
+/// a time already.
+pub async fn lock(c: &mut super::Write<'_>, id: i64) -> Result<()> {
+    if let On::Postgres(pg) = c.on() {
+        sqlx::query("SELECT 1 FROM users WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .execute(pg)
+            .await?;
+    }
+    Ok(())
 }

@@ -30,6 +30,7 @@ pub(crate) async fn decide(
     let (kept, req) = st
         .db
         .write_with(async |tx| {
+            store::sessions::lock(tx, session_id).await?;
             let row = store::frames::get_hot(tx, session_id, request_id)
                 .await?
                 .filter(|r| r.frame_type == "request")

@@ -228,19 +228,13 @@ async fn recovery_goes_past_a_row_it_cannot_read() {
         requests.push((session.id, opened[0].request_id.clone(), sc.dk));
     }
     let damaged = requests[0].1.clone();
-    st.db
-        .write_with(async move |tx| {
-            tx.run(|c| {
-                Ok(c.execute(
-                    "UPDATE frames SET payload = x'00' WHERE id = ?1",
-                    [&damaged],
-                )?)
-            })
-            .await?;
-            Ok(())
-        })
-        .await
-        .unwrap();
+    {
+        use crate::store::testing::{Arg, execute};
+        let damage = "UPDATE frames SET payload = $1 WHERE id = $2";
+        execute(&st.db, damage, &[Arg::Bytes(vec![0]), Arg::Text(damaged)])
+            .await
+            .unwrap();
+    }
     assert_eq!(recover(&st).await.unwrap().interrupted, 1);
     let (session_id, request_id, dk) = &requests[1];
     let log = frames::all(&st.db, dk, *session_id).await.unwrap();
