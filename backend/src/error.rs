@@ -54,6 +54,7 @@ impl Error {
             Error::Conflict(_) => S::CONFLICT,
             Error::TooManyAttempts { .. } => S::TOO_MANY_REQUESTS,
             Error::Unavailable(_) => S::SERVICE_UNAVAILABLE,
+            Error::Db(e) if unreachable(e) => S::SERVICE_UNAVAILABLE,
             Error::Limit(_) => S::TOO_MANY_REQUESTS,
             Error::Crypto(_)
             | Error::Db(_)
@@ -65,10 +66,24 @@ impl Error {
 
     /// What the client may read: internal detail is replaced by a generic sentence.
     pub fn public_message(&self) -> String {
+        if let Error::Db(e) = self
+            && unreachable(e)
+        {
+            return "the database cannot be reached just now; try again shortly".into();
+        }
         if self.status().is_server_error() && !matches!(self, Error::Unavailable(_)) {
             "internal error; the server log has the details".to_string()
         } else {
             self.to_string()
         }
     }
+}
+
+/// A database that cannot be reached (PostgreSQL down or restarting, no connection free in
+/// time): the request may be tried again, and nothing of it was written.
+fn unreachable(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed
+    ) || matches!(e, sqlx::Error::Database(d) if d.code().is_some_and(|c| c.starts_with("57P") || c.starts_with("08")))
 }

@@ -12,9 +12,16 @@ use crate::config::Config;
 
 /// Opens the data directory: database (created and migrated), master key, key check.
 pub async fn open_store(cfg: &Config) -> anyhow::Result<AppState> {
-    let db = store::Db::open(&cfg.data_dir)
-        .await
-        .with_context(|| format!("cannot open the database in {}", cfg.data_dir.display()))?;
+    let db = match &cfg.database_url {
+        Some(url) => {
+            let db = store::Db::connect_postgres(url.expose()).await?;
+            store::data_directory(&cfg.data_dir)?;
+            db
+        }
+        None => store::Db::open(&cfg.data_dir)
+            .await
+            .with_context(|| format!("cannot open the database in {}", cfg.data_dir.display()))?,
+    };
     store::migrate(&db)
         .await
         .context("cannot apply database migrations")?;

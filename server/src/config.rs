@@ -82,6 +82,18 @@ pub struct ConfigArgs {
     )]
     pub master_key: Option<Secret>,
 
+    /// PostgreSQL 15 or later to keep everything in (postgres://user:password@host:5432/db),
+    /// instead of DATA_DIR/hero.db; it holds what SQLite would, sealed the same way. Prefer
+    /// the environment variable to the flag (flags show in `ps`) [default: DATA_DIR/hero.db]
+    #[arg(
+        long,
+        env = "HERO_DATABASE_URL",
+        hide_env_values = true,
+        global = true,
+        value_name = "URL"
+    )]
+    pub database_url: Option<Secret>,
+
     /// TOML file with any of these settings (keys as the flags, with '_' for '-')
     /// [default: ./hero.toml when it exists]
     #[arg(long, env = "HERO_CONFIG", global = true, value_name = "FILE")]
@@ -320,6 +332,8 @@ pub struct Config {
     pub addr: SocketAddr,
     pub data_dir: PathBuf,
     pub master_key: Option<Secret>,
+    /// PostgreSQL's URL, checked; unset, SQLite in the data directory.
+    pub database_url: Option<Secret>,
     pub token_ttl_hours: u32,
     pub secure_cookie: bool,
     /// The site's directory when one is set; unset, the site inside the binary, else
@@ -365,6 +379,14 @@ impl ConfigArgs {
             .map(parse_public_url)
             .transpose()?;
         let base_path = parse_base_path(self.base_path.as_deref().unwrap_or_default())?;
+        let database_url = self
+            .database_url
+            .filter(|u| !u.expose().trim().is_empty())
+            .map(|u| {
+                hero_backend::store::postgres_options(u.expose().trim())
+                    .map(|_| Secret(u.expose().trim().to_owned()))
+            })
+            .transpose()?;
         let trusted_proxies = self
             .trusted_proxies
             .as_deref()
@@ -441,6 +463,7 @@ impl ConfigArgs {
             addr: self.addr,
             data_dir: self.data_dir,
             master_key: self.master_key,
+            database_url,
             token_ttl_hours: self.token_ttl_hours,
             // Unset: Secure when people reach Hero over HTTPS.
             secure_cookie: self.secure_cookie.unwrap_or_else(|| {

@@ -851,3 +851,93 @@ fn embedding_a_directory_with_no_site_says_so() {
     assert!(err.contains("holds no built site"), "{err}");
     assert!(!dir.path().join("hero").exists(), "nothing is written");
 }
+
+/// `hero serve` on PostgreSQL: migrated at start, the first run's account made there, found
+/// again by the next start; readiness through PostgreSQL; a second process with another
+/// master key on the same database refuses to start.
+#[tokio::test]
+async fn serving_on_postgresql_keeps_everything_there() {
+    let url = hero_backend::store::testing::postgres_url().await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let key = "11".repeat(32);
+    let env = [
+        ("HERO_DATABASE_URL", url.as_str()),
+        ("HERO_MASTER_KEY", key.as_str()),
+    ];
+    let (child, base) = serve(&data, "127.0.0.1", &env).await;
+    assert_eq!(
+        reqwest::get(format!("{base}/readyz"))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let password = std::fs::read_to_string(data.join("initial-admin-password")).unwrap();
+    let login = reqwest::Client::new()
+        .post(format!("{base}/api/auth/login"))
+        .json(&serde_json::json!({"username": "admin", "password": password.trim()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        login.status(),
+        200,
+        "the account made on PostgreSQL signs in"
+    );
+    let out = output_of(child);
+    assert!(
+        !data.join("hero.db").exists(),
+        "no SQLite file beside: {out}"
+    );
+    // The next start finds the account: no first run again.
+    let (child, _) = serve(&data, "127.0.0.1", &env).await;
+    let out = output_of(child);
+    assert!(!out.contains("First run"), "{out}");
+    // Another master key on the same database: refused, saying why.
+    let other = "22".repeat(32);
+    let refused = Command::new(env!("CARGO_BIN_EXE_hero"))
+        .args(["migrate"])
+        .env("HERO_DATA_DIR", dir.path().join("other"))
+        .env("HERO_DATABASE_URL", &url)
+        .env("HERO_MASTER_KEY", &other)
+        .env_remove("HERO_CONFIG")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("master key does not match"), "{err}");
+}
+
+#[test]
+fn an_unreachable_or_malformed_database_url_stops_the_start_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let run = |url: &str| {
+        Command::new(env!("CARGO_BIN_EXE_hero"))
+            .args(["migrate"])
+            .env("HERO_DATA_DIR", &data)
+            .env("HERO_DATABASE_URL", url)
+            .env("HERO_MASTER_KEY", "11".repeat(32))
+            .env_remove("HERO_CONFIG")
+            .output()
+            .unwrap()
+    };
+    // Nothing listens on port 1.
+    let out = run("postgres://hero:pw@127.0.0.1:1/hero");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("127.0.0.1:1") && err.contains("database_url"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(!data.join("hero.db").exists(), "nothing written");
+    let out = run("mysql://hero@host/db");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("database_url must start with postgres://"),
+        "{err}"
+    );
+}

@@ -156,6 +156,26 @@ impl Db {
     }
 }
 
+/// The connection options of a `postgres://user:password@host:port/database` URL, or an
+/// error saying what a valid one looks like.
+pub fn postgres_options(url: &str) -> Result<sqlx::postgres::PgConnectOptions> {
+    use std::str::FromStr;
+    let bad = |why: &str| {
+        Error::Invalid(format!(
+            "database_url {why}; write it as postgres://user:password@host:5432/database"
+        ))
+    };
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(bad("must start with postgres://"));
+    }
+    sqlx::postgres::PgConnectOptions::from_str(url)
+        .map_err(|e| bad(&format!("cannot be read ({})", first_line(&e.to_string()))))
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
 /// Whether `sql`'s `$N` placeholders first appear in the order of their numbers: rusqlite
 /// numbers `$N` by first appearance, so a statement it runs must name them in order (sqlx
 /// and PostgreSQL read the number itself).
@@ -212,6 +232,25 @@ impl Db {
     /// The PostgreSQL database behind `pool`.
     pub fn postgres(pool: sqlx::PgPool) -> Db {
         Db(std::sync::Arc::new(DbParts::Postgres { pool }))
+    }
+
+    /// Connects to the PostgreSQL `url` names (checked by [`postgres_options`]). A server
+    /// that does not answer within 10 seconds is an error naming its host.
+    pub async fn connect_postgres(url: &str) -> Result<Db> {
+        let opts = postgres_options(url)?;
+        let host = format!("{}:{}", opts.get_host(), opts.get_port());
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .connect_with(opts)
+            .await
+            .map_err(|e| {
+                Error::Internal(format!(
+                    "cannot reach the PostgreSQL at {host} (database_url): {}",
+                    first_line(&e.to_string())
+                ))
+            })?;
+        Ok(Db::postgres(pool))
     }
 
     /// The same database with nothing held in memory: what a restart of the process finds.
@@ -348,18 +387,7 @@ pub async fn ready(db: &Db, within: std::time::Duration) -> std::result::Result<
 
 /// Opens (creating if missing) `<data_dir>/hero.db`. The data directory is created too.
 pub async fn open(data_dir: &Path) -> Result<SqlitePool> {
-    // Private: it holds the database and, unless the key comes from the environment, the
-    // master key. (An existing directory keeps the mode its owner gave it.)
-    let mut dir = std::fs::DirBuilder::new();
-    dir.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut dir, 0o700);
-    dir.create(data_dir).map_err(|e| {
-        Error::Internal(format!(
-            "cannot create data directory {}: {e}",
-            data_dir.display()
-        ))
-    })?;
+    data_directory(data_dir)?;
     let path = data_dir.join("hero.db");
     private_database(&path)?;
     let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
@@ -381,6 +409,22 @@ pub async fn open(data_dir: &Path) -> Result<SqlitePool> {
         .connect_with(opts)
         .await?;
     Ok(pool)
+}
+
+/// Creates the data directory if it is missing, private: it holds the database on SQLite,
+/// and on either backend, unless the key comes from the environment, the master key, and
+/// the workspaces. (An existing directory keeps the mode its owner gave it.)
+pub fn data_directory(data_dir: &Path) -> Result<()> {
+    let mut dir = std::fs::DirBuilder::new();
+    dir.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut dir, 0o700);
+    dir.create(data_dir).map_err(|e| {
+        Error::Internal(format!(
+            "cannot create data directory {}: {e}",
+            data_dir.display()
+        ))
+    })
 }
 
 /// The database file, and its log and index beside it, readable by their owner alone,
@@ -530,11 +574,10 @@ pub mod testing {
         })
     }
 
-    /// A database of the test's own on the PostgreSQL `HERO_TEST_POSTGRES` names: a fresh
-    /// schema, which the pool's connections search first, not migrated.
-    pub async fn postgres_db() -> Db {
+    /// A URL of a database of the test's own on the PostgreSQL `HERO_TEST_POSTGRES` names:
+    /// a fresh schema, which its connections search first (`options=-c search_path=…`).
+    pub async fn postgres_url() -> String {
         use sqlx::Connection;
-        use std::str::FromStr;
         let url = std::env::var("HERO_TEST_POSTGRES").expect(
             "HERO_TEST_POSTGRES names no PostgreSQL: run scripts/postgres.sh start and set it to the URL it prints",
         );
@@ -547,9 +590,15 @@ pub mod testing {
             .await
             .expect("a schema of the test's own");
         let _ = admin.close().await;
-        let opts = sqlx::postgres::PgConnectOptions::from_str(&url)
-            .expect("HERO_TEST_POSTGRES is a URL")
-            .options([("search_path", schema.as_str())]);
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}options=-c%20search_path%3D{schema}")
+    }
+
+    /// A database of the test's own on the PostgreSQL `HERO_TEST_POSTGRES` names: a fresh
+    /// schema, which the pool's connections search first, not migrated.
+    pub async fn postgres_db() -> Db {
+        let url = postgres_url().await;
+        let opts = super::postgres_options(&url).expect("a URL of the test's");
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(8)
             .connect_with(opts)
