@@ -30,7 +30,8 @@ cargo build -p hero-shared --target wasm32-unknown-unknown
 step "PostgreSQL 15 for the tests (a cluster of their own, stopped at the end)"
 HERO_TEST_POSTGRES="$(scripts/postgres.sh start)"
 export HERO_TEST_POSTGRES
-trap 'scripts/postgres.sh stop' EXIT
+# An absolute path: the browser tests run from end2end/.
+trap "$PWD/scripts/postgres.sh stop" EXIT
 
 step "Rust tests (on SQLite)"
 cargo test --workspace --exclude frontend

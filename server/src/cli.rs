@@ -347,3 +347,61 @@ pub fn embed_site(
     );
     Ok(())
 }
+
+/// A database named on the command line: a PostgreSQL URL, or a data directory (its
+/// `hero.db`, made if missing).
+async fn open_named(target: &str) -> anyhow::Result<store::Db> {
+    if target.starts_with("postgres://") || target.starts_with("postgresql://") {
+        Ok(store::Db::connect_postgres(target).await?)
+    } else {
+        let dir = std::path::Path::new(target);
+        store::Db::open(dir)
+            .await
+            .with_context(|| format!("cannot open the database in {}", dir.display()))
+    }
+}
+
+/// `hero db copy`: every row of the configured database (or `from`) into the empty one `to`,
+/// then checked: each table's rows counted on both sides, and every frame opened under its
+/// user's key in the copy.
+pub async fn db_copy(cfg: &Config, from: Option<&str>, to: &str) -> anyhow::Result<()> {
+    let source = match (from, &cfg.database_url) {
+        (Some(f), _) => open_named(f).await?,
+        (None, Some(url)) => store::Db::connect_postgres(url.expose()).await?,
+        (None, None) => open_named(&cfg.data_dir.to_string_lossy()).await?,
+    };
+    store::migrate(&source)
+        .await
+        .context("cannot apply database migrations to the source")?;
+    let (master, _) = crypto::load_master_key(
+        cfg.master_key.as_ref().map(crate::config::Secret::expose),
+        &cfg.data_dir,
+    )?;
+    let keys = crypto::Keyring::new(master);
+    store::check_master_key(&source, &keys).await?;
+    let target = open_named(to).await?;
+    let copied = store::copy::copy(&source, &target).await?;
+    for c in &copied {
+        println!("{:<14} {:>8} rows copied", c.table, c.to);
+        if c.from != c.to {
+            bail!(
+                "{} has {} rows in the source but {} in the copy",
+                c.table,
+                c.from,
+                c.to
+            );
+        }
+    }
+    let mut frames = 0;
+    for user in users::list(&target).await? {
+        let dk = users::data_key(&target, &keys, user.id).await?;
+        for s in store::sessions::list(&target, user.id).await? {
+            frames += hero_backend::conversation::frames::all(&target, &dk, s.id)
+                .await
+                .with_context(|| format!("a frame of session {} does not open in the copy", s.id))?
+                .len();
+        }
+    }
+    println!("{frames} frames open under their keys in the copy");
+    Ok(())
+}

@@ -44,10 +44,29 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         out: Option<std::path::PathBuf>,
     },
+    /// The database itself
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
+    },
     /// Manage user accounts
     User {
         #[command(subcommand)]
         command: UserCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum DbCommand {
+    /// Copy every row into another, empty database (SQLite to PostgreSQL or back), then
+    /// check the copy: each table's rows counted, every frame opened under its key
+    Copy {
+        /// Where to copy: a postgres:// URL, or a data directory (its hero.db)
+        #[arg(long, value_name = "URL|DIR")]
+        to: String,
+        /// What to copy [default: the configured database (database_url, else DATA_DIR)]
+        #[arg(long, value_name = "URL|DIR")]
+        from: Option<String>,
     },
 }
 
@@ -103,6 +122,9 @@ fn main() -> std::process::ExitCode {
                 Command::Serve => cli::serve(cfg).await,
                 Command::Migrate => cli::migrate(&cfg).await,
                 Command::Settings | Command::EmbedSite { .. } => Ok(()),
+                Command::Db {
+                    command: DbCommand::Copy { to, from },
+                } => cli::db_copy(&cfg, from.as_deref(), &to).await,
                 Command::User { command } => match command {
                     UserCommand::Add { name, admin } => cli::user_add(&cfg, &name, admin).await,
                     UserCommand::List => cli::user_list(&cfg).await,

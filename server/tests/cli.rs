@@ -277,3 +277,103 @@ fn the_settings_print_without_their_secrets() {
         "{shown}"
     );
 }
+
+/// `hero db copy` moves an installation from SQLite to PostgreSQL and back: every row, every
+/// frame (of every type) opening under its key on the other side, and a copy into a database
+/// that is not empty refused.
+#[tokio::test]
+async fn an_installation_is_copied_to_postgresql_and_back() {
+    use hero_backend::conversation::frames::{self, NewFrame};
+    use hero_backend::{AppState, Settings, crypto, store, test_support};
+    use hero_shared::frame::{AuthorType, FrameType};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // An installation on SQLite: its key file, alice, a session with a frame of each type.
+    let db = store::Db::open(&data).await.unwrap();
+    store::migrate(&db).await.unwrap();
+    let (master, _) = crypto::load_master_key(None, &data).unwrap();
+    let keys = crypto::Keyring::new(master);
+    store::check_master_key(&db, &keys).await.unwrap();
+    let st = AppState::new(db, keys, Settings::default()).unwrap();
+    let alice = test_support::signed_in(&st, "alice").await;
+    let session = test_support::session(&st, &alice, "Copied").await.id;
+    let dk = frames::session_key(&st, &alice, session).await.unwrap();
+    for (i, t) in [
+        FrameType::Message,
+        FrameType::Request,
+        FrameType::Result,
+        FrameType::Update,
+        FrameType::Compact,
+        FrameType::Message,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut f = NewFrame::message(
+            session,
+            AuthorType::User,
+            Some(alice.id()),
+            serde_json::json!({"role": "user", "content": format!("frame {i}")}),
+        );
+        f.frame_type = t;
+        frames::append(&st, &dk, f).await.unwrap();
+    }
+    let before = frames::all(&st.db, &dk, session).await.unwrap();
+    assert_eq!(before.len(), 6);
+    st.db.close().await;
+
+    // To PostgreSQL.
+    let url = store::testing::postgres_url().await;
+    let out = hero(&data, &["db", "copy", "--to", &url], None);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("6 frames open under their keys"),
+        "{}",
+        text(&out)
+    );
+    let pg = store::Db::connect_postgres(&url).await.unwrap();
+    let copied = frames::all(&pg, &dk, session).await.unwrap();
+    assert_eq!(
+        copied, before,
+        "the same frames, opening under the same key"
+    );
+
+    // Into it again: it is not empty.
+    let again = hero(&data, &["db", "copy", "--to", &url], None);
+    assert!(!again.status.success());
+    assert!(
+        text(&again).contains("the target database is not empty"),
+        "{}",
+        text(&again)
+    );
+
+    // And back, into an empty data directory.
+    let back = dir.path().join("back");
+    let out = hero(
+        &data,
+        &[
+            "db",
+            "copy",
+            "--from",
+            &url,
+            "--to",
+            &back.to_string_lossy(),
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let lite = store::Db::open(&back).await.unwrap();
+    assert_eq!(frames::all(&lite, &dk, session).await.unwrap(), before);
+    // The copy's users go on from the copied ids: a new one is the next.
+    let bob = test_support::signed_in(
+        &AppState::new(
+            pg,
+            crypto::Keyring::new(crypto::load_master_key(None, &data).unwrap().0),
+            Settings::default(),
+        )
+        .unwrap(),
+        "bob",
+    )
+    .await;
+    assert!(bob.id() > alice.id());
+}

@@ -123,6 +123,7 @@ macro_rules! rows {
 pub mod agents;
 mod conn;
 pub mod context_files;
+pub mod copy;
 pub mod frames;
 mod hot;
 pub mod meta;
