@@ -781,11 +781,18 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
         sessions.push(s["id"].as_i64().unwrap());
     }
     if a.history > 0 {
-        let (user_id, wrapped): (i64, Vec<u8>) =
-            sqlx::query_as("SELECT id, data_key FROM users WHERE username = 'bench'")
-                .fetch_one(st.db.sqlite_pool().unwrap())
-                .await
-                .expect("user");
+        use hero_backend::store::testing::{Arg, bytes, int};
+        let bench = [Arg::Text("bench".into())];
+        let user_id = int(&st.db, "SELECT id FROM users WHERE username = $1", &bench)
+            .await
+            .expect("user");
+        let wrapped = bytes(
+            &st.db,
+            "SELECT data_key FROM users WHERE username = $1",
+            &bench,
+        )
+        .await
+        .expect("user");
         let dk = st
             .keys
             .unwrap_data_key(user_id, &wrapped)

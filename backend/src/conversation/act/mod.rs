@@ -45,7 +45,9 @@ pub use questions::Answer;
 pub(crate) use questions::{answer_question, now_ms};
 pub use recover::Recovered;
 pub(crate) use recover::recover;
-pub use settle::{close, open_and_settle, open_calls, settle, settle_one, stop_open};
+pub use settle::{
+    close, open_and_settle, open_and_settle_saying, open_calls, settle, settle_one, stop_open,
+};
 
 use hero_shared::calls::{CallOrigin, CallRequest, CallStatus};
 use hero_shared::wire::{ExecutedElement, SseEvent};

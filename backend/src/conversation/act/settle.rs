@@ -204,7 +204,25 @@ pub async fn open_and_settle(
     abort: Option<&Abort>,
 ) -> Result<Settled> {
     let _lock = st.message_locks.lock(&sc.message_id).await;
-    open_and_settle_held(st, sc, authority, asked, over_bound, emit, abort).await
+    open_and_settle_held(st, sc, authority, asked, over_bound, emit, abort, &|| {}).await
+}
+
+/// [`open_and_settle`], saying through `opened` when the calls' requests are recorded
+/// (before they run): what a reply still streaming waits for before it is stored, so that
+/// its calls' requests come before it in the log.
+#[allow(clippy::too_many_arguments)]
+pub async fn open_and_settle_saying(
+    st: &AppState,
+    sc: &Scene,
+    authority: Authority,
+    asked: Vec<Asked>,
+    over_bound: Option<usize>,
+    emit: &(dyn Fn(SseEvent) + Send + Sync),
+    abort: Option<&Abort>,
+    opened: &(dyn Fn() + Send + Sync),
+) -> Result<Settled> {
+    let _lock = st.message_locks.lock(&sc.message_id).await;
+    open_and_settle_held(st, sc, authority, asked, over_bound, emit, abort, opened).await
 }
 
 /// The turn's act stage at the end of a reply whose calls may have begun while it streamed
@@ -223,10 +241,12 @@ pub async fn close(
 ) -> Result<Settled> {
     let _lock = st.message_locks.lock(&sc.message_id).await;
     st.message_locks.end_streaming(&sc.message_id);
-    open_and_settle_held(st, sc, authority, asked, over_bound, emit, abort).await
+    open_and_settle_held(st, sc, authority, asked, over_bound, emit, abort, &|| {}).await
 }
 
-/// [`open_and_settle`], for a caller that holds the message's lock.
+/// [`open_and_settle`], for a caller that holds the message's lock; `said` once the
+/// requests are recorded (or could not be).
+#[allow(clippy::too_many_arguments)]
 async fn open_and_settle_held(
     st: &AppState,
     sc: &Scene,
@@ -235,11 +255,14 @@ async fn open_and_settle_held(
     over_bound: Option<usize>,
     emit: &(dyn Fn(SseEvent) + Send + Sync),
     abort: Option<&Abort>,
+    said: &(dyn Fn() + Send + Sync),
 ) -> Result<Settled> {
     let opened = match asked.is_empty() {
-        true => Vec::new(),
-        false => open(st, sc, authority, asked, over_bound).await?,
+        true => Ok(Vec::new()),
+        false => open(st, sc, authority, asked, over_bound).await,
     };
+    said();
+    let opened = opened?;
     let mut settled = settle_held(st, sc, &opened, emit, abort).await?;
     settled.timed = opened
         .iter()

@@ -12,7 +12,7 @@
 
 use hero_shared::hml::{Element, Event};
 use hero_shared::wire::{ErrorData, ExecutedElement, SseEvent};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::decisions;
@@ -38,6 +38,9 @@ pub(super) struct Early {
         JoinHandle<Vec<ExecutedElement>>,
         Streaming,
     )>,
+    /// How far the worker is: the calls whose requests it recorded, and whether it is
+    /// running one now.
+    progress: Option<watch::Receiver<(usize, bool)>>,
 }
 
 /// What the calls begun while the reply streamed came to.
@@ -79,6 +82,7 @@ impl Early {
             top: None,
             begun: Vec::new(),
             worker: None,
+            progress: None,
         }
     }
 
@@ -127,6 +131,7 @@ impl Early {
         if self.begun.len() >= MAX_CALLS_PER_MESSAGE || self.cancel.is_aborted() {
             return;
         }
+        let progress = &mut self.progress;
         let (tx, _, _) = self.worker.get_or_insert_with(|| {
             let st = self.out.st.clone();
             st.message_locks.begin_streaming(&self.sc.message_id);
@@ -135,6 +140,8 @@ impl Early {
                 message_id: self.sc.message_id.clone(),
             };
             let (tx, rx) = mpsc::channel(MAX_CALLS_PER_MESSAGE);
+            let (said, heard) = watch::channel((0, false));
+            *progress = Some(heard);
             let work = work(
                 self.out.clone(),
                 self.sc.clone(),
@@ -142,6 +149,7 @@ impl Early {
                 self.over,
                 self.cancel.clone(),
                 rx,
+                said,
             );
             (tx, tokio::spawn(work), streaming)
         });
@@ -149,6 +157,20 @@ impl Early {
         if tx.try_send(asked).is_ok() {
             self.begun.push(element_id.to_owned());
         }
+    }
+
+    /// Waits until the requests of the calls begun so far are recorded, so that the reply,
+    /// stored next, comes after them in the log. Calls queued behind one that is running
+    /// are recorded after it: the reply does not wait for a command to finish.
+    pub(super) async fn requests_recorded(&mut self) {
+        let Some(progress) = &mut self.progress else {
+            return;
+        };
+        let begun = self.begun.len();
+        // The worker gone (a Stop, a failure) records nothing more: nothing to wait for.
+        let _ = progress
+            .wait_for(|&(recorded, running)| recorded >= begun || running)
+            .await;
     }
 
     /// Waits for the calls begun to settle as far as they can now (a call waiting for the
@@ -184,6 +206,7 @@ async fn work(
     over: Option<usize>,
     cancel: Abort,
     mut rx: mpsc::Receiver<Asked>,
+    said: watch::Sender<(usize, bool)>,
 ) -> Vec<ExecutedElement> {
     let st = &out.st;
     let mut executed = Vec::new();
@@ -192,8 +215,19 @@ async fn work(
         if cancel.is_aborted() {
             break;
         }
-        let settled =
-            act::open_and_settle(st, &sc, by, vec![asked], over, &emit, Some(&cancel)).await;
+        let recorded = || said.send_modify(|(n, running)| (*n, *running) = (*n + 1, true));
+        let settled = act::open_and_settle_saying(
+            st,
+            &sc,
+            by,
+            vec![asked],
+            over,
+            &emit,
+            Some(&cancel),
+            &recorded,
+        )
+        .await;
+        said.send_modify(|(_, running)| *running = false);
         match settled {
             Ok(s) => {
                 decisions::arm(st, s.timed);

@@ -257,6 +257,8 @@ pub(super) async fn reply(
     if let Some(e) = &ended.error {
         payload["error"] = json!(e);
     }
+    // The calls begun while it streamed come before it in the log.
+    early.requests_recorded().await;
     let stored = keep(out, agent, dk, &message_id, payload, (input, output)).await;
     let error = ended.error.or(stored.err());
     if let Some(e) = &error {
