@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `hero serve` on a free port of `ip`, its data in `data`; answers with its base URL.
-async fn serve(data: &std::path::Path, ip: &str, extra_env: &[(&str, &str)]) -> (Child, String) {
+async fn serve(data: &std::path::Path, ip: &str, extra_env: &[(&str, &str)]) -> (Served, String) {
     let site = data.join("site");
     serve_bin(
         env!("CARGO_BIN_EXE_hero").as_ref(),
@@ -30,7 +30,7 @@ async fn serve_bin(
     ip: &str,
     site: Option<&std::path::Path>,
     extra_env: &[(&str, &str)],
-) -> (Child, String) {
+) -> (Served, String) {
     let port = std::net::TcpListener::bind(format!("{ip}:0"))
         .and_then(|l| l.local_addr())
         .expect("a free port")
@@ -51,7 +51,8 @@ async fn serve_bin(
     for (k, v) in extra_env {
         cmd.env(k, v);
     }
-    let child = cmd.spawn().expect("hero starts");
+    // Killed if the test fails before it reads the output: no server outlives its test.
+    let child = Served(Some(cmd.spawn().expect("hero starts")));
     let base = format!("http://127.0.0.1:{port}");
     let deadline = Instant::now() + Duration::from_secs(30);
     while reqwest::get(format!("{base}/api/me")).await.is_err() {
@@ -62,7 +63,20 @@ async fn serve_bin(
 }
 
 /// Stops `child` and answers with everything it wrote.
-fn output_of(mut child: Child) -> String {
+/// A `hero serve` of a test's, killed when dropped.
+struct Served(Option<Child>);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn output_of(mut served: Served) -> String {
+    let mut child = served.0.take().expect("a server");
     let _ = child.kill();
     let _ = child.wait();
     let mut out = String::new();
