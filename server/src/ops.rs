@@ -44,11 +44,12 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
 
 /// Everything counted, as Prometheus reads it.
 pub async fn metrics(State(st): State<AppState>) -> Response {
+    let (pool_size, pool_idle) = st.db.pool_use();
     let text = st.metrics.render(hero_backend::metrics::Now {
         turns: st.turns.count_all(),
         streams: st.hub.streams_open(),
-        pool_size: st.db.pool_use().0,
-        pool_idle: st.db.pool_use().1,
+        pool_size,
+        pool_idle,
     });
     (
         [(header::CONTENT_TYPE, hero_backend::metrics::CONTENT_TYPE)],

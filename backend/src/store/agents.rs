@@ -113,13 +113,7 @@ pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<AgentRow>> {
     let sql = format!(
         "SELECT {COLUMNS} FROM agents WHERE user_id = $1 AND deleted_at IS NULL ORDER BY id"
     );
-    on_pool!(db, |p| sqlx::query(&sql)
-        .bind(user_id)
-        .fetch_all(p)
-        .await?
-        .iter()
-        .map(|r| AgentRow::read(r, 0))
-        .collect())
+    pool_rows!(db, |r| AgentRow::read(r, 0), &sql, user_id)
 }
 
 /// Marks the user's agent `id` deleted; whether there was such a live agent.

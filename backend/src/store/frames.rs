@@ -104,16 +104,15 @@ pub async fn list(
         "SELECT {COLUMNS} FROM frames WHERE session_id = $1 AND seq > $2 \
          AND (CAST($3 AS TEXT) IS NULL OR type = $3) ORDER BY seq LIMIT $4"
     );
-    on_pool!(db, |p| sqlx::query(&sql)
-        .bind(session_id)
-        .bind(after_seq)
-        .bind(frame_type)
-        .bind(limit)
-        .fetch_all(p)
-        .await?
-        .iter()
-        .map(FrameRow::read)
-        .collect())
+    pool_rows!(
+        db,
+        FrameRow::read,
+        &sql,
+        session_id,
+        after_seq,
+        frame_type,
+        limit
+    )
 }
 
 /// The seq of the session's last `compact` frame, if any (an index lookup: nothing before
@@ -285,15 +284,7 @@ pub async fn late_children(
            OR parent_id IN (SELECT id FROM frames WHERE session_id = $1 AND seq >= $3 AND parent_id IN \
              (SELECT id FROM frames WHERE session_id = $1 AND seq >= $2 AND seq < $3))) ORDER BY seq"
     );
-    on_pool!(db, |p| sqlx::query(&sql)
-        .bind(session_id)
-        .bind(from)
-        .bind(to)
-        .fetch_all(p)
-        .await?
-        .iter()
-        .map(FrameRow::read)
-        .collect())
+    pool_rows!(db, FrameRow::read, &sql, session_id, from, to)
 }
 
 /// The frames with `from <= seq < to`, in order.
@@ -301,15 +292,7 @@ pub async fn range(db: &super::Db, session_id: i64, from: i64, to: i64) -> Resul
     let sql = format!(
         "SELECT {COLUMNS} FROM frames WHERE session_id = $1 AND seq >= $2 AND seq < $3 ORDER BY seq"
     );
-    on_pool!(db, |p| sqlx::query(&sql)
-        .bind(session_id)
-        .bind(from)
-        .bind(to)
-        .fetch_all(p)
-        .await?
-        .iter()
-        .map(FrameRow::read)
-        .collect())
+    pool_rows!(db, FrameRow::read, &sql, session_id, from, to)
 }
 
 /// Every frame of the session, in order.
@@ -397,13 +380,7 @@ pub async fn open_requests(db: &super::Db, session_id: i64) -> Result<Vec<FrameR
          AND NOT EXISTS (SELECT 1 FROM frames r WHERE r.parent_id = f.id AND r.type = 'result') \
          ORDER BY seq"
     );
-    on_pool!(db, |p| sqlx::query(&sql)
-        .bind(session_id)
-        .fetch_all(p)
-        .await?
-        .iter()
-        .map(FrameRow::read)
-        .collect())
+    pool_rows!(db, FrameRow::read, &sql, session_id)
 }
 
 /// The session of a frame, if it is one of the user's.

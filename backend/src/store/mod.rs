@@ -73,6 +73,19 @@ macro_rules! scalar {
     };
 }
 
+/// The rows a statement answers on the database's pool, each decoded by `$read`.
+macro_rules! pool_rows {
+    ($db:expr, $read:expr, $sql:expr $(, $arg:expr)* $(,)?) => {
+        on_pool!($db, |p| sqlx::query($sql)
+            $(.bind($arg))*
+            .fetch_all(p)
+            .await?
+            .iter()
+            .map(|r| $read(r))
+            .collect::<$crate::Result<Vec<_>>>())
+    };
+}
+
 /// The first row a statement answers on a held connection, if any, decoded by `$read`.
 macro_rules! row {
     ($c:expr, $read:expr, $sql:expr $(, $arg:expr)* $(,)?) => {

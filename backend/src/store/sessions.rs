@@ -38,13 +38,7 @@ impl SessionRow {
 /// All the user's sessions, oldest first.
 pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<SessionRow>> {
     let sql = format!("SELECT {COLUMNS} FROM sessions WHERE user_id = $1 ORDER BY id");
-    on_pool!(db, |p| sqlx::query(&sql)
-        .bind(user_id)
-        .fetch_all(p)
-        .await?
-        .iter()
-        .map(SessionRow::read)
-        .collect())
+    pool_rows!(db, SessionRow::read, &sql, user_id)
 }
 
 /// How many sessions the user has.

@@ -135,12 +135,7 @@ pub async fn set_data_key(c: &mut super::Write<'_>, id: i64, wrapped: &[u8]) -> 
 
 pub async fn list(db: &super::Db) -> Result<Vec<UserRow>> {
     let sql = format!("SELECT {COLUMNS} FROM users ORDER BY id");
-    on_pool!(db, |p| sqlx::query(&sql)
-        .fetch_all(p)
-        .await?
-        .iter()
-        .map(UserRow::read)
-        .collect())
+    pool_rows!(db, UserRow::read, &sql)
 }
 
 pub async fn find_by_name(db: &super::Db, username: &str) -> Result<Option<UserRow>> {

@@ -203,8 +203,7 @@ pub async fn open_and_settle(
     emit: &(dyn Fn(SseEvent) + Send + Sync),
     abort: Option<&Abort>,
 ) -> Result<Settled> {
-    let _lock = st.message_locks.lock(&sc.message_id).await;
-    open_and_settle_held(st, sc, authority, asked, over_bound, emit, abort, &|| {}).await
+    open_and_settle_saying(st, sc, authority, asked, over_bound, emit, abort, &|| {}).await
 }
 
 /// [`open_and_settle`], saying through `opened` when the calls' requests are recorded
