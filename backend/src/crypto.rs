@@ -140,6 +140,7 @@ pub fn data_key_aad(user_id: i64) -> Vec<u8> {
 pub struct Keyring {
     master: SecretKey,
     jwt: [u8; KEY_LEN],
+    fanout: [u8; KEY_LEN],
 }
 
 impl Keyring {
@@ -149,7 +150,14 @@ impl Keyring {
         // 32 bytes is far below HKDF-SHA256's 8160-byte output limit.
         hk.expand(b"hero/jwt-hs256/v1", &mut jwt)
             .expect("HKDF output length");
-        Keyring { master, jwt }
+        let mut fanout = [0u8; KEY_LEN];
+        hk.expand(b"hero/fanout/v1", &mut fanout)
+            .expect("HKDF output length");
+        Keyring {
+            master,
+            jwt,
+            fanout,
+        }
     }
 
     pub fn master(&self) -> &SecretKey {
@@ -160,6 +168,12 @@ impl Keyring {
     /// master key also ends every sign-in.
     pub fn jwt_secret(&self) -> &[u8] {
         &self.jwt
+    }
+
+    /// The key that seals the live events instances send each other through the database
+    /// ([`crate::conversation::cluster`]).
+    pub fn fanout_key(&self) -> SecretKey {
+        SecretKey::from_bytes(self.fanout)
     }
 
     /// Wraps a user's data key for storage in `users.data_key`.

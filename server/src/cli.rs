@@ -59,20 +59,13 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
             cfg.data_dir.display()
         )
     })?;
-    // A summoning a previous run cut short leaves its agent active.
-    if let Err(e) = hero_backend::agents::summon::recover(&st).await {
-        tracing::warn!(error = %e, "agents left summoning could not be made active");
-    }
-    // Calls a previous run approved but never finished are told so, before anyone asks.
-    match hero_backend::conversation::turn::recover(&st).await {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(
-            calls = n,
-            "calls interrupted by the last shutdown are recorded as such"
-        ),
-        Err(e) => {
-            tracing::warn!(error = %e, "calls interrupted by the last shutdown could not be recorded")
-        }
+    // On PostgreSQL, this instance joins the others on the database (live events reach
+    // its readers from now on).
+    let member = hero_backend::conversation::cluster::join(&st)
+        .await
+        .context("cannot join the other instances on the database")?;
+    if hero_backend::conversation::cluster::recovers(&st, member.as_ref()).await {
+        recover(&st).await;
     }
     tracing::info!(sandbox = %st.sandbox.layers().describe(), "bash runs in");
     let first_run_password = if users::count(&st.db).await? == 0 {
@@ -175,8 +168,31 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         Ok(r) => r?,
         Err(_) => tracing::warn!("still draining after {:?}; exiting anyway", cfg.drain),
     }
+    if let Some(me) = &member {
+        hero_backend::conversation::cluster::leave(&state, me).await;
+    }
     println!("Hero stopped.");
     Ok(())
+}
+
+/// What a previous run left unfinished: summonings cut short, calls approved but never
+/// finished, timed questions to arm again.
+async fn recover(st: &AppState) {
+    // A summoning a previous run cut short leaves its agent active.
+    if let Err(e) = hero_backend::agents::summon::recover(st).await {
+        tracing::warn!(error = %e, "agents left summoning could not be made active");
+    }
+    // Calls a previous run approved but never finished are told so, before anyone asks.
+    match hero_backend::conversation::turn::recover(st).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            calls = n,
+            "calls interrupted by the last shutdown are recorded as such"
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "calls interrupted by the last shutdown could not be recorded")
+        }
+    }
 }
 
 async fn shutdown_signal() {

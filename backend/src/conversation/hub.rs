@@ -1,8 +1,9 @@
 //! Live fan-out, and nothing else: one broadcast channel per session (for `GET
 //! /api/sessions/{id}/events`) and one per user (for the WebSocket, which mirrors every
 //! session of the user), and the shutdown signal that ends every live stream
-//! ([`Hub::close`]). The turns in flight are [`crate::conversation::turn::Registry`]'s. This is the seam
-//! a fan-out across several `hero` instances would replace.
+//! ([`Hub::close`]). The turns in flight are [`crate::conversation::turn::Registry`]'s. On
+//! PostgreSQL every event also goes to the other instances ([`crate::conversation::cluster`]),
+//! which publish it to their own subscribers ([`Hub::publish_here`]).
 //!
 //! Backpressure: channels are bounded ([`CHANNEL_CAPACITY`]); publishing never waits. A
 //! subscriber that falls more than that many events behind gets `Lagged` from its receiver
@@ -17,6 +18,7 @@ use hero_shared::frame::Frame;
 use hero_shared::wire::SseEvent;
 use tokio::sync::broadcast;
 
+use crate::conversation::cluster::{Outbound, Wire};
 use crate::conversation::in_flight::InFlight;
 
 pub const CHANNEL_CAPACITY: usize = 4096;
@@ -63,6 +65,8 @@ pub struct Hub {
     closing: tokio::sync::watch::Sender<bool>,
     /// How many live streams (event streams, WebSockets) each user holds open.
     streams: crate::limits::PerUser,
+    /// The way to the other instances, when there are any (PostgreSQL).
+    elsewhere: std::sync::OnceLock<Arc<Outbound>>,
 }
 
 impl Default for Hub {
@@ -73,6 +77,7 @@ impl Default for Hub {
             version: Default::default(),
             closing: tokio::sync::watch::Sender::new(false),
             streams: Default::default(),
+            elsewhere: Default::default(),
         }
     }
 }
@@ -81,14 +86,22 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-type Channels = Mutex<HashMap<i64, broadcast::Sender<Arc<HubEvent>>>>;
+/// Each channel by its key, with a number of its own: a subscription forgets only its own
+/// channel, never one made after a [`Hub::resync`] under the same key.
+type Channels = Mutex<HashMap<i64, (u64, broadcast::Sender<Arc<HubEvent>>)>>;
+
+/// The number of the next channel made.
+static NEXT_CHANNEL: AtomicU64 = AtomicU64::new(0);
 
 fn subscribe_in(map: &Arc<Channels>, version: &Arc<AtomicU64>, key: i64) -> Subscription {
     let mut m = lock(map);
-    let rx = m
-        .entry(key)
-        .or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
-        .subscribe();
+    let (channel, tx) = m.entry(key).or_insert_with(|| {
+        (
+            NEXT_CHANNEL.fetch_add(1, Ordering::Relaxed),
+            broadcast::channel(CHANNEL_CAPACITY).0,
+        )
+    });
+    let (rx, channel) = (tx.subscribe(), *channel);
     // After the subscriber is in: whoever sees the new version sees it.
     version.fetch_add(1, Ordering::AcqRel);
     Subscription {
@@ -96,6 +109,7 @@ fn subscribe_in(map: &Arc<Channels>, version: &Arc<AtomicU64>, key: i64) -> Subs
         map: map.clone(),
         version: version.clone(),
         key,
+        channel,
     }
 }
 
@@ -107,6 +121,7 @@ pub struct Subscription {
     map: Arc<Channels>,
     version: Arc<AtomicU64>,
     key: i64,
+    channel: u64,
 }
 
 impl std::ops::Deref for Subscription {
@@ -128,7 +143,9 @@ impl Drop for Subscription {
         // `rx` is still alive here, so the last subscriber sees a count of one. Subscribing
         // takes the same lock: no one joins between the count and the removal.
         let mut m = lock(&self.map);
-        if m.get(&self.key).is_some_and(|tx| tx.receiver_count() <= 1) {
+        if m.get(&self.key)
+            .is_some_and(|(channel, tx)| *channel == self.channel && tx.receiver_count() <= 1)
+        {
             m.remove(&self.key);
             self.version.fetch_add(1, Ordering::AcqRel);
         }
@@ -137,7 +154,7 @@ impl Drop for Subscription {
 
 fn send_in(map: &Channels, version: &AtomicU64, key: i64, ev: &Arc<HubEvent>) {
     let mut m = lock(map);
-    if let Some(tx) = m.get(&key)
+    if let Some((_, tx)) = m.get(&key)
         && tx.send(ev.clone()).is_err()
     {
         // Nobody listens any more: forget the channel so idle sessions cost nothing.
@@ -172,9 +189,11 @@ impl Hub {
     }
 
     /// Whether anyone listens to the session or its owner: lets the hot path skip building
-    /// an event nobody would read.
+    /// an event nobody would read. With other instances, someone may listen there.
     pub fn has_listeners(&self, user_id: i64, session_id: i64) -> bool {
-        lock(&self.sessions).contains_key(&session_id) || lock(&self.users).contains_key(&user_id)
+        self.elsewhere.get().is_some()
+            || lock(&self.sessions).contains_key(&session_id)
+            || lock(&self.users).contains_key(&user_id)
     }
 
     /// [`Hub::has_listeners`], looked up again only when a channel has come or gone since
@@ -190,8 +209,17 @@ impl Hub {
         any
     }
 
-    /// Sends to the session's and the owner's subscribers. Never waits.
+    /// Sends to the session's and the owner's subscribers, here and on the other
+    /// instances. Never waits.
     pub fn publish(&self, user_id: i64, session_id: i64, ev: HubEvent) {
+        if let Some(out) = self.elsewhere.get() {
+            out.send(Wire::of(user_id, &ev));
+        }
+        self.publish_here(user_id, session_id, ev);
+    }
+
+    /// [`Hub::publish`] to this instance's subscribers only (an event from another).
+    pub fn publish_here(&self, user_id: i64, session_id: i64, ev: HubEvent) {
         let ev = Arc::new(ev);
         send_in(&self.sessions, &self.version, session_id, &ev);
         send_in(&self.users, &self.version, user_id, &ev);
@@ -199,7 +227,36 @@ impl Hub {
 
     /// An event of the user's that belongs to no session (an agent's status).
     pub fn publish_user(&self, user_id: i64, ev: HubEvent) {
+        if let Some(out) = self.elsewhere.get() {
+            out.send(Wire::of(user_id, &ev));
+        }
+        self.publish_user_here(user_id, ev);
+    }
+
+    /// [`Hub::publish_user`] to this instance's subscribers only.
+    pub fn publish_user_here(&self, user_id: i64, ev: HubEvent) {
         send_in(&self.users, &self.version, user_id, &Arc::new(ev));
+    }
+
+    /// Asks the other instances for something (a Stop); nothing when there are none.
+    pub fn tell_elsewhere(&self, w: Wire) {
+        if let Some(out) = self.elsewhere.get() {
+            out.send(w);
+        }
+    }
+
+    /// From now on every event also goes to the other instances through `out`.
+    pub fn reach_elsewhere(&self, out: Arc<Outbound>) {
+        let _ = self.elsewhere.set(out);
+        self.version.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Events meant for this instance's subscribers were lost: every channel ends (its
+    /// subscribers' receivers close), and each reader comes back from its last seq.
+    pub fn resync(&self) {
+        lock(&self.sessions).clear();
+        lock(&self.users).clear();
+        self.version.fetch_add(1, Ordering::AcqRel);
     }
 
     /// A live stream (an event stream or a WebSocket) for `user_id`, while they hold fewer
@@ -313,6 +370,33 @@ mod tests {
         let u = hub.subscribe_user(7);
         drop(u);
         assert!(lock(&hub.users).is_empty());
+    }
+
+    #[tokio::test]
+    async fn resync_ends_every_subscription_and_new_ones_live_on() {
+        let hub = Hub::default();
+        let mut old = hub.subscribe_session(1);
+        let mut old_user = hub.subscribe_user(7);
+        hub.publish(7, 1, text(1, 1));
+        hub.resync();
+        // What was sent before is still read, then the channel has ended.
+        assert!(old.recv().await.is_ok());
+        assert!(matches!(
+            old.recv().await,
+            Err(broadcast::error::RecvError::Closed)
+        ));
+        assert!(old_user.recv().await.is_ok());
+        assert!(matches!(
+            old_user.recv().await,
+            Err(broadcast::error::RecvError::Closed)
+        ));
+        // A reader that comes back gets a channel of its own, which the old subscription
+        // leaving does not take away.
+        let mut new = hub.subscribe_session(1);
+        drop(old);
+        hub.publish(7, 1, text(1, 2));
+        assert!(new.recv().await.is_ok());
+        assert!(hub.has_listeners(0, 1));
     }
 
     #[tokio::test]

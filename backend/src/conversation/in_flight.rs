@@ -53,6 +53,15 @@ impl InFlight {
         offset
     }
 
+    /// Appends a delta that begins at `offset`, if the text so far ends there (a mirror of
+    /// a reply on another instance, which may have missed the reply's start).
+    pub fn push_at(&self, offset: usize, delta: &str) {
+        let mut text = self.text.lock().unwrap_or_else(|p| p.into_inner());
+        if text.len() == offset {
+            text.push_str(delta);
+        }
+    }
+
     /// The reply is complete and its frame about to be stored.
     pub fn finish(&self) {
         self.finished

@@ -14,6 +14,7 @@
 //! - [`history`]: the conversations turns were last given, kept decrypted between turns.
 //! - [`in_flight`]: a reply in flight as far as it has come (what a late reader is sent).
 //! - [`hub`]: live fan-out to subscribers, and the shutdown signal of live streams.
+//! - [`cluster`]: the hub's fan-out to the other instances on one PostgreSQL database.
 //!
 //! May use every other folder; nothing outside it names it except the crate root and
 //! [`crate::agents::summon`] (which streams its progress through [`hub`]) and the one function
@@ -22,6 +23,7 @@
 
 pub mod act;
 pub mod answers;
+pub mod cluster;
 pub mod compact;
 pub mod context;
 pub mod feed;

@@ -134,6 +134,7 @@ macro_rules! rows {
 }
 
 pub mod agents;
+pub mod cluster;
 mod conn;
 pub mod context_files;
 pub mod copy;

@@ -133,5 +133,8 @@ pub async fn post(
 pub async fn stop(st: &AppState, user: &AuthUser, session_id: i64) -> Result<usize> {
     sessions::get(&st.db, user, session_id).await?;
     let n = st.turns.abort(session_id);
+    // A reply or call running on another instance stops there.
+    st.hub
+        .tell_elsewhere(crate::conversation::cluster::Wire::Stop { session_id });
     Ok(n + act::stop_open(st, user, session_id).await?)
 }

@@ -28,6 +28,9 @@ pub struct Registry {
     pub(crate) watch: Arc<Watch>,
     /// Set by [`Registry::stop_all`] for shutdown: a turn that begins afterwards stops at once.
     closing: AtomicBool,
+    /// Mirrors of replies in flight on other instances, by session: each with the id of the
+    /// instance it runs on ([`crate::conversation::cluster`]).
+    remote: Mutex<HashMap<i64, Vec<(String, Arc<InFlight>)>>>,
 }
 
 /// A turn in flight: its stop signal and how far it has come.
@@ -127,11 +130,58 @@ impl Registry {
         }
     }
 
-    /// The session's replies in flight.
+    /// The session's replies in flight, here and on other instances.
     pub fn in_flight(&self, session_id: i64) -> Vec<Arc<InFlight>> {
-        lock(&self.turns)
+        let mut all: Vec<_> = lock(&self.turns)
             .get(&session_id)
-            .map_or_else(Vec::new, |m| m.values().map(|t| t.live.clone()).collect())
+            .map_or_else(Vec::new, |m| m.values().map(|t| t.live.clone()).collect());
+        if let Some(v) = lock(&self.remote).get(&session_id) {
+            all.extend(v.iter().map(|(_, live)| live.clone()));
+        }
+        all
+    }
+
+    /// A reply in flight on instance `owner` began: its mirror here is what a reader who
+    /// joins mid-reply is sent.
+    pub fn add_remote(&self, owner: &str, live: Arc<InFlight>) {
+        lock(&self.remote)
+            .entry(live.session_id)
+            .or_default()
+            .push((owner.to_owned(), live));
+    }
+
+    /// The mirror of reply `message_id` on another instance, if it is in flight.
+    pub fn remote(&self, session_id: i64, message_id: &str) -> Option<Arc<InFlight>> {
+        lock(&self.remote)
+            .get(&session_id)?
+            .iter()
+            .find(|(_, live)| live.message_id == message_id)
+            .map(|(_, live)| live.clone())
+    }
+
+    /// The reply `message_id` on another instance has ended (or been stored).
+    pub fn forget_remote(&self, session_id: i64, message_id: &str) {
+        let mut remote = lock(&self.remote);
+        if let Some(v) = remote.get_mut(&session_id) {
+            v.retain(|(_, live)| live.message_id != message_id);
+            if v.is_empty() {
+                remote.remove(&session_id);
+            }
+        }
+    }
+
+    /// Keeps only the mirrors of replies on the instances `alive`.
+    pub fn keep_remote_of(&self, alive: &[String]) {
+        let mut remote = lock(&self.remote);
+        remote.retain(|_, v| {
+            v.retain(|(owner, _)| alive.contains(owner));
+            !v.is_empty()
+        });
+    }
+
+    /// Lets go of every mirror (the events that would end them may have been lost).
+    pub fn forget_all_remote(&self) {
+        lock(&self.remote).clear();
     }
 
     pub fn count(&self, session_id: i64) -> usize {
@@ -181,6 +231,31 @@ mod tests {
         assert_eq!(reg.in_flight(1).len(), 1);
         reg.end(1, "a");
         assert_eq!((reg.count(1), reg.count_all()), (0, 0));
+    }
+
+    #[test]
+    fn mirrors_of_replies_elsewhere_join_the_sessions_replies_until_they_end() {
+        let reg = Registry::default();
+        let here = Arc::new(InFlight::new("a", 1, 1, "A", 0));
+        let _abort = reg.begin(here, None);
+        reg.add_remote("b", Arc::new(InFlight::new("m", 1, 1, "A", 0)));
+        reg.add_remote("c", Arc::new(InFlight::new("n", 1, 1, "A", 0)));
+        reg.add_remote("b", Arc::new(InFlight::new("o", 2, 1, "A", 0)));
+        assert_eq!(reg.in_flight(1).len(), 3);
+        reg.remote(1, "m").unwrap().push_at(0, "hi");
+        // A chunk that does not follow what the mirror holds is not added.
+        reg.remote(1, "m").unwrap().push_at(5, "lost");
+        assert_eq!(reg.remote(1, "m").unwrap().text(), "hi");
+        reg.forget_remote(1, "m");
+        assert!(reg.remote(1, "m").is_none());
+        // Instance c stopped beating: its replies are let go; b's stay.
+        reg.keep_remote_of(&["b".to_owned()]);
+        assert_eq!(reg.in_flight(1).len(), 1);
+        assert!(reg.remote(2, "o").is_some());
+        reg.forget_all_remote();
+        assert!(reg.remote(2, "o").is_none());
+        // Only this instance's own turns count as its own.
+        assert_eq!(reg.count(1), 1);
     }
 
     #[test]

@@ -1,0 +1,257 @@
+//! What several instances on one database share (`instances`, `leases`, `fanout_spill`),
+//! and PostgreSQL's notifications, which carry live events between them
+//! ([`crate::conversation::cluster`] decides what goes in them). On SQLite one process is
+//! the only instance: the notification side is PostgreSQL's alone.
+
+use sqlx::Row;
+use sqlx::postgres::PgListener;
+
+use super::{Db, Pool};
+use crate::{Error, Result};
+
+/// An error for a PostgreSQL-only statement run on SQLite (a caller's mistake).
+fn postgres_only() -> Error {
+    Error::Internal("notifications between instances need PostgreSQL".into())
+}
+
+/// The schema this database's tables live in: instances of one installation share it, so
+/// their notification channel is named after it (another installation on the same
+/// PostgreSQL database, in another schema, has another channel).
+pub async fn schema(db: &Db) -> Result<String> {
+    match db.pool() {
+        Pool::Postgres(p) => Ok(sqlx::query_scalar("SELECT current_schema()::text")
+            .fetch_one(p)
+            .await?),
+        Pool::Sqlite(_) => Err(postgres_only()),
+    }
+}
+
+/// Notifications on one channel, on a connection of their own that reconnects by itself.
+pub struct Listener(PgListener);
+
+/// Listens on `channel`: once this returns, every notification sent on it afterwards is
+/// received (or its loss told, [`Listener::recv`]).
+pub async fn listen(db: &Db, channel: &str) -> Result<Listener> {
+    let Pool::Postgres(p) = db.pool() else {
+        return Err(postgres_only());
+    };
+    let mut l = PgListener::connect_with(p).await?;
+    l.listen(channel).await?;
+    Ok(Listener(l))
+}
+
+impl Listener {
+    /// The next notification's payload; `None` when the connection was lost (it is made
+    /// again, listening, by the next call): notifications sent meanwhile are lost.
+    pub async fn recv(&mut self) -> Result<Option<String>> {
+        Ok(self.0.try_recv().await?.map(|n| n.payload().to_owned()))
+    }
+}
+
+/// Sends `payload` on `channel` to every instance listening (this one too).
+pub async fn notify(db: &Db, channel: &str, payload: &str) -> Result<()> {
+    let Pool::Postgres(p) = db.pool() else {
+        return Err(postgres_only());
+    };
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(channel)
+        .bind(payload)
+        .execute(p)
+        .await?;
+    Ok(())
+}
+
+/// Keeps a live event too large for a notification; answers the row's id.
+pub async fn spill(db: &Db, body: &[u8], now_ms: i64) -> Result<i64> {
+    let sql = "INSERT INTO fanout_spill (body, created_at) VALUES ($1, $2) RETURNING id";
+    Ok(on_pool!(db, |p| sqlx::query(sql)
+        .bind(body)
+        .bind(now_ms)
+        .fetch_one(p)
+        .await?
+        .try_get::<i64, _>(0)?))
+}
+
+/// A spilled event, while it is kept.
+pub async fn spilled(db: &Db, id: i64) -> Result<Option<Vec<u8>>> {
+    let sql = "SELECT body FROM fanout_spill WHERE id = $1";
+    Ok(on_pool!(db, |p| sqlx::query_scalar(sql)
+        .bind(id)
+        .fetch_optional(p)
+        .await?))
+}
+
+/// Forgets the spilled events written before `before_ms`.
+pub async fn forget_spills(db: &Db, before_ms: i64) -> Result<u64> {
+    let sql = "DELETE FROM fanout_spill WHERE created_at < $1";
+    Ok(on_pool!(db, |p| sqlx::query(sql)
+        .bind(before_ms)
+        .execute(p)
+        .await?
+        .rows_affected()))
+}
+
+/// The instance `id` is alive at `now_ms` (registered if it was not, or was forgotten).
+pub async fn beat(db: &Db, id: &str, now_ms: i64) -> Result<()> {
+    let sql = "INSERT INTO instances (id, started_at, seen_at) VALUES ($1, $2, $2) \
+               ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at";
+    on_pool!(db, |p| {
+        sqlx::query(sql).bind(id).bind(now_ms).execute(p).await?;
+    });
+    Ok(())
+}
+
+/// The instances seen since `since_ms`.
+pub async fn alive(db: &Db, since_ms: i64) -> Result<Vec<String>> {
+    let sql = "SELECT id FROM instances WHERE seen_at >= $1 ORDER BY id";
+    Ok(on_pool!(db, |p| sqlx::query_scalar(sql)
+        .bind(since_ms)
+        .fetch_all(p)
+        .await?))
+}
+
+/// The instance `id` stops: it is dead at once to the others, and its leases are free.
+pub async fn leave(db: &Db, id: &str) -> Result<()> {
+    on_pool!(db, |p| {
+        sqlx::query("DELETE FROM leases WHERE owner = $1")
+            .bind(id)
+            .execute(p)
+            .await?;
+        sqlx::query("DELETE FROM instances WHERE id = $1")
+            .bind(id)
+            .execute(p)
+            .await?;
+    });
+    Ok(())
+}
+
+/// Forgets the instances not seen since `before_ms` (long dead).
+pub async fn forget_instances(db: &Db, before_ms: i64) -> Result<u64> {
+    let sql = "DELETE FROM instances WHERE seen_at < $1";
+    Ok(on_pool!(db, |p| sqlx::query(sql)
+        .bind(before_ms)
+        .execute(p)
+        .await?
+        .rows_affected()))
+}
+
+/// Takes the lease `name` for `owner` until `until_ms`, if it is free, expired at
+/// `now_ms`, or `owner`'s already (then it is extended): whether `owner` holds it now.
+pub async fn take_lease(
+    db: &Db,
+    name: &str,
+    owner: &str,
+    until_ms: i64,
+    now_ms: i64,
+) -> Result<bool> {
+    let sql = "INSERT INTO leases (name, owner, expires_at) VALUES ($1, $2, $3) \
+               ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, \
+               expires_at = excluded.expires_at \
+               WHERE leases.expires_at < $4 OR leases.owner = excluded.owner";
+    Ok(on_pool!(db, |p| sqlx::query(sql)
+        .bind(name)
+        .bind(owner)
+        .bind(until_ms)
+        .bind(now_ms)
+        .execute(p)
+        .await?
+        .rows_affected())
+        == 1)
+}
+
+/// Gives the lease `name` back, if `owner` holds it.
+pub async fn release_lease(db: &Db, name: &str, owner: &str) -> Result<()> {
+    let sql = "DELETE FROM leases WHERE name = $1 AND owner = $2";
+    on_pool!(db, |p| {
+        sqlx::query(sql).bind(name).bind(owner).execute(p).await?;
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A migrated database of the backend the tests run on (`HERO_TEST_BACKEND`).
+    async fn db() -> (tempfile::TempDir, Db) {
+        let (dir, st) = crate::test_support::state().await;
+        (dir, st.db.clone())
+    }
+
+    #[tokio::test]
+    async fn a_lease_is_held_by_one_owner_until_it_expires() {
+        let (_dir, db) = db().await;
+        {
+            assert!(take_lease(&db, "timer:1", "a", 1_000, 0).await.unwrap());
+            // Held: another cannot take it, its owner extends it.
+            assert!(!take_lease(&db, "timer:1", "b", 2_000, 500).await.unwrap());
+            assert!(take_lease(&db, "timer:1", "a", 3_000, 900).await.unwrap());
+            assert!(!take_lease(&db, "timer:1", "b", 4_000, 2_999).await.unwrap());
+            // Expired: taken over.
+            assert!(take_lease(&db, "timer:1", "b", 9_000, 3_001).await.unwrap());
+            assert!(!take_lease(&db, "timer:1", "a", 9_000, 3_002).await.unwrap());
+            // Given back only by its owner.
+            release_lease(&db, "timer:1", "a").await.unwrap();
+            assert!(!take_lease(&db, "timer:1", "a", 9_000, 3_003).await.unwrap());
+            release_lease(&db, "timer:1", "b").await.unwrap();
+            assert!(take_lease(&db, "timer:1", "a", 9_000, 3_004).await.unwrap());
+        }
+    }
+
+    #[tokio::test]
+    async fn instances_are_alive_while_they_beat_and_dead_when_they_leave() {
+        let (_dir, db) = db().await;
+        {
+            beat(&db, "a", 1_000).await.unwrap();
+            beat(&db, "b", 1_000).await.unwrap();
+            beat(&db, "a", 5_000).await.unwrap();
+            assert_eq!(alive(&db, 2_000).await.unwrap(), ["a"]);
+            assert!(
+                take_lease(&db, "reply:m", "a", 99_000, 5_000)
+                    .await
+                    .unwrap()
+            );
+            leave(&db, "a").await.unwrap();
+            assert!(alive(&db, 0).await.unwrap() == ["b"]);
+            // Its lease went with it.
+            assert!(
+                take_lease(&db, "reply:m", "b", 99_000, 5_001)
+                    .await
+                    .unwrap()
+            );
+            assert_eq!(forget_instances(&db, 2_000).await.unwrap(), 1);
+            assert!(alive(&db, 0).await.unwrap().is_empty());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_spilled_event_is_read_back_until_it_is_forgotten() {
+        let (_dir, db) = db().await;
+        {
+            let id = spill(&db, b"sealed", 1_000).await.unwrap();
+            assert_eq!(spilled(&db, id).await.unwrap().unwrap(), b"sealed");
+            assert_eq!(forget_spills(&db, 1_001).await.unwrap(), 1);
+            assert!(spilled(&db, id).await.unwrap().is_none());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_notification_reaches_every_listener_on_the_channel() {
+        let (_dir, db) = db().await;
+        if db.sqlite_pool().is_some() {
+            // SQLite has no notifications: one process is the only instance.
+            assert!(listen(&db, "hero").await.is_err());
+            return;
+        }
+        let channel = format!("hero_{}", schema(&db).await.unwrap());
+        let mut a = listen(&db, &channel).await.unwrap();
+        let mut b = listen(&db, &channel).await.unwrap();
+        notify(&db, &channel, "hello").await.unwrap();
+        notify(&db, "elsewhere", "not this").await.unwrap();
+        notify(&db, &channel, "again").await.unwrap();
+        for l in [&mut a, &mut b] {
+            assert_eq!(l.recv().await.unwrap().as_deref(), Some("hello"));
+            assert_eq!(l.recv().await.unwrap().as_deref(), Some("again"));
+        }
+    }
+}
