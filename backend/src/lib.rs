@@ -135,6 +135,9 @@ pub struct Services {
     pub prompts: agents::persona::PromptCache,
     /// What the operator's `/metrics` reads ([`metrics`]).
     pub metrics: metrics::Metrics,
+    /// This instance among the others on a PostgreSQL database, once it has joined them
+    /// ([`conversation::cluster::join`]); unset on SQLite.
+    pub instance: std::sync::OnceLock<conversation::cluster::Member>,
 }
 
 impl AppState {
@@ -178,6 +181,7 @@ impl AppState {
             replays: limits::Turnstile::new(conversation::feed::REPLAYS_PER_USER),
             prompts: Default::default(),
             metrics: Default::default(),
+            instance: Default::default(),
         })))
     }
 }
@@ -209,6 +213,7 @@ impl AppState {
             replays: limits::Turnstile::new(conversation::feed::REPLAYS_PER_USER),
             prompts: Default::default(),
             metrics: Default::default(),
+            instance: Default::default(),
         }))
     }
 }

@@ -14,10 +14,38 @@ pub struct PerUser {
 }
 
 /// One thing a user holds ([`PerUser::acquire`]); counted until dropped.
-#[derive(Debug)]
 pub struct Permit {
     held: Arc<Mutex<HashMap<i64, usize>>>,
     user_id: i64,
+    /// What else gives it back when it is dropped (its hold among the instances).
+    then: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Permit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Permit")
+            .field("user_id", &self.user_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Permit {
+    pub fn user_id(&self) -> i64 {
+        self.user_id
+    }
+
+    /// The permit, with `release` run when it is dropped too.
+    pub fn then_release(mut self, release: impl FnOnce() + Send + Sync + 'static) -> Permit {
+        self.then = Some(Box::new(release));
+        self
+    }
+}
+
+/// The refusal of one more of `what` (a 429), at `at_most` held at once.
+pub fn refused(what: &str, at_most: usize) -> Error {
+    Error::Limit(format!(
+        "you are at the limit of {what} ({at_most} at once); wait for one to end"
+    ))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -34,14 +62,13 @@ impl PerUser {
             if *n == 0 {
                 m.remove(&user_id);
             }
-            return Err(Error::Limit(format!(
-                "you are at the limit of {what} ({at_most} at once); wait for one to end"
-            )));
+            return Err(refused(what, at_most));
         }
         *n += 1;
         Ok(Permit {
             held: self.held.clone(),
             user_id,
+            then: None,
         })
     }
 
@@ -58,12 +85,17 @@ impl PerUser {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        let mut m = lock(&self.held);
-        if let Some(n) = m.get_mut(&self.user_id) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&self.user_id);
+        {
+            let mut m = lock(&self.held);
+            if let Some(n) = m.get_mut(&self.user_id) {
+                *n -= 1;
+                if *n == 0 {
+                    m.remove(&self.user_id);
+                }
             }
+        }
+        if let Some(release) = self.then.take() {
+            release();
         }
     }
 }

@@ -66,6 +66,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         .context("cannot join the other instances on the database")?;
     if hero_backend::conversation::cluster::recovers(&st, member.as_ref()).await {
         recover(&st).await;
+        hero_backend::conversation::cluster::recovered(&st, member.as_ref()).await;
     }
     tracing::info!(sandbox = %st.sandbox.layers().describe(), "bash runs in");
     let first_run_password = if users::count(&st.db).await? == 0 {

@@ -97,11 +97,7 @@ pub async fn summon(
     }
     // A summoning is a provider call like a reply: it takes one of the user's reply slots
     // until it ends. None to spare: the agent is as it was.
-    let slot = match st.turn_slots.acquire(
-        user.id(),
-        st.settings.limits.turns_per_user,
-        "replies in flight",
-    ) {
+    let slot = match crate::conversation::cluster::turn_slot(st, user.id()).await {
         Ok(slot) => slot,
         Err(e) => {
             st.db
@@ -122,9 +118,12 @@ pub async fn summon(
         "summoning",
         format!("asking {} ({})", caller.name, caller.endpoint.model),
     );
+    // Held while it runs: if this instance dies first, another makes the agent active.
+    let owned = crate::conversation::cluster::hold_work(st, summon_mark(agent_id)).await;
     let st2 = st.clone();
     tokio::spawn(async move {
         let _slot = slot;
+        let _owned = owned;
         let st = st2;
         let (files, detail) = match write_with(&st, &caller, &description).await {
             Ok(files) => (files, "written from the description".to_owned()),
@@ -159,10 +158,28 @@ fn status(st: &AppState, user_id: i64, agent_id: i64, status: &str, detail: Stri
     );
 }
 
-/// At start-up: agents a previous run left summoning are active again (with the files they
-/// have).
+/// At start-up (or another instance's death): agents a previous run left summoning are
+/// active again (with the files they have), but for those an instance alive summons.
 pub async fn recover(st: &AppState) -> Result<u64> {
-    store::agents::end_all_summoning(&st.db).await
+    if st.instance.get().is_none() {
+        return store::agents::end_all_summoning(&st.db).await;
+    }
+    let mut n = 0;
+    for agent_id in store::agents::summoning(&st.db).await? {
+        if crate::conversation::cluster::owned_alive(st, &summon_mark(agent_id)).await? {
+            continue;
+        }
+        st.db
+            .write_with(async |tx| store::agents::end_summoning(tx, agent_id).await)
+            .await?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The name of a summoning as the instance that runs it holds it.
+fn summon_mark(agent_id: i64) -> String {
+    format!("summon:{agent_id}")
 }
 
 /// The one call: the reply, bounded in time and size, parsed.

@@ -245,36 +245,200 @@ pub async fn join(st: &AppState) -> Result<Option<Member>> {
         lost: AtomicBool::new(false),
     });
     st.hub.reach_elsewhere(out.clone());
+    let _ = st.instance.set(me.clone());
     tokio::spawn(send_out(st.clone(), me.clone(), rx, out));
     tokio::spawn(receive(st.clone(), me.clone(), listener));
     tokio::spawn(beat(st.clone(), me.clone()));
     Ok(Some(me))
 }
 
-/// Whether this instance runs the start-up recovery ([`crate::conversation::turn::recover`]):
-/// always on SQLite; on PostgreSQL only when no other instance is alive (their calls are
-/// theirs, not interrupted) and this one took the recovery's lease (two starting together
-/// recover once).
+/// Whether this instance runs the start-up recovery ([`crate::conversation::turn::recover`]),
+/// which leaves alone what an instance alive is working on: always on SQLite; on
+/// PostgreSQL when it takes the recovery's lease (two starting together recover once; one
+/// that finds the lease taken leaves the recovery to its holder).
 pub async fn recovers(st: &AppState, me: Option<&Member>) -> bool {
     let Some(me) = me else {
         return true;
     };
     let now = now_ms();
-    let others = match store::cluster::alive(&st.db, now - EXPIRY.as_millis() as i64).await {
-        Ok(alive) => alive.into_iter().any(|id| id != me.id),
-        Err(e) => {
-            tracing::warn!(error = %e, "the instances alive could not be read: no recovery");
-            return false;
-        }
-    };
-    if others {
-        tracing::info!("other instances are running: their work is left to them");
-        return false;
-    }
-    let until = now + EXPIRY.as_millis() as i64;
-    store::cluster::take_lease(&st.db, "startup-recovery", &me.id, until, now)
+    let until = now + 3 * EXPIRY.as_millis() as i64;
+    store::cluster::take_lease(&st.db, RECOVERY, &me.id, until, now)
         .await
         .unwrap_or(false)
+}
+
+/// The start-up recovery [`recovers`] allowed is done: the lease goes back.
+pub async fn recovered(st: &AppState, me: Option<&Member>) {
+    if let Some(me) = me {
+        let _ = store::cluster::release_lease(&st.db, RECOVERY, &me.id).await;
+    }
+}
+
+/// The lease of whoever recovers (at start-up, or a dead instance's work).
+const RECOVERY: &str = "recovery";
+
+/// Takes over the work of instances that stopped beating, once among the others (under
+/// the recovery's lease): each reply they had in flight is stored as interrupted, keeping
+/// the text this instance's mirror of it holds; then their calls and questions are
+/// recovered as after a restart, and they are forgotten. Answers how many instances.
+pub async fn take_over(st: &AppState, me: &Member) -> Result<usize> {
+    let now = now_ms();
+    let dead = store::cluster::dead(&st.db, now - EXPIRY.as_millis() as i64).await?;
+    if dead.is_empty() || !recovers(st, Some(me)).await {
+        return Ok(0);
+    }
+    for d in &dead {
+        for name in store::cluster::leases_of(&st.db, d).await? {
+            let Some((user_id, session_id, message_id)) = parse_reply_mark(&name) else {
+                continue;
+            };
+            let kept = st
+                .turns
+                .remote(session_id, message_id)
+                .map(|live| live.text());
+            tracing::warn!(instance = %d, session = session_id, "a reply in flight on a stopped instance is stored as interrupted");
+            if let Err(e) = crate::conversation::act::write_interrupted(
+                st, session_id, message_id, user_id, kept,
+            )
+            .await
+            {
+                tracing::warn!(error = %e, "a reply of a stopped instance could not be stored");
+            }
+            st.turns.forget_remote(session_id, message_id);
+        }
+    }
+    crate::conversation::turn::recover(st).await?;
+    crate::agents::summon::recover(st).await?;
+    for d in &dead {
+        store::cluster::leave(&st.db, d).await?;
+    }
+    store::cluster::release_lease(&st.db, RECOVERY, &me.id).await?;
+    Ok(dead.len())
+}
+
+/// Records that this instance does the work `name` ("streaming:…", "reply:…"), until
+/// [`disown`]: if it dies meanwhile, another takes the work over. Nothing on SQLite.
+pub async fn own(st: &AppState, name: &str) {
+    if let Some(me) = st.instance.get()
+        && let Err(e) = store::cluster::own(&st.db, name, &me.id).await
+    {
+        tracing::warn!(error = %e, work = name, "work could not be recorded as this instance's");
+    }
+}
+
+/// The work `name` is done. Nothing on SQLite.
+pub async fn disown(st: &AppState, name: &str) {
+    if st.instance.get().is_some()
+        && let Err(e) = store::cluster::disown(&st.db, name).await
+    {
+        tracing::warn!(error = %e, work = name, "finished work could not be recorded as done");
+    }
+}
+
+/// [`disown`] from where nothing can wait (a guard's drop).
+pub fn disown_later(st: &AppState, name: String) {
+    if st.instance.get().is_some() {
+        let st = st.clone();
+        tokio::spawn(async move { disown(&st, &name).await });
+    }
+}
+
+/// Work this instance holds until the guard is dropped ([`hold_work`]).
+pub struct Owned {
+    st: AppState,
+    name: String,
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        disown_later(&self.st, std::mem::take(&mut self.name));
+    }
+}
+
+/// [`own`] until the guard is dropped; `None` on SQLite.
+pub async fn hold_work(st: &AppState, name: String) -> Option<Owned> {
+    st.instance.get()?;
+    own(st, &name).await;
+    Some(Owned {
+        st: st.clone(),
+        name,
+    })
+}
+
+/// The name of a reply in flight as its instance holds it: whoever takes over a dead
+/// instance's work stores the reply as interrupted ([`take_over`]).
+pub fn reply_mark(user_id: i64, session_id: i64, message_id: &str) -> String {
+    format!("reply:{user_id}:{session_id}:{message_id}")
+}
+
+fn parse_reply_mark(name: &str) -> Option<(i64, i64, &str)> {
+    let mut parts = name.strip_prefix("reply:")?.splitn(3, ':');
+    let user_id = parts.next()?.parse().ok()?;
+    let session_id = parts.next()?.parse().ok()?;
+    Some((user_id, session_id, parts.next()?))
+}
+
+/// The name of a timed question's timer as the instance that armed it holds it.
+pub fn timer_mark(request_id: &str) -> String {
+    format!("timer:{request_id}")
+}
+
+/// Whether an instance that is alive does the work `name`; always false on SQLite (this
+/// process's own work is in its memory).
+pub async fn owned_alive(st: &AppState, name: &str) -> Result<bool> {
+    if st.instance.get().is_none() {
+        return Ok(false);
+    }
+    let since = now_ms() - EXPIRY.as_millis() as i64;
+    store::cluster::owned_alive(&st.db, name, since).await
+}
+
+/// `permit` (one of `kind` its user holds on this instance) held among the instances too:
+/// refused as the local bound is ([`crate::limits::refused`]) when instances that are alive
+/// hold `at_most` of them already. Given back with the permit. Unchanged on SQLite.
+pub async fn across(
+    st: &AppState,
+    permit: crate::limits::Permit,
+    kind: &str,
+    at_most: usize,
+    what: &str,
+) -> Result<crate::limits::Permit> {
+    let Some(me) = st.instance.get() else {
+        return Ok(permit);
+    };
+    let since = now_ms() - EXPIRY.as_millis() as i64;
+    let user_id = permit.user_id();
+    match store::cluster::take_hold(&st.db, kind, user_id, at_most, &me.id, since).await? {
+        None => Err(crate::limits::refused(what, at_most)),
+        Some(name) => {
+            let db = st.db.clone();
+            Ok(permit.then_release(move || {
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move {
+                        if let Err(e) = store::cluster::disown(&db, &name).await {
+                            tracing::warn!(error = %e, "a hold among the instances was not given back");
+                        }
+                    });
+                }
+            }))
+        }
+    }
+}
+
+/// One of the user's replies in flight (`turns_per_user`), here and among the instances.
+pub async fn turn_slot(st: &AppState, user_id: i64) -> Result<crate::limits::Permit> {
+    let at_most = st.settings.limits.turns_per_user;
+    let what = "replies in flight";
+    let permit = st.turn_slots.acquire(user_id, at_most, what)?;
+    across(st, permit, "turn", at_most, what).await
+}
+
+/// One of the user's live streams (`live_streams_per_user`: event streams and WebSockets),
+/// here and among the instances.
+pub async fn stream_slot(st: &AppState, user_id: i64) -> Result<crate::limits::Permit> {
+    let at_most = st.settings.limits.live_streams_per_user;
+    let permit = st.hub.open_stream(user_id, at_most)?;
+    across(st, permit, "stream", at_most, "open tabs and connections").await
 }
 
 /// The installation's channel: named after its schema, so that two installations on one
@@ -537,6 +701,17 @@ async fn beat(st: AppState, me: Member) {
             tracing::warn!(error = %e, "this instance could not say it is alive");
             continue;
         }
+        // A dead instance's replies are stored from the mirrors here before they go.
+        match take_over(&st, &me).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                instances = n,
+                "the work of stopped instances was taken over"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "the work of stopped instances could not be taken over")
+            }
+        }
         match store::cluster::alive(&st.db, now - EXPIRY.as_millis() as i64).await {
             Ok(alive) => st.turns.keep_remote_of(&alive),
             Err(e) => tracing::warn!(error = %e, "the instances alive could not be read"),
@@ -559,8 +734,7 @@ mod tests {
         if a.st.db.sqlite_pool().is_some() {
             return None;
         }
-        let keys = crate::crypto::Keyring::new(SecretKey::from_bytes(*a.st.keys.master().bytes()));
-        let b = AppState::new(a.st.db.restarted(), keys, (*a.st.settings).clone()).unwrap();
+        let b = a.st.restarted();
         let ma = join(&a.st).await.unwrap().unwrap();
         let mb = join(&b).await.unwrap().unwrap();
         Some((a, b, ma, mb))
@@ -704,16 +878,136 @@ mod tests {
         ));
         assert!(matches!(&*next(&mut a_user).await, HubEvent::Stream { .. }));
 
-        // Both alive: neither runs the start-up recovery (each other's work is its own).
-        assert!(!recovers(&a.st, Some(&ma)).await);
-        // B stops (its heartbeat with it) and leaves.
-        b.shutdown();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        leave(&b, &mb).await;
-        // Alone again: A recovers, under the recovery's lease.
+        // Two starting together: one recovers, the other leaves it to it.
         assert!(recovers(&a.st, Some(&ma)).await);
-        assert!(!recovers(&b, Some(&mb)).await, "A is alive");
+        assert!(!recovers(&b, Some(&mb)).await);
+        recovered(&a.st, Some(&ma)).await;
+        assert!(recovers(&b, Some(&mb)).await);
         assert!(recovers(&a.st, None).await, "on SQLite, always");
+    }
+
+    /// A user's bounds hold across the instances: a reply slot or a live stream taken on
+    /// one counts on the other, and is given back with its permit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_users_limits_hold_across_instances() {
+        let Some((a, b, _, _)) = two().await else {
+            return;
+        };
+        let user = crate::test_support::signed_in(&a.st, "ann").await;
+        let bob = crate::test_support::signed_in(&a.st, "bob").await;
+        let turns = a.st.settings.limits.turns_per_user;
+        let held: Vec<_> =
+            futures::future::join_all((0..turns).map(|_| turn_slot(&a.st, user.id())))
+                .await
+                .into_iter()
+                .map(|r| r.unwrap())
+                .collect();
+        let refused = turn_slot(&b, user.id()).await.unwrap_err();
+        assert!(matches!(refused, crate::Error::Limit(_)), "{refused:?}");
+        assert!(
+            refused.to_string().contains("replies in flight"),
+            "{refused}"
+        );
+        // Another user's are theirs.
+        assert!(turn_slot(&b, bob.id()).await.is_ok());
+        drop(held);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while turn_slot(&b, user.id()).await.is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the slots were never given back"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let streams = a.st.settings.limits.live_streams_per_user;
+        let mut open = Vec::new();
+        for n in 0..streams {
+            let on = if n % 2 == 0 { &a.st } else { &b };
+            open.push(stream_slot(on, user.id()).await.unwrap());
+        }
+        assert!(stream_slot(&a.st, user.id()).await.is_err());
+        assert!(stream_slot(&b, user.id()).await.is_err());
+    }
+
+    /// An instance that dies mid-reply: another stores the reply as interrupted within the
+    /// heartbeat's expiry, keeping the text its mirror holds, tells its readers the reply is
+    /// complete, and forgets the dead instance and what it held.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dead_instances_reply_is_stored_by_another_with_its_text_so_far() {
+        let Some((a, b, ma, mb)) = two().await else {
+            return;
+        };
+        let user = crate::test_support::signed_in(&a.st, "ann").await;
+        let session = crate::test_support::session(&a.st, &user, "chat").await;
+        let (uid, sid) = (user.id(), session.id);
+        let live = Arc::new(InFlight::new("m9", sid, 1, "Ada", 0));
+        let _stop = b.turns.begin(live.clone(), None);
+        // Held as a reply in flight would hold it; never given back (B dies).
+        std::mem::forget(hold_work(&b, reply_mark(uid, sid, "m9")).await);
+        b.hub.publish(uid, sid, HubEvent::Started(live.clone()));
+        let offset = live.push("partial answer");
+        let chunk = HubEvent::Chunk {
+            session_id: sid,
+            message_id: "m9".into(),
+            delta: "partial answer".into(),
+            offset,
+        };
+        b.hub.publish(uid, sid, chunk);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while a.st.turns.remote(sid, "m9").map(|l| l.text()).as_deref() != Some("partial answer") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "A never mirrored the reply"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // B dies: it stops beating; its last beat is older than the expiry.
+        b.shutdown();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let long_ago = now_ms() - 2 * EXPIRY.as_millis() as i64;
+        store::cluster::beat(&a.st.db, &mb.id, long_ago)
+            .await
+            .unwrap();
+        let mut readers = a.st.hub.subscribe_session(sid);
+        assert_eq!(take_over(&a.st, &ma).await.unwrap(), 1);
+        let stored =
+            a.st.db
+                .read_with(async |c| store::frames::get_hot(c, sid, "m9").await)
+                .await
+                .unwrap()
+                .expect("the reply is stored");
+        let dk = crate::conversation::frames::session_key(&a.st, &user, sid)
+            .await
+            .unwrap();
+        let payload = stored.open(&dk).unwrap().payload;
+        let content = payload["content"].as_str().unwrap();
+        assert!(content.starts_with("partial answer"), "{content}");
+        assert!(content.contains("server stopped"), "{content}");
+        assert_eq!(payload["aborted"], true);
+        let first = next(&mut readers).await;
+        assert!(matches!(&*first, HubEvent::Frame(f) if f.id == "m9"), "{first:?}");
+        assert!(matches!(
+            &*next(&mut readers).await,
+            HubEvent::Stream {
+                event: SseEvent::MessageComplete(_),
+                ..
+            }
+        ));
+        assert!(a.st.turns.remote(sid, "m9").is_none());
+        assert!(
+            store::cluster::leases_of(&a.st.db, &mb.id)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            !store::cluster::alive(&a.st.db, 0)
+                .await
+                .unwrap()
+                .contains(&mb.id)
+        );
+        // Nothing more to take over.
+        assert_eq!(take_over(&a.st, &ma).await.unwrap(), 0);
     }
 
     #[test]

@@ -164,7 +164,13 @@ pub fn maybe(st: &AppState, user: &AuthUser, session_id: i64) {
     let (st, user) = (st.clone(), user.clone());
     let acting = st.turns.acting(session_id);
     tokio::spawn(async move {
-        let _slot = slot;
+        let at_most = st.settings.limits.turns_per_user;
+        let what = "replies in flight";
+        let Ok(_slot) =
+            crate::conversation::cluster::across(&st, slot, "turn", at_most, what).await
+        else {
+            return;
+        };
         match compact(&st, &user, session_id, Some(acting.abort())).await {
             Ok(_) => tracing::info!(session = session_id, "the session was summarised"),
             Err(e) => {

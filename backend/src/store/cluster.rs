@@ -168,6 +168,113 @@ pub async fn release_lease(db: &Db, name: &str, owner: &str) -> Result<()> {
     Ok(())
 }
 
+/// A lock held across instances until it is dropped: a transaction on the locks' pool
+/// holding PostgreSQL's advisory lock on a key (given back with the transaction, so a task
+/// that fails while holding it cannot keep it).
+pub struct Held(#[allow(dead_code)] sqlx::Transaction<'static, sqlx::Postgres>);
+
+/// Waits for the lock on `key` among the instances; `None` on SQLite (one instance, whose
+/// own locks are enough).
+pub async fn hold(db: &Db, key: &str) -> Result<Option<Held>> {
+    let Some(locks) = db.locks() else {
+        return Ok(None);
+    };
+    let mut tx = locks.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .bind(key)
+        .execute(&mut *tx)
+        .await?;
+    Ok(Some(Held(tx)))
+}
+
+/// Work `owner` does until it says otherwise ([`disown`]): a lease that never expires by
+/// itself, held as long as its owner is alive.
+pub async fn own(db: &Db, name: &str, owner: &str) -> Result<()> {
+    let sql = "INSERT INTO leases (name, owner, expires_at) VALUES ($1, $2, $3) \
+               ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, \
+               expires_at = excluded.expires_at";
+    on_pool!(db, |p| {
+        sqlx::query(sql)
+            .bind(name)
+            .bind(owner)
+            .bind(i64::MAX)
+            .execute(p)
+            .await?;
+    });
+    Ok(())
+}
+
+/// The work `name` is done, whoever held it.
+pub async fn disown(db: &Db, name: &str) -> Result<()> {
+    on_pool!(db, |p| {
+        sqlx::query("DELETE FROM leases WHERE name = $1")
+            .bind(name)
+            .execute(p)
+            .await?;
+    });
+    Ok(())
+}
+
+/// Whether the work `name` is held by an instance seen since `alive_since`.
+pub async fn owned_alive(db: &Db, name: &str, alive_since: i64) -> Result<bool> {
+    let sql = "SELECT COUNT(*) FROM leases l JOIN instances i ON i.id = l.owner \
+               WHERE l.name = $1 AND i.seen_at >= $2";
+    let n: i64 = on_pool!(db, |p| sqlx::query_scalar(sql)
+        .bind(name)
+        .bind(alive_since)
+        .fetch_one(p)
+        .await?);
+    Ok(n > 0)
+}
+
+/// The names of the leases `owner` holds.
+pub async fn leases_of(db: &Db, owner: &str) -> Result<Vec<String>> {
+    let sql = "SELECT name FROM leases WHERE owner = $1 ORDER BY name";
+    Ok(on_pool!(db, |p| sqlx::query_scalar(sql)
+        .bind(owner)
+        .fetch_all(p)
+        .await?))
+}
+
+/// The instances not seen since `before_ms`: dead, their work to be taken over.
+pub async fn dead(db: &Db, before_ms: i64) -> Result<Vec<String>> {
+    let sql = "SELECT id FROM instances WHERE seen_at < $1 ORDER BY id";
+    Ok(on_pool!(db, |p| sqlx::query_scalar(sql)
+        .bind(before_ms)
+        .fetch_all(p)
+        .await?))
+}
+
+/// One of `kind` for `user_id`, held by `owner`, if instances seen since `alive_since` hold
+/// fewer than `at_most` of them: the hold's name ([`disown`] gives it back). Counted and
+/// taken under the lock of the user's `kind`, so two instances never both take the last.
+pub async fn take_hold(
+    db: &Db,
+    kind: &str,
+    user_id: i64,
+    at_most: usize,
+    owner: &str,
+    alive_since: i64,
+) -> Result<Option<String>> {
+    let prefix = format!("{kind}:{user_id}:");
+    let Some(_held) = hold(db, &prefix).await? else {
+        return Err(postgres_only());
+    };
+    let sql = "SELECT COUNT(*) FROM leases l JOIN instances i ON i.id = l.owner \
+               WHERE l.name LIKE $1 AND i.seen_at >= $2";
+    let n: i64 = on_pool!(db, |p| sqlx::query_scalar(sql)
+        .bind(format!("{prefix}%"))
+        .bind(alive_since)
+        .fetch_one(p)
+        .await?);
+    if n as usize >= at_most {
+        return Ok(None);
+    }
+    let name = format!("{prefix}{}", uuid::Uuid::new_v4().simple());
+    own(db, &name, owner).await?;
+    Ok(Some(name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,6 +329,84 @@ mod tests {
             assert_eq!(forget_instances(&db, 2_000).await.unwrap(), 1);
             assert!(alive(&db, 0).await.unwrap().is_empty());
         }
+    }
+
+    #[tokio::test]
+    async fn holds_count_only_live_owners_and_stop_at_the_bound() {
+        let (_dir, db) = db().await;
+        if db.sqlite_pool().is_some() {
+            // One instance: its own counts are the bound (`limits::PerUser`).
+            assert!(take_hold(&db, "turn", 1, 2, "a", 0).await.is_err());
+            return;
+        }
+        beat(&db, "a", 10_000).await.unwrap();
+        beat(&db, "b", 10_000).await.unwrap();
+        let first = take_hold(&db, "turn", 1, 2, "a", 5_000)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            take_hold(&db, "turn", 1, 2, "b", 5_000)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        // Two held, by live instances: the third is refused, another user's is not.
+        assert!(
+            take_hold(&db, "turn", 1, 2, "b", 5_000)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            take_hold(&db, "turn", 11, 2, "b", 5_000)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        disown(&db, &first).await.unwrap();
+        let again = take_hold(&db, "turn", 1, 2, "a", 5_000)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(owned_alive(&db, &again, 5_000).await.unwrap());
+        assert!(
+            take_hold(&db, "turn", 1, 2, "a", 5_000)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        // b dies: what it held no longer counts.
+        beat(&db, "a", 20_000).await.unwrap();
+        assert!(
+            take_hold(&db, "turn", 1, 2, "a", 15_000)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(dead(&db, 15_000).await.unwrap(), ["b"]);
+        assert_eq!(leases_of(&db, "b").await.unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_lock_across_instances_is_held_by_one_at_a_time() {
+        let (_dir, db) = db().await;
+        let Some(first) = hold(&db, "message:m").await.unwrap() else {
+            assert!(db.sqlite_pool().is_some(), "only SQLite has no such lock");
+            return;
+        };
+        let other = db.clone();
+        let waiting = tokio::spawn(async move { hold(&other, "message:m").await.unwrap() });
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(!waiting.is_finished(), "the second waits for the first");
+        // Another key is not held up.
+        assert!(hold(&db, "message:n").await.unwrap().is_some());
+        drop(first);
+        let second = tokio::time::timeout(std::time::Duration::from_secs(10), waiting)
+            .await
+            .expect("the lock is given back with its holder")
+            .unwrap();
+        assert!(second.is_some());
     }
 
     #[tokio::test]

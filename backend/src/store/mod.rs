@@ -214,14 +214,25 @@ pub(crate) fn numbered_in_order(sql: &str) -> bool {
 
 /// The database, as every part of Hero holds it. On SQLite (the default: one file in the
 /// data directory), the pool (sqlx, for reads that may be long) and the hot connection
-/// ([`HotDb`]: sign-in checks, turns, every write); on PostgreSQL, the pool. Cheap to clone.
+/// ([`HotDb`]: sign-in checks, turns, every write); on PostgreSQL, the pool, and a pool of
+/// its own for the locks held across instances ([`cluster::hold`]): a lock held while its
+/// work waits for a connection of the main pool never takes one of them. Cheap to clone.
 #[derive(Clone)]
 pub struct Db(std::sync::Arc<DbParts>);
 
 enum DbParts {
-    Sqlite { pool: SqlitePool, hot: HotDb },
-    Postgres { pool: sqlx::PgPool },
+    Sqlite {
+        pool: SqlitePool,
+        hot: HotDb,
+    },
+    Postgres {
+        pool: sqlx::PgPool,
+        locks: sqlx::PgPool,
+    },
 }
+
+/// The most locks held across instances at once by one instance ([`cluster::hold`]).
+pub const LOCKS_AT_ONCE: u32 = 32;
 
 /// What a store function's pooled statements run on.
 pub(crate) enum Pool<'d> {
@@ -246,7 +257,12 @@ impl Db {
 
     /// The PostgreSQL database behind `pool`.
     pub fn postgres(pool: sqlx::PgPool) -> Db {
-        Db(std::sync::Arc::new(DbParts::Postgres { pool }))
+        let locks = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(LOCKS_AT_ONCE)
+            .min_connections(0)
+            .acquire_timeout(std::time::Duration::from_secs(30))
+            .connect_lazy_with((*pool.connect_options()).clone());
+        Db(std::sync::Arc::new(DbParts::Postgres { pool, locks }))
     }
 
     /// Connects to the PostgreSQL `url` names (checked by [`postgres_options`]). A server
@@ -272,7 +288,10 @@ impl Db {
     pub fn restarted(&self) -> Db {
         match &*self.0 {
             DbParts::Sqlite { pool, .. } => Db::new(pool.clone()),
-            DbParts::Postgres { pool } => Db::postgres(pool.clone()),
+            DbParts::Postgres { pool, locks } => Db(std::sync::Arc::new(DbParts::Postgres {
+                pool: pool.clone(),
+                locks: locks.clone(),
+            })),
         }
     }
 
@@ -280,7 +299,15 @@ impl Db {
     pub(crate) fn pool(&self) -> Pool<'_> {
         match &*self.0 {
             DbParts::Sqlite { pool, .. } => Pool::Sqlite(pool),
-            DbParts::Postgres { pool } => Pool::Postgres(pool),
+            DbParts::Postgres { pool, .. } => Pool::Postgres(pool),
+        }
+    }
+
+    /// PostgreSQL's pool of lock connections ([`cluster::hold`]); `None` on SQLite.
+    pub(crate) fn locks(&self) -> Option<&sqlx::PgPool> {
+        match &*self.0 {
+            DbParts::Sqlite { .. } => None,
+            DbParts::Postgres { locks, .. } => Some(locks),
         }
     }
 
@@ -297,7 +324,7 @@ impl Db {
     pub async fn conn(&self) -> Result<Conn<'_>> {
         match &*self.0 {
             DbParts::Sqlite { pool, hot } => Ok(Conn::sqlite(hot.conn(pool).await)),
-            DbParts::Postgres { pool } => Ok(Conn::postgres(pool.acquire().await?)),
+            DbParts::Postgres { pool, .. } => Ok(Conn::postgres(pool.acquire().await?)),
         }
     }
 
@@ -306,7 +333,7 @@ impl Db {
     pub async fn begin(&self) -> Result<Write<'_>> {
         match &*self.0 {
             DbParts::Sqlite { pool, hot } => Ok(Write::sqlite(hot.begin(pool).await?)),
-            DbParts::Postgres { pool } => Ok(Write::postgres(pool.begin().await?)),
+            DbParts::Postgres { pool, .. } => Ok(Write::postgres(pool.begin().await?)),
         }
     }
 
@@ -351,6 +378,9 @@ impl Db {
         match self.pool() {
             Pool::Sqlite(p) => p.close().await,
             Pool::Postgres(p) => p.close().await,
+        }
+        if let Some(locks) = self.locks() {
+            locks.close().await;
         }
     }
 }

@@ -83,9 +83,7 @@ pub async fn events(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<i64>().ok())
         .or(q.after);
-    let permit = st
-        .hub
-        .open_stream(user.id(), st.settings.limits.live_streams_per_user)?;
+    let permit = hero_backend::conversation::cluster::stream_slot(&st, user.id()).await?;
     let feed = SessionFeed::open(&st, &user, id, last_seen).await?;
     let events = feed.into_stream().map(move |ev| {
         // Held as long as the stream is: it counts among the user's live streams.

@@ -28,10 +28,7 @@ pub async fn ws(
     Authed(user): Authed,
     upgrade: WebSocketUpgrade,
 ) -> Response {
-    let permit = match st
-        .hub
-        .open_stream(user.id(), st.settings.limits.live_streams_per_user)
-    {
+    let permit = match hero_backend::conversation::cluster::stream_slot(&st, user.id()).await {
         Ok(p) => p,
         Err(e) => return axum::response::IntoResponse::into_response(super::ApiError::from(e)),
     };

@@ -21,19 +21,30 @@ pub struct MessageGuard<'a> {
     locks: &'a MessageLocks,
     id: String,
     guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    /// The same lock among the instances on a PostgreSQL database.
+    _across: Option<crate::store::cluster::Held>,
 }
 
 impl MessageLocks {
-    pub async fn lock(&self, message_id: &str) -> MessageGuard<'_> {
+    /// Waits for the message's lock: this process's, then (on PostgreSQL) the one among
+    /// the instances, always in that order.
+    pub async fn lock(
+        &self,
+        db: &crate::store::Db,
+        message_id: &str,
+    ) -> crate::Result<MessageGuard<'_>> {
         let m = {
             let mut map = self.locks.lock().unwrap_or_else(|p| p.into_inner());
             map.entry(message_id.to_owned()).or_default().clone()
         };
-        MessageGuard {
+        let mut guard = MessageGuard {
             locks: self,
             id: message_id.to_owned(),
             guard: Some(m.lock_owned().await),
-        }
+            _across: None,
+        };
+        guard._across = crate::store::cluster::hold(db, &format!("message:{message_id}")).await?;
+        Ok(guard)
     }
 
     /// How many messages have a lock (held or wanted) or stream with calls begun: zero
@@ -52,9 +63,20 @@ impl MessageLocks {
         self.streams().insert(message_id.to_owned());
     }
 
-    /// Whether the reply `message_id` still streams with calls begun.
+    /// Whether the reply `message_id` still streams with calls begun, on this instance.
     pub fn is_streaming(&self, message_id: &str) -> bool {
         self.streams().contains(message_id)
+    }
+
+    /// Whether the reply `message_id` still streams with calls begun, here or on another
+    /// instance that is alive ([`streaming_mark`]).
+    pub async fn is_streaming_anywhere(
+        &self,
+        st: &crate::AppState,
+        message_id: &str,
+    ) -> crate::Result<bool> {
+        Ok(self.is_streaming(message_id)
+            || crate::conversation::cluster::owned_alive(st, &streaming_mark(message_id)).await?)
     }
 
     /// The reply `message_id` has ended: `act::close` ends it under the message's lock
@@ -76,4 +98,10 @@ impl Drop for MessageGuard<'_> {
             map.remove(&self.id);
         }
     }
+}
+
+/// The name under which the instance whose reply streams with calls begun holds it, for
+/// the others ([`crate::conversation::cluster::own`]).
+pub fn streaming_mark(message_id: &str) -> String {
+    format!("streaming:{message_id}")
 }

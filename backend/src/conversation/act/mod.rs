@@ -40,11 +40,11 @@ pub use decide::Decided;
 pub(crate) use decide::{carry_out, decide};
 pub use find::{bound, closed, find};
 pub use gate::open;
-pub use locks::{MessageGuard, MessageLocks};
+pub use locks::{MessageGuard, MessageLocks, streaming_mark};
 pub use questions::Answer;
 pub(crate) use questions::{answer_question, now_ms};
-pub use recover::Recovered;
 pub(crate) use recover::recover;
+pub use recover::{Recovered, write_interrupted};
 pub use settle::{
     close, open_and_settle, open_and_settle_saying, open_calls, settle, settle_one, stop_open,
 };

@@ -1,7 +1,9 @@
-//! After a restart: a reply that a crash left unwritten while its calls had begun is
-//! written (so no call's message is missing), approved calls that never finished are
-//! recorded as interrupted, and timed questions still open are handed back to be armed
-//! again.
+//! After a restart (or another instance's death): a reply that a crash left unwritten
+//! while its calls had begun is written (so no call's message is missing), approved calls
+//! that never finished are recorded as interrupted, and timed questions still open are
+//! handed back to be armed again. What an instance that is alive works on is left alone:
+//! its replies and timers by their marks ([`crate::conversation::cluster::own`]), its
+//! running calls by their message's lock, which it holds while they run.
 
 use hero_shared::calls::{CallRequest, CallStatus, Outcome};
 use hero_shared::frame::AuthorType;
@@ -9,6 +11,7 @@ use serde_json::json;
 
 use super::settle::record;
 use super::*;
+use crate::conversation::cluster;
 use crate::{AppState, Result, store};
 
 /// What [`recover`] found.
@@ -28,7 +31,13 @@ pub struct Recovered {
 pub(crate) async fn recover(st: &AppState) -> Result<Recovered> {
     let mut found = Recovered::default();
     for (session_id, message_id, user_id) in store::frames::missing_replies(&st.db).await? {
-        match write_missing_reply(st, session_id, &message_id, user_id).await {
+        let reply = cluster::reply_mark(user_id, session_id, &message_id);
+        if cluster::owned_alive(st, &reply).await?
+            || cluster::owned_alive(st, &super::streaming_mark(&message_id)).await?
+        {
+            continue;
+        }
+        match write_interrupted(st, session_id, &message_id, user_id, None).await {
             Ok(()) => found.replies += 1,
             Err(e) => tracing::warn!(
                 error = %e,
@@ -88,8 +97,12 @@ async fn recover_one(
     let Ok(req) = serde_json::from_value::<CallRequest>(latest) else {
         return Ok(None);
     };
-    // A timed question waits on, to its time (or takes its default now).
+    // A timed question waits on, to its time (or takes its default now), unless an
+    // instance alive has armed it.
     if let (CallStatus::Asking, Some(at)) = (req.status, req.expires_at) {
+        if cluster::owned_alive(st, &cluster::timer_mark(&request_id)).await? {
+            return Ok(None);
+        }
         return Ok(Some(RecoveredOne::Timed(Timed {
             user_id,
             session_id,
@@ -98,6 +111,22 @@ async fn recover_one(
         })));
     }
     if req.status != CallStatus::Approved {
+        return Ok(None);
+    }
+    // An instance alive running the call holds its message's lock: left to it.
+    let Ok(lock) = tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        st.message_locks.lock(&st.db, &message_id),
+    )
+    .await
+    else {
+        return Ok(None);
+    };
+    let _lock = lock?;
+    if !open_calls(st, session_id, &message_id)
+        .await?
+        .contains(&request_id)
+    {
         return Ok(None);
     }
     let agent_id = st
@@ -124,20 +153,37 @@ async fn recover_one(
     Ok(Some(RecoveredOne::Interrupted))
 }
 
+/// What follows the text kept of a reply whose server stopped while writing it.
+const STOPPED: &str = "*The server stopped while this reply was being written: the rest is lost.*";
+
 /// What a reply the server stopped writing says in place of its lost text (the agent reads
 /// it too, before the results of the calls it had begun).
 const CUT_OFF: &str = "*The server stopped while this reply was being written: its text is lost. The calls it had begun are below.*";
 
-/// The message of a reply whose calls began while it streamed, when the process stopped
-/// before storing it: its text is lost, and it says so; its calls show under it and the
-/// agent reads their results after it, as for any reply.
-async fn write_missing_reply(
+/// The message of a reply the process stopped before storing (its calls may have begun
+/// while it streamed): the text `kept` of it (another instance's mirror), else a note that
+/// its text is lost; marked aborted by shutdown. Its calls show under it and the agent
+/// reads their results after it, as for any reply. Nothing if it is stored already. The
+/// readers still showing it in flight are told it is complete.
+pub async fn write_interrupted(
     st: &AppState,
     session_id: i64,
     message_id: &str,
     user_id: i64,
+    kept: Option<String>,
 ) -> Result<()> {
+    let stored = st
+        .db
+        .read_with(async |c| store::frames::get_hot(c, session_id, message_id).await)
+        .await?;
+    if stored.is_some() {
+        return Ok(());
+    }
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, user_id).await?;
+    let content = match kept.filter(|k| !k.trim().is_empty()) {
+        Some(text) => format!("{text}\n\n{STOPPED}"),
+        None => CUT_OFF.to_owned(),
+    };
     let agent_id = st
         .db
         .read_with(async |c| store::sessions::agent_of(c, user_id, session_id).await)
@@ -154,7 +200,7 @@ async fn write_missing_reply(
         agent_id,
         json!({
             "role": "agent",
-            "content": CUT_OFF,
+            "content": content,
             "agent_id": agent_id,
             "agent_name": agent_name.as_deref().unwrap_or("Agent"),
             "aborted": true,
@@ -162,6 +208,24 @@ async fn write_missing_reply(
         }),
     );
     f.id = message_id.to_owned();
-    crate::conversation::frames::append(st, &dk, f).await?;
+    let stored = crate::conversation::frames::append(st, &dk, f).await?;
+    st.hub.publish(
+        user_id,
+        session_id,
+        crate::conversation::hub::HubEvent::Frame(stored),
+    );
+    let complete = hero_shared::wire::MessageComplete {
+        message_id: message_id.to_owned(),
+        content: String::new(),
+        executed_elements: Vec::new(),
+    };
+    st.hub.publish(
+        user_id,
+        session_id,
+        crate::conversation::hub::HubEvent::Stream {
+            session_id,
+            event: hero_shared::wire::SseEvent::MessageComplete(complete),
+        },
+    );
     Ok(())
 }

@@ -220,7 +220,7 @@ pub async fn open_and_settle_saying(
     abort: Option<&Abort>,
     opened: &(dyn Fn() + Send + Sync),
 ) -> Result<Settled> {
-    let _lock = st.message_locks.lock(&sc.message_id).await;
+    let _lock = st.message_locks.lock(&st.db, &sc.message_id).await?;
     open_and_settle_held(st, sc, authority, asked, over_bound, emit, abort, opened).await
 }
 
@@ -238,8 +238,9 @@ pub async fn close(
     emit: &(dyn Fn(SseEvent) + Send + Sync),
     abort: Option<&Abort>,
 ) -> Result<Settled> {
-    let _lock = st.message_locks.lock(&sc.message_id).await;
+    let _lock = st.message_locks.lock(&st.db, &sc.message_id).await?;
     st.message_locks.end_streaming(&sc.message_id);
+    crate::conversation::cluster::disown(st, &super::locks::streaming_mark(&sc.message_id)).await;
     open_and_settle_held(st, sc, authority, asked, over_bound, emit, abort, &|| {}).await
 }
 
@@ -279,7 +280,7 @@ pub async fn settle(
     emit: &(dyn Fn(SseEvent) + Send + Sync),
     abort: Option<&Abort>,
 ) -> Result<Settled> {
-    let _lock = st.message_locks.lock(&sc.message_id).await;
+    let _lock = st.message_locks.lock(&st.db, &sc.message_id).await?;
     settle_held(st, sc, opened, emit, abort).await
 }
 
@@ -323,7 +324,10 @@ pub(super) async fn settle_held(
 /// Every call of the message has its result, and its reply streams no more (a reply still
 /// streaming may ask for more).
 pub(super) async fn all_settled(st: &AppState, session_id: i64, message_id: &str) -> Result<bool> {
-    Ok(!st.message_locks.is_streaming(message_id)
+    Ok(!st
+        .message_locks
+        .is_streaming_anywhere(st, message_id)
+        .await?
         && open_calls(st, session_id, message_id).await?.is_empty())
 }
 
@@ -374,7 +378,7 @@ pub async fn stop_open(st: &AppState, user: &AuthUser, session_id: i64) -> Resul
             message_id: message_id.clone(),
             agent_id,
         };
-        let _lock = st.message_locks.lock(&message_id).await;
+        let _lock = st.message_locks.lock(&st.db, &message_id).await?;
         if !open_calls(st, session_id, &message_id)
             .await?
             .contains(&f.id)

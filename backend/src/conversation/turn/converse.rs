@@ -323,10 +323,7 @@ pub async fn follow_up(
     if st.hub.is_closing() {
         return Ok(());
     }
-    let limit = st.settings.limits.turns_per_user;
-    let slot = st
-        .turn_slots
-        .acquire(user.id(), limit, "replies in flight")?;
+    let slot = crate::conversation::cluster::turn_slot(st, user.id()).await?;
     let (agent, dk) = st
         .db
         .read_with(async |c| crate::agents::persona::prepared(c, st, user, session_id, false).await)

@@ -67,6 +67,9 @@ pub fn arm(st: &AppState, timed: Vec<Timed>) {
     for t in timed {
         let st = st.clone();
         tokio::spawn(async move {
+            // Held while armed: if this instance dies first, another arms it again.
+            let mark = crate::conversation::cluster::timer_mark(&t.request_id);
+            let _owned = crate::conversation::cluster::hold_work(&st, mark).await;
             let wait = u64::try_from(t.at - act::now_ms()).unwrap_or(0);
             tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
             // A server shutting down leaves it to the next start-up's [`recover`].

@@ -62,6 +62,7 @@ pub(super) struct Streaming {
 impl Drop for Streaming {
     fn drop(&mut self) {
         self.st.message_locks.end_streaming(&self.message_id);
+        crate::conversation::cluster::disown_later(&self.st, act::streaming_mark(&self.message_id));
     }
 }
 
@@ -209,6 +210,9 @@ async fn work(
     said: watch::Sender<(usize, bool)>,
 ) -> Vec<ExecutedElement> {
     let st = &out.st;
+    // The other instances learn the reply streams with calls begun before the first call's
+    // request is stored: none of them takes a decision on it for the message's last.
+    crate::conversation::cluster::own(st, &act::streaming_mark(&sc.message_id)).await;
     let mut executed = Vec::new();
     let emit = |ev: SseEvent| out.emit(ev);
     while let Some(asked) = rx.recv().await {

@@ -95,10 +95,7 @@ pub async fn post(
         post::Posted::Message(c) => c,
     };
     // Taken before anything is stored, given back when the turn ends, however it ends.
-    let limit = st.settings.limits.turns_per_user;
-    let slot = st
-        .turn_slots
-        .acquire(user.id(), limit, "replies in flight")?;
+    let slot = crate::conversation::cluster::turn_slot(st, user.id()).await?;
     let prepare::Started {
         agent,
         dk,

@@ -114,11 +114,7 @@ pub(super) async fn store_private(
 pub(super) async fn summarise(out: Out, user: &AuthUser, message_id: String) -> Result<TurnFuture> {
     let (st, session_id) = (out.st.clone(), out.session_id);
     sessions::get(&st.db, user, session_id).await?;
-    let slot = st.turn_slots.acquire(
-        user.id(),
-        st.settings.limits.turns_per_user,
-        "replies in flight",
-    )?;
+    let slot = crate::conversation::cluster::turn_slot(&st, user.id()).await?;
     let user = user.clone();
     Ok(Box::pin(async move {
         out.emit(SseEvent::MessageStart(MessageStart {
