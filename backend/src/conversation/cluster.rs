@@ -985,7 +985,10 @@ mod tests {
         assert!(content.contains("server stopped"), "{content}");
         assert_eq!(payload["aborted"], true);
         let first = next(&mut readers).await;
-        assert!(matches!(&*first, HubEvent::Frame(f) if f.id == "m9"), "{first:?}");
+        assert!(
+            matches!(&*first, HubEvent::Frame(f) if f.id == "m9"),
+            "{first:?}"
+        );
         assert!(matches!(
             &*next(&mut readers).await,
             HubEvent::Stream {

@@ -11,15 +11,20 @@ pub const PASSWORD: &str = "alice-password";
 
 /// Adds the user alice to the data directory `data`, as an operator does.
 pub fn add_alice(data: &std::path::Path) {
-    let mut add = Command::new(env!("CARGO_BIN_EXE_hero"))
-        .args(["user", "add", "alice"])
+    add_alice_with(data, &[]);
+}
+
+/// [`add_alice`] with settings of the environment's (`HERO_DATABASE_URL`, …).
+pub fn add_alice_with(data: &std::path::Path, env: &[(&str, &str)]) {
+    let mut add = Command::new(env!("CARGO_BIN_EXE_hero"));
+    add.args(["user", "add", "alice"])
         .env("HERO_DATA_DIR", data)
         .env_remove("HERO_MASTER_KEY")
         .env_remove("HERO_CONFIG")
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+        .stdout(Stdio::null());
+    let mut add = add.spawn().unwrap();
     writeln!(add.stdin.take().unwrap(), "{PASSWORD}").unwrap();
     assert!(add.wait().unwrap().success());
 }
@@ -36,6 +41,11 @@ pub struct Served {
 /// `hero serve` on a free loopback port, its data in `data`, allowed to reach `allow` (the
 /// mock LLM's address), with alice signed in.
 pub async fn serve(data: &std::path::Path, allow: &str) -> Served {
+    serve_with(data, allow, &[]).await
+}
+
+/// [`serve`] with settings of the environment's (`HERO_DATABASE_URL`, …).
+pub async fn serve_with(data: &std::path::Path, allow: &str, env: &[(&str, &str)]) -> Served {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
@@ -49,6 +59,7 @@ pub async fn serve(data: &std::path::Path, allow: &str) -> Served {
         .env_remove("HERO_CONFIG")
         .env_remove("HERO_DRAIN_SECS")
         .env("HERO_EGRESS_ALLOW", allow)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .spawn()
         .expect("hero starts");
