@@ -105,6 +105,8 @@ pub enum Wire {
     Stop {
         session_id: i64,
     },
+    /// An instance joined: the others send it their events from now on.
+    Hello,
     /// An event kept in `fanout_spill`, too large for a notification.
     Spilled {
         id: i64,
@@ -175,13 +177,25 @@ struct Batch {
     events: Vec<Box<serde_json::value::RawValue>>,
 }
 
-/// The hub's way out to the other instances ([`Hub::publish`] hands it every event).
+/// The hub's way out to the other instances ([`Hub::publish`] hands it every event while
+/// any is alive).
 pub struct Outbound {
     tx: mpsc::Sender<Wire>,
     lost: AtomicBool,
+    peers: AtomicBool,
 }
 
 impl Outbound {
+    /// Whether another instance is alive.
+    pub fn has_peers(&self) -> bool {
+        self.peers.load(Ordering::Acquire)
+    }
+
+    /// Records whether another instance is alive; answers whether that changed.
+    pub fn set_peers(&self, any: bool) -> bool {
+        self.peers.swap(any, Ordering::AcqRel) != any
+    }
+
     /// Queues `w` for the other instances; never waits. A full queue drops it, and the
     /// next batch says events were lost.
     pub fn send(&self, w: Wire) {
@@ -243,8 +257,15 @@ pub async fn join(st: &AppState) -> Result<Option<Member>> {
     let out = Arc::new(Outbound {
         tx,
         lost: AtomicBool::new(false),
+        peers: AtomicBool::new(false),
     });
     st.hub.reach_elsewhere(out.clone());
+    let since = now_ms() - EXPIRY.as_millis() as i64;
+    let alive = store::cluster::alive(&st.db, since).await?;
+    st.hub.set_peers(alive.iter().any(|id| *id != me.id));
+    // The others start sending to this one as soon as they hear it (before the heartbeat
+    // would tell them): sent before this instance serves anyone.
+    send_batch(st, &me, false, &[Wire::Hello]).await?;
     let _ = st.instance.set(me.clone());
     tokio::spawn(send_out(st.clone(), me.clone(), rx, out));
     tokio::spawn(receive(st.clone(), me.clone(), listener));
@@ -580,6 +601,8 @@ async fn take_in(st: &AppState, me: &Member, payload: &str) {
         tracing::warn!("a notification on this installation's channel could not be opened");
         return;
     };
+    // Another instance is alive: this one's events go to it from now on.
+    st.hub.set_peers(true);
     let batch: Batch = match serde_json::from_slice(&plain) {
         Ok(b) => b,
         Err(e) => {
@@ -681,6 +704,7 @@ fn apply(st: &AppState, from: &str, w: Wire) {
         Wire::Stop { session_id } => {
             st.turns.abort(session_id);
         }
+        Wire::Hello => {}
         // Read by `take_in`; a spilled event is never spilled again.
         Wire::Spilled { .. } => {}
     }
@@ -713,7 +737,10 @@ async fn beat(st: AppState, me: Member) {
             }
         }
         match store::cluster::alive(&st.db, now - EXPIRY.as_millis() as i64).await {
-            Ok(alive) => st.turns.keep_remote_of(&alive),
+            Ok(alive) => {
+                st.hub.set_peers(alive.iter().any(|id| *id != me.id));
+                st.turns.keep_remote_of(&alive);
+            }
             Err(e) => tracing::warn!(error = %e, "the instances alive could not be read"),
         }
         let _ = store::cluster::forget_spills(&st.db, now - SPILL_KEPT.as_millis() as i64).await;
@@ -737,7 +764,48 @@ mod tests {
         let b = a.st.restarted();
         let ma = join(&a.st).await.unwrap().unwrap();
         let mb = join(&b).await.unwrap().unwrap();
+        // B knew of A when it joined; A hears B's hello.
+        assert!(b.hub.has_listeners(0, 0));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !a.st.hub.has_listeners(0, 0) {
+            assert!(std::time::Instant::now() < deadline, "A never heard B");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         Some((a, b, ma, mb))
+    }
+
+    /// An instance alone on its database sends nothing for others; once one is alive,
+    /// every event goes out, in order.
+    #[tokio::test]
+    async fn alone_nothing_goes_out() {
+        let hub = Hub::default();
+        let (tx, mut rx) = mpsc::channel(QUEUE);
+        hub.reach_elsewhere(Arc::new(Outbound {
+            tx,
+            lost: AtomicBool::new(false),
+            peers: AtomicBool::new(false),
+        }));
+        let stop = || Wire::Stop { session_id: 1 };
+        let text = |n: usize| HubEvent::Stream {
+            session_id: 1,
+            event: SseEvent::Text(TextData {
+                message_id: "m".into(),
+                text: n.to_string(),
+            }),
+        };
+        assert!(!hub.has_listeners(7, 1), "nobody here, nobody elsewhere");
+        hub.publish(7, 1, text(0));
+        hub.tell_elsewhere(stop());
+        assert!(rx.try_recv().is_err());
+        hub.set_peers(true);
+        assert!(hub.has_listeners(7, 1));
+        hub.publish(7, 1, text(1));
+        hub.tell_elsewhere(stop());
+        assert!(matches!(rx.try_recv(), Ok(Wire::Stream { user_id: 7, .. })));
+        assert!(matches!(rx.try_recv(), Ok(Wire::Stop { session_id: 1 })));
+        hub.set_peers(false);
+        hub.publish(7, 1, text(2));
+        assert!(rx.try_recv().is_err());
     }
 
     async fn next(sub: &mut crate::conversation::hub::Subscription) -> Arc<HubEvent> {

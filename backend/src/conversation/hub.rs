@@ -191,7 +191,7 @@ impl Hub {
     /// Whether anyone listens to the session or its owner: lets the hot path skip building
     /// an event nobody would read. With other instances, someone may listen there.
     pub fn has_listeners(&self, user_id: i64, session_id: i64) -> bool {
-        self.elsewhere.get().is_some()
+        self.peers().is_some()
             || lock(&self.sessions).contains_key(&session_id)
             || lock(&self.users).contains_key(&user_id)
     }
@@ -212,7 +212,7 @@ impl Hub {
     /// Sends to the session's and the owner's subscribers, here and on the other
     /// instances. Never waits.
     pub fn publish(&self, user_id: i64, session_id: i64, ev: HubEvent) {
-        if let Some(out) = self.elsewhere.get() {
+        if let Some(out) = self.peers() {
             out.send(Wire::of(user_id, &ev));
         }
         self.publish_here(user_id, session_id, ev);
@@ -227,7 +227,7 @@ impl Hub {
 
     /// An event of the user's that belongs to no session (an agent's status).
     pub fn publish_user(&self, user_id: i64, ev: HubEvent) {
-        if let Some(out) = self.elsewhere.get() {
+        if let Some(out) = self.peers() {
             out.send(Wire::of(user_id, &ev));
         }
         self.publish_user_here(user_id, ev);
@@ -240,15 +240,33 @@ impl Hub {
 
     /// Asks the other instances for something (a Stop); nothing when there are none.
     pub fn tell_elsewhere(&self, w: Wire) {
-        if let Some(out) = self.elsewhere.get() {
+        if let Some(out) = self.peers() {
             out.send(w);
         }
     }
 
-    /// From now on every event also goes to the other instances through `out`.
+    /// From now on every event also goes to the other instances through `out`, while
+    /// there are any ([`Hub::set_peers`]).
     pub fn reach_elsewhere(&self, out: Arc<Outbound>) {
         let _ = self.elsewhere.set(out);
         self.version.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The way to the other instances, while any is alive: an instance alone on its
+    /// database (the usual case) builds and sends nothing for them.
+    fn peers(&self) -> Option<&Outbound> {
+        self.elsewhere.get().map(|o| &**o).filter(|o| o.has_peers())
+    }
+
+    /// Whether other instances are alive (a notification came from one, or the heartbeat
+    /// saw one): events go out to them while they are.
+    pub fn set_peers(&self, any: bool) {
+        if let Some(out) = self.elsewhere.get()
+            && out.set_peers(any)
+        {
+            // A turn that cached "nobody listens" looks again.
+            self.version.fetch_add(1, Ordering::AcqRel);
+        }
     }
 
     /// Events meant for this instance's subscribers were lost: every channel ends (its
