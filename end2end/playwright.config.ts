@@ -7,6 +7,10 @@ process.env.HERO_E2E_MOCK = `http://127.0.0.1:${port + 1}`;
 // Hero under /hero behind nginx: the proxy that strips the prefix, and the one that does not.
 process.env.HERO_E2E_STRIPPING = `http://127.0.0.1:${port + 2}`;
 process.env.HERO_E2E_PASSING = `http://127.0.0.1:${port + 3}`;
+// Two Heros on one PostgreSQL behind one nginx: balanced, and to each one alone.
+process.env.HERO_E2E_BALANCED = `http://127.0.0.1:${port + 5}`;
+process.env.HERO_E2E_FIRST = `http://127.0.0.1:${port + 6}`;
+process.env.HERO_E2E_SECOND = `http://127.0.0.1:${port + 7}`;
 
 export default defineConfig({
   testDir: "./tests",
@@ -41,6 +45,17 @@ export default defineConfig({
       url: `http://127.0.0.1:${port + 2}/hero/login`,
       reuseExistingServer: false,
       timeout: 60_000,
+      stdout: "pipe",
+      stderr: "pipe",
+    },
+    {
+      // Two Heros on one PostgreSQL behind one nginx (instances.spec.ts): the balancer on
+      // port + 5, each Hero alone through it on port + 6 and port + 7, the Heros on port + 8
+      // and port + 9, their PostgreSQL on port + 10.
+      command: `sh ./serve-two-instances.sh ${port + 5} 127.0.0.1:${port + 1}`,
+      url: `http://127.0.0.1:${port + 7}/login`,
+      reuseExistingServer: false,
+      timeout: 90_000,
       stdout: "pipe",
       stderr: "pipe",
     },

@@ -744,6 +744,11 @@ async fn run(a: Args, relay_rt: tokio::runtime::Handle, hero_rt: tokio::runtime:
         ..Settings::default()
     };
     let test_support::TestState { st, dir } = test_support::state_with(settings).await;
+    // On PostgreSQL (`HERO_TEST_BACKEND=postgres`), joined as `hero serve` joins: alone on
+    // its database, it sends nothing for other instances.
+    hero_backend::conversation::cluster::join(&st)
+        .await
+        .expect("joins the instances");
     accounts::create(&st.db, &st.keys, "bench", "bench-password", false)
         .await
         .expect("user");

@@ -205,13 +205,14 @@ pub async fn authenticate(st: &AppState, token: &str) -> Result<AuthUser> {
 }
 
 /// Whether this sign-in still stands (not expired, not logged out, password unchanged,
-/// account enabled): long-lived streams ask again from time to time.
-pub async fn still_valid(st: &AppState, user: &AuthUser) -> bool {
+/// account enabled): long-lived streams ask again from time to time. An error when the
+/// database cannot say (the stream ends asking to reconnect, not signed out).
+pub async fn still_valid(st: &AppState, user: &AuthUser) -> Result<bool> {
     if time::OffsetDateTime::now_utc().unix_timestamp() >= user.expires_at {
-        return false;
+        return Ok(false);
     }
-    let row = store::tokens::by_jti(&st.db, &user.jti).await;
-    matches!(row, Ok(Some(t)) if !t.disabled && !t.revoked)
+    let row = store::tokens::by_jti(&st.db, &user.jti).await?;
+    Ok(matches!(row, Some(t) if !t.disabled && !t.revoked))
 }
 
 /// How often a live stream (events, WebSocket) re-checks its sign-in, by default
@@ -518,10 +519,10 @@ mod tests {
             .unwrap();
         let l = login(&t, "alice", "correct horse").await.unwrap();
         let u = authenticate(&t, &l.token).await.unwrap();
-        assert!(still_valid(&t, &u).await && still_valid(&t, &l.user).await);
+        assert!(still_valid(&t, &u).await.unwrap() && still_valid(&t, &l.user).await.unwrap());
         tokio::time::sleep(Duration::from_millis(2100)).await;
         // A live stream opened with it re-checks and ends: not revoked, but over.
-        assert!(!still_valid(&t, &u).await && !still_valid(&t, &l.user).await);
+        assert!(!still_valid(&t, &u).await.unwrap() && !still_valid(&t, &l.user).await.unwrap());
     }
 
     #[tokio::test]

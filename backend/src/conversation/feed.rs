@@ -152,9 +152,14 @@ impl SessionFeed {
                 }
                 _ = self.recheck.tick() => {
                     let (st, user) = (self.st.clone(), self.user.clone());
-                    let valid = detached(async move { Ok(crate::accounts::auth::still_valid(&st, &user).await) });
-                    if !valid.await.unwrap_or(false) {
-                        self.end(SessionEvent::Error("this sign-in has ended".into()));
+                    let valid = detached(async move { crate::accounts::auth::still_valid(&st, &user).await });
+                    match valid.await {
+                        Ok(true) => {}
+                        Ok(false) => self.end(SessionEvent::Error("this sign-in has ended".into())),
+                        Err(e) => self.end(SessionEvent::Error(format!(
+                            "{}; reconnect with Last-Event-ID to resume",
+                            e.public_message()
+                        ))),
                     }
                     continue;
                 }
@@ -168,7 +173,14 @@ impl SessionFeed {
                     )));
                     continue;
                 }
-                Err(broadcast::error::RecvError::Closed) => return None,
+                // The hub ended the channel: live events were lost on their way here
+                // (another instance's could not be heard for a while, `Hub::resync`).
+                Err(broadcast::error::RecvError::Closed) => {
+                    self.end(SessionEvent::Error(
+                        "this stream's live events were interrupted; reconnect with Last-Event-ID to resume".into(),
+                    ));
+                    continue;
+                }
             };
             if let Some(out) = self.on_live(&ev) {
                 return Some(out);

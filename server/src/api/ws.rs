@@ -212,11 +212,15 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
             }
             _ = recheck.tick() => {
                 // Logout, a password change or a disabled account ends the socket too.
-                if !hero_backend::accounts::auth::still_valid(&st, &user).await {
-                    let _ = send(&mut sink, &WsServerMessage::Error { error: "this sign-in has ended".into() }).await;
-                    let _ = sink.close().await;
-                    return;
-                }
+                let error = match hero_backend::accounts::auth::still_valid(&st, &user).await {
+                    Ok(true) => continue,
+                    Ok(false) => "this sign-in has ended".to_owned(),
+                    // The database cannot say: not signed out, but nothing here can go on.
+                    Err(e) => format!("{}; reconnect", e.public_message()),
+                };
+                let _ = send(&mut sink, &WsServerMessage::Error { error }).await;
+                let _ = sink.close().await;
+                return;
             }
             msg = incoming.next() => {
                 let text = match msg {
@@ -271,7 +275,13 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
                     let _ = sink.close().await;
                     return;
                 }
-                Err(broadcast::error::RecvError::Closed) => return,
+                // Live events were lost on their way here (`Hub::resync`).
+                Err(broadcast::error::RecvError::Closed) => {
+                    let m = WsServerMessage::Error { error: "this connection's live events were interrupted; reconnect".into() };
+                    let _ = send(&mut sink, &m).await;
+                    let _ = sink.close().await;
+                    return;
+                }
             }
         }
     }

@@ -30,8 +30,11 @@ pub struct Registry {
     closing: AtomicBool,
     /// Mirrors of replies in flight on other instances, by session: each with the id of the
     /// instance it runs on ([`crate::conversation::cluster`]).
-    remote: Mutex<HashMap<i64, Vec<(String, Arc<InFlight>)>>>,
+    remote: Mutex<HashMap<i64, Vec<Mirror>>>,
 }
+
+/// A reply in flight on another instance: that instance's id, and the reply so far.
+type Mirror = (String, Arc<InFlight>);
 
 /// A turn in flight: its stop signal and how far it has come.
 struct Turn {
