@@ -5,7 +5,7 @@
 # `halt` stops it and `resume` starts it again, keeping everything (a test of PostgreSQL
 # going away under a serving Hero); `init` makes it without starting it, and `run` runs it
 # in the foreground (for a script whose processes all end together). HERO_PG_DIR puts it
-# elsewhere than target/pg.
+# elsewhere than target/pg; HERO_PG_SSL=1 serves TLS too (its root certificate in data/root.crt).
 # Fast and unsafe settings (no fsync): it holds nothing but tests' databases.
 # Usage: scripts/postgres.sh start [PORT] | stop | halt | resume | init [PORT] | run
 set -euo pipefail
@@ -30,6 +30,18 @@ init | start)
     "unix_socket_directories = '$dir'" "fsync = off" "synchronous_commit = off" \
     "full_page_writes = off" "max_connections = 300" |
     as_pg sh -c "cat >> '$dir/data/postgresql.conf'"
+  if [ "${HERO_PG_SSL:-}" = 1 ]; then
+    # TLS: a certificate authority of its own (data/root.crt, what a client verifies by)
+    # and the server's certificate for 127.0.0.1, signed by it.
+    as_pg sh -c "cd '$dir/data' && umask 077 &&
+      openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=hero-test-ca \
+        -addext basicConstraints=critical,CA:TRUE -keyout root.key -out root.crt &&
+      openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout server.key -out server.csr &&
+      printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' > server.ext &&
+      openssl x509 -req -in server.csr -CA root.crt -CAkey root.key -CAcreateserial -days 2 \
+        -extfile server.ext -out server.crt && chmod 644 root.crt" >/dev/null 2>&1
+    printf '%s\n' "ssl = on" | as_pg sh -c "cat >> '$dir/data/postgresql.conf'"
+  fi
   if [ "$1" = start ]; then
     as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w start >/dev/null
   fi

@@ -25,11 +25,11 @@ if [ "$want_browser" = browser ] && [ ! -x /usr/sbin/nginx ]; then
 fi
 
 # PostgreSQL 15: the store's tests run on it too (scripts/postgres.sh starts a cluster of
-# their own).
-if [ "$want_browser" = browser ] && [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then
-  echo "setup: installing Debian's PostgreSQL 15 for the tests"
+# their own); openssl makes the certificate of the one a TLS test connects to.
+if [ "$want_browser" = browser ] && { [ ! -x /usr/lib/postgresql/15/bin/initdb ] || ! command -v openssl >/dev/null; }; then
+  echo "setup: installing Debian's PostgreSQL 15 and openssl for the tests"
   as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 openssl >/dev/null
 fi
 
 # bubblewrap: the sandbox `bash` runs in (without it, bash is refused).

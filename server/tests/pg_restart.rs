@@ -1,4 +1,5 @@
-//! PostgreSQL stopped and started again under a serving Hero, with requests coming all the
+//! Hero on a PostgreSQL of the test's own. Over TLS, verified against the server's
+//! certificate. Stopped and started again under a serving Hero, with requests coming all the
 //! while: while it is down, requests answer 503 with a message (never 500, never a
 //! panic), `/readyz` says so, a message posted then is refused and not stored, and a tab's
 //! event stream ends with a hint to reconnect; when it is back, Hero serves again by
@@ -40,13 +41,31 @@ fn script(dir: &std::path::Path, args: &[&str]) -> String {
 
 impl OwnPostgres {
     fn start() -> (OwnPostgres, String) {
+        Self::start_with(&[])
+    }
+
+    fn start_with(env: &[(&str, &str)]) -> (OwnPostgres, String) {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .unwrap()
             .port();
         let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target"))
-            .join(format!("pg-restart-{port}"));
-        let url = script(&dir, &["start", &port.to_string()]);
+            .join(format!("pg-own-{port}"));
+        let out = Command::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scripts/postgres.sh"
+        ))
+        .args(["start", &port.to_string()])
+        .env("HERO_PG_DIR", &dir)
+        .envs(env.iter().copied())
+        .output()
+        .expect("scripts/postgres.sh runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let url = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         (OwnPostgres { dir }, url)
     }
 
@@ -229,4 +248,47 @@ async fn postgresql_stopped_and_started_again_under_load() {
     assert_eq!(said.len(), 2, "{said:?}");
     assert!(said.iter().all(|c| !c.contains("while down")), "{said:?}");
     assert_eq!(agent_messages(&frames).len(), 2);
+}
+
+/// `database_url` with `sslmode=verify-full` and the server's certificate as its root:
+/// Hero connects over TLS (the server says so of the connection); without the root, the
+/// certificate is refused and the start stops with a line naming the host.
+#[tokio::test]
+async fn postgresql_over_tls_is_verified() {
+    let (pg, url) = OwnPostgres::start_with(&[("HERO_PG_SSL", "1")]);
+    let root = pg.dir.join("data/root.crt");
+    // The authority that signed the server's certificate (readable by all).
+    let verified = format!("{url}?sslmode=verify-full&sslrootcert={}", root.display());
+    let data = tempfile::tempdir().unwrap();
+    let migrate = |url: &str| {
+        Command::new(env!("CARGO_BIN_EXE_hero"))
+            .args(["migrate"])
+            .env("HERO_DATA_DIR", data.path())
+            .env("HERO_DATABASE_URL", url)
+            .env("HERO_MASTER_KEY", "55".repeat(32))
+            .env_remove("HERO_CONFIG")
+            .output()
+            .unwrap()
+    };
+    let ok = migrate(&verified);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    // The same driver, the same URL: the connection is encrypted.
+    let opts = hero_backend::store::postgres_options(&verified).unwrap();
+    use sqlx::Connection;
+    let mut c = sqlx::PgConnection::connect_with(&opts).await.unwrap();
+    let ssl: bool = sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+    assert!(ssl);
+    // Verified against the public roots only: this certificate is no one's, refused.
+    let refused = migrate(&format!("{url}?sslmode=verify-full"));
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("127.0.0.1"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
 }
