@@ -41,6 +41,11 @@ struct Connections {
     state: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Direction {
+    direction: &'static str,
+}
+
 type Seconds = Family<Provider, Histogram, fn() -> Histogram>;
 
 /// Time to a provider's first token: 10 ms to about 82 s.
@@ -65,6 +70,9 @@ pub struct Metrics {
     streams: Gauge,
     connections: Family<Connections, Gauge>,
     lagged: Counter,
+    between: Histogram,
+    between_events: Family<Direction, Counter>,
+    between_lost: Counter,
 }
 
 /// What is counted elsewhere, read when scraped.
@@ -129,7 +137,29 @@ impl Default for Metrics {
             "Live readers (event streams, WebSockets) closed for falling too far behind the session's events",
             lagged.clone(),
         );
+        // Half a millisecond to about 8 s.
+        let between = Histogram::new(exponential_buckets(0.0005, 2.0, 15));
+        registry.register(
+            "fanout_between_instances_seconds",
+            "Time from a batch of live events leaving another instance to its arrival here (by the two clocks)",
+            between.clone(),
+        );
+        let between_events = Family::<Direction, Counter>::default();
+        registry.register(
+            "fanout_between_instances_events",
+            "Live events sent to the other instances, and received from them",
+            between_events.clone(),
+        );
+        let between_lost = Counter::default();
+        registry.register(
+            "fanout_between_instances_lost",
+            "Times live events between instances were lost (readers here were told to reconnect)",
+            between_lost.clone(),
+        );
         Metrics {
+            between,
+            between_events,
+            between_lost,
             registry,
             requests,
             first_token,
@@ -169,6 +199,29 @@ impl Metrics {
     /// A live reader was closed for falling too far behind (the hub's channel bound).
     pub fn lagged(&self) {
         self.lagged.inc();
+    }
+
+    /// A batch of `events` live events sent to the other instances.
+    pub fn sent_between(&self, events: usize) {
+        let d = Direction { direction: "sent" };
+        self.between_events.get_or_create(&d).inc_by(events as u64);
+    }
+
+    /// A batch of `events` live events received from another instance, `delay` after it
+    /// left (`None` if the clocks disagree so far that it seems to come from the future).
+    pub fn received_between(&self, events: usize, delay: Option<Duration>) {
+        let d = Direction {
+            direction: "received",
+        };
+        self.between_events.get_or_create(&d).inc_by(events as u64);
+        if let Some(delay) = delay {
+            self.between.observe(delay.as_secs_f64());
+        }
+    }
+
+    /// Live events between instances were lost.
+    pub fn lost_between(&self) {
+        self.between_lost.inc();
     }
 
     /// Everything, as Prometheus reads it.

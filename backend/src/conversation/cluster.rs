@@ -174,6 +174,9 @@ impl Wire {
 struct Batch {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     lost: bool,
+    /// When it left, in Unix microseconds (by the sender's clock).
+    #[serde(default)]
+    at: i64,
     events: Vec<Box<serde_json::value::RawValue>>,
 }
 
@@ -482,6 +485,12 @@ fn now_ms() -> i64 {
     crate::conversation::act::now_ms()
 }
 
+fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
 /// Sends the queued events, as few notifications as they fit in, in order.
 async fn send_out(st: AppState, me: Member, mut rx: mpsc::Receiver<Wire>, out: Arc<Outbound>) {
     let mut events = Vec::with_capacity(BATCH);
@@ -507,9 +516,10 @@ async fn send_batch(st: &AppState, me: &Member, lost: bool, events: &[Wire]) -> 
             json
         });
     }
-    for plain in batches(lost, &pieces) {
+    for plain in batches(lost, now_us(), &pieces) {
         store::cluster::notify(&st.db, &me.channel, &me.seal(plain.as_bytes())).await?;
     }
+    st.metrics.sent_between(events.len());
     Ok(())
 }
 
@@ -520,12 +530,12 @@ fn to_json(w: &Wire) -> Result<String> {
 
 /// `pieces` (each an event's JSON, each under [`PLAIN_MAX`]) as batches of at most
 /// [`PLAIN_MAX`] bytes, in order; the first says whether events were `lost` before it.
-fn batches(lost: bool, pieces: &[String]) -> Vec<String> {
+fn batches(lost: bool, at: i64, pieces: &[String]) -> Vec<String> {
     let open = |lost: bool| {
         if lost {
-            String::from(r#"{"lost":true,"events":["#)
+            format!(r#"{{"lost":true,"at":{at},"events":["#)
         } else {
-            String::from(r#"{"events":["#)
+            format!(r#"{{"at":{at},"events":["#)
         }
     };
     let mut out = Vec::new();
@@ -585,6 +595,7 @@ async fn receive(st: AppState, me: Member, mut listener: store::cluster::Listene
 /// Events were lost on the way here: every reader here comes back from its last seq, and
 /// the mirrors of replies elsewhere are let go.
 fn resync(st: &AppState) {
+    st.metrics.lost_between();
     st.turns.forget_all_remote();
     st.hub.resync();
 }
@@ -610,6 +621,10 @@ async fn take_in(st: &AppState, me: &Member, payload: &str) {
             return;
         }
     };
+    let delay = u64::try_from(now_us() - batch.at)
+        .ok()
+        .map(std::time::Duration::from_micros);
+    st.metrics.received_between(batch.events.len(), delay);
     if batch.lost {
         resync(st);
     }
@@ -946,6 +961,21 @@ mod tests {
         ));
         assert!(matches!(&*next(&mut a_user).await, HubEvent::Stream { .. }));
 
+        // What went between them is counted, and how long it took.
+        let now = || crate::metrics::Now {
+            turns: 0,
+            streams: 0,
+            pool_size: 0,
+            pool_idle: 0,
+        };
+        let text = b.metrics.render(now());
+        for want in [
+            "hero_fanout_between_instances_events_total{direction=\"received\"}",
+            "hero_fanout_between_instances_events_total{direction=\"sent\"}",
+            "hero_fanout_between_instances_seconds_count",
+        ] {
+            assert!(text.contains(want), "{want} in {text}");
+        }
         // Two starting together: one recovers, the other leaves it to it.
         assert!(recovers(&a.st, Some(&ma)).await);
         assert!(!recovers(&b, Some(&mb)).await);
@@ -1086,13 +1116,13 @@ mod tests {
         let pieces: Vec<String> = (0..500)
             .map(|i| format!(r#"{{"k":"stop","session_id":{i}}}"#))
             .collect();
-        let out = batches(true, &pieces);
+        let out = batches(true, 7, &pieces);
         assert!(out.len() > 1);
         let mut seen = Vec::new();
         for (n, b) in out.iter().enumerate() {
             assert!(b.len() <= PLAIN_MAX, "{}", b.len());
             let batch: Batch = serde_json::from_str(b).unwrap();
-            assert_eq!(batch.lost, n == 0);
+            assert_eq!((batch.lost, batch.at), (n == 0, 7));
             for e in batch.events {
                 match serde_json::from_str::<Wire>(e.get()).unwrap() {
                     Wire::Stop { session_id } => seen.push(session_id),
@@ -1102,8 +1132,8 @@ mod tests {
         }
         assert_eq!(seen, (0..500).collect::<Vec<_>>());
         // Nothing to say, nothing sent; only lost events, said alone.
-        assert!(batches(false, &[]).is_empty());
-        let only: Batch = serde_json::from_str(&batches(true, &[])[0]).unwrap();
+        assert!(batches(false, 7, &[]).is_empty());
+        let only: Batch = serde_json::from_str(&batches(true, 7, &[])[0]).unwrap();
         assert!(only.lost && only.events.is_empty());
     }
 
