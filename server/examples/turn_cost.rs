@@ -114,6 +114,11 @@ async fn scenario(
         ..Settings::default()
     };
     let t = test_support::state_with(settings).await;
+    // On PostgreSQL (`HERO_TEST_BACKEND=postgres`), joined as `hero serve` joins (alone: a
+    // reply's mark is written and removed, nothing is sent for other instances).
+    hero_backend::conversation::cluster::join(&t)
+        .await
+        .expect("joins the instances");
     let user = test_support::signed_in(&t, "bench").await;
     let agent = agents::create(
         &t.db,

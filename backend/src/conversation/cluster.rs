@@ -419,7 +419,9 @@ pub async fn owned_alive(st: &AppState, name: &str) -> Result<bool> {
 
 /// `permit` (one of `kind` its user holds on this instance) held among the instances too:
 /// refused as the local bound is ([`crate::limits::refused`]) when instances that are alive
-/// hold `at_most` of them already. Given back with the permit. Unchanged on SQLite.
+/// hold `at_most` of them already. Given back with the permit. Unchanged on SQLite, and
+/// while this instance is alone (what it held before another joined is not counted there
+/// until it ends: for that long a user may hold up to twice the bound).
 pub async fn across(
     st: &AppState,
     permit: crate::limits::Permit,
@@ -430,6 +432,10 @@ pub async fn across(
     let Some(me) = st.instance.get() else {
         return Ok(permit);
     };
+    // Alone, this instance's own count is the whole count.
+    if !st.hub.has_peers() {
+        return Ok(permit);
+    }
     let since = now_ms() - EXPIRY.as_millis() as i64;
     let user_id = permit.user_id();
     match store::cluster::take_hold(&st.db, kind, user_id, at_most, &me.id, since).await? {

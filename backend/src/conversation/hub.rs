@@ -252,6 +252,12 @@ impl Hub {
         self.version.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// Whether other instances are alive (PostgreSQL): what is shared with them is kept in
+    /// the database only while they are.
+    pub fn has_peers(&self) -> bool {
+        self.peers().is_some()
+    }
+
     /// The way to the other instances, while any is alive: an instance alone on its
     /// database (the usual case) builds and sends nothing for them.
     fn peers(&self) -> Option<&Outbound> {

@@ -201,9 +201,16 @@ pub(super) async fn reply(
     early: &mut Early,
 ) -> Replied {
     let message_id = live.message_id.clone();
-    // Held until the reply is stored: if this instance dies first, another stores it.
-    let mark = crate::conversation::cluster::reply_mark(out.user_id, out.session_id, &message_id);
-    let _owned = crate::conversation::cluster::hold_work(&out.st, mark).await;
+    // Held until the reply is stored, while other instances are alive: if this one dies
+    // first, another stores it (alone, there is no other to take it over).
+    let _owned = match out.st.hub.has_peers() {
+        true => {
+            let mark =
+                crate::conversation::cluster::reply_mark(out.user_id, out.session_id, &message_id);
+            crate::conversation::cluster::hold_work(&out.st, mark).await
+        }
+        false => None,
+    };
     // Asked after the turn, when `cancel` itself went into the loop's watch.
     let stop = cancel.clone();
     out.emit(SseEvent::MessageStart(MessageStart {
