@@ -64,6 +64,13 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let member = hero_backend::conversation::cluster::join(&st)
         .await
         .context("cannot join the other instances on the database")?;
+    if let Some(me) = &member {
+        // A stopped instance's work is taken over (by one of those alive).
+        tokio::spawn(hero_backend::conversation::takeover::watch(
+            st.clone(),
+            me.clone(),
+        ));
+    }
     if hero_backend::conversation::cluster::recovers(&st, member.as_ref()).await {
         recover(&st).await;
         hero_backend::conversation::cluster::recovered(&st, member.as_ref()).await;

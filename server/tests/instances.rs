@@ -200,9 +200,10 @@ async fn a_reply_on_one_instance_is_live_on_the_other_both_ways() {
 }
 
 /// Stop on B stops a reply streaming on A; an approval given on B runs the call waiting on A,
-/// and the agent goes on once.
+/// and an answer given on B answers the question A's reply asked: each once, and the agent
+/// goes on once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stop_and_an_approval_given_on_one_instance_reach_the_other() {
+async fn stop_an_approval_and_an_answer_given_on_one_instance_reach_the_other() {
     let p = pair(&[]).await;
     let sid = p.session().await;
     let mut on_b = events(&p.b, sid).await;
@@ -287,6 +288,48 @@ async fn stop_and_an_approval_given_on_one_instance_reach_the_other() {
         .filter(|m| m["payload"]["content"] == "Back.")
         .count();
     assert_eq!(follow_ups, 1, "the agent went on once: {frames:?}");
+
+    // A question asked in a reply on A, answered in the tab on B (its WebSocket).
+    let v: Value =
+        p.a.post(
+            &format!("/api/sessions/{sid}/messages"),
+            json!({"content": r#"[[mock text="\u003cask>Ready?\u003c/ask>" then="Answered."]]"#}),
+        )
+        .await;
+    assert!(v["content"].is_string(), "{v}");
+    let frames = p.a.frames(sid).await;
+    let asking = of_type(&frames, "request")
+        .into_iter()
+        .find(|r| r["payload"]["status"] == "asking")
+        .expect("the question waits")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    ws.send(Message::Text(
+        json!({"type": "question_response", "assertionId": asking, "answer": "yes"})
+            .to_string()
+            .into(),
+    ))
+    .await
+    .unwrap();
+    let answered = |f: &[Value]| {
+        agent_messages(f)
+            .iter()
+            .any(|m| m["payload"]["content"] == "Answered.")
+    };
+    p.a.frames_when(sid, answered).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let frames = p.a.frames(sid).await;
+    let results = of_type(&frames, "result")
+        .into_iter()
+        .filter(|r| r["parent_id"] == asking.as_str())
+        .count();
+    assert_eq!(results, 1, "answered once");
+    let after = agent_messages(&frames)
+        .iter()
+        .filter(|m| m["payload"]["content"] == "Answered.")
+        .count();
+    assert_eq!(after, 1, "the agent went on once: {frames:?}");
 }
 
 /// `max_turns` and `max_live_streams` are the user's across both instances.

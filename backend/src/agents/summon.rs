@@ -119,7 +119,11 @@ pub async fn summon(
         format!("asking {} ({})", caller.name, caller.endpoint.model),
     );
     // Held while it runs: if this instance dies first, another makes the agent active.
-    let owned = crate::conversation::cluster::hold_work(st, summon_mark(agent_id)).await;
+    let owned = crate::conversation::cluster::hold_work(
+        st,
+        crate::conversation::cluster::summon_mark(agent_id),
+    )
+    .await;
     let st2 = st.clone();
     tokio::spawn(async move {
         let _slot = slot;
@@ -159,27 +163,10 @@ fn status(st: &AppState, user_id: i64, agent_id: i64, status: &str, detail: Stri
 }
 
 /// At start-up (or another instance's death): agents a previous run left summoning are
-/// active again (with the files they have), but for those an instance alive summons.
+/// active again (with the files they have), but for those an instance alive summons
+/// ([`crate::conversation::cluster::end_summonings`]).
 pub async fn recover(st: &AppState) -> Result<u64> {
-    if st.instance.get().is_none() {
-        return store::agents::end_all_summoning(&st.db).await;
-    }
-    let mut n = 0;
-    for agent_id in store::agents::summoning(&st.db).await? {
-        if crate::conversation::cluster::owned_alive(st, &summon_mark(agent_id)).await? {
-            continue;
-        }
-        st.db
-            .write_with(async |tx| store::agents::end_summoning(tx, agent_id).await)
-            .await?;
-        n += 1;
-    }
-    Ok(n)
-}
-
-/// The name of a summoning as the instance that runs it holds it.
-fn summon_mark(agent_id: i64) -> String {
-    format!("summon:{agent_id}")
+    crate::conversation::cluster::end_summonings(st).await
 }
 
 /// The one call: the reply, bounded in time and size, parsed.

@@ -28,17 +28,14 @@
 //! Each instance beats every [`HEARTBEAT`] in `instances`; one silent for [`EXPIRY`] is dead.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use base64::Engine;
-use hero_shared::feed::{ApprovalPrompt, QuestionPrompt};
-use hero_shared::frame::Frame;
 use hero_shared::wire::SseEvent;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::conversation::hub::{Hub, HubEvent};
+use crate::conversation::hub::{Hub, HubEvent, Outbound, Wire};
 use crate::conversation::in_flight::InFlight;
 use crate::crypto::{self, SecretKey};
 use crate::{AppState, Result, store};
@@ -52,122 +49,13 @@ pub const PLAIN_MAX: usize = 5_600;
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// How long an instance may be silent before the others take it for dead.
 pub const EXPIRY: Duration = Duration::from_secs(10);
+/// How long the mirrors of a dead instance's replies are kept (its work is taken over
+/// within `EXPIRY` and a heartbeat or two).
+const MIRRORS_OUTLIVE: Duration = Duration::from_secs(60);
 /// How long a spilled event is kept for the others to read.
 const SPILL_KEPT: Duration = Duration::from_secs(60);
 /// The most events one batch gathers before it goes.
 const BATCH: usize = 1024;
-
-/// An event as it travels between instances: a [`HubEvent`] with its user, or a request
-/// to the other instances.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "k", rename_all = "snake_case")]
-pub enum Wire {
-    Frame {
-        user_id: i64,
-        frame: Frame,
-    },
-    Stream {
-        user_id: i64,
-        session_id: i64,
-        event: SseEvent,
-    },
-    Chunk {
-        user_id: i64,
-        session_id: i64,
-        message_id: String,
-        delta: String,
-        offset: usize,
-    },
-    Started {
-        user_id: i64,
-        session_id: i64,
-        message_id: String,
-        agent_id: i64,
-        agent_name: String,
-        after_seq: i64,
-        timestamp: String,
-    },
-    Approval {
-        user_id: i64,
-        prompt: ApprovalPrompt,
-    },
-    Question {
-        user_id: i64,
-        prompt: QuestionPrompt,
-    },
-    AgentStatus {
-        user_id: i64,
-        agent_id: i64,
-        status: String,
-        detail: String,
-    },
-    /// Stop the session's turns and calls running here.
-    Stop {
-        session_id: i64,
-    },
-    /// An instance joined: the others send it their events from now on.
-    Hello,
-    /// An event kept in `fanout_spill`, too large for a notification.
-    Spilled {
-        id: i64,
-    },
-}
-
-impl Wire {
-    /// The hub event `ev` of `user_id`'s, for the other instances.
-    pub fn of(user_id: i64, ev: &HubEvent) -> Wire {
-        match ev {
-            HubEvent::Frame(frame) => Wire::Frame {
-                user_id,
-                frame: frame.clone(),
-            },
-            HubEvent::Stream { session_id, event } => Wire::Stream {
-                user_id,
-                session_id: *session_id,
-                event: event.clone(),
-            },
-            HubEvent::Chunk {
-                session_id,
-                message_id,
-                delta,
-                offset,
-            } => Wire::Chunk {
-                user_id,
-                session_id: *session_id,
-                message_id: message_id.clone(),
-                delta: delta.clone(),
-                offset: *offset,
-            },
-            HubEvent::Started(live) => Wire::Started {
-                user_id,
-                session_id: live.session_id,
-                message_id: live.message_id.clone(),
-                agent_id: live.agent_id,
-                agent_name: live.agent_name.clone(),
-                after_seq: live.after_seq,
-                timestamp: live.timestamp.clone(),
-            },
-            HubEvent::Approval(prompt) => Wire::Approval {
-                user_id,
-                prompt: prompt.clone(),
-            },
-            HubEvent::Question(prompt) => Wire::Question {
-                user_id,
-                prompt: prompt.clone(),
-            },
-            HubEvent::AgentStatus {
-                agent_id,
-                status,
-                detail,
-            } => Wire::AgentStatus {
-                user_id,
-                agent_id: *agent_id,
-                status: status.clone(),
-                detail: detail.clone(),
-            },
-        }
-    }
-}
 
 /// One notification's events, and whether events before them were lost.
 #[derive(Debug, Serialize, Deserialize)]
@@ -178,34 +66,6 @@ struct Batch {
     #[serde(default)]
     at: i64,
     events: Vec<Box<serde_json::value::RawValue>>,
-}
-
-/// The hub's way out to the other instances ([`Hub::publish`] hands it every event while
-/// any is alive).
-pub struct Outbound {
-    tx: mpsc::Sender<Wire>,
-    lost: AtomicBool,
-    peers: AtomicBool,
-}
-
-impl Outbound {
-    /// Whether another instance is alive.
-    pub fn has_peers(&self) -> bool {
-        self.peers.load(Ordering::Acquire)
-    }
-
-    /// Records whether another instance is alive; answers whether that changed.
-    pub fn set_peers(&self, any: bool) -> bool {
-        self.peers.swap(any, Ordering::AcqRel) != any
-    }
-
-    /// Queues `w` for the other instances; never waits. A full queue drops it, and the
-    /// next batch says events were lost.
-    pub fn send(&self, w: Wire) {
-        if self.tx.try_send(w).is_err() {
-            self.lost.store(true, Ordering::Relaxed);
-        }
-    }
 }
 
 /// This instance among the others: its id, channel and key.
@@ -257,11 +117,7 @@ pub async fn join(st: &AppState) -> Result<Option<Member>> {
     store::cluster::beat(&st.db, &me.id, now_ms()).await?;
     let listener = store::cluster::listen(&st.db, &me.channel).await?;
     let (tx, rx) = mpsc::channel(QUEUE);
-    let out = Arc::new(Outbound {
-        tx,
-        lost: AtomicBool::new(false),
-        peers: AtomicBool::new(false),
-    });
+    let out = Arc::new(Outbound::new(tx));
     st.hub.reach_elsewhere(out.clone());
     let since = now_ms() - EXPIRY.as_millis() as i64;
     let alive = store::cluster::alive(&st.db, since).await?;
@@ -299,46 +155,7 @@ pub async fn recovered(st: &AppState, me: Option<&Member>) {
 }
 
 /// The lease of whoever recovers (at start-up, or a dead instance's work).
-const RECOVERY: &str = "recovery";
-
-/// Takes over the work of instances that stopped beating, once among the others (under
-/// the recovery's lease): each reply they had in flight is stored as interrupted, keeping
-/// the text this instance's mirror of it holds; then their calls and questions are
-/// recovered as after a restart, and they are forgotten. Answers how many instances.
-pub async fn take_over(st: &AppState, me: &Member) -> Result<usize> {
-    let now = now_ms();
-    let dead = store::cluster::dead(&st.db, now - EXPIRY.as_millis() as i64).await?;
-    if dead.is_empty() || !recovers(st, Some(me)).await {
-        return Ok(0);
-    }
-    for d in &dead {
-        for name in store::cluster::leases_of(&st.db, d).await? {
-            let Some((user_id, session_id, message_id)) = parse_reply_mark(&name) else {
-                continue;
-            };
-            let kept = st
-                .turns
-                .remote(session_id, message_id)
-                .map(|live| live.text());
-            tracing::warn!(instance = %d, session = session_id, "a reply in flight on a stopped instance is stored as interrupted");
-            if let Err(e) = crate::conversation::act::write_interrupted(
-                st, session_id, message_id, user_id, kept,
-            )
-            .await
-            {
-                tracing::warn!(error = %e, "a reply of a stopped instance could not be stored");
-            }
-            st.turns.forget_remote(session_id, message_id);
-        }
-    }
-    crate::conversation::turn::recover(st).await?;
-    crate::agents::summon::recover(st).await?;
-    for d in &dead {
-        store::cluster::leave(&st.db, d).await?;
-    }
-    store::cluster::release_lease(&st.db, RECOVERY, &me.id).await?;
-    Ok(dead.len())
-}
+pub(crate) const RECOVERY: &str = "recovery";
 
 /// Records that this instance does the work `name` ("streaming:…", "reply:…"), until
 /// [`disown`]: if it dies meanwhile, another takes the work over. Nothing on SQLite.
@@ -390,12 +207,12 @@ pub async fn hold_work(st: &AppState, name: String) -> Option<Owned> {
 }
 
 /// The name of a reply in flight as its instance holds it: whoever takes over a dead
-/// instance's work stores the reply as interrupted ([`take_over`]).
+/// instance's work stores the reply as interrupted ([`crate::conversation::takeover`]).
 pub fn reply_mark(user_id: i64, session_id: i64, message_id: &str) -> String {
     format!("reply:{user_id}:{session_id}:{message_id}")
 }
 
-fn parse_reply_mark(name: &str) -> Option<(i64, i64, &str)> {
+pub(crate) fn parse_reply_mark(name: &str) -> Option<(i64, i64, &str)> {
     let mut parts = name.strip_prefix("reply:")?.splitn(3, ':');
     let user_id = parts.next()?.parse().ok()?;
     let session_id = parts.next()?.parse().ok()?;
@@ -405,6 +222,31 @@ fn parse_reply_mark(name: &str) -> Option<(i64, i64, &str)> {
 /// The name of a timed question's timer as the instance that armed it holds it.
 pub fn timer_mark(request_id: &str) -> String {
     format!("timer:{request_id}")
+}
+
+/// The name of a summoning as the instance that runs it holds it.
+pub fn summon_mark(agent_id: i64) -> String {
+    format!("summon:{agent_id}")
+}
+
+/// Agents left summoning by a run that stopped are active again (with the files they
+/// have), but for those an instance alive summons; answers how many. At start-up and when
+/// a dead instance's work is taken over.
+pub async fn end_summonings(st: &AppState) -> Result<u64> {
+    if st.instance.get().is_none() {
+        return store::agents::end_all_summoning(&st.db).await;
+    }
+    let mut n = 0;
+    for agent_id in store::agents::summoning(&st.db).await? {
+        if owned_alive(st, &summon_mark(agent_id)).await? {
+            continue;
+        }
+        st.db
+            .write_with(async |tx| store::agents::end_summoning(tx, agent_id).await)
+            .await?;
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// Whether an instance that is alive does the work `name`; always false on SQLite (this
@@ -487,8 +329,10 @@ pub async fn leave(st: &AppState, me: &Member) {
     }
 }
 
-fn now_ms() -> i64 {
-    crate::conversation::act::now_ms()
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn now_us() -> i64 {
@@ -501,10 +345,10 @@ fn now_us() -> i64 {
 async fn send_out(st: AppState, me: Member, mut rx: mpsc::Receiver<Wire>, out: Arc<Outbound>) {
     let mut events = Vec::with_capacity(BATCH);
     while rx.recv_many(&mut events, BATCH).await > 0 {
-        let lost = out.lost.swap(false, Ordering::Relaxed);
+        let lost = out.take_lost();
         if let Err(e) = send_batch(&st, &me, lost, &events).await {
             tracing::warn!(error = %e, "live events could not reach the other instances");
-            out.lost.store(true, Ordering::Relaxed);
+            out.mark_lost();
         }
         events.clear();
     }
@@ -746,23 +590,15 @@ async fn beat(st: AppState, me: Member) {
             tracing::warn!(error = %e, "this instance could not say it is alive");
             continue;
         }
-        // A dead instance's replies are stored from the mirrors here before they go.
-        match take_over(&st, &me).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(
-                instances = n,
-                "the work of stopped instances was taken over"
-            ),
-            Err(e) => {
-                tracing::warn!(error = %e, "the work of stopped instances could not be taken over")
-            }
-        }
         match store::cluster::alive(&st.db, now - EXPIRY.as_millis() as i64).await {
-            Ok(alive) => {
-                st.hub.set_peers(alive.iter().any(|id| *id != me.id));
-                st.turns.keep_remote_of(&alive);
-            }
+            Ok(alive) => st.hub.set_peers(alive.iter().any(|id| *id != me.id)),
             Err(e) => tracing::warn!(error = %e, "the instances alive could not be read"),
+        }
+        // The mirrors of a dead instance's replies outlive it long enough for the one that
+        // takes its work over to store them ([`crate::conversation::takeover`]).
+        let since = now - MIRRORS_OUTLIVE.as_millis() as i64;
+        if let Ok(recent) = store::cluster::alive(&st.db, since).await {
+            st.turns.keep_remote_of(&recent);
         }
         let _ = store::cluster::forget_spills(&st.db, now - SPILL_KEPT.as_millis() as i64).await;
         let _ = store::cluster::forget_instances(&st.db, now - 86_400_000).await;
@@ -801,11 +637,7 @@ mod tests {
     async fn alone_nothing_goes_out() {
         let hub = Hub::default();
         let (tx, mut rx) = mpsc::channel(QUEUE);
-        hub.reach_elsewhere(Arc::new(Outbound {
-            tx,
-            lost: AtomicBool::new(false),
-            peers: AtomicBool::new(false),
-        }));
+        hub.reach_elsewhere(Arc::new(Outbound::new(tx)));
         let stop = || Wire::Stop { session_id: 1 };
         let text = |n: usize| HubEvent::Stream {
             session_id: 1,
@@ -1073,7 +905,12 @@ mod tests {
             .await
             .unwrap();
         let mut readers = a.st.hub.subscribe_session(sid);
-        assert_eq!(take_over(&a.st, &ma).await.unwrap(), 1);
+        assert_eq!(
+            crate::conversation::takeover::take_over(&a.st, &ma)
+                .await
+                .unwrap(),
+            1
+        );
         let stored =
             a.st.db
                 .read_with(async |c| store::frames::get_hot(c, sid, "m9").await)
@@ -1114,7 +951,12 @@ mod tests {
                 .contains(&mb.id)
         );
         // Nothing more to take over.
-        assert_eq!(take_over(&a.st, &ma).await.unwrap(), 0);
+        assert_eq!(
+            crate::conversation::takeover::take_over(&a.st, &ma)
+                .await
+                .unwrap(),
+            0
+        );
     }
 
     #[test]

@@ -14,11 +14,12 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use hero_shared::feed::{ApprovalPrompt, QuestionPrompt};
 use hero_shared::frame::Frame;
 use hero_shared::wire::SseEvent;
+use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
-use crate::conversation::cluster::{Outbound, Wire};
 use crate::conversation::in_flight::InFlight;
 
 pub const CHANNEL_CAPACITY: usize = 4096;
@@ -52,6 +53,166 @@ pub enum HubEvent {
         status: String,
         detail: String,
     },
+}
+
+/// An event as it travels between instances: a [`HubEvent`] with its user, or a request
+/// to the other instances.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "k", rename_all = "snake_case")]
+pub enum Wire {
+    Frame {
+        user_id: i64,
+        frame: Frame,
+    },
+    Stream {
+        user_id: i64,
+        session_id: i64,
+        event: SseEvent,
+    },
+    Chunk {
+        user_id: i64,
+        session_id: i64,
+        message_id: String,
+        delta: String,
+        offset: usize,
+    },
+    Started {
+        user_id: i64,
+        session_id: i64,
+        message_id: String,
+        agent_id: i64,
+        agent_name: String,
+        after_seq: i64,
+        timestamp: String,
+    },
+    Approval {
+        user_id: i64,
+        prompt: ApprovalPrompt,
+    },
+    Question {
+        user_id: i64,
+        prompt: QuestionPrompt,
+    },
+    AgentStatus {
+        user_id: i64,
+        agent_id: i64,
+        status: String,
+        detail: String,
+    },
+    /// Stop the session's turns and calls running here.
+    Stop {
+        session_id: i64,
+    },
+    /// An instance joined: the others send it their events from now on.
+    Hello,
+    /// An event kept in `fanout_spill`, too large for a notification.
+    Spilled {
+        id: i64,
+    },
+}
+
+impl Wire {
+    /// The hub event `ev` of `user_id`'s, for the other instances.
+    pub fn of(user_id: i64, ev: &HubEvent) -> Wire {
+        match ev {
+            HubEvent::Frame(frame) => Wire::Frame {
+                user_id,
+                frame: frame.clone(),
+            },
+            HubEvent::Stream { session_id, event } => Wire::Stream {
+                user_id,
+                session_id: *session_id,
+                event: event.clone(),
+            },
+            HubEvent::Chunk {
+                session_id,
+                message_id,
+                delta,
+                offset,
+            } => Wire::Chunk {
+                user_id,
+                session_id: *session_id,
+                message_id: message_id.clone(),
+                delta: delta.clone(),
+                offset: *offset,
+            },
+            HubEvent::Started(live) => Wire::Started {
+                user_id,
+                session_id: live.session_id,
+                message_id: live.message_id.clone(),
+                agent_id: live.agent_id,
+                agent_name: live.agent_name.clone(),
+                after_seq: live.after_seq,
+                timestamp: live.timestamp.clone(),
+            },
+            HubEvent::Approval(prompt) => Wire::Approval {
+                user_id,
+                prompt: prompt.clone(),
+            },
+            HubEvent::Question(prompt) => Wire::Question {
+                user_id,
+                prompt: prompt.clone(),
+            },
+            HubEvent::AgentStatus {
+                agent_id,
+                status,
+                detail,
+            } => Wire::AgentStatus {
+                user_id,
+                agent_id: *agent_id,
+                status: status.clone(),
+                detail: detail.clone(),
+            },
+        }
+    }
+}
+
+/// The hub's way out to the other instances ([`Hub::publish`] hands it every event while
+/// any is alive).
+pub struct Outbound {
+    tx: tokio::sync::mpsc::Sender<Wire>,
+    lost: AtomicBool,
+    peers: AtomicBool,
+}
+
+impl Outbound {
+    /// The way out through `tx` (its receiver sends what comes, in order), with no other
+    /// instance known yet.
+    pub fn new(tx: tokio::sync::mpsc::Sender<Wire>) -> Outbound {
+        Outbound {
+            tx,
+            lost: AtomicBool::new(false),
+            peers: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether events were lost since this was last asked (and forgets it).
+    pub fn take_lost(&self) -> bool {
+        self.lost.swap(false, Ordering::Relaxed)
+    }
+
+    /// Events were lost on their way out (the next batch says so).
+    pub fn mark_lost(&self) {
+        self.lost.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether another instance is alive.
+    pub fn has_peers(&self) -> bool {
+        self.peers.load(Ordering::Acquire)
+    }
+
+    /// Records whether another instance is alive; answers whether that changed.
+    pub fn set_peers(&self, any: bool) -> bool {
+        self.peers.swap(any, Ordering::AcqRel) != any
+    }
+
+    /// Queues `w` for the other instances; never waits. A full queue drops it, and the
+    /// next batch says events were lost.
+    pub fn send(&self, w: Wire) {
+        if self.tx.try_send(w).is_err() {
+            self.lost.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 pub struct Hub {

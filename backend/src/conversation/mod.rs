@@ -14,7 +14,8 @@
 //! - [`history`]: the conversations turns were last given, kept decrypted between turns.
 //! - [`in_flight`]: a reply in flight as far as it has come (what a late reader is sent).
 //! - [`hub`]: live fan-out to subscribers, and the shutdown signal of live streams.
-//! - [`cluster`]: the hub's fan-out to the other instances on one PostgreSQL database.
+//! - [`cluster`]: the hub's fan-out to the other instances on one PostgreSQL database,
+//!   and what they share (work marks, locks, limits); [`takeover`]: a dead one's work.
 //!
 //! May use every other folder; nothing outside it names it except the crate root and
 //! [`crate::agents::summon`] (which streams its progress through [`hub`]) and the one function
@@ -32,4 +33,5 @@ pub mod history;
 pub mod hub;
 pub mod in_flight;
 pub mod sessions;
+pub mod takeover;
 pub mod turn;

@@ -132,6 +132,6 @@ pub async fn stop(st: &AppState, user: &AuthUser, session_id: i64) -> Result<usi
     let n = st.turns.abort(session_id);
     // A reply or call running on another instance stops there.
     st.hub
-        .tell_elsewhere(crate::conversation::cluster::Wire::Stop { session_id });
+        .tell_elsewhere(crate::conversation::hub::Wire::Stop { session_id });
     Ok(n + act::stop_open(st, user, session_id).await?)
 }
