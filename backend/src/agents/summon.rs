@@ -86,6 +86,13 @@ pub async fn summon(
         req.with_agent_id.unwrap_or(agent_id),
     )
     .await?;
+    // Held from before the agent is marked summoning: a recovery elsewhere never takes a
+    // summoning this instance is starting for one left behind.
+    let owned = crate::conversation::cluster::hold_work(
+        st,
+        crate::conversation::cluster::summon_mark(agent_id),
+    )
+    .await;
     let started = st
         .db
         .write_with(async |tx| store::agents::start_summoning(tx, user.id(), agent_id).await)
@@ -119,11 +126,6 @@ pub async fn summon(
         format!("asking {} ({})", caller.name, caller.endpoint.model),
     );
     // Held while it runs: if this instance dies first, another makes the agent active.
-    let owned = crate::conversation::cluster::hold_work(
-        st,
-        crate::conversation::cluster::summon_mark(agent_id),
-    )
-    .await;
     let st2 = st.clone();
     tokio::spawn(async move {
         let _slot = slot;

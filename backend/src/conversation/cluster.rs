@@ -68,17 +68,47 @@ struct Batch {
     events: Vec<Box<serde_json::value::RawValue>>,
 }
 
-/// This instance among the others: its id, channel and key.
+/// This instance among the others: its id, channel and key; how its heartbeat fares; the
+/// leases it holds, as it knows them.
 #[derive(Clone)]
 pub struct Member {
     pub id: String,
     channel: String,
     key: Arc<SecretKey>,
+    health: Arc<Health>,
+}
+
+/// How this instance's heartbeat fares: an instance whose own beats have not been landing
+/// may be the one that looks dead, and takes nothing over ([`Member::may_take_over`]).
+#[derive(Default)]
+struct Health {
+    /// Since when every beat has landed (`None` after one failed).
+    landing_since: std::sync::Mutex<Option<std::time::Instant>>,
+    /// The instance is leaving: it beats no more.
+    leaving: std::sync::atomic::AtomicBool,
+    /// The names of the leases this instance holds: any other it finds under its id in
+    /// the database (a release that failed, a take cut short) is let go at its next beat.
+    /// Counted: a lock taken again before its last release landed is held twice.
+    held: std::sync::Mutex<std::collections::HashMap<String, usize>>,
 }
 
 impl Member {
+    fn new(channel: String, key: SecretKey) -> Member {
+        Member {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            channel,
+            key: Arc::new(key),
+            health: Default::default(),
+        }
+    }
+
+    /// The associated data of a notification from `from`: the channel and the sender.
+    fn aad(&self, from: &str) -> Vec<u8> {
+        format!("{}:{from}", self.channel).into_bytes()
+    }
+
     fn seal(&self, plain: &[u8]) -> String {
-        let sealed = crypto::seal(&self.key, self.channel.as_bytes(), plain);
+        let sealed = crypto::seal(&self.key, &self.aad(&self.id), plain);
         format!(
             "{}:{}",
             self.id,
@@ -93,8 +123,60 @@ impl Member {
         let sealed = base64::engine::general_purpose::STANDARD_NO_PAD
             .decode(body)
             .ok()?;
-        let plain = crypto::open(&self.key, self.channel.as_bytes(), &sealed).ok()?;
+        let plain = crypto::open(&self.key, &self.aad(from), &sealed).ok()?;
         Some((from, plain))
+    }
+
+    /// A beat landed, or did not.
+    fn beat_landed(&self, landed: bool) {
+        let mut since = self
+            .health
+            .landing_since
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match (landed, *since) {
+            (true, None) => *since = Some(std::time::Instant::now()),
+            (false, _) => *since = None,
+            (true, Some(_)) => {}
+        }
+    }
+
+    /// Whether this instance may judge others dead: its own beats have landed for a whole
+    /// `EXPIRY` (after the database was away, the others' beats land again too before
+    /// anyone is taken for dead).
+    pub fn may_take_over(&self) -> bool {
+        let since = *self
+            .health
+            .landing_since
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        since.is_some_and(|t| t.elapsed() >= EXPIRY) && !self.is_leaving()
+    }
+
+    fn is_leaving(&self) -> bool {
+        self.health
+            .leaving
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, usize>> {
+        self.health.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// This instance is taking (or holds) the lease `name`.
+    fn hold_name(&self, name: &str) {
+        *self.held().entry(name.to_owned()).or_default() += 1;
+    }
+
+    /// This instance let go of (or did not get) the lease `name`.
+    fn unhold_name(&self, name: &str) {
+        let mut held = self.held();
+        if let Some(n) = held.get_mut(name) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(name);
+            }
+        }
     }
 }
 
@@ -109,12 +191,9 @@ pub async fn join(st: &AppState) -> Result<Option<Member>> {
         return Ok(None);
     }
     let schema = store::cluster::schema(&st.db).await?;
-    let me = Member {
-        id: uuid::Uuid::new_v4().simple().to_string(),
-        channel: channel_of(&schema),
-        key: Arc::new(st.keys.fanout_key()),
-    };
+    let me = Member::new(channel_of(&schema), st.keys.fanout_key());
     store::cluster::beat(&st.db, &me.id, now_ms()).await?;
+    me.beat_landed(true);
     let listener = store::cluster::listen(&st.db, &me.channel).await?;
     let (tx, rx) = mpsc::channel(QUEUE);
     let out = Arc::new(Outbound::new(tx));
@@ -141,11 +220,19 @@ pub async fn recovers(st: &AppState, me: Option<&Member>) -> bool {
         return true;
     };
     let now = now_ms();
-    let until = now + 3 * EXPIRY.as_millis() as i64;
-    store::cluster::take_lease(&st.db, RECOVERY, &me.id, until, now)
-        .await
-        .unwrap_or(false)
+    // Long enough for a recovery of a whole database; given back as soon as it is done.
+    let until = now + RECOVERY_LEASE.as_millis() as i64;
+    match store::cluster::take_lease(&st.db, RECOVERY, &me.id, until, now).await {
+        Ok(took) => took,
+        Err(e) => {
+            tracing::warn!(error = %e, "the recovery's lease could not be taken: no recovery now");
+            false
+        }
+    }
 }
+
+/// How long the recovery's lease holds if its holder dies before giving it back.
+const RECOVERY_LEASE: Duration = Duration::from_secs(300);
 
 /// The start-up recovery [`recovers`] allowed is done: the lease goes back.
 pub async fn recovered(st: &AppState, me: Option<&Member>) {
@@ -155,25 +242,31 @@ pub async fn recovered(st: &AppState, me: Option<&Member>) {
 }
 
 /// The lease of whoever recovers (at start-up, or a dead instance's work).
-pub(crate) const RECOVERY: &str = "recovery";
+const RECOVERY: &str = "recovery";
 
 /// Records that this instance does the work `name` ("streaming:…", "reply:…"), until
 /// [`disown`]: if it dies meanwhile, another takes the work over. Nothing on SQLite.
 pub async fn own(st: &AppState, name: &str) {
-    if let Some(me) = st.instance.get()
-        && let Err(e) = store::cluster::own(&st.db, name, &me.id).await
-    {
+    let Some(me) = st.instance.get() else {
+        return;
+    };
+    // Known here first: the heartbeat never lets go of a lease this instance is taking.
+    me.hold_name(name);
+    if let Err(e) = store::cluster::own(&st.db, name, &me.id).await {
         tracing::warn!(error = %e, work = name, "work could not be recorded as this instance's");
     }
 }
 
-/// The work `name` is done. Nothing on SQLite.
+/// The work `name` is done. Nothing on SQLite. A release the database does not take now
+/// is made by the next heartbeat.
 pub async fn disown(st: &AppState, name: &str) {
-    if st.instance.get().is_some()
-        && let Err(e) = store::cluster::disown(&st.db, name).await
-    {
+    let Some(me) = st.instance.get() else {
+        return;
+    };
+    if let Err(e) = store::cluster::disown(&st.db, name).await {
         tracing::warn!(error = %e, work = name, "finished work could not be recorded as done");
     }
+    me.unhold_name(name);
 }
 
 /// [`disown`] from where nothing can wait (a guard's drop).
@@ -184,15 +277,35 @@ pub fn disown_later(st: &AppState, name: String) {
     }
 }
 
-/// Work this instance holds until the guard is dropped ([`hold_work`]).
+/// Work (or a lock) this instance holds until the guard is dropped ([`hold_work`],
+/// [`lock`]).
 pub struct Owned {
     st: AppState,
     name: String,
+    /// A lock's token: its release deletes the row only while it is this taking's (taken
+    /// again meanwhile, it is the next holder's).
+    token: Option<i64>,
 }
 
 impl Drop for Owned {
     fn drop(&mut self) {
-        disown_later(&self.st, std::mem::take(&mut self.name));
+        let name = std::mem::take(&mut self.name);
+        match self.token {
+            None => disown_later(&self.st, name),
+            Some(token) => {
+                let (st, Some(me)) = (self.st.clone(), self.st.instance.get().cloned()) else {
+                    return;
+                };
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move {
+                        if let Err(e) = store::cluster::release_lock(&st.db, &name, &me.id, token).await {
+                            tracing::warn!(error = %e, "a lock among the instances was not given back now");
+                        }
+                        me.unhold_name(&name);
+                    });
+                }
+            }
+        }
     }
 }
 
@@ -203,7 +316,54 @@ pub async fn hold_work(st: &AppState, name: String) -> Option<Owned> {
     Some(Owned {
         st: st.clone(),
         name,
+        token: None,
     })
+}
+
+/// A lock among the instances, while others are alive ([`Owned`] until dropped; `None`
+/// alone or on SQLite, where this process's own lock is the whole lock): a lease taken when
+/// free, or when its holder is no longer alive, waited for otherwise. No connection is
+/// held while it is: it is a row.
+pub async fn lock(st: &AppState, name: String) -> Result<Option<Owned>> {
+    let mut wait = Duration::from_millis(5);
+    loop {
+        match try_lock(st, name.clone()).await? {
+            Some(owned) => return Ok(owned),
+            None => {
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+/// [`lock`] if it is free now: `Some(None)` alone or on SQLite, `None` if another
+/// instance alive holds it.
+pub async fn try_lock(st: &AppState, name: String) -> Result<Option<Option<Owned>>> {
+    let Some(me) = st.instance.get() else {
+        return Ok(Some(None));
+    };
+    if !st.hub.has_peers() {
+        return Ok(Some(None));
+    }
+    me.hold_name(&name);
+    let since = now_ms() - EXPIRY.as_millis() as i64;
+    let token = rand::random::<i64>().abs();
+    match store::cluster::try_lock(&st.db, &name, &me.id, since, token).await {
+        Ok(true) => Ok(Some(Some(Owned {
+            st: st.clone(),
+            name,
+            token: Some(token),
+        }))),
+        Ok(false) => {
+            me.unhold_name(&name);
+            Ok(None)
+        }
+        Err(e) => {
+            me.unhold_name(&name);
+            Err(e)
+        }
+    }
 }
 
 /// The name of a reply in flight as its instance holds it: whoever takes over a dead
@@ -280,19 +440,39 @@ pub async fn across(
     }
     let since = now_ms() - EXPIRY.as_millis() as i64;
     let user_id = permit.user_id();
-    match store::cluster::take_hold(&st.db, kind, user_id, at_most, &me.id, since).await? {
-        None => Err(crate::limits::refused(what, at_most)),
-        Some(name) => {
-            let db = st.db.clone();
-            Ok(permit.then_release(move || {
-                if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                    rt.spawn(async move {
-                        if let Err(e) = store::cluster::disown(&db, &name).await {
-                            tracing::warn!(error = %e, "a hold among the instances was not given back");
-                        }
-                    });
-                }
-            }))
+    let prefix = format!("{kind}:{user_id}:");
+    let name = format!("{prefix}{}", uuid::Uuid::new_v4().simple());
+    // Known here before it is taken; forgotten if the take fails or is cut short (the
+    // heartbeat then lets go of a row it left), else with the permit.
+    let taking = Taking {
+        me: me.clone(),
+        name: Some(name.clone()),
+    };
+    taking.me.hold_name(&name);
+    let taken = store::cluster::take_hold(&st.db, &prefix, &name, at_most, &me.id, since).await?;
+    if !taken {
+        return Err(crate::limits::refused(what, at_most));
+    }
+    let mut taking = taking;
+    taking.name = None;
+    let st = st.clone();
+    Ok(permit.then_release(move || {
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { disown(&st, &name).await });
+        }
+    }))
+}
+
+/// A hold being taken ([`across`]): forgotten here when dropped before it is taken.
+struct Taking {
+    me: Member,
+    name: Option<String>,
+}
+
+impl Drop for Taking {
+    fn drop(&mut self) {
+        if let Some(name) = self.name.take() {
+            self.me.unhold_name(&name);
         }
     }
 }
@@ -322,9 +502,14 @@ fn channel_of(schema: &str) -> String {
     format!("hero_{hex}")
 }
 
-/// This instance leaves (at shutdown): the others take it for dead at once.
+/// This instance leaves (at shutdown, after its drain): it beats no more and is dead at
+/// once to the others, and what it still held (a timer armed, a reply the drain cut off)
+/// is taken over by one of them at its next heartbeat.
 pub async fn leave(st: &AppState, me: &Member) {
-    if let Err(e) = store::cluster::leave(&st.db, &me.id).await {
+    me.health
+        .leaving
+        .store(true, std::sync::atomic::Ordering::Release);
+    if let Err(e) = store::cluster::beat(&st.db, &me.id, 0).await {
         tracing::warn!(error = %e, "this instance could not say it leaves");
     }
 }
@@ -434,6 +619,8 @@ async fn receive(st: AppState, me: Member, mut listener: store::cluster::Listene
             Err(e) => {
                 if !broken {
                     tracing::warn!(error = %e, "cannot listen for the other instances' events");
+                    // What is sent meanwhile is lost: readers come back from their seq.
+                    resync(&st);
                 }
                 broken = true;
                 tokio::time::sleep(Duration::from_millis(500)).await;
@@ -575,18 +762,22 @@ fn apply(st: &AppState, from: &str, w: Wire) {
     }
 }
 
-/// Says this instance is alive, lets go of the mirrors of replies on instances that are
-/// not, and forgets spilled events once read.
+/// Says this instance is alive (until it leaves: the drain of a shutdown beats on, so
+/// that no one takes over work it is finishing), lets go of the mirrors of replies on
+/// instances long dead and of leases it no longer holds, and forgets spilled events once
+/// read.
 async fn beat(st: AppState, me: Member) {
     let mut every = tokio::time::interval(HEARTBEAT);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            _ = every.tick() => {}
-            () = st.hub.closed() => return,
+        every.tick().await;
+        if me.is_leaving() {
+            return;
         }
         let now = now_ms();
-        if let Err(e) = store::cluster::beat(&st.db, &me.id, now).await {
+        let landed = store::cluster::beat(&st.db, &me.id, now).await;
+        me.beat_landed(landed.is_ok());
+        if let Err(e) = landed {
             tracing::warn!(error = %e, "this instance could not say it is alive");
             continue;
         }
@@ -600,8 +791,30 @@ async fn beat(st: AppState, me: Member) {
         if let Ok(recent) = store::cluster::alive(&st.db, since).await {
             st.turns.keep_remote_of(&recent);
         }
+        let_go_of_stray_leases(&st, &me).await;
         let _ = store::cluster::forget_spills(&st.db, now - SPILL_KEPT.as_millis() as i64).await;
         let _ = store::cluster::forget_instances(&st.db, now - 86_400_000).await;
+    }
+}
+
+/// Deletes the leases the database holds under this instance's id that it no longer holds
+/// (a release that failed while the database was away, a take cut short): a user's slots
+/// and a message's marks do not stay taken for as long as the instance lives.
+async fn let_go_of_stray_leases(st: &AppState, me: &Member) {
+    let Ok(in_db) = store::cluster::leases_of(&st.db, &me.id).await else {
+        return;
+    };
+    let stray: Vec<String> = {
+        let held = me.held();
+        in_db
+            .into_iter()
+            .filter(|n| !held.contains_key(n))
+            .collect()
+    };
+    for name in stray {
+        if !me.held().contains_key(&name) {
+            let _ = store::cluster::release_lease(&st.db, &name, &me.id).await;
+        }
     }
 }
 
@@ -822,6 +1035,46 @@ mod tests {
         assert!(recovers(&a.st, None).await, "on SQLite, always");
     }
 
+    /// A lease the database holds in an instance's name that it no longer holds (a release
+    /// that failed) is let go at its next beat; an instance that leaves is dead at once, and
+    /// what it still held is taken over.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stray_leases_are_let_go_and_leaving_hands_the_rest_over() {
+        let Some((a, b, ma, mb)) = two().await else {
+            return;
+        };
+        store::cluster::own(&b.db, "stream:7:x", &mb.id)
+            .await
+            .unwrap();
+        std::mem::forget(hold_work(&b, "timer:q".into()).await);
+        let_go_of_stray_leases(&b, &mb).await;
+        assert_eq!(
+            store::cluster::leases_of(&b.db, &mb.id).await.unwrap(),
+            ["timer:q"]
+        );
+        leave(&b, &mb).await;
+        let since = now_ms() - EXPIRY.as_millis() as i64;
+        assert!(
+            store::cluster::dead(&a.st.db, since)
+                .await
+                .unwrap()
+                .contains(&mb.id)
+        );
+        assert_eq!(
+            store::cluster::leases_of(&a.st.db, &mb.id).await.unwrap(),
+            ["timer:q"]
+        );
+        *ma.health.landing_since.lock().unwrap() = Some(std::time::Instant::now() - EXPIRY);
+        let taken = crate::conversation::takeover::take_over(&a.st, &ma).await;
+        assert_eq!(taken.unwrap(), 1);
+        assert!(
+            store::cluster::leases_of(&a.st.db, &mb.id)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
     /// A user's bounds hold across the instances: a reply slot or a live stream taken on
     /// one counts on the other, and is given back with its permit.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -863,6 +1116,28 @@ mod tests {
         }
         assert!(stream_slot(&a.st, user.id()).await.is_err());
         assert!(stream_slot(&b, user.id()).await.is_err());
+
+        // A lock among the instances: one taking at a time; the next after the release.
+        let first = lock(&a.st, "lock:message:m".into()).await.unwrap();
+        assert!(first.is_some(), "a row, with another instance alive");
+        assert!(
+            try_lock(&b, "lock:message:m".into())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let waiting = tokio::spawn({
+            let b = b.clone();
+            async move { lock(&b, "lock:message:m".into()).await.unwrap() }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!waiting.is_finished(), "B waits while A holds it");
+        drop(first);
+        let second = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("B takes it once A lets go")
+            .unwrap();
+        assert!(second.is_some());
     }
 
     /// An instance that dies mid-reply: another stores the reply as interrupted within the
@@ -898,13 +1173,23 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         // B dies: it stops beating; its last beat is older than the expiry.
-        b.shutdown();
+        mb.health
+            .leaving
+            .store(true, std::sync::atomic::Ordering::Release);
         tokio::time::sleep(Duration::from_millis(300)).await;
         let long_ago = now_ms() - 2 * EXPIRY.as_millis() as i64;
         store::cluster::beat(&a.st.db, &mb.id, long_ago)
             .await
             .unwrap();
         let mut readers = a.st.hub.subscribe_session(sid);
+        // A joined moments ago: it judges no one until its own beats have landed a while.
+        assert_eq!(
+            crate::conversation::takeover::take_over(&a.st, &ma)
+                .await
+                .unwrap(),
+            0
+        );
+        *ma.health.landing_since.lock().unwrap() = Some(std::time::Instant::now() - EXPIRY);
         assert_eq!(
             crate::conversation::takeover::take_over(&a.st, &ma)
                 .await
@@ -989,12 +1274,14 @@ mod tests {
     fn a_notification_opens_only_with_the_installations_key_and_channel() {
         let me = Member {
             id: "a".into(),
-            channel: channel_of("public"),
-            key: Arc::new(SecretKey::random()),
+            ..Member::new(channel_of("public"), SecretKey::random())
         };
         let sealed = me.seal(b"{}");
         assert!(sealed.len() < 100 && sealed.starts_with("a:"));
         assert_eq!(me.open(&sealed).unwrap(), ("a", b"{}".to_vec()));
+        // The sender is sealed in: another id in front does not open.
+        let forged = format!("b{}", &sealed[1..]);
+        assert!(me.open(&forged).is_none());
         let other_schema = Member {
             channel: channel_of("t_1"),
             ..me.clone()
@@ -1005,8 +1292,9 @@ mod tests {
             ..me.clone()
         };
         assert!(other_key.open(&sealed).is_none());
-        // The largest batch fits PostgreSQL's payload limit once sealed.
-        let big = me.seal(&vec![b'x'; PLAIN_MAX]);
-        assert!(big.len() + 32 < 8000, "{}", big.len());
+        // The largest batch fits PostgreSQL's payload limit once sealed, a real id in front.
+        let real = Member::new(channel_of("public"), SecretKey::random());
+        let big = real.seal(&vec![b'x'; PLAIN_MAX]);
+        assert!(big.len() < 8000, "{}", big.len());
     }
 }

@@ -433,6 +433,11 @@ impl Hub {
         {
             // A turn that cached "nobody listens" looks again.
             self.version.fetch_add(1, Ordering::AcqRel);
+            if !any {
+                // What is not sent while no one seems alive is lost to one that was (a
+                // heartbeat that looked stale): the next batch tells it to resync.
+                out.mark_lost();
+            }
         }
     }
 

@@ -5,7 +5,7 @@
 //! instance's mirror of it holds; then its calls, questions and summonings are recovered as
 //! after a restart (which leaves alone what live instances work on), and it is forgotten.
 
-use crate::conversation::cluster::{self, EXPIRY, HEARTBEAT, Member, RECOVERY, now_ms};
+use crate::conversation::cluster::{self, EXPIRY, HEARTBEAT, Member, now_ms};
 use crate::{AppState, Result, store};
 
 /// Takes over dead instances' work every heartbeat until the server shuts down (`hero
@@ -36,12 +36,29 @@ pub async fn watch(st: AppState, me: Member) {
 /// the text this instance's mirror of it holds; then their calls and questions are
 /// recovered as after a restart, and they are forgotten. Answers how many instances.
 pub async fn take_over(st: &AppState, me: &Member) -> Result<usize> {
+    // An instance whose own beats have not been landing (the database was away) may be
+    // the one that looks dead: it judges no other until they land again.
+    if !me.may_take_over() {
+        return Ok(0);
+    }
     let now = now_ms();
-    let dead = store::cluster::dead(&st.db, now - EXPIRY.as_millis() as i64).await?;
+    let dead: Vec<String> = store::cluster::dead(&st.db, now - EXPIRY.as_millis() as i64)
+        .await?
+        .into_iter()
+        .filter(|d| *d != me.id)
+        .collect();
     if dead.is_empty() || !cluster::recovers(st, Some(me)).await {
         return Ok(0);
     }
-    for d in &dead {
+    // The lease goes back however the work ends.
+    let done = take_over_held(st, &dead).await;
+    cluster::recovered(st, Some(me)).await;
+    done.map(|()| dead.len())
+}
+
+/// [`take_over`]'s work, under the recovery's lease.
+async fn take_over_held(st: &AppState, dead: &[String]) -> Result<()> {
+    for d in dead {
         for name in store::cluster::leases_of(&st.db, d).await? {
             let Some((user_id, session_id, message_id)) = cluster::parse_reply_mark(&name) else {
                 continue;
@@ -63,9 +80,8 @@ pub async fn take_over(st: &AppState, me: &Member) -> Result<usize> {
     }
     crate::conversation::turn::recover(st).await?;
     cluster::end_summonings(st).await?;
-    for d in &dead {
+    for d in dead {
         store::cluster::leave(&st.db, d).await?;
     }
-    store::cluster::release_lease(&st.db, RECOVERY, &me.id).await?;
-    Ok(dead.len())
+    Ok(())
 }

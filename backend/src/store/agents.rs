@@ -196,8 +196,6 @@ pub async fn end_summoning(c: &mut Conn<'_>, id: i64) -> Result<()> {
     Ok(())
 }
 
-/// At start-up: a summoning cut short by a restart leaves its agent active, with whatever
-/// files it has.
 /// The agents being summoned, everyone's.
 pub async fn summoning(db: &super::Db) -> Result<Vec<i64>> {
     let sql = "SELECT id FROM agents WHERE status = 'summoning' ORDER BY id";
@@ -206,6 +204,8 @@ pub async fn summoning(db: &super::Db) -> Result<Vec<i64>> {
         .await?))
 }
 
+/// At start-up: a summoning cut short by a restart leaves its agent active, with whatever
+/// files it has (every agent being summoned: one process on SQLite).
 pub async fn end_all_summoning(db: &super::Db) -> Result<u64> {
     let sql = "UPDATE agents SET status = 'active' WHERE status = 'summoning'";
     Ok(on_pool!(db, |p| sqlx::query(sql)

@@ -245,19 +245,61 @@ pub async fn dead(db: &Db, before_ms: i64) -> Result<Vec<String>> {
         .await?))
 }
 
-/// One of `kind` for `user_id`, held by `owner`, if instances seen since `alive_since` hold
-/// fewer than `at_most` of them: the hold's name ([`disown`] gives it back). Counted and
-/// taken under the lock of the user's `kind`, so two instances never both take the last.
+/// Takes the lock `name` for `owner`, marked by `token`: if no one holds it, its holder is
+/// no longer alive (not seen since `alive_since`), or it is `owner`'s own (a release that
+/// has not landed yet, by the one task of `owner`'s that may hold it): whether `owner`
+/// holds it now.
+pub async fn try_lock(
+    db: &Db,
+    name: &str,
+    owner: &str,
+    alive_since: i64,
+    token: i64,
+) -> Result<bool> {
+    let sql = "INSERT INTO leases (name, owner, expires_at) VALUES ($1, $2, $3) \
+               ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, \
+               expires_at = excluded.expires_at \
+               WHERE leases.owner = excluded.owner OR leases.owner NOT IN \
+               (SELECT id FROM instances WHERE seen_at >= $4)";
+    Ok(on_pool!(db, |p| sqlx::query(sql)
+        .bind(name)
+        .bind(owner)
+        .bind(token)
+        .bind(alive_since)
+        .execute(p)
+        .await?
+        .rows_affected())
+        == 1)
+}
+
+/// Gives the lock `name` back, if `owner` still holds it under `token` (the lease's
+/// `expires_at`, which a lock row uses as the mark of one taking).
+pub async fn release_lock(db: &Db, name: &str, owner: &str, token: i64) -> Result<()> {
+    let sql = "DELETE FROM leases WHERE name = $1 AND owner = $2 AND expires_at = $3";
+    on_pool!(db, |p| {
+        sqlx::query(sql)
+            .bind(name)
+            .bind(owner)
+            .bind(token)
+            .execute(p)
+            .await?;
+    });
+    Ok(())
+}
+
+/// The hold `name` (under `prefix`, a user's kind: "turn:7:") for `owner`, if instances
+/// seen since `alive_since` hold fewer than `at_most` under that prefix: whether it was
+/// taken ([`disown`] gives it back). Counted and taken under the prefix's lock, so two
+/// instances never both take the last.
 pub async fn take_hold(
     db: &Db,
-    kind: &str,
-    user_id: i64,
+    prefix: &str,
+    name: &str,
     at_most: usize,
     owner: &str,
     alive_since: i64,
-) -> Result<Option<String>> {
-    let prefix = format!("{kind}:{user_id}:");
-    let Some(_held) = hold(db, &prefix).await? else {
+) -> Result<bool> {
+    let Some(_held) = hold(db, prefix).await? else {
         return Err(postgres_only());
     };
     let sql = "SELECT COUNT(*) FROM leases l JOIN instances i ON i.id = l.owner \
@@ -268,11 +310,10 @@ pub async fn take_hold(
         .fetch_one(p)
         .await?);
     if n as usize >= at_most {
-        return Ok(None);
+        return Ok(false);
     }
-    let name = format!("{prefix}{}", uuid::Uuid::new_v4().simple());
-    own(db, &name, owner).await?;
-    Ok(Some(name))
+    own(db, name, owner).await?;
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -334,58 +375,55 @@ mod tests {
     #[tokio::test]
     async fn holds_count_only_live_owners_and_stop_at_the_bound() {
         let (_dir, db) = db().await;
+        let take = |name: &'static str, prefix: &'static str, owner: &'static str, since: i64| {
+            let db = db.clone();
+            async move { take_hold(&db, prefix, name, 2, owner, since).await }
+        };
         if db.sqlite_pool().is_some() {
             // One instance: its own counts are the bound (`limits::PerUser`).
-            assert!(take_hold(&db, "turn", 1, 2, "a", 0).await.is_err());
+            assert!(take("turn:1:a", "turn:1:", "a", 0).await.is_err());
             return;
         }
         beat(&db, "a", 10_000).await.unwrap();
         beat(&db, "b", 10_000).await.unwrap();
-        let first = take_hold(&db, "turn", 1, 2, "a", 5_000)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(
-            take_hold(&db, "turn", 1, 2, "b", 5_000)
-                .await
-                .unwrap()
-                .is_some()
-        );
+        assert!(take("turn:1:x", "turn:1:", "a", 5_000).await.unwrap());
+        assert!(take("turn:1:y", "turn:1:", "b", 5_000).await.unwrap());
         // Two held, by live instances: the third is refused, another user's is not.
-        assert!(
-            take_hold(&db, "turn", 1, 2, "b", 5_000)
-                .await
-                .unwrap()
-                .is_none()
-        );
-        assert!(
-            take_hold(&db, "turn", 11, 2, "b", 5_000)
-                .await
-                .unwrap()
-                .is_some()
-        );
-        disown(&db, &first).await.unwrap();
-        let again = take_hold(&db, "turn", 1, 2, "a", 5_000)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(owned_alive(&db, &again, 5_000).await.unwrap());
-        assert!(
-            take_hold(&db, "turn", 1, 2, "a", 5_000)
-                .await
-                .unwrap()
-                .is_none()
-        );
+        assert!(!take("turn:1:z", "turn:1:", "b", 5_000).await.unwrap());
+        assert!(take("turn:11:x", "turn:11:", "b", 5_000).await.unwrap());
+        disown(&db, "turn:1:x").await.unwrap();
+        assert!(take("turn:1:w", "turn:1:", "a", 5_000).await.unwrap());
+        assert!(owned_alive(&db, "turn:1:w", 5_000).await.unwrap());
+        assert!(!take("turn:1:v", "turn:1:", "a", 5_000).await.unwrap());
         // b dies: what it held no longer counts.
         beat(&db, "a", 20_000).await.unwrap();
-        assert!(
-            take_hold(&db, "turn", 1, 2, "a", 15_000)
-                .await
-                .unwrap()
-                .is_some()
-        );
+        assert!(take("turn:1:u", "turn:1:", "a", 15_000).await.unwrap());
         assert_eq!(dead(&db, 15_000).await.unwrap(), ["b"]);
         assert_eq!(leases_of(&db, "b").await.unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_lock_row_is_one_live_owners_at_a_time() {
+        let (_dir, db) = db().await;
+        beat(&db, "a", 10_000).await.unwrap();
+        beat(&db, "b", 10_000).await.unwrap();
+        assert!(try_lock(&db, "lock:m", "a", 5_000, 1).await.unwrap());
+        assert!(
+            !try_lock(&db, "lock:m", "b", 5_000, 2).await.unwrap(),
+            "a holds it"
+        );
+        assert!(
+            try_lock(&db, "lock:m", "a", 5_000, 3).await.unwrap(),
+            "its own"
+        );
+        // The first taking's late release leaves the second's alone.
+        release_lock(&db, "lock:m", "a", 1).await.unwrap();
+        assert!(!try_lock(&db, "lock:m", "b", 5_000, 4).await.unwrap());
+        release_lock(&db, "lock:m", "a", 3).await.unwrap();
+        assert!(try_lock(&db, "lock:m", "b", 5_000, 5).await.unwrap());
+        // b dies holding it: a takes it.
+        beat(&db, "a", 30_000).await.unwrap();
+        assert!(try_lock(&db, "lock:m", "a", 20_000, 6).await.unwrap());
     }
 
     #[tokio::test]

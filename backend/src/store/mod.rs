@@ -215,8 +215,9 @@ pub(crate) fn numbered_in_order(sql: &str) -> bool {
 /// The database, as every part of Hero holds it. On SQLite (the default: one file in the
 /// data directory), the pool (sqlx, for reads that may be long) and the hot connection
 /// ([`HotDb`]: sign-in checks, turns, every write); on PostgreSQL, the pool, and a pool of
-/// its own for the locks held across instances ([`cluster::hold`]): a lock held while its
-/// work waits for a connection of the main pool never takes one of them. Cheap to clone.
+/// its own for the short locks taken across instances ([`cluster::hold`], while a user's
+/// holds are counted): a lock held while its work waits for a connection of the main pool
+/// never takes one of them. Cheap to clone.
 #[derive(Clone)]
 pub struct Db(std::sync::Arc<DbParts>);
 
@@ -231,7 +232,7 @@ enum DbParts {
     },
 }
 
-/// The most locks held across instances at once by one instance ([`cluster::hold`]).
+/// The most locks ([`cluster::hold`]) one instance holds at once; more wait their turn.
 pub const LOCKS_AT_ONCE: u32 = 32;
 
 /// What a store function's pooled statements run on.

@@ -21,30 +21,59 @@ pub struct MessageGuard<'a> {
     locks: &'a MessageLocks,
     id: String,
     guard: Option<tokio::sync::OwnedMutexGuard<()>>,
-    /// The same lock among the instances on a PostgreSQL database.
-    _across: Option<crate::store::cluster::Held>,
+    /// The same lock among the instances on a PostgreSQL database, while others are alive.
+    _across: Option<crate::conversation::cluster::Owned>,
+}
+
+/// The name of a message's lock among the instances.
+fn across_name(message_id: &str) -> String {
+    format!("lock:message:{message_id}")
 }
 
 impl MessageLocks {
-    /// Waits for the message's lock: this process's, then (on PostgreSQL) the one among
-    /// the instances, always in that order.
+    /// Waits for the message's lock: this process's, then (on PostgreSQL, while other
+    /// instances are alive) the one among the instances, always in that order.
     pub async fn lock(
         &self,
-        db: &crate::store::Db,
+        st: &crate::AppState,
         message_id: &str,
     ) -> crate::Result<MessageGuard<'_>> {
-        let m = {
-            let mut map = self.locks.lock().unwrap_or_else(|p| p.into_inner());
-            map.entry(message_id.to_owned()).or_default().clone()
-        };
+        let m = self.local(message_id);
         let mut guard = MessageGuard {
             locks: self,
             id: message_id.to_owned(),
             guard: Some(m.lock_owned().await),
             _across: None,
         };
-        guard._across = crate::store::cluster::hold(db, &format!("message:{message_id}")).await?;
+        guard._across = crate::conversation::cluster::lock(st, across_name(message_id)).await?;
         Ok(guard)
+    }
+
+    /// The message's lock if no one holds it now, here or on another instance alive.
+    pub async fn try_lock(
+        &self,
+        st: &crate::AppState,
+        message_id: &str,
+    ) -> crate::Result<Option<MessageGuard<'_>>> {
+        let Ok(local) = self.local(message_id).try_lock_owned() else {
+            return Ok(None);
+        };
+        let mut guard = MessageGuard {
+            locks: self,
+            id: message_id.to_owned(),
+            guard: Some(local),
+            _across: None,
+        };
+        match crate::conversation::cluster::try_lock(st, across_name(message_id)).await? {
+            Some(across) => guard._across = across,
+            None => return Ok(None),
+        }
+        Ok(Some(guard))
+    }
+
+    fn local(&self, message_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut map = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(message_id.to_owned()).or_default().clone()
     }
 
     /// How many messages have a lock (held or wanted) or stream with calls begun: zero

@@ -62,7 +62,7 @@ pub(crate) async fn answer_question(
             }
         }
     };
-    let _lock = st.message_locks.lock(&st.db, &message_id).await?;
+    let _lock = st.message_locks.lock(st, &message_id).await?;
     if !open_calls(st, session_id, &message_id)
         .await?
         .contains(&request_id.to_owned())

@@ -27,7 +27,8 @@ pub struct Recovered {
 
 /// After a restart: a call that was approved and had begun, but has no result, will never
 /// finish; it is recorded as interrupted, so that its card and the agent say so (calls still
-/// waiting for a decision wait on). Runs once at start-up, before requests are served.
+/// waiting for a decision wait on). Runs at start-up, before requests are served, and on
+/// PostgreSQL when another instance's work is taken over.
 pub(crate) async fn recover(st: &AppState) -> Result<Recovered> {
     let mut found = Recovered::default();
     for (session_id, message_id, user_id) in store::frames::missing_replies(&st.db).await? {
@@ -90,9 +91,12 @@ async fn recover_one(
         .db
         .read_with(async |c| store::frames::children_hot(c, session_id, &request_id).await)
         .await?;
-    let latest = match updates.into_iter().rfind(|r| r.frame_type == "update") {
-        Some(u) => u.open(&dk)?.payload,
-        None => request.payload,
+    let (latest, decided_at) = match updates.into_iter().rfind(|r| r.frame_type == "update") {
+        Some(u) => {
+            let u = u.open(&dk)?;
+            (u.payload, Some(u.timestamp))
+        }
+        None => (request.payload, None),
     };
     let Ok(req) = serde_json::from_value::<CallRequest>(latest) else {
         return Ok(None);
@@ -113,16 +117,16 @@ async fn recover_one(
     if req.status != CallStatus::Approved {
         return Ok(None);
     }
+    // With several instances, a call approved moments ago may be about to run on the one
+    // that recorded the decision (which takes the message's lock right after): it is left
+    // to it. A call of a dead instance is older than its death, which is older than this.
+    if st.instance.get().is_some() && decided_at.as_deref().is_some_and(just_now) {
+        return Ok(None);
+    }
     // An instance alive running the call holds its message's lock: left to it.
-    let Ok(lock) = tokio::time::timeout(
-        std::time::Duration::from_secs(1),
-        st.message_locks.lock(&st.db, &message_id),
-    )
-    .await
-    else {
+    let Some(_lock) = st.message_locks.try_lock(st, &message_id).await? else {
         return Ok(None);
     };
-    let _lock = lock?;
     if !open_calls(st, session_id, &message_id)
         .await?
         .contains(&request_id)
@@ -151,6 +155,16 @@ async fn recover_one(
     )
     .await?;
     Ok(Some(RecoveredOne::Interrupted))
+}
+
+/// Whether an RFC 3339 time is within the instances' expiry of now.
+fn just_now(at: &str) -> bool {
+    let Ok(at) = time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
+    else {
+        return false;
+    };
+    (time::OffsetDateTime::now_utc() - at).whole_milliseconds()
+        < cluster::EXPIRY.as_millis() as i128
 }
 
 /// What follows the text kept of a reply whose server stopped while writing it.

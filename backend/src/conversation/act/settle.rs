@@ -220,7 +220,7 @@ pub async fn open_and_settle_saying(
     abort: Option<&Abort>,
     opened: &(dyn Fn() + Send + Sync),
 ) -> Result<Settled> {
-    let _lock = st.message_locks.lock(&st.db, &sc.message_id).await?;
+    let _lock = st.message_locks.lock(st, &sc.message_id).await?;
     open_and_settle_held(st, sc, authority, asked, over_bound, emit, abort, opened).await
 }
 
@@ -238,7 +238,7 @@ pub async fn close(
     emit: &(dyn Fn(SseEvent) + Send + Sync),
     abort: Option<&Abort>,
 ) -> Result<Settled> {
-    let _lock = st.message_locks.lock(&st.db, &sc.message_id).await?;
+    let _lock = st.message_locks.lock(st, &sc.message_id).await?;
     st.message_locks.end_streaming(&sc.message_id);
     crate::conversation::cluster::disown(st, &super::locks::streaming_mark(&sc.message_id)).await;
     open_and_settle_held(st, sc, authority, asked, over_bound, emit, abort, &|| {}).await
@@ -280,7 +280,7 @@ pub async fn settle(
     emit: &(dyn Fn(SseEvent) + Send + Sync),
     abort: Option<&Abort>,
 ) -> Result<Settled> {
-    let _lock = st.message_locks.lock(&st.db, &sc.message_id).await?;
+    let _lock = st.message_locks.lock(st, &sc.message_id).await?;
     settle_held(st, sc, opened, emit, abort).await
 }
 
@@ -378,7 +378,7 @@ pub async fn stop_open(st: &AppState, user: &AuthUser, session_id: i64) -> Resul
             message_id: message_id.clone(),
             agent_id,
         };
-        let _lock = st.message_locks.lock(&st.db, &message_id).await?;
+        let _lock = st.message_locks.lock(st, &message_id).await?;
         if !open_calls(st, session_id, &message_id)
             .await?
             .contains(&f.id)

@@ -72,7 +72,8 @@ pub fn arm(st: &AppState, timed: Vec<Timed>) {
             let _owned = crate::conversation::cluster::hold_work(&st, mark).await;
             let wait = u64::try_from(t.at - act::now_ms()).unwrap_or(0);
             tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
-            // A server shutting down leaves it to the next start-up's [`recover`].
+            // A server shutting down leaves it to the next start-up's [`recover`] (or, with
+            // several instances, to the one that takes its work over once it has left).
             if st.hub.is_closing() {
                 return;
             }
