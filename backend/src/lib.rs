@@ -235,6 +235,13 @@ impl std::ops::Deref for AppState {
     }
 }
 
+/// Now, in Unix milliseconds.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// Now, as the RFC 3339 text stored in `created_at` / `updated_at` columns.
 pub(crate) fn now_text() -> String {
     time::OffsetDateTime::now_utc()

@@ -24,16 +24,8 @@ async fn killed_and_back(mut hero: Served, data: &std::path::Path, allow: &str) 
 async fn started(data: &std::path::Path, mock: &mock_llm::MockServer) -> (Served, i64) {
     add_alice(data);
     let hero = serve(data, &mock.addr().to_string()).await;
-    let agent: Value = hero
-        .post("/api/agents", json!({"name": "Ada", "provider": "anthropic", "model": "m", "base_url": mock.url(), "api_key": "k"}))
-        .await;
-    let session: Value = hero
-        .post(
-            "/api/sessions",
-            json!({"name": "chat", "agent_id": agent["id"]}),
-        )
-        .await;
-    (hero, session["id"].as_i64().unwrap())
+    let session = hero.mock_session(mock).await;
+    (hero, session)
 }
 
 /// Posts `content` and reads the reply's events until `until` is seen; the reply goes on

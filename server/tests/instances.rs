@@ -50,21 +50,7 @@ async fn pair(extra: &[(&str, &str)]) -> Pair {
 impl Pair {
     /// A session with an agent on the mock, made on `a`.
     async fn session(&self) -> i64 {
-        let agent: Value = self
-            .a
-            .post(
-                "/api/agents",
-                json!({"name": "Ada", "provider": "anthropic", "model": "m", "base_url": self.mock.url(), "api_key": "k"}),
-            )
-            .await;
-        let session: Value = self
-            .a
-            .post(
-                "/api/sessions",
-                json!({"name": "chat", "agent_id": agent["id"]}),
-            )
-            .await;
-        session["id"].as_i64().unwrap()
+        self.a.mock_session(&self.mock).await
     }
 }
 

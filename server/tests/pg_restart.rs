@@ -102,19 +102,7 @@ async fn postgresql_stopped_and_started_again_under_load() {
     let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
     add_alice_with(data.path(), &env);
     let hero = serve_with(data.path(), &mock.addr().to_string(), &env).await;
-    let agent: Value = hero
-        .post(
-            "/api/agents",
-            json!({"name": "Ada", "provider": "anthropic", "model": "m", "base_url": mock.url(), "api_key": "k"}),
-        )
-        .await;
-    let session: Value = hero
-        .post(
-            "/api/sessions",
-            json!({"name": "chat", "agent_id": agent["id"]}),
-        )
-        .await;
-    let sid = session["id"].as_i64().unwrap();
+    let sid = hero.mock_session(&mock).await;
     let v: Value = hero
         .post(
             &format!("/api/sessions/{sid}/messages"),

@@ -514,11 +514,7 @@ pub async fn leave(st: &AppState, me: &Member) {
     }
 }
 
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub(crate) use crate::now_ms;
 
 fn now_us() -> i64 {
     std::time::SystemTime::now()

@@ -130,6 +130,23 @@ impl Served {
         }
     }
 
+    /// A session with a new agent, Ada, on the mock LLM at `mock`: its id.
+    pub async fn mock_session(&self, mock: &mock_llm::MockServer) -> i64 {
+        let agent: Value = self
+            .post(
+                "/api/agents",
+                json!({"name": "Ada", "provider": "anthropic", "model": "m", "base_url": mock.url(), "api_key": "k"}),
+            )
+            .await;
+        let session: Value = self
+            .post(
+                "/api/sessions",
+                json!({"name": "chat", "agent_id": agent["id"]}),
+            )
+            .await;
+        session["id"].as_i64().unwrap()
+    }
+
     /// A page's HTML.
     pub async fn page(&self, path: &str) -> String {
         self.c

@@ -110,9 +110,4 @@ pub(super) fn question_prompt(sc: &Scene, request_id: &str, req: &CallRequest) -
     }
 }
 
-/// Now, in Unix milliseconds.
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub(crate) use crate::now_ms;
