@@ -93,8 +93,11 @@ pub async fn forget_spills(db: &Db, before_ms: i64) -> Result<u64> {
 
 /// The instance `id` is alive at `now_ms` (registered if it was not, or was forgotten).
 pub async fn beat(db: &Db, id: &str, now_ms: i64) -> Result<()> {
+    // An instance that left (seen at 0) stays dead: a beat already on its way when it
+    // left does not bring it back.
     let sql = "INSERT INTO instances (id, started_at, seen_at) VALUES ($1, $2, $2) \
-               ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at";
+               ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at \
+               WHERE instances.seen_at <> 0";
     on_pool!(db, |p| {
         sqlx::query(sql).bind(id).bind(now_ms).execute(p).await?;
     });
@@ -125,9 +128,11 @@ pub async fn leave(db: &Db, id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Forgets the instances not seen since `before_ms` (long dead).
+/// Forgets the instances not seen since `before_ms` (long dead) that hold no lease.
 pub async fn forget_instances(db: &Db, before_ms: i64) -> Result<u64> {
-    let sql = "DELETE FROM instances WHERE seen_at < $1";
+    // Not one that still holds work: that is for whoever takes it over.
+    let sql = "DELETE FROM instances WHERE seen_at < $1 \
+               AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.owner = instances.id)";
     Ok(on_pool!(db, |p| sqlx::query(sql)
         .bind(before_ms)
         .execute(p)
@@ -367,6 +372,9 @@ mod tests {
                     .await
                     .unwrap()
             );
+            // Long dead but holding work: kept for whoever takes the work over.
+            assert_eq!(forget_instances(&db, 2_000).await.unwrap(), 0);
+            release_lease(&db, "reply:m", "b").await.unwrap();
             assert_eq!(forget_instances(&db, 2_000).await.unwrap(), 1);
             assert!(alive(&db, 0).await.unwrap().is_empty());
         }
