@@ -130,7 +130,7 @@ test("each of the eight prompt types is answered, in every tab, and stays answer
     '<hml-prompt id="p-range" type="range" min="0" max="100" step="5" default="50">Level?</hml-prompt>',
   ].join("\n\n");
   // The directive's text escapes `<` so that the user's own message holds no prompt.
-  await send(page, `[[mock text=${JSON.stringify(prompts).replace(/</g, "\\u003c")}]]`);
+  await send(page, mockSays(prompts, "All eight answered, thank you."));
   const p = (pg: Page, id: string) => pg.locator(`.msg-agent:not(.live) [data-hml-id="${id}"]`);
   await expect(p(page, "p-text")).toBeVisible({ timeout: 15_000 });
   const other = await context.newPage();
@@ -145,6 +145,11 @@ test("each of the eight prompt types is answered, in every tab, and stays answer
   await p(page, "p-text").locator("input").fill("Ada");
   await p(page, "p-text").locator("input").press("Enter");
   await answered("p-text", "Ada");
+  // Out of bounds: refused under the prompt, which keeps what was typed.
+  await p(page, "p-num").locator("input").fill("11");
+  await p(page, "p-num").locator("input").press("Enter");
+  await expect(p(page, "p-num").locator(".action-error")).toHaveText("p-num must be at most 10");
+  await expect(p(page, "p-num").locator("input")).toHaveValue("11");
   await p(page, "p-num").locator("input").fill("7");
   await p(page, "p-num").locator("input").press("Enter");
   await answered("p-num", "7");
@@ -165,6 +170,9 @@ test("each of the eight prompt types is answered, in every tab, and stays answer
   await answered("p-select", "green");
   await p(page, "p-range").getByRole("button", { name: "OK" }).click();
   await answered("p-range", "50");
+  // The last answer hands them all to the agent, whose reply starts without typing.
+  await expect(page.locator(".msg-user").last()).toContainText("My answers to your prompts:");
+  await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("All eight answered, thank you.", { timeout: 15_000 });
 
   const want: [string, string][] = [
     ["p-text", "Ada"], ["p-num", "7"], ["p-color", "#ff0000"], ["p-check", "true"],
@@ -180,7 +188,7 @@ test("each of the eight prompt types is answered, in every tab, and stays answer
     await expect(p(page, pid).locator(".hml-prompt-response"), pid).toHaveText(text);
   }
   // A second answer is refused.
-  const msg = await page.locator(".msg-agent:not(.live)").last().getAttribute("data-message-id");
+  const msg = await page.locator(".msg-agent:not(.live)").first().getAttribute("data-message-id");
   const again = await page.request.post(`/api/sessions/${id}/answers`, { data: { message_id: msg, element_id: "p-text", answer: "Bob" } });
   expect(again.status()).toBe(409);
 });

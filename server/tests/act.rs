@@ -888,7 +888,7 @@ async fn prompts_are_answered_once() {
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     h.stream(
         session,
-        r#"[[mock text="Pick: \u003chml-prompt id=\"color\" type=\"select\">Which?\u003cdata>[\"red\",\"blue\"]\u003c/data>\u003c/hml-prompt>"]]"#,
+        r#"[[mock text="Pick: \u003chml-prompt id=\"color\" type=\"select\">Which?\u003cdata>[\"red\",\"blue\"]\u003c/data>\u003c/hml-prompt>" then="Blue, then."]]"#,
     )
     .await;
     let frames = h.frames(session).await;
@@ -927,7 +927,8 @@ async fn prompts_are_answered_once() {
             || shown.contains("<response>blue"),
         "{shown}"
     );
-    h.stream(session, "[[mock echo]]").await;
+    // The only prompt answered, the agent answers (reading the answer in its prompt).
+    frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
     assert!(
         sent_text(&mock, 1).contains("<response>blue</response>"),
         "{}",
@@ -946,6 +947,129 @@ async fn prompts_are_answered_once() {
     .await
     .unwrap_err();
     assert_eq!(e.status(), StatusCode::NOT_FOUND);
+}
+
+/// The user's messages among the frames that hand the agent answers.
+fn answers_messages(frames: &[Value]) -> Vec<&Value> {
+    frames
+        .iter()
+        .filter(|f| f["type"] == "message" && f["payload"].get("answers").is_some())
+        .collect()
+}
+
+/// Answers are checked against their prompt (a refusal is a 400 naming the rule, and
+/// nothing is stored); the answer that fills a message's last open prompt appends the
+/// user's message of the answers the agent has not seen and starts exactly one reply, also
+/// when two answers race for it.
+#[tokio::test]
+async fn the_last_answer_starts_the_reply() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let prompts = r#"\u003chml-prompt id=\"fav-number\" type=\"number\" min=\"1\" max=\"10\">Number?\u003c/hml-prompt> \u003chml-prompt id=\"size\" type=\"radio\">Size?\u003cdata>{\"s\": \"Small\", \"l\": \"Large\"}\u003c/data>\u003c/hml-prompt>"#;
+    h.stream(
+        session,
+        &format!(r#"[[mock text="Two things: {prompts}" then="Thanks for the answers."]]"#),
+    )
+    .await;
+    let frames = h.frames(session).await;
+    let msg = agent_messages(&frames)[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/api/sessions/{session}/answers");
+    let post = |message: String, element: &'static str, answer: Value| {
+        h.json(
+            Method::POST,
+            &path,
+            Some(json!({"message_id": message, "element_id": element, "answer": answer})),
+        )
+    };
+    let (s, e) = post(msg.clone(), "fav-number", json!(11)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    assert_eq!(e["error"], "fav-number must be at most 10");
+    let (s, e) = post(msg.clone(), "size", json!("medium")).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    assert_eq!(e["error"], "size must be one of l, s");
+    assert_eq!(
+        h.frames(session).await.len(),
+        frames.len(),
+        "nothing stored"
+    );
+
+    // One of two: no reply yet.
+    assert_eq!(
+        post(msg.clone(), "fav-number", json!(7)).await.0,
+        StatusCode::NO_CONTENT
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let frames = h.frames(session).await;
+    assert_eq!(agent_messages(&frames).len(), 1);
+    assert!(answers_messages(&frames).is_empty());
+    // The last: the answers, then one reply to them.
+    assert_eq!(
+        post(msg.clone(), "size", json!("l")).await.0,
+        StatusCode::NO_CONTENT
+    );
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    let given = answers_messages(&frames);
+    assert_eq!(given.len(), 1);
+    assert_eq!(given[0]["author_type"], "user");
+    assert_eq!(
+        given[0]["payload"]["content"],
+        "My answers to your prompts:\n- Number?: 7\n- Size?: Large"
+    );
+    assert_eq!(
+        given[0]["payload"]["answers"],
+        json!([
+            {"element_id": "fav-number", "question": "Number?", "answer": 7},
+            {"element_id": "size", "question": "Size?", "answer": "l"},
+        ])
+    );
+    assert_eq!(
+        agent_messages(&frames)[1]["payload"]["content"],
+        "Thanks for the answers."
+    );
+    let sent = sent_text(&mock, 1);
+    assert!(
+        sent.contains("My answers to your prompts") && sent.contains("<response>l</response>"),
+        "{sent}"
+    );
+
+    // Answered before the agent last replied, an answer is not handed over again; two tabs
+    // answering the last two prompts at once start one reply.
+    let three = r#"\u003chml-prompt id=\"a\">A?\u003c/hml-prompt> \u003chml-prompt id=\"b\">B?\u003c/hml-prompt> \u003chml-prompt id=\"c\">C?\u003c/hml-prompt>"#;
+    h.stream(
+        session,
+        &format!(r#"[[mock text="Three: {three}" then="Got them."]]"#),
+    )
+    .await;
+    let frames = h.frames(session).await;
+    let msg = agent_messages(&frames)[2]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        post(msg.clone(), "a", json!("first")).await.0,
+        StatusCode::NO_CONTENT
+    );
+    h.stream(session, r#"by the way [[mock text="Noted."]]"#)
+        .await;
+    let before = agent_messages(&h.frames(session).await).len();
+    let (b, c) = tokio::join!(
+        post(msg.clone(), "b", json!("second")),
+        post(msg.clone(), "c", json!("third"))
+    );
+    assert_eq!((b.0, c.0), (StatusCode::NO_CONTENT, StatusCode::NO_CONTENT));
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == before + 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let frames_later = h.frames(session).await;
+    assert_eq!(agent_messages(&frames_later).len(), before + 1, "one reply");
+    let given = answers_messages(&frames);
+    assert_eq!(given.len(), 2);
+    assert_eq!(
+        given[1]["payload"]["content"],
+        "My answers to your prompts:\n- B?: second\n- C?: third"
+    );
 }
 
 /// bash through the whole server: approved, it runs in the sandbox and its output is the

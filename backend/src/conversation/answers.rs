@@ -4,14 +4,23 @@
 //! `result` frame whose parent is the message holding the prompt and whose target is
 //! `element:<id>` (reference 003); compiling the log writes it into the prompt as
 //! `<response>`, which is how the page shows it (in every tab) and how the agent reads it
-//! in its next context. It does not start a reply of its own: answering several prompts
-//! should not make the agent answer after each, and the user's next message carries them
-//! all. One answer per prompt: a second is a 409, but for an answer the agent recorded from
-//! the chat (`update_prompt`), which the user may still correct in the prompt.
+//! in its next context. Each answer is first checked against its prompt
+//! ([`hero_shared::hml::Prompt::check`]): one the widget could not have given is refused,
+//! naming the rule, and nothing is stored.
+//!
+//! Answering prompts one by one does not make the agent answer after each: the answer that
+//! fills the message's last open prompt (reference 000 "Answer Flow") also appends a user
+//! message listing the answers the agent has not seen (its payload's `answers`; it runs no
+//! calls), in the same transaction, and the agent's reply to it starts. The transaction
+//! holds the session's lock, so of two tabs answering the last two prompts at once exactly
+//! one sees none left open. An answer the agent recorded from the chat (`update_prompt`)
+//! starts nothing: the agent is already answering. One answer per prompt: a second is a
+//! 409, but for an answer the agent recorded, which the user may still correct in the
+//! prompt (a correction starts no reply either: the prompt was not open).
 
 use hero_shared::calls::CallRequest;
 use hero_shared::frame::{AuthorType, FrameType, TargetId};
-use hero_shared::hml::{ElementKind, parse};
+use hero_shared::hml::{Prompt, parse};
 use serde_json::{Value, json};
 
 use crate::accounts::auth::AuthUser;
@@ -44,7 +53,7 @@ pub async fn answer(
         )
         .await;
     }
-    answer_prompt(
+    let filled = answer_prompt(
         st,
         Answerer {
             user_id: user.id(),
@@ -57,7 +66,11 @@ pub async fn answer(
         element_id,
         answer,
     )
-    .await
+    .await?;
+    if filled {
+        crate::conversation::turn::reply_to_answers(st, user, session_id, message_id);
+    }
+    Ok(())
 }
 
 /// Refuses an answer larger than [`MAX_ANSWER_BYTES`].
@@ -110,6 +123,8 @@ pub(crate) struct Answerer {
     pub author_id: Option<i64>,
 }
 
+/// Records the answer and returns whether it filled the message's last open prompt (then,
+/// for the user's answer, the user's message of answers is stored with it).
 pub(crate) async fn answer_prompt(
     st: &AppState,
     by: Answerer,
@@ -118,8 +133,8 @@ pub(crate) async fn answer_prompt(
     message_id: &str,
     element_id: &str,
     answer: Value,
-) -> Result<()> {
-    let kept = st
+) -> Result<bool> {
+    let (kept, answers) = st
         .db
         .write_with(async |tx| {
             store::sessions::lock(tx, session_id).await?;
@@ -133,32 +148,37 @@ pub(crate) async fn answer_prompt(
                 .get("content")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let asks = parse(content)
+            // A prompt cut short was never a question.
+            let doc = parse(content);
+            let prompts: Vec<Prompt> = doc
                 .elements()
-                .any(|e| e.id == element_id && e.kind == ElementKind::HmlPrompt && !e.truncated);
-            if !asks {
-                return Err(Error::NotFound("question"));
-            }
-            let target = TargetId::Element(element_id.to_owned());
+                .filter(|e| !e.truncated)
+                .filter_map(Prompt::from_element)
+                .collect();
+            let prompt = prompts
+                .iter()
+                .find(|p| p.id == element_id)
+                .ok_or(Error::NotFound("question"))?;
+            prompt.check(&answer).map_err(Error::Invalid)?;
             let children = store::frames::children_hot(tx, session_id, message_id).await?;
-            let mut answers = children.iter().filter(|r| {
-                serde_json::from_str::<Vec<TargetId>>(&r.target_ids)
-                    .is_ok_and(|t| t.contains(&target))
-            });
+            let answered = answered_prompts(children);
+            let earlier = answered.iter().filter(|(id, _)| id == element_id);
             // The user's own answer is final; one the agent recorded from the chat, the user
             // may still correct (once: their answer is then final too).
-            let answered = match by.author_type {
-                AuthorType::User => answers.any(|r| r.author_type == "user"),
-                _ => answers.next().is_some(),
+            let taken = match by.author_type {
+                AuthorType::User => earlier.clone().any(|(_, r)| r.author_type == "user"),
+                _ => earlier.clone().next().is_some(),
             };
-            if answered {
+            if taken {
                 return Err(Error::Conflict("this question was already answered".into()));
             }
+            // Open: no answer frame yet (what the model wrote in the prompt says nothing).
+            let was_open = earlier.count() == 0;
             let f = NewFrame {
                 id: frames::new_id(),
                 session_id,
                 parent_id: Some(message_id.to_owned()),
-                target_ids: vec![target],
+                target_ids: vec![TargetId::Element(element_id.to_owned())],
                 frame_type: FrameType::Result,
                 author_type: by.author_type,
                 author_id: by.author_id,
@@ -167,14 +187,105 @@ pub(crate) async fn answer_prompt(
             let sealed = frames::seal(dk, f)?;
             let seq = sealed.insert(tx).await?;
             crate::conversation::frames::full_session(st, seq)?;
-            Ok(sealed.kept(seq))
+            let kept = sealed.kept(seq);
+            let none_open = prompts
+                .iter()
+                .all(|p| p.id == element_id || answered.iter().any(|(id, _)| *id == p.id));
+            if !(was_open && none_open && by.author_type == AuthorType::User) {
+                return Ok((kept, None));
+            }
+            // The answers given since the agent last replied, in the prompts' order.
+            let seen = store::frames::last_agent_message(tx, session_id).await?;
+            let mut given = Vec::new();
+            for (id, r) in answered {
+                if r.author_type == "user" && r.seq > seen {
+                    let f = r.open(dk)?;
+                    given.push((id, f.payload.get("answer").cloned().unwrap_or(Value::Null)));
+                }
+            }
+            given.push((element_id.to_owned(), answer.clone()));
+            let message = answers_message(session_id, by.author_id, &prompts, given);
+            let sealed = frames::seal(dk, message)?;
+            let seq = sealed.insert(tx).await?;
+            // The reply it starts needs room too.
+            crate::conversation::frames::full_session(st, seq + 1)?;
+            Ok((kept, Some(sealed.kept(seq))))
         })
         .await?;
-    st.hub.publish(
-        by.user_id,
+    for k in std::iter::once(kept).chain(answers.clone()) {
+        st.hub
+            .publish(by.user_id, session_id, HubEvent::Frame((*k.frame).clone()));
+        st.history.append(k);
+    }
+    Ok(answers.is_some())
+}
+
+/// The answers among a message's children: (the prompt's id, the answer's frame), oldest
+/// first.
+fn answered_prompts(
+    children: Vec<store::frames::FrameRow>,
+) -> Vec<(String, store::frames::FrameRow)> {
+    children
+        .into_iter()
+        .filter(|r| r.frame_type == "result")
+        .filter_map(|r| {
+            let targets = serde_json::from_str::<Vec<TargetId>>(&r.target_ids).ok()?;
+            let id = targets.into_iter().find_map(|t| match t {
+                TargetId::Element(id) => Some(id),
+                _ => None,
+            })?;
+            Some((id, r))
+        })
+        .collect()
+}
+
+/// The user's message that hands the agent the answers it has not seen: each prompt's
+/// question and answer as a line of text, and the same in `answers`, in the prompts' order.
+fn answers_message(
+    session_id: i64,
+    user_id: Option<i64>,
+    prompts: &[Prompt],
+    given: Vec<(String, Value)>,
+) -> NewFrame {
+    let mut lines = vec!["My answers to your prompts:".to_owned()];
+    let mut listed = Vec::new();
+    for p in prompts {
+        let Some((_, answer)) = given.iter().rev().find(|(id, _)| *id == p.id) else {
+            continue;
+        };
+        lines.push(format!("- {}: {}", p.question, answer_text(p, answer)));
+        listed.push(json!({"element_id": p.id, "question": p.question, "answer": answer}));
+    }
+    NewFrame::message(
         session_id,
-        HubEvent::Frame((*kept.frame).clone()),
-    );
-    st.history.append(kept);
-    Ok(())
+        AuthorType::User,
+        user_id,
+        json!({"role": "user", "content": lines.join("\n"), "answers": listed}),
+    )
+}
+
+/// An answer as a person reads it: an option by its label, a box as yes or no.
+fn answer_text(p: &Prompt, answer: &Value) -> String {
+    let label = |v: &str| {
+        p.options
+            .iter()
+            .find(|o| o.value == v)
+            .map_or_else(|| v.to_owned(), |o| o.label.clone())
+    };
+    match answer {
+        Value::String(s) => label(s),
+        Value::Bool(b) => if *b { "yes" } else { "no" }.to_owned(),
+        Value::Array(items) => {
+            let chosen: Vec<String> = items
+                .iter()
+                .map(|i| i.as_str().map_or_else(|| i.to_string(), label))
+                .collect();
+            if chosen.is_empty() {
+                "none".to_owned()
+            } else {
+                chosen.join(", ")
+            }
+        }
+        other => other.to_string(),
+    }
 }

@@ -335,6 +335,14 @@ pub async fn current_seq(c: &mut super::Conn<'_>, session_id: i64) -> Result<i64
     Ok(scalar!(c, i64, sql, session_id)?.unwrap_or(0))
 }
 
+/// The seq of the session's latest reply of the agent's, 0 when it has none, on a held
+/// connection. Read backwards along the session's seq index: it stops at the first.
+pub async fn last_agent_message(c: &mut super::Conn<'_>, session_id: i64) -> Result<i64> {
+    let sql = "SELECT seq FROM frames WHERE session_id = $1 AND type = 'message' \
+         AND author_type = 'agent' ORDER BY seq DESC LIMIT 1";
+    Ok(scalar!(c, i64, sql, session_id)?.unwrap_or(0))
+}
+
 /// One frame of the session, by id.
 pub async fn get(db: &super::Db, session_id: i64, frame_id: &str) -> Result<Option<FrameRow>> {
     let sql = format!("SELECT {COLUMNS} FROM frames WHERE session_id = $1 AND id = $2");

@@ -62,6 +62,19 @@ pub async fn answer_question(
     Ok(())
 }
 
+/// The agent's reply to the user's message of answers that filled a message's last open
+/// prompt ([`crate::conversation::answers`]), started in a task of its own as a follow-up
+/// is; `message_id` is the message whose prompts were answered (where a failure to start is
+/// said).
+pub fn reply_to_answers(st: &AppState, user: &AuthUser, session_id: i64, message_id: &str) {
+    let acting = st.turns.acting(session_id);
+    let (st, user, message_id) = (st.clone(), user.clone(), message_id.to_owned());
+    tokio::spawn(async move {
+        follow_on(&st, &user, session_id, &message_id, &acting).await;
+        drop(acting);
+    });
+}
+
 /// Arms the timer of each timed question: at its time, one still open takes its default.
 pub fn arm(st: &AppState, timed: Vec<Timed>) {
     for t in timed {
@@ -102,8 +115,9 @@ pub async fn recover(st: &AppState) -> Result<usize> {
     Ok(found.interrupted)
 }
 
-/// The agent is given the results of a message whose calls are all settled, unless a Stop
-/// reached `acting` first. A failure to start is told where the user looks.
+/// The agent is given the results of a message whose calls are all settled (or the answers
+/// to its prompts), unless a Stop reached `acting` first. A failure to start is told where
+/// the user looks.
 async fn follow_on(
     st: &AppState,
     user: &AuthUser,
@@ -121,7 +135,7 @@ async fn follow_on(
         act::readers(st, user.id(), session_id)(SseEvent::Error(ErrorData {
             message_id: Some(message_id.to_owned()),
             error: format!(
-                "the agent could not be given the results: {}; send a message to go on",
+                "the agent's next reply could not start: {}; send a message to go on",
                 e.public_message()
             ),
         }));

@@ -51,7 +51,7 @@ mod store;
 
 pub use crate::drive::events::{STALL_CHECK, TurnEvents, Watch};
 pub use converse::follow_up;
-pub use decisions::{answer_question, decide, recover};
+pub use decisions::{answer_question, decide, recover, reply_to_answers};
 pub use registry::{Acting, Registry};
 
 /// A started turn: its id (the agent frame's id) and the events for the poster. Reading the
