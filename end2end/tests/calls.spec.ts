@@ -254,7 +254,7 @@ test("a timed question counts down and takes its default", async ({ page }) => {
 test("a question asked through a native tool call is answered in its card", async ({ page }) => {
   await signIn(page, "erin", "erin-password");
   await mockSession(page, "Native ask");
-  await send(page, '[[mock tool=ask input={"question": "Which colour?", "options": ["red", "blue"], "timeout": 60, "default": "red"} then="Blue it is."]]');
+  await send(page, '[[mock tool=ask input={"question": "Which colour?", "options": ["red", "blue"], "timeout": 60000, "default": "red"} then="Blue it is."]]');
   const c = card(page, "ask");
   await expect(c.getByTestId("call-state")).toHaveText("waiting for your answer", { timeout: 15_000 });
   // No element in the text stands for it: the card asks.

@@ -1081,7 +1081,7 @@ async fn an_approved_bash_command_runs_sandboxed() {
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     h.stream(
         session,
-        r#"[[mock text="\u003cbash timeout=\"5\">ls /proc/self/fd | tr '\\n' ' '; echo; id -u; pwd</bash>" then="ok"]]"#,
+        r#"[[mock text="\u003cbash timeout=\"5000\">ls /proc/self/fd | tr '\\n' ' '; echo; id -u; pwd</bash>" then="ok"]]"#,
     )
     .await;
     let frames = h.frames(session).await;
@@ -1218,13 +1218,13 @@ async fn a_timed_question_takes_its_default() {
         .as_millis() as i64;
     h.stream(
         session,
-        r#"[[mock text="\u003cask timeout=\"1\" default=\"no\" options=\"yes,no\">Deploy now?\u003c/ask>" then="Thanks."]]"#,
+        r#"[[mock text="\u003cask timeout=\"1s\" default=\"no\" options=\"yes,no\">Deploy now?\u003c/ask>" then="Thanks."]]"#,
     )
     .await;
     let req = question(&h, session).await;
     assert_eq!(
         req["payload"]["args"],
-        json!({"question": "Deploy now?", "options": ["yes", "no"], "timeout": 1, "default": "no"})
+        json!({"question": "Deploy now?", "options": ["yes", "no"], "timeout": 1000, "default": "no"})
     );
     let expires = req["payload"]["expires_at"].as_i64().unwrap();
     assert!(
@@ -1241,6 +1241,39 @@ async fn a_timed_question_takes_its_default() {
     assert_eq!(
         answer(&h, session, &req, json!("yes")).await.0,
         StatusCode::CONFLICT
+    );
+}
+
+/// Timeouts are milliseconds (reference 000): `30s` and `30000` ask for the same wait; a
+/// bare `30` is an invalid call whose problem tells the agent to write 30000.
+#[tokio::test]
+async fn timeouts_are_milliseconds() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let before = now();
+    h.stream(
+        session,
+        r#"[[mock text="\u003cask timeout=\"30s\">A?\u003c/ask> \u003cask timeout=\"30000\">B?\u003c/ask> \u003cask timeout=\"30\">C?\u003c/ask>"]]"#,
+    )
+    .await;
+    let after = now();
+    let frames = frames_when(&h, session, |f| of_type(f, "request").len() == 3).await;
+    let reqs = of_type(&frames, "request");
+    for r in &reqs[..2] {
+        assert_eq!(r["payload"]["args"]["timeout"], 30000, "{r}");
+        let at = r["payload"]["expires_at"].as_i64().unwrap();
+        assert!((before + 30_000..=after + 30_000).contains(&at), "{at}");
+    }
+    assert_eq!(reqs[2]["payload"]["status"], "invalid");
+    assert_eq!(
+        reqs[2]["payload"]["problem"],
+        "ask's argument `timeout` is in milliseconds: for 30 seconds write 30000"
     );
 }
 
@@ -1312,7 +1345,7 @@ async fn questions_over_the_websocket() {
 
     h.stream(
         session,
-        r#"[[mock text="\u003cask timeout=\"60\" default=\"b\" options=\"a,b\">Pick\u003c/ask>"]]"#,
+        r#"[[mock text="\u003cask timeout=\"60000\" default=\"b\" options=\"a,b\">Pick\u003c/ask>"]]"#,
     )
     .await;
     let q = next_of(&mut ws, "question_prompt").await;
@@ -1331,7 +1364,7 @@ async fn a_timed_question_survives_a_restart() {
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     h.stream(
         session,
-        r#"[[mock text="\u003cask timeout=\"2\" default=\"later\">When?\u003c/ask>" then="Thanks."]]"#,
+        r#"[[mock text="\u003cask timeout=\"2000\" default=\"later\">When?\u003c/ask>" then="Thanks."]]"#,
     )
     .await;
     question(&h, session).await;
@@ -1619,7 +1652,7 @@ async fn what_a_call_returns_cannot_pass_for_the_system() {
     std::fs::write(workspace.join("said.txt"), &text).unwrap();
     h.stream(
         session,
-        r#"[[mock text="\u003cbash timeout=\"5\">cat said.txt</bash>" then="ok"]]"#,
+        r#"[[mock text="\u003cbash timeout=\"5s\">cat said.txt</bash>" then="ok"]]"#,
     )
     .await;
     let frames = h.frames(session).await;

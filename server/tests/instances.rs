@@ -384,7 +384,7 @@ async fn an_instance_killed_mid_reply_has_its_work_taken_over() {
     let sid = p.session().await;
     let mut on_b = events(&p.b, sid).await;
     let content = format!(
-        r#"[[mock text="Thinking it over. \u003cask timeout=\"3\" default=\"later\">When?\u003c/ask> {}" then="Thanks." tokens_per_sec=20]]"#,
+        r#"[[mock text="Thinking it over. \u003cask timeout=\"3000\" default=\"later\">When?\u003c/ask> {}" then="Thanks." tokens_per_sec=20]]"#,
         slow(200)
     );
     let posted = post_in_background(&p.a, sid, &content);

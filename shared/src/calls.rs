@@ -194,6 +194,66 @@ impl CallView {
     }
 }
 
+/// Reads a timeout as reference 000 writes it, in milliseconds (`30000`), or in the older
+/// form with a unit (`30s`, `2m`, `1h`, `500ms`). A bare number under 1,000 is refused with a
+/// hint: it is almost surely seconds written the old way, and taken as milliseconds it
+/// would end the wait before anyone could answer.
+pub fn timeout_ms(value: &serde_json::Value) -> Result<u64, String> {
+    use serde_json::Value;
+    let bare = |n: u64| {
+        if n < 1000 {
+            Err(format!(
+                "is in milliseconds: for {n} seconds write {}",
+                n.saturating_mul(1000)
+            ))
+        } else {
+            Ok(n)
+        }
+    };
+    let text = match value {
+        Value::Number(n) => {
+            return match n.as_u64() {
+                Some(n) => bare(n),
+                None => Err("must be a whole number of milliseconds".into()),
+            };
+        }
+        Value::String(s) => s.trim().to_ascii_lowercase(),
+        _ => return Err("must be a whole number of milliseconds".into()),
+    };
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let Ok(n) = digits.parse::<u64>() else {
+        return Err(format!(
+            "must be a whole number of milliseconds (30000), not `{text}`"
+        ));
+    };
+    let scale = match unit.trim() {
+        "" => return bare(n),
+        "ms" => 1,
+        "s" | "sec" | "secs" | "seconds" => 1000,
+        "m" | "min" | "mins" | "minutes" => 60_000,
+        "h" | "hour" | "hours" => 3_600_000,
+        other => {
+            return Err(format!(
+                "has the unit `{other}`; write milliseconds (30000), or 30s, 2m"
+            ));
+        }
+    };
+    Ok(n.saturating_mul(scale))
+}
+
+/// A timeout as a request stored before timeouts were milliseconds holds it: under 1,000
+/// it was seconds (a request holds only what [`timeout_ms`] let through since).
+pub fn stored_timeout_ms(stored: u64) -> u64 {
+    if stored < 1000 {
+        stored.saturating_mul(1000)
+    } else {
+        stored
+    }
+}
+
 /// Every call in a compiled conversation, in the order they were asked for.
 pub fn calls(messages: &[CompiledMessage]) -> Vec<CallView> {
     let mut out: Vec<CallView> = messages
@@ -321,5 +381,31 @@ mod tests {
             assert_eq!(serde_json::to_value(p).unwrap(), json!(p.as_str()));
         }
         assert_eq!(Permission::parse("sometimes"), None);
+    }
+
+    #[test]
+    fn timeouts_are_milliseconds_and_the_old_form_is_read() {
+        let read = |v: serde_json::Value| timeout_ms(&v);
+        assert_eq!(read(json!(30000)), Ok(30000));
+        assert_eq!(read(json!("30000")), Ok(30000));
+        assert_eq!(read(json!("30s")), Ok(30000));
+        assert_eq!(read(json!(" 2m ")), Ok(120_000));
+        assert_eq!(read(json!("1h")), Ok(3_600_000));
+        assert_eq!(read(json!("1500ms")), Ok(1500));
+        assert_eq!(
+            read(json!(30)),
+            Err("is in milliseconds: for 30 seconds write 30000".into())
+        );
+        assert_eq!(
+            read(json!("30")),
+            Err("is in milliseconds: for 30 seconds write 30000".into())
+        );
+        assert!(read(json!("soon")).unwrap_err().contains("`soon`"));
+        assert!(read(json!("5d")).unwrap_err().contains("unit `d`"));
+        assert!(
+            read(json!(1.5)).is_err() && read(json!(-3)).is_err() && read(json!(null)).is_err()
+        );
+        assert_eq!(stored_timeout_ms(30), 30_000);
+        assert_eq!(stored_timeout_ms(30_000), 30_000);
     }
 }

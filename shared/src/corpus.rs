@@ -434,7 +434,7 @@ impl Gen {
                 ));
             }
             9 => self.out.push_str(
-                "<ask timeout=\"30\" default='no' options=\"yes,no\">Shall I go on?</ask>",
+                "<ask timeout=\"30000\" default='no' options=\"yes,no\">Shall I go on?</ask>",
             ),
             10 => {
                 let id = self.id("p");

@@ -17,11 +17,11 @@ pub const HML: &str = "Answer in Markdown. You may use Hero Markup Language elem
 <progress value=\"3\" max=\"10\" status=\"…\"/>, <link href=\"…\">…</link>, <copy label=\"…\">text to copy</copy>, \
 <result for=\"…\" status=\"ok|error\">…</result>, <hml-prompt id=\"…\" type=\"text|number|select|…\">question</hml-prompt> \
 for a question with a form, and <ask options=\"yes,no\">question</ask> to ask and wait for the answer before you go on \
-(with timeout=\"30\" default=\"no\", the default answers when the time is up).";
+(with timeout=\"30000\" default=\"no\", the default answers when the time, in milliseconds, is up).";
 
 /// How `bash` runs (section 6.5), when the agent may call it.
 pub const SANDBOX: &str = "Commands you run with bash run in a sandbox: /workspace is yours and kept between commands, \
-/tmp is fresh each time, there is no network, and each command is killed at its timeout (30 s unless you give one). \
+/tmp is fresh each time, there is no network, and each command is killed at its timeout (in milliseconds; 30000 unless you give one). \
 A command waits for the user's approval unless they allowed bash.";
 
 /// Today's date, as the prompt says it (a prompt kept from another day is rebuilt).

@@ -212,6 +212,8 @@ fn check(registry: &Registry, a: &mut Asked) {
             "there is no function `{}`; call @system(help) for the list",
             a.function
         )),
-        Some((spec, _)) => functions::schema::validate(spec.name, &spec.schema, &a.args).err(),
+        Some((spec, _)) => functions::schema::read_durations(spec.name, &spec.schema, &mut a.args)
+            .and_then(|()| functions::schema::validate(spec.name, &spec.schema, &a.args))
+            .err(),
     };
 }

@@ -69,7 +69,7 @@ pub async fn open(
                 let expires_at = (status == CallStatus::Asking)
                     .then(|| a.args.get("timeout").and_then(Value::as_u64))
                     .flatten()
-                    .map(|secs| now_ms() + secs as i64 * 1000);
+                    .map(|ms| now_ms() + ms as i64);
                 let req = CallRequest {
                     function: a.function.clone(),
                     args: a.args.clone(),

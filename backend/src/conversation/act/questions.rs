@@ -56,6 +56,7 @@ pub(crate) async fn answer_question(
         }
         Answer::TimedOut => {
             let waited = req.args.get("timeout").and_then(Value::as_u64).unwrap_or(0);
+            let waited = hero_shared::calls::stored_timeout_ms(waited) as f64 / 1000.0;
             match req.args.get("default").and_then(Value::as_str) {
                 Some(d) => format!("{d} (the default: no answer came within {waited} s)"),
                 None => format!("no answer came within {waited} s"),

@@ -1,6 +1,7 @@
 //! `ask`: the agent asks the user a question and waits (reference 000, "Question Flow").
-//! `<ask>Continue?</ask>` waits for as long as it takes (demand); `<ask timeout="30"
-//! default="no" options="yes,no">` takes its default when the time is up. It is not run:
+//! `<ask>Continue?</ask>` waits for as long as it takes (demand); `<ask timeout="30000"
+//! default="no" options="yes,no">` takes its default when the time (milliseconds, as in
+//! reference 000; `30s` reads too) is up. It is not run:
 //! its request waits (status `asking`) until the user's answer, or the default, is stored
 //! as its result ([`crate::conversation::turn::answer_question`]), and then the agent is given it.
 
@@ -11,8 +12,8 @@ use serde_json::{Value, json};
 
 use super::{Ctx, Function, Spec};
 
-/// The longest a timed question may wait (seconds).
-pub const MAX_TIMEOUT_SECS: u64 = 3600;
+/// The longest a timed question may wait (milliseconds: an hour).
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
 
 pub struct Ask;
 
@@ -20,7 +21,7 @@ impl Function for Ask {
     fn spec(&self) -> Spec {
         Spec {
             name: "ask",
-            description: "Asks the user a question and waits for the answer, which comes back to you as the result. With `timeout` (seconds), `default` is the answer if the user says nothing in time; `options` are the answers offered as buttons.",
+            description: "Asks the user a question and waits for the answer, which comes back to you as the result. With `timeout` (milliseconds), `default` is the answer if the user says nothing in time; `options` are the answers offered as buttons.",
             default: Permission::Always,
             answered_by_user: true,
             schema: json!({
@@ -29,14 +30,14 @@ impl Function for Ask {
                     "question": {"type": "string", "description": "the question", "minLength": 1, "maxLength": 2000},
                     "options": {"type": "array", "description": "answers offered as buttons", "maxItems": 10,
                         "items": {"type": "string", "minLength": 1, "maxLength": 200}},
-                    "timeout": {"type": "integer", "description": "seconds to wait before `default` is the answer", "minimum": 1, "maximum": MAX_TIMEOUT_SECS},
+                    "timeout": {"type": "integer", "unit": "ms", "description": "milliseconds to wait before `default` is the answer (30000 for 30 s)", "minimum": 1000, "maximum": MAX_TIMEOUT_MS},
                     "default": {"type": "string", "description": "the answer when the time is up", "maxLength": 200}
                 },
                 "required": ["question"]
             }),
             examples: vec![
                 json!({"question": "Shall I go on?"}),
-                json!({"question": "Deploy now?", "options": ["yes", "no"], "timeout": 30, "default": "no"}),
+                json!({"question": "Deploy now?", "options": ["yes", "no"], "timeout": 30000, "default": "no"}),
             ],
         }
     }
@@ -55,11 +56,8 @@ impl Function for Ask {
             args["options"] = json!(options);
         }
         if let Some(t) = e.attr("timeout") {
-            // Unreadable timeouts stay text, and the schema says what is wrong.
-            args["timeout"] = t
-                .trim()
-                .parse::<u64>()
-                .map_or_else(|_| json!(t), |n| json!(n));
+            // As written: reading it ([`super::schema::read_durations`]) says what is wrong.
+            args["timeout"] = json!(t);
         }
         if let Some(d) = e.attr("default") {
             args["default"] = json!(d);
@@ -102,22 +100,30 @@ mod tests {
             json!({"question": "Continue?"})
         );
         assert_eq!(
-            args(r#"<ask timeout="30" default="no" options="yes, no,">Deploy?</ask>"#),
-            json!({"question": "Deploy?", "options": ["yes", "no"], "timeout": 30, "default": "no"})
+            args(r#"<ask timeout="30s" default="no" options="yes, no,">Deploy?</ask>"#),
+            json!({"question": "Deploy?", "options": ["yes", "no"], "timeout": "30s", "default": "no"})
         );
         let spec = Ask.spec();
+        let read = |mut a: Value| {
+            super::super::schema::read_durations("ask", &spec.schema, &mut a)
+                .and_then(|()| super::super::schema::validate("ask", &spec.schema, &a))
+                .map(|()| a)
+        };
+        let timed = args(r#"<ask timeout="30s">q</ask>"#);
+        assert_eq!(read(timed), Ok(json!({"question": "q", "timeout": 30000})));
+        assert_eq!(
+            read(args(r#"<ask timeout="30">q</ask>"#)),
+            Err("ask's argument `timeout` is in milliseconds: for 30 seconds write 30000".into())
+        );
         for bad in [
             json!({"question": ""}),
-            json!({"question": "q", "timeout": 0}),
-            json!({"question": "q", "timeout": MAX_TIMEOUT_SECS + 1}),
+            json!({"question": "q", "timeout": 999}),
+            json!({"question": "q", "timeout": MAX_TIMEOUT_MS + 1}),
             json!({"question": "q", "options": [1]}),
             json!({"question": "q", "options": vec!["a"; 11]}),
             args(r#"<ask timeout="soon">q</ask>"#),
         ] {
-            assert!(
-                super::super::schema::validate("ask", &spec.schema, &bad).is_err(),
-                "{bad}"
-            );
+            assert!(read(bad.clone()).is_err(), "{bad}");
         }
     }
 }

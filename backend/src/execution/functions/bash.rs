@@ -25,13 +25,13 @@ impl Function for Bash {
                 "properties": {
                     "command": {"type": "string", "description": "the command, as bash -c reads it", "maxLength": 100000, "minLength": 1},
                     "cwd": {"type": "string", "description": "where it runs: a path under /workspace (the default) or /tmp", "maxLength": 1024},
-                    "timeout": {"type": "integer", "description": "seconds before the whole command is killed (default 30)", "minimum": 1, "maximum": 3600}
+                    "timeout": {"type": "integer", "unit": "ms", "description": "milliseconds before the whole command is killed (default 30000)", "minimum": 1000, "maximum": 3_600_000}
                 },
                 "required": ["command"]
             }),
             examples: vec![
                 json!({"command": "ls -la"}),
-                json!({"command": "make test", "cwd": "project", "timeout": 120}),
+                json!({"command": "make test", "cwd": "project", "timeout": 120_000}),
             ],
         }
     }
@@ -44,8 +44,9 @@ impl Function for Bash {
         if let Some(c) = e.attr("cwd") {
             args["cwd"] = json!(c);
         }
-        if let Some(t) = e.attr("timeout").and_then(|t| t.trim().parse::<u64>().ok()) {
-            args["timeout"] = json!(t.clamp(1, 3600));
+        if let Some(t) = e.attr("timeout") {
+            // As written: reading it ([`super::schema::read_durations`]) says what is wrong.
+            args["timeout"] = json!(t);
         }
         Some(args)
     }
@@ -64,7 +65,7 @@ impl Function for Bash {
             let timeout = args
                 .get("timeout")
                 .and_then(Value::as_u64)
-                .map(Duration::from_secs);
+                .map(|t| Duration::from_millis(hero_shared::calls::stored_timeout_ms(t)));
             let ran = cx
                 .st
                 .sandbox

@@ -1,7 +1,7 @@
 //! Arguments checked against a function's schema: the subset of JSON Schema the registry's
 //! own schemas use (an object of typed properties, `required`, no other keys; strings with
 //! `maxLength` and `enum`, numbers with `minimum` and `maximum`, arrays with `maxItems`
-//! and `items`). Written here rather than
+//! and `items`; and Hero's `"unit": "ms"`, read by [`read_durations`] first). Written here rather than
 //! taken from a crate: the schemas are ours, and a general validator (with remote
 //! references, formats and regexes) would be most of a dependency tree for a page of code.
 //! A failure is one sentence for the agent, naming the function, the field and the rule.
@@ -59,6 +59,30 @@ pub fn validate(function: &str, schema: &Value, args: &Value) -> Result<(), Stri
             continue;
         };
         check(function, key, rule, value)?;
+    }
+    Ok(())
+}
+
+/// Reads the arguments whose rule says `"unit": "ms"` (timeouts) into milliseconds, in
+/// place: a number as it is, or text with a unit (`30s`, `2m`: the older form); a bare number
+/// under 1,000 is refused with the hint to write milliseconds
+/// ([`hero_shared::calls::timeout_ms`]). Run before [`validate`], which then sees numbers.
+pub fn read_durations(function: &str, schema: &Value, args: &mut Value) -> Result<(), String> {
+    let (Some(props), Some(obj)) = (
+        schema.get("properties").and_then(Value::as_object),
+        args.as_object_mut(),
+    ) else {
+        return Ok(());
+    };
+    for (key, rule) in props {
+        if rule.get("unit").and_then(Value::as_str) != Some("ms") {
+            continue;
+        }
+        if let Some(v) = obj.get_mut(key).filter(|v| !v.is_null()) {
+            let ms = hero_shared::calls::timeout_ms(v)
+                .map_err(|e| format!("{function}'s argument `{key}` {e}"))?;
+            *v = Value::from(ms);
+        }
     }
     Ok(())
 }
