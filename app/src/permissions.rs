@@ -85,7 +85,7 @@ fn Permissions() -> impl IntoView {
                 {move || list.get().map(|r| match r {
                     Ok(list) => view! {
                         <table class="permissions">
-                            <thead><tr><th>"Function"</th><th>"Default"</th><th>"Yours"</th></tr></thead>
+                            <thead><tr><th>"Function"</th><th>"Danger"</th><th>"Default"</th><th>"Yours"</th></tr></thead>
                             <tbody>
                                 {list.into_iter().map(|p| view! { <PermissionRow p/> }).collect_view()}
                             </tbody>
@@ -126,20 +126,29 @@ fn PermissionRow(p: PermissionDto) -> impl IntoView {
         function,
         description,
         default,
+        auto_approve,
+        danger_level,
         level,
     } = p;
+    // One that asks every time (reference 003's "Ask Always") cannot be set to always.
+    let levels: &[&str] = match auto_approve {
+        hero_shared::calls::AutoApprove::Always => &["always", "ask", "never"],
+        hero_shared::calls::AutoApprove::Never => &["ask", "never"],
+    };
+    let danger = danger_level.as_str();
     let label = format!("Level of {function}");
     let current = level.as_str();
     let (row, name) = (function.clone(), function.clone());
     view! {
         <tr data-function=row>
             <td><strong>{name}</strong><div class="muted">{description}</div></td>
+            <td class=format!("danger danger-{danger}")>{danger}</td>
             <td class="level-default">{default.as_str()}</td>
             <td>
                 <crate::enhance::FnForm action=SetPermission::PATH then="refresh" class="permission-form">
                     <input type="hidden" name="function" value=function/>
                     <select name="level" aria-label=label>
-                        {["always", "ask", "never"].into_iter().map(|l| view! {
+                        {levels.iter().copied().map(|l| view! {
                             <option value=l selected=l == current>{l}</option>
                         }).collect_view()}
                     </select>

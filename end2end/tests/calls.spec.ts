@@ -90,8 +90,17 @@ test("a reload while waiting keeps the card, which still decides", async ({ page
 test("always allow: no card waits the next time, and the Permissions page says so", async ({ page }) => {
   await signIn(page, "erin", "erin-password");
   await demoReplyWaiting(page, "Always");
+  // Each card waiting says how dangerous its function is.
+  await expect(card(page, "websearch").locator(".call-danger")).toHaveText("moderate");
   await card(page, "websearch").getByRole("button", { name: "Always allow websearch" }).click();
   await expect(card(page, "websearch").getByTestId("call-state")).toHaveText("done", { timeout: 20_000 });
+  await expect(card(page, "bash").locator(".call-danger")).toHaveText("dangerous");
+  // Always allowing a dangerous function is confirmed first; declined, nothing changes.
+  let asked = "";
+  page.once("dialog", async (d) => { asked = d.message(); await d.dismiss(); });
+  await card(page, "bash").getByRole("button", { name: "Always allow bash" }).click();
+  await expect.poll(() => asked).toContain("bash is dangerous");
+  await expect(card(page, "bash").getByTestId("call-state")).toHaveText("waiting for your approval");
   await card(page, "bash").getByRole("button", { name: "Deny" }).click();
   await expect(card(page, "bash").getByTestId("call-state")).toHaveText("denied", { timeout: 20_000 });
   // The question's own field answers it too.
@@ -110,6 +119,7 @@ test("always allow: no card waits the next time, and the Permissions page says s
   await expect(row.locator(".level-default")).toHaveText("ask");
   await expect(row.getByLabel("Level of websearch")).toHaveValue("always");
   await expect(page.locator('tr[data-function="help"] .level-default')).toHaveText("always");
+  await expect(page.locator('tr[data-function="bash"] .danger')).toHaveText("dangerous");
   // Back to asking, through the page.
   await row.getByLabel("Level of websearch").selectOption("ask");
   await row.getByRole("button", { name: "Save" }).click();
@@ -238,7 +248,7 @@ test("a demand question waits across a reload, in the message box too, and is an
 test("a timed question counts down and takes its default", async ({ page }) => {
   await signIn(page, "erin", "erin-password");
   await mockSession(page, "Timed");
-  await send(page, mockSays('<ask timeout="4" default="no" options="yes,no">Deploy now?</ask>', "Not deploying."));
+  await send(page, mockSays('<ask timeout="4000" default="no" options="yes,no">Deploy now?</ask>', "Not deploying."));
   await expect(ask(page)).toHaveClass(/asking/, { timeout: 15_000 });
   await expect(ask(page).getByRole("button", { name: "yes", exact: true })).toBeVisible();
   // It counts down ("“no” is the answer in 3 s"), the message box stays free for messages.
@@ -273,7 +283,7 @@ test("a question asked through a native tool call is answered in its card", asyn
 test("a command past its timeout is killed, and its card says so", async ({ page }) => {
   await signIn(page, "erin", "erin-password");
   await mockSession(page, "Timeout");
-  await send(page, mockSays('<bash timeout="1">echo started; sleep 30; echo never</bash>', "It was killed."));
+  await send(page, mockSays('<bash timeout="1000">echo started; sleep 30; echo never</bash>', "It was killed."));
   await expect(card(page, "bash").getByTestId("call-state")).toHaveText("waiting for your approval", { timeout: 15_000 });
   await card(page, "bash").getByRole("button", { name: "Approve" }).click();
   await expect(card(page, "bash").getByTestId("call-state")).toHaveText("failed", { timeout: 15_000 });

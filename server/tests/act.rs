@@ -107,6 +107,10 @@ async fn an_approved_search_runs_and_the_agent_answers_with_it() {
     assert_eq!(req["target_ids"], json!(["system:websearch"]));
     assert_eq!(req["payload"]["status"], "pending");
     assert_eq!(req["payload"]["args"], json!({"query": "rust leptos"}));
+    assert_eq!(
+        req["payload"]["permissions"],
+        json!({"autoApprove": "always", "dangerLevel": "moderate"})
+    );
     assert!(req["payload"].get("sender_id").is_none());
     assert!(of_type(&frames, "result").is_empty());
     let rid = req["id"].as_str().unwrap();
@@ -187,27 +191,30 @@ async fn never_and_always_settle_in_the_same_turn() {
     let (mock, h) = acting(|_| {}).await;
     let (s, list) = h.json(Method::GET, "/api/permissions", None).await;
     assert_eq!(s, StatusCode::OK);
-    let levels: Vec<(String, String, String)> = list
+    let levels: Vec<String> = list
         .as_array()
         .unwrap()
         .iter()
         .map(|p| {
-            (
-                p["function"].as_str().unwrap().into(),
-                p["default"].as_str().unwrap().into(),
-                p["level"].as_str().unwrap().into(),
+            format!(
+                "{} {} {} autoApprove={} {}",
+                p["function"].as_str().unwrap(),
+                p["default"].as_str().unwrap(),
+                p["level"].as_str().unwrap(),
+                p["autoApprove"].as_str().unwrap(),
+                p["dangerLevel"].as_str().unwrap(),
             )
         })
         .collect();
     assert_eq!(
         levels,
         [
-            ("help".into(), "always".into(), "always".into()),
-            ("websearch".into(), "ask".into(), "ask".into()),
-            ("bash".into(), "ask".into(), "ask".into()),
-            ("ask".into(), "always".into(), "always".into()),
-            ("update_prompt".into(), "always".into(), "always".into()),
-            ("context_file".into(), "always".into(), "always".into())
+            "help always always autoApprove=always safe",
+            "websearch ask ask autoApprove=always moderate",
+            "bash ask ask autoApprove=always dangerous",
+            "ask always always autoApprove=always safe",
+            "update_prompt always always autoApprove=always safe",
+            "context_file always always autoApprove=always moderate",
         ]
     );
     let (s, p) = h
@@ -569,6 +576,7 @@ async fn approvals_over_the_websocket() {
         let kind = m["type"].as_str().unwrap_or_default().to_owned();
         if kind == "ability_approval_request" {
             assert_eq!(m["ability"], "websearch");
+            assert_eq!(m["permissions"]["dangerLevel"], "moderate");
             execution = m["executionId"].as_str().map(str::to_owned);
             // Another user's decision is refused as if the call did not exist.
             let bob = bob(&h).await;

@@ -333,6 +333,12 @@ pub struct PermissionDto {
     pub function: String,
     pub description: String,
     pub default: crate::calls::Permission,
+    /// Whether it may be set to `always` (reference 000's `autoApprove`).
+    #[serde(rename = "autoApprove")]
+    pub auto_approve: crate::calls::AutoApprove,
+    /// How dangerous it is (reference 000's `dangerLevel`).
+    #[serde(rename = "dangerLevel")]
+    pub danger_level: crate::calls::DangerLevel,
     /// The user's own level: their override, else the default.
     pub level: crate::calls::Permission,
 }

@@ -43,6 +43,59 @@ impl Permission {
     }
 }
 
+/// How much harm a function can do (reference 000's `dangerLevel`): shown on its approval
+/// card and the Permissions page; letting a dangerous one run without asking is confirmed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DangerLevel {
+    Safe,
+    Moderate,
+    Dangerous,
+}
+
+impl DangerLevel {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DangerLevel::Safe => "safe",
+            DangerLevel::Moderate => "moderate",
+            DangerLevel::Dangerous => "dangerous",
+        }
+    }
+}
+
+/// Whether the user may let a function run without asking (reference 000's `autoApprove`;
+/// `never` is reference 003's "Ask Always": its card has no "Always allow", and its level
+/// cannot be `always`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AutoApprove {
+    Always,
+    Never,
+}
+
+/// A function's permission metadata (reference 000's ability `permissions`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FunctionPermissions {
+    pub auto_approve: AutoApprove,
+    pub danger_level: DangerLevel,
+}
+
+impl FunctionPermissions {
+    /// May be allowed always, at the danger given.
+    pub const fn allowed(danger_level: DangerLevel) -> FunctionPermissions {
+        FunctionPermissions {
+            auto_approve: AutoApprove::Always,
+            danger_level,
+        }
+    }
+
+    /// Whether the user may set it to `always`.
+    pub fn may_be_always(self) -> bool {
+        self.auto_approve == AutoApprove::Always
+    }
+}
+
 /// Where in a message a call was found.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "form", rename_all = "snake_case")]
@@ -107,6 +160,10 @@ pub struct CallRequest {
     /// When a timed question takes its default (Unix milliseconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<i64>,
+    /// The function's permission metadata when the call was asked for (none in requests
+    /// stored before it was kept, or for a function that does not exist).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<FunctionPermissions>,
 }
 
 impl CallRequest {
@@ -320,6 +377,7 @@ mod tests {
             problem: None,
             content: "websearch".into(),
             expires_at: None,
+            permissions: None,
         };
         let mut frames = vec![
             frame(

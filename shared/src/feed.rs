@@ -71,6 +71,9 @@ pub struct ApprovalPrompt {
     pub summary: String,
     #[serde(default)]
     pub details: serde_json::Value,
+    /// Reference 000's `permissions` of the function waiting: `{autoApprove, dangerLevel}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<crate::calls::FunctionPermissions>,
 }
 
 /// `question_prompt`'s data: the question waiting, by its request frame id.
@@ -239,6 +242,7 @@ impl SessionEvent {
                 ability: a.ability.clone(),
                 summary: a.summary.clone(),
                 details: a.details.clone(),
+                permissions: a.permissions,
             },
             SessionEvent::Question(q) => WsServerMessage::QuestionPrompt {
                 session_id: q.session_id,

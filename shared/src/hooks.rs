@@ -149,6 +149,9 @@ pub const ANSWER: Hook = Hook::Attr("data-answer");
 /// The frame a message's menu hides, and whether it is hidden.
 pub const FRAME: Hook = Hook::Attr("data-frame");
 pub const HIDDEN: Hook = Hook::Attr("data-hidden");
+/// A button whose action is first confirmed: the question asked (letting a dangerous
+/// function run without asking).
+pub const CONFIRM: Hook = Hook::Attr("data-confirm");
 /// A copy button's label, put back after "Copied".
 pub const LABEL: Hook = Hook::Attr("data-label");
 /// A code block, and a `<copy>` element: what a copy button copies from.
@@ -159,7 +162,7 @@ pub const HML_COPY: Hook = Hook::Class("hml-copy");
 /// found in a sample conversation by `html`'s tests.
 pub const MESSAGE_HOOKS: &[Hook] = &[
     ACTION, CALL, FUNCTION, HML, HML_ID, MESSAGE, MESSAGE_ID, KEEP, TYPE, FRAME, HIDDEN, LABEL,
-    CODE_BLOCK, HML_COPY,
+    CODE_BLOCK, HML_COPY, CONFIRM,
 ];
 
 /// What a button in the conversation asks for: its `data-action`.

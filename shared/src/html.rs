@@ -822,6 +822,18 @@ fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
         a => a.to_string(),
     };
     out.leaf("code", &[("class", Some("call-args"))], &args);
+    let permissions = c.request.permissions;
+    if let Some(p) = permissions.filter(|_| c.is_pending()) {
+        let danger = p.danger_level.as_str();
+        out.leaf(
+            "span",
+            &[
+                ("class", Some(&format!("call-danger danger-{danger}"))),
+                ("title", Some("how much harm this function can do")),
+            ],
+            danger,
+        );
+    }
     out.leaf(
         "span",
         &[
@@ -833,6 +845,15 @@ fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
     out.close("div");
     if c.is_pending() {
         out.open("div", &[("class", Some("call-actions"))]);
+        // One that asks every time has no "Always allow"; a dangerous one's is confirmed.
+        let always = permissions.is_none_or(|p| p.may_be_always());
+        let confirm = permissions
+            .filter(|p| p.danger_level == crate::calls::DangerLevel::Dangerous)
+            .map(|_| {
+                format!(
+                    "{function} is dangerous. Let your agents run it from now on without asking?"
+                )
+            });
         for (class, action, label) in [
             ("approve", Action::Approve.as_str(), "Approve".to_owned()),
             ("deny", Action::Deny.as_str(), "Deny".to_owned()),
@@ -842,12 +863,17 @@ fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
                 format!("Always allow {function}"),
             ),
         ] {
+            if class == "always" && !always {
+                continue;
+            }
+            let confirm = confirm.as_deref().filter(|_| class == "always");
             out.leaf(
                 "button",
                 &[
                     ("type", Some("button")),
                     ("class", Some(class)),
                     (hooks::ACTION.name(), Some(action)),
+                    (hooks::CONFIRM.name(), confirm),
                 ],
                 &label,
             );
@@ -1293,6 +1319,9 @@ mod tests {
                 problem: None,
                 content: "websearch".into(),
                 expires_at: None,
+                permissions: Some(crate::calls::FunctionPermissions::allowed(
+                    crate::calls::DangerLevel::Dangerous,
+                )),
             },
             result: None,
         };
@@ -1342,6 +1371,77 @@ mod tests {
         assert!(!h.contains("\" onclick"), "{h}");
         assert!(!h.contains("\" onmouseover"), "{h}");
         assert!(h.contains("A&lt;b&gt;"), "{h}");
+    }
+
+    /// A card waiting for approval shows how dangerous its function is; "Always allow" is
+    /// confirmed for a dangerous one and absent for one that asks every time.
+    #[test]
+    fn an_approval_card_shows_its_danger() {
+        use crate::calls::{
+            AutoApprove, CallRequest, CallStatus, DangerLevel, FunctionPermissions,
+        };
+        let card = |function: &str, permissions: Option<FunctionPermissions>| {
+            let call = CallView {
+                request_id: "r".into(),
+                message_id: "m1".into(),
+                request: CallRequest {
+                    function: function.into(),
+                    args: serde_json::json!({}),
+                    origin: CallOrigin::Tool {
+                        tool_use_id: "t".into(),
+                    },
+                    status: CallStatus::Pending,
+                    decided_by: None,
+                    sender_id: None,
+                    problem: None,
+                    content: function.into(),
+                    expires_at: None,
+                    permissions,
+                },
+                result: None,
+            };
+            let mut out = Out::default();
+            call_card(&mut out, &call, "m1");
+            out.0
+        };
+        let bash = card(
+            "bash",
+            Some(FunctionPermissions::allowed(DangerLevel::Dangerous)),
+        );
+        assert!(
+            bash.contains(r#"<span class="call-danger danger-dangerous""#),
+            "{bash}"
+        );
+        assert!(
+            bash.contains(r#"data-action="always" data-confirm="bash is dangerous. Let your agents run it from now on without asking?">Always allow bash"#),
+            "{bash}"
+        );
+        let search = card(
+            "websearch",
+            Some(FunctionPermissions::allowed(DangerLevel::Moderate)),
+        );
+        assert!(
+            search.contains(">moderate</span>") && !search.contains("data-confirm"),
+            "{search}"
+        );
+        assert!(search.contains("Always allow websearch"), "{search}");
+        let command = card(
+            "command_agent",
+            Some(FunctionPermissions {
+                auto_approve: AutoApprove::Never,
+                danger_level: DangerLevel::Moderate,
+            }),
+        );
+        assert!(
+            command.contains("Approve") && !command.contains("Always allow"),
+            "{command}"
+        );
+        // A request stored before the metadata was kept: no badge, Always allow as before.
+        let old = card("websearch", None);
+        assert!(
+            !old.contains("call-danger") && old.contains("Always allow"),
+            "{old}"
+        );
     }
 
     #[test]

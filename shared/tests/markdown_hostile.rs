@@ -256,6 +256,7 @@ fn calls(p: &str) -> Vec<CallView> {
         problem: Some(p.to_owned()),
         content: p.to_owned(),
         expires_at: Some(1),
+        permissions: None,
     };
     let tool = || CallOrigin::Tool {
         tool_use_id: p.to_owned(),

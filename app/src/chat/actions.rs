@@ -336,6 +336,12 @@ mod browser {
         let Some(action) = Action::parse(&action) else {
             return;
         };
+        // A dangerous function let run without asking is asked about first.
+        if let Some(question) = button.get_attribute(hooks::CONFIRM.name())
+            && !window().confirm_with_message(&question).unwrap_or(false)
+        {
+            return;
+        }
         match action {
             Action::Copy => copy(&button),
             Action::Prompt | Action::Ask => {

@@ -217,6 +217,7 @@ mod tests {
                 problem: None,
                 content: "websearch(rust)".into(),
                 expires_at: None,
+                permissions: None,
             },
             result: None,
         };

@@ -21,10 +21,16 @@ pub async fn list(st: &AppState, user: &AuthUser) -> Result<Vec<PermissionDto>> 
             function: s.name.to_owned(),
             description: s.description.to_owned(),
             default: s.default,
+            auto_approve: s.permissions.auto_approve,
+            danger_level: s.permissions.danger_level,
             level: own
                 .iter()
                 .find(|(f, _)| f == s.name)
                 .and_then(|(_, l)| Permission::parse(l))
+                .map(|l| match l {
+                    Permission::Always if !s.permissions.may_be_always() => Permission::Ask,
+                    l => l,
+                })
                 .unwrap_or(s.default),
         })
         .collect())
@@ -40,16 +46,24 @@ pub async fn set(
     let Some((spec, _)) = st.functions.get(function) else {
         return Err(Error::NotFound("function"));
     };
+    if level == Permission::Always && !spec.permissions.may_be_always() {
+        return Err(Error::Invalid(format!(
+            "{function} asks every time: it cannot be allowed always"
+        )));
+    }
     store::permissions::set(&st.db, user.id(), spec.name, level.as_str(), &now_text()).await?;
     Ok(PermissionDto {
         function: spec.name.to_owned(),
         description: spec.description.to_owned(),
         default: spec.default,
+        auto_approve: spec.permissions.auto_approve,
+        danger_level: spec.permissions.danger_level,
         level,
     })
 }
 
-/// The level a function has for a user: their own, else the function's default.
+/// The level a function has for a user: their own, else the function's default; never
+/// `always` for one that asks every time.
 pub(crate) async fn level(
     c: &mut crate::store::Conn<'_>,
     registry: &functions::Registry,
@@ -57,11 +71,16 @@ pub(crate) async fn level(
     function: &str,
 ) -> Result<Permission> {
     let own = store::permissions::get_hot(c, user_id, function).await?;
-    Ok(own
+    let spec = registry.get(function).map(|(s, _)| s);
+    let level = own
         .as_deref()
         .and_then(Permission::parse)
-        .or_else(|| registry.get(function).map(|(s, _)| s.default))
-        .unwrap_or(Permission::Ask))
+        .or(spec.map(|s| s.default))
+        .unwrap_or(Permission::Ask);
+    Ok(match spec {
+        Some(s) if level == Permission::Always && !s.permissions.may_be_always() => Permission::Ask,
+        _ => level,
+    })
 }
 
 /// The registry's functions the user has not set to never (one read of the user's levels),
@@ -109,4 +128,82 @@ pub async fn offered(st: &AppState, user_id: i64) -> Result<Vec<Arc<crate::provi
                 .collect())
         })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::future::BoxFuture;
+    use hero_shared::calls::{AutoApprove, DangerLevel, FunctionPermissions, Permission};
+    use serde_json::{Value, json};
+
+    use crate::execution::functions::{Ctx, Function, Spec};
+    use crate::test_support;
+
+    /// A function that asks every time (reference 003's "Ask Always").
+    struct AskAlways;
+
+    impl Function for AskAlways {
+        fn spec(&self) -> Spec {
+            Spec {
+                name: "ask_always",
+                description: "asks every time",
+                default: Permission::Ask,
+                permissions: FunctionPermissions {
+                    auto_approve: AutoApprove::Never,
+                    danger_level: DangerLevel::Moderate,
+                },
+                answered_by_user: false,
+                schema: json!({"type": "object", "properties": {}}),
+                examples: Vec::new(),
+            }
+        }
+
+        fn run<'a>(
+            &'a self,
+            _: &'a Ctx<'a>,
+            _: &'a Value,
+        ) -> BoxFuture<'a, Result<String, String>> {
+            Box::pin(async { Ok("ran".into()) })
+        }
+    }
+
+    /// A function that asks every time cannot be set to always, and a level stored as
+    /// always (before it asked every time) still asks.
+    #[tokio::test]
+    async fn what_asks_every_time_is_never_always() {
+        let mut registry = crate::execution::functions::builtin::registry();
+        registry.register(AskAlways);
+        let t = test_support::state_with_functions(Default::default(), registry).await;
+        let user = test_support::signed_in(&t.st, "alice").await;
+        let e = super::set(&t.st, &user, "ask_always", Permission::Always)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.public_message(),
+            "ask_always asks every time: it cannot be allowed always"
+        );
+        let listed = super::list(&t.st, &user).await.unwrap();
+        let row = listed.iter().find(|p| p.function == "ask_always").unwrap();
+        assert_eq!(
+            (row.auto_approve, row.level),
+            (AutoApprove::Never, Permission::Ask)
+        );
+        crate::store::permissions::set(&t.st.db, user.id(), "ask_always", "always", "now")
+            .await
+            .unwrap();
+        let listed = super::list(&t.st, &user).await.unwrap();
+        let row = listed.iter().find(|p| p.function == "ask_always").unwrap();
+        assert_eq!(row.level, Permission::Ask);
+        let level = t
+            .st
+            .db
+            .read_with(async |c| super::level(c, &t.st.functions, user.id(), "ask_always").await)
+            .await
+            .unwrap();
+        assert_eq!(level, Permission::Ask);
+        // Never is still the user's to choose.
+        super::set(&t.st, &user, "ask_always", Permission::Never)
+            .await
+            .unwrap();
+    }
 }

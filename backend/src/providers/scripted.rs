@@ -43,7 +43,7 @@ A command you could copy: <copy label="Copy the command">cargo leptos build --re
 
 A shell command runs in a sandbox of your own once you approve it:
 
-<bash cwd="/tmp" timeout="10">echo "hello from Hero" > greeting.txt && cat greeting.txt</bash>
+<bash cwd="/tmp" timeout="10000">echo "hello from Hero" > greeting.txt && cat greeting.txt</bash>
 
 <result for="demo" status="ok">hello from Hero</result>
 

@@ -54,10 +54,8 @@ pub async fn open(
         .write_with(async |tx| {
             let mut out = Vec::with_capacity(asked.len());
             for a in &mut asked {
-                let answers = st
-                    .functions
-                    .get(&a.function)
-                    .is_some_and(|(s, _)| s.answered_by_user);
+                let spec = st.functions.get(&a.function).map(|(s, _)| s);
+                let answers = spec.is_some_and(|s| s.answered_by_user);
                 if answers && matches!(authority, Authority::User(_)) {
                     a.problem.get_or_insert_with(|| {
                         "only the agent asks the user questions; a message of the user's own cannot".into()
@@ -86,6 +84,7 @@ pub async fn open(
                         None => describe(&a.function, &a.args),
                     },
                     expires_at,
+                    permissions: spec.map(|s| s.permissions),
                 };
                 let f = NewFrame {
                     id: frames::new_id(),
@@ -120,6 +119,7 @@ pub async fn open(
                     ability: req.function.clone(),
                     summary: req.content.clone(),
                     details: req.args.clone(),
+                    permissions: req.permissions,
                 }),
             );
         }

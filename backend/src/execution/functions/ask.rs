@@ -6,7 +6,7 @@
 //! as its result ([`crate::conversation::turn::answer_question`]), and then the agent is given it.
 
 use futures::future::BoxFuture;
-use hero_shared::calls::Permission;
+use hero_shared::calls::{DangerLevel, FunctionPermissions, Permission};
 use hero_shared::hml::{Element, ElementKind};
 use serde_json::{Value, json};
 
@@ -23,6 +23,7 @@ impl Function for Ask {
             name: "ask",
             description: "Asks the user a question and waits for the answer, which comes back to you as the result. With `timeout` (milliseconds), `default` is the answer if the user says nothing in time; `options` are the answers offered as buttons.",
             default: Permission::Always,
+            permissions: FunctionPermissions::allowed(DangerLevel::Safe),
             answered_by_user: true,
             schema: json!({
                 "type": "object",

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use hero_shared::calls::Permission;
+use hero_shared::calls::{DangerLevel, FunctionPermissions, Permission};
 use hero_shared::hml::{Element, ElementKind};
 use serde_json::{Value, json};
 
@@ -19,6 +19,7 @@ impl Function for Bash {
             name: "bash",
             description: "Runs a shell command in your sandboxed workspace (/workspace: no network, nothing of the server visible) and returns its output and exit status.",
             default: Permission::Ask,
+            permissions: FunctionPermissions::allowed(DangerLevel::Dangerous),
             answered_by_user: false,
             schema: json!({
                 "type": "object",

@@ -6,7 +6,7 @@
 
 use futures::future::BoxFuture;
 use hero_shared::api::AgentKind;
-use hero_shared::calls::Permission;
+use hero_shared::calls::{DangerLevel, FunctionPermissions, Permission};
 use serde_json::{Value, json};
 
 use super::{Ctx, Function, Spec};
@@ -21,6 +21,7 @@ impl Function for ContextFile {
             name: "context_file",
             description: "Reads one of your context files (AGENTS.md, SOUL.md, TOOLS.md, IDENTITY.md, USER.md, BOOTSTRAP.md); with `content` it replaces USER.md, TOOLS.md or BOOTSTRAP.md (the others are your owner's to change); empty content deletes the file (an empty BOOTSTRAP.md ends your first-run ritual).",
             default: Permission::Always,
+            permissions: FunctionPermissions::allowed(DangerLevel::Moderate),
             answered_by_user: false,
             schema: json!({
                 "type": "object",

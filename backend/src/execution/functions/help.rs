@@ -2,7 +2,7 @@
 //! arguments and examples, and how to call it). Runs without asking.
 
 use futures::future::BoxFuture;
-use hero_shared::calls::Permission;
+use hero_shared::calls::{DangerLevel, FunctionPermissions, Permission};
 use serde_json::{Value, json};
 
 use super::{Ctx, Function, Spec};
@@ -15,6 +15,7 @@ impl Function for Help {
             name: "help",
             description: "Lists the functions you can call, with their arguments and examples; give `function` for one of them.",
             default: Permission::Always,
+            permissions: FunctionPermissions::allowed(DangerLevel::Safe),
             answered_by_user: false,
             schema: json!({
                 "type": "object",

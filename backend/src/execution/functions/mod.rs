@@ -20,7 +20,7 @@ pub mod websearch;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use hero_shared::calls::Permission;
+use hero_shared::calls::{FunctionPermissions, Permission};
 use hero_shared::hml::Element;
 use serde_json::Value;
 
@@ -33,6 +33,8 @@ pub struct Spec {
     pub description: &'static str,
     /// Its level for a user who has not chosen one.
     pub default: Permission,
+    /// Whether it may be allowed always, and how dangerous it is (reference 000).
+    pub permissions: FunctionPermissions,
     /// A question for the user (`ask`): it is not run but answered, by the user (or by its
     /// default at its timeout), and the answer is its result.
     pub answered_by_user: bool,

@@ -5,7 +5,7 @@
 //! prompt of this conversation that has none, exactly as the page would.
 
 use futures::future::BoxFuture;
-use hero_shared::calls::Permission;
+use hero_shared::calls::{DangerLevel, FunctionPermissions, Permission};
 use hero_shared::frame::AuthorType;
 use serde_json::{Value, json};
 
@@ -20,6 +20,7 @@ impl Function for UpdatePrompt {
             name: "update_prompt",
             description: "Marks one of your <hml-prompt>s answered with the answer the user gave in chat instead: the prompt shows it, as if they had answered there.",
             default: Permission::Always,
+            permissions: FunctionPermissions::allowed(DangerLevel::Safe),
             answered_by_user: false,
             schema: json!({
                 "type": "object",

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use hero_shared::calls::Permission;
+use hero_shared::calls::{DangerLevel, FunctionPermissions, Permission};
 use hero_shared::hml::{Element, ElementKind};
 use serde_json::{Value, json};
 
@@ -74,6 +74,7 @@ impl Function for WebSearch {
             name: "websearch",
             description: "Searches the web and returns the top results (title, address, snippet); or, given `url`, fetches that one page as text.",
             default: Permission::Ask,
+            permissions: FunctionPermissions::allowed(DangerLevel::Moderate),
             answered_by_user: false,
             schema: json!({
                 "type": "object",
