@@ -14,7 +14,7 @@ use hero_backend::conversation::act::{self, Authority, Scene};
 use hero_backend::conversation::hub::HubEvent;
 use hero_backend::execution::functions::{Ctx, Function, Spec, builtin};
 use hero_backend::{Settings, conversation::frames, test_support};
-use hero_shared::calls::Permission;
+use hero_shared::calls::{DangerLevel, FunctionPermissions, Permission};
 use hero_shared::frame::FrameType;
 use serde_json::{Value, json};
 
@@ -27,6 +27,7 @@ impl Function for Noop {
             name: self.0,
             description: "does nothing",
             default: self.1,
+            permissions: FunctionPermissions::allowed(DangerLevel::Safe),
             answered_by_user: false,
             schema: json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
             examples: vec![],

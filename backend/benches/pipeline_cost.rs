@@ -9,7 +9,7 @@ use futures::{FutureExt, StreamExt};
 use hero_backend::providers::Delta;
 use hero_backend::test_support::anthropic_deltas;
 use hero_shared::hml::StreamParser;
-use hero_shared::wire::SseEvent;
+use hero_shared::wire::{ElementEvents, SseEvent, TextData};
 
 const EVENT: &[u8] = b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"word\"}}\n\n";
 const MESSAGE_ID: &str = "0193a0b1-7c2d-7e3f-8a9b-0c1d2e3f4a5b";
@@ -56,6 +56,63 @@ fn warm() {
     );
 }
 
+/// One text delta through the parser into SSE bytes as replies make them now: the `text`
+/// event is the chunk itself, element events come through [`ElementEvents`] (`content`,
+/// the body so far, and `duration`).
+fn to_sse_now(
+    parser: &mut StreamParser,
+    events: &mut ElementEvents,
+    began: std::time::Instant,
+    text: &str,
+    buf: &mut Vec<u8>,
+) -> usize {
+    let mut out = vec![SseEvent::Text(TextData {
+        message_id: MESSAGE_ID.to_owned(),
+        text: text.to_owned(),
+    })];
+    let now = began.elapsed().as_millis() as u64;
+    parser.feed_str_with(text, |ev| {
+        events.take(MESSAGE_ID, &ev, now, |e| out.push(e))
+    });
+    buf.reserve(4096);
+    for e in out {
+        let _ = e.write_sse(&mut *buf);
+    }
+    std::hint::black_box(std::mem::take(buf)).len()
+}
+
+/// The parser, its events and their bytes, per token, as before `content` and `duration`
+/// (`from_parser_event`, prose as the parser's `text`) and as now, for prose and for tokens
+/// inside an element, side by side.
+fn side_by_side() {
+    const N: usize = 200_000;
+    for (label, open) in [("prose", ""), ("inside an element", "<thinking>")] {
+        let mut parser = StreamParser::new();
+        let mut buf = Vec::new();
+        to_sse(&mut parser, open, &mut buf);
+        let t = std::time::Instant::now();
+        for _ in 0..N {
+            to_sse(&mut parser, "word ", &mut buf);
+        }
+        let before = t.elapsed();
+        let mut parser = StreamParser::new();
+        let mut events = ElementEvents::default();
+        let began = std::time::Instant::now();
+        to_sse_now(&mut parser, &mut events, began, open, &mut buf);
+        let t = std::time::Instant::now();
+        for _ in 0..N {
+            to_sse_now(&mut parser, &mut events, began, "word ", &mut buf);
+        }
+        let now = t.elapsed();
+        println!(
+            "{label}, per token, parser + events + write: before {:.3} µs, now {:.3} µs ({:.2}×)",
+            before.as_secs_f64() * 1e6 / N as f64,
+            now.as_secs_f64() * 1e6 / N as f64,
+            now.as_secs_f64() / before.as_secs_f64()
+        );
+    }
+}
+
 fn interleaved() {
     for n in [1usize, 100, 1000, 3000] {
         let rounds = 300_000 / n;
@@ -100,5 +157,6 @@ fn main() {
         return;
     }
     warm();
+    side_by_side();
     interleaved();
 }

@@ -266,9 +266,19 @@ async fn never_and_always_settle_in_the_same_turn() {
     );
     assert!(names.contains(&"element_executing"), "{names:?}");
     assert!(names.contains(&"element_result"), "{names:?}");
-    assert!(
-        names.contains(&"element_error"),
-        "the denied one: {names:?}"
+    // The denied one never ran: skipped, saying why.
+    assert!(!names.contains(&"element_error"), "{names:?}");
+    let skipped = body
+        .lines()
+        .skip_while(|l| *l != "event: element_skipped")
+        .nth(1)
+        .and_then(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .expect("the denied one is skipped");
+    assert_eq!(
+        (skipped["reason"].as_str(), skipped["type"].as_str()),
+        (Some("never"), Some("websearch")),
+        "{skipped}"
     );
     let frames = h.frames(session).await;
     let outcomes: Vec<(&str, &str)> = of_type(&frames, "result")
@@ -606,6 +616,121 @@ async fn approvals_over_the_websocket() {
     }
     assert!(seen.contains(&"operation_start".to_owned()), "{seen:?}");
     frames_when(&h, session, |f| agent_messages(f).len() == 3).await;
+}
+
+/// The next event named `name` on a session's `/events`.
+async fn next_event<S, E>(tab: &mut S, name: &str) -> Value
+where
+    S: futures::Stream<Item = Result<Ev, E>> + Unpin,
+    E: std::fmt::Debug,
+{
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(10), tab.next())
+            .await
+            .unwrap_or_else(|_| panic!("no {name} in time"))
+            .expect("the feed is open")
+            .unwrap();
+        if ev.event == name {
+            return serde_json::from_str(&ev.data).unwrap();
+        }
+    }
+}
+
+/// A call that never ran is `element_skipped` with its reason (invalid, never, bound while
+/// the reply streams; denied and stopped later, to the session's readers); one that ran and
+/// failed is `element_error`; `executedElements` carry each call's status.
+#[tokio::test]
+async fn calls_that_never_ran_are_skipped_with_their_reason() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    set_level(&h, "websearch", "never").await;
+    // `\u0040` is `@`: the user's own message holds no call.
+    let helps = r"\u0040system(help) ".repeat(15);
+    let events = h
+        .stream(
+            session,
+            &format!(
+                r#"[[mock text="\u0040system(nope) \u0040system(update_prompt, {{\"message_id\": \"none\", \"prompt_id\": \"p\", \"answer\": \"x\"}}) \u0040system(websearch, {{\"query\": \"x\"}}) {helps}" then="ok"]]"#
+            ),
+        )
+        .await;
+    let skipped: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|(n, _)| n == "element_skipped")
+        .map(|(_, d)| (d["reason"].as_str().unwrap(), d["type"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            ("invalid", "nope"),
+            ("never", "websearch"),
+            ("bound", "help")
+        ]
+    );
+    let errors: Vec<&Value> = events
+        .iter()
+        .filter(|(n, _)| n == "element_error")
+        .map(|(_, d)| d)
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0]["type"], "update_prompt");
+    let complete = events
+        .iter()
+        .find(|(n, _)| n == "message_complete")
+        .map(|(_, d)| d)
+        .unwrap();
+    let statuses: Vec<&str> = complete["executedElements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["status"].as_str().unwrap())
+        .collect();
+    let mut want = vec!["invalid", "failed", "never"];
+    want.extend(["completed"; 12]);
+    want.push("bound");
+    assert_eq!(statuses, want);
+
+    // Denied by the user, and stopped before it ran: the session's readers are told.
+    set_level(&h, "websearch", "ask").await;
+    let resp =
+        h.c.get(h.url(&format!("/api/sessions/{session}/events")))
+            .send()
+            .await
+            .unwrap();
+    let mut tab = sse(resp.bytes_stream());
+    for (how, reason) in [("deny", "denied"), ("stop", "stopped")] {
+        h.stream(
+            session,
+            r#"[[mock text="\u003cwebsearch>one</websearch>" then="fine"]]"#,
+        )
+        .await;
+        let frames = h.frames(session).await;
+        let pending = of_type(&frames, "request")
+            .into_iter()
+            .rfind(|r| r["payload"]["status"] == "pending")
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        if how == "deny" {
+            assert_eq!(decide(&h, session, &pending, false).await.0, StatusCode::OK);
+        } else {
+            let user = hero_backend::accounts::auth::login(&h.st, "alice", "alice-password")
+                .await
+                .unwrap()
+                .user;
+            hero_backend::conversation::turn::stop(&h.st, &user, session)
+                .await
+                .unwrap();
+        }
+        let ev = next_event(&mut tab, "element_skipped").await;
+        assert_eq!(
+            (ev["reason"].as_str(), ev["executionId"].as_str()),
+            (Some(reason), Some(pending.as_str())),
+            "{ev}"
+        );
+        assert!(!ev["message"].as_str().unwrap().is_empty());
+    }
 }
 
 /// Stop with calls waiting for approval records them as stopped: the agent is not run on

@@ -148,6 +148,75 @@ async fn anthropic_turn_streams_parses_and_stores_frames() {
     check_full_turn("anthropic").await;
 }
 
+/// Reference 000's reply events over many chunkings: the `text` events are the provider's
+/// chunks, concatenating to `message_complete.content`; each element starts once and
+/// completes once; each update's `content` is its deltas so far and the last is the
+/// element's content, updates thinning out past 1 KiB; `duration` covers the mock's pauses
+/// within the element.
+#[tokio::test]
+async fn reply_events_over_many_chunkings() {
+    let long = "x".repeat(3000);
+    let answer = format!(
+        "Hi <thinking>{long}</thinking> then <copy label=\"c\">copied</copy> and <link href=\"https://example.com\">a link</link>."
+    );
+    for (chunk, tps) in [(1, None), (7, None), (50, Some(500.0)), (5000, None)] {
+        let mut config = Config::default()
+            .answers(vec![Answer::text(&answer)])
+            .chunk_bytes(chunk);
+        if let Some(tps) = tps {
+            config = config.tokens_per_sec(tps);
+        }
+        let mock = mock_llm::spawn(config).await.unwrap();
+        let h = hero(&[mock.addr()]).await;
+        let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+        let events = h.stream(session, "go").await;
+        let text: String = events
+            .iter()
+            .filter(|(n, _)| n == "text")
+            .map(|(_, d)| d["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(text, answer, "chunk {chunk}");
+        assert_eq!(
+            last_data(&events, "message_complete")["content"],
+            answer.as_str()
+        );
+        let mut bodies: std::collections::BTreeMap<String, (usize, usize, String, usize)> =
+            Default::default();
+        for (name, d) in &events {
+            let id = d["id"].as_str().unwrap_or_default().to_owned();
+            match name.as_str() {
+                "element_start" => bodies.entry(id).or_default().0 += 1,
+                "element_update" => {
+                    let b = bodies.entry(id).or_default();
+                    b.2.push_str(d["delta"].as_str().unwrap());
+                    assert_eq!(d["content"].as_str(), Some(b.2.as_str()), "chunk {chunk}");
+                    b.3 += 1;
+                }
+                "element_complete" => {
+                    let b = bodies.entry(id).or_default();
+                    b.1 += 1;
+                    assert_eq!(d["content"].as_str(), Some(b.2.as_str()), "chunk {chunk}");
+                    assert!(d["duration"].is_u64(), "{d}");
+                    if d["type"] == "thinking" && tps.is_some() {
+                        // 3,000 bytes in 50-byte chunks at 500 a second: 2 ms apart.
+                        let ms = d["duration"].as_u64().unwrap();
+                        assert!(ms >= 100, "{ms} ms");
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(bodies.len(), 3, "{bodies:?}");
+        for (id, (starts, completes, body, updates)) in &bodies {
+            assert_eq!((starts, completes), (&1, &1), "{id}");
+            if body.len() == long.len() && chunk == 1 {
+                // Every byte below 1 KiB, then one per eighth of growth.
+                assert!((1024..1040).contains(updates), "{updates} updates");
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_reply_is_stored_even_when_its_usage_cannot_be() {
     let mock = mock_llm::spawn(Config::default().answers(vec![Answer::text("fine")]))

@@ -110,12 +110,15 @@ pub struct ElementComplete {
     pub content: String,
     /// Whether the server will run it: false for display and truncated elements.
     pub executable: bool,
-    /// Milliseconds from the element's start to its completion.
+    /// Milliseconds from the element's start to its completion, on a monotonic clock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<u64>,
-    /// The stream ended before the close tag.
+    /// The stream ended before the close tag, or the element outgrew [`Self::limit`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// The bound an element outgrew (bytes): it ended there, truncated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -141,6 +144,26 @@ pub struct ElementResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution_id: Option<String>,
     pub result: serde_json::Value,
+}
+
+/// `element_skipped`: a call that never ran (Hero's addition to reference 000, whose
+/// `element_error` is for a call that ran and failed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ElementSkipped {
+    pub message_id: String,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The call's request frame id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_id: Option<String>,
+    /// `denied` (by the user), `never` (its level), `invalid` (no such function, bad
+    /// arguments), `stopped` (Stop before it ran), `bound` (past the message's or the
+    /// rounds' bound).
+    pub reason: String,
+    /// Why, as the agent is told.
+    pub message: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -183,6 +206,10 @@ pub struct ExecutedElement {
     pub result: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// `completed`, `failed`, `stopped` (while it ran), or why it never ran (the reasons of
+    /// [`ElementSkipped`]).
+    #[serde(default)]
+    pub status: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -214,6 +241,7 @@ pub enum SseEvent {
     ElementExecuting(ElementRef),
     ElementResult(ElementResult),
     ElementError(ElementErrorData),
+    ElementSkipped(ElementSkipped),
     ToolUseStart(ToolUseStart),
     ToolResult(ToolResult),
     MessageComplete(MessageComplete),
@@ -246,6 +274,7 @@ impl SseEvent {
             SseEvent::ElementExecuting(_)
                 | SseEvent::ElementResult(_)
                 | SseEvent::ElementError(_)
+                | SseEvent::ElementSkipped(_)
                 | SseEvent::ToolResult(_)
         )
     }
@@ -276,6 +305,7 @@ impl SseEvent {
             SseEvent::ElementExecuting(_) => "element_executing",
             SseEvent::ElementResult(_) => "element_result",
             SseEvent::ElementError(_) => "element_error",
+            SseEvent::ElementSkipped(_) => "element_skipped",
             SseEvent::ToolUseStart(_) => "tool_use_start",
             SseEvent::ToolResult(_) => "tool_result",
             SseEvent::MessageComplete(_) => "message_complete",
@@ -295,6 +325,7 @@ impl SseEvent {
             SseEvent::ElementExecuting(d) => serde_json::to_writer(w, d),
             SseEvent::ElementResult(d) => serde_json::to_writer(w, d),
             SseEvent::ElementError(d) => serde_json::to_writer(w, d),
+            SseEvent::ElementSkipped(d) => serde_json::to_writer(w, d),
             SseEvent::ToolUseStart(d) => serde_json::to_writer(w, d),
             SseEvent::ToolResult(d) => serde_json::to_writer(w, d),
             SseEvent::MessageComplete(d) => serde_json::to_writer(w, d),
@@ -325,6 +356,7 @@ impl SseEvent {
             "element_executing" => SseEvent::ElementExecuting(p(data)?),
             "element_result" => SseEvent::ElementResult(p(data)?),
             "element_error" => SseEvent::ElementError(p(data)?),
+            "element_skipped" => SseEvent::ElementSkipped(p(data)?),
             "tool_use_start" => SseEvent::ToolUseStart(p(data)?),
             "tool_result" => SseEvent::ToolResult(p(data)?),
             "message_complete" => SseEvent::MessageComplete(p(data)?),
@@ -344,6 +376,7 @@ impl SseEvent {
             SseEvent::ElementExecuting(e) => &e.message_id,
             SseEvent::ElementResult(e) => &e.message_id,
             SseEvent::ElementError(e) => &e.message_id,
+            SseEvent::ElementSkipped(e) => &e.message_id,
             SseEvent::ToolUseStart(e) => &e.message_id,
             SseEvent::ToolResult(e) => &e.message_id,
             SseEvent::MessageComplete(e) => &e.message_id,
@@ -400,16 +433,126 @@ impl SseEvent {
                 executable: event.is_executable_completion(),
                 duration,
                 truncated,
+                limit: None,
             }),
-            Event::Error { id, kind, limit } => SseEvent::ElementError(ElementErrorData {
+            // It ends there: complete, truncated, never run.
+            Event::Error { id, kind, limit } => SseEvent::ElementComplete(ElementComplete {
                 message_id: mid,
                 id: id.to_owned(),
                 kind: kind.name().to_owned(),
-                error: format!("element larger than {limit} bytes"),
-                execution_id: None,
+                content: String::new(),
+                executable: false,
+                duration,
+                truncated: true,
+                limit: Some(limit),
             }),
             Event::Diagnostic(_) => return None,
         })
+    }
+}
+
+/// Below this much of an element's body every `element_update` is sent; past it, one per
+/// eighth of growth ([`ElementEvents`]).
+pub const UPDATE_EACH_BELOW: usize = 1024;
+
+/// The element events of one reply as reference 000 gives them, from its parser's events:
+/// `element_start`; `element_update` with `content` (the body so far: its deltas
+/// concatenated) and `delta` (what came since the last update sent); `element_complete`
+/// with `duration`, ms from start to close. Below [`UPDATE_EACH_BELOW`] bytes of body every
+/// update is sent; past it, one each time the body has grown by an eighth since the last,
+/// and one before the element completes if a delta is pending, so the deltas sent still
+/// concatenate to the body, and an element's `content` bytes in all stay under 10 × its
+/// size + 512 KiB. Every `element_start` has exactly one `element_complete`: an element that
+/// outgrew the parser's bound completes `truncated` with its `limit`. Prose (`text`) is not
+/// made here: the reply's `text` events are the provider's chunks as they came.
+#[derive(Debug, Default)]
+pub struct ElementEvents {
+    open: Vec<OpenElement>,
+}
+
+#[derive(Debug)]
+struct OpenElement {
+    id: String,
+    body: String,
+    /// The body's length when an update was last sent.
+    sent: usize,
+    /// What came since.
+    pending: String,
+    started_ms: u64,
+}
+
+impl OpenElement {
+    fn update(&mut self, message_id: &str, kind: crate::hml::ElementKind) -> SseEvent {
+        self.sent = self.body.len();
+        SseEvent::ElementUpdate(ElementUpdate {
+            message_id: message_id.to_owned(),
+            id: self.id.clone(),
+            kind: kind.name().to_owned(),
+            content: Some(self.body.clone()),
+            delta: std::mem::take(&mut self.pending),
+        })
+    }
+}
+
+impl ElementEvents {
+    /// The SSE events parser event `ev` of message `message_id` makes, at `now_ms` on a
+    /// monotonic clock (any origin: only differences are sent).
+    pub fn take(
+        &mut self,
+        message_id: &str,
+        ev: &crate::hml::Event<'_>,
+        now_ms: u64,
+        mut emit: impl FnMut(SseEvent),
+    ) {
+        use crate::hml::Event;
+        match *ev {
+            Event::Text { .. } | Event::Diagnostic(_) => {}
+            Event::Start { id, .. } => {
+                self.open.push(OpenElement {
+                    id: id.to_owned(),
+                    body: String::new(),
+                    sent: 0,
+                    pending: String::new(),
+                    started_ms: now_ms,
+                });
+                emit_some(SseEvent::from_parser_event(message_id, ev, None), emit);
+            }
+            Event::Update { id, kind, delta } => {
+                let Some(o) = self.open.iter_mut().rev().find(|o| o.id == id) else {
+                    return;
+                };
+                o.body.push_str(delta);
+                o.pending.push_str(delta);
+                if o.body.len() < UPDATE_EACH_BELOW || o.body.len() >= o.sent + o.sent / 8 {
+                    emit(o.update(message_id, kind));
+                }
+            }
+            Event::Complete { id, kind, .. } | Event::Error { id, kind, .. } => {
+                let at = self.open.iter().rposition(|o| o.id == id);
+                let mut o = at.map(|i| self.open.remove(i));
+                let duration = o.as_ref().map(|o| now_ms.saturating_sub(o.started_ms));
+                if let Some(o) = o.as_mut().filter(|o| !o.pending.is_empty()) {
+                    emit(o.update(message_id, kind));
+                }
+                let Some(mut complete) = SseEvent::from_parser_event(message_id, ev, duration)
+                else {
+                    return;
+                };
+                // One that outgrew the bound ends with the body it had.
+                if let (SseEvent::ElementComplete(c), Event::Error { .. }, Some(o)) =
+                    (&mut complete, ev, o)
+                {
+                    c.content = o.body;
+                }
+                emit(complete);
+            }
+        }
+    }
+}
+
+fn emit_some(ev: Option<SseEvent>, mut emit: impl FnMut(SseEvent)) {
+    if let Some(ev) = ev {
+        emit(ev);
     }
 }
 
@@ -537,6 +680,8 @@ pub enum WsServerMessage {
         summary: String,
         #[serde(default)]
         details: serde_json::Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        permissions: Option<crate::calls::FunctionPermissions>,
     },
     /// A frame: persisted (it has a seq) or phantom (live preview, never stored, replaced
     /// when the persisted frame arrives).
@@ -701,6 +846,7 @@ mod tests {
                 executable: true,
                 duration: Some(12),
                 truncated: false,
+                limit: None,
             }),
             expect![[
                 r#"element_complete {"messageId":"m1","id":"e1","type":"bash","content":"ls","executable":true,"duration":12}"#
@@ -764,10 +910,24 @@ mod tests {
                     kind: "bash".into(),
                     result: Some(json!("ok")),
                     error: None,
+                    status: "completed".into(),
                 }],
             }),
             expect![[
-                r#"message_complete {"messageId":"m1","content":"done","executedElements":[{"id":"e1","type":"bash","result":"ok"}]}"#
+                r#"message_complete {"messageId":"m1","content":"done","executedElements":[{"id":"e1","type":"bash","result":"ok","status":"completed"}]}"#
+            ]],
+        );
+        check_sse(
+            SseEvent::ElementSkipped(ElementSkipped {
+                message_id: m(),
+                id: "e2".into(),
+                kind: "websearch".into(),
+                execution_id: Some("r2".into()),
+                reason: "denied".into(),
+                message: "the user denied it".into(),
+            }),
+            expect![[
+                r#"element_skipped {"messageId":"m1","id":"e2","type":"websearch","executionId":"r2","reason":"denied","message":"the user denied it"}"#
             ]],
         );
         check_sse(

@@ -301,3 +301,92 @@ proptest! {
         prop_assert_eq!(view, view_of(frames.len()));
     }
 }
+
+/// A reply of raw elements (bodies up to a few KiB, one past a small bound) and prose,
+/// for the element events' invariants.
+fn element_reply() -> impl Strategy<Value = (String, Vec<usize>)> {
+    let body = prop_oneof![
+        "[a-z ]{0,40}",
+        (500usize..3000).prop_map(|n| "x".repeat(n)),
+        (20_000usize..40_000).prop_map(|n| "y".repeat(n)),
+    ];
+    let kinds = prop::sample::select(vec!["bash", "thinking", "websearch", "copy"]);
+    (
+        prop::collection::vec((kinds, body, "[a-z ]{0,8}"), 1..5),
+        prop::collection::vec(1usize..700, 1..60),
+    )
+        .prop_map(|(parts, cuts)| {
+            let mut text = String::new();
+            for (kind, body, prose) in parts {
+                text.push_str(&format!("{prose}<{kind}>{body}</{kind}>"));
+            }
+            // One left open: it completes truncated at the end.
+            text.push_str("<thinking>cut");
+            (text, cuts)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Over any chunking: each element starts once and completes once; each update's
+    /// `content` is its deltas so far, concatenated, and the last is the element's content;
+    /// an element's `content` bytes stay under 10 × its size + 512 KiB; `duration` is the
+    /// clock's difference; one that outgrew the bound completes truncated with its limit.
+    #[test]
+    fn element_updates_carry_the_body_and_stay_bounded((text, cuts) in element_reply()) {
+        use hero_shared::wire::{ElementEvents, SseEvent};
+        use std::collections::HashMap;
+        let mut parser = StreamParser::with_options(ParserOptions { max_element_bytes: 30_000, ..Default::default() });
+        let mut events = ElementEvents::default();
+        let mut out = Vec::new();
+        let mut at = 0;
+        let mut clock = 0u64;
+        for cut in cuts.iter().cycle() {
+            if at >= text.len() {
+                break;
+            }
+            let mut end = (at + cut).min(text.len());
+            while !text.is_char_boundary(end) {
+                end += 1;
+            }
+            clock += 7;
+            parser.feed_str_with(&text[at..end], |ev| events.take("m", &ev, clock, |e| out.push(e)));
+            at = end;
+        }
+        clock += 7;
+        parser.finish_with(|ev| events.take("m", &ev, clock, |e| out.push(e)));
+        #[derive(Default)]
+        struct Seen { starts: usize, completes: usize, deltas: String, content_bytes: usize }
+        let mut seen: HashMap<String, Seen> = HashMap::new();
+        for e in &out {
+            match e {
+                SseEvent::ElementStart(s) => seen.entry(s.id.clone()).or_default().starts += 1,
+                SseEvent::ElementUpdate(u) => {
+                    let s = seen.entry(u.id.clone()).or_default();
+                    prop_assert_eq!(s.starts, 1);
+                    s.deltas.push_str(&u.delta);
+                    let content = u.content.as_deref().unwrap_or_default();
+                    prop_assert_eq!(content, s.deltas.as_str());
+                    s.content_bytes += content.len();
+                }
+                SseEvent::ElementComplete(c) => {
+                    let s = seen.entry(c.id.clone()).or_default();
+                    s.completes += 1;
+                    prop_assert_eq!(&c.content, &s.deltas);
+                    prop_assert!(c.duration.is_some_and(|d| d <= clock && d % 7 == 0));
+                    if let Some(limit) = c.limit {
+                        prop_assert!(c.truncated && !c.executable && limit == 30_000);
+                    }
+                    let bound = 10 * c.content.len() + (512 << 10);
+                    prop_assert!(s.content_bytes < bound, "{} >= {}", s.content_bytes, bound);
+                }
+                other => prop_assert!(false, "no element event: {:?}", other),
+            }
+        }
+        prop_assert!(!seen.is_empty());
+        for (id, s) in &seen {
+            prop_assert_eq!((s.starts, s.completes), (1, 1), "{}", id);
+        }
+    }
+}

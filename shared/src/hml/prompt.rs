@@ -495,8 +495,8 @@ mod tests {
                     && step.is_none_or(|s| (twice - 2 * min.unwrap_or(0)) % (2 * s) == 0)
             }
             PromptType::Color => answer.as_str().is_some_and(|c| {
-                let hex = c.strip_prefix('#').unwrap_or("");
-                c.len() == 7 && hex.chars().all(|h| h.is_ascii_hexdigit())
+                c.strip_prefix('#')
+                    .is_some_and(|hex| hex.len() == 6 && hex.chars().all(|h| h.is_ascii_hexdigit()))
             }),
             PromptType::Checkbox => answer.is_boolean(),
             PromptType::Radio | PromptType::Select => {

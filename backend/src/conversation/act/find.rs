@@ -92,6 +92,7 @@ pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
             origin: CallOrigin::Tool {
                 tool_use_id: t.id.clone(),
             },
+            bound: false,
         });
     }
     // Unknown functions and arguments against the schema.
@@ -113,6 +114,7 @@ pub fn bound(asked: &mut Vec<Asked>, room: usize) {
     asked.truncate(keep);
     if let Some(last) = asked.last_mut() {
         let max = MAX_CALLS_PER_MESSAGE;
+        last.bound = true;
         last.problem = Some(match dropped {
             0 => format!("a message may make at most {max} calls; this one was not run"),
             n => format!(
@@ -161,6 +163,7 @@ fn element_call(registry: &Registry, e: &Element) -> Option<Asked> {
             kind: e.kind.name().to_owned(),
         },
         problem: None,
+        bound: false,
     })
 }
 
@@ -178,6 +181,7 @@ fn from_call(c: InteractionCall, origin: CallOrigin) -> Asked {
         args: c.payload,
         origin,
         problem,
+        bound: false,
     }
 }
 
@@ -199,6 +203,7 @@ fn unreadable(err: InteractionError, origin: CallOrigin) -> Asked {
             }
             InteractionError::Incomplete => "the interaction was cut off".into(),
         }),
+        bound: false,
     }
 }
 

@@ -21,7 +21,10 @@ pub(super) fn gate(
     answers: bool,
 ) -> (CallStatus, Option<&'static str>) {
     if asked.problem.is_some() {
-        return (CallStatus::Invalid, Some("schema"));
+        return (
+            CallStatus::Invalid,
+            Some(if asked.bound { "bound" } else { "schema" }),
+        );
     }
     match (level, authority) {
         (Permission::Never, _) => (CallStatus::Denied, Some("never")),
@@ -43,6 +46,7 @@ pub async fn open(
 ) -> Result<Vec<Opened>> {
     if let Some(max) = over_bound {
         for a in &mut asked {
+            a.bound |= a.problem.is_none();
             a.problem.get_or_insert_with(|| format!(
                 "not run: this conversation has had {max} rounds of calls since the user's message, the most it may; the user can ask to go on"
             ));

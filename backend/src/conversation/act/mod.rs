@@ -78,6 +78,9 @@ pub struct Asked {
     pub origin: CallOrigin,
     /// Why it cannot run, if it cannot (told to the agent as the call's result).
     pub problem: Option<String>,
+    /// The problem is a bound (the message's calls, the rounds since the user's message),
+    /// not the call itself.
+    pub bound: bool,
 }
 
 /// What a message's calls act for: its session, its owner, and the message.

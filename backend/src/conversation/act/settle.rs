@@ -4,7 +4,8 @@
 use hero_shared::calls::{CallOrigin, CallRequest, CallResult, CallStatus, Outcome};
 use hero_shared::frame::{AuthorType, FrameType, TargetId};
 use hero_shared::wire::{
-    ElementErrorData, ElementRef, ElementResult, ExecutedElement, SseEvent, ToolResult,
+    ElementErrorData, ElementRef, ElementResult, ElementSkipped, ExecutedElement, SseEvent,
+    ToolResult,
 };
 use serde_json::{Value, json};
 
@@ -158,23 +159,38 @@ pub(super) async fn record(
     let sealed = frames::seal(&sc.dk, f)?;
     let seq = st.db.write_with(async |tx| sealed.insert(tx).await).await?;
     publish(st, sc.user_id, sealed.kept(seq));
-    if outcome == Outcome::Ok {
-        emit(SseEvent::ElementResult(ElementResult {
-            message_id: sc.message_id.clone(),
+    let skipped = skip_reason(&o.req, outcome);
+    let status = match (skipped, outcome) {
+        (Some(reason), _) => reason,
+        (None, Outcome::Ok) => "completed",
+        (None, Outcome::Stopped) => "stopped",
+        (None, _) => "failed",
+    };
+    let (message_id, execution_id) = (sc.message_id.clone(), Some(o.request_id.clone()));
+    emit(match (skipped, outcome) {
+        (Some(reason), _) => SseEvent::ElementSkipped(ElementSkipped {
+            message_id,
+            id: element_id.clone(),
+            kind: kind.clone(),
+            execution_id,
+            reason: reason.to_owned(),
+            message: output.clone(),
+        }),
+        (None, Outcome::Ok) => SseEvent::ElementResult(ElementResult {
+            message_id,
             id: element_id.clone(),
             kind: kind.clone(),
             result: json!({"outcome": "ok", "output": output}),
-            execution_id: Some(o.request_id.clone()),
-        }));
-    } else {
-        emit(SseEvent::ElementError(ElementErrorData {
-            message_id: sc.message_id.clone(),
+            execution_id,
+        }),
+        (None, _) => SseEvent::ElementError(ElementErrorData {
+            message_id,
             id: element_id.clone(),
             kind: kind.clone(),
             error: output.clone(),
-            execution_id: Some(o.request_id.clone()),
-        }));
-    }
+            execution_id,
+        }),
+    });
     if let Some(id) = tool_use_id {
         emit(SseEvent::ToolResult(ToolResult {
             message_id: sc.message_id.clone(),
@@ -187,7 +203,23 @@ pub(super) async fn record(
         kind,
         result: (outcome == Outcome::Ok).then(|| json!(output)),
         error: (outcome != Outcome::Ok).then_some(output),
+        status: status.to_owned(),
     })
+}
+
+/// Why a call never ran (`element_skipped`'s `reason`), or `None` for one that ran (or a
+/// question answered): denied by the user, by its level (`never`), not valid, past a
+/// bound, or stopped before it ran.
+fn skip_reason(req: &CallRequest, outcome: Outcome) -> Option<&'static str> {
+    let by = req.decided_by.as_deref();
+    match (req.status, outcome) {
+        (CallStatus::Approved, _) | (CallStatus::Asking, Outcome::Ok) => None,
+        (CallStatus::Denied, _) if by == Some("never") => Some("never"),
+        (CallStatus::Denied, _) => Some("denied"),
+        (CallStatus::Invalid, _) if by == Some("bound") => Some("bound"),
+        (CallStatus::Invalid, _) => Some("invalid"),
+        _ => Some("stopped"),
+    }
 }
 
 /// Opens the calls a message asked for and settles those decided, under the message's lock

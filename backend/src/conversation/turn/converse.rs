@@ -390,12 +390,14 @@ mod tests {
                 kind: "interaction".into(),
             },
             problem: None,
+            bound: false,
         };
         let prose = |offset: u64| act::Asked {
             function: "help".into(),
             args: json!({}),
             origin: CallOrigin::Prose { offset },
             problem: None,
+            bound: false,
         };
         let found = vec![element("e1"), prose(10), element("e2"), prose(20)];
         let left = later_calls(found.clone(), &["e1".into(), "e2".into()]);

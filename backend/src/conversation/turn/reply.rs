@@ -7,7 +7,7 @@ use std::sync::Arc;
 use hero_shared::api::ProviderKind;
 use hero_shared::frame::AuthorType;
 use hero_shared::hml::StreamParser;
-use hero_shared::wire::{ErrorData, MessageStart, SseEvent, ToolUseStart};
+use hero_shared::wire::{ElementEvents, ErrorData, MessageStart, SseEvent, TextData, ToolUseStart};
 use serde_json::{Value, json};
 
 use super::early::Early;
@@ -223,7 +223,7 @@ pub(super) async fn reply(
         out.st.hub.publish(out.user_id, out.session_id, started);
     }
     let mut acc = Accumulated::default();
-    let mut parser = StreamParser::new();
+    let mut parser = ReplyParser::new();
     let called_at = std::time::Instant::now();
     let mut opened = false;
     let mut ended = match open(out, call, &cancel).await {
@@ -238,7 +238,7 @@ pub(super) async fn reply(
         Err(ended) => ended,
     };
     // Elements still open complete as truncated: never offered for execution.
-    parser.finish_with(|ev| emit_parsed(out, &message_id, &ev));
+    parser.finish(out, &message_id);
     let text = live.text();
     live.finish();
     let by_shutdown = ended.aborted && stop.reason() == Some(AbortReason::Shutdown);
@@ -285,10 +285,54 @@ pub(super) async fn reply(
     }
 }
 
-/// A parser event to the poster and the readers, as the reply event it stands for.
-fn emit_parsed(out: &Out, message_id: &str, ev: &hero_shared::hml::Event<'_>) {
-    if let Some(sse) = SseEvent::from_parser_event(message_id, ev, None) {
-        out.emit(sse);
+/// The reply's parser, and the element events it makes ([`ElementEvents`]), timed from
+/// the reply's start on the monotonic clock.
+pub(super) struct ReplyParser {
+    parser: StreamParser,
+    events: ElementEvents,
+    began: std::time::Instant,
+}
+
+impl ReplyParser {
+    pub(super) fn new() -> ReplyParser {
+        ReplyParser {
+            parser: StreamParser::new(),
+            events: ElementEvents::default(),
+            began: std::time::Instant::now(),
+        }
+    }
+
+    /// A provider chunk: its `text` event (the chunk as it came, markup included), then
+    /// the element events it makes; `also` sees each parser event.
+    fn feed(
+        &mut self,
+        out: &Out,
+        message_id: &str,
+        chunk: &str,
+        mut also: impl FnMut(&hero_shared::hml::Event<'_>),
+    ) {
+        out.emit(SseEvent::Text(TextData {
+            message_id: message_id.to_owned(),
+            text: chunk.to_owned(),
+        }));
+        let now = self.now_ms();
+        let events = &mut self.events;
+        self.parser.feed_str_with(chunk, |ev| {
+            events.take(message_id, &ev, now, |e| out.emit(e));
+            also(&ev);
+        });
+    }
+
+    /// The stream ended: elements still open complete as truncated.
+    fn finish(&mut self, out: &Out, message_id: &str) {
+        let now = self.now_ms();
+        let events = &mut self.events;
+        self.parser
+            .finish_with(|ev| events.take(message_id, &ev, now, |e| out.emit(e)));
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 }
 
@@ -378,7 +422,7 @@ async fn read(
 
 /// The reply's parser, and the calls its elements begin as they close.
 struct Parsing<'a> {
-    parser: &'a mut StreamParser,
+    parser: &'a mut ReplyParser,
     early: &'a mut Early,
 }
 
@@ -388,10 +432,7 @@ struct Parsing<'a> {
 fn text(out: &Out, live: &InFlight, p: &mut Parsing<'_>, t: String) {
     let message_id = &live.message_id;
     let early = &mut *p.early;
-    p.parser.feed_str_with(&t, |ev| {
-        emit_parsed(out, message_id, &ev);
-        early.on_event(&ev);
-    });
+    p.parser.feed(out, message_id, &t, |ev| early.on_event(ev));
     let offset = live.push(&t);
     if out.has_listeners() {
         let chunk = HubEvent::Chunk {
