@@ -70,7 +70,7 @@ fn to_sse_now(
         message_id: MESSAGE_ID.to_owned(),
         text: text.to_owned(),
     })];
-    let now = began.elapsed().as_millis() as u64;
+    let now = || began.elapsed().as_millis() as u64;
     parser.feed_str_with(text, |ev| {
         events.take(MESSAGE_ID, &ev, now, |e| out.push(e))
     });

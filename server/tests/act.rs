@@ -608,13 +608,54 @@ async fn approvals_over_the_websocket() {
             .await
             .unwrap();
         }
+        match kind.as_str() {
+            // Reference 000's flat element events.
+            "stream_element_start" | "stream_element_complete" => {
+                assert_eq!(m["elementType"], "websearch", "{m}");
+                assert!(m.get("element").is_none(), "{m}");
+            }
+            "operation_start" => {
+                assert_eq!(
+                    (m["command"].as_str(), m["function"].as_str()),
+                    (Some(r#"websearch({"query":"over ws"})"#), Some("websearch"))
+                );
+            }
+            "assertion_update" => {
+                let status = m["status"].as_str().unwrap();
+                if status == "completed" {
+                    assert_eq!(m["result"]["outcome"], "ok", "{m}");
+                }
+                seen.push(format!("assertion {status}"));
+            }
+            _ => {}
+        }
         seen.push(kind.clone());
         if kind == "operation_complete" {
             assert_eq!(m["operationId"].as_str(), execution.as_deref());
             break;
         }
     }
-    assert!(seen.contains(&"operation_start".to_owned()), "{seen:?}");
+    for want in [
+        "stream_element_start",
+        "stream_element_complete",
+        "operation_start",
+    ] {
+        assert!(seen.contains(&want.to_owned()), "{want}: {seen:?}");
+    }
+    // The call's states, in order.
+    let states: Vec<&String> = seen
+        .iter()
+        .filter(|s| s.starts_with("assertion "))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            "assertion pending",
+            "assertion running",
+            "assertion completed"
+        ],
+        "{seen:?}"
+    );
     frames_when(&h, session, |f| agent_messages(f).len() == 3).await;
 }
 

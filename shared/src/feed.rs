@@ -46,6 +46,8 @@ pub enum SessionEvent {
     /// A question of the agent's waits for the user's answer (reference 000's
     /// `question_prompt`; its request frame holds the same, for readers that come later).
     Question(QuestionPrompt),
+    /// A call's state changed (reference 000's `assertion_update`).
+    Assertion(AssertionUpdate),
     /// The feed ends with this error (a reader too far behind, a sign-in that ended).
     Error(String),
     /// The feed ends because the server shuts down: reconnect after [`SHUTDOWN_RETRY_MS`].
@@ -95,6 +97,21 @@ pub struct QuestionPrompt {
     pub default: Option<String>,
 }
 
+/// `assertion_update`'s data: a call's state (reference 000), by its request frame id.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssertionUpdate {
+    pub session_id: SessionId,
+    pub message_id: String,
+    pub assertion_id: String,
+    /// `pending`, `asking`, `running`, `completed`, `failed`, `stopped`, or why it never
+    /// ran (`denied`, `never`, `invalid`, `bound`).
+    pub status: String,
+    /// What it returned (`completed`), why it failed or never ran; null before it ends.
+    #[serde(default)]
+    pub result: serde_json::Value,
+}
+
 /// A frame as the feed writes it: phantom ones say so.
 #[derive(Serialize)]
 struct FeedFrame<F> {
@@ -126,6 +143,7 @@ impl SessionEvent {
             SessionEvent::Chunk(_) => "message_chunk",
             SessionEvent::Approval(_) => "ability_approval_request",
             SessionEvent::Question(_) => "question_prompt",
+            SessionEvent::Assertion(_) => "assertion_update",
             SessionEvent::Error(_) => "error",
             SessionEvent::Shutdown => "",
         }
@@ -165,6 +183,7 @@ impl SessionEvent {
             SessionEvent::Chunk(c) => json(out, c),
             SessionEvent::Approval(a) => json(out, a),
             SessionEvent::Question(q) => json(out, q),
+            SessionEvent::Assertion(a) => json(out, a),
             SessionEvent::Error(e) => json(out, &StreamError { error: e.clone() }),
             SessionEvent::Shutdown => {}
         }
@@ -178,6 +197,9 @@ impl SessionEvent {
         }
         if event == "question_prompt" {
             return Ok(SessionEvent::Question(json(data)?));
+        }
+        if event == "assertion_update" {
+            return Ok(SessionEvent::Assertion(json(data)?));
         }
         if PAGE_EVENTS.contains(&event) {
             SessionEvent::from_page_sse(event, data)
@@ -254,7 +276,14 @@ impl SessionEvent {
                 options: q.options.clone(),
                 default: q.default.clone(),
             },
-            SessionEvent::Error(e) => WsServerMessage::Error { error: e.clone() },
+            SessionEvent::Assertion(a) => WsServerMessage::AssertionUpdate {
+                session_id: a.session_id,
+                message_id: a.message_id.clone(),
+                assertion_id: a.assertion_id.clone(),
+                status: a.status.clone(),
+                result: a.result.clone(),
+            },
+            SessionEvent::Error(e) => WsServerMessage::error(e.clone()),
             SessionEvent::Shutdown => return None,
             SessionEvent::Reply(event) => match event {
                 SseEvent::MessageStart(m) => WsServerMessage::MessageStart {
@@ -268,23 +297,38 @@ impl SessionEvent {
                 },
                 SseEvent::ElementStart(e) => WsServerMessage::StreamElementStart {
                     session_id,
-                    element: e.clone(),
+                    message_id: e.message_id.clone(),
+                    id: e.id.clone(),
+                    element_type: e.kind.clone(),
+                    attributes: e.attributes.clone(),
+                    executable: e.executable,
+                    parent: e.parent.clone(),
                 },
                 SseEvent::ElementComplete(e) => WsServerMessage::StreamElementComplete {
                     session_id,
-                    element: e.clone(),
+                    message_id: e.message_id.clone(),
+                    id: e.id.clone(),
+                    element_type: e.kind.clone(),
+                    content: e.content.clone(),
+                    executable: e.executable,
+                    duration: e.duration,
+                    truncated: e.truncated,
+                    limit: e.limit,
                 },
                 SseEvent::MessageComplete(m) => WsServerMessage::MessageEnd {
                     session_id,
                     message_id: m.message_id.clone(),
                 },
                 SseEvent::Error(e) => WsServerMessage::Error {
+                    session_id: Some(session_id),
+                    message_id: e.message_id.clone(),
                     error: e.error.clone(),
                 },
                 SseEvent::ElementExecuting(e) => WsServerMessage::OperationStart {
                     session_id,
                     operation_id: e.execution_id.clone().unwrap_or_else(|| e.id.clone()),
-                    command: e.kind.clone(),
+                    command: e.command.clone().unwrap_or_else(|| e.kind.clone()),
+                    function: e.function.clone(),
                 },
                 SseEvent::ElementResult(e) => WsServerMessage::OperationComplete {
                     session_id,
@@ -404,9 +448,34 @@ mod tests {
         assert_eq!(chunk.unwrap()["type"], "message_chunk");
         assert_eq!(ws(SessionEvent::Shutdown), None);
         assert_eq!(
-            ws(SessionEvent::Error("e".into())).unwrap()["type"],
-            "error"
+            ws(SessionEvent::Error("e".into())).unwrap(),
+            serde_json::json!({"type": "error", "error": "e"})
         );
+        // A reply's error keeps its ids.
+        let reply_error = ws(SessionEvent::Reply(SseEvent::Error(ErrorData {
+            message_id: Some("m".into()),
+            error: "boom".into(),
+        })));
+        assert_eq!(
+            reply_error.unwrap(),
+            serde_json::json!({"type": "error", "sessionId": 3, "messageId": "m", "error": "boom"})
+        );
+        let update = SessionEvent::Assertion(AssertionUpdate {
+            session_id: 3,
+            message_id: "m".into(),
+            assertion_id: "r".into(),
+            status: "denied".into(),
+            result: serde_json::json!({"reason": "denied", "message": "no"}),
+        });
+        let mut sse = Vec::new();
+        update.write_sse(&mut sse);
+        let sse = String::from_utf8(sse).unwrap();
+        let data = sse.lines().nth(1).unwrap().strip_prefix("data: ").unwrap();
+        assert_eq!(
+            SessionEvent::from_sse("assertion_update", data).unwrap(),
+            update
+        );
+        assert_eq!(ws(update).unwrap()["type"], "assertion_update");
     }
 
     #[test]

@@ -131,6 +131,34 @@ pub struct ElementRef {
     /// The call's request frame id (the WebSocket's `operationId` / `executionId`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution_id: Option<String>,
+    /// The function the call runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// What runs, in one line ([`call_line`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+}
+
+/// A call as `operation_start` shows it: bash's command line, or the call in one line
+/// (`websearch({"query":"…"})`); at most [`COMMAND_CHARS`] characters, cut with `…`.
+pub fn call_line(function: &str, args: &serde_json::Value) -> String {
+    let line = match (
+        function,
+        args.get("command").and_then(serde_json::Value::as_str),
+    ) {
+        ("bash", Some(command)) => command.to_owned(),
+        _ => {
+            let args = match args {
+                serde_json::Value::Null => String::new(),
+                a => a.to_string(),
+            };
+            format!("{function}({args})")
+        }
+    };
+    match line.char_indices().nth(COMMAND_CHARS - 1) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line,
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -474,34 +502,34 @@ pub struct ElementEvents {
 struct OpenElement {
     id: String,
     body: String,
-    /// The body's length when an update was last sent.
+    /// The body's length when an update was last sent: what follows is the next delta.
     sent: usize,
-    /// What came since.
-    pending: String,
     started_ms: u64,
 }
 
 impl OpenElement {
     fn update(&mut self, message_id: &str, kind: crate::hml::ElementKind) -> SseEvent {
+        let delta = self.body[self.sent..].to_owned();
         self.sent = self.body.len();
         SseEvent::ElementUpdate(ElementUpdate {
             message_id: message_id.to_owned(),
             id: self.id.clone(),
             kind: kind.name().to_owned(),
             content: Some(self.body.clone()),
-            delta: std::mem::take(&mut self.pending),
+            delta,
         })
     }
 }
 
 impl ElementEvents {
-    /// The SSE events parser event `ev` of message `message_id` makes, at `now_ms` on a
-    /// monotonic clock (any origin: only differences are sent).
+    /// The SSE events parser event `ev` of message `message_id` makes; `now_ms` reads a
+    /// monotonic clock in ms (any origin: only differences are sent), asked only when an
+    /// element starts or ends.
     pub fn take(
         &mut self,
         message_id: &str,
         ev: &crate::hml::Event<'_>,
-        now_ms: u64,
+        now_ms: impl Fn() -> u64,
         mut emit: impl FnMut(SseEvent),
     ) {
         use crate::hml::Event;
@@ -512,8 +540,7 @@ impl ElementEvents {
                     id: id.to_owned(),
                     body: String::new(),
                     sent: 0,
-                    pending: String::new(),
-                    started_ms: now_ms,
+                    started_ms: now_ms(),
                 });
                 emit_some(SseEvent::from_parser_event(message_id, ev, None), emit);
             }
@@ -522,7 +549,6 @@ impl ElementEvents {
                     return;
                 };
                 o.body.push_str(delta);
-                o.pending.push_str(delta);
                 if o.body.len() < UPDATE_EACH_BELOW || o.body.len() >= o.sent + o.sent / 8 {
                     emit(o.update(message_id, kind));
                 }
@@ -530,8 +556,8 @@ impl ElementEvents {
             Event::Complete { id, kind, .. } | Event::Error { id, kind, .. } => {
                 let at = self.open.iter().rposition(|o| o.id == id);
                 let mut o = at.map(|i| self.open.remove(i));
-                let duration = o.as_ref().map(|o| now_ms.saturating_sub(o.started_ms));
-                if let Some(o) = o.as_mut().filter(|o| !o.pending.is_empty()) {
+                let duration = o.as_ref().map(|o| now_ms().saturating_sub(o.started_ms));
+                if let Some(o) = o.as_mut().filter(|o| o.sent < o.body.len()) {
                     emit(o.update(message_id, kind));
                 }
                 let Some(mut complete) = SseEvent::from_parser_event(message_id, ev, duration)
@@ -611,7 +637,11 @@ pub enum WsServerMessage {
         session_id: SessionId,
         message_id: String,
     },
+    /// A call's state (reference 000; `assertionId`: its request frame): `pending`,
+    /// `asking`, `running`, `completed`, `failed`, `stopped`, or why it never ran (the
+    /// reasons of [`ElementSkipped`]). `sessionId` is Hero's addition.
     AssertionUpdate {
+        session_id: SessionId,
         message_id: String,
         assertion_id: String,
         status: String,
@@ -635,10 +665,14 @@ pub enum WsServerMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         default: Option<String>,
     },
+    /// A call began running: `command` is bash's command line, or the call in one line
+    /// (`websearch({"query":"…"})`), at most [`COMMAND_CHARS`] characters.
     OperationStart {
         session_id: SessionId,
         operation_id: String,
         command: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        function: Option<String>,
     },
     OperationComplete {
         session_id: SessionId,
@@ -655,14 +689,32 @@ pub enum WsServerMessage {
         message_id: String,
         text: String,
     },
-    /// The SSE `element_start` data, nested (flattened, its `type` would clash with ours).
+    /// The SSE `element_start` data, flat beside the session (its `type` as `elementType`).
     StreamElementStart {
         session_id: SessionId,
-        element: ElementStart,
+        message_id: String,
+        id: String,
+        element_type: String,
+        #[serde(with = "attrs_map")]
+        attributes: Vec<(String, String)>,
+        executable: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent: Option<String>,
     },
+    /// The SSE `element_complete` data, flat beside the session.
     StreamElementComplete {
         session_id: SessionId,
-        element: ElementComplete,
+        message_id: String,
+        id: String,
+        element_type: String,
+        content: String,
+        executable: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration: Option<u64>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        truncated: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<usize>,
     },
     /// An agent of the user's changed status: `summoning` (its files are being written from
     /// a description; `detail` says how far) or `active` (`detail` says whether the
@@ -685,13 +737,29 @@ pub enum WsServerMessage {
     },
     /// A frame: persisted (it has a seq) or phantom (live preview, never stored, replaced
     /// when the persisted frame arrives).
-    Frame {
-        frame: Frame,
-        phantom: bool,
-    },
+    Frame { frame: Frame, phantom: bool },
+    /// Something went wrong; a reply's error mirrored from its SSE keeps its ids.
     Error {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<SessionId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
         error: String,
     },
+}
+
+/// The most of a call `operation_start.command` shows (characters).
+pub const COMMAND_CHARS: usize = 200;
+
+impl WsServerMessage {
+    /// An error of the connection's, no reply's.
+    pub fn error(error: impl Into<String>) -> WsServerMessage {
+        WsServerMessage::Error {
+            session_id: None,
+            message_id: None,
+            error: error.into(),
+        }
+    }
 }
 
 /// `GET /api/sessions/{id}/frames`: persisted frames from the last compact on.
@@ -857,10 +925,22 @@ mod tests {
                 message_id: m(),
                 id: "e1".into(),
                 kind: "bash".into(),
-                execution_id: None,
+                execution_id: Some("r1".into()),
+                function: Some("bash".into()),
+                command: Some(call_line("bash", &json!({"command": "ls -la"}))),
             }),
-            expect![[r#"element_executing {"messageId":"m1","id":"e1","type":"bash"}"#]],
+            expect![[
+                r#"element_executing {"messageId":"m1","id":"e1","type":"bash","executionId":"r1","function":"bash","command":"ls -la"}"#
+            ]],
         );
+        assert_eq!(
+            call_line("websearch", &json!({"query": "rust"})),
+            r#"websearch({"query":"rust"})"#
+        );
+        assert_eq!(call_line("help", &serde_json::Value::Null), "help()");
+        let long = call_line("bash", &json!({"command": "é".repeat(300)}));
+        assert_eq!(long.chars().count(), COMMAND_CHARS);
+        assert!(long.ends_with('…'));
         check_sse(
             SseEvent::ElementResult(ElementResult {
                 message_id: m(),
@@ -1041,17 +1121,43 @@ mod tests {
         check_ws(
             WsServerMessage::StreamElementStart {
                 session_id: 3,
-                element: ElementStart {
-                    message_id: "m".into(),
-                    id: "e1".into(),
-                    kind: "todo".into(),
-                    attributes: vec![],
-                    executable: false,
-                    parent: None,
-                },
+                message_id: "m".into(),
+                id: "e1".into(),
+                element_type: "todo".into(),
+                attributes: vec![("title".into(), "Plan".into())],
+                executable: false,
+                parent: None,
             },
             expect![[
-                r#"{"type":"stream_element_start","sessionId":3,"element":{"messageId":"m","id":"e1","type":"todo","attributes":{},"executable":false}}"#
+                r#"{"type":"stream_element_start","sessionId":3,"messageId":"m","id":"e1","elementType":"todo","attributes":{"title":"Plan"},"executable":false}"#
+            ]],
+        );
+        check_ws(
+            WsServerMessage::StreamElementComplete {
+                session_id: 3,
+                message_id: "m".into(),
+                id: "e1".into(),
+                element_type: "bash".into(),
+                content: "ls".into(),
+                executable: true,
+                duration: Some(40),
+                truncated: false,
+                limit: None,
+            },
+            expect![[
+                r#"{"type":"stream_element_complete","sessionId":3,"messageId":"m","id":"e1","elementType":"bash","content":"ls","executable":true,"duration":40}"#
+            ]],
+        );
+        check_ws(
+            WsServerMessage::AssertionUpdate {
+                session_id: 3,
+                message_id: "m".into(),
+                assertion_id: "r1".into(),
+                status: "running".into(),
+                result: serde_json::Value::Null,
+            },
+            expect![[
+                r#"{"type":"assertion_update","sessionId":3,"messageId":"m","assertionId":"r1","status":"running","result":null}"#
             ]],
         );
         let frame: Frame = serde_json::from_value(json!({

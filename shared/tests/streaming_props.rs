@@ -351,11 +351,11 @@ proptest! {
                 end += 1;
             }
             clock += 7;
-            parser.feed_str_with(&text[at..end], |ev| events.take("m", &ev, clock, |e| out.push(e)));
+            parser.feed_str_with(&text[at..end], |ev| events.take("m", &ev, || clock, |e| out.push(e)));
             at = end;
         }
         clock += 7;
-        parser.finish_with(|ev| events.take("m", &ev, clock, |e| out.push(e)));
+        parser.finish_with(|ev| events.take("m", &ev, || clock, |e| out.push(e)));
         #[derive(Default)]
         struct Seen { starts: usize, completes: usize, deltas: String, content_bytes: usize }
         let mut seen: HashMap<String, Seen> = HashMap::new();

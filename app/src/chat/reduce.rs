@@ -95,7 +95,7 @@ impl Feed {
                 }
             }
             // The request frame that came with it shows the card.
-            SessionEvent::Approval(_) | SessionEvent::Question(_) => {}
+            SessionEvent::Approval(_) | SessionEvent::Question(_) | SessionEvent::Assertion(_) => {}
             SessionEvent::Reply(_) | SessionEvent::Shutdown => {}
         }
         s.todo.extend(self.gone(view));

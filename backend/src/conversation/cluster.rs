@@ -736,6 +736,9 @@ fn apply(st: &AppState, from: &str, w: Wire) {
         Wire::Question { user_id, prompt } => {
             hub.publish_here(user_id, prompt.session_id, HubEvent::Question(prompt));
         }
+        Wire::Assertion { user_id, update } => {
+            hub.publish_here(user_id, update.session_id, HubEvent::Assertion(update));
+        }
         Wire::AgentStatus {
             user_id,
             agent_id,

@@ -260,6 +260,7 @@ impl SessionFeed {
             HubEvent::Started(live) => Some(SessionEvent::Phantom(live.started())),
             HubEvent::Approval(a) => Some(SessionEvent::Approval(a.clone())),
             HubEvent::Question(q) => Some(SessionEvent::Question(q.clone())),
+            HubEvent::Assertion(a) => Some(SessionEvent::Assertion(a.clone())),
             HubEvent::AgentStatus { .. } => None,
         }
     }

@@ -47,6 +47,8 @@ pub enum HubEvent {
     Approval(hero_shared::feed::ApprovalPrompt),
     /// A question of the agent's waits for the user's answer.
     Question(hero_shared::feed::QuestionPrompt),
+    /// A call's state changed (`assertion_update`).
+    Assertion(hero_shared::feed::AssertionUpdate),
     /// An agent's status changed (summoning): for the user's sockets, not a session's.
     AgentStatus {
         agent_id: i64,
@@ -92,6 +94,10 @@ pub enum Wire {
     Question {
         user_id: i64,
         prompt: QuestionPrompt,
+    },
+    Assertion {
+        user_id: i64,
+        update: hero_shared::feed::AssertionUpdate,
     },
     AgentStatus {
         user_id: i64,
@@ -152,6 +158,10 @@ impl Wire {
             HubEvent::Question(prompt) => Wire::Question {
                 user_id,
                 prompt: prompt.clone(),
+            },
+            HubEvent::Assertion(update) => Wire::Assertion {
+                user_id,
+                update: update.clone(),
             },
             HubEvent::AgentStatus {
                 agent_id,

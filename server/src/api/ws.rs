@@ -75,6 +75,7 @@ pub fn to_ws(ev: &HubEvent) -> Option<WsServerMessage> {
         HubEvent::Started(live) => (live.session_id, SessionEvent::Phantom(live.started())),
         HubEvent::Approval(a) => (a.session_id, SessionEvent::Approval(a.clone())),
         HubEvent::Question(q) => (q.session_id, SessionEvent::Question(q.clone())),
+        HubEvent::Assertion(a) => (a.session_id, SessionEvent::Assertion(a.clone())),
     };
     ev.to_ws(session_id)
 }
@@ -87,6 +88,7 @@ fn session_of(ev: &HubEvent) -> Option<i64> {
         HubEvent::Started(live) => live.session_id,
         HubEvent::Approval(a) => a.session_id,
         HubEvent::Question(q) => q.session_id,
+        HubEvent::Assertion(a) => a.session_id,
         HubEvent::AgentStatus { .. } => return None,
     })
 }
@@ -124,20 +126,16 @@ async fn subscribe(
     after: Option<i64>,
 ) -> Option<WsServerMessage> {
     if !feeds.contains_key(&session_id) && feeds.len() >= MAX_SUBSCRIPTIONS {
-        return Some(WsServerMessage::Error {
-            error: format!(
-                "at most {MAX_SUBSCRIPTIONS} sessions can be subscribed on one connection"
-            ),
-        });
+        return Some(WsServerMessage::error(format!(
+            "at most {MAX_SUBSCRIPTIONS} sessions can be subscribed on one connection"
+        )));
     }
     match SessionFeed::open(st, user, session_id, after).await {
         Ok(feed) => {
             feeds.insert(session_id, Box::pin(feed.into_stream()));
             None
         }
-        Err(e) => Some(WsServerMessage::Error {
-            error: e.public_message(),
-        }),
+        Err(e) => Some(WsServerMessage::error(e.public_message())),
     }
 }
 
@@ -157,9 +155,9 @@ async fn approve(
         }
         Err(e) => Err(e),
     };
-    decided.err().map(|e| WsServerMessage::Error {
-        error: e.public_message(),
-    })
+    decided
+        .err()
+        .map(|e| WsServerMessage::error(e.public_message()))
 }
 
 /// `question_response`: the answer to the question whose request frame is `assertion_id`,
@@ -187,9 +185,9 @@ async fn respond(
             },
             Err(e) => Err(e),
         };
-    answered.err().map(|e| WsServerMessage::Error {
-        error: e.public_message(),
-    })
+    answered
+        .err()
+        .map(|e| WsServerMessage::error(e.public_message()))
 }
 
 async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
@@ -218,7 +216,7 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
                     // The database cannot say: not signed out, but nothing here can go on.
                     Err(e) => format!("{}; reconnect", e.public_message()),
                 };
-                let _ = send(&mut sink, &WsServerMessage::Error { error }).await;
+                let _ = send(&mut sink, &WsServerMessage::error(error)).await;
                 let _ = sink.close().await;
                 return;
             }
@@ -229,10 +227,10 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
                     Some(Ok(_)) => continue,
                 };
                 let reply = match serde_json::from_str::<WsClientMessage>(&text) {
-                    Err(e) => Some(WsServerMessage::Error { error: format!("unreadable message: {e}") }),
+                    Err(e) => Some(WsServerMessage::error(format!("unreadable message: {e}"))),
                     Ok(WsClientMessage::Abort { session_id }) => match hero_backend::conversation::turn::stop(&st, &user, session_id).await {
                         Ok(_) => None,
-                        Err(e) => Some(WsServerMessage::Error { error: e.public_message() }),
+                        Err(e) => Some(WsServerMessage::error(e.public_message())),
                     },
                     Ok(WsClientMessage::Subscribe { session_id, after_seq }) => {
                         subscribe(&st, &user, &mut feeds, session_id, after_seq).await
@@ -270,14 +268,14 @@ async fn serve(st: AppState, user: AuthUser, socket: WebSocket) {
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     st.metrics.lagged();
-                    let m = WsServerMessage::Error { error: format!("this connection fell {n} events behind and was closed; reconnect") };
+                    let m = WsServerMessage::error(format!("this connection fell {n} events behind and was closed; reconnect"));
                     let _ = send(&mut sink, &m).await;
                     let _ = sink.close().await;
                     return;
                 }
                 // Live events were lost on their way here (`Hub::resync`).
                 Err(broadcast::error::RecvError::Closed) => {
-                    let m = WsServerMessage::Error { error: "this connection's live events were interrupted; reconnect".into() };
+                    let m = WsServerMessage::error("this connection's live events were interrupted; reconnect");
                     let _ = send(&mut sink, &m).await;
                     let _ = sink.close().await;
                     return;

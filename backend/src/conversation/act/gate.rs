@@ -113,6 +113,15 @@ pub async fn open(
     for (k, req) in kept {
         let request_id = k.frame.id.clone();
         publish(st, user_id, k);
+        match req.status {
+            CallStatus::Pending => {
+                super::settle::assertion(st, sc, &request_id, "pending", Value::Null)
+            }
+            CallStatus::Asking => {
+                super::settle::assertion(st, sc, &request_id, "asking", Value::Null)
+            }
+            _ => {}
+        }
         if req.status == CallStatus::Pending {
             st.hub.publish(
                 user_id,

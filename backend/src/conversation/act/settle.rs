@@ -61,7 +61,10 @@ pub async fn settle_one(
                 id: element_id.clone(),
                 kind: kind.clone(),
                 execution_id: Some(o.request_id.clone()),
+                function: Some(o.req.function.clone()),
+                command: Some(hero_shared::wire::call_line(&o.req.function, &o.req.args)),
             }));
+            assertion(st, sc, &o.request_id, "running", Value::Null);
             let cx = Ctx {
                 st,
                 user_id: sc.user_id,
@@ -166,6 +169,12 @@ pub(super) async fn record(
         (None, Outcome::Stopped) => "stopped",
         (None, _) => "failed",
     };
+    let told = match (skipped, outcome) {
+        (Some(reason), _) => json!({"reason": reason, "message": output}),
+        (None, Outcome::Ok) => json!({"outcome": "ok", "output": output}),
+        (None, _) => json!({"error": output}),
+    };
+    assertion(st, sc, &o.request_id, status, told);
     let (message_id, execution_id) = (sc.message_id.clone(), Some(o.request_id.clone()));
     emit(match (skipped, outcome) {
         (Some(reason), _) => SseEvent::ElementSkipped(ElementSkipped {
@@ -205,6 +214,23 @@ pub(super) async fn record(
         error: (outcome != Outcome::Ok).then_some(output),
         status: status.to_owned(),
     })
+}
+
+/// Tells the session's readers a call's state (reference 000's `assertion_update`, over
+/// the WebSocket and `/events`), in either mode.
+pub(super) fn assertion(st: &AppState, sc: &Scene, request_id: &str, status: &str, result: Value) {
+    let update = hero_shared::feed::AssertionUpdate {
+        session_id: sc.session_id,
+        message_id: sc.message_id.clone(),
+        assertion_id: request_id.to_owned(),
+        status: status.to_owned(),
+        result,
+    };
+    st.hub.publish(
+        sc.user_id,
+        sc.session_id,
+        crate::conversation::hub::HubEvent::Assertion(update),
+    );
 }
 
 /// Why a call never ran (`element_skipped`'s `reason`), or `None` for one that ran (or a

@@ -315,8 +315,8 @@ impl ReplyParser {
             message_id: message_id.to_owned(),
             text: chunk.to_owned(),
         }));
-        let now = self.now_ms();
-        let events = &mut self.events;
+        let (events, began) = (&mut self.events, self.began);
+        let now = || ms_since(began);
         self.parser.feed_str_with(chunk, |ev| {
             events.take(message_id, &ev, now, |e| out.emit(e));
             also(&ev);
@@ -325,15 +325,15 @@ impl ReplyParser {
 
     /// The stream ended: elements still open complete as truncated.
     fn finish(&mut self, out: &Out, message_id: &str) {
-        let now = self.now_ms();
-        let events = &mut self.events;
+        let (events, began) = (&mut self.events, self.began);
+        let now = || ms_since(began);
         self.parser
             .finish_with(|ev| events.take(message_id, &ev, now, |e| out.emit(e)));
     }
+}
 
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
+fn ms_since(began: std::time::Instant) -> u64 {
+    u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The provider's stream, unless it cannot start or a Stop comes first.
