@@ -4,10 +4,11 @@
 //! conversation kept in memory yet) included.
 //!
 //! `cargo run --release -p server --example turn_cost -- [--turns N] [--starts N]
-//!  [--small FRAMES] [--large FRAMES] [--compact-back K] [--real-compaction 1]` (defaults:
-//! 100 turns, 5 starts, 10 frames, 10,000 frames, compact 10 frames back). With
-//! `--real-compaction 1` the compact is the agent's own summary (`compact::compact`, the
-//! mock writing it), not a frame written in.
+//!  [--small FRAMES] [--large FRAMES] [--compact-back K] [--real-compaction 1] [--words N]
+//!  [--batch 1]` (defaults: 100 turns, 5 starts, 10 frames, 10,000 frames, compact 10 frames
+//! back, replies of 50 words). With `--real-compaction 1` the compact is the agent's own
+//! summary (`compact::compact`, the mock writing it), not a frame written in. With
+//! `--batch 1` the sessions are in batch mode (`/stream off`): each reply is asked for whole.
 //!
 //! Each scenario runs `starts` times on a fresh database and a fresh `AppState` (nothing in
 //! memory, the session's frames appended one write each, as turns append them), on a
@@ -37,6 +38,8 @@ struct Args {
     large: usize,
     compact_back: usize,
     real_compaction: bool,
+    words: usize,
+    batch: bool,
 }
 
 fn args() -> Args {
@@ -47,6 +50,8 @@ fn args() -> Args {
         large: 10_000,
         compact_back: 10,
         real_compaction: false,
+        words: 50,
+        batch: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -58,9 +63,11 @@ fn args() -> Args {
             ("--large", Some(n)) => a.large = n,
             ("--compact-back", Some(n)) => a.compact_back = n,
             ("--real-compaction", Some(n)) => a.real_compaction = n != 0,
+            ("--words", Some(n)) if n > 0 => a.words = n,
+            ("--batch", Some(n)) => a.batch = n != 0,
             _ => {
                 println!(
-                    "usage: turn_cost [--turns N] [--starts N] [--small FRAMES] [--large FRAMES] [--compact-back K]"
+                    "usage: turn_cost [--turns N] [--starts N] [--small FRAMES] [--large FRAMES] [--compact-back K] [--real-compaction 1] [--words N] [--batch 1]"
                 );
                 std::process::exit(2);
             }
@@ -103,6 +110,7 @@ async fn scenario(
     compact_back: usize,
     turns: usize,
     real_compaction: bool,
+    batch: bool,
 ) -> Vec<f64> {
     // Allowed to reach the mock on loopback, and nothing else that is not public.
     let mock_addr = mock_url
@@ -153,6 +161,15 @@ async fn scenario(
     .expect("session")
     .id;
     let dk = frames::session_key(&t, &user, session).await.expect("key");
+    if batch {
+        let post = hero_shared::api::PostMessageRequest {
+            content: "/stream off".into(),
+            private: false,
+        };
+        turn::post(&t, &user, session, post)
+            .await
+            .expect("batch mode");
+    }
     let reply = "word ".repeat(50);
     // One write per frame, as turns append them: the write-ahead log is checkpointed along
     // the way as in a server that lived through them.
@@ -241,6 +258,7 @@ async fn scenarios(mock_url: &str, frames_before: usize, compact_back: usize, a:
             compact_back,
             a.turns,
             a.real_compaction,
+            a.batch,
         )
         .await;
         firsts.push(cpu[0]);
@@ -267,7 +285,8 @@ fn main() {
         .expect("mock runtime");
     let mock = mock_rt
         .block_on(mock_llm::spawn(
-            mock_llm::Config::default().answers(vec![mock_llm::Answer::text("word ".repeat(50))]),
+            mock_llm::Config::default()
+                .answers(vec![mock_llm::Answer::text("word ".repeat(a.words))]),
         ))
         .expect("mock");
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -279,6 +298,15 @@ fn main() {
     let large = rt.block_on(scenarios(&url, a.large, a.compact_back, &a));
     // And the small one again: the machine's speed drifts between runs.
     let small2 = rt.block_on(scenarios(&url, a.small, 0, &a));
+    println!(
+        "replies of {} words, {}",
+        a.words,
+        if a.batch {
+            "batch mode (asked for whole)"
+        } else {
+            "streaming"
+        }
+    );
     let show = |name: String, f: &Figures| {
         println!(
             "{name:<44} first_turn_cpu_us={:>8.0} p50_cpu_us={:>7.0} p99_cpu_us={:>7.0}",

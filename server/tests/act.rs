@@ -659,6 +659,82 @@ async fn approvals_over_the_websocket() {
     frames_when(&h, session, |f| agent_messages(f).len() == 3).await;
 }
 
+/// Legacy assertions (reference 000): all seven types are drawn as what they stand for;
+/// `command` `web_search` is a websearch call (origin `assertion`) that runs once approved,
+/// `question` an ask; the stored reply is the text as written.
+#[tokio::test]
+async fn legacy_assertions_render_and_their_commands_run() {
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let reply = [
+        r#"{"assertion": "thinking", "message": "Let me see."}"#,
+        r#"{"assertion": "command", "name": "web_search", "message": "legacy rust"}"#,
+        r#"{"assertion": "response", "message": "Searching now."}"#,
+        r#"[{"assertion": "link", "url": "https://example.com/", "title": "Example"}, {"assertion": "progress", "value": 1, "max": 2}]"#,
+        "```json\n{\"assertion\": \"todo\", \"title\": \"Plan\", \"items\": [{\"text\": \"search\", \"status\": \"done\"}]}\n```",
+        r#"{"assertion": "question", "message": "Shall I go on?", "options": ["yes", "no"]}"#,
+    ]
+    .join("\n");
+    let directive = format!(
+        "[[mock text={} then=\"Found it.\"]]",
+        serde_json::to_string(&reply).unwrap()
+    );
+    h.stream(session, &directive).await;
+    let frames = h.frames(session).await;
+    assert_eq!(
+        agent_messages(&frames)[0]["payload"]["content"],
+        reply.as_str()
+    );
+    let requests = of_type(&frames, "request");
+    let calls: Vec<(&str, &Value, &str)> = requests
+        .iter()
+        .map(|r| {
+            (
+                r["payload"]["function"].as_str().unwrap(),
+                &r["payload"]["origin"],
+                r["payload"]["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (
+                "websearch",
+                &json!({"form": "assertion", "index": 2}),
+                "pending"
+            ),
+            ("ask", &json!({"form": "assertion", "index": 7}), "asking"),
+        ]
+    );
+    assert_eq!(
+        requests[0]["payload"]["args"],
+        json!({"query": "legacy rust"})
+    );
+    let page = h.page(&format!("/s/{session}")).await;
+    for kind in ["thinking", "websearch", "link", "progress", "todo", "ask"] {
+        assert!(
+            page.contains(&format!("data-hml=\"{kind}\"")),
+            "{kind}: {page}"
+        );
+    }
+    assert!(
+        page.contains("Searching now.") && !page.contains("&quot;assertion&quot;"),
+        "{page}"
+    );
+    let rid = requests[0]["id"].as_str().unwrap();
+    assert_eq!(decide(&h, session, rid, true).await.0, StatusCode::OK);
+    let frames = frames_when(&h, session, |f| {
+        of_type(f, "result").iter().any(|r| r["parent_id"] == rid)
+    })
+    .await;
+    let result = of_type(&frames, "result")
+        .into_iter()
+        .find(|r| r["parent_id"] == rid)
+        .unwrap();
+    assert_eq!(result["payload"]["outcome"], "ok", "{result}");
+}
+
 /// The next event named `name` on a session's `/events`.
 async fn next_event<S, E>(tab: &mut S, name: &str) -> Value
 where

@@ -527,6 +527,163 @@ async fn batch_mode_and_the_stream_switch() {
     assert_eq!(frames[2]["author_type"], "system");
 }
 
+/// True batch mode (reference 000, "Dual Message Modes"): after `/stream off` each reply is
+/// asked for whole (`"stream": false`, in both formats) and parsed once (`duration` 0); the
+/// session's messages are answered one at a time, in the order they are stored, each POST
+/// with its own reply; a fault still ends with `error` and `message_complete`; the same
+/// script stores the same frames twice.
+#[tokio::test]
+async fn batch_mode_asks_for_whole_replies_one_message_at_a_time() {
+    for provider in ["anthropic", "openai"] {
+        let mock = mock_llm::spawn(Config::default().tokens_per_sec(200.0))
+            .await
+            .unwrap();
+        let h = hero(&[mock.addr()]).await;
+        let (session, _) = h.session_with(provider, &mock, KEY).await;
+        let path = format!("/api/sessions/{session}/messages");
+        h.json(
+            reqwest::Method::POST,
+            &path,
+            Some(json!({"content": "/stream off"})),
+        )
+        .await;
+        // The stream route follows the mode: the whole reply, parsed at once.
+        let events = h
+            .stream(
+                session,
+                r#"one [[mock text="First \u003cthinking>hm\u003c/thinking> reply."]]"#,
+            )
+            .await;
+        let complete = events
+            .iter()
+            .find(|(n, _)| n == "element_complete")
+            .unwrap();
+        assert_eq!(complete.1["duration"], 0, "{provider}: {complete:?}");
+        assert_eq!(
+            last_data(&events, "message_complete")["content"],
+            "First <thinking>hm</thinking> reply."
+        );
+        let texts = events.iter().filter(|(n, _)| n == "text").count();
+        assert_eq!(texts, 1, "one text event: the whole reply");
+        // Three posted at once: three replies, each to its own message, in order.
+        let post = |n: usize| {
+            h.json(
+                reqwest::Method::POST,
+                &path,
+                Some(json!({"content": format!("m{n} [[mock text=\"r{n}\" delay_ms=150]]")})),
+            )
+        };
+        let (a, b, c) = tokio::join!(post(1), post(2), post(3));
+        for (n, (s, r)) in [a, b, c].into_iter().enumerate() {
+            assert_eq!(s, StatusCode::OK, "{r}");
+            assert_eq!(r["content"], format!("r{}", n + 1), "{provider}: {r}");
+        }
+        let frames = h.frames(session).await;
+        let said: Vec<String> = frames
+            .iter()
+            .filter(|f| f["type"] == "message" && f["author_type"] != "system")
+            .map(|f| {
+                f["payload"]["content"]
+                    .as_str()
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        // Whatever order the three arrived in, each reply follows its own message.
+        for pair in said[2..].chunks(2) {
+            assert_eq!(pair[1], pair[0].replace('m', "r"), "{provider}: {said:?}");
+        }
+        let bodies: Vec<Value> = mock
+            .requests()
+            .into_iter()
+            .map(|r| r["body"].clone())
+            .collect();
+        assert!(bodies.iter().all(|b| b["stream"] == false), "{provider}");
+        assert!(
+            bodies.iter().all(|b| b.get("stream_options").is_none()),
+            "{provider}"
+        );
+        // Calls go on the WebSocket as in streaming mode.
+        let (_, mut ws) = h.ws().await;
+        let subscribe = json!({"type": "subscribe", "sessionId": session});
+        ws.send(tokio_tungstenite::tungstenite::Message::Text(
+            subscribe.to_string().into(),
+        ))
+        .await
+        .unwrap();
+        h.json(
+            reqwest::Method::POST,
+            &path,
+            Some(json!({"content": r#"help [[mock text="\u0040system(help)" then="done"]]"#})),
+        )
+        .await;
+        let mut seen = Vec::new();
+        while !seen.contains(&"operation_complete".to_owned()) {
+            let m = ws_next(&mut ws).await;
+            let kind = m["type"].as_str().unwrap().to_owned();
+            if kind == "assertion_update" {
+                seen.push(format!("assertion {}", m["status"].as_str().unwrap()));
+            }
+            seen.push(kind);
+        }
+        for want in [
+            "operation_start",
+            "assertion running",
+            "assertion completed",
+        ] {
+            assert!(
+                seen.contains(&want.to_owned()),
+                "{provider}: {want} in {seen:?}"
+            );
+        }
+        // A fault ends the reply as a streamed one would.
+        let events = h.stream(session, r#"[[mock fault=500]]"#).await;
+        let n = names(&events);
+        assert!(
+            n.contains(&"error") && n.last() == Some(&"message_complete"),
+            "{n:?}"
+        );
+    }
+    // The same script twice: the same frames.
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let mock = mock_llm::spawn(Config::default()).await.unwrap();
+        let h = hero(&[mock.addr()]).await;
+        let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+        let path = format!("/api/sessions/{session}/messages");
+        for content in [
+            "/stream off",
+            r#"a [[mock text="A"]]"#,
+            r#"b [[mock text="B \u003ctodo>\u003citem>x\u003c/item>\u003c/todo>"]]"#,
+        ] {
+            h.json(
+                reqwest::Method::POST,
+                &path,
+                Some(json!({"content": content})),
+            )
+            .await;
+        }
+        let frames = h.frames(session).await;
+        runs.push(
+            frames
+                .iter()
+                .map(|f| {
+                    (
+                        f["seq"].clone(),
+                        f["type"].clone(),
+                        f["author_type"].clone(),
+                        f["payload"]["content"].clone(),
+                    )
+                })
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(runs[0], runs[1]);
+}
+
 #[tokio::test]
 async fn concurrent_posts_keep_seq_strictly_increasing() {
     let mock = mock_llm::spawn(

@@ -106,6 +106,8 @@ pub enum CallOrigin {
     Prose { offset: u64 },
     /// A native tool call of the provider, by the provider's id for it.
     Tool { tool_use_id: String },
+    /// A legacy assertion (reference 000), the message's `index`th ([`crate::legacy`]).
+    Assertion { index: usize },
 }
 
 impl CallOrigin {
@@ -115,6 +117,7 @@ impl CallOrigin {
             CallOrigin::Element { element_id, .. } => element_id.clone(),
             CallOrigin::Prose { offset } => format!("call@{offset}"),
             CallOrigin::Tool { tool_use_id } => tool_use_id.clone(),
+            CallOrigin::Assertion { index } => format!("assertion-{index}"),
         }
     }
 }

@@ -74,8 +74,10 @@ pub struct Place<'a> {
 
 impl Place<'_> {
     fn call_of(&self, element_id: &str) -> Option<&CallView> {
-        self.calls.iter().find(|c| {
-            matches!(&c.request.origin, CallOrigin::Element { element_id: e, .. } if e == element_id)
+        self.calls.iter().find(|c| match &c.request.origin {
+            CallOrigin::Element { element_id: e, .. } => e == element_id,
+            o @ CallOrigin::Assertion { .. } => o.element_id() == element_id,
+            _ => false,
         })
     }
 }
@@ -142,12 +144,18 @@ pub fn message_html(m: &CompiledMessage, calls: &[CallView]) -> String {
             out.close("div");
             out.open("div", &[("class", Some("msg-body"))]);
             let doc = crate::hml::parse(&m.content);
+            // Legacy assertions are drawn as what they stand for.
+            let nodes = if crate::legacy::may_hold(&m.content) {
+                crate::legacy::expand(doc)
+            } else {
+                doc.nodes
+            };
             let place = Place {
                 live: false,
                 message_id: Some(&m.frame_id),
                 calls,
             };
-            write_nodes(&mut out, &doc.nodes, place);
+            write_nodes(&mut out, &nodes, place);
             out.close("div");
             // A reply the server's shutdown cut says so in its error instead.
             let aborted = m.payload.get("aborted").and_then(Value::as_bool) == Some(true)
@@ -880,7 +888,11 @@ fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
         }
         out.close("div");
     }
-    if c.is_question() && !matches!(c.request.origin, CallOrigin::Element { .. }) {
+    let in_place = matches!(
+        c.request.origin,
+        CallOrigin::Element { .. } | CallOrigin::Assertion { .. }
+    );
+    if c.is_question() && !in_place {
         let question = c.request.arg("question").unwrap_or_default();
         waiting(out, c, message_id, &c.request.origin.element_id(), question);
     }

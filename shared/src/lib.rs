@@ -6,6 +6,8 @@
 //!   chunk-fed parser ([`hml::StreamParser`]) and the document tree ([`hml::parse`]).
 //! - [`interaction`]: finds `<interaction>` blocks and `@target(method, args)` calls in a
 //!   reply and turns them into validated [`interaction::InteractionCall`]s.
+//! - [`legacy`]: reference 000's legacy assertions (JSON objects with an `assertion`), read
+//!   as the HML they stand for, for the page and for finding calls alike.
 //! - [`calls`]: what an agent asked the system to run, as its `request` and `result`
 //!   frames record it, and the permission levels.
 //! - [`frame`]: the event log of a conversation and [`frame::compile_frames`], which
@@ -57,5 +59,6 @@ pub mod hml;
 pub mod hooks;
 pub mod html;
 pub mod interaction;
+pub mod legacy;
 pub mod markdown;
 pub mod wire;

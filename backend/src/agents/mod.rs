@@ -73,6 +73,9 @@ pub struct AgentRuntime {
     pub system: String,
     /// When its sessions are summarised.
     pub compact: Thresholds,
+    /// The session is in batch mode (`/stream off`): each reply is asked for whole
+    /// (`"stream": false`), and the session's messages are answered one at a time.
+    pub batch: bool,
 }
 
 /// A session is summarised once its messages since the last summary pass either bound
@@ -457,6 +460,8 @@ pub(crate) struct TurnSetup {
     pub sub_session: bool,
     /// The user's prompt generation: a prompt built under another is out of date.
     pub prompt_gen: i64,
+    /// The session's replies stream (false: batch mode).
+    streaming: bool,
 }
 
 /// The user's data key and the agent of their session `session_id` (not found: someone
@@ -475,6 +480,7 @@ pub(crate) async fn turn_setup(
         username,
         session_status,
         prompt_gen,
+        streaming,
     } = read.ok_or(Error::NotFound("session"))?;
     let dk = keys.unwrap_data_key(user.id(), &data_key)?;
     Ok(TurnSetup {
@@ -484,6 +490,7 @@ pub(crate) async fn turn_setup(
         username,
         sub_session: session_status == "agent",
         prompt_gen,
+        streaming,
     })
 }
 
@@ -498,7 +505,9 @@ impl TurnSetup {
         let row = self.row.ok_or_else(|| {
             Error::Invalid("this session's agent was deleted; choose another agent for it".into())
         })?;
-        row.runtime(&self.dk)
+        let mut agent = row.runtime(&self.dk)?;
+        agent.batch = !self.streaming;
+        Ok(agent)
     }
 }
 
@@ -518,6 +527,7 @@ impl AgentRow {
             },
             kind,
             system: String::new(),
+            batch: false,
             compact: Thresholds {
                 messages: self
                     .compact_messages

@@ -185,6 +185,7 @@ async fn write_with(
             format!("Description: {description}"),
         ))],
         tools: Vec::new(),
+        whole: false,
     };
     let reply = providers::collect(
         &st.http,

@@ -89,6 +89,7 @@ pub async fn compact(
         system: crate::agents::prompt::with_task(&agent.system, crate::agents::prompt::COMPACT),
         messages,
         tools: Vec::new(),
+        whole: false,
     };
     let summary = providers::collect(
         &st.http,

@@ -59,7 +59,7 @@ impl Serialize for Body<'_> {
             let tools: Vec<&RawValue> = call.tools.iter().map(|t| &*t.anthropic).collect();
             m.serialize_entry("tools", &tools)?;
         }
-        m.serialize_entry("stream", &true)?;
+        m.serialize_entry("stream", &!call.whole)?;
         m.end()
     }
 }

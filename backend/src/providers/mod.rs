@@ -224,6 +224,10 @@ pub struct Call<'a> {
     pub messages: Vec<Arc<ChatMessage>>,
     /// Offered as native tools (none: the model answers in text only); the registry's own.
     pub tools: Vec<Arc<Tool>>,
+    /// Ask for the reply whole (`"stream": false`, batch mode): it comes as one answer,
+    /// within the turn's deadline rather than the first byte's, and is read as the deltas a
+    /// stream of it would have carried, at once.
+    pub whole: bool,
 }
 
 /// Starts a streaming call; the returned stream yields the reply as it arrives. Silence
@@ -233,6 +237,17 @@ pub async fn stream(
     opts: &CallOptions,
     call: Call<'_>,
 ) -> Result<DeltaStream, ProviderError> {
+    // A whole reply's first byte comes when the model has written all of it.
+    let whole_opts;
+    let opts = if call.whole {
+        whole_opts = CallOptions {
+            first_byte_timeout: opts.turn_deadline,
+            ..opts.clone()
+        };
+        &whole_opts
+    } else {
+        opts
+    };
     Ok(match call.endpoint.provider {
         ProviderKind::Anthropic => anthropic::stream(client, opts, &call).await?,
         ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {

@@ -98,13 +98,15 @@ impl Serialize for Body<'_> {
             let tools: Vec<&RawValue> = call.tools.iter().map(|t| &*t.openai).collect();
             m.serialize_entry("tools", &tools)?;
         }
-        m.serialize_entry("stream", &true)?;
-        m.serialize_entry(
-            "stream_options",
-            &StreamOptions {
-                include_usage: true,
-            },
-        )?;
+        m.serialize_entry("stream", &!call.whole)?;
+        if !call.whole {
+            m.serialize_entry(
+                "stream_options",
+                &StreamOptions {
+                    include_usage: true,
+                },
+            )?;
+        }
         m.end()
     }
 }

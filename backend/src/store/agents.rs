@@ -149,6 +149,8 @@ pub struct TurnSetupRow {
     pub session_status: String,
     /// The user's prompt generation (migration `prompt_generation`).
     pub prompt_gen: i64,
+    /// The session's replies stream (false: batch mode, `/stream off`).
+    pub streaming: bool,
 }
 
 /// The user's wrapped data key and the agent of their session `session_id`; `None` when
@@ -160,7 +162,7 @@ pub async fn turn_setup(
 ) -> Result<Option<TurnSetupRow>> {
     const SQL: &str = "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
          a.created_at, a.updated_at, a.kind, a.status, a.compact_messages, a.compact_tokens, \
-         u.username, s.status, u.prompt_gen \
+         u.username, s.status, u.prompt_gen, s.streaming \
          FROM sessions s JOIN users u ON u.id = s.user_id \
          LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
          WHERE s.id = $1 AND s.user_id = $2";
@@ -180,6 +182,7 @@ fn read_turn_setup(r: &impl Columns) -> Result<TurnSetupRow> {
         username: r.get(15)?,
         session_status: r.get(16)?,
         prompt_gen: r.get(17)?,
+        streaming: r.get(18)?,
     })
 }
 

@@ -15,7 +15,7 @@ use crate::providers::ToolCall;
 /// were made, each validated against the registry.
 pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
     let mut found: Vec<(u64, Asked)> = Vec::new();
-    let doc = if text.contains('<') {
+    let doc = if text.contains('<') || hero_shared::legacy::may_hold(text) {
         Some(hero_shared::hml::parse(text))
     } else {
         None
@@ -76,6 +76,27 @@ pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
         }
         let (at, origin) = origin_of(&source);
         found.push((at, unreadable(err, origin)));
+    }
+    // Legacy assertions that are calls (`command`, `question`).
+    if let Some(d) = doc.as_ref().filter(|_| hero_shared::legacy::may_hold(text)) {
+        for f in hero_shared::legacy::find(d) {
+            if let hero_shared::legacy::Mapped::Markup {
+                call: Some((function, mut args, problem)),
+                ..
+            } = f.mapped
+            {
+                interaction::strip_sender_ids(&mut args);
+                let origin = CallOrigin::Assertion { index: f.index };
+                let asked = Asked {
+                    function,
+                    args,
+                    origin,
+                    problem,
+                    bound: false,
+                };
+                found.push((f.at as u64, asked));
+            }
+        }
     }
     found.sort_by_key(|(at, _)| *at);
     let mut asked: Vec<Asked> = found.into_iter().map(|(_, a)| a).collect();

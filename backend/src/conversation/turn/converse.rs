@@ -37,6 +37,8 @@ pub(super) struct Turn {
     pub(super) cancel: Abort,
     /// The round the next reply is: the loop is bounded per user message.
     pub(super) round: usize,
+    /// In batch mode, the session's queue: the next message waits until this turn ends.
+    pub(super) _queued: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 /// How many replies the agent has given since the user's last message: the round the
@@ -111,6 +113,7 @@ async fn converse(
             system: agent.system.clone(),
             messages,
             tools: tools.clone(),
+            whole: agent.batch,
         };
         let mut early = Early::new(
             &out,
@@ -347,6 +350,7 @@ pub async fn follow_up(
         live,
         cancel,
         round,
+        _queued: None,
     };
     let turn = guarded(out, message_id, slot, turn, context::messages(&kept));
     events.start(turn, &st.turns.watch);

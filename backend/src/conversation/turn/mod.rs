@@ -96,12 +96,21 @@ pub async fn post(
     };
     // Taken before anything is stored, given back when the turn ends, however it ends.
     let slot = crate::conversation::cluster::turn_slot(st, user.id()).await?;
+    // In batch mode, the session's messages wait their turn (nothing stored meanwhile).
+    let mut queued = None;
+    let started = loop {
+        match prepare::prepare(st, user, session_id, &content, queued.take()).await? {
+            prepare::Prepared::Started(s) => break s,
+            prepare::Prepared::Queued(queue) => queued = Some(queue.lock_owned().await),
+        }
+    };
     let prepare::Started {
         agent,
         dk,
         history,
         user_frame,
-    } = prepare::prepare(st, user, session_id, &content).await?;
+        queued,
+    } = *started;
     let messages = context::messages(&history);
     let (after_seq, user_frame_id) = (user_frame.seq, user_frame.id.clone());
     st.hub
@@ -119,6 +128,7 @@ pub async fn post(
         live,
         cancel,
         round: 0,
+        _queued: queued,
     };
     let turn = converse::guarded(out, message_id.clone(), slot, turn, messages);
     events.start(turn, &st.turns.watch);

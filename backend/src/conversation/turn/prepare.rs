@@ -18,6 +18,16 @@ pub(super) struct Started {
     /// The conversation since the last compact, the user's message last.
     pub(super) history: Vec<Kept>,
     pub(super) user_frame: hero_shared::frame::Frame,
+    /// In batch mode, the session's queue, held until the turn ends.
+    pub(super) queued: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+/// What preparing a turn came to.
+pub(super) enum Prepared {
+    Started(Box<Started>),
+    /// The session is in batch mode and answering another message: nothing was stored;
+    /// wait for its queue, then prepare again holding it.
+    Queued(crate::conversation::turn::registry::BatchQueue),
 }
 
 /// Reads what the turn needs and appends the user's message: one transaction, so that no
@@ -31,13 +41,22 @@ pub(super) async fn prepare(
     user: &AuthUser,
     session_id: i64,
     content: &str,
-) -> Result<Started> {
-    let (agent, dk, kept, rows, user_frame) = st
+    mut queued: Option<tokio::sync::OwnedMutexGuard<()>>,
+) -> Result<Prepared> {
+    let prepared = st
         .db
         .write_with(async |tx| {
             // The agent's files, seeded on its first use, make its system prompt.
             let (agent, dk) =
                 crate::agents::persona::prepared(tx, st, user, session_id, true).await?;
+            // In batch mode one message at a time: stored when its turn comes.
+            if agent.batch && queued.is_none() {
+                let queue = st.turns.batch_queue(session_id);
+                match queue.clone().try_lock_owned() {
+                    Ok(held) => queued = Some(held),
+                    Err(_) => return Ok(Err(queue)),
+                }
+            }
             let message = NewFrame::message(
                 session_id,
                 AuthorType::User,
@@ -54,9 +73,13 @@ pub(super) async fn prepare(
                 Some(_) => None,
                 None => Some(frames::since_last_compact(tx, session_id, seq).await?),
             };
-            Ok((agent, dk, kept, rows, sealed.kept(seq)))
+            Ok(Ok((agent, dk, kept, rows, sealed.kept(seq), queued.take())))
         })
         .await?;
+    let (agent, dk, kept, rows, user_frame, queued) = match prepared {
+        Ok(p) => p,
+        Err(queue) => return Ok(Prepared::Queued(queue)),
+    };
     let seq = user_frame.frame.seq;
     let history = match (kept, rows) {
         (Some(mut kept), _) => {
@@ -74,10 +97,11 @@ pub(super) async fn prepare(
             read
         }
     };
-    Ok(Started {
+    Ok(Prepared::Started(Box::new(Started {
         agent,
         dk,
         history,
         user_frame: (*user_frame.frame).clone(),
-    })
+        queued,
+    })))
 }

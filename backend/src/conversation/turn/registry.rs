@@ -31,7 +31,14 @@ pub struct Registry {
     /// Mirrors of replies in flight on other instances, by session: each with the id of the
     /// instance it runs on ([`crate::conversation::cluster`]).
     remote: Mutex<HashMap<i64, Vec<Mirror>>>,
+    /// The queue of each session in batch mode: its messages are answered one at a time,
+    /// in the order they are stored ([`Registry::batch_queue`]).
+    batch: Mutex<HashMap<i64, BatchQueue>>,
 }
+
+/// A session's batch queue: held by the turn answering its message, waited for (in order:
+/// tokio's mutex is fair) by the messages posted meanwhile.
+pub type BatchQueue = Arc<tokio::sync::Mutex<()>>;
 
 /// A reply in flight on another instance: that instance's id, and the reply so far.
 type Mirror = (String, Arc<InFlight>);
@@ -69,6 +76,14 @@ impl Drop for Acting {
 }
 
 impl Registry {
+    /// The batch queue of `session_id`. Queues no turn holds or waits for are forgotten
+    /// here: the map holds the sessions in batch use, no more.
+    pub fn batch_queue(&self, session_id: i64) -> BatchQueue {
+        let mut queues = lock(&self.batch);
+        queues.retain(|_, q| Arc::strong_count(q) > 1);
+        queues.entry(session_id).or_default().clone()
+    }
+
     /// Registers a turn in flight; its signal is set by [`Registry::abort`], and raises `flag` too.
     pub fn begin(&self, live: Arc<InFlight>, flag: Option<crate::drive::wake::Flag>) -> Abort {
         let signal = Abort::with_flag(flag);

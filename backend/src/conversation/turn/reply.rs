@@ -509,6 +509,7 @@ mod tests {
             kind: AgentKind::Open,
             system: String::new(),
             compact: Thresholds::default(),
+            batch: false,
         }
     }
 
