@@ -112,6 +112,7 @@ pub async fn update_agent(
         provider: None,
         compact_after_messages: None,
         compact_after_tokens: None,
+        price: None,
     };
     hero_backend::agents::update(&st.db, &st.keys, &st.settings.egress, &user, id, req)
         .await

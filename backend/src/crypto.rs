@@ -141,6 +141,7 @@ pub struct Keyring {
     master: SecretKey,
     jwt: [u8; KEY_LEN],
     fanout: [u8; KEY_LEN],
+    key_prints: [u8; KEY_LEN],
 }
 
 impl Keyring {
@@ -153,10 +154,14 @@ impl Keyring {
         let mut fanout = [0u8; KEY_LEN];
         hk.expand(b"hero/fanout/v1", &mut fanout)
             .expect("HKDF output length");
+        let mut key_prints = [0u8; KEY_LEN];
+        hk.expand(b"hero/key-fingerprint/v1", &mut key_prints)
+            .expect("HKDF output length");
         Keyring {
             master,
             jwt,
             fanout,
+            key_prints,
         }
     }
 
@@ -174,6 +179,20 @@ impl Keyring {
     /// ([`crate::conversation::cluster`]).
     pub fn fanout_key(&self) -> SecretKey {
         SecretKey::from_bytes(self.fanout)
+    }
+
+    /// A provider API key's fingerprint: HMAC-SHA-256 under a key derived from the master
+    /// key, hex, its first 16 bytes. The Service spend line groups a user's agents by it; it
+    /// is never sent, and confirms no guessed key to one who reads the database.
+    pub fn key_fingerprint(&self, api_key: &str) -> String {
+        use hkdf::hmac::{Hmac, Mac};
+        let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(&self.key_prints)
+            .expect("HMAC takes any key length");
+        mac.update(api_key.as_bytes());
+        mac.finalize().into_bytes()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
     }
 
     /// Wraps a user's data key for storage in `users.data_key`.

@@ -73,6 +73,8 @@ pub struct Settings {
     pub sandbox: execution::sandbox::SandboxLimits,
     /// The longest a summoning call may take; past it, nothing is written.
     pub summon_timeout: std::time::Duration,
+    /// The server's `[prices]`, over Hero's table ([`agents::spend`]).
+    pub prices: Vec<agents::spend::PriceRule>,
 }
 
 impl Default for Settings {
@@ -92,6 +94,7 @@ impl Default for Settings {
             workspaces: std::env::temp_dir().join("hero-workspaces"),
             sandbox: Default::default(),
             summon_timeout: std::time::Duration::from_secs(90),
+            prices: Vec::new(),
         }
     }
 }

@@ -80,7 +80,11 @@ pub(crate) fn head(id: &str, reply: &Reply, out: &mut Vec<Bytes>) {
     let message = json!({
         "id": id, "type": "message", "role": "assistant", "model": reply.model, "content": [],
         "stop_reason": null, "stop_sequence": null,
-        "usage": {"input_tokens": reply.usage.input, "output_tokens": 1},
+        "usage": {
+            "input_tokens": reply.usage.input, "output_tokens": 1,
+            "cache_creation_input_tokens": reply.usage.cache_write,
+            "cache_read_input_tokens": reply.usage.cache_read,
+        },
     });
     out.push(frame(
         "message_start",
@@ -166,7 +170,11 @@ pub(crate) fn message(id: &str, reply: &Reply) -> Value {
     json!({
         "id": id, "type": "message", "role": "assistant", "model": reply.model, "content": content,
         "stop_reason": stop_reason(reply.stop), "stop_sequence": null,
-        "usage": {"input_tokens": reply.usage.input, "output_tokens": reply.usage.output},
+        "usage": {
+            "input_tokens": reply.usage.input, "output_tokens": reply.usage.output,
+            "cache_creation_input_tokens": reply.usage.cache_write,
+            "cache_read_input_tokens": reply.usage.cache_read,
+        },
     })
 }
 

@@ -25,7 +25,7 @@ use mock_llm::{Answer, Config, Corpus, FaultKind};
 ///   [[mock echo]]                             answer with the JSON of the messages received
 ///   [[mock chunk=4 delay_ms=5]]  [[mock tokens_per_sec=50]]
 ///   [[mock text="answer exactly this" thinking="..." tool=NAME input={"k":1} stop=max_tokens]]
-///   [[mock usage_input=10 usage_output=20]]
+///   [[mock usage_input=10 usage_output=20 usage_cache_read=30 usage_cache_write=40]]
 /// Items combine: [[mock chunk=3 fault=cut after_bytes=10]].
 ///
 /// Prints `mock-llm listening on http://ADDR` once listening.

@@ -138,9 +138,14 @@ pub(crate) fn midstream_error(out: &mut Vec<Bytes>) {
     out.push(data(&error_body("Overloaded", "server_error", None)));
 }
 
+/// OpenAI counts cached prompt tokens in `prompt_tokens` and again in its details.
 fn usage(reply: &Reply) -> Value {
-    let (p, c) = (reply.usage.input, reply.usage.output);
-    json!({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c})
+    let u = reply.usage;
+    let p = u.input + u.cache_read + u.cache_write;
+    json!({
+        "prompt_tokens": p, "completion_tokens": u.output, "total_tokens": p + u.output,
+        "prompt_tokens_details": {"cached_tokens": u.cache_read},
+    })
 }
 
 /// The whole completion, for `stream: false`.

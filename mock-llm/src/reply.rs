@@ -34,8 +34,14 @@ impl Block {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Usage {
+    /// Input tokens not read from or written to the prompt cache (Anthropic's
+    /// `input_tokens`; OpenAI's `prompt_tokens` counts the cached ones too).
     pub input: u64,
     pub output: u64,
+    /// Anthropic's `cache_read_input_tokens`, OpenAI's `prompt_tokens_details.cached_tokens`.
+    pub cache_read: u64,
+    /// Anthropic's `cache_creation_input_tokens` (OpenAI reports none).
+    pub cache_write: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -198,6 +204,8 @@ mod tests {
             usage: Usage {
                 input: 1,
                 output: 1,
+                cache_read: 0,
+                cache_write: 0,
             },
         }
     }

@@ -626,6 +626,8 @@ fn build_reply(s: &Shared, wire: Wire, req: &Request, d: &Directive, a: &Answer)
             .or(a.usage_output)
             .or(s.config.usage_output)
             .unwrap_or((answer_chars / 4).max(1) as u64),
+        cache_read: d.usage_cache_read.unwrap_or(0),
+        cache_write: d.usage_cache_write.unwrap_or(0),
     };
     Reply {
         model: req.model.clone(),

@@ -136,7 +136,7 @@ async fn anthropic_stream_text() {
         Config::default().answers(vec![Answer::text("Hello, world!")]).chunk_bytes(6),
         "hi",
         expect![[r#"
-            message_start {"message":{"content":[],"id":"msg_mock0000000000000001","model":"claude-mock","role":"assistant","stop_reason":null,"stop_sequence":null,"type":"message","usage":{"input_tokens":1,"output_tokens":1}},"type":"message_start"}
+            message_start {"message":{"content":[],"id":"msg_mock0000000000000001","model":"claude-mock","role":"assistant","stop_reason":null,"stop_sequence":null,"type":"message","usage":{"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"input_tokens":1,"output_tokens":1}},"type":"message_start"}
             ping {"type":"ping"}
             content_block_start {"content_block":{"text":"","type":"text"},"index":0,"type":"content_block_start"}
             content_block_delta {"delta":{"text":"Hello,","type":"text_delta"},"index":0,"type":"content_block_delta"}
@@ -157,7 +157,7 @@ async fn anthropic_stream_thinking_and_tool_use() {
         Config::default().chunk_bytes(8),
         r#"weather? [[mock thinking="Paris, then." text="Checking." tool=get_weather input={"city":"Paris"} usage_input=12]]"#,
         expect![[r#"
-            message_start {"message":{"content":[],"id":"msg_mock0000000000000002","model":"claude-mock","role":"assistant","stop_reason":null,"stop_sequence":null,"type":"message","usage":{"input_tokens":12,"output_tokens":1}},"type":"message_start"}
+            message_start {"message":{"content":[],"id":"msg_mock0000000000000002","model":"claude-mock","role":"assistant","stop_reason":null,"stop_sequence":null,"type":"message","usage":{"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"input_tokens":12,"output_tokens":1}},"type":"message_start"}
             ping {"type":"ping"}
             content_block_start {"content_block":{"thinking":"","type":"thinking"},"index":0,"type":"content_block_start"}
             content_block_delta {"delta":{"thinking":"Paris, t","type":"thinking_delta"},"index":0,"type":"content_block_delta"}
@@ -195,7 +195,7 @@ async fn openai_stream_with_tool_calls_and_usage() {
             message {"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{\"tz\":\"C"},"index":1}]},"finish_reason":null,"index":0,"logprobs":null}],"created":0,"id":"chatcmpl-mock0000000000000003","model":"gpt-mock","object":"chat.completion.chunk","system_fingerprint":null,"usage":null}
             message {"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"ET\"}"},"index":1}]},"finish_reason":null,"index":0,"logprobs":null}],"created":0,"id":"chatcmpl-mock0000000000000003","model":"gpt-mock","object":"chat.completion.chunk","system_fingerprint":null,"usage":null}
             message {"choices":[{"delta":{},"finish_reason":"tool_calls","index":0,"logprobs":null}],"created":0,"id":"chatcmpl-mock0000000000000003","model":"gpt-mock","object":"chat.completion.chunk","system_fingerprint":null,"usage":null}
-            message {"choices":[],"created":0,"id":"chatcmpl-mock0000000000000003","model":"gpt-mock","object":"chat.completion.chunk","system_fingerprint":null,"usage":{"completion_tokens":9,"prompt_tokens":27,"total_tokens":36}}
+            message {"choices":[],"created":0,"id":"chatcmpl-mock0000000000000003","model":"gpt-mock","object":"chat.completion.chunk","system_fingerprint":null,"usage":{"completion_tokens":9,"prompt_tokens":27,"prompt_tokens_details":{"cached_tokens":0},"total_tokens":36}}
             message "[DONE]"
         "#]],
     )
@@ -304,6 +304,8 @@ async fn anthropic_whole_message() {
               "stop_sequence": null,
               "type": "message",
               "usage": {
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
                 "input_tokens": 16,
                 "output_tokens": 4
               }
@@ -349,6 +351,9 @@ async fn openai_whole_completion() {
               "usage": {
                 "completion_tokens": 1,
                 "prompt_tokens": 8,
+                "prompt_tokens_details": {
+                  "cached_tokens": 0
+                },
                 "total_tokens": 9
               }
             }"#]],
@@ -1008,9 +1013,9 @@ async fn answers_file_cycles() {
         ));
     }
     expect![[r#"
-        "one" "end_turn" {"input_tokens":1,"output_tokens":1}
-        "two" "tool_use" {"input_tokens":5,"output_tokens":6}
-        "one" "end_turn" {"input_tokens":1,"output_tokens":1}"#]]
+        "one" "end_turn" {"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"input_tokens":1,"output_tokens":1}
+        "two" "tool_use" {"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"input_tokens":5,"output_tokens":6}
+        "one" "end_turn" {"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"input_tokens":1,"output_tokens":1}"#]]
     .assert_eq(&got.join("\n"));
     assert_eq!(Answer::text("x").tool_calls, Vec::<ToolCall>::new());
     assert!(Answer::load_file(&dir.path().join("missing.json")).is_err());

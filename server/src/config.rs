@@ -178,6 +178,12 @@ pub struct ConfigArgs {
     )]
     pub egress_allow: Option<String>,
 
+    /// Model prices over Hero's table, USD per million tokens, as
+    /// PROVIDER/MODEL-PREFIX=INPUT:OUTPUT[:CACHE_READ[:CACHE_WRITE]] separated by ';' (in
+    /// TOML, a [prices] table of {input, output, cache_read, cache_write}) [default: none]
+    #[arg(long, env = "HERO_PRICES", global = true, value_name = "RULES")]
+    pub prices: Option<String>,
+
     /// Reverse proxies in front of Hero, as comma-separated IP addresses: for requests from
     /// them, the client is the address they name in X-Forwarded-For [default: none]
     #[arg(
@@ -310,6 +316,31 @@ pub fn layered(cmd: &clap::Command, argv: Vec<OsString>) -> anyhow::Result<Vec<O
             ))),
         };
         let text = match &value {
+            // `[prices]`: each model's price as the flag writes it.
+            toml::Value::Table(t) if key == "prices" => {
+                let mut rules = Vec::new();
+                for (model, price) in t {
+                    let n = |k: &str| {
+                        price
+                            .get(k)
+                            .and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)))
+                            .unwrap_or(0.0)
+                    };
+                    if !price.is_table() {
+                        return Err(bad(format!(
+                            "`prices.{model}` must be a table of input, output, cache_read, cache_write"
+                        )));
+                    }
+                    rules.push(format!(
+                        "{model}={}:{}:{}:{}",
+                        n("input"),
+                        n("output"),
+                        n("cache_read"),
+                        n("cache_write")
+                    ));
+                }
+                rules.join(";")
+            }
             toml::Value::Array(items) => items
                 .iter()
                 .map(scalar)
@@ -356,6 +387,7 @@ pub struct Config {
     pub bash_max_timeout: std::time::Duration,
     pub workspace_quota_mib: u64,
     pub sandbox_uid: u32,
+    pub prices: Vec<hero_backend::agents::spend::PriceRule>,
 }
 
 impl ConfigArgs {
@@ -484,8 +516,57 @@ impl ConfigArgs {
             bash_max_timeout: std::time::Duration::from_secs(self.bash_max_timeout),
             workspace_quota_mib: self.workspace_quota_mib,
             sandbox_uid: self.sandbox_uid,
+            prices: self
+                .prices
+                .as_deref()
+                .map(parse_prices)
+                .transpose()?
+                .unwrap_or_default(),
         })
     }
+}
+
+/// The `prices` setting: `PROVIDER/MODEL-PREFIX=INPUT:OUTPUT[:CACHE_READ[:CACHE_WRITE]]`,
+/// separated by `;`.
+fn parse_prices(text: &str) -> anyhow::Result<Vec<hero_backend::agents::spend::PriceRule>> {
+    use hero_shared::api::{Price, ProviderKind};
+    let mut rules = Vec::new();
+    for rule in text.split(';').map(str::trim).filter(|r| !r.is_empty()) {
+        let bad = |why: &str| {
+            anyhow::anyhow!(
+                "prices: {rule:?} {why}; write it as anthropic/claude-sonnet-4=3:15:0.3:3.75"
+            )
+        };
+        let (model, price) = rule.split_once('=').ok_or_else(|| bad("has no '='"))?;
+        let (provider, prefix) = model
+            .trim()
+            .split_once('/')
+            .ok_or_else(|| bad("names no provider/"))?;
+        let provider = ProviderKind::parse(provider.trim())
+            .ok_or_else(|| bad("names no provider Hero knows"))?;
+        let numbers: Vec<f64> = price
+            .split(':')
+            .map(|n| n.trim().parse::<f64>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| bad("has a price that is no number"))?;
+        let at = |i: usize| numbers.get(i).copied().unwrap_or(0.0);
+        if !(2..=4).contains(&numbers.len()) {
+            return Err(bad("must give 2 to 4 prices"));
+        }
+        let price = Price {
+            input: at(0),
+            output: at(1),
+            cache_read: at(2),
+            cache_write: at(3),
+        };
+        hero_backend::agents::spend::check_price(&price).map_err(|e| bad(&e.public_message()))?;
+        rules.push(hero_backend::agents::spend::PriceRule {
+            provider,
+            prefix: prefix.trim().to_owned(),
+            price,
+        });
+    }
+    Ok(rules)
 }
 
 /// A public URL is the scheme and host (and port) people type: http or https, a host, and
@@ -570,6 +651,7 @@ impl Config {
                 landlock_helper: std::env::current_exe().ok(),
                 ..Default::default()
             },
+            prices: self.prices.clone(),
             ..hero_backend::Settings::default()
         }
     }
@@ -631,6 +713,29 @@ mod tests {
         assert_eq!(flags.limits.turns_per_user, 9);
         assert!(!flags.search.pages_allowed);
         assert_eq!(flags.data_dir, PathBuf::from("/srv/hero"));
+    }
+
+    /// `[prices]` in the file, `--prices` on the command line; a bad one stops start-up.
+    #[test]
+    fn prices_come_from_the_file_or_the_flag() {
+        let (_d, path) = file(
+            "[prices]\n\"openai-compatible/llama\" = { input = 0.2, output = 0.6 }\n\"anthropic/claude-sonnet-4\" = { input = 2, output = 10, cache_read = 0.2, cache_write = 2.5 }\n",
+        );
+        let c = parse(&["--config", &path]).unwrap();
+        let got: Vec<String> = c
+            .prices
+            .iter()
+            .map(|r| format!("{}/{} {:?}", r.provider.as_str(), r.prefix, r.price))
+            .collect();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got.iter().any(|g| g.starts_with("anthropic/claude-sonnet-4") && g.contains("cache_write: 2.5")), "{got:?}");
+        let c = parse(&["--prices", "openai/gpt-x=1:2;anthropic/claude=3:4:0.5"]).unwrap();
+        assert_eq!(c.prices.len(), 2);
+        assert_eq!(c.prices[1].price.cache_read, 0.5);
+        for bad in ["openai/gpt=1", "nobody/x=1:2", "openai/gpt=a:b", "openai/gpt=-1:2", "gpt=1:2"] {
+            let e = parse(&["--prices", bad]).unwrap_err().to_string();
+            assert!(e.starts_with("prices: "), "{bad}: {e}");
+        }
     }
 
     #[test]

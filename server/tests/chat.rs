@@ -684,6 +684,158 @@ async fn batch_mode_asks_for_whole_replies_one_message_at_a_time() {
     assert_eq!(runs[0], runs[1]);
 }
 
+/// What calls cost (reference 003): priced at the agent's own price, exactly; two agents on
+/// one key share the Service line; `/update_usage` makes Service and Global match the bill;
+/// the scalar changes only later calls; bad amounts are refused; the demo costs nothing.
+#[tokio::test]
+async fn spend_is_priced_shared_by_key_and_corrected_to_the_bill() {
+    let mock = mock_llm::spawn(Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
+    let spend = |session: i64| {
+        let h = &h;
+        async move {
+            let (s, v) = h
+                .json(
+                    reqwest::Method::GET,
+                    &format!("/api/spend?session_id={session}"),
+                    None,
+                )
+                .await;
+            assert_eq!(s, StatusCode::OK, "{v}");
+            v
+        }
+    };
+    let price = json!({"input": 3.0, "output": 15.0, "cache_read": 0.30, "cache_write": 3.75});
+    let (one, agent_one) = h.session_with("anthropic", &mock, KEY).await;
+    let (two, agent_two) = h.session_with("openai", &mock, KEY).await;
+    for agent in [agent_one, agent_two] {
+        let (s, a) = h
+            .json(
+                reqwest::Method::PATCH,
+                &format!("/api/agents/{agent}"),
+                Some(json!({"price": price})),
+            )
+            .await;
+        assert_eq!((s, &a["price"]), (StatusCode::OK, &price), "{a}");
+    }
+    let call = r#"go [[mock usage_input=1000 usage_output=500 usage_cache_read=2000]]"#;
+    h.stream(one, call).await;
+    let v = spend(one).await;
+    assert_eq!(v["session"]["cost_micros"], 11_100, "{v}");
+    assert_eq!(v["session"]["cache_read_tokens"], 2000, "{v}");
+    assert_eq!(v["global"]["cost_micros"], 11_100, "{v}");
+    // OpenAI counts the cached tokens in its prompt tokens: the same call costs the same.
+    h.stream(two, call).await;
+    let v = spend(two).await;
+    assert_eq!(v["session"]["cost_micros"], 11_100, "{v}");
+    assert_eq!(
+        v["service"]["cost_micros"], 22_200,
+        "both agents on one key: {v}"
+    );
+    assert_eq!(v["service"]["calls"], 2, "{v}");
+    // A third agent on another key has a Service line of its own.
+    let (three, _) = h
+        .session_with("anthropic", &mock, "sk-another-key-0123456789")
+        .await;
+    h.stream(three, r#"[[mock usage_input=1 usage_output=1]]"#)
+        .await;
+    let v = spend(three).await;
+    assert_eq!(
+        (
+            v["service"]["calls"].as_i64(),
+            v["service"]["unpriced_calls"].as_i64()
+        ),
+        (Some(1), Some(1)),
+        "{v}"
+    );
+    assert_eq!(v["global"]["calls"], 3, "{v}");
+
+    // The bill for the key says $12.34: Service and Global match it.
+    let events = h.stream(one, "/update_usage 12.34").await;
+    let note = last_data(&events, "message_complete")["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(note.contains("$12.34"), "{note}");
+    let v = spend(one).await;
+    assert_eq!(v["service"]["cost_micros"], 12_340_000, "{v}");
+    assert_eq!(v["global"]["cost_micros"], 12_340_000, "{v}");
+    assert_eq!(
+        v["session"]["cost_micros"], 11_100,
+        "a session keeps its calls' cost: {v}"
+    );
+    let events = h.stream(one, "/update_usage lots").await;
+    let note = last_data(&events, "message_complete")["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(note.starts_with("Usage: /update_usage"), "{note}");
+    let frames = h.frames(one).await;
+    assert!(
+        frames
+            .iter()
+            .filter(|f| f["payload"]["private"] == true)
+            .count()
+            >= 2
+    );
+    let (s, _) = h
+        .json(
+            reqwest::Method::POST,
+            "/api/spend/corrections",
+            Some(json!({"agent_id": agent_one, "actual_usd": 20})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (_, list) = h
+        .json(reqwest::Method::GET, "/api/spend/corrections", None)
+        .await;
+    assert_eq!(list.as_array().unwrap().len(), 2, "{list}");
+
+    // The scalar applies to later calls only.
+    let (s, v) = h
+        .json(
+            reqwest::Method::PUT,
+            "/api/spend/settings",
+            Some(json!({"token_scalar": 2})),
+        )
+        .await;
+    assert_eq!((s, v["token_scalar"].as_f64()), (StatusCode::OK, Some(2.0)));
+    let before = spend(one).await["session"]["cost_micros"].as_i64().unwrap();
+    h.stream(one, call).await;
+    let after = spend(one).await["session"]["cost_micros"].as_i64().unwrap();
+    assert_eq!((before, after - before), (11_100, 22_200));
+
+    // Refused, clearly.
+    for (method, path, body) in [
+        (
+            reqwest::Method::POST,
+            "/api/spend/corrections".to_owned(),
+            json!({"agent_id": agent_one, "actual_usd": -1}),
+        ),
+        (
+            reqwest::Method::PUT,
+            "/api/spend/settings".to_owned(),
+            json!({"token_scalar": 0.001}),
+        ),
+        (
+            reqwest::Method::PUT,
+            "/api/spend/settings".to_owned(),
+            json!({"token_scalar": 101}),
+        ),
+        (
+            reqwest::Method::PATCH,
+            format!("/api/agents/{agent_one}"),
+            json!({"price": {"input": -3, "output": 1}}),
+        ),
+    ] {
+        let (s, e) = h.json(method, &path, Some(body)).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{path}: {e}");
+        assert!(!e["error"].as_str().unwrap().is_empty());
+    }
+    let (_, prices) = h.json(reqwest::Method::GET, "/api/prices", None).await;
+    assert!(prices["table"].as_array().unwrap().len() > 5, "{prices}");
+}
+
 #[tokio::test]
 async fn concurrent_posts_keep_seq_strictly_increasing() {
     let mock = mock_llm::spawn(

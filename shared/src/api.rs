@@ -259,8 +259,74 @@ pub struct AgentDto {
     pub compact_after_messages: Option<u64>,
     #[serde(default)]
     pub compact_after_tokens: Option<u64>,
+    /// Its own price (null: Hero's table or the server's `[prices]`).
+    #[serde(default)]
+    pub price: Option<Price>,
     pub created_at: String,
     pub updated_at: String,
+}
+
+/// A model's price, USD per million tokens (reference 003's spend).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+    #[serde(default)]
+    pub cache_read: f64,
+    #[serde(default)]
+    pub cache_write: f64,
+}
+
+/// What one spend line adds up (`GET /api/spend`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpendTotals {
+    pub cost_micros: i64,
+    pub calls: i64,
+    pub unpriced_calls: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cache_write_tokens: i64,
+}
+
+/// `GET /api/spend?session_id=`: the three lines of reference 003. `service`: the user's
+/// agents on the session's agent's API key (null without a key); `session`: null without
+/// a session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpendDto {
+    pub global: SpendTotals,
+    pub service: Option<SpendTotals>,
+    pub session: Option<SpendTotals>,
+}
+
+/// A cost in micro-dollars as the spend lines show it: `$4.21`, `$0.0042` under a cent.
+pub fn format_cost(micros: i64) -> String {
+    let sign = if micros < 0 { "-" } else { "" };
+    let m = micros.unsigned_abs();
+    if m != 0 && m < 10_000 {
+        format!("{sign}${:.4}", m as f64 / 1e6)
+    } else {
+        let cents = (m + 5_000) / 10_000;
+        format!("{sign}${}.{:02}", cents / 100, cents % 100)
+    }
+}
+
+#[cfg(test)]
+mod cost_tests {
+    #[test]
+    fn costs_read_as_dollars() {
+        let shown: Vec<String> = [0, 11_100, 4_209_999, 3_900_000, 120_000, 4_999, -2_500_000]
+            .into_iter()
+            .map(super::format_cost)
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "$0.00", "$0.01", "$4.21", "$3.90", "$0.12", "$0.0050", "-$2.50"
+            ]
+        );
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -306,6 +372,9 @@ pub struct UpdateAgentRequest {
     pub compact_after_messages: Option<Option<u64>>,
     #[serde(default, with = "double_option")]
     pub compact_after_tokens: Option<Option<u64>>,
+    /// The agent's own price; `null` returns to Hero's.
+    #[serde(default, with = "double_option")]
+    pub price: Option<Option<Price>>,
 }
 
 /// `POST /api/sessions/{id}/messages[/stream]`.

@@ -23,6 +23,7 @@ pub mod conditional;
 pub mod context_files;
 pub mod persona;
 pub mod prompt;
+pub mod spend;
 pub mod summon;
 
 use crate::store::Db;
@@ -76,6 +77,8 @@ pub struct AgentRuntime {
     /// The session is in batch mode (`/stream off`): each reply is asked for whole
     /// (`"stream": false`), and the session's messages are answered one at a time.
     pub batch: bool,
+    /// Its own price, if it has one ([`spend`]).
+    pub price: Option<hero_shared::api::Price>,
 }
 
 /// A session is summarised once its messages since the last summary pass either bound
@@ -140,6 +143,7 @@ impl AgentRow {
             status: self.status.clone(),
             compact_after_messages: self.compact_messages.map(|n| n as u64),
             compact_after_tokens: self.compact_tokens.map(|n| n as u64),
+            price: self.price(),
             config: Value::Object(self.config(dk)?),
             name: self.name,
             model: self.model,
@@ -415,6 +419,13 @@ pub async fn update(
         None => row.compact_tokens,
     };
     store::agents::set_compaction(&mut tx, id, messages, tokens).await?;
+    if let Some(price) = &req.price {
+        if let Some(p) = price {
+            spend::check_price(p)?;
+        }
+        let json = price.map(|p| serde_json::to_string(&p).unwrap_or_default());
+        store::agents::set_price(&mut tx, id, json.as_deref()).await?;
+    }
     write_secrets(&mut tx, id, &dk, &f).await?;
     tx.commit().await?;
     get(db, keys, user, id).await
@@ -512,10 +523,18 @@ impl TurnSetup {
 }
 
 impl AgentRow {
+    /// Its own price; one stored that cannot be read is none.
+    fn price(&self) -> Option<hero_shared::api::Price> {
+        self.price
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok())
+    }
+
     /// Everything needed to call the agent, its key unsealed. Server-side only.
     fn runtime(self, dk: &SecretKey) -> Result<AgentRuntime> {
         let api_key = self.api_key(dk)?;
         let kind = self.kind()?;
+        let price = self.price();
         Ok(AgentRuntime {
             id: self.id,
             endpoint: crate::providers::Endpoint {
@@ -528,6 +547,7 @@ impl AgentRow {
             kind,
             system: String::new(),
             batch: false,
+            price,
             compact: Thresholds {
                 messages: self
                     .compact_messages

@@ -212,10 +212,7 @@ fn whole_message(v: &serde_json::Value) -> Vec<Delta> {
             _ => {}
         }
     }
-    out.push(Delta::Usage {
-        input: v.pointer("/usage/input_tokens").and_then(Value::as_u64),
-        output: v.pointer("/usage/output_tokens").and_then(Value::as_u64),
-    });
+    out.push(Delta::Usage(super::Tokens::anthropic(v.get("usage"))));
     out.push(Delta::Done {
         stop_reason: v["stop_reason"].as_str().map(str::to_owned),
     });
@@ -262,13 +259,10 @@ impl Decoder for AnthropicDecoder {
             .to_owned();
         match kind.as_str() {
             "message_start" => {
-                let input = data
-                    .pointer("/message/usage/input_tokens")
-                    .and_then(Value::as_u64);
-                out.push_back(Ok(Delta::Usage {
-                    input,
-                    output: None,
-                }));
+                let mut tokens = super::Tokens::anthropic(data.pointer("/message/usage"));
+                // The output so far (1) is not the reply's: its count comes at the end.
+                tokens.output = None;
+                out.push_back(Ok(Delta::Usage(tokens)));
             }
             "content_block_start" => {
                 let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
@@ -327,10 +321,9 @@ impl Decoder for AnthropicDecoder {
                 }
             }
             "message_delta" => {
-                let output = data.pointer("/usage/output_tokens").and_then(Value::as_u64);
-                let input = data.pointer("/usage/input_tokens").and_then(Value::as_u64);
-                if output.is_some() || input.is_some() {
-                    out.push_back(Ok(Delta::Usage { input, output }));
+                let tokens = super::Tokens::anthropic(data.get("usage"));
+                if !tokens.is_empty() {
+                    out.push_back(Ok(Delta::Usage(tokens)));
                 }
                 if let Some(r) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
                     out.push_back(Ok(Delta::Done {

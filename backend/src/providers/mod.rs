@@ -40,11 +40,8 @@ pub enum Delta {
         id: String,
         json: String,
     },
-    /// Token counts; either may come alone (Anthropic sends input first, output last).
-    Usage {
-        input: Option<u64>,
-        output: Option<u64>,
-    },
+    /// Token counts; each may come alone (Anthropic sends input first, output last).
+    Usage(Tokens),
     /// The provider ended the reply normally.
     Done {
         stop_reason: Option<String>,
@@ -192,6 +189,64 @@ impl Default for CallOptions {
             max_retry_wait: Duration::from_secs(30),
             turn_deadline: Duration::from_secs(600),
         }
+    }
+}
+
+/// A call's token counts as the provider reports them; `None`: not in this report.
+/// `input` excludes the tokens read from or written to the prompt cache (OpenAI counts them
+/// in its `prompt_tokens`: they are taken out).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tokens {
+    pub input: Option<u64>,
+    pub output: Option<u64>,
+    pub cache_read: Option<u64>,
+    pub cache_write: Option<u64>,
+}
+
+impl Tokens {
+    pub fn input(n: u64) -> Tokens {
+        Tokens {
+            input: Some(n),
+            ..Tokens::default()
+        }
+    }
+
+    pub fn output(n: u64) -> Tokens {
+        Tokens {
+            output: Some(n),
+            ..Tokens::default()
+        }
+    }
+
+    /// Anthropic's usage object (`input_tokens`, `output_tokens`,
+    /// `cache_read_input_tokens`, `cache_creation_input_tokens`).
+    pub(crate) fn anthropic(u: Option<&serde_json::Value>) -> Tokens {
+        let n = |k: &str| u.and_then(|u| u.get(k)).and_then(serde_json::Value::as_u64);
+        Tokens {
+            input: n("input_tokens"),
+            output: n("output_tokens"),
+            cache_read: n("cache_read_input_tokens"),
+            cache_write: n("cache_creation_input_tokens"),
+        }
+    }
+
+    /// OpenAI's usage object: `prompt_tokens` less its `cached_tokens`, which are read.
+    pub(crate) fn openai(u: Option<&serde_json::Value>) -> Tokens {
+        let n = |p: &str| {
+            u.and_then(|u| u.pointer(p))
+                .and_then(serde_json::Value::as_u64)
+        };
+        let cached = n("/prompt_tokens_details/cached_tokens");
+        Tokens {
+            input: n("/prompt_tokens").map(|p| p.saturating_sub(cached.unwrap_or(0))),
+            output: n("/completion_tokens"),
+            cache_read: cached,
+            cache_write: None,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == Tokens::default()
     }
 }
 

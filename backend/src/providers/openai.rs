@@ -230,12 +230,7 @@ fn whole_completion(v: &serde_json::Value) -> Vec<Delta> {
                 .into(),
         });
     }
-    out.push(Delta::Usage {
-        input: v.pointer("/usage/prompt_tokens").and_then(Value::as_u64),
-        output: v
-            .pointer("/usage/completion_tokens")
-            .and_then(Value::as_u64),
-    });
+    out.push(Delta::Usage(super::Tokens::openai(v.get("usage"))));
     out.push(Delta::Done {
         stop_reason: choice["finish_reason"].as_str().map(str::to_owned),
     });
@@ -295,9 +290,7 @@ impl Decoder for OpenAiDecoder {
             return Step::End;
         }
         if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
-            let input = u.get("prompt_tokens").and_then(Value::as_u64);
-            let output = u.get("completion_tokens").and_then(Value::as_u64);
-            out.push_back(Ok(Delta::Usage { input, output }));
+            out.push_back(Ok(Delta::Usage(super::Tokens::openai(Some(u)))));
         }
         for choice in chunk
             .get("choices")
@@ -444,10 +437,11 @@ mod tests {
                 Ok(Delta::Done {
                     stop_reason: Some("stop".into())
                 }),
-                Ok(Delta::Usage {
+                Ok(Delta::Usage(crate::providers::Tokens {
                     input: Some(3),
-                    output: Some(4)
-                }),
+                    output: Some(4),
+                    ..Default::default()
+                })),
             ]
         );
     }

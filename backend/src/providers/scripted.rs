@@ -203,11 +203,7 @@ fn play(text: String, call: &Call<'_>) -> DeltaStream {
     let input = (call.messages.iter().map(|m| m.content.len()).sum::<usize>() / 4).max(1) as u64;
     let output = (text.len() / 4).max(1) as u64;
     Box::pin(async_stream_like(move |mut emit| async move {
-        emit.ok(Delta::Usage {
-            input: Some(input),
-            output: None,
-        })
-        .await;
+        emit.ok(Delta::Usage(super::Tokens::input(input))).await;
         let mut rest = text.as_str();
         while !rest.is_empty() {
             let mut cut = CHUNK_BYTES.min(rest.len());
@@ -222,11 +218,7 @@ fn play(text: String, call: &Call<'_>) -> DeltaStream {
             rest = tail;
             tokio::time::sleep(PAUSE).await;
         }
-        emit.ok(Delta::Usage {
-            input: None,
-            output: Some(output),
-        })
-        .await;
+        emit.ok(Delta::Usage(super::Tokens::output(output))).await;
         emit.ok(Delta::Done {
             stop_reason: Some("end_turn".into()),
         })

@@ -23,10 +23,12 @@ pub struct AgentRow {
     /// When its sessions are summarised (NULL: the defaults).
     pub compact_messages: Option<i64>,
     pub compact_tokens: Option<i64>,
+    /// Its own price, JSON (`api::Price`).
+    pub price: Option<String>,
 }
 
 const COLUMNS: &str = "id, name, provider, model, base_url, api_key, config, created_at, updated_at, kind, status, \
-     compact_messages, compact_tokens";
+     compact_messages, compact_tokens, price";
 
 impl AgentRow {
     /// The one decoder of an agent row: [`COLUMNS`] in order, from column `at` on.
@@ -45,6 +47,7 @@ impl AgentRow {
             status: r.get(at + 10)?,
             compact_messages: r.get(at + 11)?,
             compact_tokens: r.get(at + 12)?,
+            price: r.get(at + 13)?,
         })
     }
 }
@@ -97,6 +100,12 @@ pub async fn update(c: &mut Write<'_>, id: i64, f: &AgentFields<'_>, now: &str) 
          WHERE id = $6";
     let (name, provider, model, base_url) = (f.name, f.provider, f.model, f.base_url);
     execute!(c, sql, name, provider, model, base_url, now, id)?;
+    Ok(())
+}
+
+/// Sets agent `id`'s own price (JSON; none: Hero's).
+pub async fn set_price(c: &mut Write<'_>, id: i64, price: Option<&str>) -> Result<()> {
+    execute!(c, "UPDATE agents SET price = $1 WHERE id = $2", price, id)?;
     Ok(())
 }
 
@@ -161,7 +170,7 @@ pub async fn turn_setup(
     session_id: i64,
 ) -> Result<Option<TurnSetupRow>> {
     const SQL: &str = "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
-         a.created_at, a.updated_at, a.kind, a.status, a.compact_messages, a.compact_tokens, \
+         a.created_at, a.updated_at, a.kind, a.status, a.compact_messages, a.compact_tokens, a.price, \
          u.username, s.status, u.prompt_gen, s.streaming \
          FROM sessions s JOIN users u ON u.id = s.user_id \
          LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
@@ -179,10 +188,10 @@ fn read_turn_setup(r: &impl Columns) -> Result<TurnSetupRow> {
         data_key: r.get(0)?,
         agent_id: r.get(1)?,
         agent,
-        username: r.get(15)?,
-        session_status: r.get(16)?,
-        prompt_gen: r.get(17)?,
-        streaming: r.get(18)?,
+        username: r.get(16)?,
+        session_status: r.get(17)?,
+        prompt_gen: r.get(18)?,
+        streaming: r.get(19)?,
     })
 }
 

@@ -18,6 +18,7 @@ use hero_shared::api::{
 mod agents;
 mod calls;
 mod chat;
+mod spend;
 mod sse;
 pub mod ws;
 
@@ -70,6 +71,16 @@ where
             get(calls::workspace).delete(calls::empty_workspace),
         )
         .route("/permissions/{function}", axum::routing::put(calls::set))
+        .route("/spend", get(spend::lines))
+        .route(
+            "/spend/corrections",
+            get(spend::corrections).post(spend::correct),
+        )
+        .route(
+            "/spend/settings",
+            get(spend::settings).put(spend::set_settings),
+        )
+        .route("/prices", get(spend::prices))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such API route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

@@ -87,6 +87,10 @@ pub async fn post(
             post::store_private(&out, user, &message_id, text).await?;
             return Ok(TurnHandle { message_id, events });
         }
+        post::Posted::UpdateUsage(cost) => {
+            post::update_usage(&out, user, &message_id, cost).await?;
+            return Ok(TurnHandle { message_id, events });
+        }
         post::Posted::Compact => {
             let summary = post::summarise(out, user, message_id.clone()).await?;
             events.start(summary, &st.turns.watch);

@@ -25,6 +25,9 @@ pub(super) enum Posted {
     Streaming(bool),
     /// `/compact`: summarise the conversation now.
     Compact,
+    /// `/update_usage <cost>`: the bill for this agent's key, in dollars (`None`: not an
+    /// amount).
+    UpdateUsage(Option<f64>),
 }
 
 /// Reads a post: refused if empty or too long; a command if it is one.
@@ -40,12 +43,72 @@ pub(super) fn read(content: &str, private: bool) -> Result<Posted> {
     if private {
         return Ok(Posted::Private(content.to_owned()));
     }
-    Ok(match content.trim() {
+    let trimmed = content.trim();
+    if let Some(rest) = trimmed.strip_prefix("/update_usage")
+        && (rest.is_empty() || rest.starts_with(char::is_whitespace))
+    {
+        let cost = rest.trim().trim_start_matches('$').parse::<f64>().ok();
+        return Ok(Posted::UpdateUsage(
+            cost.filter(|c| c.is_finite() && *c >= 0.0),
+        ));
+    }
+    Ok(match trimmed {
         "/stream on" => Posted::Streaming(true),
         "/stream off" => Posted::Streaming(false),
         "/compact" => Posted::Compact,
         _ => Posted::Message(content.to_owned()),
     })
+}
+
+/// `/update_usage <cost>`: the bill for the session's agent's key, stored as a correction
+/// that makes the Service and Global spend match it, and a private note saying so; a bad
+/// one leaves a note with its usage.
+pub(super) async fn update_usage(
+    out: &Out,
+    user: &AuthUser,
+    message_id: &str,
+    cost: Option<f64>,
+) -> Result<()> {
+    let (st, session_id) = (&out.st, out.session_id);
+    const USAGE: &str = "Usage: /update_usage <cost>, the bill in dollars for this session's agent's API key (for example /update_usage 12.34).";
+    let note = match cost.and_then(agents::spend::micros_of) {
+        None => USAGE.to_owned(),
+        Some(actual) => {
+            let agent = st
+                .db
+                .read_with(async |c| {
+                    crate::store::sessions::agent_of(c, user.id(), session_id).await
+                })
+                .await?;
+            match agent {
+                None => {
+                    "This session has no agent, so there is no key to match a bill to.".to_owned()
+                }
+                Some(agent_id) => match agents::spend::correct(st, user, agent_id, actual).await {
+                    Ok(delta) => format!(
+                        "Spend matched to the bill: {} for this agent's key (a correction of {}{}).",
+                        hero_shared::api::format_cost(actual),
+                        if delta >= 0 { "+" } else { "" },
+                        hero_shared::api::format_cost(delta)
+                    ),
+                    Err(Error::Invalid(why)) => format!("{why}. {USAGE}"),
+                    Err(e) => return Err(e),
+                },
+            }
+        }
+    };
+    let mut f = NewFrame::message(
+        session_id,
+        AuthorType::System,
+        None,
+        json!({"role": "system", "content": note, "private": true}),
+    );
+    f.id = message_id.to_owned();
+    let frame = store_now(st, user, f, None).await?;
+    st.hub
+        .publish(user.id(), session_id, HubEvent::Frame(frame));
+    out.emit(complete(message_id, &note, Vec::new()));
+    Ok(())
 }
 
 /// `/stream on|off`: the switch and its note (private: for the user, not the agent) commit
@@ -194,6 +257,23 @@ mod tests {
         );
         // Commands are whole messages: one inside a sentence is text.
         let text = "please /compact later";
+        assert_eq!(read(text, false).unwrap(), Posted::Message(text.into()));
+        assert_eq!(
+            read("/update_usage 12.34", false).unwrap(),
+            Posted::UpdateUsage(Some(12.34))
+        );
+        assert_eq!(
+            read("/update_usage $7", false).unwrap(),
+            Posted::UpdateUsage(Some(7.0))
+        );
+        for bad in ["/update_usage", "/update_usage lots", "/update_usage -3"] {
+            assert_eq!(
+                read(bad, false).unwrap(),
+                Posted::UpdateUsage(None),
+                "{bad}"
+            );
+        }
+        let text = "/update_usages 3";
         assert_eq!(read(text, false).unwrap(), Posted::Message(text.into()));
     }
 

@@ -44,6 +44,8 @@ pub(super) struct Accumulated {
     tool_calls: Vec<(String, String, String)>,
     input_tokens: u64,
     output_tokens: u64,
+    cache_read_tokens: u64,
+    cache_write_tokens: u64,
     stop_reason: Option<String>,
     /// When the reply's first text, thinking or tool call came (the operator's time to
     /// first token).
@@ -122,9 +124,11 @@ impl Accumulated {
                 }
                 Step::Quiet
             }
-            Ok(Delta::Usage { input, output }) => {
-                self.input_tokens = input.unwrap_or(self.input_tokens);
-                self.output_tokens = output.unwrap_or(self.output_tokens);
+            Ok(Delta::Usage(t)) => {
+                self.input_tokens = t.input.unwrap_or(self.input_tokens);
+                self.output_tokens = t.output.unwrap_or(self.output_tokens);
+                self.cache_read_tokens = t.cache_read.unwrap_or(self.cache_read_tokens);
+                self.cache_write_tokens = t.cache_write.unwrap_or(self.cache_write_tokens);
                 Step::Quiet
             }
             Ok(Delta::Done { stop_reason }) => {
@@ -149,6 +153,14 @@ impl Accumulated {
             "agent_name": agent.name,
             "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
         });
+        for (key, n) in [
+            ("cache_read_tokens", self.cache_read_tokens),
+            ("cache_write_tokens", self.cache_write_tokens),
+        ] {
+            if n > 0 {
+                payload["usage"][key] = json!(n);
+            }
+        }
         if !self.thinking.is_empty() {
             payload["thinking"] = json!(self.thinking);
         }
@@ -248,7 +260,13 @@ pub(super) async fn reply(
                 .into()
         });
     }
-    let (input, output) = (acc.input_tokens, acc.output_tokens);
+    let counts = crate::agents::spend::Counts {
+        input: acc.input_tokens,
+        output: acc.output_tokens,
+        cache_read: acc.cache_read_tokens,
+        cache_write: acc.cache_write_tokens,
+    };
+    let (input, output) = (counts.input, counts.output);
     let provider = agent.endpoint.provider.as_str();
     // A call that never opened (refused, unreachable) is no reply's time.
     if opened {
@@ -269,7 +287,7 @@ pub(super) async fn reply(
     }
     // The calls begun while it streamed come before it in the log.
     early.requests_recorded().await;
-    let stored = keep(out, agent, dk, &message_id, payload, (input, output)).await;
+    let stored = keep(out, agent, dk, &message_id, payload, counts).await;
     let error = ended.error.or(stored.err());
     if let Some(e) = &error {
         out.emit(SseEvent::Error(ErrorData {
@@ -453,7 +471,7 @@ async fn keep(
     dk: &SecretKey,
     message_id: &str,
     payload: Value,
-    (input, output): (u64, u64),
+    counts: crate::agents::spend::Counts,
 ) -> Result<(), String> {
     let st = &out.st;
     let mut f = NewFrame::message(out.session_id, AuthorType::Agent, Some(agent.id), payload);
@@ -465,15 +483,17 @@ async fn keep(
         model: &agent.endpoint.model,
         session_id: out.session_id,
         frame_id: message_id,
+        price: agent.price,
+        key_fp: agent
+            .endpoint
+            .api_key
+            .as_deref()
+            .map(|k| st.keys.key_fingerprint(k)),
     };
-    let charge = agent.endpoint.provider != ProviderKind::Scripted || input + output > 0;
+    let charge =
+        agent.endpoint.provider != ProviderKind::Scripted || counts.input + counts.output > 0;
     // Boxed, as the call's future is.
-    let stored = Box::pin(store_reply(
-        st,
-        dk,
-        f,
-        charge.then_some((&usage, input, output)),
-    ));
+    let stored = Box::pin(store_reply(st, dk, f, charge.then_some((&usage, counts))));
     match stored.await {
         Ok(kept) => {
             let frame = HubEvent::Frame((*kept.frame).clone());
@@ -510,6 +530,7 @@ mod tests {
             system: String::new(),
             compact: Thresholds::default(),
             batch: false,
+            price: None,
         }
     }
 
@@ -532,10 +553,7 @@ mod tests {
     #[test]
     fn the_first_token_is_the_replys_own_not_the_providers_opening() {
         let mut acc = Accumulated::default();
-        let usage = Delta::Usage {
-            input: Some(12),
-            output: None,
-        };
+        let usage = Delta::Usage(providers::Tokens::input(12));
         acc.take(Ok(usage));
         acc.take(Err(ProviderError::Stalled(1)));
         assert!(acc.first_at.is_none(), "usage and errors are no token");
@@ -599,14 +617,8 @@ mod tests {
     fn the_payload_says_what_arrived() {
         let mut acc = Accumulated::default();
         acc.take(Ok(Delta::Thinking("first, ".into())));
-        acc.take(Ok(Delta::Usage {
-            input: Some(12),
-            output: None,
-        }));
-        acc.take(Ok(Delta::Usage {
-            input: None,
-            output: Some(34),
-        }));
+        acc.take(Ok(Delta::Usage(providers::Tokens::input(12))));
+        acc.take(Ok(Delta::Usage(providers::Tokens::output(34))));
         for (id, args) in [("a", "{\"topic\":\"bash\"}"), ("b", ""), ("c", "[1]")] {
             acc.take(Ok(Delta::ToolUseStart {
                 id: id.into(),
