@@ -728,11 +728,22 @@ mod tests {
             .map(|r| format!("{}/{} {:?}", r.provider.as_str(), r.prefix, r.price))
             .collect();
         assert_eq!(got.len(), 2, "{got:?}");
-        assert!(got.iter().any(|g| g.starts_with("anthropic/claude-sonnet-4") && g.contains("cache_write: 2.5")), "{got:?}");
+        assert!(
+            got.iter()
+                .any(|g| g.starts_with("anthropic/claude-sonnet-4")
+                    && g.contains("cache_write: 2.5")),
+            "{got:?}"
+        );
         let c = parse(&["--prices", "openai/gpt-x=1:2;anthropic/claude=3:4:0.5"]).unwrap();
         assert_eq!(c.prices.len(), 2);
         assert_eq!(c.prices[1].price.cache_read, 0.5);
-        for bad in ["openai/gpt=1", "nobody/x=1:2", "openai/gpt=a:b", "openai/gpt=-1:2", "gpt=1:2"] {
+        for bad in [
+            "openai/gpt=1",
+            "nobody/x=1:2",
+            "openai/gpt=a:b",
+            "openai/gpt=-1:2",
+            "gpt=1:2",
+        ] {
             let e = parse(&["--prices", bad]).unwrap_err().to_string();
             assert!(e.starts_with("prices: "), "{bad}: {e}");
         }

@@ -300,6 +300,35 @@ pub struct SpendDto {
     pub session: Option<SpendTotals>,
 }
 
+/// The chat header's spend lines (reference 003), `Global $4.21 · Service $3.90 · Session
+/// $0.12` (Service when the session's agent has a key), and their tokens, for a hover.
+pub fn spend_line(s: &SpendDto) -> (String, String) {
+    let mut parts = vec![("Global", &s.global)];
+    parts.extend(s.service.as_ref().map(|t| ("Service", t)));
+    parts.extend(s.session.as_ref().map(|t| ("Session", t)));
+    let line = parts
+        .iter()
+        .map(|(name, t)| format!("{name} {}", format_cost(t.cost_micros)))
+        .collect::<Vec<_>>()
+        .join(" · ");
+    let tokens = parts
+        .iter()
+        .map(|(name, t)| {
+            let unpriced = if t.unpriced_calls > 0 {
+                format!(", {} unpriced", t.unpriced_calls)
+            } else {
+                String::new()
+            };
+            format!(
+                "{name}: {} input, {} output, {} cache read, {} cache write tokens; {} calls{unpriced}",
+                t.input_tokens, t.output_tokens, t.cache_read_tokens, t.cache_write_tokens, t.calls
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    (line, tokens)
+}
+
 /// A cost in micro-dollars as the spend lines show it: `$4.21`, `$0.0042` under a cent.
 pub fn format_cost(micros: i64) -> String {
     let sign = if micros < 0 { "-" } else { "" };
@@ -326,6 +355,24 @@ mod cost_tests {
                 "$0.00", "$0.01", "$4.21", "$3.90", "$0.12", "$0.0050", "-$2.50"
             ]
         );
+        let totals = |cost_micros, calls| super::SpendTotals {
+            cost_micros,
+            calls,
+            ..Default::default()
+        };
+        let lines = super::SpendDto {
+            global: totals(4_210_000, 9),
+            service: Some(totals(3_900_000, 7)),
+            session: Some(totals(120_000, 2)),
+        };
+        let (line, tokens) = super::spend_line(&lines);
+        assert_eq!(line, "Global $4.21 · Service $3.90 · Session $0.12");
+        assert!(tokens.starts_with("Global: 0 input, 0 output"), "{tokens}");
+        let demo = super::SpendDto {
+            session: Some(totals(0, 1)),
+            ..Default::default()
+        };
+        assert_eq!(super::spend_line(&demo).0, "Global $0.00 · Session $0.00");
     }
 }
 

@@ -59,6 +59,8 @@ pub const AGENT_FILES: Hook = Hook::Class("agent-files");
 pub const PERMISSIONS_LINK: Hook = Hook::Class("manage-permissions");
 /// "batch mode", while the session's replies arrive whole.
 pub const BATCH_BADGE: Hook = Hook::Class("batch");
+/// The spend lines (reference 003), filled and kept up to date by the client.
+pub const SPEND: Hook = Hook::Class("spend");
 /// "View system prompt".
 pub const PROMPT_BUTTON: Hook = Hook::Attr("data-chat-prompt");
 /// "Show hidden messages".
@@ -119,6 +121,7 @@ pub const CHAT_PAGE: &[Hook] = &[
     SEND,
     STOP,
     PRIVATE,
+    SPEND,
 ];
 
 /// A button's action ([`Action`]).

@@ -169,6 +169,7 @@ pub fn ChatView(
                 // Both always here, hidden when they do not apply: the client only shows them.
                 <a href=crate::base::href(&current.map_or_else(|| "/agents".to_owned(), |a| format!("/agents/{a}/files"))) class="agent-files" hidden=current.is_none()>"Files"</a>
                 <span class="badge batch" hidden=session.streaming>"batch mode"</span>
+                <span class="spend" data-testid="spend"></span>
                 <button type="button" class="view-prompt" data-chat-prompt="">"View system prompt"</button>
             </div>
             <label class="show-hidden"><input type="checkbox" data-chat-hidden=""/>"Show hidden messages"</label>
@@ -194,6 +195,16 @@ pub fn ChatView(
 
 /// What the message box says when it writes messages.
 pub const PLACEHOLDER: &str = "Write a message (Enter sends, Shift+Enter adds a line)";
+
+/// The spend lines of the session (reference 003).
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
+pub async fn spend_lines(session_id: i64) -> Result<hero_shared::api::SpendDto, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    hero_backend::agents::spend::lines(&st, &user, Some(session_id))
+        .await
+        .map_err(fail)
+}
 
 /// What the session's next call would send as its system prompt.
 #[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]

@@ -1,6 +1,7 @@
 //! The header's binding: the agent picker (the Files link follows the agent in force, a
-//! refusal says why), "View system prompt", "Show hidden messages", and the "batch mode"
-//! badge that follows the session's mode.
+//! refusal says why), "View system prompt", "Show hidden messages", the "batch mode"
+//! badge that follows the session's mode, and the spend lines, fetched again as each reply
+//! is stored.
 
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
@@ -9,8 +10,30 @@ use super::dom::*;
 use super::*;
 
 impl Chat {
-    pub(super) fn header(&self) {
+    pub(super) fn header(&self, conversation: RwSignal<CompiledView>) {
         let session_id = self.session_id;
+        // The spend lines: at the start, and again as each reply is stored.
+        if let Some(line) = find(&self.root, &hooks::SPEND.selector()) {
+            Effect::new(move |last: Option<usize>| {
+                let replies = conversation.with(|v| {
+                    v.messages
+                        .iter()
+                        .filter(|m| m.role == hero_shared::frame::Role::Agent)
+                        .count()
+                });
+                if last != Some(replies) {
+                    let line = line.clone();
+                    leptos::task::spawn_local(async move {
+                        if let Ok(s) = crate::chat::spend_lines(session_id).await {
+                            let (text, tokens) = hero_shared::api::spend_line(&s);
+                            line.set_text_content(Some(&text));
+                            let _ = line.set_attribute("title", &tokens);
+                        }
+                    });
+                }
+                replies
+            });
+        }
         // The header: "batch mode" while the session's replies arrive whole.
         if let Some(badge) = find(&self.root, &hooks::BATCH_BADGE.selector()) {
             let streaming = self.streaming;

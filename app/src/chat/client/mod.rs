@@ -194,7 +194,7 @@ impl Chat {
                 .set_attribute("data-connected", &feed.connected.get().to_string());
         });
 
-        self.header();
+        self.header(feed.conversation);
         self.list(feed);
         self.reply(feed);
         self.composer(feed.live, feed.conversation, feed.connected);
