@@ -135,13 +135,15 @@ mod browser {
         // They live as long as the page.
         on_submit.forget();
         on_input.forget();
+        // Signed in: the user's socket, for the Agents page's statuses and the toasts of
+        // `@user(notify, …)` on every page.
         if doc
-            .query_selector("[data-agent-feed]")
+            .query_selector("[data-testid=whoami]")
             .ok()
             .flatten()
             .is_some()
         {
-            listen_agents();
+            listen_user();
         }
     }
 
@@ -354,9 +356,10 @@ mod browser {
         });
     }
 
-    /// The Agents page: each `agent_status` on the user's WebSocket updates its agent's
-    /// status line; an agent active again has its card read again.
-    fn listen_agents() {
+    /// The user's WebSocket: on the Agents page each `agent_status` updates its agent's
+    /// status line (an agent active again has its card read again); on every page a
+    /// `notification` shows as a toast.
+    fn listen_user() {
         let Some(loc) = web_sys::window().map(|w| w.location()) else {
             return;
         };
@@ -377,6 +380,13 @@ mod browser {
                 let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
                     return;
                 };
+                if v["type"] == "notification" {
+                    toast(
+                        v["message"].as_str().unwrap_or_default(),
+                        v["level"].as_str().unwrap_or("info"),
+                    );
+                    return;
+                }
                 if v["type"] != "agent_status" {
                     return;
                 }
@@ -395,6 +405,34 @@ mod browser {
             });
         ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         on_message.forget();
+    }
+
+    /// How long a toast stays (ms).
+    const TOAST_MS: i32 = 8000;
+
+    /// A notification, at the corner of the page for a while.
+    fn toast(message: &str, level: &str) {
+        let Some(doc) = document() else { return };
+        let (Ok(el), Some(body)) = (doc.create_element("div"), doc.body()) else {
+            return;
+        };
+        let level: String = level
+            .chars()
+            .filter(|c| c.is_ascii_alphabetic())
+            .take(10)
+            .collect();
+        let _ = el.set_attribute("class", &format!("toast toast-{level}"));
+        let _ = el.set_attribute("role", "status");
+        let _ = el.set_attribute("data-testid", "toast");
+        el.set_text_content(Some(message));
+        let _ = body.append_child(&el);
+        let gone = Closure::once_into_js(move || el.remove());
+        if let Some(w) = web_sys::window() {
+            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(
+                gone.unchecked_ref(),
+                TOAST_MS,
+            );
+        }
     }
 
     fn show_status(id: i64, status: &str, detail: &str) {

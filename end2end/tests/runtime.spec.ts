@@ -71,3 +71,17 @@ test("a legacy todo assertion is drawn as a todo", async ({ page }) => {
   await expect(drawn).toContainText("ship");
   await expect(page.locator(".msg-agent:not(.live)").last()).not.toContainText('"assertion"');
 });
+
+test("an agent's notification shows as a toast on another page of the user, and as a notice in the chat", async ({ page, context }) => {
+  await signIn(page, "frank", "frank-password");
+  await mockSession(page, "Notify");
+  const other = await context.newPage();
+  await other.goto("/permissions");
+  await expect(other.getByTestId("whoami")).toHaveText("frank");
+  await other.waitForTimeout(300);
+  // `\u0040` is `@`: the user's own message holds no call.
+  await send(page, mockSays('Working on it. @user(notify, {message: "Your report is ready", level: "success"})', "Told you.").replace(/@/g, "\\u0040"));
+  await expect(other.getByTestId("toast")).toHaveText("Your report is ready", { timeout: 15_000 });
+  await expect(other.getByTestId("toast")).toHaveClass(/toast-success/);
+  await expect(page.locator(".msg-system").last()).toContainText("Notification: Your report is ready", { timeout: 15_000 });
+});

@@ -215,6 +215,7 @@ async fn never_and_always_settle_in_the_same_turn() {
             "ask always always autoApprove=always safe",
             "update_prompt always always autoApprove=always safe",
             "context_file always always autoApprove=always moderate",
+            "user_notify always always autoApprove=always safe",
         ]
     );
     let (s, p) = h
@@ -733,6 +734,59 @@ async fn legacy_assertions_render_and_their_commands_run() {
         .find(|r| r["parent_id"] == rid)
         .unwrap();
     assert_eq!(result["payload"]["outcome"], "ok", "{result}");
+}
+
+/// `@user(notify, …)` (reference 000's bus): a `notification` on every socket of the user,
+/// never on another user's, and a notice line in the chat the agent is not sent.
+#[tokio::test]
+async fn a_notification_reaches_every_socket_of_the_user_only() {
+    use tokio_tungstenite::tungstenite::Message;
+    let (mock, h) = acting(|_| {}).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    bob(&h).await;
+    let (_, mut first) = h.ws().await;
+    // (Signing in sets the client's cookie: alice's sign-in comes last.)
+    let (_, mut bobs) = h.ws_as("bob", "bob-password").await;
+    let (_, mut second) = h.ws().await;
+    h.stream(
+        session,
+        r#"[[mock text="Working. \u0040user(notify, {message: \"Done!\", level: \"success\"})" then="Told you."]]"#,
+    )
+    .await;
+    for ws in [&mut first, &mut second] {
+        loop {
+            let m = match tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
+                Ok(Some(Ok(Message::Text(t)))) => serde_json::from_str::<Value>(&t).unwrap(),
+                Ok(Some(Ok(_))) => continue,
+                other => panic!("no notification: {other:?}"),
+            };
+            if m["type"] == "notification" {
+                assert_eq!(
+                    m,
+                    json!({"type": "notification", "sessionId": session, "message": "Done!", "level": "success"})
+                );
+                break;
+            }
+        }
+    }
+    // Bob hears nothing of it.
+    let quiet = tokio::time::timeout(Duration::from_millis(500), async {
+        while let Some(Ok(m)) = bobs.next().await {
+            if let Message::Text(t) = m {
+                assert!(!t.contains("notification"), "{t}");
+            }
+        }
+    })
+    .await;
+    assert!(quiet.is_err(), "bob's socket stays open and quiet");
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    let notice = frames
+        .iter()
+        .find(|f| f["payload"]["notice"] == "success")
+        .expect("a notice line");
+    assert_eq!(notice["payload"]["content"], "Notification: Done!");
+    assert_eq!(notice["payload"]["private"], true);
+    assert!(!sent_text(&mock, 1).contains("Notification: Done!"));
 }
 
 /// The next event named `name` on a session's `/events`.

@@ -724,6 +724,12 @@ pub enum WsServerMessage {
         status: String,
         detail: String,
     },
+    /// A notification for the user (`@user(notify, …)`), on every socket of theirs.
+    Notification {
+        session_id: SessionId,
+        message: String,
+        level: String,
+    },
     /// An execution waits for the user's approval (answered by `ability_approval_response`).
     AbilityApprovalRequest {
         session_id: SessionId,

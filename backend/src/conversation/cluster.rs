@@ -739,6 +739,19 @@ fn apply(st: &AppState, from: &str, w: Wire) {
         Wire::Assertion { user_id, update } => {
             hub.publish_here(user_id, update.session_id, HubEvent::Assertion(update));
         }
+        Wire::Notification {
+            user_id,
+            session_id,
+            message,
+            level,
+        } => hub.publish_user_here(
+            user_id,
+            HubEvent::Notification {
+                session_id,
+                message,
+                level,
+            },
+        ),
         Wire::AgentStatus {
             user_id,
             agent_id,

@@ -261,7 +261,7 @@ impl SessionFeed {
             HubEvent::Approval(a) => Some(SessionEvent::Approval(a.clone())),
             HubEvent::Question(q) => Some(SessionEvent::Question(q.clone())),
             HubEvent::Assertion(a) => Some(SessionEvent::Assertion(a.clone())),
-            HubEvent::AgentStatus { .. } => None,
+            HubEvent::AgentStatus { .. } | HubEvent::Notification { .. } => None,
         }
     }
 

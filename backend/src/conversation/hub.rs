@@ -49,6 +49,12 @@ pub enum HubEvent {
     Question(hero_shared::feed::QuestionPrompt),
     /// A call's state changed (`assertion_update`).
     Assertion(hero_shared::feed::AssertionUpdate),
+    /// A notification for the user (`@user(notify, …)`): for every socket of theirs.
+    Notification {
+        session_id: i64,
+        message: String,
+        level: String,
+    },
     /// An agent's status changed (summoning): for the user's sockets, not a session's.
     AgentStatus {
         agent_id: i64,
@@ -98,6 +104,12 @@ pub enum Wire {
     Assertion {
         user_id: i64,
         update: hero_shared::feed::AssertionUpdate,
+    },
+    Notification {
+        user_id: i64,
+        session_id: i64,
+        message: String,
+        level: String,
     },
     AgentStatus {
         user_id: i64,
@@ -162,6 +174,16 @@ impl Wire {
             HubEvent::Assertion(update) => Wire::Assertion {
                 user_id,
                 update: update.clone(),
+            },
+            HubEvent::Notification {
+                session_id,
+                message,
+                level,
+            } => Wire::Notification {
+                user_id,
+                session_id: *session_id,
+                message: message.clone(),
+                level: level.clone(),
             },
             HubEvent::AgentStatus {
                 agent_id,

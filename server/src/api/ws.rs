@@ -55,6 +55,17 @@ pub fn to_ws(ev: &HubEvent) -> Option<WsServerMessage> {
                 detail: detail.clone(),
             });
         }
+        HubEvent::Notification {
+            session_id,
+            message,
+            level,
+        } => {
+            return Some(WsServerMessage::Notification {
+                session_id: *session_id,
+                message: message.clone(),
+                level: level.clone(),
+            });
+        }
         HubEvent::Frame(f) => (f.session_id, SessionEvent::Frame(f.clone())),
         HubEvent::Stream { session_id, event } => (*session_id, SessionEvent::Reply(event.clone())),
         HubEvent::Chunk {
@@ -89,7 +100,7 @@ fn session_of(ev: &HubEvent) -> Option<i64> {
         HubEvent::Approval(a) => a.session_id,
         HubEvent::Question(q) => q.session_id,
         HubEvent::Assertion(a) => a.session_id,
-        HubEvent::AgentStatus { .. } => return None,
+        HubEvent::AgentStatus { .. } | HubEvent::Notification { .. } => return None,
     })
 }
 

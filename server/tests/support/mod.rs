@@ -228,12 +228,26 @@ impl Hero {
             tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
         >,
     ) {
+        self.ws_as("alice", "alice-password").await
+    }
+
+    /// The same for another user.
+    pub async fn ws_as(
+        &self,
+        username: &str,
+        password: &str,
+    ) -> (
+        String,
+        tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+    ) {
         use tokio_tungstenite::tungstenite::client::IntoClientRequest;
         let (_, login) = self
             .json(
                 reqwest::Method::POST,
                 "/api/auth/login",
-                Some(json!({"username": "alice", "password": "alice-password"})),
+                Some(json!({"username": username, "password": password})),
             )
             .await;
         let token = login["token"].as_str().unwrap().to_owned();

@@ -67,7 +67,7 @@ pub fn find(registry: &Registry, text: &str, tools: &[ToolCall]) -> Vec<Asked> {
     let block_quoted = |source: &CallSource| matches!(source, CallSource::Block { element_id } if quoted(element_id));
     for c in det.calls.into_iter().filter(|c| !block_quoted(&c.source)) {
         let (at, origin) = origin_of(&c.source);
-        found.push((at, from_call(c, origin)));
+        found.push((at, from_call(registry, c, origin)));
     }
     for (source, err) in det.rejected {
         // A block cut off by the end of the reply never runs and is not a call.
@@ -160,7 +160,7 @@ pub fn closed(registry: &Registry, e: &Element) -> Option<Asked> {
                 kind: "interaction".into(),
             };
             match interaction::parse_block(&e.content, &e.id) {
-                Ok(c) => from_call(c, origin),
+                Ok(c) => from_call(registry, c, origin),
                 Err(err) => unreadable(err, origin),
             }
         }
@@ -188,17 +188,35 @@ fn element_call(registry: &Registry, e: &Element) -> Option<Asked> {
     })
 }
 
-/// An interaction read (a block or a call in prose): only `@system` is served here.
-fn from_call(c: InteractionCall, origin: CallOrigin) -> Asked {
+/// An interaction read (a block or a call in prose), routed by its target (reference 000,
+/// "Interactions System"): `@system` and a function's own id (`@websearch`, and 000's
+/// `@search`) to the registry, `@user(notify, …)` to `user_notify`.
+fn from_call(registry: &Registry, c: InteractionCall, origin: CallOrigin) -> Asked {
     let target = c.target_id.trim_start_matches('@');
-    let problem = (target != "system").then(|| {
-        format!(
-            "only @system calls run here; `{}` is not a target Hero serves",
-            c.target_id
-        )
-    });
+    let method = c.target_property.as_str();
+    let (function, problem) = match (target, method) {
+        ("system", _) => (c.target_property.clone(), None),
+        ("user", "notify") => ("user_notify".to_owned(), None),
+        ("user", other) => (
+            format!("user.{other}"),
+            Some(format!("@user has no `{other}`; it takes notify")),
+        ),
+        ("search", _) => ("websearch".to_owned(), None),
+        ("agent", _) => (
+            format!("agent.{method}"),
+            Some("@agent calls are not served by this Hero yet; tell the user instead".into()),
+        ),
+        (f, _) if registry.get(f).is_some() => (f.to_owned(), None),
+        _ => (
+            c.target_property.clone(),
+            Some(format!(
+                "`{}` is not a target Hero serves: call @system(name, …), a function by its name, or @user(notify, …)",
+                c.target_id
+            )),
+        ),
+    };
     Asked {
-        function: c.target_property,
+        function,
         args: c.payload,
         origin,
         problem,

@@ -124,6 +124,30 @@ fn only_calls_at_the_top_of_a_reply_count() {
     );
 }
 
+/// Calls are routed by their target (reference 000): `@system` and a function's own id to
+/// the registry (`@search` is websearch), `@user(notify, …)` to `user_notify`; any other
+/// target is a call told why it did not run.
+#[test]
+fn calls_are_routed_by_their_target() {
+    let reg = functions::builtin::registry();
+    let text = r#"@user(notify, {message: "Done!"}) <interaction>{"target_id": "@websearch", "target_property": "search", "payload": {"query": "x"}}</interaction> <interaction>{"target_id": "@search", "target_property": "run", "payload": {"query": "y"}}</interaction>
+@user(shout, {message: "x"}) @agent(queue, {message: "hi"}) <interaction>{"target_id": "@nobody", "target_property": "x", "payload": {}}</interaction>"#;
+    let got: Vec<String> = find(&reg, text, &[])
+        .into_iter()
+        .map(|a| format!("{} {} {:?}", a.function, a.args, a.problem))
+        .collect();
+    expect_test::expect![[r#"
+        [
+            "user_notify {\"message\":\"Done!\"} None",
+            "websearch {\"query\":\"x\"} None",
+            "websearch {\"query\":\"y\"} None",
+            "user.shout {\"message\":\"x\"} Some(\"@user has no `shout`; it takes notify\")",
+            "agent.queue {\"message\":\"hi\"} Some(\"@agent calls are not served by this Hero yet; tell the user instead\")",
+            "x {} Some(\"`@nobody` is not a target Hero serves: call @system(name, …), a function by its name, or @user(notify, …)\")",
+        ]
+    "#]].assert_debug_eq(&got);
+}
+
 /// A message makes at most [`MAX_CALLS_PER_MESSAGE`] calls; the last one kept says how
 /// many more were dropped, and none of them runs.
 #[test]

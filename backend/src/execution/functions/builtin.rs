@@ -1,7 +1,7 @@
 //! The functions Hero ships with, one line each: taken by the composition root
 //! ([`crate::AppState::new`]) and by tests; nothing in the layers below names a handler.
 
-use super::{Registry, ask, bash, context_file, help, update_prompt, websearch};
+use super::{Registry, ask, bash, context_file, help, update_prompt, user_notify, websearch};
 
 /// A registry of every builtin function.
 pub fn registry() -> Registry {
@@ -12,5 +12,6 @@ pub fn registry() -> Registry {
     r.register(ask::Ask);
     r.register(update_prompt::UpdatePrompt);
     r.register(context_file::ContextFile);
+    r.register(user_notify::UserNotify);
     r
 }

@@ -15,6 +15,7 @@ pub mod context_file;
 pub mod help;
 pub mod schema;
 pub mod update_prompt;
+pub mod user_notify;
 pub mod websearch;
 
 use std::sync::Arc;
