@@ -175,10 +175,7 @@ pub fn cost_micros(counts: Counts, price: &Price, scalar_ppm: i64) -> i64 {
 /// given and its agent has a key), the session.
 pub async fn lines(st: &AppState, user: &AuthUser, session_id: Option<i64>) -> Result<SpendDto> {
     let key = match session_id {
-        Some(id) => {
-            crate::conversation::sessions::get(&st.db, user, id).await?;
-            session_key_fp(st, user, id).await?
-        }
+        Some(id) => session_key_fp(st, user, id).await?,
         None => None,
     };
     let session = session_id.map(|id| format!("session:{id}"));
@@ -210,13 +207,15 @@ fn dto(t: store::usage::Totals) -> SpendTotals {
     }
 }
 
-/// The fingerprint of the API key of the session's agent, if it has one.
+/// The fingerprint of the API key of the session's agent, if it has one; another user's
+/// session is a missing one.
 async fn session_key_fp(st: &AppState, user: &AuthUser, session_id: i64) -> Result<Option<String>> {
-    let agent_id = st
+    let session = st
         .db
-        .read_with(async |c| store::sessions::agent_of(c, user.id(), session_id).await)
-        .await?;
-    match agent_id {
+        .read_with(async |c| store::sessions::get(c, user.id(), session_id).await)
+        .await?
+        .ok_or(Error::NotFound("session"))?;
+    match session.agent_id {
         Some(id) => agent_key_fp(st, user, id).await,
         None => Ok(None),
     }
