@@ -510,7 +510,9 @@ mod tests {
     #[tokio::test]
     async fn a_sign_in_stops_standing_when_its_token_expires() {
         let t = crate::test_support::state_with(crate::Settings {
-            token_ttl: time::Duration::seconds(1),
+            // Long enough for a sign-in (argon2, in a debug build on a loaded machine) to be
+            // checked before it expires.
+            token_ttl: time::Duration::seconds(4),
             ..Default::default()
         })
         .await;
@@ -520,7 +522,7 @@ mod tests {
         let l = login(&t, "alice", "correct horse").await.unwrap();
         let u = authenticate(&t, &l.token).await.unwrap();
         assert!(still_valid(&t, &u).await.unwrap() && still_valid(&t, &l.user).await.unwrap());
-        tokio::time::sleep(Duration::from_millis(2100)).await;
+        tokio::time::sleep(Duration::from_millis(5100)).await;
         // A live stream opened with it re-checks and ends: not revoked, but over.
         assert!(!still_valid(&t, &u).await.unwrap() && !still_valid(&t, &l.user).await.unwrap());
     }
