@@ -901,6 +901,16 @@ async fn calls_that_never_ran_are_skipped_with_their_reason() {
             "{ev}"
         );
         assert!(!ev["message"].as_str().unwrap().is_empty());
+        if how == "deny" {
+            // The agent's answer to the denial comes first: posted before it starts, the
+            // next message would be in its context, and the mock would answer that instead.
+            frames_when(&h, session, |f| {
+                agent_messages(f)
+                    .last()
+                    .is_some_and(|m| m["payload"]["content"] == "fine")
+            })
+            .await;
+        }
     }
 }
 
