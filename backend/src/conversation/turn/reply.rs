@@ -235,7 +235,7 @@ pub(super) async fn reply(
         out.st.hub.publish(out.user_id, out.session_id, started);
     }
     let mut acc = Accumulated::default();
-    let mut parser = ReplyParser::new();
+    let mut parser = ReplyParser::new(agent.batch);
     let called_at = std::time::Instant::now();
     let mut opened = false;
     let mut ended = match open(out, call, &cancel).await {
@@ -304,19 +304,21 @@ pub(super) async fn reply(
 }
 
 /// The reply's parser, and the element events it makes ([`ElementEvents`]), timed from
-/// the reply's start on the monotonic clock.
+/// the reply's start on the monotonic clock; a reply that came whole (batch mode) has no
+/// time between its elements' starts and ends (`duration` 0, as reference 000 says).
 pub(super) struct ReplyParser {
     parser: StreamParser,
     events: ElementEvents,
-    began: std::time::Instant,
+    /// `None`: batch mode, every duration 0.
+    began: Option<std::time::Instant>,
 }
 
 impl ReplyParser {
-    pub(super) fn new() -> ReplyParser {
+    pub(super) fn new(batch: bool) -> ReplyParser {
         ReplyParser {
             parser: StreamParser::new(),
             events: ElementEvents::default(),
-            began: std::time::Instant::now(),
+            began: (!batch).then(std::time::Instant::now),
         }
     }
 
@@ -350,8 +352,10 @@ impl ReplyParser {
     }
 }
 
-fn ms_since(began: std::time::Instant) -> u64 {
-    u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX)
+fn ms_since(began: Option<std::time::Instant>) -> u64 {
+    began.map_or(0, |b| {
+        u64::try_from(b.elapsed().as_millis()).unwrap_or(u64::MAX)
+    })
 }
 
 /// The provider's stream, unless it cannot start or a Stop comes first.
