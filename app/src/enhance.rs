@@ -135,14 +135,12 @@ mod browser {
         // They live as long as the page.
         on_submit.forget();
         on_input.forget();
-        // Signed in: the user's socket, for the Agents page's statuses and the toasts of
-        // `@user(notify, …)` on every page.
-        if doc
-            .query_selector("[data-testid=whoami]")
-            .ok()
-            .flatten()
-            .is_some()
-        {
+        // Any page but the sign-in page: the user's socket, for the Agents page's statuses
+        // and the toasts of `@user(notify, …)` on every page.
+        let path = web_sys::window()
+            .and_then(|w| w.location().pathname().ok())
+            .unwrap_or_default();
+        if !path.ends_with("/login") {
             listen_user();
         }
     }

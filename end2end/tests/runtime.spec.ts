@@ -1,5 +1,5 @@
 import { test, expect } from "@playwright/test";
-import { connected, mockSays, mockSession, send, signIn } from "./helpers";
+import { connected, mockSays, mockSession, ready, send, signIn } from "./helpers";
 
 // Reference 000's runtime as a user meets it: the spend lines in the header, replies in
 // batch mode, legacy assertions.
@@ -76,8 +76,10 @@ test("an agent's notification shows as a toast on another page of the user, and 
   await signIn(page, "frank", "frank-password");
   await mockSession(page, "Notify");
   const other = await context.newPage();
+  const socket = other.waitForEvent("websocket");
   await other.goto("/permissions");
-  await expect(other.getByTestId("whoami")).toHaveText("frank");
+  await ready(other);
+  await socket;
   await other.waitForTimeout(300);
   // `\u0040` is `@`: the user's own message holds no call.
   await send(page, mockSays('Working on it. @user(notify, {message: "Your report is ready", level: "success"})', "Told you.").replace(/@/g, "\\u0040"));
