@@ -119,6 +119,9 @@ pub struct Services {
     pub turns: Arc<conversation::turn::Registry>,
     /// How many turns each user has in flight ([`limits::Limits::turns_per_user`]).
     pub turn_slots: limits::PerUser,
+    /// How many messages each user's agents queued wait to be sent
+    /// ([`limits::Limits::queued_per_user`], [`conversation::queue`]).
+    pub queued: limits::PerUser,
     /// Each session's conversation as its last turn left it ([`history`]).
     pub history: conversation::history::HistoryCache,
     /// The one client of every outbound request, under the egress policy: connection pools
@@ -171,6 +174,7 @@ impl AppState {
             hub: Arc::new(conversation::hub::Hub::default()),
             turns: Arc::new(conversation::turn::Registry::default()),
             turn_slots: Default::default(),
+            queued: Default::default(),
             history: Default::default(),
             http,
             call_options: Arc::new(settings.call_options.clone()),
@@ -203,6 +207,7 @@ impl AppState {
             hub: Arc::new(conversation::hub::Hub::default()),
             turns: Arc::new(conversation::turn::Registry::default()),
             turn_slots: Default::default(),
+            queued: Default::default(),
             history: Default::default(),
             http: settings.egress.client().expect("client"),
             call_options: Arc::new(settings.call_options.clone()),

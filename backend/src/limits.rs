@@ -171,6 +171,9 @@ pub struct Limits {
     /// Replies of calls and follow-ups one user message may set going: the reply at this
     /// round has its calls refused, and the agent is not run again.
     pub rounds_per_message: usize,
+    /// Messages an agent queued for a session (`@agent(queue, …)`) that wait to be sent at
+    /// once, per user: the one past it is refused, named.
+    pub queued_per_user: usize,
 }
 
 impl Default for Limits {
@@ -181,6 +184,7 @@ impl Default for Limits {
             turns_per_user: 8,
             live_streams_per_user: 32,
             rounds_per_message: 8,
+            queued_per_user: 16,
         }
     }
 }

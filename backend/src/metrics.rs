@@ -36,6 +36,13 @@ struct Tokens {
     kind: &'static str,
 }
 
+/// A routed call's function: a registered function's name (the registry's few), never
+/// a name an agent wrote that matched none.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Function {
+    function: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Connections {
     state: &'static str,
@@ -66,6 +73,7 @@ pub struct Metrics {
     first_token: Seconds,
     reply: Seconds,
     tokens: Family<Tokens, Counter>,
+    calls: Family<Function, Counter>,
     turns: Gauge,
     streams: Gauge,
     connections: Family<Connections, Gauge>,
@@ -112,6 +120,12 @@ impl Default for Metrics {
             "tokens",
             "Tokens the providers counted, by provider and kind (input or output)",
             tokens.clone(),
+        );
+        let calls = Family::<Function, Counter>::default();
+        registry.register(
+            "calls",
+            "Calls the gate let through to their function (the bus routed them), by function",
+            calls.clone(),
         );
         let turns = Gauge::default();
         registry.register(
@@ -165,6 +179,7 @@ impl Default for Metrics {
             first_token,
             reply,
             tokens,
+            calls,
             turns,
             streams,
             connections,
@@ -194,6 +209,14 @@ impl Metrics {
             let labels = Tokens { provider, kind };
             self.tokens.get_or_create(&labels).inc_by(n);
         }
+    }
+
+    /// A call routed to its function (`execution::functions::bus`).
+    pub fn call(&self, function: &str) {
+        let labels = Function {
+            function: function.to_owned(),
+        };
+        self.calls.get_or_create(&labels).inc();
     }
 
     /// A live reader was closed for falling too far behind (the hub's channel bound).
@@ -265,6 +288,8 @@ mod tests {
         m.reply("anthropic", None, Duration::from_millis(40));
         m.tokens("anthropic", 120, 45);
         m.lagged();
+        m.call("websearch");
+        m.call("websearch");
         let text = m.render(Now {
             turns: 3,
             streams: 2,
@@ -274,6 +299,7 @@ mod tests {
         for line in [
             r#"hero_http_requests_total{route="/api/sessions/{id}",method="GET",status="200"} 2"#,
             r#"hero_provider_first_token_seconds_count{provider="anthropic"} 1"#,
+            r#"hero_calls_total{function="websearch"} 2"#,
             r#"hero_provider_reply_seconds_count{provider="anthropic"} 2"#,
             r#"hero_tokens_total{provider="anthropic",kind="input"} 120"#,
             r#"hero_tokens_total{provider="anthropic",kind="output"} 45"#,

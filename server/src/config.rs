@@ -442,6 +442,7 @@ impl ConfigArgs {
             live_streams_per_user: at_least_one(self.max_live_streams as u64, "max_live_streams")?
                 as usize,
             rounds_per_message: at_least_one(self.max_rounds as u64, "max_rounds")? as usize,
+            ..hero_backend::limits::Limits::default()
         };
         let search = {
             use hero_backend::execution::functions::websearch::{Backend, SearchSettings};

@@ -2092,6 +2092,12 @@ async fn the_agent_cannot_answer_its_prompts_for_the_user() {
             .is_some_and(|m| m["payload"]["content"] == "Blue it is.")
     })
     .await;
+    // The agent's update_prompt filled the last open prompt: that starts no reply (only the
+    // user's own answer does), and no message of answers is stored.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let settled = h.frames(session).await;
+    assert_eq!(agent_messages(&settled).len(), 3, "{settled:#?}");
+    assert!(answers_messages(&settled).is_empty(), "{settled:#?}");
     let (_, view) = h.json(Method::GET, &view_path, None).await;
     assert!(
         content(&view).contains(r#"answered answered-by="agent">Colour?<response>blue</response>"#),
@@ -2365,4 +2371,303 @@ async fn quoted_calls_never_run_while_streaming() {
     assert!(!names.contains(&"element_executing"), "{names:?}");
     let frames = h.frames(session).await;
     assert!(of_type(&frames, "request").is_empty(), "{frames:?}");
+}
+
+/// A mock directive whose reply queues `message` (`@agent(queue, …)`, into `session` or,
+/// without one, this session), then says `then`. Every `@` is written `\u0040`, so the
+/// message holding the directive makes no call itself; nested directives (a queued message
+/// that queues again) are escaped by the JSON encoding at each level.
+fn queue_directive(message: &str, session: Option<i64>, then: &str) -> String {
+    let target = session.map_or_else(String::new, |s| format!(", session: {s}"));
+    let call = format!(
+        "Queueing. @agent(queue, {{message: {}{target}}})",
+        json!(message)
+    );
+    format!(
+        "[[mock text={} then={}]]",
+        json!(call).to_string().replace('@', r"\u0040"),
+        json!(then)
+    )
+}
+
+/// The messages another agent queued among the frames.
+fn queued_messages(frames: &[Value]) -> Vec<&Value> {
+    frames
+        .iter()
+        .filter(|f| f["type"] == "message" && f["payload"].get("queued").is_some())
+        .collect()
+}
+
+/// What the calls of a session returned, in order.
+fn results(frames: &[Value]) -> Vec<String> {
+    of_type(frames, "result")
+        .iter()
+        .map(|r| {
+            r["payload"]["output"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// A second session of alice's with the agent `agent`.
+async fn second_session(h: &Hero, agent: i64, name: &str) -> i64 {
+    let (s, session) = h
+        .json(
+            Method::POST,
+            "/api/sessions",
+            Some(json!({"name": name, "agent_id": agent})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{session}");
+    session["id"].as_i64().unwrap()
+}
+
+/// `@agent(queue, {message, session})` asks the user first (moderate, `ask`); once approved,
+/// the message is stored in that session as another agent's (never the user's: its agent is
+/// told whose it is, and its text runs no call) and that session's agent answers it.
+#[tokio::test]
+async fn a_queued_message_is_answered_in_a_second_session() {
+    let (mock, h) = acting(|_| {}).await;
+    let (first, agent) = h.session_with("anthropic", &mock, KEY).await;
+    let second = second_session(&h, agent, "research").await;
+    let message = r#"[[mock text="Answered from the queue."]] Check the figures. @system(help)"#;
+    let events = h
+        .stream(first, &queue_directive(message, Some(second), "Queued it."))
+        .await;
+    assert_eq!(
+        last_data(&events, "message_complete")["executedElements"],
+        json!([])
+    );
+    let frames = h.frames(first).await;
+    let requests = of_type(&frames, "request");
+    assert_eq!(requests.len(), 1, "{frames:#?}");
+    let asked = &requests[0]["payload"];
+    assert_eq!(asked["function"], "agent_queue", "{asked}");
+    assert_eq!(asked["status"], "pending", "{asked}");
+    assert_eq!(asked["permissions"]["dangerLevel"], "moderate", "{asked}");
+    let request = requests[0]["id"].as_str().unwrap().to_owned();
+    assert!(
+        queued_messages(&h.frames(second).await).is_empty(),
+        "nothing before approval"
+    );
+    let (s, body) = decide(&h, first, &request, true).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let there = frames_when(&h, second, |f| agent_messages(f).len() == 1).await;
+    let queued = queued_messages(&there);
+    assert_eq!(queued.len(), 1, "{there:#?}");
+    let q = &queued[0];
+    assert_eq!(q["author_type"], "system");
+    assert_eq!(q["payload"]["role"], "user");
+    assert!(
+        q["payload"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Check the figures.")
+    );
+    assert_eq!(q["payload"]["queued"]["from_session"], first);
+    assert_eq!(q["payload"]["queued"]["from_agent"], agent);
+    assert_eq!(q["payload"]["queued"]["chain"], 1);
+    assert_eq!(
+        agent_messages(&there)[0]["payload"]["content"],
+        "Answered from the queue."
+    );
+    // Its text ran no call: it carries none of the user's authority.
+    assert!(of_type(&there, "request").is_empty(), "{there:#?}");
+    // The second session's agent was told whose message it is.
+    let sent = (0..6)
+        .map(|i| sent_text(&mock, i))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        sent.contains(&format!(
+            r#"[A message the agent \"anthropic agent\" queued for you in session {first}; it is not the user's]"#
+        )),
+        "{sent}"
+    );
+    // The first agent was told where it went, and went on.
+    let here = frames_when(&h, first, |f| agent_messages(f).len() == 2).await;
+    assert_eq!(
+        results(&here),
+        [format!(
+            r#"queued for session {second} ("research"): its agent answers it there once no reply is in flight"#
+        )]
+    );
+    assert_eq!(agent_messages(&here)[1]["payload"]["content"], "Queued it.");
+}
+
+/// Queued with no session, the message comes to this session after the round (the reply in
+/// flight and its follow-up first); queued with `agent`, it opens a sub-session of this one
+/// with that agent. A chain of messages queued in answer to queued messages stops at
+/// `max_rounds` links, told to the agent that would have made the next.
+#[tokio::test]
+async fn queued_messages_wait_their_turn_and_chains_stop() {
+    let (mock, h) = acting(|s| s.limits.rounds_per_message = 2).await;
+    let (first, agent) = h.session_with("anthropic", &mock, KEY).await;
+    set_level(&h, "agent_queue", "always").await;
+    // Into this session, after the round.
+    let later = r#"[[mock text="Now I answer my own note."]] A note to self."#;
+    h.stream(first, &queue_directive(later, None, "First round done."))
+        .await;
+    let frames = frames_when(&h, first, |f| agent_messages(f).len() == 3).await;
+    let order: Vec<String> = frames
+        .iter()
+        .filter(|f| f["type"] == "message")
+        .map(|f| {
+            let p = &f["payload"];
+            if p.get("queued").is_some() {
+                "queued".to_owned()
+            } else {
+                format!(
+                    "{}: {}",
+                    f["author_type"].as_str().unwrap(),
+                    p["content"]
+                        .as_str()
+                        .unwrap()
+                        .chars()
+                        .take(20)
+                        .collect::<String>()
+                )
+            }
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "user: [[mock text=\"Queuein",
+            "agent: Queueing. @agent(que",
+            "agent: First round done.",
+            "queued",
+            "agent: Now I answer my own ",
+        ]
+    );
+
+    // A new sub-session with an agent named.
+    // (The sub-session is named from the message's start, which the directive follows.)
+    let sub_message =
+        r#"Look into last week's figures, please. [[mock text="The sub-session answers."]]"#;
+    let call = format!(
+        "Queueing. @agent(queue, {{message: {}, agent: \"anthropic agent\"}})",
+        json!(sub_message)
+    );
+    let directive = format!(
+        "[[mock text={} then=\"Opened.\"]]",
+        json!(call).to_string().replace('@', r"\u0040")
+    );
+    h.stream(first, &directive).await;
+    let (_, sessions) = h.json(Method::GET, "/api/sessions", None).await;
+    let sub = sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["parent_session_id"] == first)
+        .expect("a sub-session")
+        .clone();
+    assert_eq!(sub["status"], "agent");
+    assert_eq!(
+        sub["name"],
+        "anthropic agent: Look into last week's figures, please."
+    );
+    assert_eq!(sub["agent_id"], agent);
+    let sub_id = sub["id"].as_i64().unwrap();
+    let there = frames_when(&h, sub_id, |f| agent_messages(f).len() == 1).await;
+    assert_eq!(
+        agent_messages(&there)[0]["payload"]["content"],
+        "The sub-session answers."
+    );
+
+    // A chain between two sessions: link 1 (first → second), link 2 (second → first), and
+    // the third would pass max_rounds (2).
+    let second = second_session(&h, agent, "ping").await;
+    let third_link = queue_directive(
+        "[[mock text=\"never sent\"]] Three.",
+        Some(second),
+        "Stopped.",
+    );
+    let second_link = queue_directive(&format!("{third_link} Two."), Some(first), "Sent two.");
+    let first_link = queue_directive(&format!("{second_link} One."), Some(second), "Sent one.");
+    h.stream(first, &first_link).await;
+    let stopped = "this chain of queued messages has reached max_rounds (2 links): nothing was queued; tell the user instead";
+    let here = frames_when(&h, first, |f| results(f).iter().any(|r| r == stopped)).await;
+    let back = queued_messages(&here);
+    assert_eq!(back.last().unwrap()["payload"]["queued"]["chain"], 2);
+    let there = frames_when(&h, second, |f| agent_messages(f).len() == 2).await;
+    assert_eq!(
+        queued_messages(&there).len(),
+        1,
+        "the third link never came"
+    );
+    assert_eq!(queued_messages(&there)[0]["payload"]["queued"]["chain"], 1);
+}
+
+/// A session that is missing or another user's is "no such session"; an unknown agent is
+/// "no such agent"; past `queued_per_user` waiting, the next is refused, naming the bound.
+/// The waiting message goes once the reply in flight there ends.
+#[tokio::test]
+async fn queueing_is_refused_with_its_reason() {
+    let (mock, h) = acting(|s| s.limits.queued_per_user = 1).await;
+    let (first, agent) = h.session_with("anthropic", &mock, KEY).await;
+    let second = second_session(&h, agent, "busy").await;
+    set_level(&h, "agent_queue", "always").await;
+    let bob = bob(&h).await;
+    let bobs = hero_backend::conversation::sessions::create(
+        &h.st,
+        &bob,
+        hero_shared::api::CreateSessionRequest {
+            name: "bob's".into(),
+            parent_session_id: None,
+            status: None,
+            agent_id: None,
+        },
+    )
+    .await
+    .unwrap()
+    .id;
+    // The second session is busy with a slow reply.
+    let slow = {
+        let (c, url) = (
+            h.c.clone(),
+            h.url(&format!("/api/sessions/{second}/messages/stream")),
+        );
+        let content = r#"[[mock text="a slow reply, one letter at a time" chunk=1 delay_ms=60]]"#;
+        tokio::spawn(async move {
+            let r = c
+                .post(url)
+                .json(&json!({ "content": content }))
+                .send()
+                .await
+                .unwrap();
+            r.text().await.unwrap()
+        })
+    };
+    while h.st.turns.is_idle(second) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let calls = format!(
+        r#"@agent(queue, {{message: "to nowhere", session: 999999}}) @agent(queue, {{message: "to bob", session: {bobs}}}) @agent(queue, {{message: "to a stranger", agent: "Nobody"}}) @agent(queue, {{message: "[[mock text=\"Waited.\"]] first", session: {second}}}) @agent(queue, {{message: "second", session: {second}}})"#
+    );
+    let directive = format!(
+        "[[mock text={} then=\"Done.\"]]",
+        json!(calls).to_string().replace('@', r"\u0040")
+    );
+    h.stream(first, &directive).await;
+    let here = frames_when(&h, first, |f| results(f).len() == 5).await;
+    assert_eq!(
+        results(&here),
+        [
+            "no such session: 999999".to_owned(),
+            format!("no such session: {bobs}"),
+            "no such agent: \"Nobody\"".to_owned(),
+            format!(r#"queued for session {second} ("busy"): its agent answers it there once no reply is in flight"#),
+            "the queue is full: 1 queued messages already wait (queued_per_user); nothing was queued".to_owned(),
+        ]
+    );
+    // Nothing is sent while the slow reply runs; then the waiting one goes.
+    assert!(queued_messages(&h.frames(second).await).is_empty());
+    slow.await.unwrap();
+    let there = frames_when(&h, second, |f| agent_messages(f).len() == 2).await;
+    assert_eq!(queued_messages(&there).len(), 1);
+    assert_eq!(agent_messages(&there)[1]["payload"]["content"], "Waited.");
+    assert_eq!(h.st.queued.total(), 0, "the place is given back");
 }

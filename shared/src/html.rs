@@ -121,7 +121,11 @@ pub fn message_html(m: &CompiledMessage, calls: &[CallView]) -> String {
     match m.role {
         Role::User => {
             out.open("div", &[("class", Some("msg-who"))]);
-            out.text("You ");
+            // A message another agent queued (`@agent(queue, …)`) is never shown as the user's.
+            match m.payload.get("queued") {
+                Some(q) => out.text(&queued_by(q)),
+                None => out.text("You "),
+            }
             marks(&mut out, m, private);
             out.close("div");
             out.leaf("div", &[("class", Some("msg-body plain"))], &m.content);
@@ -179,6 +183,18 @@ pub fn message_html(m: &CompiledMessage, calls: &[CallView]) -> String {
     out.close("div");
     out.0.push_str(&calls_html(calls, &m.frame_id));
     out.0
+}
+
+/// Who queued a message for the session: "Queued by Analyst from session 3 ".
+fn queued_by(q: &Value) -> String {
+    let agent = q
+        .get("agent_name")
+        .and_then(Value::as_str)
+        .unwrap_or("an agent");
+    match q.get("from_session").and_then(Value::as_i64) {
+        Some(s) => format!("Queued by {agent} from session {s} "),
+        None => format!("Queued by {agent} "),
+    }
 }
 
 /// The cards of a message's calls (nothing when it made none): under a stored message, and
@@ -1230,6 +1246,24 @@ mod tests {
             timestamp: String::new(),
             payload: serde_json::json!({"agent_name": "A<b>"}),
         }
+    }
+
+    /// A message another agent queued is drawn as theirs, never as "You", its name escaped.
+    #[test]
+    fn a_queued_message_is_not_the_users() {
+        let mut m = agent("Check the <figures>.");
+        m.role = Role::User;
+        m.author_type = crate::frame::AuthorType::System;
+        m.payload = serde_json::json!({"role": "user", "queued": {"agent_name": "A<b>", "from_session": 3, "chain": 1}});
+        let html = message_html(&m, &[]);
+        assert!(
+            html.contains(r#"<div class="msg-who">Queued by A&lt;b&gt; from session 3 "#),
+            "{html}"
+        );
+        assert!(!html.contains("You "), "{html}");
+        assert!(html.contains("Check the &lt;figures&gt;."), "{html}");
+        m.payload = serde_json::json!({"role": "user"});
+        assert!(message_html(&m, &[]).contains(r#"<div class="msg-who">You "#));
     }
 
     /// Each skeleton the client writes carries the hooks it finds its parts by.

@@ -150,9 +150,26 @@ fn said(m: &CompiledMessage) -> Option<ChatMessage> {
             content: m.content.clone(),
             ..ChatMessage::default()
         },
-        (_, FrameRole::User) => ChatMessage::text(Role::User, m.content.clone()),
+        (_, FrameRole::User) => match m.payload.get("queued") {
+            // Another agent's message, never the user's words.
+            Some(q) => ChatMessage::text(Role::User, from_agent(q, &m.content)),
+            None => ChatMessage::text(Role::User, m.content.clone()),
+        },
         (_, FrameRole::System) => ChatMessage::text(Role::User, format!("[System] {}", m.content)),
     })
+}
+
+/// A message another agent queued (`@agent(queue, …)`: its payload's `queued`, what
+/// [`crate::conversation::queue`] stores) as the session's agent reads it: whose it is
+/// first, so that it is never taken for the user's words.
+pub fn from_agent(queued: &Value, content: &str) -> String {
+    let agent = queued
+        .get("agent_name")
+        .and_then(Value::as_str)
+        .unwrap_or("another agent");
+    let session = queued.get("from_session").and_then(Value::as_i64);
+    let from = session.map_or_else(String::new, |s| format!(" in session {s}"));
+    format!("[A message the agent {agent:?} queued for you{from}; it is not the user's]\n{content}")
 }
 
 /// What the agent is told of a call's result when the call was no native tool call (a

@@ -9,6 +9,8 @@
 //! - [`answers`]: answers to the questions in a reply (`ask`, `hml-prompt`), as frames.
 //! - [`context`]: the conversation as a model reads it, calls' results quoted.
 //! - [`compact`]: a long session's older messages folded into a summary.
+//! - [`queue`]: messages agents queue for a session (`@agent(queue, …)`), sent once it is
+//!   idle.
 //! - [`feed`]: one reader of a session's events (the resume algorithm behind `/events` and
 //!   the WebSocket's `subscribe`).
 //! - [`history`]: the conversations turns were last given, kept decrypted between turns.
@@ -19,7 +21,8 @@
 //!
 //! May use every other folder; nothing outside it names it except the crate root and
 //! [`crate::agents::summon`] (which streams its progress through [`hub`]) and the one function
-//! handler that records an answer ([`crate::execution::functions`]'s `update_prompt`).
+//! handlers that act on a conversation ([`crate::execution::functions`]'s `update_prompt`,
+//! which records an answer, `user_notify`'s notice and `agent_queue`, which queues).
 //! Invariant: a frame is stored before anyone is told of it, and its `seq` is the log's order.
 
 pub mod act;
@@ -32,6 +35,7 @@ pub mod frames;
 pub mod history;
 pub mod hub;
 pub mod in_flight;
+pub mod queue;
 pub mod sessions;
 pub mod takeover;
 pub mod turn;

@@ -190,7 +190,8 @@ fn element_call(registry: &Registry, e: &Element) -> Option<Asked> {
 
 /// An interaction read (a block or a call in prose), routed by its target (reference 000,
 /// "Interactions System"): `@system` and a function's own id (`@websearch`, and 000's
-/// `@search`) to the registry, `@user(notify, …)` to `user_notify`.
+/// `@search`) to the registry, `@user(notify, …)` to `user_notify`, `@agent(queue, …)` to
+/// `agent_queue`.
 fn from_call(registry: &Registry, c: InteractionCall, origin: CallOrigin) -> Asked {
     let target = c.target_id.trim_start_matches('@');
     let method = c.target_property.as_str();
@@ -202,15 +203,16 @@ fn from_call(registry: &Registry, c: InteractionCall, origin: CallOrigin) -> Ask
             Some(format!("@user has no `{other}`; it takes notify")),
         ),
         ("search", _) => ("websearch".to_owned(), None),
-        ("agent", _) => (
-            format!("agent.{method}"),
-            Some("@agent calls are not served by this Hero yet; tell the user instead".into()),
+        ("agent", "queue") => ("agent_queue".to_owned(), None),
+        ("agent", other) => (
+            format!("agent.{other}"),
+            Some(format!("@agent has no `{other}`; it takes queue")),
         ),
         (f, _) if registry.get(f).is_some() => (f.to_owned(), None),
         _ => (
             c.target_property.clone(),
             Some(format!(
-                "`{}` is not a target Hero serves: call @system(name, …), a function by its name, or @user(notify, …)",
+                "`{}` is not a target Hero serves: call @system(name, …), a function by its name, @user(notify, …) or @agent(queue, …)",
                 c.target_id
             )),
         ),

@@ -74,17 +74,34 @@ pub async fn settle_one(
             };
             let run = async {
                 use futures::FutureExt;
-                match st.functions.get(&o.req.function) {
-                    // A handler that panics is a failed call, not a call left open.
-                    Some((_, f)) => std::panic::AssertUnwindSafe(f.run(&cx, &o.req.args))
-                        .catch_unwind()
-                        .await
-                        .unwrap_or_else(|_| {
-                            tracing::error!(function = %o.req.function, "a function failed unexpectedly");
-                            Err("the function failed unexpectedly; the server log has the details".into())
-                        }),
-                    None => Err(format!("there is no function `{}`", o.req.function)),
-                }
+                let Some((_, f)) = st.functions.get(&o.req.function) else {
+                    return Err(format!("there is no function `{}`", o.req.function));
+                };
+                // Past the bus's subscribers and handlers (`functions::bus`), which may
+                // change its arguments or answer it themselves.
+                let routed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    st.functions
+                        .bus
+                        .route(&cx, &o.req.function, &o.req.args, &o.request_id)
+                }));
+                let args = match routed {
+                    Ok(functions::bus::Routing::Run(args)) => args,
+                    Ok(functions::bus::Routing::Answered(_, answer)) => return answer,
+                    Err(_) => {
+                        tracing::error!(function = %o.req.function, "a handler of the bus failed unexpectedly");
+                        return Err(
+                            "the call could not be routed; the server log has the details".into(),
+                        );
+                    }
+                };
+                // A handler that panics is a failed call, not a call left open.
+                std::panic::AssertUnwindSafe(f.run(&cx, &args))
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|_| {
+                        tracing::error!(function = %o.req.function, "a function failed unexpectedly");
+                        Err("the function failed unexpectedly; the server log has the details".into())
+                    })
             };
             let ran = match abort {
                 Some(a) => tokio::select! {

@@ -125,13 +125,14 @@ fn only_calls_at_the_top_of_a_reply_count() {
 }
 
 /// Calls are routed by their target (reference 000): `@system` and a function's own id to
-/// the registry (`@search` is websearch), `@user(notify, …)` to `user_notify`; any other
+/// the registry (`@search` is websearch), `@user(notify, …)` to `user_notify`,
+/// `@agent(queue, …)` to `agent_queue`; any other
 /// target is a call told why it did not run.
 #[test]
 fn calls_are_routed_by_their_target() {
     let reg = functions::builtin::registry();
     let text = r#"@user(notify, {message: "Done!"}) <interaction>{"target_id": "@websearch", "target_property": "search", "payload": {"query": "x"}}</interaction> <interaction>{"target_id": "@search", "target_property": "run", "payload": {"query": "y"}}</interaction>
-@user(shout, {message: "x"}) @agent(queue, {message: "hi"}) <interaction>{"target_id": "@nobody", "target_property": "x", "payload": {}}</interaction>"#;
+@user(shout, {message: "x"}) @agent(queue, {message: "hi"}) @agent(spawn, {message: "hi"}) <interaction>{"target_id": "@nobody", "target_property": "x", "payload": {}}</interaction>"#;
     let got: Vec<String> = find(&reg, text, &[])
         .into_iter()
         .map(|a| format!("{} {} {:?}", a.function, a.args, a.problem))
@@ -142,8 +143,9 @@ fn calls_are_routed_by_their_target() {
             "websearch {\"query\":\"x\"} None",
             "websearch {\"query\":\"y\"} None",
             "user.shout {\"message\":\"x\"} Some(\"@user has no `shout`; it takes notify\")",
-            "agent.queue {\"message\":\"hi\"} Some(\"@agent calls are not served by this Hero yet; tell the user instead\")",
-            "x {} Some(\"`@nobody` is not a target Hero serves: call @system(name, …), a function by its name, or @user(notify, …)\")",
+            "agent_queue {\"message\":\"hi\"} None",
+            "agent.spawn {\"message\":\"hi\"} Some(\"@agent has no `spawn`; it takes queue\")",
+            "x {} Some(\"`@nobody` is not a target Hero serves: call @system(name, …), a function by its name, @user(notify, …) or @agent(queue, …)\")",
         ]
     "#]].assert_debug_eq(&got);
 }
@@ -407,4 +409,114 @@ async fn a_call_settled_while_its_reply_streams_is_followed_up_once() {
     }
     // Both orders happen (the scheduler picks: about one round in ten, the answer first),
     // and each is followed up once.
+}
+
+/// The bus (reference 000, "Middleware Pipeline"): every call the gate lets through is seen
+/// by each subscriber; the handlers run in alphabetical order, whatever order they were
+/// added in, and each may pass it, change its arguments for the later ones and the
+/// function, or answer it itself (the function does not run, the later handlers are not
+/// asked). A call the gate refused reaches none of them.
+#[tokio::test]
+async fn the_bus_routes_each_call_past_its_handlers_in_order() {
+    use crate::execution::functions::bus::{Handled, Handler, Routed, Subscriber};
+    use std::sync::{Arc, Mutex};
+
+    type Log = Arc<Mutex<Vec<String>>>;
+    struct Step(&'static str, Log);
+    impl Handler for Step {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn handle(&self, _cx: &functions::Ctx<'_>, call: &Routed<'_>) -> Handled {
+            let message = call.args["message"].as_str().unwrap_or_default().to_owned();
+            self.1.lock().unwrap().push(format!("{} {message}", self.0));
+            match (self.0, message.as_str()) {
+                // `b-shout` makes every notification loud.
+                ("b-shout", _) if call.function == "user_notify" => {
+                    Handled::Transform(json!({"message": message.to_uppercase()}))
+                }
+                // `c-guard` answers for any call whose message says "secret".
+                ("c-guard", m) if m.to_lowercase().contains("secret") => {
+                    Handled::Intercept(Err("withheld by c-guard".into()))
+                }
+                _ => Handled::Pass,
+            }
+        }
+    }
+    struct Seen(Log);
+    impl Subscriber for Seen {
+        fn seen(&self, _cx: &functions::Ctx<'_>, call: &Routed<'_>) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("seen {}", call.function));
+        }
+    }
+
+    let log: Log = Arc::default();
+    let mut reg = functions::builtin::registry();
+    for name in ["d-last", "b-shout", "a-first", "c-guard"] {
+        reg.bus.handle(Step(name, log.clone()));
+    }
+    reg.bus.subscribe(Seen(log.clone()));
+    assert_eq!(
+        reg.bus.handlers().collect::<Vec<_>>(),
+        ["a-first", "b-shout", "c-guard", "d-last"]
+    );
+    let t = test_support::state_with_functions(crate::Settings::default(), reg).await;
+    let st = t.st.clone();
+    let user = test_support::signed_in(&st, "alice").await;
+    let session = test_support::session(&st, &user, "bus").await;
+    let dk = frames::session_key(&st, &user, session.id).await.unwrap();
+    let sc = Scene {
+        user_id: user.id(),
+        session_id: session.id,
+        dk,
+        message_id: "bus".into(),
+        agent_id: None,
+    };
+    crate::execution::permissions::set(&st, &user, "websearch", Permission::Never)
+        .await
+        .unwrap();
+    let text = r#"@user(notify, {message: "done"}) @user(notify, {message: "the secret"}) @system(websearch, {query: "x"})"#;
+    let asked = find(&st.functions, text, &[]);
+    let settled = open_and_settle(&st, &sc, Authority::Agent(1), asked, None, &|_| {}, None)
+        .await
+        .unwrap();
+    assert!(settled.done);
+    let results: Vec<(Outcome, String)> = frames::all(&st.db, &sc.dk, session.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|f| f.frame_type == FrameType::Result)
+        .map(|f| {
+            let r: CallResult = serde_json::from_value(f.payload).unwrap();
+            (r.outcome, r.output)
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (Outcome::Ok, "the user was notified: DONE".to_owned()),
+            (Outcome::Error, "withheld by c-guard".to_owned()),
+            (
+                Outcome::Denied,
+                "websearch is not allowed (its permission is never)".to_owned()
+            ),
+        ]
+    );
+    expect_test::expect![[r#"
+        [
+            "seen user_notify",
+            "a-first done",
+            "b-shout done",
+            "c-guard DONE",
+            "d-last DONE",
+            "seen user_notify",
+            "a-first the secret",
+            "b-shout the secret",
+            "c-guard THE SECRET",
+        ]
+    "#]]
+    .assert_debug_eq(&log.lock().unwrap());
 }

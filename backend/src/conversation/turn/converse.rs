@@ -55,6 +55,8 @@ pub(super) fn rounds_since_user(frames: &[Kept]) -> usize {
             AuthorType::User if f.payload.get("private") == Some(&Value::Bool(true)) => {}
             AuthorType::User => break,
             AuthorType::Agent => n += 1,
+            // A message another agent queued is an input the agent answers, as the user's.
+            AuthorType::System if f.payload.get("queued").is_some() => break,
             AuthorType::System => {}
         }
     }

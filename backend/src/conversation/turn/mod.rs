@@ -98,12 +98,57 @@ pub async fn post(
         }
         post::Posted::Message(c) => c,
     };
+    let input = prepare::Input::user(user, &content);
+    // Calls in the user's own message run with their authority, before the agent replies.
+    start(out, events, message_id, user, input, Some(&content)).await
+}
+
+/// Stores a message an agent queued for the session (`@agent(queue, …)`, through
+/// [`crate::conversation::queue`]) and starts the session's agent's reply to it. The message
+/// is the payload as stored (`role: user`, its `queued` saying whose it is); it carries no
+/// authority of the user's, and its text runs no calls.
+pub(crate) async fn post_queued(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    payload: serde_json::Value,
+) -> Result<TurnHandle> {
+    if st.hub.is_closing() {
+        return Err(Error::Unavailable(
+            "the server is shutting down; the queued message was not sent",
+        ));
+    }
+    let events = TurnEvents::new();
+    let message_id = frames::new_id();
+    let out = out::Out::new(st, user.id(), session_id, events.sink());
+    let input = prepare::Input {
+        author: hero_shared::frame::AuthorType::System,
+        author_id: None,
+        payload,
+    };
+    start(out, events, message_id, user, input, None).await
+}
+
+/// Stores the turn's input message and starts the reply: the stages from prepare on.
+/// `calls_of`: the text whose calls run with the user's authority first (their own
+/// message's), if any.
+async fn start(
+    out: out::Out,
+    mut events: TurnEvents,
+    message_id: String,
+    user: &AuthUser,
+    input: prepare::Input,
+    calls_of: Option<&str>,
+) -> Result<TurnHandle> {
+    // The state outlives `out`, which the turn takes.
+    let st = out.st.clone();
+    let (st, session_id) = (&st, out.session_id);
     // Taken before anything is stored, given back when the turn ends, however it ends.
     let slot = crate::conversation::cluster::turn_slot(st, user.id()).await?;
     // In batch mode, the session's messages wait their turn (nothing stored meanwhile).
     let mut queued = None;
     let started = loop {
-        match prepare::prepare(st, user, session_id, &content, queued.take()).await? {
+        match prepare::prepare(st, user, session_id, &input, queued.take()).await? {
             prepare::Prepared::Started(s) => break s,
             prepare::Prepared::Queued(queue) => queued = Some(queue.lock_owned().await),
         }
@@ -120,8 +165,7 @@ pub async fn post(
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(user_frame));
     let (live, cancel) = out.begin_reply(&message_id, &agent, after_seq);
-    // Calls in the user's own message run with their authority, before the agent replies.
-    let asked = act::find(&st.functions, &content, &[]);
+    let asked = calls_of.map_or_else(Vec::new, |text| act::find(&st.functions, text, &[]));
     let user_calls = (!asked.is_empty()).then_some((user_frame_id, asked));
     let user = user.clone();
     let turn = converse::Turn {

@@ -22,6 +22,25 @@ pub(super) struct Started {
     pub(super) queued: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
+/// The message a turn answers, as it is stored: the user's own, or one an agent queued
+/// ([`crate::conversation::queue`]).
+pub(super) struct Input {
+    pub(super) author: AuthorType,
+    pub(super) author_id: Option<i64>,
+    pub(super) payload: serde_json::Value,
+}
+
+impl Input {
+    /// The signed-in user's message.
+    pub(super) fn user(user: &AuthUser, content: &str) -> Input {
+        Input {
+            author: AuthorType::User,
+            author_id: Some(user.id()),
+            payload: json!({"role": "user", "content": content}),
+        }
+    }
+}
+
 /// What preparing a turn came to.
 pub(super) enum Prepared {
     Started(Box<Started>),
@@ -40,7 +59,7 @@ pub(super) async fn prepare(
     st: &AppState,
     user: &AuthUser,
     session_id: i64,
-    content: &str,
+    input: &Input,
     mut queued: Option<tokio::sync::OwnedMutexGuard<()>>,
 ) -> Result<Prepared> {
     let prepared = st
@@ -59,9 +78,9 @@ pub(super) async fn prepare(
             }
             let message = NewFrame::message(
                 session_id,
-                AuthorType::User,
-                Some(user.id()),
-                json!({"role": "user", "content": content}),
+                input.author,
+                input.author_id,
+                input.payload.clone(),
             );
             let sealed = frames::seal(&dk, message)?;
             let seq = sealed.insert(tx).await?;

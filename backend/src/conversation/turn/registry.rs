@@ -34,6 +34,9 @@ pub struct Registry {
     /// The queue of each session in batch mode: its messages are answered one at a time,
     /// in the order they are stored ([`Registry::batch_queue`]).
     batch: Mutex<HashMap<i64, BatchQueue>>,
+    /// Raised whenever a session may have become idle (a turn, calls outside one or a
+    /// mirror ended): what [`Registry::idle`] waits on.
+    ended: Arc<tokio::sync::Notify>,
 }
 
 /// A session's batch queue: held by the turn answering its message, waited for (in order:
@@ -52,6 +55,7 @@ struct Turn {
 /// Calls running for a session outside a turn ([`Registry::acting`]).
 pub struct Acting {
     map: ActingMap,
+    ended: Arc<tokio::sync::Notify>,
     session_id: i64,
     id: u64,
     abort: Abort,
@@ -72,6 +76,8 @@ impl Drop for Acting {
                 m.remove(&self.session_id);
             }
         }
+        drop(m);
+        self.ended.notify_waiters();
     }
 }
 
@@ -113,6 +119,30 @@ impl Registry {
                 turns.remove(&session_id);
             }
         }
+        drop(turns);
+        self.ended.notify_waiters();
+    }
+
+    /// Whether nothing runs for the session: no reply in flight (here or on another
+    /// instance) and no calls outside one (a decision's, with the follow-up it starts).
+    pub fn is_idle(&self, session_id: i64) -> bool {
+        !lock(&self.turns).contains_key(&session_id)
+            && !lock(&self.acting).contains_key(&session_id)
+            && !lock(&self.remote).contains_key(&session_id)
+    }
+
+    /// Resolves once nothing runs for the session ([`Registry::is_idle`]).
+    pub async fn idle(&self, session_id: i64) {
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            // Registered before the look: an end between the two still wakes it.
+            ended.as_mut().enable();
+            if self.is_idle(session_id) {
+                return;
+            }
+            ended.await;
+        }
     }
 
     /// Stops every turn in flight on the session, and the calls running for it; returns
@@ -142,6 +172,7 @@ impl Registry {
             .push((id, abort.clone()));
         Acting {
             map: self.acting.clone(),
+            ended: self.ended.clone(),
             session_id,
             id,
             abort,
@@ -186,6 +217,8 @@ impl Registry {
                 remote.remove(&session_id);
             }
         }
+        drop(remote);
+        self.ended.notify_waiters();
     }
 
     /// Keeps only the mirrors of replies on the instances `alive`.
@@ -195,11 +228,14 @@ impl Registry {
             v.retain(|(owner, _)| alive.contains(owner));
             !v.is_empty()
         });
+        drop(remote);
+        self.ended.notify_waiters();
     }
 
     /// Lets go of every mirror (the events that would end them may have been lost).
     pub fn forget_all_remote(&self) {
         lock(&self.remote).clear();
+        self.ended.notify_waiters();
     }
 
     pub fn count(&self, session_id: i64) -> usize {
@@ -274,6 +310,30 @@ mod tests {
         assert!(reg.remote(2, "o").is_none());
         // Only this instance's own turns count as its own.
         assert_eq!(reg.count(1), 1);
+    }
+
+    #[tokio::test]
+    async fn idle_waits_for_the_sessions_turns_calls_and_mirrors() {
+        let reg = Registry::default();
+        let _t = reg.begin(turn(1, "a"), None);
+        let acting = reg.acting(1);
+        reg.add_remote("b", Arc::new(InFlight::new("m", 1, 1, "A", 0)));
+        assert!(reg.is_idle(2), "another session is idle");
+        let idle = reg.idle(1);
+        tokio::pin!(idle);
+        assert!(futures::poll!(idle.as_mut()).is_pending());
+        reg.end(1, "a");
+        assert!(
+            futures::poll!(idle.as_mut()).is_pending(),
+            "calls still run"
+        );
+        drop(acting);
+        assert!(
+            futures::poll!(idle.as_mut()).is_pending(),
+            "a reply runs elsewhere"
+        );
+        reg.forget_remote(1, "m");
+        assert!(futures::poll!(idle.as_mut()).is_ready());
     }
 
     #[test]

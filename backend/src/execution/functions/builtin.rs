@@ -1,7 +1,10 @@
-//! The functions Hero ships with, one line each: taken by the composition root
+//! The functions Hero ships with, one line each, and the bus they are routed through: taken by the composition root
 //! ([`crate::AppState::new`]) and by tests; nothing in the layers below names a handler.
 
-use super::{Registry, ask, bash, context_file, help, update_prompt, user_notify, websearch};
+use super::{
+    Registry, agent_queue, ask, bash, bus, context_file, help, update_prompt, user_notify,
+    websearch,
+};
 
 /// A registry of every builtin function.
 pub fn registry() -> Registry {
@@ -13,5 +16,7 @@ pub fn registry() -> Registry {
     r.register(update_prompt::UpdatePrompt);
     r.register(context_file::ContextFile);
     r.register(user_notify::UserNotify);
+    r.register(agent_queue::AgentQueue);
+    r.bus = bus::builtin();
     r
 }

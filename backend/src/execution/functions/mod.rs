@@ -4,13 +4,18 @@
 //! The registry knows no handler by name: the handlers act on what is above it (an
 //! answer, an agent's files), and only the composition root takes the builtin list.
 //!
+//! Every call the gate lets through reaches its handler past the registry's [`bus`]
+//! (subscribers, and handlers that may transform or intercept it).
+//!
 //! Adding a function: write a module with a type implementing [`Function`], and add one
 //! line to [`builtin::registry`]. `help` answers from the specs, the Permissions page lists
 //! them, and providers are offered them as tools.
 
+pub mod agent_queue;
 pub mod ask;
 pub mod bash;
 pub mod builtin;
+pub mod bus;
 pub mod context_file;
 pub mod help;
 pub mod schema;
@@ -78,12 +83,16 @@ pub const MAX_OUTPUT_CHARS: usize = 16_000;
 /// native tool (built once, shared by every request that offers it).
 pub struct Registry {
     functions: Vec<(Spec, Box<dyn Function>, Arc<crate::providers::Tool>)>,
+    /// What every call the gate lets through is routed past ([`bus`]).
+    pub bus: bus::Bus,
 }
 
 impl Registry {
+    /// No function, and a bus with no subscriber or handler.
     pub fn empty() -> Registry {
         Registry {
             functions: Vec::new(),
+            bus: bus::Bus::default(),
         }
     }
 
