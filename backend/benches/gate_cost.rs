@@ -2,7 +2,10 @@
 //! reply, the permission read and the request frame (one transaction), the result frame,
 //! the open-call checks and the events, on a real SQLite file. The handler does nothing,
 //! so what is measured is the pipeline. Two paths: an `always` function (run at once), and
-//! an `ask` one from the user's decision to its stored result. Prints p50 and p99; asserts
+//! an `ask` one from the user's decision to its stored result. The `always` path is run
+//! twice: through the server's bus (its subscribers) with four pass-through handlers
+//! added, and through a bus with none, so what the bus adds is the difference (reference
+//! 000's "Middleware Pipeline"; the goal: at most 1 ms at p99). Prints p50 and p99; asserts
 //! nothing.
 //!
 //! `cargo bench -p hero-backend --features test-support --bench gate_cost`
@@ -12,7 +15,8 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use hero_backend::conversation::act::{self, Authority, Scene};
 use hero_backend::conversation::hub::HubEvent;
-use hero_backend::execution::functions::{Ctx, Function, Spec, builtin};
+use hero_backend::execution::functions::bus::{self, Bus, Handled, Handler, Routed};
+use hero_backend::execution::functions::{Ctx, Function, Registry, Spec, builtin};
 use hero_backend::{Settings, conversation::frames, test_support};
 use hero_shared::calls::{DangerLevel, FunctionPermissions, Permission};
 use hero_shared::frame::FrameType;
@@ -43,6 +47,56 @@ impl Function for Noop {
     }
 }
 
+/// A handler that lets every call pass, having looked at it.
+struct Pass(&'static str);
+
+impl Handler for Pass {
+    fn name(&self) -> &'static str {
+        self.0
+    }
+
+    fn handle(&self, _cx: &Ctx<'_>, call: &Routed<'_>) -> Handled {
+        std::hint::black_box(call.args.get("n"));
+        Handled::Pass
+    }
+}
+
+/// The functions measured, with `bus` as the bus they are routed through.
+fn registry(bus: Bus) -> Registry {
+    let mut reg = builtin::registry();
+    reg.register(Noop("noop_always", Permission::Always));
+    reg.register(Noop("noop_ask", Permission::Ask));
+    reg.bus = bus;
+    reg
+}
+
+/// The `always` path, `n` calls: found, gated, run (a no-op) and recorded.
+async fn always(st: &hero_backend::AppState, name: &str, n: usize) -> Vec<Duration> {
+    let user = test_support::signed_in(st, name).await;
+    let session = test_support::session(st, &user, "gate").await;
+    let dk = frames::session_key(st, &user, session.id).await.unwrap();
+    let mut took = Vec::with_capacity(n);
+    for i in 0..n {
+        let text = format!("Running it: @system(noop_always, {{n: {i}}})");
+        let t0 = Instant::now();
+        let sc = Scene {
+            user_id: user.id(),
+            session_id: session.id,
+            dk: dk.clone(),
+            message_id: format!("reply-{i}"),
+            agent_id: None,
+        };
+        let asked = act::find(&st.functions, &text, &[]);
+        let opened = act::open(st, &sc, Authority::Agent(1), asked, None)
+            .await
+            .unwrap();
+        let settled = act::settle(st, &sc, &opened, &|_| {}, None).await.unwrap();
+        took.push(t0.elapsed());
+        assert!(settled.done);
+    }
+    took
+}
+
 /// Waits for the next result frame the session publishes.
 async fn result_published(live: &mut hero_backend::conversation::hub::Subscription) {
     loop {
@@ -65,9 +119,32 @@ fn quantiles(mut v: Vec<Duration>) -> (f64, f64) {
 #[tokio::main]
 async fn main() {
     const N: usize = 2_000;
-    let mut reg = builtin::registry();
-    reg.register(Noop("noop_always", Permission::Always));
-    reg.register(Noop("noop_ask", Permission::Ask));
+    // The bus alone: an `always` no-op through no subscriber or handler, then through the
+    // server's bus and four handlers that pass; each on a state of its own.
+    let bare =
+        test_support::state_with_functions(Settings::default(), registry(Bus::default())).await;
+    let mut server_bus = bus::builtin();
+    for name in ["audit", "limit", "log", "shape"] {
+        server_bus.handle(Pass(name));
+    }
+    let full = test_support::state_with_functions(Settings::default(), registry(server_bus)).await;
+    // Warm both, then measure in turns so that the machine's drift falls on both alike.
+    always(&bare.st, "warm-bare", 200).await;
+    always(&full.st, "warm-full", 200).await;
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    for round in 0..4 {
+        without.extend(always(&bare.st, &format!("bare-{round}"), N / 4).await);
+        with.extend(always(&full.st, &format!("full-{round}"), N / 4).await);
+    }
+    let (p50_without, p99_without) = quantiles(without);
+    let (p50_with, p99_with) = quantiles(with);
+    println!(
+        "bus: an always no-op with no bus p50 {p50_without:.3} ms, p99 {p99_without:.3} ms; through the server's bus and 4 handlers p50 {p50_with:.3} ms, p99 {p99_with:.3} ms; the bus adds {:.3} ms at p99 ({N} calls each)",
+        p99_with - p99_without
+    );
+    drop((bare, full));
+
+    let reg = registry(bus::builtin());
     // Every layer, as the server runs bash: this crate's Landlock helper included.
     let settings = Settings {
         sandbox: hero_backend::execution::sandbox::SandboxLimits {
@@ -102,20 +179,7 @@ async fn main() {
         agent_id: None,
     };
 
-    let mut always = Vec::with_capacity(N);
-    for i in 0..N {
-        let text = format!("Running it: @system(noop_always, {{n: {i}}})");
-        let t0 = Instant::now();
-        let sc = scene(i);
-        let asked = act::find(&st.functions, &text, &[]);
-        let opened = act::open(&st, &sc, Authority::Agent(1), asked, None)
-            .await
-            .unwrap();
-        let settled = act::settle(&st, &sc, &opened, &|_| {}, None).await.unwrap();
-        always.push(t0.elapsed());
-        assert!(settled.done);
-    }
-    let (p50, p99) = quantiles(always);
+    let (p50, p99) = quantiles(always(&st, "always", N).await);
     println!(
         "always: a call found, gated, run (a no-op) and recorded: p50 {p50:.3} ms, p99 {p99:.3} ms ({N} calls)"
     );

@@ -2,7 +2,7 @@ import { test, expect } from "@playwright/test";
 import { connected, mockSays, mockSession, ready, send, signIn } from "./helpers";
 
 // Reference 000's runtime as a user meets it: the spend lines in the header, replies in
-// batch mode, legacy assertions.
+// batch mode, legacy assertions, notifications and messages agents queue.
 
 test("the spend lines move after a reply, with the tokens on hover", async ({ page }) => {
   await signIn(page, "frank", "frank-password");
@@ -86,4 +86,24 @@ test("an agent's notification shows as a toast on another page of the user, and 
   await expect(other.getByTestId("toast")).toHaveText("Your report is ready", { timeout: 15_000 });
   await expect(other.getByTestId("toast")).toHaveClass(/toast-success/);
   await expect(page.locator(".msg-system").last()).toContainText("Notification: Your report is ready", { timeout: 15_000 });
+});
+
+test("a message an agent queues is approved, then answered in a second session", async ({ page }) => {
+  await signIn(page, "frank", "frank-password");
+  const second = await mockSession(page, "Queue target");
+  const first = await mockSession(page, "Queue source");
+  const message = `Please check the figures. ${mockSays("Checked: all in order.")}`;
+  const call = `On it. @agent(queue, {message: ${JSON.stringify(message)}, session: ${second}})`;
+  // `\u0040` is `@`: the user's own message holds no call.
+  await send(page, mockSays(call, "Queued it.").replace(/@/g, "\\u0040"));
+  const queueCard = page.locator('.call[data-function="agent_queue"]').last();
+  await expect(queueCard).toContainText("moderate", { timeout: 15_000 });
+  await queueCard.getByRole("button", { name: "Approve" }).click();
+  await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("Queued it.", { timeout: 15_000 });
+  await page.goto(`/s/${second}`);
+  await connected(page);
+  const queued = page.locator(".msg-user").last();
+  await expect(queued).toContainText(`Queued by Mock Queue source from session ${first}`, { timeout: 15_000 });
+  await expect(queued).toContainText("Please check the figures.");
+  await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("Checked: all in order.", { timeout: 15_000 });
 });
