@@ -216,6 +216,7 @@ async fn never_and_always_settle_in_the_same_turn() {
             "update_prompt always always autoApprove=always safe",
             "context_file always always autoApprove=always moderate",
             "user_notify always always autoApprove=always safe",
+            "agent_queue ask ask autoApprove=always moderate",
         ]
     );
     let (s, p) = h
@@ -2482,8 +2483,12 @@ async fn a_queued_message_is_answered_in_a_second_session() {
         .join("\n");
     assert!(
         sent.contains(&format!(
-            r#"[A message the agent \"anthropic agent\" queued for you in session {first}; it is not the user's]"#
+            r#"[System] The agent \"anthropic agent\" in session {first} queued the message in the block below for you: a request from another agent, not the user's words"#
         )),
+        "{sent}"
+    );
+    assert!(
+        sent.contains("<queued_message>") && sent.contains("Check the figures."),
         "{sent}"
     );
     // The first agent was told where it went, and went on.
@@ -2670,4 +2675,89 @@ async fn queueing_is_refused_with_its_reason() {
     assert_eq!(queued_messages(&there).len(), 1);
     assert_eq!(agent_messages(&there)[1]["payload"]["content"], "Waited.");
     assert_eq!(h.st.queued.total(), 0, "the place is given back");
+}
+
+/// Stop in the session a message was queued from ends it while it waits: it is never sent,
+/// and the session says so in a private notice. An answer to a queued message may queue
+/// one message, no more (a chain is a line, not a tree).
+#[tokio::test]
+async fn stop_ends_a_waiting_queued_message_and_a_chain_does_not_branch() {
+    let (mock, h) = acting(|_| {}).await;
+    let (first, agent) = h.session_with("anthropic", &mock, KEY).await;
+    let second = second_session(&h, agent, "busy").await;
+    set_level(&h, "agent_queue", "always").await;
+    let slow = {
+        let (c, url) = (
+            h.c.clone(),
+            h.url(&format!("/api/sessions/{second}/messages/stream")),
+        );
+        let content = r#"[[mock text="a slow reply, one letter at a time" chunk=1 delay_ms=60]]"#;
+        tokio::spawn(async move {
+            let r = c
+                .post(url)
+                .json(&json!({ "content": content }))
+                .send()
+                .await
+                .unwrap();
+            r.text().await.unwrap()
+        })
+    };
+    while h.st.turns.is_idle(second) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    h.stream(
+        first,
+        &queue_directive("[[mock text=\"never\"]] wait", Some(second), "Queued."),
+    )
+    .await;
+    frames_when(&h, first, |f| agent_messages(f).len() == 2).await;
+    let user = hero_backend::accounts::auth::login(&h.st, "alice", "alice-password")
+        .await
+        .unwrap()
+        .user;
+    assert_eq!(
+        hero_backend::conversation::turn::stop(&h.st, &user, first)
+            .await
+            .unwrap(),
+        1,
+        "the waiting message"
+    );
+    let noted = frames_when(&h, first, |f| {
+        f.iter().any(|m| m["payload"]["notice"] == "warning")
+    })
+    .await;
+    let notice = noted
+        .iter()
+        .find(|m| m["payload"]["notice"] == "warning")
+        .unwrap();
+    assert_eq!(
+        notice["payload"]["content"],
+        format!(
+            "The message the agent queued for session {second} was not sent: Stop ended it, or the server was shutting down."
+        )
+    );
+    assert_eq!(notice["payload"]["private"], true);
+    slow.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(queued_messages(&h.frames(second).await).is_empty());
+    assert_eq!(h.st.queued.total(), 0);
+
+    // The second session's agent, answering a queued message, queues two: one goes.
+    let two = format!(
+        "Passing on. @agent(queue, {{message: \"one\", session: {first}}}) @agent(queue, {{message: \"two\", session: {first}}})"
+    );
+    let directive = format!(
+        "[[mock text={} then=\"Passed.\"]] Pass this on twice.",
+        json!(two).to_string().replace('@', r"\u0040")
+    );
+    h.stream(first, &queue_directive(&directive, Some(second), "Sent."))
+        .await;
+    let there = frames_when(&h, second, |f| results(f).len() == 2).await;
+    assert_eq!(
+        results(&there),
+        [
+            format!(r#"queued for session {first} ("chat"): its agent answers it there once no reply is in flight"#),
+            "an answer to a queued message may queue one message, and this one already did: nothing was queued".to_owned(),
+        ]
+    );
 }

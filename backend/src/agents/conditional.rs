@@ -20,7 +20,7 @@ pub struct Situation<'a> {
 
 impl Situation<'_> {
     /// The input the agent is about to answer: the last user-side entry, if the user wrote
-    /// it (not a call's result or a note of the system's).
+    /// it (not a call's result, a note of the system's, or a message another agent queued).
     pub fn user_input(&self) -> Option<&CompiledMessage> {
         self.messages
             .iter()
@@ -28,6 +28,7 @@ impl Situation<'_> {
             .find(|m| m.role != Role::Agent && m.frame_type != FrameType::Request)
             .copied()
             .filter(|m| m.role == Role::User && m.frame_type == FrameType::Message)
+            .filter(|m| m.payload.get("queued").is_none())
     }
 
     /// The agent's prompts without an answer, oldest first (at most [`MAX_LISTED`]: the
@@ -213,9 +214,14 @@ mod tests {
         );
         // The last input is not the user's (a system note after their message).
         assert_eq!(
-            check(&[asked, said, msg(4, "s", AuthorType::System, "note")]),
+            check(&[asked.clone(), said, msg(4, "s", AuthorType::System, "note")]),
             None
         );
+        // Nor is a message another agent queued, though it is read as an input.
+        let mut queued = msg(3, "q", AuthorType::System, "blue, says the other agent");
+        queued.payload =
+            serde_json::json!({"role": "user", "content": "blue", "queued": {"chain": 1}});
+        assert_eq!(check(&[asked, queued]), None);
     }
 
     #[test]

@@ -6,11 +6,15 @@
 //! the session's agent answers it, as it answers the user.
 //!
 //! A queued message carries none of the user's authority (its text runs no calls; the reply
-//! to it is gated as every reply is), waits for any reply in flight in its session
-//! ([`crate::conversation::turn::Registry::idle`]), and is bounded twice: a chain of messages
-//! queued in answer to queued messages stops at `max_rounds` links (each message's `chain`
-//! counts them), and at most [`crate::limits::Limits::queued_per_user`] wait at once per user.
-//! What waits is held in memory: a restart forgets a message not yet sent.
+//! to it is gated as every reply is). It waits for its session to be idle
+//! ([`crate::conversation::turn::Registry::idle`]), one sender at a time per session, and a
+//! Stop in the session it goes to or comes from ends it (the originating session gets a
+//! private notice of any message not sent, as of one refused later). It is bounded three
+//! ways: a chain of messages queued in answer to queued messages stops at `max_rounds` links
+//! (each message's `chain` counts them); an answer to a queued message may queue one
+//! message, so a chain is a line; and at most [`crate::limits::Limits::queued_per_user`] wait
+//! at once per user on each instance. What waits is held in memory: a restart, or the loss of
+//! the instance, forgets a message not yet sent.
 
 use hero_shared::api::{CreateSessionRequest, SessionStatus};
 use hero_shared::frame::{AuthorType, Frame, FrameType};
@@ -19,6 +23,7 @@ use serde_json::{Value, json};
 use crate::accounts::auth::AuthUser;
 use crate::conversation::{frames, sessions, turn};
 use crate::crypto::SecretKey;
+use crate::drive::abort::Abort;
 use crate::{AppState, Error, Result};
 
 /// Where a queued message goes.
@@ -48,7 +53,7 @@ pub struct From {
 
 /// Queues `message` for `target`: what the calling agent is told, or why it was refused
 /// (one line for the agent). The message is sent in a task of its own once its session has
-/// no reply in flight.
+/// no reply in flight; Stop in either session ends it first.
 pub async fn enqueue(
     st: &AppState,
     from: From,
@@ -60,31 +65,32 @@ pub async fn enqueue(
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id())
         .await
         .map_err(said)?;
-    let chain = chain_of(st, &dk, from.session_id).await.map_err(said)? + 1;
+    let link = link_of(st, &dk, from.session_id).await.map_err(said)?;
+    let chain = link.chain + 1;
     let max = st.settings.limits.rounds_per_message;
     if chain > max as u64 {
         return Err(format!(
             "this chain of queued messages has reached max_rounds ({max} links): nothing was queued; tell the user instead"
         ));
     }
+    // A reply to a queued message passes one on at most: a chain is a line, not a tree.
+    if link.chain > 0 && link.queued > 0 {
+        return Err(
+            "an answer to a queued message may queue one message, and this one already did: nothing was queued"
+                .into(),
+        );
+    }
     let most = st.settings.limits.queued_per_user;
-    let waiting = st
+    let place = st
         .queued
         .acquire(user.id(), most, "queued messages")
         .map_err(|_| {
             format!("the queue is full: {most} queued messages already wait (queued_per_user); nothing was queued")
         })?;
+    let this = "queued for this session: it comes once this round is over, and you answer it then";
     let (session_id, told) = match target {
-        Target::This => (
-            from.session_id,
-            "queued for this session: it comes once this round is over, and you answer it then"
-                .to_owned(),
-        ),
-        Target::Session(id) if id == from.session_id => (
-            id,
-            "queued for this session: it comes once this round is over, and you answer it then"
-                .to_owned(),
-        ),
+        Target::This => (from.session_id, this.to_owned()),
+        Target::Session(id) if id == from.session_id => (id, this.to_owned()),
         Target::Session(id) => {
             let s = sessions::get(&st.db, &user, id)
                 .await
@@ -99,12 +105,11 @@ pub async fn enqueue(
         }
         Target::NewWith(agent) => {
             let agent = find_agent(st, &user, &agent).await?;
-            let name = sub_session_name(&agent.name, &message);
             let s = sessions::create(
                 st,
                 &user,
                 CreateSessionRequest {
-                    name,
+                    name: sub_session_name(&agent.name, &message),
                     parent_session_id: Some(from.session_id),
                     status: Some(SessionStatus::Agent),
                     agent_id: Some(agent.id),
@@ -138,42 +143,101 @@ pub async fn enqueue(
             "chain": chain,
         },
     });
+    // Registered before the call returns: a Stop from now on reaches it.
+    let waiting = st.turns.waiting(session_id, from.session_id);
     let st = st.clone();
     tokio::spawn(async move {
-        send(&st, &user, session_id, payload).await;
-        drop(waiting);
+        if let Err(why) = send(&st, &user, session_id, payload, waiting.abort()).await {
+            tracing::warn!(session_id, why, "a queued message was not sent");
+            let text = format!(
+                "The message the agent queued for session {session_id} was not sent: {why}."
+            );
+            notice(&st, &user, &dk, from.session_id, text).await;
+        }
+        drop((waiting, place));
     });
     Ok(told)
 }
 
-/// Sends a queued message once its session is idle: a reply of the user's at their limit
-/// is waited out; a server shutting down, or a session gone meanwhile, loses it (logged).
-async fn send(st: &AppState, user: &AuthUser, session_id: i64, payload: Value) {
+/// Sends a queued message once its session is idle, one sender at a time per session; the
+/// user's replies at their bound are waited out. `Err`: why it was not sent (a Stop, the
+/// server shutting down, the session gone or full).
+async fn send(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    payload: Value,
+    stop: &Abort,
+) -> std::result::Result<(), String> {
+    let stopped = || async {
+        tokio::select! {
+            () = stop.aborted() => {}
+            () = st.hub.closed() => {}
+        }
+    };
+    let halted = |_| "Stop ended it, or the server was shutting down".to_owned();
+    // Held until its reply is registered: the next sender then finds the session busy.
+    let sender = st.turns.sender(session_id);
+    let _one = tokio::select! {
+        held = sender.lock_owned() => held,
+        () = stopped() => return Err(halted(())),
+    };
     loop {
         tokio::select! {
             () = st.turns.idle(session_id) => {}
-            () = st.hub.closed() => return,
+            () = stopped() => return Err(halted(())),
         }
-        match turn::post_queued(st, user, session_id, payload.clone()).await {
-            Ok(_started) => return,
+        let slot = match crate::conversation::cluster::turn_slot(st, user.id()).await {
+            Ok(slot) => slot,
             // The user's replies in flight are at their bound: wait for one to end.
             Err(Error::Limit(_)) => {
                 tokio::select! {
-                    () = tokio::time::sleep(std::time::Duration::from_millis(250)) => {}
-                    () = st.hub.closed() => return,
+                    () = tokio::time::sleep(std::time::Duration::from_millis(250)) => continue,
+                    () = stopped() => return Err(halted(())),
                 }
             }
-            Err(e) => {
-                tracing::warn!(error = %e, session_id, "a queued message could not be sent");
-                return;
-            }
+            Err(e) => return Err(e.public_message()),
+        };
+        // A reply may have begun there while the slot was waited for.
+        if !st.turns.is_idle(session_id) {
+            continue;
         }
+        return turn::post_queued(st, user, session_id, payload, slot)
+            .await
+            .map(drop)
+            .map_err(|e| e.public_message());
+    }
+}
+
+/// A private notice line in the session (for the user; the agent is not sent it).
+async fn notice(st: &AppState, user: &AuthUser, dk: &SecretKey, session_id: i64, text: String) {
+    let f = frames::NewFrame::message(
+        session_id,
+        AuthorType::System,
+        None,
+        json!({"role": "system", "content": text, "private": true, "notice": "warning"}),
+    );
+    match frames::append(st, dk, f).await {
+        Ok(kept) => st.hub.publish(
+            user.id(),
+            session_id,
+            crate::conversation::hub::HubEvent::Frame(kept),
+        ),
+        Err(e) => tracing::warn!(error = %e, "a queued message's failure could not be noted"),
     }
 }
 
 /// A sub-session's name: its agent's, and the message's first sentence (or its start).
 fn sub_session_name(agent: &str, message: &str) -> String {
-    let first = message.trim().lines().next().unwrap_or_default();
+    let first: String = message
+        .trim()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let first = first.as_str();
     let sentence = first.find(". ").map_or(first, |at| &first[..=at]).trim();
     let name = format!("{agent}: {sentence}");
     match name
@@ -205,39 +269,57 @@ async fn find_agent(
         })
 }
 
-/// How long the chain of queued messages is that the session's last input began: its
-/// `chain` if another agent queued it, 0 if the user wrote it (or none is left since the
-/// last compact).
-async fn chain_of(st: &AppState, dk: &SecretKey, session_id: i64) -> Result<u64> {
+/// Where the session's last input stands in a chain of queued messages.
+#[derive(Debug, Default, PartialEq)]
+struct Link {
+    /// The input's `chain` if another agent queued it; 0 if the user wrote it (or none is
+    /// left since the last compact).
+    chain: u64,
+    /// Messages queued since that input (`agent_queue` calls that returned).
+    queued: usize,
+}
+
+/// The session's [`Link`], from the conversation kept in memory or read.
+async fn link_of(st: &AppState, dk: &SecretKey, session_id: i64) -> Result<Link> {
     let last = frames::last_seq(&st.db, session_id).await?;
     let kept = st.history.look(session_id, last, |kept| {
-        chain(kept.iter().map(|k| &*k.frame))
+        link(kept.iter().map(|k| &*k.frame))
     });
     match kept {
-        Some(n) => Ok(n),
+        Some(l) => Ok(l),
         None => {
             let read = frames::before(&st.db, dk, session_id, last + 1).await?;
-            Ok(chain(read.iter().map(|k| &*k.frame)))
+            Ok(link(read.iter().map(|k| &*k.frame)))
         }
     }
 }
 
-/// The chain of the last input among `frames` (oldest first).
-fn chain<'a>(frames: impl DoubleEndedIterator<Item = &'a Frame>) -> u64 {
+/// The [`Link`] of the last input among `frames` (oldest first).
+fn link<'a>(frames: impl DoubleEndedIterator<Item = &'a Frame>) -> Link {
+    let mut queued = 0;
     for f in frames.rev() {
-        if f.frame_type != FrameType::Message {
-            continue;
+        match f.frame_type {
+            FrameType::Result => {
+                let ok = f.payload.get("outcome").and_then(Value::as_str) == Some("ok");
+                let queuing =
+                    f.payload.get("function").and_then(Value::as_str) == Some("agent_queue");
+                queued += usize::from(ok && queuing);
+                continue;
+            }
+            FrameType::Message => {}
+            _ => continue,
         }
         let private = f.payload.get("private") == Some(&Value::Bool(true));
         match (f.author_type, f.payload.get("queued")) {
-            (AuthorType::User, _) if !private => return 0,
+            (AuthorType::User, _) if !private => return Link { chain: 0, queued },
             (AuthorType::System, Some(q)) => {
-                return q.get("chain").and_then(Value::as_u64).unwrap_or(0);
+                let chain = q.get("chain").and_then(Value::as_u64).unwrap_or(0);
+                return Link { chain, queued };
             }
             _ => {}
         }
     }
-    0
+    Link { chain: 0, queued }
 }
 
 #[cfg(test)]
@@ -276,7 +358,7 @@ mod tests {
     }
 
     #[test]
-    fn the_chain_is_the_last_inputs() {
+    fn the_link_is_the_last_inputs() {
         let user = message(AuthorType::User, json!({"role": "user", "content": "hi"}));
         let note = message(
             AuthorType::User,
@@ -293,14 +375,36 @@ mod tests {
             AuthorType::System,
             json!({"role": "system", "content": "x"}),
         );
-        assert_eq!(chain([].iter()), 0);
-        assert_eq!(chain([user.clone(), reply.clone()].iter()), 0);
+        let result = |function: &str, outcome: &str| Frame {
+            frame_type: FrameType::Result,
+            author_type: AuthorType::System,
+            ..message(
+                AuthorType::System,
+                json!({"function": function, "outcome": outcome}),
+            )
+        };
+        let at = |chain, queued| Link { chain, queued };
+        assert_eq!(link([].iter()), at(0, 0));
+        assert_eq!(link([user.clone(), reply.clone()].iter()), at(0, 0));
         let fs = [user.clone(), queued(3), reply.clone(), note, notice];
-        assert_eq!(chain(fs.iter()), 3, "a note or a notice is no input");
+        assert_eq!(link(fs.iter()), at(3, 0), "a note or a notice is no input");
         assert_eq!(
-            chain([queued(2), reply, user].iter()),
-            0,
+            link([queued(2), reply.clone(), user.clone()].iter()),
+            at(0, 0),
             "the user spoke since"
+        );
+        let fs = [
+            result("agent_queue", "ok"),
+            queued(1),
+            reply,
+            result("agent_queue", "ok"),
+            result("agent_queue", "invalid"),
+            result("help", "ok"),
+        ];
+        assert_eq!(
+            link(fs.iter()),
+            at(1, 1),
+            "only what returned since the input counts"
         );
     }
 }

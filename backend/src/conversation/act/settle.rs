@@ -74,7 +74,7 @@ pub async fn settle_one(
             };
             let run = async {
                 use futures::FutureExt;
-                let Some((_, f)) = st.functions.get(&o.req.function) else {
+                let Some((spec, f)) = st.functions.get(&o.req.function) else {
                     return Err(format!("there is no function `{}`", o.req.function));
                 };
                 // Past the bus's subscribers and handlers (`functions::bus`), which may
@@ -85,6 +85,13 @@ pub async fn settle_one(
                         .route(&cx, &o.req.function, &o.req.args, &o.request_id)
                 }));
                 let args = match routed {
+                    // Arguments a handler changed are checked as the agent's were.
+                    Ok(functions::bus::Routing::Run(std::borrow::Cow::Owned(changed))) => {
+                        functions::schema::validate(spec.name, &spec.schema, &changed).map_err(
+                            |e| format!("a handler changed the call's arguments, and they no longer fit: {e}"),
+                        )?;
+                        std::borrow::Cow::Owned(changed)
+                    }
                     Ok(functions::bus::Routing::Run(args)) => args,
                     Ok(functions::bus::Routing::Answered(_, answer)) => return answer,
                     Err(_) => {

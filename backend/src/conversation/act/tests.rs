@@ -415,7 +415,8 @@ async fn a_call_settled_while_its_reply_streams_is_followed_up_once() {
 /// by each subscriber; the handlers run in alphabetical order, whatever order they were
 /// added in, and each may pass it, change its arguments for the later ones and the
 /// function, or answer it itself (the function does not run, the later handlers are not
-/// asked). A call the gate refused reaches none of them.
+/// asked); arguments a handler changed are checked against the schema again. A call the
+/// gate refused reaches none of them.
 #[tokio::test]
 async fn the_bus_routes_each_call_past_its_handlers_in_order() {
     use crate::execution::functions::bus::{Handled, Handler, Routed, Subscriber};
@@ -439,6 +440,8 @@ async fn the_bus_routes_each_call_past_its_handlers_in_order() {
                 ("c-guard", m) if m.to_lowercase().contains("secret") => {
                     Handled::Intercept(Err("withheld by c-guard".into()))
                 }
+                // `d-last` spoils what it is given to break: checked, it does not run.
+                ("d-last", "BREAK") => Handled::Transform(json!({"message": "x", "colour": "red"})),
                 _ => Handled::Pass,
             }
         }
@@ -478,7 +481,7 @@ async fn the_bus_routes_each_call_past_its_handlers_in_order() {
     crate::execution::permissions::set(&st, &user, "websearch", Permission::Never)
         .await
         .unwrap();
-    let text = r#"@user(notify, {message: "done"}) @user(notify, {message: "the secret"}) @system(websearch, {query: "x"})"#;
+    let text = r#"@user(notify, {message: "done"}) @user(notify, {message: "the secret"}) @user(notify, {message: "break"}) @system(websearch, {query: "x"})"#;
     let asked = find(&st.functions, text, &[]);
     let settled = open_and_settle(&st, &sc, Authority::Agent(1), asked, None, &|_| {}, None)
         .await
@@ -500,6 +503,10 @@ async fn the_bus_routes_each_call_past_its_handlers_in_order() {
             (Outcome::Ok, "the user was notified: DONE".to_owned()),
             (Outcome::Error, "withheld by c-guard".to_owned()),
             (
+                Outcome::Error,
+                "a handler changed the call's arguments, and they no longer fit: user_notify has no argument `colour` (it takes: level, message)".to_owned()
+            ),
+            (
                 Outcome::Denied,
                 "websearch is not allowed (its permission is never)".to_owned()
             ),
@@ -516,6 +523,11 @@ async fn the_bus_routes_each_call_past_its_handlers_in_order() {
             "a-first the secret",
             "b-shout the secret",
             "c-guard THE SECRET",
+            "seen user_notify",
+            "a-first break",
+            "b-shout break",
+            "c-guard BREAK",
+            "d-last BREAK",
         ]
     "#]]
     .assert_debug_eq(&log.lock().unwrap());

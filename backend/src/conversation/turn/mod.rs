@@ -100,18 +100,20 @@ pub async fn post(
     };
     let input = prepare::Input::user(user, &content);
     // Calls in the user's own message run with their authority, before the agent replies.
-    start(out, events, message_id, user, input, Some(&content)).await
+    start(out, events, message_id, user, input, Some(&content), None).await
 }
 
 /// Stores a message an agent queued for the session (`@agent(queue, …)`, through
 /// [`crate::conversation::queue`]) and starts the session's agent's reply to it. The message
 /// is the payload as stored (`role: user`, its `queued` saying whose it is); it carries no
-/// authority of the user's, and its text runs no calls.
+/// authority of the user's, and its text runs no calls. `slot`: the user's turn slot, taken
+/// by the sender (which waits for one rather than be refused).
 pub(crate) async fn post_queued(
     st: &AppState,
     user: &AuthUser,
     session_id: i64,
     payload: serde_json::Value,
+    slot: crate::limits::Permit,
 ) -> Result<TurnHandle> {
     if st.hub.is_closing() {
         return Err(Error::Unavailable(
@@ -126,12 +128,12 @@ pub(crate) async fn post_queued(
         author_id: None,
         payload,
     };
-    start(out, events, message_id, user, input, None).await
+    start(out, events, message_id, user, input, None, Some(slot)).await
 }
 
 /// Stores the turn's input message and starts the reply: the stages from prepare on.
 /// `calls_of`: the text whose calls run with the user's authority first (their own
-/// message's), if any.
+/// message's), if any; `slot`: the user's turn slot if taken already.
 async fn start(
     out: out::Out,
     mut events: TurnEvents,
@@ -139,12 +141,16 @@ async fn start(
     user: &AuthUser,
     input: prepare::Input,
     calls_of: Option<&str>,
+    slot: Option<crate::limits::Permit>,
 ) -> Result<TurnHandle> {
     // The state outlives `out`, which the turn takes.
     let st = out.st.clone();
     let (st, session_id) = (&st, out.session_id);
     // Taken before anything is stored, given back when the turn ends, however it ends.
-    let slot = crate::conversation::cluster::turn_slot(st, user.id()).await?;
+    let slot = match slot {
+        Some(slot) => slot,
+        None => crate::conversation::cluster::turn_slot(st, user.id()).await?,
+    };
     // In batch mode, the session's messages wait their turn (nothing stored meanwhile).
     let mut queued = None;
     let started = loop {
@@ -183,7 +189,8 @@ async fn start(
     Ok(TurnHandle { message_id, events })
 }
 
-/// Stop: the session's replies in flight end (keeping what they have), calls running for
+/// Stop: the session's replies in flight end (keeping what they have), messages agents
+/// queued to or from it that still wait are not sent, calls running for
 /// it end as stopped, and calls waiting for approval are recorded as stopped too.
 pub async fn stop(st: &AppState, user: &AuthUser, session_id: i64) -> Result<usize> {
     sessions::get(&st.db, user, session_id).await?;

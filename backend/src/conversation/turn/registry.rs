@@ -37,6 +37,35 @@ pub struct Registry {
     /// Raised whenever a session may have become idle (a turn, calls outside one or a
     /// mirror ended): what [`Registry::idle`] waits on.
     ended: Arc<tokio::sync::Notify>,
+    /// Messages agents queued that wait to be sent ([`Registry::waiting`]): Stop in the
+    /// session they go to, or come from, ends them.
+    waiting: WaitingMap,
+    next_waiting: std::sync::atomic::AtomicU64,
+    /// One sender at a time into each session ([`Registry::sender`]).
+    senders: Mutex<HashMap<i64, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// Queued messages waiting, by id: (the session they go to, the one they come from, their
+/// stop signal).
+type WaitingMap = Arc<Mutex<HashMap<u64, (i64, i64, Abort)>>>;
+
+/// A queued message waiting to be sent ([`Registry::waiting`]); forgotten when dropped.
+pub struct Waiting {
+    map: WaitingMap,
+    id: u64,
+    abort: Abort,
+}
+
+impl Waiting {
+    pub fn abort(&self) -> &Abort {
+        &self.abort
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        lock(&self.map).remove(&self.id);
+    }
 }
 
 /// A session's batch queue: held by the turn answering its message, waited for (in order:
@@ -125,10 +154,34 @@ impl Registry {
 
     /// Whether nothing runs for the session: no reply in flight (here or on another
     /// instance) and no calls outside one (a decision's, with the follow-up it starts).
+    /// Calls outside a turn are looked at first: a decision registers its follow-up before
+    /// it lets its calls go, so work moving from one to the other is seen in one of them.
     pub fn is_idle(&self, session_id: i64) -> bool {
-        !lock(&self.turns).contains_key(&session_id)
-            && !lock(&self.acting).contains_key(&session_id)
+        !lock(&self.acting).contains_key(&session_id)
+            && !lock(&self.turns).contains_key(&session_id)
             && !lock(&self.remote).contains_key(&session_id)
+    }
+
+    /// Registers a queued message waiting to go from session `from` to session `to`: a Stop
+    /// in either reaches it through the guard's [`Abort`] until it is dropped.
+    pub fn waiting(&self, to: i64, from: i64) -> Waiting {
+        let abort = Abort::default();
+        let id = self.next_waiting.fetch_add(1, Ordering::Relaxed);
+        lock(&self.waiting).insert(id, (to, from, abort.clone()));
+        Waiting {
+            map: self.waiting.clone(),
+            id,
+            abort,
+        }
+    }
+
+    /// The lock a queued message's sender holds from waiting for the session to be idle
+    /// until its reply is registered, so that two queued messages never start at once.
+    /// Locks nobody holds or waits for are forgotten here.
+    pub fn sender(&self, session_id: i64) -> Arc<tokio::sync::Mutex<()>> {
+        let mut senders = lock(&self.senders);
+        senders.retain(|_, l| Arc::strong_count(l) > 1);
+        senders.entry(session_id).or_default().clone()
     }
 
     /// Resolves once nothing runs for the session ([`Registry::is_idle`]).
@@ -145,17 +198,24 @@ impl Registry {
         }
     }
 
-    /// Stops every turn in flight on the session, and the calls running for it; returns
-    /// how many.
+    /// Stops every turn in flight on the session, the calls running for it, and the queued
+    /// messages waiting to go to it or from it; returns how many.
     pub fn abort(&self, session_id: i64) -> usize {
+        let waiting = lock(&self.waiting)
+            .values()
+            .filter(|(to, from, _)| *to == session_id || *from == session_id)
+            .inspect(|(_, _, a)| a.abort())
+            .count();
         let acts = lock(&self.acting).get(&session_id).map_or(0, |v| {
             v.iter().for_each(|(_, a)| a.abort());
             v.len()
         });
-        acts + lock(&self.turns).get(&session_id).map_or(0, |m| {
-            m.values().for_each(|t| t.abort.abort());
-            m.len()
-        })
+        waiting
+            + acts
+            + lock(&self.turns).get(&session_id).map_or(0, |m| {
+                m.values().for_each(|t| t.abort.abort());
+                m.len()
+            })
     }
 
     /// Registers calls running for the session outside a turn; Stop (and shutdown) reach
@@ -262,6 +322,9 @@ impl Registry {
             acts.iter()
                 .for_each(|(_, a)| a.abort_for(AbortReason::Shutdown));
         }
+        for (_, _, a) in lock(&self.waiting).values() {
+            a.abort_for(AbortReason::Shutdown);
+        }
     }
 }
 
@@ -334,6 +397,18 @@ mod tests {
         );
         reg.forget_remote(1, "m");
         assert!(futures::poll!(idle.as_mut()).is_ready());
+    }
+
+    #[test]
+    fn stop_reaches_queued_messages_going_to_or_from_the_session() {
+        let reg = Registry::default();
+        let to_two = reg.waiting(2, 1);
+        let to_three = reg.waiting(3, 4);
+        assert_eq!(reg.abort(1), 1, "from session 1");
+        assert!(to_two.abort().is_aborted() && !to_three.abort().is_aborted());
+        drop(to_two);
+        assert_eq!(reg.abort(1), 0, "a dropped one is forgotten");
+        assert_eq!(reg.abort(3), 1);
     }
 
     #[test]
