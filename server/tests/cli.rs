@@ -320,6 +320,19 @@ async fn an_installation_is_copied_to_postgresql_and_back() {
     }
     let before = frames::all(&st.db, &dk, session).await.unwrap();
     assert_eq!(before.len(), 6);
+    // And a process of alice's, sealed under her key and its row's id.
+    use hero_backend::agents::abilities;
+    let made = abilities::create(
+        &st,
+        &alice,
+        hero_shared::api::CreateProcessRequest {
+            name: "copied".into(),
+            description: "kept".into(),
+            content: "For {{user.name}}.".into(),
+        },
+    )
+    .await
+    .unwrap();
     st.db.close().await;
 
     // To PostgreSQL.
@@ -365,15 +378,14 @@ async fn an_installation_is_copied_to_postgresql_and_back() {
     let lite = store::Db::open(&back).await.unwrap();
     assert_eq!(frames::all(&lite, &dk, session).await.unwrap(), before);
     // The copy's users go on from the copied ids: a new one is the next.
-    let bob = test_support::signed_in(
-        &AppState::new(
-            pg,
-            crypto::Keyring::new(crypto::load_master_key(None, &data).unwrap().0),
-            Settings::default(),
-        )
-        .unwrap(),
-        "bob",
+    let on_pg = AppState::new(
+        pg,
+        crypto::Keyring::new(crypto::load_master_key(None, &data).unwrap().0),
+        Settings::default(),
     )
-    .await;
+    .unwrap();
+    let process = abilities::get(&on_pg, &alice, &made.id).await.unwrap();
+    assert_eq!(process.content.as_deref(), Some("For {{user.name}}."));
+    let bob = test_support::signed_in(&on_pg, "bob").await;
     assert!(bob.id() > alice.id());
 }

@@ -459,6 +459,94 @@ pub struct PermissionDto {
     pub level: crate::calls::Permission,
 }
 
+/// What an ability is (reference 000, "Abilities").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AbilityType {
+    /// Something the system runs (the function registry).
+    Function,
+    /// Instructions in markdown, with variables ([`crate::process`]).
+    Process,
+}
+
+/// Where an ability comes from: its id starts with it (`builtin:bash`, `system:act`,
+/// `user:17`, `plugin:weather__forecast`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AbilitySource {
+    Builtin,
+    System,
+    User,
+    Plugin,
+}
+
+impl AbilitySource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AbilitySource::Builtin => "builtin",
+            AbilitySource::System => "system",
+            AbilitySource::User => "user",
+            AbilitySource::Plugin => "plugin",
+        }
+    }
+}
+
+/// `GET /api/abilities` (and, with `content`, `schema` and `examples`, `GET
+/// /api/abilities/{id}`): one ability as the user's list shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AbilityDto {
+    pub id: String,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: AbilityType,
+    pub source: AbilitySource,
+    pub description: String,
+    pub category: String,
+    pub permissions: crate::calls::FunctionPermissions,
+    /// The level it has for a user who has not chosen one.
+    #[serde(rename = "autoApprovePolicy")]
+    pub auto_approve_policy: crate::calls::Permission,
+    /// A process a session begins with ([`crate::process::startup_rank`]).
+    pub startup: bool,
+    /// The user may change or delete it (their own processes only).
+    pub editable: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub examples: Option<Vec<serde_json::Value>>,
+}
+
+/// `POST /api/abilities`: a process of the user's own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateProcessRequest {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub content: String,
+}
+
+/// `PATCH /api/abilities/{id}`: absent fields stay as they are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateProcessRequest {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub content: Option<String>,
+}
+
+/// `POST /api/abilities/{id}/render`: a process as it would be loaded in a session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenderProcessRequest {
+    #[serde(default)]
+    pub session_id: Option<i64>,
+    #[serde(default)]
+    pub args: Option<String>,
+}
+
 /// `GET /api/workspace`: what the signed-in user's `bash` workspace holds on disk, and
 /// the most it may.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,6 +12,8 @@
 //!   frames record it, and the permission levels.
 //! - [`frame`]: the event log of a conversation and [`frame::compile_frames`], which
 //!   replays it into the messages the page and the agent see.
+//! - [`process`]: processes (instruction macros): their closed set of variables, rendering
+//!   and the startup rule.
 //! - [`api`]: JSON API and server-function bodies (sessions, users); owned by the
 //!   server/app side, kept here so the browser shares one definition.
 //! - [`wire`]: SSE events and WebSocket messages, shared by server and browser.
@@ -61,4 +63,5 @@ pub mod html;
 pub mod interaction;
 pub mod legacy;
 pub mod markdown;
+pub mod process;
 pub mod wire;

@@ -6,6 +6,8 @@
 //!   type, seeding from templates, merging, sealed storage.
 //! - [`prompt`]: the system prompt builder (sections, modes, the truncation pipeline).
 //! - [`persona`]: an agent's prompt for a call, from its files and the session.
+//! - [`abilities`]: every function and process a user has (reference 000's abilities), and
+//!   the user's own processes, sealed.
 //! - [`conditional`]: instructions given only when they apply (conditional abilities,
 //!   `prompt_response_handler`).
 //! - [`summon`]: an agent's persona files written from a one-line description.
@@ -19,6 +21,7 @@
 //! [`AgentDto`] only says whether one is set, and [`AgentRuntime`] (which holds it) is
 //! neither `Serialize` nor printable.
 
+pub mod abilities;
 pub mod conditional;
 pub mod context_files;
 pub mod persona;

@@ -151,6 +151,18 @@ const TABLES: &[Table] = &[
         identity: true,
     },
     Table {
+        name: "processes",
+        columns: &[
+            ("id", Int),
+            ("user_id", Int),
+            ("name", Text),
+            ("sealed", Bytes),
+            ("created_at", Text),
+            ("updated_at", Text),
+        ],
+        identity: true,
+    },
+    Table {
         name: "spend_totals",
         columns: &[
             ("user_id", Int),

@@ -142,6 +142,7 @@ pub mod frames;
 mod hot;
 pub mod meta;
 pub mod permissions;
+pub mod processes;
 pub mod sessions;
 pub mod tokens;
 pub mod usage;

@@ -15,6 +15,7 @@ use hero_shared::api::{
     SessionDto, UpdateSessionRequest, UserDto,
 };
 
+mod abilities;
 mod agents;
 mod calls;
 mod chat;
@@ -81,6 +82,14 @@ where
             get(spend::settings).put(spend::set_settings),
         )
         .route("/prices", get(spend::prices))
+        .route("/abilities", get(abilities::list).post(abilities::create))
+        .route(
+            "/abilities/{id}",
+            get(abilities::get)
+                .patch(abilities::update)
+                .delete(abilities::delete),
+        )
+        .route("/abilities/{id}/render", post(abilities::render))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such API route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

@@ -1,0 +1,406 @@
+//! Abilities (reference 000, "Abilities"): everything an agent may be given, in one list.
+//! Functions are the registry's (source `builtin`); processes are instruction macros in
+//! markdown ([`hero_shared::process`]): Hero's own, shipped in the binary (source
+//! `system`), and each user's own (source `user`), stored sealed with the user's data key,
+//! bound to the row's user, id and name. An ability's id carries its source
+//! (`builtin:bash`, `system:act`, `user:17`).
+//!
+//! A user creates, changes and deletes their own processes only; Hero's abilities are
+//! read-only ("belongs to Hero; copy it").
+
+use hero_shared::api::{
+    AbilityDto, AbilitySource, AbilityType, CreateProcessRequest, RenderProcessRequest,
+    UpdateProcessRequest,
+};
+use hero_shared::calls::{DangerLevel, FunctionPermissions, Permission};
+use hero_shared::process::{self, Vars};
+use serde::{Deserialize, Serialize};
+
+use crate::accounts::auth::AuthUser;
+use crate::crypto::{self, SecretKey};
+use crate::execution::functions::Spec;
+use crate::store::{self, processes::ProcessRow};
+use crate::{AppState, Error, Result, now_text};
+
+/// The most processes one user may have.
+pub const MAX_PROCESSES_PER_USER: i64 = 500;
+/// The longest description a process may have (characters).
+pub const MAX_DESCRIPTION_CHARS: usize = 1_000;
+
+/// Hero's own processes: (name, description, content).
+pub const SYSTEM: &[(&str, &str, &str)] = &[
+    (
+        "__onstart_",
+        "What every session begins with: who the user is, the date, how to answer.",
+        include_str!("../../templates/processes/__onstart_.md"),
+    ),
+    (
+        "act",
+        "How to act with the functions: say, call, read the result as data, answer.",
+        include_str!("../../templates/processes/act.md"),
+    ),
+];
+
+/// What a user's process holds under its seal.
+#[derive(Serialize, Deserialize)]
+struct Sealed {
+    description: String,
+    content: String,
+}
+
+fn aad(user_id: i64, id: i64, name: &str) -> Vec<u8> {
+    format!("processes:{user_id}:{id}:{name}").into_bytes()
+}
+
+/// A user's process, opened.
+struct Process {
+    id: i64,
+    name: String,
+    description: String,
+    content: String,
+}
+
+fn open(dk: &SecretKey, row: ProcessRow) -> Result<Process> {
+    let bytes = crypto::open(dk, &aad(row.user_id, row.id, &row.name), &row.sealed)?;
+    let sealed: Sealed = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::Internal(format!("a process could not be read: {e}")))?;
+    Ok(Process {
+        id: row.id,
+        name: row.name,
+        description: sealed.description,
+        content: sealed.content,
+    })
+}
+
+fn seal(
+    dk: &SecretKey,
+    user_id: i64,
+    id: i64,
+    name: &str,
+    description: &str,
+    content: &str,
+) -> Vec<u8> {
+    let sealed = Sealed {
+        description: description.to_owned(),
+        content: content.to_owned(),
+    };
+    // A struct of two strings always serialises.
+    let bytes = serde_json::to_vec(&sealed).unwrap_or_default();
+    crypto::seal(dk, &aad(user_id, id, name), &bytes)
+}
+
+/// A process as an ability: loading one is safe and runs at once.
+fn process_dto(source: AbilitySource, id: String, name: &str, description: &str) -> AbilityDto {
+    AbilityDto {
+        id,
+        name: name.to_owned(),
+        kind: AbilityType::Process,
+        source,
+        description: description.to_owned(),
+        category: "processes".to_owned(),
+        permissions: FunctionPermissions::allowed(DangerLevel::Safe),
+        auto_approve_policy: Permission::Always,
+        startup: process::startup_rank(name).is_some(),
+        editable: source == AbilitySource::User,
+        content: None,
+        schema: None,
+        examples: None,
+    }
+}
+
+fn function_dto(spec: &Spec) -> AbilityDto {
+    AbilityDto {
+        id: format!("builtin:{}", spec.name),
+        name: spec.name.to_owned(),
+        kind: AbilityType::Function,
+        source: AbilitySource::Builtin,
+        description: spec.description.to_owned(),
+        category: "functions".to_owned(),
+        permissions: spec.permissions,
+        auto_approve_policy: spec.default,
+        startup: false,
+        editable: false,
+        content: None,
+        schema: None,
+        examples: None,
+    }
+}
+
+/// What `GET /api/abilities` may be narrowed to.
+#[derive(Debug, Default, Clone)]
+pub struct Filter {
+    pub kind: Option<AbilityType>,
+    pub source: Option<AbilitySource>,
+    pub category: Option<String>,
+}
+
+impl Filter {
+    fn keeps(&self, a: &AbilityDto) -> bool {
+        self.kind.is_none_or(|k| k == a.kind)
+            && self.source.is_none_or(|s| s == a.source)
+            && self.category.as_ref().is_none_or(|c| *c == a.category)
+    }
+}
+
+/// Every ability the user has: the functions, Hero's processes, then their own (by name).
+pub async fn list(st: &AppState, user: &AuthUser, filter: &Filter) -> Result<Vec<AbilityDto>> {
+    let mut all: Vec<AbilityDto> = st.functions.specs().map(function_dto).collect();
+    all.extend(SYSTEM.iter().map(|(name, description, _)| {
+        process_dto(
+            AbilitySource::System,
+            format!("system:{name}"),
+            name,
+            description,
+        )
+    }));
+    if filter.source.is_none_or(|s| s == AbilitySource::User) {
+        let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
+        for row in store::processes::list(&st.db, user.id()).await? {
+            let p = open(&dk, row)?;
+            all.push(process_dto(
+                AbilitySource::User,
+                format!("user:{}", p.id),
+                &p.name,
+                &p.description,
+            ));
+        }
+    }
+    all.retain(|a| filter.keeps(a));
+    Ok(all)
+}
+
+/// Which ability an id names.
+enum Named<'a> {
+    Function(&'a Spec),
+    System(&'static str, &'static str, &'static str),
+    User(i64),
+}
+
+fn named<'a>(st: &'a AppState, id: &str) -> Result<Named<'a>> {
+    let missing = Error::NotFound("ability");
+    let (source, rest) = id.split_once(':').ok_or(Error::NotFound("ability"))?;
+    match source {
+        "builtin" => st
+            .functions
+            .get(rest)
+            .map(|(spec, _)| Named::Function(spec))
+            .ok_or(missing),
+        "system" => SYSTEM
+            .iter()
+            .find(|(name, _, _)| *name == rest)
+            .map(|(n, d, c)| Named::System(n, d, c))
+            .ok_or(missing),
+        "user" => rest.parse().map(Named::User).map_err(|_| missing),
+        _ => Err(missing),
+    }
+}
+
+/// The user's process `id`, opened; 404 for another user's.
+async fn own(st: &AppState, user: &AuthUser, id: i64) -> Result<(SecretKey, Process)> {
+    let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
+    let row = store::processes::get(&mut st.db.conn().await?, user.id(), id)
+        .await?
+        .ok_or(Error::NotFound("ability"))?;
+    Ok((dk.clone(), open(&dk, row)?))
+}
+
+/// One ability, with its content (a process's), schema and examples (a function's).
+pub async fn get(st: &AppState, user: &AuthUser, id: &str) -> Result<AbilityDto> {
+    Ok(match named(st, id)? {
+        Named::Function(spec) => AbilityDto {
+            schema: Some(spec.schema.clone()),
+            examples: Some(spec.examples.clone()),
+            ..function_dto(spec)
+        },
+        Named::System(name, description, content) => AbilityDto {
+            content: Some(content.to_owned()),
+            ..process_dto(AbilitySource::System, id.to_owned(), name, description)
+        },
+        Named::User(n) => {
+            let (_, p) = own(st, user, n).await?;
+            AbilityDto {
+                content: Some(p.content.clone()),
+                ..process_dto(AbilitySource::User, id.to_owned(), &p.name, &p.description)
+            }
+        }
+    })
+}
+
+/// Checks a process's fields before anything is stored.
+fn check(name: &str, description: &str, content: &str) -> Result<()> {
+    process::check_name(name).map_err(Error::Invalid)?;
+    if description.chars().count() > MAX_DESCRIPTION_CHARS {
+        return Err(Error::Invalid(format!(
+            "a process's description is at most {MAX_DESCRIPTION_CHARS} characters"
+        )));
+    }
+    process::check(content).map_err(Error::Invalid)
+}
+
+/// A name no other ability of the user's has: Hero's are refused outright; another of
+/// their processes is a 409.
+async fn check_free(
+    st: &AppState,
+    c: &mut store::Conn<'_>,
+    user_id: i64,
+    name: &str,
+    except: i64,
+) -> Result<()> {
+    let hero = st.functions.get(name).is_some() || SYSTEM.iter().any(|(n, _, _)| *n == name);
+    if hero || store::processes::name_taken(c, user_id, name, except).await? {
+        return Err(Error::Conflict(format!(
+            "an ability is already named {name:?}"
+        )));
+    }
+    Ok(())
+}
+
+fn belongs_to_hero() -> Error {
+    Error::Conflict(
+        "this ability belongs to Hero; copy it into a process of your own to change it".into(),
+    )
+}
+
+/// Creates a process of the user's own.
+pub async fn create(
+    st: &AppState,
+    user: &AuthUser,
+    req: CreateProcessRequest,
+) -> Result<AbilityDto> {
+    let name = req.name.trim().to_owned();
+    check(&name, &req.description, &req.content)?;
+    let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
+    let now = now_text();
+    let id = st
+        .db
+        .write_with(async |tx| {
+            // Counted in the transaction that inserts: two creations at once cannot both
+            // slip past the bound.
+            store::users::lock(tx, user.id()).await?;
+            if store::processes::count(tx, user.id()).await? >= MAX_PROCESSES_PER_USER {
+                return Err(Error::Limit(format!(
+                    "you have {MAX_PROCESSES_PER_USER} processes, the most one may; delete one first"
+                )));
+            }
+            check_free(st, tx, user.id(), &name, 0).await?;
+            let id = store::processes::insert(tx, user.id(), &name, &now).await?;
+            let sealed = seal(&dk, user.id(), id, &name, &req.description, &req.content);
+            store::processes::set(tx, id, &name, &sealed, &now).await?;
+            Ok(id)
+        })
+        .await?;
+    Ok(process_dto(
+        AbilitySource::User,
+        format!("user:{id}"),
+        &name,
+        &req.description,
+    ))
+}
+
+/// Changes a process of the user's own: all the fields given, or none.
+pub async fn update(
+    st: &AppState,
+    user: &AuthUser,
+    id: &str,
+    req: UpdateProcessRequest,
+) -> Result<AbilityDto> {
+    let Named::User(n) = named(st, id)? else {
+        return Err(belongs_to_hero());
+    };
+    let (dk, p) = own(st, user, n).await?;
+    let name = req
+        .name
+        .as_deref()
+        .map_or(p.name.clone(), |s| s.trim().to_owned());
+    let description = req.description.unwrap_or(p.description);
+    let content = req.content.unwrap_or(p.content);
+    check(&name, &description, &content)?;
+    let now = now_text();
+    st.db
+        .write_with(async |tx| {
+            check_free(st, tx, user.id(), &name, n).await?;
+            let sealed = seal(&dk, user.id(), n, &name, &description, &content);
+            store::processes::set(tx, n, &name, &sealed, &now).await
+        })
+        .await?;
+    Ok(process_dto(
+        AbilitySource::User,
+        id.to_owned(),
+        &name,
+        &description,
+    ))
+}
+
+/// Deletes a process of the user's own.
+pub async fn delete(st: &AppState, user: &AuthUser, id: &str) -> Result<()> {
+    let Named::User(n) = named(st, id)? else {
+        return Err(belongs_to_hero());
+    };
+    let gone = st
+        .db
+        .write_with(async |tx| store::processes::delete(tx, user.id(), n).await)
+        .await?;
+    if gone {
+        Ok(())
+    } else {
+        Err(Error::NotFound("ability"))
+    }
+}
+
+/// A process as it would be loaded: its variables filled for the user, the session (its
+/// name, its agent's) if one is given, now, and `args`.
+pub async fn render(
+    st: &AppState,
+    user: &AuthUser,
+    id: &str,
+    req: RenderProcessRequest,
+) -> Result<String> {
+    let content = match named(st, id)? {
+        Named::Function(_) => {
+            return Err(Error::Invalid(
+                "only a process renders; this ability is a function".into(),
+            ));
+        }
+        Named::System(_, _, content) => content.to_owned(),
+        Named::User(n) => own(st, user, n).await?.1.content,
+    };
+    let now = now_text();
+    let mut vars = Vars {
+        user_name: user.username().to_owned(),
+        date: now.get(..10).unwrap_or_default().to_owned(),
+        time: now.get(11..16).unwrap_or_default().to_owned(),
+        args: req.args.unwrap_or_default(),
+        ..Vars::default()
+    };
+    if let Some(sid) = req.session_id {
+        let mut c = st.db.conn().await?;
+        let session = store::sessions::get(&mut c, user.id(), sid)
+            .await?
+            .ok_or(Error::NotFound("session"))?;
+        vars.session_name = session.name;
+        if let Some(agent) = session.agent_id {
+            vars.agent_name = store::agents::get(&mut c, user.id(), agent)
+                .await?
+                .map(|a| a.name)
+                .unwrap_or_default();
+        }
+    }
+    Ok(process::render(&content, &vars))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heros_processes_use_only_the_variables_and_names_allowed() {
+        for (name, _, content) in SYSTEM {
+            assert_eq!(process::check_name(name), Ok(()));
+            assert_eq!(process::check(content), Ok(()), "{name}");
+        }
+        assert_eq!(
+            process::startup_order(SYSTEM.iter().map(|(n, _, _)| *n)),
+            ["__onstart_"]
+        );
+    }
+}

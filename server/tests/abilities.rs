@@ -1,0 +1,302 @@
+//! Abilities (reference 000) over the API, on loopback: the list of functions and Hero's
+//! processes, the user's own processes created, read, changed, rendered and deleted (sealed
+//! in their rows, another user's a 404), and every refusal a person can act on.
+
+mod support;
+
+use hero_backend::store::testing::{Arg, bytes};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use support::*;
+
+fn ids(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_list_holds_functions_and_heros_processes_filtered() {
+    let h = hero(&[]).await;
+    let (s, all) = h.json(Method::GET, "/api/abilities", None).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    let all_ids = ids(&all);
+    for id in [
+        "builtin:help",
+        "builtin:bash",
+        "builtin:agent_queue",
+        "system:__onstart_",
+        "system:act",
+    ] {
+        assert!(all_ids.contains(&id), "{id} in {all_ids:?}");
+    }
+    let bash = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "builtin:bash")
+        .unwrap();
+    assert_eq!(bash["type"], "function");
+    assert_eq!(bash["source"], "builtin");
+    assert_eq!(
+        bash["permissions"],
+        json!({"autoApprove": "always", "dangerLevel": "dangerous"})
+    );
+    assert_eq!(bash["autoApprovePolicy"], "ask");
+    assert_eq!(bash["editable"], false);
+    assert!(bash.get("content").is_none());
+    let (_, processes) = h
+        .json(
+            Method::GET,
+            "/api/abilities?type=process&source=system",
+            None,
+        )
+        .await;
+    assert_eq!(ids(&processes), ["system:__onstart_", "system:act"]);
+    assert_eq!(processes[0]["startup"], true);
+    assert_eq!(processes[1]["startup"], false);
+    let (s, body) = h.json(Method::GET, "/api/abilities?type=skill", None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    let (s, one) = h
+        .json(Method::GET, "/api/abilities/builtin:websearch", None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(one["schema"]["properties"]["query"]["type"], "string");
+    assert!(!one["examples"].as_array().unwrap().is_empty());
+    let (s, _) = h
+        .json(Method::GET, "/api/abilities/builtin:nope", None)
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_users_process_is_created_rendered_changed_and_deleted() {
+    let h = hero(&[]).await;
+    let content = "Weekly review for {{user.name}} with {{agent.name}} in {{session.name}} on {{date}} at {{time}}: {{args}}. \\{{date}} is literal.";
+    let (s, made) = h
+        .json(
+            Method::POST,
+            "/api/abilities",
+            Some(json!({"name": "weekly-review", "description": "the Friday review", "content": content})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{made}");
+    let id = made["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("user:"), "{id}");
+    assert_eq!(made["source"], "user");
+    assert_eq!(made["editable"], true);
+    assert_eq!(made["type"], "process");
+    // Sealed in its row: neither the content nor the description is there in plain.
+    let n: i64 = id["user:".len()..].parse().unwrap();
+    let row = bytes(
+        &h.st.db,
+        "SELECT sealed FROM processes WHERE id = $1",
+        &[Arg::Int(n)],
+    )
+    .await
+    .unwrap();
+    let raw = String::from_utf8_lossy(&row);
+    assert!(
+        !raw.contains("Weekly review") && !raw.contains("Friday"),
+        "{raw}"
+    );
+    let (s, got) = h
+        .json(Method::GET, &format!("/api/abilities/{id}"), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(got["content"], content);
+    assert_eq!(got["description"], "the Friday review");
+
+    // Rendered for a session: every variable filled.
+    let (_, session) = h
+        .json(
+            Method::POST,
+            "/api/sessions",
+            Some(json!({"name": "Planning"})),
+        )
+        .await;
+    let (s, out) = h
+        .json(
+            Method::POST,
+            &format!("/api/abilities/{id}/render"),
+            Some(json!({"session_id": session["id"], "args": "the launch"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{out}");
+    let text = out["content"].as_str().unwrap();
+    let today = &hero_shared_now()[..10];
+    assert!(
+        text.starts_with(&format!(
+            "Weekly review for alice with Hero demo (offline) in Planning on {today} at "
+        )),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(": the launch. {{date}} is literal."),
+        "{text}"
+    );
+    let (s, _) = h
+        .json(
+            Method::POST,
+            "/api/abilities/system:act/render",
+            Some(json!({"args": "Go."})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+
+    // Changed, then deleted.
+    let (s, changed) = h
+        .json(
+            Method::PATCH,
+            &format!("/api/abilities/{id}"),
+            Some(json!({"name": "friday-review", "content": "Now {{date}}."})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{changed}");
+    assert_eq!(changed["name"], "friday-review");
+    assert_eq!(changed["description"], "the Friday review");
+    let (_, got) = h
+        .json(Method::GET, &format!("/api/abilities/{id}"), None)
+        .await;
+    assert_eq!(got["content"], "Now {{date}}.");
+    let (_, mine) = h
+        .json(Method::GET, "/api/abilities?source=user", None)
+        .await;
+    assert_eq!(ids(&mine), [id.as_str()]);
+
+    // Another user sees none of it.
+    let bob = bob_client(&h).await;
+    for (method, path) in [
+        (Method::GET, format!("/api/abilities/{id}")),
+        (Method::DELETE, format!("/api/abilities/{id}")),
+    ] {
+        let r = bob.request(method, h.url(&path)).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    }
+    let r = bob
+        .get(h.url("/api/abilities?source=user"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.json::<Value>().await.unwrap(), json!([]));
+
+    let (s, _) = h
+        .json(Method::DELETE, &format!("/api/abilities/{id}"), None)
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = h
+        .json(Method::GET, &format!("/api/abilities/{id}"), None)
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+/// Today's date as the server writes it (UTC).
+fn hero_shared_now() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn bad_processes_are_refused_with_their_reason_and_nothing_is_stored() {
+    let h = hero(&[]).await;
+    let post = |body: Value| h.json(Method::POST, "/api/abilities", Some(body));
+    let refused = |r: &(StatusCode, Value), status: StatusCode, want: &str| {
+        assert_eq!(r.0, status, "{}", r.1);
+        let msg = r.1["error"].as_str().unwrap();
+        assert!(msg.contains(want), "{msg:?} lacks {want:?}");
+    };
+    refused(
+        &post(json!({"name": "bad name", "content": "x"})).await,
+        StatusCode::BAD_REQUEST,
+        "letters, digits",
+    );
+    refused(
+        &post(json!({"name": "p", "content": "Hi {{user.email}}"})).await,
+        StatusCode::BAD_REQUEST,
+        "{{user.email}} is not a variable",
+    );
+    refused(
+        &post(json!({"name": "p", "content": "x".repeat(64 * 1024 + 1)})).await,
+        StatusCode::BAD_REQUEST,
+        "at most 64 KiB",
+    );
+    // A name any ability has.
+    refused(
+        &post(json!({"name": "bash", "content": "x"})).await,
+        StatusCode::CONFLICT,
+        "already named",
+    );
+    refused(
+        &post(json!({"name": "act", "content": "x"})).await,
+        StatusCode::CONFLICT,
+        "already named",
+    );
+    assert_eq!(
+        post(json!({"name": "mine", "content": "x"})).await.0,
+        StatusCode::CREATED
+    );
+    refused(
+        &post(json!({"name": "mine", "content": "y"})).await,
+        StatusCode::CONFLICT,
+        "already named",
+    );
+    // Hero's own are read-only.
+    for id in ["builtin:bash", "system:act"] {
+        let r = h
+            .json(
+                Method::PATCH,
+                &format!("/api/abilities/{id}"),
+                Some(json!({"content": "x"})),
+            )
+            .await;
+        refused(&r, StatusCode::CONFLICT, "belongs to Hero; copy it");
+        let r = h
+            .json(Method::DELETE, &format!("/api/abilities/{id}"), None)
+            .await;
+        refused(&r, StatusCode::CONFLICT, "belongs to Hero");
+    }
+    let r = h
+        .json(
+            Method::POST,
+            "/api/abilities/builtin:help/render",
+            Some(json!({})),
+        )
+        .await;
+    refused(&r, StatusCode::BAD_REQUEST, "only a process renders");
+    let (_, mine) = h
+        .json(Method::GET, "/api/abilities?source=user", None)
+        .await;
+    assert_eq!(mine.as_array().unwrap().len(), 1, "{mine}");
+}
+
+/// The 501st process is refused (429), counted in the transaction that would insert it.
+#[tokio::test]
+async fn a_user_has_at_most_so_many_processes() {
+    let h = hero(&[]).await;
+    let most = hero_backend::agents::abilities::MAX_PROCESSES_PER_USER;
+    for i in 0..most {
+        let (s, body) = h
+            .json(
+                Method::POST,
+                "/api/abilities",
+                Some(json!({"name": format!("p{i}"), "content": "x"})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{body}");
+    }
+    let (s, body) = h
+        .json(
+            Method::POST,
+            "/api/abilities",
+            Some(json!({"name": "one-more", "content": "x"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("500 processes"),
+        "{body}"
+    );
+}
