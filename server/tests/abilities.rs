@@ -300,3 +300,57 @@ async fn a_user_has_at_most_so_many_processes() {
         "{body}"
     );
 }
+
+/// The agent loads a process by its name (`process`, always and safe): Hero's, or the user's
+/// own, its variables filled for the session; a name with no process is a failed call.
+#[tokio::test]
+async fn the_agent_loads_a_process_by_its_name() {
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let (s, _) = h
+        .json(
+            Method::POST,
+            "/api/abilities",
+            Some(json!({"name": "greet", "content": "Greet {{user.name}} in {{session.name}} about {{args}}."})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    // `\u0040` is `@`: the user's own message makes no call.
+    h.stream(
+        session,
+        r#"[[mock text="\u0040system(process, {name: \"greet\", args: \"the launch\"}) \u0040system(process, {name: \"act\"}) \u0040system(process, {name: \"nope\"})" then="Loaded."]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    let results: Vec<(String, String)> = of_type(&frames, "result")
+        .iter()
+        .map(|r| {
+            (
+                r["payload"]["outcome"].as_str().unwrap().to_owned(),
+                r["payload"]["output"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(results.len(), 3, "{frames:#?}");
+    assert_eq!(
+        results[0],
+        (
+            "ok".to_owned(),
+            "Greet alice in chat about the launch.".to_owned()
+        )
+    );
+    assert_eq!(results[1].0, "ok");
+    assert!(
+        results[1].1.starts_with("How to act with the functions"),
+        "{}",
+        results[1].1
+    );
+    assert_eq!(
+        results[2],
+        (
+            "error".to_owned(),
+            r#"there is no process named "nope""#.to_owned()
+        )
+    );
+}

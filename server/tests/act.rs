@@ -217,6 +217,7 @@ async fn never_and_always_settle_in_the_same_turn() {
             "context_file always always autoApprove=always moderate",
             "user_notify always always autoApprove=always safe",
             "agent_queue ask ask autoApprove=always moderate",
+            "process always always autoApprove=always safe",
         ]
     );
     let (s, p) = h

@@ -364,28 +364,62 @@ pub async fn render(
         Named::System(_, _, content) => content.to_owned(),
         Named::User(n) => own(st, user, n).await?.1.content,
     };
+    let args = req.args.unwrap_or_default();
+    let vars = vars(st, user.id(), req.session_id, args).await?;
+    Ok(process::render(&content, &vars))
+}
+
+/// A process by its name, Hero's or else the user's own, rendered for the session: what the
+/// `process` function gives the agent. `None`: the user has no process of that name.
+pub async fn load(
+    st: &AppState,
+    user_id: i64,
+    session_id: i64,
+    name: &str,
+    args: String,
+) -> Result<Option<String>> {
+    let content = match SYSTEM.iter().find(|(n, _, _)| *n == name) {
+        Some((_, _, content)) => (*content).to_owned(),
+        None => {
+            let row = store::processes::by_name(&mut st.db.conn().await?, user_id, name).await?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let dk = crate::accounts::users::data_key(&st.db, &st.keys, user_id).await?;
+            open(&dk, row)?.content
+        }
+    };
+    let vars = vars(st, user_id, Some(session_id), args).await?;
+    Ok(Some(process::render(&content, &vars)))
+}
+
+/// What a process's variables stand for: the user's name, the session's and its agent's
+/// (when a session is given; 404 for another user's), the date and time now (UTC), `args`.
+async fn vars(st: &AppState, user_id: i64, session_id: Option<i64>, args: String) -> Result<Vars> {
     let now = now_text();
+    let mut c = st.db.conn().await?;
     let mut vars = Vars {
-        user_name: user.username().to_owned(),
+        user_name: store::users::name_of(&mut c, user_id)
+            .await?
+            .unwrap_or_default(),
         date: now.get(..10).unwrap_or_default().to_owned(),
         time: now.get(11..16).unwrap_or_default().to_owned(),
-        args: req.args.unwrap_or_default(),
+        args,
         ..Vars::default()
     };
-    if let Some(sid) = req.session_id {
-        let mut c = st.db.conn().await?;
-        let session = store::sessions::get(&mut c, user.id(), sid)
+    if let Some(sid) = session_id {
+        let session = store::sessions::get(&mut c, user_id, sid)
             .await?
             .ok_or(Error::NotFound("session"))?;
         vars.session_name = session.name;
         if let Some(agent) = session.agent_id {
-            vars.agent_name = store::agents::get(&mut c, user.id(), agent)
+            vars.agent_name = store::agents::get(&mut c, user_id, agent)
                 .await?
                 .map(|a| a.name)
                 .unwrap_or_default();
         }
     }
-    Ok(process::render(&content, &vars))
+    Ok(vars)
 }
 
 #[cfg(test)]

@@ -41,6 +41,12 @@ pub async fn get(c: &mut Conn<'_>, user_id: i64, id: i64) -> Result<Option<Proce
     row!(c, read, &sql, user_id, id)
 }
 
+/// The user's process named `name`.
+pub async fn by_name(c: &mut Conn<'_>, user_id: i64, name: &str) -> Result<Option<ProcessRow>> {
+    let sql = format!("SELECT {COLUMNS} FROM processes WHERE user_id = $1 AND name = $2");
+    row!(c, read, &sql, user_id, name)
+}
+
 /// How many processes the user has.
 pub async fn count(c: &mut Conn<'_>, user_id: i64) -> Result<i64> {
     let sql = "SELECT COUNT(*) FROM processes WHERE user_id = $1";

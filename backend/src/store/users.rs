@@ -211,6 +211,11 @@ pub async fn set_disabled(
 }
 
 /// The user's data key as stored, wrapped by the master key.
+/// The user's name.
+pub async fn name_of(c: &mut Conn<'_>, id: i64) -> Result<Option<String>> {
+    scalar!(c, String, "SELECT username FROM users WHERE id = $1", id)
+}
+
 pub async fn wrapped_data_key(db: &super::Db, id: i64) -> Result<Option<Vec<u8>>> {
     Ok(on_pool!(db, |p| sqlx::query_scalar(
         "SELECT data_key FROM users WHERE id = $1"

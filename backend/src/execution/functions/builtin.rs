@@ -2,7 +2,7 @@
 //! ([`crate::AppState::new`]) and by tests; nothing in the layers below names a handler.
 
 use super::{
-    Registry, agent_queue, ask, bash, bus, context_file, help, update_prompt, user_notify,
+    Registry, agent_queue, ask, bash, bus, context_file, help, process, update_prompt, user_notify,
     websearch,
 };
 
@@ -17,6 +17,7 @@ pub fn registry() -> Registry {
     r.register(context_file::ContextFile);
     r.register(user_notify::UserNotify);
     r.register(agent_queue::AgentQueue);
+    r.register(process::LoadProcess);
     r.bus = bus::builtin();
     r
 }

@@ -18,6 +18,7 @@ pub mod builtin;
 pub mod bus;
 pub mod context_file;
 pub mod help;
+pub mod process;
 pub mod schema;
 pub mod update_prompt;
 pub mod user_notify;
