@@ -302,6 +302,9 @@ async fn next_round(
 /// again).
 async fn wind_down(out: &Out, t: &Turn, last: &str) {
     let (st, session_id) = (&out.st, out.session_id);
+    // Held until the summary (if one is due) has registered its own: the session is never
+    // idle in between, so a queued message cannot slip in before it.
+    let winding = st.turns.acting(session_id);
     st.turns.end(session_id, last);
     let last = st
         .db
@@ -314,6 +317,7 @@ async fn wind_down(out: &Out, t: &Turn, last: &str) {
     {
         crate::conversation::compact::maybe(st, &t.user, session_id);
     }
+    drop(winding);
 }
 
 /// The agent's next reply after a decision settled the last open call of its message:
