@@ -127,10 +127,13 @@ async fn a_users_process_is_created_rendered_changed_and_deleted() {
     assert_eq!(s, StatusCode::OK, "{out}");
     let text = out["content"].as_str().unwrap();
     let today = &hero_shared_now()[..10];
+    let start = |day: &str| {
+        format!("Weekly review for alice with Hero demo (offline) in Planning on {day} at ")
+    };
+    // (Across midnight UTC, the day before.)
+    let yesterday = (time::OffsetDateTime::now_utc() - time::Duration::days(1)).date();
     assert!(
-        text.starts_with(&format!(
-            "Weekly review for alice with Hero demo (offline) in Planning on {today} at "
-        )),
+        text.starts_with(&start(today)) || text.starts_with(&start(&yesterday.to_string())),
         "{text}"
     );
     assert!(
@@ -181,6 +184,28 @@ async fn a_users_process_is_created_rendered_changed_and_deleted() {
         .await
         .unwrap();
     assert_eq!(r.json::<Value>().await.unwrap(), json!([]));
+    let r = bob
+        .patch(h.url(&format!("/api/abilities/{id}")))
+        .json(&json!({"content": "mine now"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = bob
+        .post(h.url(&format!("/api/abilities/{id}/render")))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    // Nor renders Hero's for alice's session.
+    let r = bob
+        .post(h.url("/api/abilities/system:act/render"))
+        .json(&json!({"session_id": session["id"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
 
     let (s, _) = h
         .json(Method::DELETE, &format!("/api/abilities/{id}"), None)
@@ -266,6 +291,35 @@ async fn bad_processes_are_refused_with_their_reason_and_nothing_is_stored() {
         )
         .await;
     refused(&r, StatusCode::BAD_REQUEST, "only a process renders");
+    let r = h
+        .json(
+            Method::POST,
+            "/api/abilities/system:act/render",
+            Some(json!({"args": "x".repeat(4_001)})),
+        )
+        .await;
+    refused(
+        &r,
+        StatusCode::BAD_REQUEST,
+        "args is at most 4000 characters",
+    );
+    // A misspelt field is refused, not ignored.
+    let (_, mine) = h
+        .json(Method::GET, "/api/abilities?source=user", None)
+        .await;
+    let id = mine[0]["id"].as_str().unwrap().to_owned();
+    let r = h
+        .json(
+            Method::PATCH,
+            &format!("/api/abilities/{id}"),
+            Some(json!({"contents": "y"})),
+        )
+        .await;
+    assert!(r.0.is_client_error(), "{r:?}");
+    let (_, got) = h
+        .json(Method::GET, &format!("/api/abilities/{id}"), None)
+        .await;
+    assert_eq!(got["content"], "x");
     let (_, mine) = h
         .json(Method::GET, "/api/abilities?source=user", None)
         .await;

@@ -520,6 +520,7 @@ pub struct AbilityDto {
 
 /// `POST /api/abilities`: a process of the user's own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CreateProcessRequest {
     pub name: String,
     #[serde(default)]
@@ -529,6 +530,7 @@ pub struct CreateProcessRequest {
 
 /// `PATCH /api/abilities/{id}`: absent fields stay as they are.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UpdateProcessRequest {
     #[serde(default)]
     pub name: Option<String>,
@@ -540,6 +542,7 @@ pub struct UpdateProcessRequest {
 
 /// `POST /api/abilities/{id}/render`: a process as it would be loaded in a session.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RenderProcessRequest {
     #[serde(default)]
     pub session_id: Option<i64>,

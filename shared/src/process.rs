@@ -58,49 +58,91 @@ enum Piece<'a> {
     Var(&'a str),
 }
 
-/// Reads `text` into text and variables, each `\{{` as a literal `{{` and a `{{` with no
-/// `}}` after it as text.
+/// Reads `text` into text and variables, each `\{{` as a literal `{{`, a `{{` with no
+/// `}}` after it as text, and of several `{{` before one `}}` the last as the variable's
+/// (the ones before it are text). One pass: each `}}` is looked for once.
 fn pieces(text: &str, mut each: impl FnMut(Piece<'_>)) {
     let mut rest = text;
-    while let Some(at) = rest.find("{{") {
-        if rest[..at].ends_with('\\') {
-            each(Piece::Text(&rest[..at - 1]));
+    while let Some(open) = rest.find("{{") {
+        if rest[..open].ends_with('\\') {
+            each(Piece::Text(&rest[..open - 1]));
             each(Piece::Text("{{"));
-            rest = &rest[at + 2..];
+            rest = &rest[open + 2..];
             continue;
         }
-        let Some(len) = rest[at + 2..].find("}}") else {
+        let after = &rest[open + 2..];
+        let Some(len) = after.find("}}") else {
             break;
         };
-        // `{{` with another `{{` before its `}}`: the first is text.
-        if rest[at + 2..at + 2 + len].contains("{{") {
-            each(Piece::Text(&rest[..at + 2]));
-            rest = &rest[at + 2..];
+        // A later `{{` before the `}}` opens the variable: what is before it is text (its
+        // escape, if it has one, is read as such on the next turn).
+        if let Some(inner) = after[..len].rfind("{{") {
+            let mut at = open + 2 + inner;
+            if rest[..at].ends_with('\\') {
+                at -= 1;
+            }
+            each(Piece::Text(&rest[..at]));
+            rest = &rest[at..];
             continue;
         }
-        each(Piece::Text(&rest[..at]));
-        each(Piece::Var(rest[at + 2..at + 2 + len].trim()));
-        rest = &rest[at + 2 + len + 2..];
+        each(Piece::Text(&rest[..open]));
+        each(Piece::Var(after[..len].trim()));
+        rest = &after[len + 2..];
     }
     each(Piece::Text(rest));
 }
 
+/// The most bytes a rendered process has: past it, the text is cut and says so.
+pub const MAX_RENDERED_BYTES: usize = 256 * 1024;
+
+/// What a cut rendering ends with.
+pub const CUT: &str = "\n[… cut: the process was longer]";
+
 /// The process with its variables filled in; a name outside [`VARIABLES`] is left as
-/// written (a saved process has none: [`check`]).
+/// written (a saved process has none: [`check`]). At most [`MAX_RENDERED_BYTES`] (then
+/// ending with [`CUT`]), however often a long value is used.
 pub fn render(text: &str, vars: &Vars) -> String {
-    let mut out = String::with_capacity(text.len());
+    let mut out = String::with_capacity(text.len().min(MAX_RENDERED_BYTES));
+    let mut full = false;
+    let mut push = |out: &mut String, piece: &str| {
+        if full {
+            return;
+        }
+        let room = MAX_RENDERED_BYTES - out.len();
+        if piece.len() <= room {
+            out.push_str(piece);
+        } else {
+            let mut end = room;
+            while !piece.is_char_boundary(end) {
+                end -= 1;
+            }
+            out.push_str(&piece[..end]);
+            full = true;
+        }
+    };
     pieces(text, |p| match p {
-        Piece::Text(t) => out.push_str(t),
+        Piece::Text(t) => push(&mut out, t),
         Piece::Var(name) => match vars.get(name) {
-            Some(v) => out.push_str(v),
+            Some(v) => push(&mut out, v),
             None => {
-                out.push_str("{{");
-                out.push_str(name);
-                out.push_str("}}");
+                push(&mut out, "{{");
+                push(&mut out, name);
+                push(&mut out, "}}");
             }
         },
     });
+    if full {
+        out.push_str(CUT);
+    }
     out
+}
+
+/// `text` as an error may repeat it: its first 80 characters.
+fn quoted(text: &str) -> String {
+    match text.char_indices().nth(80) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
 }
 
 /// Whether a process may be saved: within [`MAX_CONTENT_BYTES`], and naming only the
@@ -125,7 +167,8 @@ pub fn check(text: &str) -> Result<(), String> {
     match unknown {
         None => Ok(()),
         Some(name) => Err(format!(
-            "{{{{{name}}}}} is not a variable a process may use (it may use {}; write \\{{{{ for a literal {{{{)",
+            "{{{{{}}}}} is not a variable a process may use (it may use {}; write \\{{{{ for a literal {{{{)",
+            quoted(&name),
             VARIABLES.map(|v| format!("{{{{{v}}}}}")).join(", ")
         )),
     }
@@ -141,7 +184,8 @@ pub fn check_name(name: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "a process's name is 1 to {MAX_NAME_CHARS} letters, digits, `_` or `-` ({name:?} is not)"
+            "a process's name is 1 to {MAX_NAME_CHARS} letters, digits, `_` or `-` ({:?} is not)",
+            quoted(name)
         ))
     }
 }
@@ -198,6 +242,28 @@ mod tests {
         assert!(e.contains("{{session.name}}"), "{e}");
         assert!(check(&"x".repeat(MAX_CONTENT_BYTES + 1)).is_err());
         assert_eq!(check(&"x".repeat(MAX_CONTENT_BYTES)), Ok(()));
+    }
+
+    #[test]
+    fn a_rendering_is_bounded_and_a_long_input_is_not_repeated() {
+        let many = "{{args}}".repeat(8_192);
+        let v = Vars {
+            args: "é".repeat(1_000),
+            ..vars()
+        };
+        let out = render(&many, &v);
+        assert!(out.len() <= MAX_RENDERED_BYTES + CUT.len(), "{}", out.len());
+        assert!(out.ends_with(CUT));
+        let long = format!("{{{{{}}}}}", "x".repeat(10_000));
+        assert!(check(&long).unwrap_err().len() < 600);
+        assert!(check_name(&"é".repeat(10_000)).unwrap_err().len() < 600);
+        // Many `{{` before one `}}`: one pass, the last opens the variable.
+        let nested = format!("{}date}}}}", "{{".repeat(20_000));
+        assert!(render(&nested, &vars()).ends_with("2026-11-28"));
+        assert_eq!(
+            render("a {{ b \\{{date}} {{date}}", &vars()),
+            "a {{ b {{date}} 2026-11-28"
+        );
     }
 
     #[test]

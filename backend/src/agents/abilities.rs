@@ -24,6 +24,8 @@ use crate::{AppState, Error, Result, now_text};
 
 /// The most processes one user may have.
 pub const MAX_PROCESSES_PER_USER: i64 = 500;
+/// The longest `args` a process is rendered with (characters).
+pub const MAX_ARGS_CHARS: usize = 4_000;
 /// The longest description a process may have (characters).
 pub const MAX_DESCRIPTION_CHARS: usize = 1_000;
 
@@ -153,9 +155,13 @@ pub async fn list(st: &AppState, user: &AuthUser, filter: &Filter) -> Result<Vec
             description,
         )
     }));
-    if filter.source.is_none_or(|s| s == AbilitySource::User) {
+    let wanted = filter.source.is_none_or(|s| s == AbilitySource::User)
+        && filter.kind.is_none_or(|k| k == AbilityType::Process);
+    if wanted {
         let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
-        for row in store::processes::list(&st.db, user.id()).await? {
+        let mut rows = store::processes::list(&st.db, user.id()).await?;
+        rows.sort_by(|a, b| a.name.cmp(&b.name));
+        for row in rows {
             let p = open(&dk, row)?;
             all.push(process_dto(
                 AbilitySource::User,
@@ -285,7 +291,7 @@ pub async fn create(
             check_free(st, tx, user.id(), &name, 0).await?;
             let id = store::processes::insert(tx, user.id(), &name, &now).await?;
             let sealed = seal(&dk, user.id(), id, &name, &req.description, &req.content);
-            store::processes::set(tx, id, &name, &sealed, &now).await?;
+            store::processes::set(tx, user.id(), id, &name, &sealed, &now).await?;
             Ok(id)
         })
         .await?;
@@ -318,9 +324,16 @@ pub async fn update(
     let now = now_text();
     st.db
         .write_with(async |tx| {
+            // Under the user's lock, as a creation is: two changes to one name cannot both
+            // pass the check (on PostgreSQL too), and the row is still theirs.
+            store::users::lock(tx, user.id()).await?;
             check_free(st, tx, user.id(), &name, n).await?;
             let sealed = seal(&dk, user.id(), n, &name, &description, &content);
-            store::processes::set(tx, n, &name, &sealed, &now).await
+            if store::processes::set(tx, user.id(), n, &name, &sealed, &now).await? {
+                Ok(())
+            } else {
+                Err(Error::NotFound("ability"))
+            }
         })
         .await?;
     Ok(process_dto(
@@ -365,6 +378,11 @@ pub async fn render(
         Named::User(n) => own(st, user, n).await?.1.content,
     };
     let args = req.args.unwrap_or_default();
+    if args.chars().count() > MAX_ARGS_CHARS {
+        return Err(Error::Invalid(format!(
+            "args is at most {MAX_ARGS_CHARS} characters"
+        )));
+    }
     let vars = vars(st, user.id(), req.session_id, args).await?;
     Ok(process::render(&content, &vars))
 }

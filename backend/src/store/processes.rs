@@ -29,9 +29,10 @@ fn read(r: &impl super::Columns) -> Result<ProcessRow> {
     })
 }
 
-/// The user's processes, by name.
+/// The user's processes, oldest first (the caller sorts by name: the backends' collations
+/// differ).
 pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<ProcessRow>> {
-    let sql = format!("SELECT {COLUMNS} FROM processes WHERE user_id = $1 ORDER BY name");
+    let sql = format!("SELECT {COLUMNS} FROM processes WHERE user_id = $1 ORDER BY id");
     pool_rows!(db, read, &sql, user_id)
 }
 
@@ -70,11 +71,19 @@ pub async fn insert(c: &mut Write<'_>, user_id: i64, name: &str, now: &str) -> R
     ))
 }
 
-/// Sets a process's name and sealed content.
-pub async fn set(c: &mut Write<'_>, id: i64, name: &str, sealed: &[u8], now: &str) -> Result<()> {
-    let sql = "UPDATE processes SET name = $1, sealed = $2, updated_at = $3 WHERE id = $4";
-    execute!(c, sql, name, sealed, now, id)?;
-    Ok(())
+/// Sets the name and sealed content of the user's process `id`; answers whether it was
+/// there to set.
+pub async fn set(
+    c: &mut Write<'_>,
+    user_id: i64,
+    id: i64,
+    name: &str,
+    sealed: &[u8],
+    now: &str,
+) -> Result<bool> {
+    let sql = "UPDATE processes SET name = $1, sealed = $2, updated_at = $3 \
+         WHERE id = $4 AND user_id = $5";
+    Ok(execute!(c, sql, name, sealed, now, id, user_id)? > 0)
 }
 
 /// Removes the user's process `id`; answers whether there was one.

@@ -210,12 +210,12 @@ pub async fn set_disabled(
     Ok(n > 0)
 }
 
-/// The user's data key as stored, wrapped by the master key.
 /// The user's name.
 pub async fn name_of(c: &mut Conn<'_>, id: i64) -> Result<Option<String>> {
     scalar!(c, String, "SELECT username FROM users WHERE id = $1", id)
 }
 
+/// The user's data key as stored, wrapped by the master key.
 pub async fn wrapped_data_key(db: &super::Db, id: i64) -> Result<Option<Vec<u8>>> {
     Ok(on_pool!(db, |p| sqlx::query_scalar(
         "SELECT data_key FROM users WHERE id = $1"

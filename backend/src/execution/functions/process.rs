@@ -23,7 +23,7 @@ impl Function for LoadProcess {
                 "type": "object",
                 "properties": {
                     "name": {"type": "string", "description": "the process's name", "minLength": 1, "maxLength": hero_shared::process::MAX_NAME_CHARS},
-                    "args": {"type": "string", "description": "what the process is about, for its {{args}}", "maxLength": 4000}
+                    "args": {"type": "string", "description": "what the process is about, for its {{args}}", "maxLength": crate::agents::abilities::MAX_ARGS_CHARS}
                 },
                 "required": ["name"]
             }),
