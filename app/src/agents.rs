@@ -113,6 +113,7 @@ pub async fn update_agent(
         compact_after_messages: None,
         compact_after_tokens: None,
         price: None,
+        default_processes: None,
     };
     hero_backend::agents::update(&st.db, &st.keys, &st.settings.egress, &user, id, req)
         .await

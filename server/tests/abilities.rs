@@ -408,3 +408,135 @@ async fn the_agent_loads_a_process_by_its_name() {
         )
     );
 }
+
+/// The system prompt of the mock's last chat request, as text.
+fn last_system(mock: &mock_llm::MockServer) -> String {
+    let r = mock
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r["path"].as_str().is_some_and(|p| p.ends_with("/messages")))
+        .expect("a chat request");
+    match &r["body"]["system"] {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => panic!("no system prompt: {other}"),
+    }
+}
+
+/// An agent's default processes (reference 003) are in its every system prompt, in full, in
+/// their order, after the tooling; the other processes are listed by name. Only processes
+/// of Hero's or the user's own may be chosen; a change to one reaches the next prompt, and
+/// a deleted one leaves the list.
+#[tokio::test]
+async fn default_processes_are_in_the_agents_prompt_in_order() {
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
+    let (session, agent) = h.session_with("anthropic", &mock, KEY).await;
+    let make = |name: &'static str, description: &'static str, content: &'static str| {
+        h.json(
+            Method::POST,
+            "/api/abilities",
+            Some(json!({"name": name, "description": description, "content": content})),
+        )
+    };
+    let (_, first) = make(
+        "first-steps",
+        "how to begin",
+        "Greet {{user.name}} as {{agent.name}}.",
+    )
+    .await;
+    let (_, style) = make("style", "the house style", "Answer in short lines.").await;
+    let style_id = style["id"].as_str().unwrap().to_owned();
+    let agent_path = format!("/api/agents/{agent}");
+    let (s, set) = h
+        .json(
+            Method::PATCH,
+            &agent_path,
+            Some(json!({"default_processes": [style_id, "system:act", first["id"], style_id]})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{set}");
+    assert_eq!(
+        set["default_processes"],
+        json!([style_id, "system:act", first["id"]]),
+        "in order, each once"
+    );
+    // Only processes of Hero's or the user's own.
+    let bob = bob_client(&h).await;
+    let r = bob
+        .post(h.url("/api/abilities"))
+        .json(&json!({"name": "bobs", "content": "x"}))
+        .send()
+        .await
+        .unwrap();
+    let bobs: Value = r.json().await.unwrap();
+    for bad in [
+        json!("builtin:bash"),
+        json!("user:999999"),
+        bobs["id"].clone(),
+        json!("act"),
+    ] {
+        let (s, body) = h
+            .json(
+                Method::PATCH,
+                &agent_path,
+                Some(json!({"default_processes": [bad]})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}: {body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("not a process of yours"),
+            "{body}"
+        );
+    }
+
+    h.stream(session, "[[mock text=\"ok\"]]").await;
+    let system = last_system(&mock);
+    let style_at = system
+        .find("<process name=\"style\">\nAnswer in short lines.\n</process>")
+        .expect("the style process in full");
+    let act_at = system
+        .find("<process name=\"act\">\nHow to act")
+        .expect("act in full");
+    let first_at = system
+        .find("<process name=\"first-steps\">\nGreet alice as anthropic agent.\n</process>")
+        .expect("first-steps, rendered");
+    assert!(style_at < act_at && act_at < first_at, "{system}");
+    assert!(system.find("## Tooling").unwrap() < style_at);
+    assert!(
+        system.contains("- `__onstart_`: What every session begins with"),
+        "{system}"
+    );
+    assert!(
+        !system.contains("- `style`"),
+        "a default one is not listed again"
+    );
+
+    // A change to a process reaches the next prompt.
+    let (s, _) = h
+        .json(
+            Method::PATCH,
+            &format!("/api/abilities/{style_id}"),
+            Some(json!({"content": "Answer in long lines."})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    h.stream(session, "[[mock text=\"again\"]]").await;
+    assert!(last_system(&mock).contains("Answer in long lines."));
+
+    // A deleted one leaves the list.
+    let (s, _) = h
+        .json(Method::DELETE, &format!("/api/abilities/{style_id}"), None)
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (_, got) = h.json(Method::GET, &agent_path, None).await;
+    assert_eq!(got["default_processes"], json!(["system:act", first["id"]]));
+}

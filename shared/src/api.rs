@@ -262,6 +262,10 @@ pub struct AgentDto {
     /// Its own price (null: Hero's table or the server's `[prices]`).
     #[serde(default)]
     pub price: Option<Price>,
+    /// Its default processes (reference 003): ability ids in order, whose text is in every
+    /// system prompt of its.
+    #[serde(default)]
+    pub default_processes: Vec<String>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -422,6 +426,9 @@ pub struct UpdateAgentRequest {
     /// The agent's own price; `null` returns to Hero's.
     #[serde(default, with = "double_option")]
     pub price: Option<Option<Price>>,
+    /// Its default processes, in order: processes' ids (`system:act`, `user:17`).
+    #[serde(default)]
+    pub default_processes: Option<Vec<String>>,
 }
 
 /// `POST /api/sessions/{id}/messages[/stream]`.

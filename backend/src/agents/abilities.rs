@@ -344,20 +344,128 @@ pub async fn update(
     ))
 }
 
-/// Deletes a process of the user's own.
+/// Deletes a process of the user's own; it leaves every agent's default processes in the
+/// same transaction (an id may be given again to a later process).
 pub async fn delete(st: &AppState, user: &AuthUser, id: &str) -> Result<()> {
     let Named::User(n) = named(st, id)? else {
         return Err(belongs_to_hero());
     };
+    let ability = format!("user:{n}");
     let gone = st
         .db
-        .write_with(async |tx| store::processes::delete(tx, user.id(), n).await)
+        .write_with(async |tx| {
+            if !store::processes::delete(tx, user.id(), n).await? {
+                return Ok(false);
+            }
+            for (agent, list) in store::agents::naming_process(tx, user.id(), &ability).await? {
+                let mut ids: Vec<String> = serde_json::from_str(&list).unwrap_or_default();
+                ids.retain(|i| *i != ability);
+                let json = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
+                store::agents::set_default_processes(tx, agent, &json).await?;
+            }
+            Ok(true)
+        })
         .await?;
     if gone {
         Ok(())
     } else {
         Err(Error::NotFound("ability"))
     }
+}
+
+/// What an agent's prompt says of processes: its default ones (name, text rendered for
+/// the user and the agent; `{{session.name}}` is "this session", as the prompt serves every
+/// session of the agent's), then every other process (name, description). Hero's first,
+/// then the user's by name.
+pub(crate) async fn for_prompt(
+    c: &mut store::Conn<'_>,
+    dk: &SecretKey,
+    user_id: i64,
+    username: &str,
+    agent_name: &str,
+    defaults: &[String],
+) -> Result<(Vec<(String, String)>, Vec<(String, String)>)> {
+    let mut all: Vec<(String, String, String, String)> = SYSTEM
+        .iter()
+        .map(|(n, d, c)| {
+            (
+                format!("system:{n}"),
+                (*n).to_owned(),
+                (*d).to_owned(),
+                (*c).to_owned(),
+            )
+        })
+        .collect();
+    let mut own: Vec<Process> = Vec::new();
+    for row in store::processes::list_on(c, user_id).await? {
+        own.push(open(dk, row)?);
+    }
+    own.sort_by(|a, b| a.name.cmp(&b.name));
+    all.extend(
+        own.into_iter()
+            .map(|p| (format!("user:{}", p.id), p.name, p.description, p.content)),
+    );
+    let now = now_text();
+    let vars = Vars {
+        user_name: username.to_owned(),
+        agent_name: agent_name.to_owned(),
+        session_name: "this session".to_owned(),
+        date: now.get(..10).unwrap_or_default().to_owned(),
+        time: now.get(11..16).unwrap_or_default().to_owned(),
+        args: String::new(),
+    };
+    let given: Vec<(String, String)> = defaults
+        .iter()
+        .filter_map(|id| all.iter().find(|(i, ..)| i == id))
+        .map(|(_, name, _, content)| (name.clone(), process::render(content, &vars)))
+        .collect();
+    let listed = all
+        .into_iter()
+        .filter(|(id, ..)| !defaults.contains(id))
+        .map(|(_, name, description, _)| (name, description))
+        .collect();
+    Ok((given, listed))
+}
+
+/// The most default processes an agent may have.
+pub const MAX_DEFAULT_PROCESSES: usize = 100;
+
+/// An agent's default processes as given: each a process of Hero's or of the user's own
+/// (a function, another user's or a missing one is a 400 naming it), in order, each once.
+pub(crate) async fn check_defaults(
+    c: &mut store::Conn<'_>,
+    user_id: i64,
+    ids: &[String],
+) -> Result<Vec<String>> {
+    if ids.len() > MAX_DEFAULT_PROCESSES {
+        return Err(Error::Invalid(format!(
+            "an agent has at most {MAX_DEFAULT_PROCESSES} default processes"
+        )));
+    }
+    let refused = |id: &str| {
+        let shown: String = id.chars().take(80).collect();
+        Error::Invalid(format!(
+            "default_processes names {shown:?}, which is not a process of yours (a process's id is system:NAME or user:N)"
+        ))
+    };
+    let mut kept: Vec<String> = Vec::with_capacity(ids.len());
+    for id in ids {
+        let known = match id.split_once(':') {
+            Some(("system", name)) => SYSTEM.iter().any(|(n, _, _)| *n == name),
+            Some(("user", n)) => match n.parse::<i64>() {
+                Ok(n) => store::processes::get(c, user_id, n).await?.is_some(),
+                Err(_) => false,
+            },
+            _ => false,
+        };
+        if !known {
+            return Err(refused(id));
+        }
+        if !kept.contains(id) {
+            kept.push(id.clone());
+        }
+    }
+    Ok(kept)
 }
 
 /// A process as it would be loaded: its variables filled for the user, the session (its

@@ -82,6 +82,8 @@ pub struct AgentRuntime {
     pub batch: bool,
     /// Its own price, if it has one ([`spend`]).
     pub price: Option<hero_shared::api::Price>,
+    /// Its default processes' ids, in order ([`abilities`]).
+    pub default_processes: Vec<String>,
 }
 
 /// A session is summarised once its messages since the last summary pass either bound
@@ -147,6 +149,7 @@ impl AgentRow {
             compact_after_messages: self.compact_messages.map(|n| n as u64),
             compact_after_tokens: self.compact_tokens.map(|n| n as u64),
             price: self.price(),
+            default_processes: self.default_processes(),
             config: Value::Object(self.config(dk)?),
             name: self.name,
             model: self.model,
@@ -429,6 +432,11 @@ pub async fn update(
         let json = price.map(|p| serde_json::to_string(&p).unwrap_or_default());
         store::agents::set_price(&mut tx, id, json.as_deref()).await?;
     }
+    if let Some(ids) = &req.default_processes {
+        let ids = abilities::check_defaults(&mut tx, user.id(), ids).await?;
+        let json = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
+        store::agents::set_default_processes(&mut tx, id, &json).await?;
+    }
     write_secrets(&mut tx, id, &dk, &f).await?;
     tx.commit().await?;
     get(db, keys, user, id).await
@@ -526,6 +534,11 @@ impl TurnSetup {
 }
 
 impl AgentRow {
+    /// Its default processes' ids, in order; a list stored that cannot be read is empty.
+    fn default_processes(&self) -> Vec<String> {
+        serde_json::from_str(&self.default_processes).unwrap_or_default()
+    }
+
     /// Its own price; one stored that cannot be read is none.
     fn price(&self) -> Option<hero_shared::api::Price> {
         self.price
@@ -538,7 +551,9 @@ impl AgentRow {
         let api_key = self.api_key(dk)?;
         let kind = self.kind()?;
         let price = self.price();
+        let default_processes = self.default_processes();
         Ok(AgentRuntime {
+            default_processes,
             id: self.id,
             endpoint: crate::providers::Endpoint {
                 provider: self.provider()?,

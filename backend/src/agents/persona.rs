@@ -131,6 +131,20 @@ pub(crate) async fn system_prompt(
         vec![("AVAILABILITY.md", avail.as_str())]
     };
     let today = today();
+    let (defaults, others) = crate::agents::abilities::for_prompt(
+        c,
+        dk,
+        user_id,
+        username,
+        &agent.name,
+        &agent.default_processes,
+    )
+    .await?;
+    fn pair((a, b): &(String, String)) -> (&str, &str) {
+        (a, b)
+    }
+    let default_processes: Vec<(&str, &str)> = defaults.iter().map(pair).collect();
+    let other_processes: Vec<(&str, &str)> = others.iter().map(pair).collect();
     let runtime = format!(
         "Hero {}; provider {}; model {}",
         env!("CARGO_PKG_VERSION"),
@@ -146,6 +160,8 @@ pub(crate) async fn system_prompt(
         agent_name: &agent.name,
         hml: HML,
         functions: &listed,
+        default_processes: &default_processes,
+        other_processes: &other_processes,
         sandbox: bash.then_some(SANDBOX),
         user: username,
         today: &today,

@@ -25,10 +25,12 @@ pub struct AgentRow {
     pub compact_tokens: Option<i64>,
     /// Its own price, JSON (`api::Price`).
     pub price: Option<String>,
+    /// Its default processes: ability ids in order, a JSON array.
+    pub default_processes: String,
 }
 
 const COLUMNS: &str = "id, name, provider, model, base_url, api_key, config, created_at, updated_at, kind, status, \
-     compact_messages, compact_tokens, price";
+     compact_messages, compact_tokens, price, default_processes";
 
 impl AgentRow {
     /// The one decoder of an agent row: [`COLUMNS`] in order, from column `at` on.
@@ -48,6 +50,7 @@ impl AgentRow {
             compact_messages: r.get(at + 11)?,
             compact_tokens: r.get(at + 12)?,
             price: r.get(at + 13)?,
+            default_processes: r.get(at + 14)?,
         })
     }
 }
@@ -171,7 +174,7 @@ pub async fn turn_setup(
 ) -> Result<Option<TurnSetupRow>> {
     const SQL: &str = "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
          a.created_at, a.updated_at, a.kind, a.status, a.compact_messages, a.compact_tokens, a.price, \
-         u.username, s.status, u.prompt_gen, s.streaming \
+         a.default_processes, u.username, s.status, u.prompt_gen, s.streaming \
          FROM sessions s JOIN users u ON u.id = s.user_id \
          LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
          WHERE s.id = $1 AND s.user_id = $2";
@@ -188,11 +191,39 @@ fn read_turn_setup(r: &impl Columns) -> Result<TurnSetupRow> {
         data_key: r.get(0)?,
         agent_id: r.get(1)?,
         agent,
-        username: r.get(16)?,
-        session_status: r.get(17)?,
-        prompt_gen: r.get(18)?,
-        streaming: r.get(19)?,
+        username: r.get(17)?,
+        session_status: r.get(18)?,
+        prompt_gen: r.get(19)?,
+        streaming: r.get(20)?,
     })
+}
+
+/// Sets the agent's default processes (a JSON array of ability ids).
+pub async fn set_default_processes(c: &mut Write<'_>, id: i64, ids: &str) -> Result<()> {
+    execute!(
+        c,
+        "UPDATE agents SET default_processes = $1 WHERE id = $2",
+        ids,
+        id
+    )?;
+    Ok(())
+}
+
+/// The user's agents whose default processes name `ability` (its id, as stored in the
+/// JSON array): (agent id, the array).
+pub async fn naming_process(
+    c: &mut Conn<'_>,
+    user_id: i64,
+    ability: &str,
+) -> Result<Vec<(i64, String)>> {
+    let pattern = format!("%{}%", serde_json::Value::from(ability));
+    let sql = "SELECT id, default_processes FROM agents \
+         WHERE user_id = $1 AND default_processes LIKE $2";
+    rows!(c, id_and_list, sql, user_id, pattern)
+}
+
+fn id_and_list(r: &impl Columns) -> Result<(i64, String)> {
+    Ok((r.get(0)?, r.get(1)?))
 }
 
 /// Marks the agent summoning, unless it already is; answers whether it was marked.

@@ -80,6 +80,7 @@ const TABLES: &[Table] = &[
             ("compact_messages", Int),
             ("compact_tokens", Int),
             ("price", Text),
+            ("default_processes", Text),
         ],
         identity: true,
     },

@@ -36,6 +36,12 @@ pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<ProcessRow>> {
     pool_rows!(db, read, &sql, user_id)
 }
 
+/// [`list`] on a held connection (a turn's, building the agent's prompt).
+pub async fn list_on(c: &mut Conn<'_>, user_id: i64) -> Result<Vec<ProcessRow>> {
+    let sql = format!("SELECT {COLUMNS} FROM processes WHERE user_id = $1 ORDER BY id");
+    rows!(c, read, &sql, user_id)
+}
+
 /// The user's process `id`; `None` when it is not theirs.
 pub async fn get(c: &mut Conn<'_>, user_id: i64, id: i64) -> Result<Option<ProcessRow>> {
     let sql = format!("SELECT {COLUMNS} FROM processes WHERE user_id = $1 AND id = $2");

@@ -535,6 +535,7 @@ mod tests {
             compact: Thresholds::default(),
             batch: false,
             price: None,
+            default_processes: Vec::new(),
         }
     }
 
