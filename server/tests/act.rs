@@ -2392,6 +2392,29 @@ fn queue_directive(message: &str, session: Option<i64>, then: &str) -> String {
     )
 }
 
+/// A slow reply streaming in `session` (a letter every 60 ms), running once this returns;
+/// the task ends with it.
+async fn busy_with_a_slow_reply(h: &Hero, session: i64) -> tokio::task::JoinHandle<String> {
+    let (c, url) = (
+        h.c.clone(),
+        h.url(&format!("/api/sessions/{session}/messages/stream")),
+    );
+    let content = r#"[[mock text="a slow reply, one letter at a time" chunk=1 delay_ms=60]]"#;
+    let slow = tokio::spawn(async move {
+        let r = c
+            .post(url)
+            .json(&json!({ "content": content }))
+            .send()
+            .await
+            .unwrap();
+        r.text().await.unwrap()
+    });
+    while h.st.turns.is_idle(session) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    slow
+}
+
 /// The messages another agent queued among the frames.
 fn queued_messages(frames: &[Value]) -> Vec<&Value> {
     frames
@@ -2631,25 +2654,7 @@ async fn queueing_is_refused_with_its_reason() {
     .unwrap()
     .id;
     // The second session is busy with a slow reply.
-    let slow = {
-        let (c, url) = (
-            h.c.clone(),
-            h.url(&format!("/api/sessions/{second}/messages/stream")),
-        );
-        let content = r#"[[mock text="a slow reply, one letter at a time" chunk=1 delay_ms=60]]"#;
-        tokio::spawn(async move {
-            let r = c
-                .post(url)
-                .json(&json!({ "content": content }))
-                .send()
-                .await
-                .unwrap();
-            r.text().await.unwrap()
-        })
-    };
-    while h.st.turns.is_idle(second) {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let slow = busy_with_a_slow_reply(&h, second).await;
     let calls = format!(
         r#"@agent(queue, {{message: "to nowhere", session: 999999}}) @agent(queue, {{message: "to bob", session: {bobs}}}) @agent(queue, {{message: "to a stranger", agent: "Nobody"}}) @agent(queue, {{message: "[[mock text=\"Waited.\"]] first", session: {second}}}) @agent(queue, {{message: "second", session: {second}}})"#
     );
@@ -2687,25 +2692,7 @@ async fn stop_ends_a_waiting_queued_message_and_a_chain_does_not_branch() {
     let (first, agent) = h.session_with("anthropic", &mock, KEY).await;
     let second = second_session(&h, agent, "busy").await;
     set_level(&h, "agent_queue", "always").await;
-    let slow = {
-        let (c, url) = (
-            h.c.clone(),
-            h.url(&format!("/api/sessions/{second}/messages/stream")),
-        );
-        let content = r#"[[mock text="a slow reply, one letter at a time" chunk=1 delay_ms=60]]"#;
-        tokio::spawn(async move {
-            let r = c
-                .post(url)
-                .json(&json!({ "content": content }))
-                .send()
-                .await
-                .unwrap();
-            r.text().await.unwrap()
-        })
-    };
-    while h.st.turns.is_idle(second) {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let slow = busy_with_a_slow_reply(&h, second).await;
     h.stream(
         first,
         &queue_directive("[[mock text=\"never\"]] wait", Some(second), "Queued."),

@@ -210,15 +210,14 @@ fn assertions_of(v: Value) -> Option<Vec<Map<String, Value>>> {
 
 /// What assertion `a`, the message's `index`th, stands for.
 pub fn map(index: usize, a: &Map<String, Value>) -> Mapped {
-    let text = |keys: &[&str]| {
+    // The first of `keys` the assertion has, as text (a string as it is, anything else as
+    // its JSON).
+    let first = |keys: &[&str]| {
         keys.iter()
             .find_map(|k| a.get(*k))
-            .map(|v| match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            })
-            .unwrap_or_default()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
     };
+    let text = |keys: &[&str]| first(keys).unwrap_or_default();
     let id = format!("assertion-{index}");
     let message = text(&["message", "content", "text"]);
     let markup = |markup: String, call| Mapped::Markup { markup, call };
@@ -352,18 +351,13 @@ pub fn map(index: usize, a: &Map<String, Value>) -> Mapped {
             )
         }
         "progress" => {
-            let number = |keys: &[&str]| {
-                keys.iter()
-                    .find_map(|k| a.get(*k))
-                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-            };
             let mut attrs = String::new();
             for (name, keys) in [
                 ("value", &["value", "current"][..]),
                 ("max", &["max", "total"][..]),
                 ("status", &["status", "message"][..]),
             ] {
-                if let Some(v) = number(keys) {
+                if let Some(v) = first(keys) {
                     attrs.push_str(&format!(" {name}=\"{}\"", escape(&v)));
                 }
             }

@@ -202,6 +202,31 @@ pub async fn append(st: &crate::AppState, dk: &SecretKey, f: NewFrame) -> Result
     Ok(sealed.stored(seq))
 }
 
+/// Appends a private notice line to the session (`notice`: its level, how the page shows
+/// it; the agent is not sent it) and tells the session's readers.
+pub async fn append_notice(
+    st: &crate::AppState,
+    dk: &SecretKey,
+    user_id: i64,
+    session_id: i64,
+    text: String,
+    level: &str,
+) -> Result<()> {
+    let f = NewFrame::message(
+        session_id,
+        hero_shared::frame::AuthorType::System,
+        None,
+        serde_json::json!({"role": "system", "content": text, "private": true, "notice": level}),
+    );
+    let kept = append(st, dk, f).await?;
+    st.hub.publish(
+        user_id,
+        session_id,
+        crate::conversation::hub::HubEvent::Frame(kept),
+    );
+    Ok(())
+}
+
 /// Opening a stored frame: its payload unsealed with the session owner's key and checked.
 impl FrameRow {
     pub(crate) fn open(self, dk: &SecretKey) -> Result<Frame> {

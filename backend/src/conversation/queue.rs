@@ -152,7 +152,11 @@ pub async fn enqueue(
             let text = format!(
                 "The message the agent queued for session {session_id} was not sent: {why}."
             );
-            notice(&st, &user, &dk, from.session_id, text).await;
+            if let Err(e) =
+                frames::append_notice(&st, &dk, user.id(), from.session_id, text, "warning").await
+            {
+                tracing::warn!(error = %e, "a queued message's failure could not be noted");
+            }
         }
         drop((waiting, place));
     });
@@ -206,24 +210,6 @@ async fn send(
             .await
             .map(drop)
             .map_err(|e| e.public_message());
-    }
-}
-
-/// A private notice line in the session (for the user; the agent is not sent it).
-async fn notice(st: &AppState, user: &AuthUser, dk: &SecretKey, session_id: i64, text: String) {
-    let f = frames::NewFrame::message(
-        session_id,
-        AuthorType::System,
-        None,
-        json!({"role": "system", "content": text, "private": true, "notice": "warning"}),
-    );
-    match frames::append(st, dk, f).await {
-        Ok(kept) => st.hub.publish(
-            user.id(),
-            session_id,
-            crate::conversation::hub::HubEvent::Frame(kept),
-        ),
-        Err(e) => tracing::warn!(error = %e, "a queued message's failure could not be noted"),
     }
 }
 

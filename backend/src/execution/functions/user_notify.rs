@@ -5,7 +5,6 @@
 
 use futures::future::BoxFuture;
 use hero_shared::calls::{DangerLevel, FunctionPermissions, Permission};
-use hero_shared::frame::AuthorType;
 use serde_json::{Value, json};
 
 use super::{Ctx, Function, Spec};
@@ -56,21 +55,17 @@ impl Function for UserNotify {
             let dk = crate::accounts::users::data_key(&cx.st.db, &cx.st.keys, cx.user_id)
                 .await
                 .map_err(|e| e.public_message())?;
-            let notice = crate::conversation::frames::NewFrame::message(
-                cx.session_id,
-                AuthorType::System,
-                None,
-                json!({"role": "system", "content": format!("Notification: {message}"),
-                    "private": true, "notice": level}),
-            );
-            let kept = crate::conversation::frames::append(cx.st, &dk, notice)
-                .await
-                .map_err(|e| e.public_message())?;
-            cx.st.hub.publish(
+            let text = format!("Notification: {message}");
+            crate::conversation::frames::append_notice(
+                cx.st,
+                &dk,
                 cx.user_id,
                 cx.session_id,
-                crate::conversation::hub::HubEvent::Frame(kept),
-            );
+                text,
+                &level,
+            )
+            .await
+            .map_err(|e| e.public_message())?;
             cx.st.hub.publish_user(
                 cx.user_id,
                 crate::conversation::hub::HubEvent::Notification {
