@@ -540,3 +540,360 @@ async fn default_processes_are_in_the_agents_prompt_in_order() {
     let (_, got) = h.json(Method::GET, &agent_path, None).await;
     assert_eq!(got["default_processes"], json!(["system:act", first["id"]]));
 }
+
+/// The chat requests' messages the mock was sent, last first, as JSON text.
+fn last_messages(mock: &mock_llm::MockServer) -> String {
+    mock.requests()
+        .into_iter()
+        .rev()
+        .find(|r| r["path"].as_str().is_some_and(|p| p.ends_with("/messages")))
+        .expect("a chat request")["body"]["messages"]
+        .to_string()
+}
+
+/// The startup processes' names in the frames, in order.
+fn startup_names(frames: &[Value]) -> Vec<String> {
+    frames
+        .iter()
+        .filter_map(|f| f["payload"]["startup"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A session's first message is preceded by the startup processes (Hero's and the user's,
+/// in the startup rule's order), hidden in the view and on the page yet in the provider's
+/// input; later messages add none; `/start` sends them again; a summary is followed by
+/// them, so the next call after `/compact` has them.
+#[tokio::test]
+async fn startup_processes_precede_the_first_message_hidden_yet_sent() {
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
+    for (name, content) in [
+        ("_onstart_b", "Second of mine, for {{user.name}}."),
+        ("_onstart_a", "First of mine, in {{session.name}}."),
+        ("___onstart_x", "Earliest of all."),
+        ("not_onstart", "Never at the start."),
+    ] {
+        let (s, body) = h
+            .json(
+                Method::POST,
+                "/api/abilities",
+                Some(json!({"name": name, "content": content})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{body}");
+    }
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(session, "[[mock text=\"Hello.\"]]").await;
+    let frames = h.frames(session).await;
+    let order = ["___onstart_x", "__onstart_", "_onstart_a", "_onstart_b"];
+    assert_eq!(startup_names(&frames), order);
+    // Before the user's message, Hero's, hidden from birth.
+    for f in &frames[..4] {
+        assert_eq!(f["author_type"], "system");
+        assert_eq!(f["payload"]["hidden"], true, "{f}");
+    }
+    assert_eq!(frames[4]["author_type"], "user");
+    assert_eq!(frames[2]["payload"]["content"], "First of mine, in chat.");
+    // Yet sent to the agent, in order, before the user's words.
+    let sent = last_messages(&mock);
+    let at = |text: &str| {
+        sent.find(text)
+            .unwrap_or_else(|| panic!("{text} in {sent}"))
+    };
+    assert!(at("Earliest of all.") < at("You are starting a new session"));
+    assert!(at("You are starting a new session") < at("First of mine"));
+    assert!(at("First of mine") < at("Second of mine, for alice."));
+    assert!(at("Second of mine") < at("Hello."));
+    assert!(!sent.contains("Never at the start"));
+    // Hidden in the view and on the page.
+    let (_, view) = h
+        .json(Method::GET, &format!("/api/sessions/{session}/view"), None)
+        .await;
+    let startup_shown: Vec<&Value> = view["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m.to_string().contains("Earliest of all"))
+        .collect();
+    assert_eq!(startup_shown.len(), 1, "{view}");
+    assert_eq!(startup_shown[0]["hidden"], true, "{view}");
+    // The page draws the shown messages; the hidden ones are only in its data, for "Show
+    // hidden messages".
+    let page = h.page(&format!("/s/{session}")).await;
+    let drawn: String = page
+        .split("<script")
+        .map(|part| {
+            part.split_once("</script>")
+                .map_or(part, |(_, after)| after)
+        })
+        .collect();
+    assert!(drawn.contains("Hello."), "{drawn}");
+    assert!(!drawn.contains("Earliest of all"), "hidden on the page");
+
+    // A later message adds none.
+    h.stream(session, "[[mock text=\"Again.\"]]").await;
+    assert_eq!(startup_names(&h.frames(session).await).len(), 4);
+
+    // `/start`: sent again, as a call of command_start, and no reply.
+    let asked = mock.requests().len();
+    h.stream(session, "/start").await;
+    let frames = h.frames(session).await;
+    assert_eq!(startup_names(&frames), [order, order].concat());
+    let result = of_type(&frames, "result").last().copied().unwrap().clone();
+    assert_eq!(result["payload"]["function"], "command_start");
+    assert_eq!(result["payload"]["outcome"], "ok");
+    assert!(
+        result["payload"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("___onstart_x, __onstart_, _onstart_a, _onstart_b"),
+        "{result}"
+    );
+    assert_eq!(mock.requests().len(), asked, "a command asks no reply");
+
+    // After `/compact`, the next call has them after the summary.
+    h.stream(session, "/compact").await;
+    let frames = h.frames(session).await;
+    let compact_at = frames
+        .iter()
+        .position(|f| f["type"] == "compact")
+        .expect("a summary");
+    assert_eq!(startup_names(&frames[compact_at..]), order);
+    h.stream(session, "[[mock text=\"After.\"]]").await;
+    let sent = last_messages(&mock);
+    assert!(
+        sent.contains("Earliest of all.") && sent.contains("After."),
+        "{sent}"
+    );
+}
+
+/// Commands: typed, one runs at once as a call of its function with the user's authority
+/// (a request and a result frame, no reply); bad arguments leave a private note with the
+/// usage and run nothing; `/agent` with a key is refused before anything is stored. Called
+/// by the agent, `command_session` waits for approval with no "Always allow", which cannot
+/// be set; approved, it runs and the session exists.
+#[tokio::test]
+async fn commands_typed_run_at_once_and_the_agents_ask_always() {
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let asked = mock.requests().len();
+    h.stream(session, "/session new Research notes").await;
+    let frames = h.frames(session).await;
+    let typed = frames.last().unwrap();
+    assert_eq!(typed["type"], "result", "{frames:#?}");
+    assert_eq!(typed["payload"]["function"], "command_session");
+    assert_eq!(typed["payload"]["outcome"], "ok", "{typed}");
+    let request = of_type(&frames, "request")[0];
+    assert_eq!(request["payload"]["decided_by"], "sender");
+    let note = frames
+        .iter()
+        .find(|f| f["payload"]["content"] == "/session new Research notes")
+        .unwrap();
+    assert_eq!(note["payload"]["private"], true);
+    assert_eq!(mock.requests().len(), asked, "a command asks no reply");
+    let (_, sessions) = h.json(Method::GET, "/api/sessions", None).await;
+    assert!(
+        sessions.to_string().contains("Research notes"),
+        "{sessions}"
+    );
+
+    // Bad arguments: a note with the usage, nothing run.
+    let before = of_type(&h.frames(session).await, "request").len();
+    h.stream(session, "/session fly away").await;
+    let frames = h.frames(session).await;
+    let last = frames.last().unwrap();
+    let text = last["payload"]["content"].as_str().unwrap();
+    assert!(
+        text.contains("\"fly\" is not one of") && text.contains("Usage: /session new"),
+        "{text}"
+    );
+    assert_eq!(last["payload"]["private"], true);
+    assert_eq!(of_type(&frames, "request").len(), before);
+
+    // A key: refused, nothing stored.
+    let count = frames.len();
+    let (status, body) = h
+        .json(
+            Method::POST,
+            &format!("/api/sessions/{session}/messages/stream"),
+            Some(json!({"content": "/agent configure anthropic --model m api_key=sk-ant-secret0123"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("Agents page"),
+        "{body}"
+    );
+    let frames = h.frames(session).await;
+    assert_eq!(frames.len(), count);
+    assert!(
+        !frames
+            .iter()
+            .any(|f| f.to_string().contains("sk-ant-secret"))
+    );
+
+    // Ask Always: no "always" level.
+    let (s, body) = h
+        .json(
+            Method::PUT,
+            "/api/permissions/command_agent",
+            Some(json!({"level": "always"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+
+    // The agent's call waits for approval, its card without "Always allow".
+    h.stream(
+        session,
+        r#"[[mock tool=command_session input={"action": "new", "name": "Agent made"} then="Made it."]]"#,
+    )
+    .await;
+    let frames = h.frames(session).await;
+    let request = of_type(&frames, "request").last().copied().unwrap().clone();
+    assert_eq!(request["payload"]["function"], "command_session");
+    assert_eq!(request["payload"]["status"], "pending", "{request}");
+    assert_eq!(
+        request["payload"]["permissions"],
+        json!({"autoApprove": "never", "dangerLevel": "moderate"})
+    );
+    let page = h.page(&format!("/s/{session}")).await;
+    assert!(page.contains("command_session") && !page.contains("Always allow command_session"));
+    let (_, sessions) = h.json(Method::GET, "/api/sessions", None).await;
+    assert!(
+        !sessions.to_string().contains("Agent made"),
+        "not before approval"
+    );
+    let rid = request["id"].as_str().unwrap();
+    let (s, body) = h
+        .json(
+            Method::POST,
+            &format!("/api/sessions/{session}/approvals/{rid}"),
+            Some(json!({"approved": true})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    frames_when(&h, session, |f| {
+        of_type(f, "result").iter().any(|r| r["parent_id"] == rid)
+    })
+    .await;
+    let (_, sessions) = h.json(Method::GET, "/api/sessions", None).await;
+    assert!(sessions.to_string().contains("Agent made"), "{sessions}");
+}
+
+/// The result of the last call in the session, `(outcome, output)`.
+async fn last_result(h: &Hero, session: i64) -> (String, String) {
+    let frames = h.frames(session).await;
+    let r = of_type(&frames, "result").last().copied().unwrap().clone();
+    (
+        r["payload"]["outcome"].as_str().unwrap().to_owned(),
+        r["payload"]["output"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// Every command, typed: `/skill` and `/ability` make, show, change and delete the user's
+/// processes; `/agent` creates and configures an agent (never a key); `/session` renames,
+/// archives and restores; the safe ones the agent calls run at once (`command_stream`).
+#[tokio::test]
+async fn every_command_does_what_it_says() {
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let ok = |(outcome, output): (String, String), wanted: &str| {
+        assert_eq!(outcome, "ok", "{output}");
+        assert!(output.contains(wanted), "{wanted:?} in {output}");
+    };
+    h.stream(session, "/skill greet Hello {{user.name}}.").await;
+    ok(
+        last_result(&h, session).await,
+        "Created the process \"greet\"",
+    );
+    h.stream(session, "/ability show greet").await;
+    ok(last_result(&h, session).await, "Hello {{user.name}}.");
+    h.stream(
+        session,
+        "/ability edit greet --description \"A greeting\"\nHi {{user.name}}!",
+    )
+    .await;
+    ok(
+        last_result(&h, session).await,
+        "Changed the process \"greet\"",
+    );
+    let (_, listed) = h
+        .json(Method::GET, "/api/abilities?source=user", None)
+        .await;
+    assert_eq!(listed[0]["description"], "A greeting", "{listed}");
+    h.stream(session, "/ability list").await;
+    ok(last_result(&h, session).await, "- greet (user:");
+    // A name of Hero's cannot be taken.
+    h.stream(session, "/ability create act\nMine now.").await;
+    let (outcome, output) = last_result(&h, session).await;
+    assert_eq!(outcome, "error");
+    assert!(output.contains("already named"), "{output}");
+    h.stream(session, "/ability delete greet").await;
+    ok(last_result(&h, session).await, "Deleted");
+    let (_, listed) = h
+        .json(Method::GET, "/api/abilities?source=user", None)
+        .await;
+    assert_eq!(listed, json!([]));
+
+    h.stream(
+        session,
+        "/agent create Bea --provider anthropic --model claude-x",
+    )
+    .await;
+    ok(
+        last_result(&h, session).await,
+        "\"Bea\": anthropic claude-x",
+    );
+    h.stream(
+        session,
+        "/agent configure Bea --model claude-y --rename Bee",
+    )
+    .await;
+    ok(
+        last_result(&h, session).await,
+        "\"Bee\": anthropic claude-y",
+    );
+    let (_, agents) = h.json(Method::GET, "/api/agents", None).await;
+    let bee = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "Bee")
+        .expect("the agent made");
+    assert_eq!(bee["has_api_key"], false);
+
+    h.stream(session, "/session rename Renamed here").await;
+    ok(last_result(&h, session).await, "\"Renamed here\" is active");
+    h.stream(session, "/session archive").await;
+    ok(last_result(&h, session).await, "is archived");
+    h.stream(session, &format!("/session restore {session}"))
+        .await;
+    ok(last_result(&h, session).await, "is active");
+    let (_, s) = h
+        .json(Method::GET, &format!("/api/sessions/{session}"), None)
+        .await;
+    assert_eq!(s["name"], "Renamed here");
+
+    // A safe command the agent calls runs at once; its note carries the mode.
+    h.stream(
+        session,
+        r#"[[mock tool=command_stream input={"on": false} then="Switched."]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| {
+        f.iter().any(|m| m["payload"]["content"] == "Switched.")
+    })
+    .await;
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["payload"]["streaming"] == false && f["payload"]["private"] == true),
+        "the note saying so"
+    );
+    let (_, s) = h
+        .json(Method::GET, &format!("/api/sessions/{session}"), None)
+        .await;
+    assert_eq!(s["streaming"], false);
+}

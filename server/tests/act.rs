@@ -218,6 +218,15 @@ async fn never_and_always_settle_in_the_same_turn() {
             "user_notify always always autoApprove=always safe",
             "agent_queue ask ask autoApprove=always moderate",
             "process always always autoApprove=always safe",
+            // The commands: those that change what the user owns ask every time.
+            "command_ability ask ask autoApprove=never moderate",
+            "command_session ask ask autoApprove=never moderate",
+            "command_agent ask ask autoApprove=never moderate",
+            "command_skill ask ask autoApprove=never moderate",
+            "command_start always always autoApprove=always safe",
+            "command_compact always always autoApprove=always safe",
+            "command_stream always always autoApprove=always safe",
+            "command_update_usage ask ask autoApprove=never moderate",
         ]
     );
     let (s, p) = h
@@ -2564,6 +2573,8 @@ async fn queued_messages_wait_their_turn_and_chains_stop() {
     assert_eq!(
         order,
         [
+            // The session's startup process, before its first message.
+            "system: You are starting a n",
             "user: [[mock text=\"Queuein",
             "agent: Queueing. @agent(que",
             "agent: First round done.",

@@ -66,10 +66,11 @@ async fn check_full_turn(provider: &str) {
         "{text}"
     );
 
-    // Both turns are frames: the user's, seq 1, and the agent's, seq 3; between them the
-    // bash command's request, stored as its element closed while the reply streamed,
-    // waiting for approval (bash asks by default), its parent the agent's reply.
-    let frames = h.frames(session).await;
+    // Both turns are frames: the user's, seq 2 (after the session's startup process), and
+    // the agent's, seq 4; between them the bash command's request, stored as its element
+    // closed while the reply streamed, waiting for approval (bash asks by default), its
+    // parent the agent's reply.
+    let frames = after_startup(h.frames(session).await);
     assert_eq!(frames.len(), 3);
     assert_eq!(
         (
@@ -87,7 +88,7 @@ async fn check_full_turn(provider: &str) {
     );
     assert_eq!(
         (frames[0]["seq"].as_i64(), frames[0]["author_type"].as_str()),
-        (Some(1), Some("user"))
+        (Some(2), Some("user"))
     );
     assert_eq!(frames[2]["id"], message_id.as_str());
     assert_eq!(frames[2]["payload"]["content"], ANSWER);
@@ -120,7 +121,13 @@ async fn check_full_turn(provider: &str) {
     );
     assert_eq!(body["model"], "mock-model");
     let msgs = body["messages"].as_array().unwrap();
-    assert_eq!(msgs.last().unwrap()["content"], "What is in /tmp?");
+    // The session's startup process, merged into the user's first message, comes first.
+    let first = msgs.last().unwrap()["content"].as_str().unwrap();
+    assert!(
+        first.starts_with("[System] You are starting a new session")
+            && first.ends_with("\n\nWhat is in /tmp?"),
+        "{first}"
+    );
     if provider == "openai" {
         assert_eq!(body["stream_options"]["include_usage"], true);
         assert_eq!(msgs[0]["role"], "system");
@@ -240,7 +247,7 @@ async fn a_reply_is_stored_even_when_its_usage_cannot_be() {
     }
     let events = h.stream(session, "hi").await;
     assert!(!names(&events).contains(&"error"), "{events:?}");
-    let frames = h.frames(session).await;
+    let frames = after_startup(h.frames(session).await);
     assert_eq!(frames.len(), 2);
     assert_eq!(frames[1]["payload"]["content"], "fine");
     // And with the usage table writable again, both are recorded.
@@ -251,7 +258,7 @@ async fn a_reply_is_stored_even_when_its_usage_cannot_be() {
     };
     testing::execute(&h.st.db, drop, &[]).await.unwrap();
     h.stream(session, "again").await;
-    assert_eq!(h.frames(session).await.len(), 4);
+    assert_eq!(after_startup(h.frames(session).await).len(), 4);
     let rows = testing::int(&h.st.db, "SELECT COUNT(*) FROM usage", &[])
         .await
         .unwrap();
@@ -334,10 +341,14 @@ async fn context_follows_frames_appended_outside_turns() {
         .map(|r| {
             let m = r["body"]["messages"].as_array().unwrap().iter();
             m.map(|m| {
-                (
-                    m["role"].as_str().unwrap().to_owned(),
-                    m["content"].as_str().unwrap().to_owned(),
-                )
+                // The session's startup process, merged into the first message, is not
+                // what this test follows.
+                let c = m["content"].as_str().unwrap();
+                let c = match c.strip_prefix("[System] You are starting") {
+                    Some(rest) => rest.split_once("\n\n\n").unwrap().1,
+                    None => c,
+                };
+                (m["role"].as_str().unwrap().to_owned(), c.to_owned())
             })
             .collect()
         })
@@ -522,7 +533,7 @@ async fn batch_mode_and_the_stream_switch() {
     assert_eq!(sess["streaming"], true);
     // The switches are not sent to the agent; they are system notes in the log.
     assert_eq!(mock.requests().len(), 1);
-    let frames = h.frames(session).await;
+    let frames = after_startup(h.frames(session).await);
     assert_eq!(frames.len(), 4);
     assert_eq!(frames[2]["author_type"], "system");
 }
@@ -863,7 +874,8 @@ async fn concurrent_posts_keep_seq_strictly_increasing() {
         .iter()
         .map(|f| f["seq"].as_i64().unwrap())
         .collect();
-    assert_eq!(seqs, (1..=12).collect::<Vec<_>>());
+    // The session's startup process first, then six exchanges.
+    assert_eq!(seqs, (1..=13).collect::<Vec<_>>());
 }
 
 /// Sign-in checks and turns go through a connection of their own, not the pool: a pool
@@ -892,7 +904,7 @@ async fn turns_do_not_wait_for_the_pool() {
         .expect("the turn went on while the pool was taken");
     assert_eq!(last_data(&events, "message_complete")["content"], "ok");
     drop(taken);
-    let frames = h.frames(session).await;
+    let frames = after_startup(h.frames(session).await);
     assert_eq!(frames.len(), 2);
     assert_eq!(frames[1]["payload"]["content"], "ok");
 }
@@ -991,7 +1003,7 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
     .unwrap();
     let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
-    h.stream(session, "one").await; // frames 1, 2
+    h.stream(session, "one").await; // frames 1 (the startup process), 2, 3
     let message = |ev: &Ev| {
         serde_json::from_str::<Value>(&ev.data)
             .ok()
@@ -1008,7 +1020,7 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
             .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     let mut tab = sse(resp.bytes_stream());
-    h.stream(session, "/stream on").await; // frame 3
+    h.stream(session, "/stream on").await; // frame 4 (1 is the startup process)
     let note = loop {
         let ev = tokio::time::timeout(Duration::from_secs(10), tab.next())
             .await
@@ -1016,7 +1028,7 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
             .unwrap()
             .unwrap();
         if ev.event == "frame" {
-            assert_eq!(ev.id, "3");
+            assert_eq!(ev.id, "4");
             break serde_json::from_str::<Value>(&ev.data).unwrap()["id"]
                 .as_str()
                 .unwrap()
@@ -1025,7 +1037,7 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
     };
 
     // Caught up with the log now: the next turn comes live, then its frames.
-    h.stream(session, "two").await; // frames 4, 5
+    h.stream(session, "two").await; // frames 5, 6
     let mut seen = Vec::new();
     let mut phantom_id = None;
     let at_phantom = |seen: &[(String, String)]| seen.iter().position(|(e, _)| e == "phantom");
@@ -1048,7 +1060,7 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
             phantom_id = v["id"].as_str().map(str::to_owned);
             continue;
         }
-        let last = ev.event == "frame" && ev.id == "5";
+        let last = ev.event == "frame" && ev.id == "6";
         if last {
             let v: Value = serde_json::from_str(&ev.data).unwrap();
             assert_eq!(
@@ -1072,14 +1084,14 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
         .filter(|(e, _)| e == "frame")
         .map(|(_, id)| id.as_str())
         .collect();
-    assert_eq!(frame_ids, vec!["4", "5"]);
+    assert_eq!(frame_ids, vec!["5", "6"]);
     let at = |name: &str| seen.iter().position(|(e, _)| e == name);
     assert!(
         at("message_start") < at("text") && at("text").is_some(),
         "{seen:?}"
     );
 
-    // Reconnecting after seq 1: frames 2 to 5 from the log, each once, in order.
+    // Reconnecting after seq 1: frames 2 to 6 from the log, each once, in order.
     let resp =
         h.c.get(h.url(&format!("/api/sessions/{session}/events")))
             .header("Last-Event-ID", "1")
@@ -1088,7 +1100,7 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
             .unwrap();
     let mut again = sse(resp.bytes_stream());
     let mut ids = Vec::new();
-    while ids.len() < 4 {
+    while ids.len() < 5 {
         let ev = tokio::time::timeout(Duration::from_secs(10), again.next())
             .await
             .unwrap()
@@ -1097,7 +1109,7 @@ async fn the_event_stream_resumes_without_gap_or_duplicate() {
         assert_eq!(ev.event, "frame");
         ids.push(ev.id);
     }
-    assert_eq!(ids, vec!["2", "3", "4", "5"]);
+    assert_eq!(ids, vec!["2", "3", "4", "5", "6"]);
 }
 
 #[tokio::test]
@@ -1704,7 +1716,8 @@ async fn frames_routes_filter_and_stay_private() {
         .iter()
         .map(|f| f["seq"].as_i64().unwrap())
         .collect();
-    assert_eq!((seqs, page["last_seq"].as_i64()), (vec![2, 3], Some(4)));
+    // Seq 1 is the session's startup process.
+    assert_eq!((seqs, page["last_seq"].as_i64()), (vec![2, 3], Some(5)));
     let (_, only) = h
         .json(
             reqwest::Method::GET,
@@ -1734,7 +1747,8 @@ async fn frames_routes_filter_and_stay_private() {
             stats["messages"].as_u64(),
             stats["messages_since_compact"].as_u64()
         ),
-        (Some(4), Some(4), Some(4))
+        // Two exchanges and the session's startup process, a message of Hero's.
+        (Some(5), Some(5), Some(5))
     );
     let first_id = page["frames"][0]["id"].as_str().unwrap().to_owned();
     let (s, one) = h
@@ -1752,7 +1766,9 @@ async fn frames_routes_filter_and_stay_private() {
             None,
         )
         .await;
-    assert_eq!(view["messages"].as_array().unwrap().len(), 4);
+    // The startup process is in the view too, marked hidden.
+    assert_eq!(view["messages"].as_array().unwrap().len(), 5);
+    assert_eq!(view["messages"][0]["hidden"], true);
 
     // Bob sees none of it.
     let bob = bob_client(&h).await;
@@ -1815,8 +1831,8 @@ async fn a_websocket_subscription_replays_the_log_then_goes_live() {
         .unwrap();
     let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
-    h.stream(session, "one").await; // frames 1, 2
-    h.stream(session, "two").await; // frames 3, 4
+    h.stream(session, "one").await; // frames 1 (the startup process), 2, 3
+    h.stream(session, "two").await; // frames 4, 5
     let (_, mut ws) = h.ws().await;
     let send = |v: Value| Message::Text(v.to_string().into());
     ws.send(send(
@@ -1825,7 +1841,7 @@ async fn a_websocket_subscription_replays_the_log_then_goes_live() {
     .await
     .unwrap();
     // The log after seq 1, in order, as persisted frames.
-    for want in 2..=4 {
+    for want in 2..=5 {
         let m = ws_next(&mut ws).await;
         assert_eq!(
             (m["type"].as_str(), m["phantom"].as_bool()),
@@ -1836,7 +1852,7 @@ async fn a_websocket_subscription_replays_the_log_then_goes_live() {
     }
     // Then live: the next turn's user frame, its reply as a phantom, the stored reply. Each
     // once: the mirror of every session does not repeat a subscribed one.
-    h.stream(session, "three").await; // frames 5, 6
+    h.stream(session, "three").await; // frames 6, 7
     let mut frames = Vec::new();
     loop {
         let m = ws_next(&mut ws).await;
@@ -1845,14 +1861,14 @@ async fn a_websocket_subscription_replays_the_log_then_goes_live() {
                 m["frame"]["seq"].as_i64().unwrap(),
                 m["phantom"].as_bool().unwrap(),
             ));
-            if frames.last() == Some(&(6, false)) {
+            if frames.last() == Some(&(7, false)) {
                 break;
             }
         }
     }
     assert_eq!(
         frames,
-        vec![(5, false), (5, true), (6, false)],
+        vec![(6, false), (6, true), (7, false)],
         "user frame, phantom reply after it, stored reply"
     );
 
@@ -1874,18 +1890,18 @@ async fn a_websocket_subscription_replays_the_log_then_goes_live() {
     ws.send(send(json!({"type": "unsubscribe", "sessionId": session})))
         .await
         .unwrap();
-    h.stream(session, "four").await; // frames 7, 8
+    h.stream(session, "four").await; // frames 8, 9
     let mut frames = Vec::new();
     loop {
         let m = ws_next(&mut ws).await;
         if m["type"] == "frame" && m["phantom"] == false {
             frames.push(m["frame"]["seq"].as_i64().unwrap());
-            if frames.last() == Some(&8) {
+            if frames.last() == Some(&9) {
                 break;
             }
         }
     }
-    assert_eq!(frames, vec![7, 8]);
+    assert_eq!(frames, vec![8, 9]);
 }
 
 #[tokio::test]
@@ -1914,9 +1930,10 @@ async fn a_tab_opened_mid_reply_gets_the_reply_so_far_at_once() {
         let ev = poster.next().await.unwrap().unwrap();
         texts += usize::from(ev.event == "text");
     }
-    // A new tab, caught up with the log (the user's message is frame 1).
+    // A new tab, caught up with the log (the user's message is frame 2, after the startup
+    // process).
     let resp =
-        h.c.get(h.url(&format!("/api/sessions/{session}/events?after=1")))
+        h.c.get(h.url(&format!("/api/sessions/{session}/events?after=2")))
             .send()
             .await
             .unwrap();
@@ -1966,8 +1983,8 @@ async fn the_frame_list_starts_at_the_last_compact_unless_asked_for_all() {
         .unwrap();
     let h = hero(&[mock.addr()]).await;
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
-    h.stream(session, "first").await; // frames 1, 2
-    h.stream(session, "second").await; // frames 3, 4
+    h.stream(session, "first").await; // frames 1 (the startup process), 2, 3
+    h.stream(session, "second").await; // frames 4, 5
     let dk = h.st.keys.clone();
     let (user_id, wrapped) = alice_key(&h).await;
     let dk = dk.unwrap_data_key(user_id, &wrapped).unwrap();
@@ -1978,8 +1995,8 @@ async fn the_frame_list_starts_at_the_last_compact_unless_asked_for_all() {
         json!({"role": "system", "content": "Summary: two questions, two answers."}),
     );
     compact.frame_type = FrameType::Compact;
-    frames::append(&h.st, &dk, compact).await.unwrap(); // frame 5
-    h.stream(session, "third").await; // frames 6, 7
+    frames::append(&h.st, &dk, compact).await.unwrap(); // frame 6
+    h.stream(session, "third").await; // frames 7, 8
 
     let seqs = |page: &Value| -> Vec<i64> {
         page["frames"]
@@ -1996,11 +2013,11 @@ async fn the_frame_list_starts_at_the_last_compact_unless_asked_for_all() {
     };
     let (s, page) = get("").await;
     assert_eq!(s, StatusCode::OK);
-    assert_eq!(seqs(&page), vec![5, 6, 7], "from the compact on");
-    assert_eq!(page["last_seq"], 7);
-    assert_eq!(seqs(&get("?all=true").await.1), (1..=7).collect::<Vec<_>>());
-    assert_eq!(seqs(&get("?after=2").await.1), (3..=7).collect::<Vec<_>>());
-    assert_eq!(seqs(&get("?type=compact&all=true").await.1), vec![5]);
+    assert_eq!(seqs(&page), vec![6, 7, 8], "from the compact on");
+    assert_eq!(page["last_seq"], 8);
+    assert_eq!(seqs(&get("?all=true").await.1), (1..=8).collect::<Vec<_>>());
+    assert_eq!(seqs(&get("?after=2").await.1), (3..=8).collect::<Vec<_>>());
+    assert_eq!(seqs(&get("?type=compact&all=true").await.1), vec![6]);
     // And the agent was sent the summary and what follows it, nothing before.
     let requests = mock.requests();
     let text = requests.last().unwrap()["body"]["messages"].to_string();
@@ -2071,12 +2088,13 @@ async fn per_user_limits_refuse_clearly_and_store_nothing() {
         .await
         .unwrap();
     let h = hero_with(&[mock.addr()], |s| {
-        s.limits.frames_per_session = 4;
+        s.limits.frames_per_session = 5;
         s.limits.sessions_per_user = 3;
         s.limits.turns_per_user = 1;
     })
     .await;
-    // Frames: two exchanges fill the session; the third message is refused and not stored.
+    // Frames: the startup process and two exchanges fill the session; the third message is
+    // refused and not stored.
     let (session, _) = h.session_with("anthropic", &mock, KEY).await;
     let path = format!("/api/sessions/{session}/messages");
     let batch = |content: &str| {
@@ -2095,7 +2113,7 @@ async fn per_user_limits_refuse_clearly_and_store_nothing() {
         body["error"]
             .as_str()
             .unwrap()
-            .contains("this session holds 4 frames"),
+            .contains("this session holds 5 frames"),
         "{body}"
     );
     let (_, frames) = h
@@ -2105,8 +2123,8 @@ async fn per_user_limits_refuse_clearly_and_store_nothing() {
             None,
         )
         .await;
-    assert_eq!(frames["frames"].as_array().unwrap().len(), 4);
-    assert_eq!(frames["last_seq"], 4);
+    assert_eq!(frames["frames"].as_array().unwrap().len(), 5);
+    assert_eq!(frames["last_seq"], 5);
     // Nor does switching streaming, whose note is a frame too.
     assert_eq!(batch("/stream off").await.0, StatusCode::TOO_MANY_REQUESTS);
 
@@ -2200,7 +2218,7 @@ async fn a_whole_json_answer_to_a_streaming_request_is_read_as_the_message() {
                 None,
             )
             .await;
-        let reply = &frames["frames"][1]["payload"];
+        let reply = &frames["frames"][2]["payload"];
         assert_eq!(reply["content"], "The **whole** answer.", "{provider}");
         assert!(
             reply["usage"]["output_tokens"].as_u64().unwrap() > 0,

@@ -81,8 +81,13 @@ async fn a_kill_before_the_reply_is_stored() {
     post_until(&hero, sid, &content, "text").await;
     let hero = killed_and_back(hero, data.path(), &mock.addr().to_string()).await;
     let frames = hero.frames(sid).await;
-    assert_eq!(frames.len(), 1, "only the user's message: {frames:?}");
-    assert_eq!(frames[0]["author_type"], "user");
+    assert_eq!(
+        frames.len(),
+        2,
+        "only the startup process and the user's message: {frames:?}"
+    );
+    assert!(frames[0]["payload"]["startup"].is_string());
+    assert_eq!(frames[1]["author_type"], "user");
     let v: Value = hero
         .post(
             &format!("/api/sessions/{sid}/messages"),

@@ -125,10 +125,14 @@ async fn a_reply_on_one_instance_is_live_on_the_other_both_ways() {
         slow(40)
     );
     let posted = post_in_background(&p.a, sid, &content);
-    // The user's message, then the reply's start (an empty phantom), then its text.
-    let SessionEvent::Frame(user_msg) =
-        until(&mut on_b, |e| matches!(e, SessionEvent::Frame(_))).await
-    else {
+    // The session's startup process, the user's message, then the reply's start (an empty
+    // phantom), then its text.
+    let is_frame = |e: &SessionEvent| matches!(e, SessionEvent::Frame(_));
+    let SessionEvent::Frame(startup) = until(&mut on_b, is_frame).await else {
+        unreachable!()
+    };
+    assert!(startup.payload["startup"].is_string(), "{startup:?}");
+    let SessionEvent::Frame(user_msg) = until(&mut on_b, is_frame).await else {
         unreachable!()
     };
     assert_eq!(user_msg.payload["content"], content);

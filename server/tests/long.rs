@@ -192,10 +192,13 @@ async fn compact_summarises_and_the_next_call_starts_there() {
         )
         .await;
     assert_eq!(s, StatusCode::OK);
+    // The session's startup process first, hidden.
+    assert_eq!(earlier["messages"][0]["hidden"], true, "{earlier}");
     let texts: Vec<&str> = earlier["messages"]
         .as_array()
         .unwrap()
         .iter()
+        .filter(|m| m["hidden"] != true)
         .filter_map(|m| m["content"].as_str())
         .collect();
     assert_eq!(

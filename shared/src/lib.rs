@@ -12,6 +12,8 @@
 //!   frames record it, and the permission levels.
 //! - [`frame`]: the event log of a conversation and [`frame::compile_frames`], which
 //!   replays it into the messages the page and the agent see.
+//! - [`command`]: the commands a message may be (`/session`, `/start`, …), their usage,
+//!   and the one parser of their typed form.
 //! - [`process`]: processes (instruction macros): their closed set of variables, rendering
 //!   and the startup rule.
 //! - [`api`]: JSON API and server-function bodies (sessions, users); owned by the
@@ -52,6 +54,7 @@
 
 pub mod api;
 pub mod calls;
+pub mod command;
 pub mod corpus;
 pub mod feed;
 pub mod frame;

@@ -519,27 +519,87 @@ pub async fn load(
     Ok(Some(process::render(&content, &vars)))
 }
 
+/// The id of the user's own process `name` (`user:N`), if they have one.
+pub async fn own_id(st: &AppState, user_id: i64, name: &str) -> Result<Option<String>> {
+    let row = store::processes::by_name(&mut st.db.conn().await?, user_id, name).await?;
+    Ok(row.map(|r| format!("user:{}", r.id)))
+}
+
+/// The id of the ability named `name`: a function's, a process of Hero's, or the user's own.
+pub async fn id_of(st: &AppState, user_id: i64, name: &str) -> Result<Option<String>> {
+    if st.functions.get(name).is_some() {
+        return Ok(Some(format!("builtin:{name}")));
+    }
+    if SYSTEM.iter().any(|(n, _, _)| *n == name) {
+        return Ok(Some(format!("system:{name}")));
+    }
+    own_id(st, user_id, name).await
+}
+
+/// The startup processes (reference 000 "Startup Abilities"): Hero's and the user's whose
+/// names are underscores then `onstart_`, in the startup order
+/// ([`process::startup_order`]: most leading underscores first, then by name), each
+/// `(name, text)` rendered for the session. Only those rows are opened.
+pub(crate) async fn startup(
+    c: &mut store::Conn<'_>,
+    dk: &SecretKey,
+    user_id: i64,
+    session_id: i64,
+) -> Result<Vec<(String, String)>> {
+    let mut found: Vec<(String, String)> = SYSTEM
+        .iter()
+        .filter(|(n, _, _)| process::startup_rank(n).is_some())
+        .map(|(n, _, c)| ((*n).to_owned(), (*c).to_owned()))
+        .collect();
+    for row in store::processes::list_on(c, user_id).await? {
+        if process::startup_rank(&row.name).is_some() {
+            let p = open(dk, row)?;
+            found.push((p.name, p.content));
+        }
+    }
+    let order: Vec<String> = process::startup_order(found.iter().map(|(n, _)| n.as_str()))
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let vars = vars_on(c, user_id, Some(session_id), String::new()).await?;
+    Ok(order
+        .into_iter()
+        .filter_map(|name| {
+            let i = found.iter().position(|(n, _)| *n == name)?;
+            let (name, content) = found.swap_remove(i);
+            Some((name, process::render(&content, &vars)))
+        })
+        .collect())
+}
+
 /// What a process's variables stand for: the user's name, the session's and its agent's
 /// (when a session is given; 404 for another user's), the date and time now (UTC), `args`.
 async fn vars(st: &AppState, user_id: i64, session_id: Option<i64>, args: String) -> Result<Vars> {
+    vars_on(&mut st.db.conn().await?, user_id, session_id, args).await
+}
+
+/// [`vars`] on a held connection.
+async fn vars_on(
+    c: &mut store::Conn<'_>,
+    user_id: i64,
+    session_id: Option<i64>,
+    args: String,
+) -> Result<Vars> {
     let now = now_text();
-    let mut c = st.db.conn().await?;
     let mut vars = Vars {
-        user_name: store::users::name_of(&mut c, user_id)
-            .await?
-            .unwrap_or_default(),
+        user_name: store::users::name_of(c, user_id).await?.unwrap_or_default(),
         date: now.get(..10).unwrap_or_default().to_owned(),
         time: now.get(11..16).unwrap_or_default().to_owned(),
         args,
         ..Vars::default()
     };
     if let Some(sid) = session_id {
-        let session = store::sessions::get(&mut c, user_id, sid)
+        let session = store::sessions::get(c, user_id, sid)
             .await?
             .ok_or(Error::NotFound("session"))?;
         vars.session_name = session.name;
         if let Some(agent) = session.agent_id {
-            vars.agent_name = store::agents::get(&mut c, user_id, agent)
+            vars.agent_name = store::agents::get(c, user_id, agent)
                 .await?
                 .map(|a| a.name)
                 .unwrap_or_default();

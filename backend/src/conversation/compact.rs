@@ -30,8 +30,11 @@ pub const WITHIN: std::time::Duration = std::time::Duration::from_secs(180);
 
 /// Messages since the last summary in `kept` (the frames from it on).
 pub fn messages(kept: &[Kept]) -> u64 {
+    // The startup processes a summary is followed by are not the conversation.
     kept.iter()
-        .filter(|k| k.frame.frame_type == FrameType::Message)
+        .filter(|k| {
+            k.frame.frame_type == FrameType::Message && k.frame.payload.get("startup").is_none()
+        })
         .count() as u64
 }
 
@@ -137,14 +140,24 @@ pub async fn compact(
                 ));
             }
             crate::conversation::frames::full_session(st, seq)?;
-            Ok(sealed.kept(seq))
+            // The startup processes follow the summary: a summarised session keeps them.
+            let startup =
+                crate::conversation::startup::append(tx, st, &dk, user.id(), session_id).await?;
+            Ok((sealed.kept(seq), startup))
         })
         .await?;
+    let (kept, startup) = kept;
     let frame = (*kept.frame).clone();
-    // The conversation kept in memory starts again at the summary.
-    st.history.put(session_id, vec![kept]);
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(frame.clone()));
+    for k in &startup {
+        st.hub
+            .publish(user.id(), session_id, HubEvent::Frame((*k.frame).clone()));
+    }
+    // The conversation kept in memory starts again at the summary.
+    let mut history = vec![kept];
+    history.extend(startup);
+    st.history.put(session_id, history);
     Ok(frame)
 }
 

@@ -9,6 +9,8 @@
 //! - [`answers`]: answers to the questions in a reply (`ask`, `hml-prompt`), as frames.
 //! - [`context`]: the conversation as a model reads it, calls' results quoted.
 //! - [`compact`]: a long session's older messages folded into a summary.
+//! - [`startup`]: the startup processes, appended hidden before a session's first message,
+//!   again on `/start` and after a summary.
 //! - [`queue`]: messages agents queue for a session (`@agent(queue, …)`), sent once it is
 //!   idle.
 //! - [`feed`]: one reader of a session's events (the resume algorithm behind `/events` and
@@ -37,5 +39,6 @@ pub mod hub;
 pub mod in_flight;
 pub mod queue;
 pub mod sessions;
+pub mod startup;
 pub mod takeover;
 pub mod turn;

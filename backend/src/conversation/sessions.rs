@@ -56,7 +56,11 @@ pub async fn get(db: &Db, user: &AuthUser, id: i64) -> Result<SessionDto> {
     fetch(&mut db.conn().await?, user.id(), id).await
 }
 
-async fn fetch(ex: &mut crate::store::Conn<'_>, user_id: i64, id: i64) -> Result<SessionDto> {
+pub(crate) async fn fetch(
+    ex: &mut crate::store::Conn<'_>,
+    user_id: i64,
+    id: i64,
+) -> Result<SessionDto> {
     let row = store::sessions::get(ex, user_id, id).await?;
     row.map(SessionRow::dto).ok_or(Error::NotFound("session"))
 }

@@ -96,6 +96,7 @@ const TABLES: &[Table] = &[
             ("updated_at", Text),
             ("agent_id", Int),
             ("streaming", Bool),
+            ("started", Bool),
         ],
         identity: true,
     },

@@ -68,8 +68,8 @@ pub async fn insert(
     now: &str,
 ) -> Result<SessionRow> {
     let sql = format!(
-        "INSERT INTO sessions (user_id, name, status, parent_session_id, agent_id, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING {COLUMNS}"
+        "INSERT INTO sessions (user_id, name, status, parent_session_id, agent_id, created_at, updated_at, started) \
+         VALUES ($1, $2, $3, $4, $5, $6, $6, $7) RETURNING {COLUMNS}"
     );
     let (name, status, parent, agent) = (f.name, f.status, f.parent_session_id, f.agent_id);
     row!(
@@ -81,7 +81,8 @@ pub async fn insert(
         status,
         parent,
         agent,
-        now
+        now,
+        false
     )?
     .ok_or(crate::Error::Internal(
         "an inserted session came back empty".into(),
@@ -125,6 +126,13 @@ pub async fn set_streaming(
 ) -> Result<bool> {
     let sql = "UPDATE sessions SET streaming = $1, updated_at = $2 WHERE id = $3 AND user_id = $4";
     Ok(execute!(c, sql, on, now, id, user_id)? > 0)
+}
+
+/// Marks session `id` begun; whether this call did (it was not yet): the transaction that
+/// stores its first message precedes it with the startup processes.
+pub async fn begin(c: &mut Write<'_>, id: i64) -> Result<bool> {
+    let sql = "UPDATE sessions SET started = $1 WHERE id = $2 AND started = $3";
+    Ok(execute!(c, sql, true, id, false)? > 0)
 }
 
 /// The session's agent (`None`: no agent, or not the user's session).

@@ -333,6 +333,18 @@ pub async fn bob_client(h: &Hero) -> reqwest::Client {
 }
 
 /// The frames of one type (`message`, `request`, `result`, …).
+/// The frames after the session's startup processes (reference 000 "Startup Abilities"),
+/// which precede its first message: Hero's `__onstart_` alone for a user with none of
+/// their own.
+pub fn after_startup(frames: Vec<Value>) -> Vec<Value> {
+    let startup = frames
+        .iter()
+        .take_while(|f| f["payload"].get("startup").is_some())
+        .count();
+    assert_eq!(startup, 1, "one startup process, Hero's: {frames:#?}");
+    frames.into_iter().skip(startup).collect()
+}
+
 pub fn of_type<'a>(frames: &'a [Value], t: &str) -> Vec<&'a Value> {
     frames.iter().filter(|f| f["type"] == t).collect()
 }

@@ -96,6 +96,18 @@ pub async fn post(
             events.start(summary, &st.turns.watch);
             return Ok(TurnHandle { message_id, events });
         }
+        post::Posted::Command {
+            text,
+            function,
+            args,
+        } => {
+            post::run_command(&out, user, &message_id, text, function, args).await?;
+            return Ok(TurnHandle { message_id, events });
+        }
+        post::Posted::Bad(note) => {
+            post::bad_command(&out, user, &message_id, note).await?;
+            return Ok(TurnHandle { message_id, events });
+        }
         post::Posted::Message(c) => c,
     };
     let input = prepare::Input::user(user, &content);
@@ -164,10 +176,15 @@ async fn start(
         dk,
         history,
         user_frame,
+        startup,
         queued,
     } = *started;
     let messages = context::messages(&history);
     let (after_seq, user_frame_id) = (user_frame.seq, user_frame.id.clone());
+    for frame in startup {
+        st.hub
+            .publish(user.id(), session_id, HubEvent::Frame(frame));
+    }
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(user_frame));
     let (live, cancel) = out.begin_reply(&message_id, &agent, after_seq);

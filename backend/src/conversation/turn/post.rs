@@ -28,10 +28,21 @@ pub(super) enum Posted {
     /// `/update_usage <cost>`: the bill for this agent's key, in dollars (`None`: not an
     /// amount).
     UpdateUsage(Option<f64>),
+    /// A command run as a call of its function with the user's authority (`/session`,
+    /// `/ability`, `/agent`, `/skill`, `/start`); the text is kept as a private note.
+    Command {
+        text: String,
+        function: &'static str,
+        args: serde_json::Value,
+    },
+    /// A command with arguments it does not take: a private note saying why, with its usage.
+    Bad(String),
 }
 
-/// Reads a post: refused if empty or too long; a command if it is one.
+/// Reads a post: refused if empty or too long, or if it is `/agent` with anything like a
+/// key (never stored); a command if it is one ([`hero_shared::command::parse`]).
 pub(super) fn read(content: &str, private: bool) -> Result<Posted> {
+    use hero_shared::command::{KEY_REFUSED, Parsed, looks_like_key, parse};
     if content.trim().is_empty() {
         return Err(Error::Invalid("the message is empty".into()));
     }
@@ -43,21 +54,112 @@ pub(super) fn read(content: &str, private: bool) -> Result<Posted> {
     if private {
         return Ok(Posted::Private(content.to_owned()));
     }
-    let trimmed = content.trim();
-    if let Some(rest) = trimmed.strip_prefix("/update_usage")
-        && (rest.is_empty() || rest.starts_with(char::is_whitespace))
-    {
-        let cost = rest.trim().trim_start_matches('$').parse::<f64>().ok();
-        return Ok(Posted::UpdateUsage(
-            cost.filter(|c| c.is_finite() && *c >= 0.0),
-        ));
+    let Some(parsed) = parse(content) else {
+        return Ok(Posted::Message(content.to_owned()));
+    };
+    let command = match &parsed {
+        Parsed::Call { command, .. } | Parsed::Bad { command, .. } => *command,
+    };
+    if command.name == "agent" && looks_like_key(content) {
+        return Err(Error::Invalid(KEY_REFUSED.into()));
     }
-    Ok(match trimmed {
-        "/stream on" => Posted::Streaming(true),
-        "/stream off" => Posted::Streaming(false),
-        "/compact" => Posted::Compact,
-        _ => Posted::Message(content.to_owned()),
+    Ok(match (command.name, parsed) {
+        ("update_usage", Parsed::Call { args, .. }) => Posted::UpdateUsage(args["cost"].as_f64()),
+        ("update_usage", Parsed::Bad { .. }) => Posted::UpdateUsage(None),
+        ("stream", Parsed::Call { args, .. }) => Posted::Streaming(args["on"] == true),
+        ("compact", Parsed::Call { .. }) => Posted::Compact,
+        (_, Parsed::Call { command, args }) => Posted::Command {
+            text: content.to_owned(),
+            function: command.function,
+            args,
+        },
+        (_, Parsed::Bad { command, why }) => Posted::Bad(format!(
+            "/{}: {why}. Usage: {}",
+            command.name, command.usage
+        )),
     })
+}
+
+/// A typed command: the text kept as the user's private note, then the call of its function
+/// with the user's authority, a `request` and a `result` frame through the gate (a level of
+/// `never` still refuses it), and no reply.
+pub(super) async fn run_command(
+    out: &Out,
+    user: &AuthUser,
+    message_id: &str,
+    text: String,
+    function: &'static str,
+    args: serde_json::Value,
+) -> Result<()> {
+    use crate::conversation::act;
+    let (st, session_id) = (&out.st, out.session_id);
+    let mut f = NewFrame::message(
+        session_id,
+        AuthorType::User,
+        Some(user.id()),
+        json!({"role": "user", "content": text, "private": true}),
+    );
+    f.id = message_id.to_owned();
+    let frame = store_now(st, user, f, None).await?;
+    st.hub
+        .publish(user.id(), session_id, HubEvent::Frame(frame));
+    let agent_id = st
+        .db
+        .read_with(async |c| crate::store::sessions::agent_of(c, user.id(), session_id).await)
+        .await?;
+    let sc = act::Scene {
+        user_id: user.id(),
+        session_id,
+        dk: crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?,
+        message_id: message_id.to_owned(),
+        agent_id,
+    };
+    let asked = vec![act::Asked {
+        function: function.to_owned(),
+        args,
+        origin: hero_shared::calls::CallOrigin::Prose { offset: 0 },
+        problem: None,
+        bound: false,
+    }];
+    let acting = st.turns.acting(session_id);
+    let emit = |ev: SseEvent| out.emit(ev);
+    let by = act::Authority::User(user.id());
+    let settled = act::open_and_settle(st, &sc, by, asked, None, &emit, Some(acting.abort())).await;
+    drop(acting);
+    let executed = match settled {
+        Ok(s) => s.executed,
+        Err(e) => {
+            out.emit(SseEvent::Error(ErrorData {
+                message_id: Some(message_id.to_owned()),
+                error: e.public_message(),
+            }));
+            Vec::new()
+        }
+    };
+    out.emit(complete(message_id, "", executed));
+    Ok(())
+}
+
+/// A command with bad arguments: a private note of Hero's saying why, with its usage.
+pub(super) async fn bad_command(
+    out: &Out,
+    user: &AuthUser,
+    message_id: &str,
+    note: String,
+) -> Result<()> {
+    let (st, session_id) = (&out.st, out.session_id);
+    let mut f = NewFrame::message(
+        session_id,
+        AuthorType::System,
+        None,
+        json!({"role": "system", "content": note, "private": true, "notice": "warning"}),
+    );
+    f.id = message_id.to_owned();
+    let frame = store_now(st, user, f, None).await?;
+    st.hub
+        .publish(user.id(), session_id, HubEvent::Frame(frame));
+    out.emit(complete(message_id, &note, Vec::new()));
+    Ok(())
 }
 
 /// `/update_usage <cost>`: the bill for the session's agent's key, stored as a correction
@@ -275,6 +377,24 @@ mod tests {
         }
         let text = "/update_usages 3";
         assert_eq!(read(text, false).unwrap(), Posted::Message(text.into()));
+        assert_eq!(
+            read("/session new Research --agent Ada", false).unwrap(),
+            Posted::Command {
+                text: "/session new Research --agent Ada".into(),
+                function: "command_session",
+                args: json!({"action": "new", "name": "Research", "agent": "Ada"}),
+            }
+        );
+        let Posted::Bad(note) = read("/session fly", false).unwrap() else {
+            panic!("a bad command is a note");
+        };
+        assert!(note.contains("Usage: /session new"), "{note}");
+    }
+
+    #[test]
+    fn a_command_with_a_key_is_refused_before_it_is_stored() {
+        let e = read("/agent configure Ada api_key=abc123", false).unwrap_err();
+        assert!(e.public_message().contains("Agents page"), "{e}");
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub(super) struct Started {
     /// The conversation since the last compact, the user's message last.
     pub(super) history: Vec<Kept>,
     pub(super) user_frame: hero_shared::frame::Frame,
+    /// The startup processes' frames stored before it (the session's first message).
+    pub(super) startup: Vec<hero_shared::frame::Frame>,
     /// In batch mode, the session's queue, held until the turn ends.
     pub(super) queued: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
@@ -76,6 +78,9 @@ pub(super) async fn prepare(
                     Err(_) => return Ok(Err(queue)),
                 }
             }
+            // A session's first message is preceded by its startup processes.
+            let startup =
+                crate::conversation::startup::begin(tx, st, &dk, user.id(), session_id).await?;
             let message = NewFrame::message(
                 session_id,
                 input.author,
@@ -92,10 +97,18 @@ pub(super) async fn prepare(
                 Some(_) => None,
                 None => Some(frames::since_last_compact(tx, session_id, seq).await?),
             };
-            Ok(Ok((agent, dk, kept, rows, sealed.kept(seq), queued.take())))
+            Ok(Ok((
+                agent,
+                dk,
+                kept,
+                rows,
+                sealed.kept(seq),
+                startup,
+                queued.take(),
+            )))
         })
         .await?;
-    let (agent, dk, kept, rows, user_frame, queued) = match prepared {
+    let (agent, dk, kept, rows, user_frame, startup, queued) = match prepared {
         Ok(p) => p,
         Err(queue) => return Ok(Prepared::Queued(queue)),
     };
@@ -121,6 +134,7 @@ pub(super) async fn prepare(
         dk,
         history,
         user_frame: (*user_frame.frame).clone(),
+        startup: startup.iter().map(|k| (*k.frame).clone()).collect(),
         queued,
     })))
 }

@@ -16,6 +16,7 @@ pub mod ask;
 pub mod bash;
 pub mod builtin;
 pub mod bus;
+pub mod commands;
 pub mod context_file;
 pub mod help;
 pub mod process;
