@@ -57,6 +57,29 @@ async fn the_list_holds_functions_and_heros_processes_filtered() {
     assert_eq!(ids(&processes), ["system:__onstart_", "system:act"]);
     assert_eq!(processes[0]["startup"], true);
     assert_eq!(processes[1]["startup"], false);
+    // The commands: their own category; those that change what the user owns ask always.
+    let (_, commands) = h
+        .json(Method::GET, "/api/abilities?category=commands", None)
+        .await;
+    assert_eq!(
+        ids(&commands),
+        [
+            "builtin:command_ability",
+            "builtin:command_session",
+            "builtin:command_agent",
+            "builtin:command_skill",
+            "builtin:command_start",
+            "builtin:command_compact",
+            "builtin:command_stream",
+            "builtin:command_update_usage",
+        ]
+    );
+    assert_eq!(commands[1]["autoApprovePolicy"], "never");
+    assert_eq!(
+        commands[1]["permissions"],
+        json!({"autoApprove": "never", "dangerLevel": "moderate"})
+    );
+    assert_eq!(commands[4]["autoApprovePolicy"], "always");
     let (s, body) = h.json(Method::GET, "/api/abilities?type=skill", None).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
     let (s, one) = h

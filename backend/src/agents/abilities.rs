@@ -117,9 +117,17 @@ fn function_dto(spec: &Spec) -> AbilityDto {
         kind: AbilityType::Function,
         source: AbilitySource::Builtin,
         description: spec.description.to_owned(),
-        category: "functions".to_owned(),
+        category: match hero_shared::command::by_function(spec.name) {
+            Some(_) => "commands",
+            None => "functions",
+        }
+        .to_owned(),
         permissions: spec.permissions,
-        auto_approve_policy: spec.default,
+        // One that asks every time is never approved without asking (000 "Ask Always").
+        auto_approve_policy: match spec.permissions.may_be_always() {
+            true => spec.default,
+            false => Permission::Never,
+        },
         startup: false,
         editable: false,
         content: None,
