@@ -120,6 +120,24 @@ pub async fn update_agent(
         .map_err(fail)
 }
 
+/// Sets an agent's default processes to those checked, in the order listed (none checked:
+/// none). "Select all" sends every process the form listed, and only those.
+#[server(prefix = "/_fn")]
+pub async fn set_default_processes(
+    id: i64,
+    default_processes: Option<Vec<String>>,
+) -> Result<AgentDto, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    let req = UpdateAgentRequest {
+        default_processes: Some(default_processes.unwrap_or_default()),
+        ..Default::default()
+    };
+    hero_backend::agents::update(&st.db, &st.keys, &st.settings.egress, &user, id, req)
+        .await
+        .map_err(fail)
+}
+
 #[server(prefix = "/_fn")]
 pub async fn delete_agent(id: i64) -> Result<(), ServerFnError> {
     use crate::guard::{fail, require_user};
@@ -148,14 +166,23 @@ pub fn AgentsPage() -> impl IntoView {
 #[component]
 fn Agents() -> impl IntoView {
     let agents = resource(|| (), |_| list_agents());
+    // Read with the page, so a process made since is listed whenever the form opens.
+    let processes = resource(
+        || (),
+        |_| crate::abilities::list_abilities(Some("process".into()), None),
+    );
     view! {
         <main class="agents-page" data-agent-feed="">
             <p><a href=crate::base::href("/")>"← Back to sessions"</a></p>
             <h1>"Agents"</h1>
             <p class="muted">"API keys are stored encrypted and never shown again; leave the key empty to keep the stored one."</p>
+            <span class="saved" role="status"></span>
             <Suspense>
                 {move || agents.get().map(|r| match r {
-                    Ok(list) => list.into_iter().map(|a| view! { <AgentCard a/> }).collect_view().into_any(),
+                    Ok(list) => {
+                        let processes = processes.get().and_then(Result::ok).unwrap_or_default();
+                        list.into_iter().map(|a| view! { <AgentCard a processes=processes.clone()/> }).collect_view().into_any()
+                    }
                     Err(e) => view! { <p class="form-error">{error_text(&e)}</p> }.into_any(),
                 })}
             </Suspense>
@@ -188,7 +215,7 @@ fn Agents() -> impl IntoView {
 }
 
 #[component]
-fn AgentCard(a: AgentDto) -> impl IntoView {
+fn AgentCard(a: AgentDto, processes: Vec<hero_shared::api::AbilityDto>) -> impl IntoView {
     let id = a.id;
     let config = if a.config.as_object().is_some_and(|m| m.is_empty()) {
         String::new()
@@ -221,10 +248,62 @@ fn AgentCard(a: AgentDto) -> impl IntoView {
                 <label>"Config" <textarea name="config" rows="2">{config}</textarea></label>
                 <button type="submit">"Save"</button>
             </FnForm>
+            <DefaultProcesses id chosen=a.default_processes.clone() processes/>
             <FnForm action=DeleteAgent::PATH then="refresh" class="agent-delete">
                 <input type="hidden" name="id" value=id/>
                 <button type="submit" class="danger">"Delete"</button>
             </FnForm>
         </section>
+    }
+}
+
+/// The agent's default processes (reference 003): the user's processes and Hero's as a
+/// checklist, the chosen ones first in their order; "Select all" chooses every process
+/// listed here, and no process made later.
+#[component]
+fn DefaultProcesses(
+    id: i64,
+    chosen: Vec<String>,
+    processes: Vec<hero_shared::api::AbilityDto>,
+) -> impl IntoView {
+    use leptos::server_fn::ServerFn;
+    let mut listed: Vec<&hero_shared::api::AbilityDto> = chosen
+        .iter()
+        .filter_map(|c| processes.iter().find(|p| p.id == *c))
+        .collect();
+    listed.extend(processes.iter().filter(|p| !chosen.contains(&p.id)));
+    let boxes = listed
+        .iter()
+        .map(|p| {
+            let checked = chosen.contains(&p.id);
+            view! {
+                <label class="default-process">
+                    <input type="checkbox" name="default_processes[]" value=p.id.clone() checked=checked/>
+                    {p.name.clone()}
+                    <span class="muted">{p.description.clone()}</span>
+                </label>
+            }
+        })
+        .collect_view();
+    let all = listed
+        .iter()
+        .map(|p| view! { <input type="hidden" name="default_processes[]" value=p.id.clone()/> })
+        .collect_view();
+    let summary = format!("Default processes ({} of {})", chosen.len(), listed.len());
+    view! {
+        <details class="default-processes">
+            <summary>{summary}</summary>
+            <p class="muted">"Given in full in every system prompt of this agent's, in this order; the others are listed by name."</p>
+            <FnForm action=SetDefaultProcesses::PATH then="refresh" class="agent-form processes-form" done="Default processes saved">
+                <input type="hidden" name="id" value=id/>
+                {boxes}
+                <button type="submit">"Save default processes"</button>
+            </FnForm>
+            <FnForm action=SetDefaultProcesses::PATH then="refresh" class="select-all-processes" done="Every process listed is a default">
+                <input type="hidden" name="id" value=id/>
+                {all}
+                <button type="submit">"Select all"</button>
+            </FnForm>
+        </details>
     }
 }

@@ -7,6 +7,8 @@
 //! - [`sessions`]: the sidebar tree of sessions and the session page.
 //! - [`chat`]: the conversation: stored messages, the live reply, the composer.
 //! - [`agents`]: the Agents page.
+//! - [`abilities`]: the Abilities page (functions and processes; the user's own processes
+//!   made, edited with a preview, and deleted).
 //! - [`enhance`]: the forms of the server-rendered pages, in the browser.
 //! - `guard` (ssr only): `require_user()` and the error mapping every server function uses.
 //! - [`json`]: the codec of the pages' resources.
@@ -14,6 +16,7 @@
 
 #![recursion_limit = "256"]
 
+pub mod abilities;
 pub mod agents;
 pub mod auth;
 pub mod base;
@@ -168,6 +171,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/agents") view=agents::AgentsPage ssr=SsrMode::Async/>
                 <Route path=path!("/agents/:id/files") view=files::FilesPage ssr=SsrMode::Async/>
                 <Route path=path!("/permissions") view=permissions::PermissionsPage ssr=SsrMode::Async/>
+                <Route path=path!("/abilities") view=abilities::AbilitiesPage ssr=SsrMode::Async/>
             </Routes>
         </Router>
     }

@@ -5,7 +5,7 @@
 //!
 //! `cargo run --release -p server --example turn_cost -- [--turns N] [--starts N]
 //!  [--small FRAMES] [--large FRAMES] [--compact-back K] [--real-compaction 1] [--words N]
-//!  [--batch 1]` (defaults: 100 turns, 5 starts, 10 frames, 10,000 frames, compact 10 frames
+//!  [--batch 1] [--startup N]` (defaults: 100 turns, 5 starts, 10 frames, 10,000 frames, compact 10 frames
 //! back, replies of 50 words). With `--real-compaction 1` the compact is the agent's own
 //! summary (`compact::compact`, the mock writing it), not a frame written in. With
 //! `--batch 1` the sessions are in batch mode (`/stream off`): each reply is asked for whole.
@@ -20,6 +20,11 @@
 //! (measured on empty spans and subtracted; printed). It prints the first turn's CPU (the median
 //! over the starts), p50 and p99
 //! of all turns, and the large session's figures as ratios of the small one's.
+//!
+//! With `--startup N` it measures instead a session's first message, which its startup
+//! processes precede (reference 000 "Startup Abilities"): the user has N processes named
+//! `_onstart_…` (each rendered and stored before the message) against none of their own
+//! (Hero's `__onstart_` alone), `--turns` fresh sessions each, and prints the ratio.
 
 use std::time::Duration;
 
@@ -40,6 +45,7 @@ struct Args {
     real_compaction: bool,
     words: usize,
     batch: bool,
+    startup: usize,
 }
 
 fn args() -> Args {
@@ -52,6 +58,7 @@ fn args() -> Args {
         real_compaction: false,
         words: 50,
         batch: false,
+        startup: 0,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -65,9 +72,10 @@ fn args() -> Args {
             ("--real-compaction", Some(n)) => a.real_compaction = n != 0,
             ("--words", Some(n)) if n > 0 => a.words = n,
             ("--batch", Some(n)) => a.batch = n != 0,
+            ("--startup", Some(n)) => a.startup = n,
             _ => {
                 println!(
-                    "usage: turn_cost [--turns N] [--starts N] [--small FRAMES] [--large FRAMES] [--compact-back K] [--real-compaction 1] [--words N] [--batch 1]"
+                    "usage: turn_cost [--turns N] [--starts N] [--small FRAMES] [--large FRAMES] [--compact-back K] [--real-compaction 1] [--words N] [--batch 1] [--startup N]"
                 );
                 std::process::exit(2);
             }
@@ -232,6 +240,121 @@ async fn scenario(
     cpu
 }
 
+/// The CPU of the first message of `sessions` fresh sessions, for a user with `startup`
+/// startup processes of their own (and Hero's `__onstart_`).
+async fn first_messages(mock_url: &str, startup: usize, sessions: usize) -> Vec<f64> {
+    let mock_addr = mock_url
+        .trim_start_matches("http://")
+        .parse()
+        .expect("mock address");
+    let settings = Settings {
+        egress: hero_backend::execution::egress::EgressPolicy::default().allowing(mock_addr),
+        ..Settings::default()
+    };
+    let t = test_support::state_with(settings).await;
+    hero_backend::conversation::cluster::join(&t)
+        .await
+        .expect("joins the instances");
+    let user = test_support::signed_in(&t, "bench").await;
+    let agent = agents::create(
+        &t.db,
+        &t.keys,
+        &t.settings.egress,
+        &user,
+        CreateAgentRequest {
+            name: "bench".into(),
+            provider: ProviderKind::Anthropic,
+            model: "mock-model".into(),
+            base_url: Some(mock_url.into()),
+            api_key: Some("k".into()),
+            config: None,
+            kind: Default::default(),
+            compact_after_messages: Some(u64::MAX >> 2),
+            compact_after_tokens: Some(u64::MAX >> 2),
+        },
+    )
+    .await
+    .expect("agent");
+    for i in 0..startup {
+        hero_backend::agents::abilities::create(
+            &t,
+            &user,
+            hero_shared::api::CreateProcessRequest {
+                name: format!("_onstart_{i:03}"),
+                description: "a startup process".into(),
+                content: format!(
+                    "Startup note {i} for {{{{user.name}}}} in {{{{session.name}}}} on {{{{date}}}}: keep answers short, cite sources, and ask before anything irreversible."
+                ),
+            },
+        )
+        .await
+        .expect("a startup process");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let own = measurement_cost();
+    let mut cpu = Vec::with_capacity(sessions);
+    for i in 0..sessions {
+        let session = sessions::create(
+            &t,
+            &user,
+            CreateSessionRequest {
+                name: format!("bench {i}"),
+                agent_id: Some(agent.id),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("session")
+        .id;
+        let before = server_cpu_us();
+        let mut handle = turn::post(
+            &t,
+            &user,
+            session,
+            hero_shared::api::PostMessageRequest {
+                content: "hello".into(),
+                private: false,
+            },
+        )
+        .await
+        .expect("turn");
+        while let Some(ev) = handle.events.next().await {
+            match ev {
+                SseEvent::Error(e) => panic!("the turn failed: {}", e.error),
+                SseEvent::MessageComplete(_) => break,
+                _ => {}
+            }
+        }
+        cpu.push(server_cpu_us() - before - own);
+    }
+    cpu
+}
+
+/// `--startup N`: a first message with N startup processes of the user's against one with
+/// none, alternating, `starts` times each.
+fn startup_figures(rt: &tokio::runtime::Runtime, url: &str, a: &Args) {
+    let p50 = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (mut none, mut with) = (Vec::new(), Vec::new());
+    for _ in 0..a.starts {
+        none.extend(rt.block_on(first_messages(url, 0, a.turns)));
+        with.extend(rt.block_on(first_messages(url, a.startup, a.turns)));
+    }
+    let (none, with) = (p50(none), p50(with));
+    println!(
+        "a session's first message, {} sessions × {} starts each",
+        a.turns, a.starts
+    );
+    println!("no startup process of the user's (Hero's alone)   p50_cpu_us={none:>7.0}");
+    println!(
+        "{:>2} startup processes of the user's                p50_cpu_us={with:>7.0}",
+        a.startup
+    );
+    println!("ratio={:.2}", with / none);
+}
+
 /// The CPU one measurement adds to the span it measures, in µs: the median of empty spans
 /// (two measurements with a short sleep between, as a turn's wait for the provider: a
 /// thread's `schedstat` moves only when it is switched out). Reading every thread's
@@ -294,6 +417,9 @@ fn main() {
         .build()
         .expect("runtime");
     let url = mock.url();
+    if a.startup > 0 {
+        return startup_figures(&rt, &url, &a);
+    }
     let small = rt.block_on(scenarios(&url, a.small, 0, &a));
     let large = rt.block_on(scenarios(&url, a.large, a.compact_back, &a));
     // And the small one again: the machine's speed drifts between runs.

@@ -86,6 +86,21 @@ pub fn by_function(function: &str) -> Option<&'static Command> {
     COMMANDS.iter().find(|c| c.function == function)
 }
 
+/// What the `/` menu of the composer lists for what is typed: `None` (the menu is closed)
+/// unless the text is `/` and the start of a command's name, with nothing after it; else the
+/// commands whose names begin so, in menu order.
+pub fn menu(typed: &str) -> Option<Vec<&'static Command>> {
+    let start = typed.strip_prefix('/')?;
+    if start.contains(char::is_whitespace) {
+        return None;
+    }
+    let found: Vec<&'static Command> = COMMANDS
+        .iter()
+        .filter(|c| c.name.starts_with(start))
+        .collect();
+    (!found.is_empty()).then_some(found)
+}
+
 /// What a message that is a command asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Parsed {
@@ -496,6 +511,21 @@ mod tests {
             assert!(c.usage.starts_with(&format!("/{}", c.name)), "{}", c.usage);
             assert!(COMMANDS[i + 1..].iter().all(|d| d.name != c.name));
             assert_eq!(by_function(c.function), Some(c));
+        }
+    }
+
+    #[test]
+    fn the_menu_lists_the_commands_begun() {
+        let names = |typed: &str| menu(typed).map(|m| m.iter().map(|c| c.name).collect::<Vec<_>>());
+        assert_eq!(names("/").unwrap().len(), COMMANDS.len());
+        assert_eq!(
+            names("/s"),
+            Some(vec!["session", "skill", "start", "stream"])
+        );
+        assert_eq!(names("/st"), Some(vec!["start", "stream"]));
+        assert_eq!(names("/update_usage"), Some(vec!["update_usage"]));
+        for closed in ["", "hello", "/x", "/session ", "/start now", " /s"] {
+            assert_eq!(names(closed), None, "{closed:?}");
         }
     }
 

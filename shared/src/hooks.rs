@@ -100,6 +100,10 @@ pub const SEND: Hook = Hook::Class("send");
 pub const STOP: Hook = Hook::Class("stop");
 /// "Private", in the composer.
 pub const PRIVATE: Hook = Hook::Attr("data-chat-private");
+/// The composer's `/` menu (hidden until `/` is typed), and each command in it (its value:
+/// what choosing it puts in the box).
+pub const COMMAND_MENU: Hook = Hook::Class("command-menu");
+pub const COMMAND: Hook = Hook::Attr("data-command");
 
 /// Every hook the chat page of a session with an agent carries from the start (the Files
 /// link and the badge hidden when they do not apply).
@@ -121,6 +125,7 @@ pub const CHAT_PAGE: &[Hook] = &[
     SEND,
     STOP,
     PRIVATE,
+    COMMAND_MENU,
     SPEND,
 ];
 

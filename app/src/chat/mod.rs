@@ -166,6 +166,7 @@ pub fn ChatView(
                 </select>
                 <a href=crate::base::href("/agents") class="manage-agents">"Manage agents"</a>
                 <a href=crate::base::href("/permissions") class="manage-permissions">"Permissions"</a>
+                <a href=crate::base::href("/abilities") class="manage-abilities">"Abilities"</a>
                 // Both always here, hidden when they do not apply: the client only shows them.
                 <a href=crate::base::href(&current.map_or_else(|| "/agents".to_owned(), |a| format!("/agents/{a}/files"))) class="agent-files" hidden=current.is_none()>"Files"</a>
                 <span class="badge batch" hidden=session.streaming>"batch mode"</span>
@@ -182,6 +183,15 @@ pub fn ChatView(
             </div>
             <button type="button" class="jump-down" aria-label="Jump to the newest message" hidden>"↓"</button>
             <form class="composer">
+                // The `/` menu: what each command does, shown while a command's name is typed.
+                <ul class="command-menu" role="listbox" aria-label="Commands" hidden>
+                    {hero_shared::command::COMMANDS.iter().map(|c| view! {
+                        <li role="option">
+                            <button type="button" data-command=format!("/{} ", c.name)>{format!("/{}", c.name)}</button>
+                            <span class="muted">{c.help}</span>
+                        </li>
+                    }).collect_view()}
+                </ul>
                 <textarea aria-label="Message" placeholder=PLACEHOLDER rows="3" disabled></textarea>
                 <label class="private-toggle" title="Stored and shown, never sent to the agent">
                     <input type="checkbox" data-chat-private=""/>"Private"

@@ -114,6 +114,7 @@ impl Chat {
                 submit();
             });
         }
+        let menu = find(&self.root, &hooks::COMMAND_MENU.selector());
         listen(
             &self.textarea,
             "keydown",
@@ -124,6 +125,7 @@ impl Chat {
                 }
             },
         );
+        self.command_menu(menu);
         let (session_id, error) = (self.session_id, self.error);
         let stop = move || {
             leptos::task::spawn_local(async move {
@@ -148,6 +150,54 @@ impl Chat {
                 .and_then(|t| t.closest(&dismiss).ok().flatten());
             if dismiss.is_some() {
                 stop();
+            }
+        });
+    }
+
+    /// The `/` menu: while the box holds `/` and the start of a command's name, the commands
+    /// begun so are listed ([`hero_shared::command::menu`]); choosing one puts it in the box;
+    /// Escape or anything else closes it.
+    fn command_menu(&self, menu: Option<Element>) {
+        let Some(menu) = menu else { return };
+        let items: Vec<Element> = all(&menu, &hooks::COMMAND.selector());
+        let show = {
+            let (menu, textarea) = (menu.clone(), self.textarea.clone());
+            move || {
+                let shown = hero_shared::command::menu(&textarea.value());
+                set_hidden(&menu, shown.is_none());
+                for item in &items {
+                    let command = item.get_attribute("data-command").unwrap_or_default();
+                    let listed = shown.as_ref().is_some_and(|s| {
+                        s.iter()
+                            .any(|c| command.trim_end() == format!("/{}", c.name))
+                    });
+                    if let Some(li) = item.parent_element() {
+                        set_hidden(&li, !listed);
+                    }
+                }
+            }
+        };
+        listen(&self.textarea, "input", move |_: web_sys::Event| show());
+        let closing = menu.clone();
+        listen(
+            &self.textarea,
+            "keydown",
+            move |ev: web_sys::KeyboardEvent| {
+                if ev.key() == "Escape" {
+                    set_hidden(&closing, true);
+                }
+            },
+        );
+        let (textarea, chosen) = (self.textarea.clone(), menu.clone());
+        listen(&menu, "click", move |ev: web_sys::Event| {
+            let command = ev
+                .target()
+                .and_then(|t| t.dyn_into::<Element>().ok())
+                .and_then(|t| t.get_attribute("data-command"));
+            if let Some(command) = command {
+                textarea.set_value(&command);
+                set_hidden(&chosen, true);
+                let _ = textarea.focus();
             }
         });
     }

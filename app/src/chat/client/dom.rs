@@ -45,6 +45,16 @@ pub(super) fn find(root: &Element, selector: &str) -> Option<Element> {
     root.query_selector(selector).ok().flatten()
 }
 
+/// Every element under `root` that `selector` matches, in document order.
+pub(super) fn all(root: &Element, selector: &str) -> Vec<Element> {
+    let Ok(list) = root.query_selector_all(selector) else {
+        return Vec::new();
+    };
+    (0..list.length())
+        .filter_map(|i| list.item(i)?.dyn_into::<Element>().ok())
+        .collect()
+}
+
 /// Adds a listener for as long as the chat runs: removed, and its closure freed, when the
 /// chat stops (on a move to another session).
 pub(super) fn listen<E: wasm_bindgen::convert::FromWasmAbi + 'static>(
