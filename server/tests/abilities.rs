@@ -605,7 +605,7 @@ async fn startup_processes_precede_the_first_message_hidden_yet_sent() {
             .await;
         assert_eq!(s, StatusCode::CREATED, "{body}");
     }
-    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let (session, agent) = h.session_with("anthropic", &mock, KEY).await;
     h.stream(session, "[[mock text=\"Hello.\"]]").await;
     let frames = h.frames(session).await;
     let order = ["___onstart_x", "__onstart_", "_onstart_a", "_onstart_b"];
@@ -688,6 +688,20 @@ async fn startup_processes_precede_the_first_message_hidden_yet_sent() {
         sent.contains("Earliest of all.") && sent.contains("After."),
         "{sent}"
     );
+
+    // `/start` before the first message begins the session: the message adds none again.
+    let (s, fresh) = h
+        .json(
+            Method::POST,
+            "/api/sessions",
+            Some(json!({"name": "fresh", "agent_id": agent})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{fresh}");
+    let fresh = fresh["id"].as_i64().unwrap();
+    h.stream(fresh, "/start").await;
+    h.stream(fresh, "[[mock text=\"Once.\"]]").await;
+    assert_eq!(startup_names(&h.frames(fresh).await), order);
 }
 
 /// Commands: typed, one runs at once as a call of its function with the user's authority

@@ -50,8 +50,8 @@ pub(crate) async fn append(
     Ok(kept)
 }
 
-/// `/start`: the startup frames appended again, in a transaction of their own, and the
-/// session's readers told; their names, in order.
+/// `/start`: the startup frames appended again, in a transaction of their own (the session
+/// begun, if it was not), and the session's readers told; their names, in order.
 pub(crate) async fn again(
     st: &AppState,
     user: &crate::accounts::auth::AuthUser,
@@ -62,6 +62,8 @@ pub(crate) async fn again(
         .db
         .write_with(async |tx| {
             crate::conversation::sessions::fetch(tx, user.id(), session_id).await?;
+            // Sent now, they are not sent again before the first message.
+            store::sessions::begin(tx, session_id).await?;
             append(tx, st, &dk, user.id(), session_id).await
         })
         .await?;
