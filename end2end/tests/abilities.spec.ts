@@ -133,6 +133,13 @@ test("the / menu lists the commands; one chosen and sent runs at once", async ({
   await expect(menu).toBeHidden();
   await box.press("Enter");
   await expect(card(page, "command_start").getByTestId("call-state")).toHaveText("done", { timeout: 15_000 });
+  // With the menu open, Enter takes its first command into the box; nothing is sent.
+  await box.pressSequentially("/upd");
+  await expect(menu.locator("li:visible")).toHaveCount(1);
+  await box.press("Enter");
+  await expect(box).toHaveValue("/update_usage ");
+  await expect(menu).toBeHidden();
+  await box.fill("");
   // A typed command's arguments that are wrong: a note with its usage.
   await send(page, "/session fly");
   await expect(page.getByTestId("messages")).toContainText("Usage: /session new");

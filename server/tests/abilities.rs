@@ -802,13 +802,7 @@ async fn commands_typed_run_at_once_and_the_agents_ask_always() {
         "not before approval"
     );
     let rid = request["id"].as_str().unwrap();
-    let (s, body) = h
-        .json(
-            Method::POST,
-            &format!("/api/sessions/{session}/approvals/{rid}"),
-            Some(json!({"approved": true})),
-        )
-        .await;
+    let (s, body) = decide(&h, session, rid, true).await;
     assert_eq!(s, StatusCode::OK, "{body}");
     frames_when(&h, session, |f| {
         of_type(f, "result").iter().any(|r| r["parent_id"] == rid)
@@ -912,6 +906,87 @@ async fn every_command_does_what_it_says() {
         .json(Method::GET, &format!("/api/sessions/{session}"), None)
         .await;
     assert_eq!(s["name"], "Renamed here");
+
+    // Only the user's own: another user's session is not found, and nothing changes.
+    let bob = bob_client(&h).await;
+    let bobs: Value = bob
+        .post(h.url("/api/sessions"))
+        .json(&json!({"name": "Bob's"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let bobs = bobs["id"].as_i64().unwrap();
+    h.stream(session, &format!("/session archive {bobs}")).await;
+    let (outcome, output) = last_result(&h, session).await;
+    assert_eq!(outcome, "error");
+    assert!(output.contains("not found"), "{output}");
+    let theirs: Value = bob
+        .get(h.url(&format!("/api/sessions/{bobs}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(theirs["status"], "active");
+
+    // A skill's text is kept as typed.
+    h.stream(
+        session,
+        "/skill fmt Run cargo fmt --all \"first\"\n  then test",
+    )
+    .await;
+    ok(
+        last_result(&h, session).await,
+        "Created the process \"fmt\"",
+    );
+    h.stream(session, "/ability show fmt").await;
+    ok(
+        last_result(&h, session).await,
+        "Run cargo fmt --all \"first\"\n  then test",
+    );
+
+    // Arguments against the function's schema: an invalid call, nothing run.
+    let long = "x".repeat(300);
+    h.stream(session, &format!("/session rename {long}")).await;
+    let (outcome, output) = last_result(&h, session).await;
+    assert_eq!(outcome, "invalid", "{output}");
+
+    // The agent's command_agent with a key: refused, no agent made.
+    h.stream(
+        session,
+        r#"[[mock tool=command_agent input={"action": "create", "name": "Keyed", "provider": "anthropic", "model": "m", "base_url": "https://x.test/?api_key=sk-ant-0123456789abcdefghij"} then="Tried."]]"#,
+    )
+    .await;
+    let frames = h.frames(session).await;
+    let rid = of_type(&frames, "request").last().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, body) = decide(&h, session, rid.as_ref(), true).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let frames = frames_when(&h, session, |f| {
+        of_type(f, "result")
+            .iter()
+            .any(|r| r["parent_id"] == rid.as_str())
+    })
+    .await;
+    let result = of_type(&frames, "result")
+        .into_iter()
+        .find(|r| r["parent_id"] == rid.as_str())
+        .unwrap();
+    assert_eq!(result["payload"]["outcome"], "error");
+    assert!(
+        result["payload"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("Agents page")
+    );
+    let (_, agents) = h.json(Method::GET, "/api/agents", None).await;
+    assert!(!agents.to_string().contains("Keyed"), "{agents}");
 
     // A safe command the agent calls runs at once; its note carries the mode.
     h.stream(

@@ -74,15 +74,6 @@ async fn set_level(h: &Hero, function: &str, level: &str) {
     assert_eq!(s, StatusCode::OK, "{body}");
 }
 
-async fn decide(h: &Hero, session: i64, request: &str, approved: bool) -> (StatusCode, Value) {
-    h.json(
-        Method::POST,
-        &format!("/api/sessions/{session}/approvals/{request}"),
-        Some(json!({"approved": approved})),
-    )
-    .await
-}
-
 /// Approve: the call waits (a request frame, pending; nothing else runs), then runs on the
 /// user's decision; its result is a frame whose parent is the request, the agent's next
 /// reply reads it, and a second decision is a 409.

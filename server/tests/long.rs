@@ -468,3 +468,39 @@ async fn the_view_pages() {
     let from = get(format!("/api/sessions/{session}/view?from_seq={before}")).await;
     assert_eq!(texts(&from).len(), 100);
 }
+
+/// The agent's `command_compact` does not summarise its own turn midway: the summary comes
+/// once the reply and its follow-up are over, after them in the log, and the startup
+/// processes follow it.
+#[tokio::test]
+async fn the_agents_compact_comes_after_its_turn() {
+    let mock = mock().await;
+    let h = hero(&[mock.addr()]).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(session, "apples? [[mock text=\"red ones\"]]")
+        .await;
+    h.stream(
+        session,
+        r#"[[mock tool=command_compact input={} then="Asked for a summary."]]"#,
+    )
+    .await;
+    frames_when(&h, session, |f| f.iter().any(|x| x["type"] == "compact")).await;
+    let (_, all) = h
+        .json(
+            Method::GET,
+            &format!("/api/sessions/{session}/frames?all=true"),
+            None,
+        )
+        .await;
+    let frames = all["frames"].as_array().unwrap();
+    let at = |want: &dyn Fn(&Value) -> bool| frames.iter().position(want).unwrap();
+    let compact = at(&|f| f["type"] == "compact");
+    // The follow-up reply (the mock's `then`) was stored before the summary.
+    let done = at(&|f| f["type"] == "message" && f["payload"]["content"] == "Asked for a summary.");
+    assert!(done < compact, "{frames:#?}");
+    assert_eq!(frames.len(), compact + 2, "{frames:#?}");
+    assert!(frames[compact + 1]["payload"]["startup"].is_string());
+    let result = frames.iter().find(|f| f["type"] == "result").unwrap();
+    assert_eq!(result["payload"]["function"], "command_compact");
+    assert_eq!(result["payload"]["outcome"], "ok");
+}

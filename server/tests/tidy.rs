@@ -76,6 +76,7 @@ const INNER_HTML_FILES: &[&str] = &[
     "app/src/chat/client/list.rs",
     "app/src/chat/client/reply.rs",
     "app/src/files.rs",
+    "app/src/abilities.rs",
     "app/src/enhance.rs",
 ];
 

@@ -129,13 +129,19 @@ pub fn looks_like_key(text: &str) -> bool {
     ]
     .iter()
     .any(|k| lower.contains(k));
+    // The shapes providers' keys take: a known prefix, then a long run with digits in it
+    // (an agent named `sk-research-team` is none).
+    let shaped = |w: &str| {
+        ["sk-", "sk_", "gsk_", "xai-", "aiza"].iter().any(|p| {
+            w.to_ascii_lowercase().starts_with(p)
+                && w.len() >= 20
+                && w.bytes().any(|b| b.is_ascii_digit())
+        })
+    };
     named
-        || lower
+        || text
             .split(|c: char| c.is_whitespace() || c == '"' || c == '=' || c == ':')
-            .any(|w| {
-                (w.starts_with("sk-") || w.starts_with("sk_") || w.starts_with("xai-"))
-                    && w.len() >= 12
-            })
+            .any(shaped)
 }
 
 /// Reads a message as a command: `None` when it is not one (it does not begin with `/` and
@@ -143,8 +149,12 @@ pub fn looks_like_key(text: &str) -> bool {
 pub fn parse(text: &str) -> Option<Parsed> {
     let text = text.trim_start();
     let rest = text.strip_prefix('/')?;
+    // The text after the first line keeps its first line's indentation.
     let (first, body) = match rest.split_once('\n') {
-        Some((first, body)) => (first.trim_end_matches('\r'), body.trim()),
+        Some((first, body)) => (
+            first.trim_end_matches('\r'),
+            body.trim_start_matches(['\r', '\n']).trim_end(),
+        ),
         None => (rest, ""),
     };
     let name_end = first.find(char::is_whitespace).unwrap_or(first.len());
@@ -226,6 +236,9 @@ fn take_flags(
 }
 
 fn read(command: &Command, line: &str, body: &str) -> Result<Value, String> {
+    if command.name == "skill" {
+        return skill(line, body);
+    }
     let mut w = split(line)?;
     let mut args = Map::new();
     let action = |w: &Words, allowed: &[&str]| -> Result<String, String> {
@@ -317,22 +330,6 @@ fn read(command: &Command, line: &str, body: &str) -> Result<Value, String> {
             args.insert("name".into(), json!(name));
             args.insert("action".into(), json!(a));
         }
-        "skill" => {
-            let name = w.words.first().ok_or("say the process's name")?.clone();
-            if !w.flags.is_empty() {
-                take_flags(&mut w, &[], &mut args)?;
-            }
-            // The text is the rest of the line as typed, and the lines after.
-            let after = line[line.find(&name).map_or(0, |i| i + name.len())..].trim();
-            let content = match (after.is_empty(), body.is_empty()) {
-                (true, true) => return Err("write the process's text after its name".into()),
-                (false, true) => after.to_owned(),
-                (true, false) => body.to_owned(),
-                (false, false) => format!("{after}\n{body}"),
-            };
-            args.insert("name".into(), json!(name));
-            args.insert("content".into(), json!(content));
-        }
         "stream" => {
             let on = match w.words.as_slice() {
                 [w] if w == "on" => true,
@@ -360,10 +357,28 @@ fn read(command: &Command, line: &str, body: &str) -> Result<Value, String> {
             }
         }
     }
-    if command.name != "skill" && command.name != "ability" && !body.is_empty() {
+    if command.name != "ability" && !body.is_empty() {
         return Err(format!("/{} takes no lines after the first", command.name));
     }
     Ok(Value::Object(args))
+}
+
+/// `/skill NAME TEXT`: the name is the first word; the text, the rest of the line and the
+/// lines after, as typed (no option or quote is read in it).
+fn skill(line: &str, body: &str) -> Result<Value, String> {
+    let (name, after) = line
+        .split_once(char::is_whitespace)
+        .map_or((line, ""), |(n, a)| (n, a.trim()));
+    if name.is_empty() {
+        return Err("say the process's name".into());
+    }
+    let content = match (after.is_empty(), body.is_empty()) {
+        (true, true) => return Err("write the process's text after its name".into()),
+        (false, true) => after.to_owned(),
+        (true, false) => body.to_owned(),
+        (false, false) => format!("{after}\n{body}"),
+    };
+    Ok(json!({"name": name, "content": content}))
 }
 
 /// The one word after the action.
@@ -435,6 +450,14 @@ mod tests {
                 json!({"action": "create", "name": "Ada", "provider": "anthropic", "model": "claude-sonnet-4-5"})
             )
         );
+        // A skill's text is kept as typed: options, quotes and indentation included.
+        assert_eq!(
+            call("/skill fmt Run cargo fmt --all \"now\n  then check"),
+            (
+                "command_skill",
+                json!({"name": "fmt", "content": "Run cargo fmt --all \"now\n  then check"})
+            )
+        );
         assert_eq!(
             call("/skill greet Say hello to {{user.name}}.\nThen ask how they are."),
             (
@@ -491,7 +514,9 @@ mod tests {
         for text in [
             "/agent configure Ada api_key=abc",
             "/agent configure Ada --key sk-ant-0123456789abcdef",
-            "/agent create Ada --provider openai --model gpt sk-proj-abcdefghijkl",
+            "/agent create Ada --provider openai --model gpt sk-proj-abcdefghijkl0123",
+            "/agent configure Ada gsk_0123456789abcdefghijklmnop",
+            "/agent configure Ada AIzaSyA0123456789abcdefghijklmn",
             "/agent configure Ada --model m APIKEY",
         ] {
             assert!(looks_like_key(text), "{text}");
@@ -499,6 +524,7 @@ mod tests {
         for text in [
             "/agent configure Ada --model gpt-4o",
             "/session new sketches",
+            "/agent create sk-research-team --provider anthropic --model claude",
         ] {
             assert!(!looks_like_key(text), "{text}");
         }

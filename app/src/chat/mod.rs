@@ -183,7 +183,8 @@ pub fn ChatView(
             </div>
             <button type="button" class="jump-down" aria-label="Jump to the newest message" hidden>"↓"</button>
             <form class="composer">
-                // The `/` menu: what each command does, shown while a command's name is typed.
+                // The `/` menu (`hooks::COMMAND_MENU`, each button's `hooks::COMMAND`): what each
+                // command does, shown while a command's name is typed.
                 <ul class="command-menu" role="listbox" aria-label="Commands" hidden>
                     {hero_shared::command::COMMANDS.iter().map(|c| view! {
                         <li role="option">

@@ -140,7 +140,9 @@ pub async fn compact(
                 ));
             }
             crate::conversation::frames::full_session(st, seq)?;
-            // The startup processes follow the summary: a summarised session keeps them.
+            // The startup processes follow the summary: a summarised session keeps them (and
+            // one summarised before its first message is begun, not given them twice).
+            crate::store::sessions::begin(tx, user.id(), session_id).await?;
             let startup =
                 crate::conversation::startup::append(tx, st, &dk, user.id(), session_id).await?;
             Ok((sealed.kept(seq), startup))

@@ -25,7 +25,7 @@ pub(crate) async fn begin(
     user_id: i64,
     session_id: i64,
 ) -> Result<Vec<Kept>> {
-    if !store::sessions::begin(tx, session_id).await? {
+    if !store::sessions::begin(tx, user_id, session_id).await? {
         return Ok(Vec::new());
     }
     append(tx, st, dk, user_id, session_id).await
@@ -63,7 +63,7 @@ pub(crate) async fn again(
         .write_with(async |tx| {
             crate::conversation::sessions::fetch(tx, user.id(), session_id).await?;
             // Sent now, they are not sent again before the first message.
-            store::sessions::begin(tx, session_id).await?;
+            store::sessions::begin(tx, user.id(), session_id).await?;
             append(tx, st, &dk, user.id(), session_id).await
         })
         .await?;

@@ -128,11 +128,11 @@ pub async fn set_streaming(
     Ok(execute!(c, sql, on, now, id, user_id)? > 0)
 }
 
-/// Marks session `id` begun; whether this call did (it was not yet): the transaction that
+/// Marks the user's session `id` begun; whether this call did (it was not yet): the transaction that
 /// stores its first message precedes it with the startup processes.
-pub async fn begin(c: &mut Write<'_>, id: i64) -> Result<bool> {
-    let sql = "UPDATE sessions SET started = $1 WHERE id = $2 AND started = $3";
-    Ok(execute!(c, sql, true, id, false)? > 0)
+pub async fn begin(c: &mut Write<'_>, user_id: i64, id: i64) -> Result<bool> {
+    let sql = "UPDATE sessions SET started = $1 WHERE id = $2 AND user_id = $3 AND started = $4";
+    Ok(execute!(c, sql, true, id, user_id, false)? > 0)
 }
 
 /// The session's agent (`None`: no agent, or not the user's session).

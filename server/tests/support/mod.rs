@@ -333,6 +333,16 @@ pub async fn bob_client(h: &Hero) -> reqwest::Client {
 }
 
 /// The frames of one type (`message`, `request`, `result`, …).
+/// The user's decision on a call waiting for approval.
+pub async fn decide(h: &Hero, session: i64, request: &str, approved: bool) -> (StatusCode, Value) {
+    h.json(
+        reqwest::Method::POST,
+        &format!("/api/sessions/{session}/approvals/{request}"),
+        Some(json!({"approved": approved})),
+    )
+    .await
+}
+
 /// The frames after the session's startup processes (reference 000 "Startup Abilities"),
 /// which precede its first message: Hero's `__onstart_` alone for a user with none of
 /// their own.

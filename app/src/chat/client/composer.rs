@@ -115,13 +115,28 @@ impl Chat {
             });
         }
         let menu = find(&self.root, &hooks::COMMAND_MENU.selector());
+        let (open_menu, textarea) = (menu.clone(), self.textarea.clone());
         listen(
             &self.textarea,
             "keydown",
             move |ev: web_sys::KeyboardEvent| {
                 if ev.key() == "Enter" && !ev.shift_key() && !ev.is_composing() {
                     ev.prevent_default();
-                    submit();
+                    // With the `/` menu open, Enter takes its first command into the box.
+                    let first = open_menu
+                        .as_ref()
+                        .filter(|m| !m.has_attribute("hidden"))
+                        .and_then(|m| find(m, "li:not([hidden]) button"))
+                        .and_then(|b| b.get_attribute(hooks::COMMAND.name()));
+                    match first {
+                        Some(command) => {
+                            textarea.set_value(&command);
+                            if let Some(m) = &open_menu {
+                                set_hidden(m, true);
+                            }
+                        }
+                        None => submit(),
+                    }
                 }
             },
         );
@@ -166,7 +181,9 @@ impl Chat {
                 let shown = hero_shared::command::menu(&textarea.value());
                 set_hidden(&menu, shown.is_none());
                 for item in &items {
-                    let command = item.get_attribute("data-command").unwrap_or_default();
+                    let command = item
+                        .get_attribute(hooks::COMMAND.name())
+                        .unwrap_or_default();
                     let listed = shown.as_ref().is_some_and(|s| {
                         s.iter()
                             .any(|c| command.trim_end() == format!("/{}", c.name))
@@ -193,7 +210,7 @@ impl Chat {
             let command = ev
                 .target()
                 .and_then(|t| t.dyn_into::<Element>().ok())
-                .and_then(|t| t.get_attribute("data-command"));
+                .and_then(|t| t.get_attribute(hooks::COMMAND.name()));
             if let Some(command) = command {
                 textarea.set_value(&command);
                 set_hidden(&chosen, true);

@@ -249,7 +249,7 @@ fn unreadable(err: InteractionError, origin: CallOrigin) -> Asked {
 }
 
 /// An unknown function, or arguments against its schema, is the call's problem.
-fn check(registry: &Registry, a: &mut Asked) {
+pub fn check(registry: &Registry, a: &mut Asked) {
     if a.problem.is_some() {
         return;
     }

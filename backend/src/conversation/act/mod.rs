@@ -38,7 +38,7 @@ mod settle;
 
 pub use decide::Decided;
 pub(crate) use decide::{carry_out, decide};
-pub use find::{bound, closed, find};
+pub use find::{bound, check, closed, find};
 pub use gate::open;
 pub use locks::{MessageGuard, MessageLocks, streaming_mark};
 pub use questions::Answer;

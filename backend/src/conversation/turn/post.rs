@@ -1,6 +1,9 @@
-//! The post stage: what a posted message asks for ([`read`]), and the commands that need
-//! no reply: `/stream on|off` (the session's mode, and a note saying so), a private message
-//! (stored only), `/compact` (a summary now, driven like a reply).
+//! The post stage: what a posted message asks for ([`read`], through the one parser of
+//! commands, [`hero_shared::command`]), and what needs no reply: `/stream on|off` (the
+//! session's mode, and a note saying so), a private message (stored only), `/compact` (a
+//! summary now, driven like a reply), `/update_usage` (a correction and its note), a
+//! command with bad arguments (its usage), and the other commands, each run as a call of its
+//! function with the user's authority ([`run_command`]).
 
 use hero_shared::frame::AuthorType;
 use hero_shared::wire::{ErrorData, MessageStart, SseEvent};
@@ -51,19 +54,22 @@ pub(super) fn read(content: &str, private: bool) -> Result<Posted> {
             "the message is too long (at most {MAX_MESSAGE_CHARS} characters)"
         )));
     }
+    let parsed = parse(content);
+    let command = match &parsed {
+        Some(Parsed::Call { command, .. } | Parsed::Bad { command, .. }) => Some(*command),
+        None => None,
+    };
+    // Never stored, not even as a private note.
+    if command.is_some_and(|c| c.name == "agent") && looks_like_key(content) {
+        return Err(Error::Invalid(KEY_REFUSED.into()));
+    }
     if private {
         return Ok(Posted::Private(content.to_owned()));
     }
-    let Some(parsed) = parse(content) else {
+    let Some(parsed) = parsed else {
         return Ok(Posted::Message(content.to_owned()));
     };
-    let command = match &parsed {
-        Parsed::Call { command, .. } | Parsed::Bad { command, .. } => *command,
-    };
-    if command.name == "agent" && looks_like_key(content) {
-        return Err(Error::Invalid(KEY_REFUSED.into()));
-    }
-    Ok(match (command.name, parsed) {
+    Ok(match (command.map_or("", |c| c.name), parsed) {
         ("update_usage", Parsed::Call { args, .. }) => Posted::UpdateUsage(args["cost"].as_f64()),
         ("update_usage", Parsed::Bad { .. }) => Posted::UpdateUsage(None),
         ("stream", Parsed::Call { args, .. }) => Posted::Streaming(args["on"] == true),
@@ -114,13 +120,16 @@ pub(super) async fn run_command(
         message_id: message_id.to_owned(),
         agent_id,
     };
-    let asked = vec![act::Asked {
+    let mut asked = act::Asked {
         function: function.to_owned(),
         args,
         origin: hero_shared::calls::CallOrigin::Prose { offset: 0 },
         problem: None,
         bound: false,
-    }];
+    };
+    // Checked against its function's schema, as the agent's calls are.
+    act::check(&st.functions, &mut asked);
+    let asked = vec![asked];
     let acting = st.turns.acting(session_id);
     let emit = |ev: SseEvent| out.emit(ev);
     let by = act::Authority::User(user.id());
@@ -393,8 +402,10 @@ mod tests {
 
     #[test]
     fn a_command_with_a_key_is_refused_before_it_is_stored() {
-        let e = read("/agent configure Ada api_key=abc123", false).unwrap_err();
-        assert!(e.public_message().contains("Agents page"), "{e}");
+        for private in [false, true] {
+            let e = read("/agent configure Ada api_key=abc123", private).unwrap_err();
+            assert!(e.public_message().contains("Agents page"), "{e}");
+        }
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The command functions (reference 000 "Command Abilities", 003): one builtin function per
 //! command of [`hero_shared::command::COMMANDS`], category `commands`. A command typed in the
 //! composer is parsed into the same call ([`hero_shared::command::parse`]) and runs with the
-//! user's authority; the agent calls it like any function. Those that change what the user
+//! user's authority (but `/compact`, `/stream` and `/update_usage`, which the post stage
+//! answers itself: a summary driven like a reply, a note of the new mode or the bill); the
+//! agent calls the functions like any other. Those that change what the user
 //! owns (`command_ability`, `command_session`, `command_agent`, `command_skill`,
 //! `command_update_usage`) ask every time the agent calls them, with no "Always allow" (003
 //! "Ask Always"); `command_start`, `command_compact` and `command_stream` are safe and run.
@@ -47,8 +49,8 @@ fn schema(c: &Command) -> Value {
             "type": "object",
             "properties": {
                 "action": {"type": "string", "description": "what to do", "enum": ["new", "rename", "archive", "restore"]},
-                "name": {"type": "string", "description": "the session's (new) name", "minLength": 1, "maxLength": 200},
-                "agent": {"type": "string", "description": "the new session's agent, by name or id", "maxLength": 200},
+                "name": {"type": "string", "description": "the session's (new) name", "minLength": 1, "maxLength": hero_shared::api::MAX_SESSION_NAME_CHARS},
+                "agent": {"type": "string", "description": "the new session's agent, by name or id", "maxLength": crate::agents::MAX_NAME_CHARS},
                 "session": {"type": "integer", "description": "the session (this one if not given)", "minimum": 1}
             },
             "required": ["action"]
@@ -57,11 +59,11 @@ fn schema(c: &Command) -> Value {
             "type": "object",
             "properties": {
                 "action": {"type": "string", "description": "what to do", "enum": ["create", "configure"]},
-                "name": {"type": "string", "description": "the agent's name", "minLength": 1, "maxLength": 200},
+                "name": {"type": "string", "description": "the agent's name", "minLength": 1, "maxLength": crate::agents::MAX_NAME_CHARS},
                 "provider": {"type": "string", "description": "whose API it calls", "enum": ["anthropic", "openai", "openai-compatible", "scripted"]},
                 "model": {"type": "string", "description": "the model's name at the provider", "maxLength": 200},
                 "base_url": {"type": "string", "description": "the server's URL, for an OpenAI-compatible one", "maxLength": 2000},
-                "new_name": {"type": "string", "description": "a new name for the agent", "maxLength": 200}
+                "new_name": {"type": "string", "description": "a new name for the agent", "maxLength": crate::agents::MAX_NAME_CHARS}
             },
             "required": ["action", "name"]
         }),
@@ -167,11 +169,17 @@ async fn run(cx: &Ctx<'_>, c: &Command, args: &Value) -> crate::Result<String> {
             ))
         }
         "compact" => {
-            crate::conversation::compact::compact(st, &user, cx.session_id, None).await?;
-            Ok("The conversation was summarised.".into())
+            compact_after(st, user, cx.session_id);
+            Ok(
+                "The conversation will be summarised once this reply and its calls are done."
+                    .into(),
+            )
         }
         "stream" => {
-            let on = args.get("on").and_then(Value::as_bool).unwrap_or(true);
+            let on = args
+                .get("on")
+                .and_then(Value::as_bool)
+                .ok_or_else(|| crate::Error::Invalid("`on` is true or false".into()))?;
             switch_streaming(st, &user, cx.session_id, on).await?;
             Ok(if on {
                 "Streaming is on for this session."
@@ -239,6 +247,42 @@ async fn switch_streaming(
     );
     st.history.append(kept);
     Ok(())
+}
+
+/// The agent's `command_compact`: a summary once the session is idle (this reply, its
+/// calls and its follow-ups over: the call is part of them, so it cannot wait itself), in a
+/// task of its own, holding a turn slot as a typed `/compact` does; why it failed is a
+/// notice in the session.
+fn compact_after(st: &crate::AppState, user: AuthUser, session_id: i64) {
+    let st = st.clone();
+    tokio::spawn(async move {
+        st.turns.idle(session_id).await;
+        let done = async {
+            let _slot = crate::conversation::cluster::turn_slot(&st, user.id()).await?;
+            crate::conversation::compact::compact(&st, &user, session_id, None).await
+        };
+        if let Err(e) = done.await {
+            let note = format!(
+                "The summary the agent asked for was not made: {}",
+                e.public_message()
+            );
+            let told = async {
+                let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
+                crate::conversation::frames::append_notice(
+                    &st,
+                    &dk,
+                    user.id(),
+                    session_id,
+                    note,
+                    "warning",
+                )
+                .await
+            };
+            if let Err(e) = told.await {
+                tracing::error!(error = %e, "a failed summary could not be told");
+            }
+        }
+    });
 }
 
 /// Creates the process `name`, or changes it when the user has one.
