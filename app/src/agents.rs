@@ -167,9 +167,18 @@ pub fn AgentsPage() -> impl IntoView {
 fn Agents() -> impl IntoView {
     let agents = resource(|| (), |_| list_agents());
     // Read with the page, so a process made since is listed whenever the form opens.
+    // Hero's and the user's processes (a plugin's cannot be a default yet).
     let processes = resource(
         || (),
-        |_| crate::abilities::list_abilities(Some("process".into()), None),
+        |_| async {
+            crate::abilities::list_abilities(Some("process".into()), None)
+                .await
+                .map(|list| {
+                    list.into_iter()
+                        .filter(|a| a.source != hero_shared::api::AbilitySource::Plugin)
+                        .collect::<Vec<_>>()
+                })
+        },
     );
     view! {
         <main class="agents-page" data-agent-feed="">

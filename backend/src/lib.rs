@@ -73,6 +73,8 @@ pub struct Settings {
     pub sandbox: execution::sandbox::SandboxLimits,
     /// The longest a summoning call may take; past it, nothing is written.
     pub summon_timeout: std::time::Duration,
+    /// Where administrators install plugins (`DATA_DIR/plugins`); none: no plugins.
+    pub plugins_dir: Option<std::path::PathBuf>,
     /// The server's `[prices]`, over Hero's table ([`agents::spend`]).
     pub prices: Vec<agents::spend::PriceRule>,
 }
@@ -94,6 +96,7 @@ impl Default for Settings {
             workspaces: std::env::temp_dir().join("hero-workspaces"),
             sandbox: Default::default(),
             summon_timeout: std::time::Duration::from_secs(90),
+            plugins_dir: None,
             prices: Vec::new(),
         }
     }
@@ -134,6 +137,8 @@ pub struct Services {
     pub message_locks: conversation::act::MessageLocks,
     /// Where `bash` runs.
     pub sandbox: execution::sandbox::Sandbox,
+    /// The plugins start-up found ([`execution::plugins`]).
+    pub plugins: Arc<execution::plugins::Plugins>,
     /// Each user's reads of a log for its readers (the feeds' catch-up) take turns, so that
     /// one user's replays take [`conversation::feed::REPLAYS_PER_USER`] of the pool's connections at most.
     pub replays: limits::Turnstile,
@@ -166,6 +171,11 @@ impl AppState {
         functions: execution::functions::Registry,
     ) -> Result<Self> {
         let http = settings.egress.client()?;
+        let sandbox =
+            execution::sandbox::Sandbox::new(settings.workspaces.clone(), settings.sandbox.clone());
+        let plugins = execution::plugins::Plugins::load(settings.plugins_dir.as_deref(), || {
+            sandbox.layers().refused.clone()
+        });
         Ok(AppState(Arc::new(Services {
             db,
             keys: Arc::new(keys),
@@ -178,10 +188,8 @@ impl AppState {
             history: Default::default(),
             http,
             call_options: Arc::new(settings.call_options.clone()),
-            sandbox: execution::sandbox::Sandbox::new(
-                settings.workspaces.clone(),
-                settings.sandbox.clone(),
-            ),
+            sandbox,
+            plugins: Arc::new(plugins),
             settings: Arc::new(settings),
             functions,
             message_locks: Default::default(),
@@ -215,6 +223,7 @@ impl AppState {
                 settings.workspaces.clone(),
                 settings.sandbox.clone(),
             ),
+            plugins: self.plugins.clone(),
             settings: Arc::new(settings),
             functions: execution::functions::builtin::registry(),
             message_locks: Default::default(),

@@ -644,6 +644,7 @@ impl Config {
             egress: self.egress.clone(),
             search: self.search.clone(),
             workspaces: self.data_dir.join("workspaces"),
+            plugins_dir: Some(self.data_dir.join("plugins")),
             sandbox: hero_backend::execution::sandbox::SandboxLimits {
                 max_timeout: self.bash_max_timeout,
                 quota_bytes: self.workspace_quota_mib << 20,

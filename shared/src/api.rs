@@ -525,6 +525,44 @@ pub struct AbilityDto {
     pub examples: Option<Vec<serde_json::Value>>,
 }
 
+/// A plugin's state (`GET /api/plugins`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PluginStatus {
+    /// Its manifest is good and it may run.
+    Ready,
+    /// A process of it runs now.
+    Running,
+    /// Its manifest is wrong (`error` says where).
+    Failed,
+    /// This server cannot run it (`error` says why: no bubblewrap, say).
+    Unavailable,
+}
+
+impl PluginStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginStatus::Ready => "ready",
+            PluginStatus::Running => "running",
+            PluginStatus::Failed => "failed",
+            PluginStatus::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// A plugin an administrator installed (`GET /api/plugins`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginDto {
+    pub name: String,
+    pub version: String,
+    pub description: String,
+    pub status: PluginStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The ids of the abilities it exports (`plugin:weather__brief`).
+    pub abilities: Vec<String>,
+}
+
 /// `POST /api/abilities`: a process of the user's own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -23,6 +23,8 @@ pub const MAX_NAME_CHARS: usize = 64;
 
 /// The most bytes a process's content has.
 pub const MAX_CONTENT_BYTES: usize = 64 * 1024;
+/// The longest description a process may have (characters).
+pub const MAX_DESCRIPTION_CHARS: usize = 1_000;
 
 /// What the variables stand for when a process is rendered.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -59,8 +61,9 @@ enum Piece<'a> {
 }
 
 /// Reads `text` into text and variables, each `\{{` as a literal `{{`, a `{{` with no
-/// `}}` after it as text, and of several `{{` before one `}}` the last as the variable's
-/// (the ones before it are text). One pass: each `}}` is looked for once.
+/// `}}` after it as text, of three braces or more the last two as the variable's opening,
+/// and of several `{{` before one `}}` the last as the variable's (the ones before it are
+/// text). One pass: each `}}` is looked for once.
 fn pieces(text: &str, mut each: impl FnMut(Piece<'_>)) {
     let mut rest = text;
     while let Some(open) = rest.find("{{") {
@@ -71,6 +74,13 @@ fn pieces(text: &str, mut each: impl FnMut(Piece<'_>)) {
             continue;
         }
         let after = &rest[open + 2..];
+        // Of three braces or more, the last two open the variable: `{{{date}}` is `{` and
+        // the date.
+        if after.starts_with('{') {
+            each(Piece::Text(&rest[..open + 1]));
+            rest = &rest[open + 1..];
+            continue;
+        }
         let Some(len) = after.find("}}") else {
             break;
         };
@@ -291,6 +301,16 @@ mod tests {
             startup_order(names),
             ["___onstart_x", "__onstart_", "_onstart_a", "_onstart_b"]
         );
+    }
+
+    #[test]
+    fn three_braces_are_a_brace_and_a_variable() {
+        let v = Vars {
+            user_name: "U".into(),
+            ..Vars::default()
+        };
+        assert_eq!(render("{{{user.name}}", &v), "{U");
+        assert_eq!(render("{{{{user.name}}}}", &v), "{{U}}");
     }
 
     proptest! {

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::accounts::auth::AuthUser;
 use crate::crypto::{self, SecretKey};
 use crate::execution::functions::Spec;
+use crate::execution::plugins::{Plugin, PluginProcess, Plugins};
 use crate::store::{self, processes::ProcessRow};
 use crate::{AppState, Error, Result, now_text};
 
@@ -27,7 +28,7 @@ pub const MAX_PROCESSES_PER_USER: i64 = 500;
 /// The longest `args` a process is rendered with (characters).
 pub const MAX_ARGS_CHARS: usize = 4_000;
 /// The longest description a process may have (characters).
-pub const MAX_DESCRIPTION_CHARS: usize = 1_000;
+pub const MAX_DESCRIPTION_CHARS: usize = process::MAX_DESCRIPTION_CHARS;
 
 /// Hero's own processes: (name, description, content).
 pub const SYSTEM: &[(&str, &str, &str)] = &[
@@ -136,6 +137,19 @@ fn function_dto(spec: &Spec) -> AbilityDto {
     }
 }
 
+/// A plugin's process as an ability is named: `<plugin>__<name>`.
+fn plugin_process_name(p: &Plugin, process: &PluginProcess) -> String {
+    format!("{}__{}", p.name, process.name)
+}
+
+fn plugin_process_description(p: &Plugin) -> String {
+    let about = p.manifest.as_ref().map_or("", |m| m.description.as_str());
+    match about {
+        "" => format!("A process of the plugin {}.", p.name),
+        about => format!("A process of the plugin {}: {about}", p.name),
+    }
+}
+
 /// What `GET /api/abilities` may be narrowed to.
 #[derive(Debug, Default, Clone)]
 pub struct Filter {
@@ -163,6 +177,14 @@ pub async fn list(st: &AppState, user: &AuthUser, filter: &Filter) -> Result<Vec
             description,
         )
     }));
+    all.extend(st.plugins.processes().map(|(p, process)| {
+        process_dto(
+            AbilitySource::Plugin,
+            p.process_id(&process.name),
+            &plugin_process_name(p, process),
+            &plugin_process_description(p),
+        )
+    }));
     let wanted = filter.source.is_none_or(|s| s == AbilitySource::User)
         && filter.kind.is_none_or(|k| k == AbilityType::Process);
     if wanted {
@@ -187,6 +209,7 @@ pub async fn list(st: &AppState, user: &AuthUser, filter: &Filter) -> Result<Vec
 enum Named<'a> {
     Function(&'a Spec),
     System(&'static str, &'static str, &'static str),
+    Plugin(&'a Plugin, &'a PluginProcess),
     User(i64),
 }
 
@@ -203,6 +226,11 @@ fn named<'a>(st: &'a AppState, id: &str) -> Result<Named<'a>> {
             .iter()
             .find(|(name, _, _)| *name == rest)
             .map(|(n, d, c)| Named::System(n, d, c))
+            .ok_or(missing),
+        "plugin" => st
+            .plugins
+            .process(rest)
+            .map(|(p, process)| Named::Plugin(p, process))
             .ok_or(missing),
         "user" => rest.parse().map(Named::User).map_err(|_| missing),
         _ => Err(missing),
@@ -229,6 +257,15 @@ pub async fn get(st: &AppState, user: &AuthUser, id: &str) -> Result<AbilityDto>
         Named::System(name, description, content) => AbilityDto {
             content: Some(content.to_owned()),
             ..process_dto(AbilitySource::System, id.to_owned(), name, description)
+        },
+        Named::Plugin(p, process) => AbilityDto {
+            content: Some(process.content.clone()),
+            ..process_dto(
+                AbilitySource::Plugin,
+                id.to_owned(),
+                &plugin_process_name(p, process),
+                &plugin_process_description(p),
+            )
         },
         Named::User(n) => {
             let (_, p) = own(st, user, n).await?;
@@ -260,7 +297,9 @@ async fn check_free(
     name: &str,
     except: i64,
 ) -> Result<()> {
-    let hero = st.functions.get(name).is_some() || SYSTEM.iter().any(|(n, _, _)| *n == name);
+    let hero = st.functions.get(name).is_some()
+        || SYSTEM.iter().any(|(n, _, _)| *n == name)
+        || st.plugins.process(name).is_some();
     if hero || store::processes::name_taken(c, user_id, name, except).await? {
         return Err(Error::Conflict(format!(
             "an ability is already named {name:?}"
@@ -387,6 +426,7 @@ pub async fn delete(st: &AppState, user: &AuthUser, id: &str) -> Result<()> {
 /// then the user's by name.
 pub(crate) async fn for_prompt(
     c: &mut store::Conn<'_>,
+    plugins: &Plugins,
     dk: &SecretKey,
     user_id: i64,
     username: &str,
@@ -404,6 +444,14 @@ pub(crate) async fn for_prompt(
             )
         })
         .collect();
+    all.extend(plugins.processes().map(|(p, process)| {
+        (
+            p.process_id(&process.name),
+            plugin_process_name(p, process),
+            plugin_process_description(p),
+            process.content.clone(),
+        )
+    }));
     let mut own: Vec<Process> = Vec::new();
     for row in store::processes::list_on(c, user_id).await? {
         own.push(open(dk, row)?);
@@ -491,6 +539,7 @@ pub async fn render(
             ));
         }
         Named::System(_, _, content) => content.to_owned(),
+        Named::Plugin(_, process) => process.content.clone(),
         Named::User(n) => own(st, user, n).await?.1.content,
     };
     let args = req.args.unwrap_or_default();
@@ -512,8 +561,13 @@ pub async fn load(
     name: &str,
     args: String,
 ) -> Result<Option<String>> {
-    let content = match SYSTEM.iter().find(|(n, _, _)| *n == name) {
-        Some((_, _, content)) => (*content).to_owned(),
+    let system = SYSTEM
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, _, c)| *c);
+    let plugin = st.plugins.process(name).map(|(_, p)| p.content.as_str());
+    let content = match system.or(plugin) {
+        Some(content) => content.to_owned(),
         None => {
             let row = store::processes::by_name(&mut st.db.conn().await?, user_id, name).await?;
             let Some(row) = row else {
@@ -540,6 +594,9 @@ pub async fn id_of(st: &AppState, user_id: i64, name: &str) -> Result<Option<Str
     }
     if SYSTEM.iter().any(|(n, _, _)| *n == name) {
         return Ok(Some(format!("system:{name}")));
+    }
+    if let Some((p, process)) = st.plugins.process(name) {
+        return Ok(Some(p.process_id(&process.name)));
     }
     own_id(st, user_id, name).await
 }

@@ -133,6 +133,7 @@ pub(crate) async fn system_prompt(
     let today = today();
     let (defaults, others) = crate::agents::abilities::for_prompt(
         c,
+        &st.plugins,
         dk,
         user_id,
         username,

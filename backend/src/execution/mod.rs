@@ -5,6 +5,8 @@
 //!   rlimits, a workspace quota).
 //! - [`functions`]: the function registry (`help`, `websearch`, `bash`, …): specs, schemas,
 //!   handlers, and the builtin set.
+//! - [`plugins`]: the plugins an administrator installed: their manifests, their state and
+//!   the abilities they export.
 //! - [`permissions`]: each user's level for each function, over its default, and the list of
 //!   functions a user's agents are offered.
 //!
@@ -16,4 +18,5 @@
 pub mod egress;
 pub mod functions;
 pub mod permissions;
+pub mod plugins;
 pub mod sandbox;

@@ -24,6 +24,14 @@ pub struct AbilityQuery {
     category: Option<String>,
 }
 
+/// `GET /api/plugins`: the plugins an administrator installed, their state and abilities.
+pub async fn plugins(
+    State(st): State<AppState>,
+    Authed(_user): Authed,
+) -> ApiResult<Json<Vec<hero_shared::api::PluginDto>>> {
+    Ok(Json(st.plugins.list().iter().map(|p| p.dto()).collect()))
+}
+
 /// `GET /api/abilities?type=&source=&category=`.
 pub async fn list(
     State(st): State<AppState>,

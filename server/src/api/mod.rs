@@ -90,6 +90,7 @@ where
                 .delete(abilities::delete),
         )
         .route("/abilities/{id}/render", post(abilities::render))
+        .route("/plugins", get(abilities::plugins))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such API route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
