@@ -140,6 +140,11 @@ test("the / menu lists the commands; one chosen and sent runs at once", async ({
   await expect(box).toHaveValue("/update_usage ");
   await expect(menu).toBeHidden();
   await box.fill("");
+  // A whole command's name typed, Enter sends it.
+  await box.pressSequentially("/start");
+  await expect(menu).toBeVisible();
+  await box.press("Enter");
+  await expect(page.locator('.call[data-function="command_start"]')).toHaveCount(2, { timeout: 15_000 });
   // A typed command's arguments that are wrong: a note with its usage.
   await send(page, "/session fly");
   await expect(page.getByTestId("messages")).toContainText("Usage: /session new");

@@ -122,12 +122,15 @@ impl Chat {
             move |ev: web_sys::KeyboardEvent| {
                 if ev.key() == "Enter" && !ev.shift_key() && !ev.is_composing() {
                     ev.prevent_default();
-                    // With the `/` menu open, Enter takes its first command into the box.
+                    // With the `/` menu open on a command's name begun, Enter takes the first
+                    // command listed into the box; a whole name typed is sent.
+                    let typed = textarea.value();
                     let first = open_menu
                         .as_ref()
                         .filter(|m| !m.has_attribute("hidden"))
                         .and_then(|m| find(m, "li:not([hidden]) button"))
-                        .and_then(|b| b.get_attribute(hooks::COMMAND.name()));
+                        .and_then(|b| b.get_attribute(hooks::COMMAND.name()))
+                        .filter(|command| command.trim_end() != typed.trim());
                     match first {
                         Some(command) => {
                             textarea.set_value(&command);

@@ -152,3 +152,53 @@ impl Plugins {
             .find(|(p, process)| p.name == plugin && process.name == name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn install(root: &Path, name: &str, manifest: &str) {
+        let dir = root.join(name);
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::write(dir.join("plugin.toml"), manifest).unwrap();
+        std::fs::write(dir.join("bin/run"), "#!/bin/sh\n").unwrap();
+    }
+
+    /// Where the sandbox cannot run, a good plugin is unavailable with the reason; a wrong
+    /// one is failed all the same; the sandbox is not asked when there is no plugin.
+    #[test]
+    fn states_say_why_a_plugin_cannot_run() {
+        let root = tempfile::tempdir().unwrap();
+        install(
+            root.path(),
+            "good",
+            "name = \"good\"\nversion = \"1\"\ncommand = \"bin/run\"\n",
+        );
+        install(root.path(), "bad", "name = 3\n");
+        let loaded = Plugins::load(Some(root.path()), || Some("no bubblewrap here".into()));
+        let seen: Vec<(&str, PluginStatus)> = loaded
+            .list()
+            .iter()
+            .map(|p| (p.name.as_str(), p.status))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("bad", PluginStatus::Failed),
+                ("good", PluginStatus::Unavailable)
+            ]
+        );
+        let why = loaded.list()[1].error.as_deref().unwrap();
+        assert!(why.contains("no bubblewrap here"), "{why}");
+        let ready = Plugins::load(Some(root.path()), || None);
+        assert_eq!(ready.list()[1].status, PluginStatus::Ready);
+
+        let empty = tempfile::tempdir().unwrap();
+        let none = Plugins::load(Some(empty.path()), || panic!("the sandbox was asked"));
+        assert!(none.list().is_empty());
+        let missing = Plugins::load(Some(&empty.path().join("nothing")), || {
+            panic!("the sandbox was asked")
+        });
+        assert!(missing.list().is_empty());
+    }
+}
