@@ -110,16 +110,15 @@ struct Figures {
     p99: f64,
 }
 
-/// `turns` turns in a fresh session of `frames` frames, a compact `compact_back` frames
-/// before the end (none when `compact_back` is 0 or not less than `frames`).
-async fn scenario(
+/// A fresh state (on a fresh database) allowed to reach the mock, joined as `hero serve`
+/// joins, with a signed-in user and an agent at the mock that never summarises.
+async fn bench_state(
     mock_url: &str,
-    frames_before: usize,
-    compact_back: usize,
-    turns: usize,
-    real_compaction: bool,
-    batch: bool,
-) -> Vec<f64> {
+) -> (
+    test_support::TestState,
+    hero_backend::accounts::auth::AuthUser,
+    hero_shared::api::AgentDto,
+) {
     // Allowed to reach the mock on loopback, and nothing else that is not public.
     let mock_addr = mock_url
         .trim_start_matches("http://")
@@ -156,6 +155,20 @@ async fn scenario(
     )
     .await
     .expect("agent");
+    (t, user, agent)
+}
+
+/// `turns` turns in a fresh session of `frames` frames, a compact `compact_back` frames
+/// before the end (none when `compact_back` is 0 or not less than `frames`).
+async fn scenario(
+    mock_url: &str,
+    frames_before: usize,
+    compact_back: usize,
+    turns: usize,
+    real_compaction: bool,
+    batch: bool,
+) -> Vec<f64> {
+    let (t, user, agent) = bench_state(mock_url).await;
     let session = sessions::create(
         &t,
         &user,
@@ -243,38 +256,7 @@ async fn scenario(
 /// The CPU of the first message of `sessions` fresh sessions, for a user with `startup`
 /// startup processes of their own (and Hero's `__onstart_`).
 async fn first_messages(mock_url: &str, startup: usize, sessions: usize) -> Vec<f64> {
-    let mock_addr = mock_url
-        .trim_start_matches("http://")
-        .parse()
-        .expect("mock address");
-    let settings = Settings {
-        egress: hero_backend::execution::egress::EgressPolicy::default().allowing(mock_addr),
-        ..Settings::default()
-    };
-    let t = test_support::state_with(settings).await;
-    hero_backend::conversation::cluster::join(&t)
-        .await
-        .expect("joins the instances");
-    let user = test_support::signed_in(&t, "bench").await;
-    let agent = agents::create(
-        &t.db,
-        &t.keys,
-        &t.settings.egress,
-        &user,
-        CreateAgentRequest {
-            name: "bench".into(),
-            provider: ProviderKind::Anthropic,
-            model: "mock-model".into(),
-            base_url: Some(mock_url.into()),
-            api_key: Some("k".into()),
-            config: None,
-            kind: Default::default(),
-            compact_after_messages: Some(u64::MAX >> 2),
-            compact_after_tokens: Some(u64::MAX >> 2),
-        },
-    )
-    .await
-    .expect("agent");
+    let (t, user, agent) = bench_state(mock_url).await;
     for i in 0..startup {
         hero_backend::agents::abilities::create(
             &t,

@@ -99,16 +99,7 @@ pub(super) async fn run_command(
 ) -> Result<()> {
     use crate::conversation::act;
     let (st, session_id) = (&out.st, out.session_id);
-    let mut f = NewFrame::message(
-        session_id,
-        AuthorType::User,
-        Some(user.id()),
-        json!({"role": "user", "content": text, "private": true}),
-    );
-    f.id = message_id.to_owned();
-    let frame = store_now(st, user, f, None).await?;
-    st.hub
-        .publish(user.id(), session_id, HubEvent::Frame(frame));
+    shown(out, user, message_id, AuthorType::User, private_text(text)).await?;
     let agent_id = st
         .db
         .read_with(async |c| crate::store::sessions::agent_of(c, user.id(), session_id).await)
@@ -156,17 +147,8 @@ pub(super) async fn bad_command(
     message_id: &str,
     note: String,
 ) -> Result<()> {
-    let (st, session_id) = (&out.st, out.session_id);
-    let mut f = NewFrame::message(
-        session_id,
-        AuthorType::System,
-        None,
-        json!({"role": "system", "content": note, "private": true, "notice": "warning"}),
-    );
-    f.id = message_id.to_owned();
-    let frame = store_now(st, user, f, None).await?;
-    st.hub
-        .publish(user.id(), session_id, HubEvent::Frame(frame));
+    let payload = json!({"role": "system", "content": note, "private": true, "notice": "warning"});
+    shown(out, user, message_id, AuthorType::System, payload).await?;
     out.emit(complete(message_id, &note, Vec::new()));
     Ok(())
 }
@@ -208,16 +190,8 @@ pub(super) async fn update_usage(
             }
         }
     };
-    let mut f = NewFrame::message(
-        session_id,
-        AuthorType::System,
-        None,
-        json!({"role": "system", "content": note, "private": true}),
-    );
-    f.id = message_id.to_owned();
-    let frame = store_now(st, user, f, None).await?;
-    st.hub
-        .publish(user.id(), session_id, HubEvent::Frame(frame));
+    let payload = json!({"role": "system", "content": note, "private": true});
+    shown(out, user, message_id, AuthorType::System, payload).await?;
     out.emit(complete(message_id, &note, Vec::new()));
     Ok(())
 }
@@ -267,18 +241,32 @@ pub(super) async fn store_private(
     message_id: &str,
     text: String,
 ) -> Result<()> {
-    let (st, session_id) = (&out.st, out.session_id);
-    let mut f = NewFrame::message(
-        session_id,
-        AuthorType::User,
-        Some(user.id()),
-        json!({"role": "user", "content": text, "private": true}),
-    );
-    f.id = message_id.to_owned();
-    let frame = store_now(st, user, f, None).await?;
-    st.hub
-        .publish(user.id(), session_id, HubEvent::Frame(frame));
+    shown(out, user, message_id, AuthorType::User, private_text(text)).await?;
     out.emit(complete(message_id, "", Vec::new()));
+    Ok(())
+}
+
+/// The user's words kept as a private message (stored and shown, never sent to the agent).
+fn private_text(text: String) -> serde_json::Value {
+    json!({"role": "user", "content": text, "private": true})
+}
+
+/// Stores `payload` as the message `message_id`, the user's or Hero's, and shows it to the
+/// session's readers.
+async fn shown(
+    out: &Out,
+    user: &AuthUser,
+    message_id: &str,
+    author: AuthorType,
+    payload: serde_json::Value,
+) -> Result<()> {
+    let author_id = (author == AuthorType::User).then(|| user.id());
+    let mut f = NewFrame::message(out.session_id, author, author_id, payload);
+    f.id = message_id.to_owned();
+    let frame = store_now(&out.st, user, f, None).await?;
+    out.st
+        .hub
+        .publish(user.id(), out.session_id, HubEvent::Frame(frame));
     Ok(())
 }
 
