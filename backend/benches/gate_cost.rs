@@ -28,8 +28,9 @@ struct Noop(&'static str, Permission);
 impl Function for Noop {
     fn spec(&self) -> Spec {
         Spec {
-            name: self.0,
-            description: "does nothing",
+            name: self.0.into(),
+            description: "does nothing".into(),
+            plugin: None,
             default: self.1,
             permissions: FunctionPermissions::allowed(DangerLevel::Safe),
             answered_by_user: false,
@@ -70,14 +71,19 @@ fn registry(bus: Bus) -> Registry {
     reg
 }
 
-/// The `always` path, `n` calls: found, gated, run (a no-op) and recorded.
-async fn always(st: &hero_backend::AppState, name: &str, n: usize) -> Vec<Duration> {
+/// The `always` path, `n` calls of `function`: found, gated, run (a no-op) and recorded.
+async fn always(
+    st: &hero_backend::AppState,
+    name: &str,
+    n: usize,
+    function: &str,
+) -> Vec<Duration> {
     let user = test_support::signed_in(st, name).await;
     let session = test_support::session(st, &user, "gate").await;
     let dk = frames::session_key(st, &user, session.id).await.unwrap();
     let mut took = Vec::with_capacity(n);
     for i in 0..n {
-        let text = format!("Running it: @system(noop_always, {{n: {i}}})");
+        let text = format!("Running it: @system({function}, {{n: {i}}})");
         let t0 = Instant::now();
         let sc = Scene {
             user_id: user.id(),
@@ -110,6 +116,79 @@ async fn result_published(live: &mut hero_backend::conversation::hub::Subscripti
     }
 }
 
+/// The test plugin's binary, from `--plugin PATH`.
+fn plugin_program() -> Option<std::path::PathBuf> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == "--plugin")
+        .and_then(|i| args.get(i + 1))
+        .map(Into::into)
+}
+
+/// A plugin's tools: a cold start (the sandbox, the spawn, `initialize`, and one call) for a
+/// user with no process yet; a warm no-op call, alone and as a gated `always` call, against
+/// a builtin no-op's `always_p50`.
+async fn plugin(program: &std::path::Path, always_p50: f64) {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("kit");
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::fs::copy(program, dir.join("bin/run")).unwrap();
+    std::fs::write(
+        dir.join("plugin.toml"),
+        "name = \"kit\"\nversion = \"1\"\ncommand = \"bin/run\"\n[functions.noop]\nauto_approve = true\n",
+    )
+    .unwrap();
+    for d in [root.path().to_path_buf(), dir.clone(), dir.join("bin")] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let settings = Settings {
+        sandbox: hero_backend::execution::sandbox::SandboxLimits {
+            landlock_helper: Some(env!("CARGO_BIN_EXE_hero-landlock").into()),
+            ..Default::default()
+        },
+        plugins: hero_backend::execution::plugins::PluginSettings {
+            dir: Some(root.path().to_path_buf()),
+            ..Default::default()
+        },
+        ..Settings::default()
+    };
+    let t = test_support::state_with_functions(settings, registry(bus::builtin())).await;
+    let st = &t.st;
+    const COLD: usize = 30;
+    let mut cold = Vec::with_capacity(COLD);
+    for user in 0..COLD as i64 {
+        let t0 = Instant::now();
+        st.plugins
+            .call(&st.sandbox, "kit", 10_000 + user, "noop", &json!({}))
+            .await
+            .unwrap();
+        cold.push(t0.elapsed());
+    }
+    let (p50, p99) = quantiles(cold);
+    println!(
+        "plugin: cold start (sandbox, spawn, initialize) and one call: p50 {p50:.3} ms, p99 {p99:.3} ms ({COLD} users)"
+    );
+    const WARM: usize = 1_000;
+    let mut warm = Vec::with_capacity(WARM);
+    for i in 0..WARM {
+        let t0 = Instant::now();
+        st.plugins
+            .call(&st.sandbox, "kit", 10_000, "noop", &json!({"n": i}))
+            .await
+            .unwrap();
+        warm.push(t0.elapsed());
+    }
+    let (p50, p99) = quantiles(warm);
+    println!("plugin: a warm no-op call, alone: p50 {p50:.3} ms, p99 {p99:.3} ms ({WARM} calls)");
+    always(st, "plugin-warm", 50, "kit__noop").await;
+    let (p50, p99) = quantiles(always(st, "plugin", WARM, "kit__noop").await);
+    println!(
+        "plugin: a warm no-op tool found, gated, run and recorded: p50 {p50:.3} ms, p99 {p99:.3} ms; over a builtin no-op's p50 ({always_p50:.3} ms): {:.3} ms ({WARM} calls)",
+        p50 - always_p50
+    );
+}
+
 fn quantiles(mut v: Vec<Duration>) -> (f64, f64) {
     v.sort();
     let at = |q: f64| v[((v.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e3;
@@ -129,12 +208,12 @@ async fn main() {
     }
     let full = test_support::state_with_functions(Settings::default(), registry(server_bus)).await;
     // Warm both, then measure in turns so that the machine's drift falls on both alike.
-    always(&bare.st, "warm-bare", 200).await;
-    always(&full.st, "warm-full", 200).await;
+    always(&bare.st, "warm-bare", 200, "noop_always").await;
+    always(&full.st, "warm-full", 200, "noop_always").await;
     let (mut without, mut with) = (Vec::new(), Vec::new());
     for round in 0..4 {
-        without.extend(always(&bare.st, &format!("bare-{round}"), N / 4).await);
-        with.extend(always(&full.st, &format!("full-{round}"), N / 4).await);
+        without.extend(always(&bare.st, &format!("bare-{round}"), N / 4, "noop_always").await);
+        with.extend(always(&full.st, &format!("full-{round}"), N / 4, "noop_always").await);
     }
     let (p50_without, p99_without) = quantiles(without);
     let (p50_with, p99_with) = quantiles(with);
@@ -179,10 +258,16 @@ async fn main() {
         agent_id: None,
     };
 
-    let (p50, p99) = quantiles(always(&st, "always", N).await);
+    let (p50, p99) = quantiles(always(&st, "always", N, "noop_always").await);
+    let always_p50 = p50;
     println!(
         "always: a call found, gated, run (a no-op) and recorded: p50 {p50:.3} ms, p99 {p99:.3} ms ({N} calls)"
     );
+    if let Some(program) = plugin_program() {
+        plugin(&program, always_p50).await;
+    } else {
+        println!("plugin: not measured (give `-- --plugin PATH`, the hero-test-plugin binary)");
+    }
 
     let mut live = st.hub.subscribe_session(session.id);
     let mut decided = Vec::with_capacity(N);

@@ -73,8 +73,9 @@ pub struct Settings {
     pub sandbox: execution::sandbox::SandboxLimits,
     /// The longest a summoning call may take; past it, nothing is written.
     pub summon_timeout: std::time::Duration,
-    /// Where administrators install plugins (`DATA_DIR/plugins`); none: no plugins.
-    pub plugins_dir: Option<std::path::PathBuf>,
+    /// Where administrators install plugins and their processes keep state, and how long
+    /// those processes take ([`execution::plugins::host`]).
+    pub plugins: execution::plugins::PluginSettings,
     /// The server's `[prices]`, over Hero's table ([`agents::spend`]).
     pub prices: Vec<agents::spend::PriceRule>,
 }
@@ -96,7 +97,7 @@ impl Default for Settings {
             workspaces: std::env::temp_dir().join("hero-workspaces"),
             sandbox: Default::default(),
             summon_timeout: std::time::Duration::from_secs(90),
-            plugins_dir: None,
+            plugins: Default::default(),
             prices: Vec::new(),
         }
     }
@@ -131,8 +132,9 @@ pub struct Services {
     /// are shared, and nothing reaches the network another way.
     pub http: execution::egress::Outbound,
     pub call_options: Arc<providers::CallOptions>,
-    /// What agents may call ([`execution::functions::builtin::registry`]).
-    pub functions: execution::functions::Registry,
+    /// What agents may call ([`execution::functions::builtin::registry`], and the plugins'
+    /// tools).
+    pub functions: Arc<execution::functions::Registry>,
     /// One lock per message whose calls are being worked on ([`act`]).
     pub message_locks: conversation::act::MessageLocks,
     /// Where `bash` runs.
@@ -153,29 +155,34 @@ pub struct Services {
 
 impl AppState {
     /// Fails only if the outbound HTTP client cannot be built (no TLS roots, say): Hero
-    /// does not fall back to a client outside the egress policy.
-    pub fn new(db: store::Db, keys: crypto::Keyring, settings: Settings) -> Result<Self> {
+    /// does not fall back to a client outside the egress policy. The plugins are read and
+    /// their tools listed first ([`execution::plugins`]).
+    pub async fn new(db: store::Db, keys: crypto::Keyring, settings: Settings) -> Result<Self> {
         Self::with_functions(
             db,
             keys,
             settings,
             execution::functions::builtin::registry(),
         )
+        .await
     }
 
-    /// [`AppState::new`] with a registry of one's own (tests add functions to it).
-    pub fn with_functions(
+    /// [`AppState::new`] with a registry of one's own (tests add functions to it), to which
+    /// the plugins' tools are added.
+    pub async fn with_functions(
         db: store::Db,
         keys: crypto::Keyring,
         settings: Settings,
-        functions: execution::functions::Registry,
+        mut functions: execution::functions::Registry,
     ) -> Result<Self> {
         let http = settings.egress.client()?;
         let sandbox =
             execution::sandbox::Sandbox::new(settings.workspaces.clone(), settings.sandbox.clone());
-        let plugins = execution::plugins::Plugins::load(settings.plugins_dir.as_deref(), || {
+        let mut plugins = execution::plugins::Plugins::load(&settings.plugins, || {
             sandbox.layers().refused.clone()
         });
+        plugins.discover(&sandbox).await;
+        execution::functions::plugin::register(&mut functions, &plugins);
         Ok(AppState(Arc::new(Services {
             db,
             keys: Arc::new(keys),
@@ -191,7 +198,7 @@ impl AppState {
             sandbox,
             plugins: Arc::new(plugins),
             settings: Arc::new(settings),
-            functions,
+            functions: Arc::new(functions),
             message_locks: Default::default(),
             replays: limits::Turnstile::new(conversation::feed::REPLAYS_PER_USER),
             prompts: Default::default(),
@@ -225,7 +232,7 @@ impl AppState {
             ),
             plugins: self.plugins.clone(),
             settings: Arc::new(settings),
-            functions: execution::functions::builtin::registry(),
+            functions: self.functions.clone(),
             message_locks: Default::default(),
             replays: limits::Turnstile::new(conversation::feed::REPLAYS_PER_USER),
             prompts: Default::default(),

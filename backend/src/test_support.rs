@@ -40,6 +40,10 @@ pub async fn state_with_functions(
     let dir = tempfile::tempdir().expect("temp dir");
     let settings = Settings {
         workspaces: dir.path().join("workspaces"),
+        plugins: crate::execution::plugins::PluginSettings {
+            state: dir.path().join("plugin-state"),
+            ..settings.plugins
+        },
         ..settings
     };
     let db = match std::env::var("HERO_TEST_BACKEND").as_deref() {
@@ -51,7 +55,9 @@ pub async fn state_with_functions(
     crate::execution::sandbox::let_the_sandbox_in(dir.path()).expect("the sandbox's way in");
     let keys = crypto::Keyring::new(crypto::SecretKey::random());
     TestState {
-        st: AppState::with_functions(db, keys, settings, functions).expect("state"),
+        st: AppState::with_functions(db, keys, settings, functions)
+            .await
+            .expect("state"),
         dir,
     }
 }

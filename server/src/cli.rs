@@ -41,7 +41,7 @@ pub async fn open_store(cfg: &Config) -> anyhow::Result<AppState> {
     }
     let keys = crypto::Keyring::new(master);
     store::check_master_key(&db, &keys).await?;
-    Ok(AppState::new(db, keys, cfg.backend_settings())?)
+    Ok(AppState::new(db, keys, cfg.backend_settings()).await?)
 }
 
 pub async fn migrate(cfg: &Config) -> anyhow::Result<()> {

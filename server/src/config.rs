@@ -644,7 +644,11 @@ impl Config {
             egress: self.egress.clone(),
             search: self.search.clone(),
             workspaces: self.data_dir.join("workspaces"),
-            plugins_dir: Some(self.data_dir.join("plugins")),
+            plugins: hero_backend::execution::plugins::PluginSettings {
+                dir: Some(self.data_dir.join("plugins")),
+                state: self.data_dir.join("plugin-state"),
+                ..Default::default()
+            },
             sandbox: hero_backend::execution::sandbox::SandboxLimits {
                 max_timeout: self.bash_max_timeout,
                 quota_bytes: self.workspace_quota_mib << 20,

@@ -92,6 +92,34 @@ async fn the_list_holds_functions_and_heros_processes_filtered() {
         .json(Method::GET, "/api/abilities/builtin:nope", None)
         .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
+    // The conditional process Hero ships: a builtin process saying when it applies.
+    let (_, conditional) = h
+        .json(
+            Method::GET,
+            "/api/abilities?source=builtin&type=process",
+            None,
+        )
+        .await;
+    assert_eq!(ids(&conditional), ["builtin:prompt_response_handler"]);
+    assert_eq!(conditional[0]["category"], "conditional");
+    assert!(
+        conditional[0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("responds to an hml-prompt"),
+        "{conditional}"
+    );
+    let (_, one) = h
+        .json(
+            Method::GET,
+            "/api/abilities/builtin:prompt_response_handler",
+            None,
+        )
+        .await;
+    assert!(
+        one["content"].as_str().unwrap().contains("update_prompt"),
+        "{one}"
+    );
 }
 
 #[tokio::test]
@@ -1008,102 +1036,4 @@ async fn every_command_does_what_it_says() {
         .json(Method::GET, &format!("/api/sessions/{session}"), None)
         .await;
     assert_eq!(s["streaming"], false);
-}
-
-/// Plugins an administrator installed: each directory read at start-up, a wrong manifest
-/// `failed` with its reason (start-up goes on), a good one `ready` with the processes it
-/// ships, which are abilities of source `plugin`, read-only, loaded by name.
-#[tokio::test]
-async fn plugins_are_read_at_start_up_and_their_processes_are_abilities() {
-    let plugins = tempfile::tempdir().unwrap();
-    let write = |path: &str, text: &str| {
-        let p = plugins.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
-    write(
-        "weather/plugin.toml",
-        "name = \"weather\"\nversion = \"1.0.0\"\ndescription = \"Forecasts\"\ncommand = \"bin/run --stdio\"\nprocesses = [\"processes/*.md\"]\n",
-    );
-    write("weather/bin/run", "#!/bin/sh\n");
-    write(
-        "weather/processes/brief.md",
-        "Brief {{user.name}} on {{args}}.",
-    );
-    write("broken/plugin.toml", "name = \n");
-    write(
-        "outside/plugin.toml",
-        "name = \"outside\"\nversion = \"1\"\ncommand = \"../weather/bin/run\"\n",
-    );
-    write(
-        "misnamed/plugin.toml",
-        "name = \"other\"\nversion = \"1\"\ncommand = \"run\"\n",
-    );
-    let dir = plugins.path().to_owned();
-    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
-    let h = hero_with(&[mock.addr()], move |s| s.plugins_dir = Some(dir)).await;
-    let (s, list) = h.json(Method::GET, "/api/plugins", None).await;
-    assert_eq!(s, StatusCode::OK, "{list}");
-    let seen: Vec<(&str, &str)> = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| (p["name"].as_str().unwrap(), p["status"].as_str().unwrap()))
-        .collect();
-    assert_eq!(
-        seen,
-        [
-            ("broken", "failed"),
-            ("misnamed", "failed"),
-            ("outside", "failed"),
-            ("weather", "ready")
-        ]
-    );
-    let error = |i: usize| list[i]["error"].as_str().unwrap().to_owned();
-    assert!(error(0).contains("plugin.toml line 1"), "{}", error(0));
-    assert!(error(1).contains("directory's name"), "{}", error(1));
-    assert!(
-        error(2).contains("outside the plugin's directory"),
-        "{}",
-        error(2)
-    );
-    assert_eq!(list[3]["abilities"], json!(["plugin:weather__brief"]));
-    assert_eq!(list[3]["version"], "1.0.0");
-
-    // Its process: an ability of source plugin, read-only, by name.
-    let (_, found) = h
-        .json(Method::GET, "/api/abilities?source=plugin", None)
-        .await;
-    assert_eq!(ids(&found), ["plugin:weather__brief"]);
-    assert_eq!(found[0]["name"], "weather__brief");
-    assert_eq!(found[0]["editable"], false);
-    let (_, one) = h
-        .json(Method::GET, "/api/abilities/plugin:weather__brief", None)
-        .await;
-    assert_eq!(one["content"], "Brief {{user.name}} on {{args}}.");
-    let (s, _) = h
-        .json(
-            Method::PATCH,
-            "/api/abilities/plugin:weather__brief",
-            Some(json!({"content": "mine"})),
-        )
-        .await;
-    assert_eq!(s, StatusCode::CONFLICT);
-    let (s, _) = h
-        .json(
-            Method::POST,
-            "/api/abilities",
-            Some(json!({"name": "weather__brief", "content": "mine"})),
-        )
-        .await;
-    assert_eq!(s, StatusCode::CONFLICT, "its name is taken");
-    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
-    h.stream(
-        session,
-        r#"[[mock text="\u0040system(process, {name: \"weather__brief\", args: \"rain\"})" then="Loaded."]]"#,
-    )
-    .await;
-    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
-    let result = of_type(&frames, "result")[0];
-    assert_eq!(result["payload"]["output"], "Brief alice on rain.");
 }

@@ -294,7 +294,7 @@ async fn an_installation_is_copied_to_postgresql_and_back() {
     let (master, _) = crypto::load_master_key(None, &data).unwrap();
     let keys = crypto::Keyring::new(master);
     store::check_master_key(&db, &keys).await.unwrap();
-    let st = AppState::new(db, keys, Settings::default()).unwrap();
+    let st = AppState::new(db, keys, Settings::default()).await.unwrap();
     let alice = test_support::signed_in(&st, "alice").await;
     let session = test_support::session(&st, &alice, "Copied").await.id;
     let dk = frames::session_key(&st, &alice, session).await.unwrap();
@@ -383,6 +383,7 @@ async fn an_installation_is_copied_to_postgresql_and_back() {
         crypto::Keyring::new(crypto::load_master_key(None, &data).unwrap().0),
         Settings::default(),
     )
+    .await
     .unwrap();
     let process = abilities::get(&on_pg, &alice, &made.id).await.unwrap();
     assert_eq!(process.content.as_deref(), Some("For {{user.name}}."));

@@ -113,12 +113,18 @@ fn process_dto(source: AbilitySource, id: String, name: &str, description: &str)
 
 fn function_dto(spec: &Spec) -> AbilityDto {
     AbilityDto {
-        id: format!("builtin:{}", spec.name),
-        name: spec.name.to_owned(),
+        id: match &spec.plugin {
+            Some(_) => format!("plugin:{}", spec.name),
+            None => format!("builtin:{}", spec.name),
+        },
+        name: spec.name.to_string(),
         kind: AbilityType::Function,
-        source: AbilitySource::Builtin,
-        description: spec.description.to_owned(),
-        category: match hero_shared::command::by_function(spec.name) {
+        source: match &spec.plugin {
+            Some(_) => AbilitySource::Plugin,
+            None => AbilitySource::Builtin,
+        },
+        description: spec.description.to_string(),
+        category: match hero_shared::command::by_function(&spec.name) {
             Some(_) => "commands",
             None => "functions",
         }
@@ -134,6 +140,27 @@ fn function_dto(spec: &Spec) -> AbilityDto {
         content: None,
         schema: None,
         examples: None,
+    }
+}
+
+/// A builtin conditional process by its name.
+fn conditional(name: &str) -> Option<&'static super::conditional::Conditional> {
+    super::conditional::builtin()
+        .iter()
+        .find(|c| c.name == name)
+}
+
+/// A conditional process (000 "Conditional Abilities"): Hero's, told to the agent when it
+/// applies, its description saying when.
+fn conditional_dto(c: &super::conditional::Conditional) -> AbilityDto {
+    AbilityDto {
+        category: "conditional".to_owned(),
+        ..process_dto(
+            AbilitySource::Builtin,
+            format!("builtin:{}", c.name),
+            c.name,
+            c.applies,
+        )
     }
 }
 
@@ -169,6 +196,7 @@ impl Filter {
 /// Every ability the user has: the functions, Hero's processes, then their own (by name).
 pub async fn list(st: &AppState, user: &AuthUser, filter: &Filter) -> Result<Vec<AbilityDto>> {
     let mut all: Vec<AbilityDto> = st.functions.specs().map(function_dto).collect();
+    all.extend(super::conditional::builtin().iter().map(conditional_dto));
     all.extend(SYSTEM.iter().map(|(name, description, _)| {
         process_dto(
             AbilitySource::System,
@@ -208,6 +236,8 @@ pub async fn list(st: &AppState, user: &AuthUser, filter: &Filter) -> Result<Vec
 /// Which ability an id names.
 enum Named<'a> {
     Function(&'a Spec),
+    /// A builtin conditional process (`prompt_response_handler`).
+    Conditional(&'static super::conditional::Conditional),
     System(&'static str, &'static str, &'static str),
     Plugin(&'a Plugin, &'a PluginProcess),
     User(i64),
@@ -220,18 +250,23 @@ fn named<'a>(st: &'a AppState, id: &str) -> Result<Named<'a>> {
         "builtin" => st
             .functions
             .get(rest)
+            .filter(|(spec, _)| spec.plugin.is_none())
             .map(|(spec, _)| Named::Function(spec))
+            .or_else(|| conditional(rest).map(Named::Conditional))
             .ok_or(missing),
         "system" => SYSTEM
             .iter()
             .find(|(name, _, _)| *name == rest)
             .map(|(n, d, c)| Named::System(n, d, c))
             .ok_or(missing),
-        "plugin" => st
-            .plugins
-            .process(rest)
-            .map(|(p, process)| Named::Plugin(p, process))
-            .ok_or(missing),
+        "plugin" => match st.functions.get(rest) {
+            Some((spec, _)) if spec.plugin.is_some() => Ok(Named::Function(spec)),
+            _ => st
+                .plugins
+                .process(rest)
+                .map(|(p, process)| Named::Plugin(p, process))
+                .ok_or(missing),
+        },
         "user" => rest.parse().map(Named::User).map_err(|_| missing),
         _ => Err(missing),
     }
@@ -253,6 +288,10 @@ pub async fn get(st: &AppState, user: &AuthUser, id: &str) -> Result<AbilityDto>
             schema: Some(spec.schema.clone()),
             examples: Some(spec.examples.clone()),
             ..function_dto(spec)
+        },
+        Named::Conditional(c) => AbilityDto {
+            content: Some(c.message.to_owned()),
+            ..conditional_dto(c)
         },
         Named::System(name, description, content) => AbilityDto {
             content: Some(content.to_owned()),
@@ -298,6 +337,7 @@ async fn check_free(
     except: i64,
 ) -> Result<()> {
     let hero = st.functions.get(name).is_some()
+        || conditional(name).is_some()
         || SYSTEM.iter().any(|(n, _, _)| *n == name)
         || st.plugins.process(name).is_some();
     if hero || store::processes::name_taken(c, user_id, name, except).await? {
@@ -539,6 +579,7 @@ pub async fn render(
             ));
         }
         Named::System(_, _, content) => content.to_owned(),
+        Named::Conditional(c) => c.message.to_owned(),
         Named::Plugin(_, process) => process.content.clone(),
         Named::User(n) => own(st, user, n).await?.1.content,
     };

@@ -18,14 +18,14 @@ pub async fn list(st: &AppState, user: &AuthUser) -> Result<Vec<PermissionDto>> 
         .functions
         .specs()
         .map(|s| PermissionDto {
-            function: s.name.to_owned(),
-            description: s.description.to_owned(),
+            function: s.name.to_string(),
+            description: s.description.to_string(),
             default: s.default,
             auto_approve: s.permissions.auto_approve,
             danger_level: s.permissions.danger_level,
             level: own
                 .iter()
-                .find(|(f, _)| f == s.name)
+                .find(|(f, _)| *f == s.name)
                 .and_then(|(_, l)| Permission::parse(l))
                 .map(|l| match l {
                     Permission::Always if !s.permissions.may_be_always() => Permission::Ask,
@@ -51,10 +51,10 @@ pub async fn set(
             "{function} asks every time: it cannot be allowed always"
         )));
     }
-    store::permissions::set(&st.db, user.id(), spec.name, level.as_str(), &now_text()).await?;
+    store::permissions::set(&st.db, user.id(), &spec.name, level.as_str(), &now_text()).await?;
     Ok(PermissionDto {
-        function: spec.name.to_owned(),
-        description: spec.description.to_owned(),
+        function: spec.name.to_string(),
+        description: spec.description.to_string(),
         default: spec.default,
         auto_approve: spec.permissions.auto_approve,
         danger_level: spec.permissions.danger_level,
@@ -96,7 +96,7 @@ pub(crate) async fn allowed<'r>(
         .filter(|(s, _)| {
             let level = own
                 .iter()
-                .find(|(f, _)| f == s.name)
+                .find(|(f, _)| *f == s.name)
                 .and_then(|(_, l)| Permission::parse(l))
                 .unwrap_or(s.default);
             level != Permission::Never
@@ -145,8 +145,9 @@ mod tests {
     impl Function for AskAlways {
         fn spec(&self) -> Spec {
             Spec {
-                name: "ask_always",
-                description: "asks every time",
+                name: "ask_always".into(),
+                description: "asks every time".into(),
+                plugin: None,
                 default: Permission::Ask,
                 permissions: FunctionPermissions {
                     auto_approve: AutoApprove::Never,

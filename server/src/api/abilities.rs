@@ -29,7 +29,7 @@ pub async fn plugins(
     State(st): State<AppState>,
     Authed(_user): Authed,
 ) -> ApiResult<Json<Vec<hero_shared::api::PluginDto>>> {
-    Ok(Json(st.plugins.list().iter().map(|p| p.dto()).collect()))
+    Ok(Json(st.plugins.dtos()))
 }
 
 /// `GET /api/abilities?type=&source=&category=`.

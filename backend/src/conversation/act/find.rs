@@ -258,8 +258,8 @@ pub fn check(registry: &Registry, a: &mut Asked) {
             "there is no function `{}`; call @system(help) for the list",
             a.function
         )),
-        Some((spec, _)) => functions::schema::read_durations(spec.name, &spec.schema, &mut a.args)
-            .and_then(|()| functions::schema::validate(spec.name, &spec.schema, &a.args))
+        Some((spec, _)) => functions::schema::read_durations(&spec.name, &spec.schema, &mut a.args)
+            .and_then(|()| functions::schema::validate(&spec.name, &spec.schema, &a.args))
             .err(),
     };
 }

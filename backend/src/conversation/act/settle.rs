@@ -87,7 +87,7 @@ pub async fn settle_one(
                 let args = match routed {
                     // Arguments a handler changed are checked as the agent's were.
                     Ok(functions::bus::Routing::Run(std::borrow::Cow::Owned(changed))) => {
-                        functions::schema::validate(spec.name, &spec.schema, &changed).map_err(
+                        functions::schema::validate(&spec.name, &spec.schema, &changed).map_err(
                             |e| format!("a handler changed the call's arguments, and they no longer fit: {e}"),
                         )?;
                         std::borrow::Cow::Owned(changed)

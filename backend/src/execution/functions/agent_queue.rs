@@ -20,8 +20,9 @@ pub struct AgentQueue;
 impl Function for AgentQueue {
     fn spec(&self) -> Spec {
         Spec {
-            name: "agent_queue",
-            description: "Queues a message for an agent to answer: in another session of the user's (`session`, its id), in a new sub-session of this one with another agent (`agent`, its id or name), or, with neither, in this session once this round is over. The message is sent when no reply is in flight there; it is yours, not the user's. Call it as @agent(queue, {\"message\": \"…\", \"session\": 12}).",
+            name: "agent_queue".into(),
+            description: "Queues a message for an agent to answer: in another session of the user's (`session`, its id), in a new sub-session of this one with another agent (`agent`, its id or name), or, with neither, in this session once this round is over. The message is sent when no reply is in flight there; it is yours, not the user's. Call it as @agent(queue, {\"message\": \"…\", \"session\": 12}).".into(),
+            plugin: None,
             default: Permission::Ask,
             permissions: FunctionPermissions::allowed(DangerLevel::Moderate),
             answered_by_user: false,

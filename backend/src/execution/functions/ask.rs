@@ -20,8 +20,9 @@ pub struct Ask;
 impl Function for Ask {
     fn spec(&self) -> Spec {
         Spec {
-            name: "ask",
-            description: "Asks the user a question and waits for the answer, which comes back to you as the result. With `timeout` (milliseconds), `default` is the answer if the user says nothing in time; `options` are the answers offered as buttons.",
+            name: "ask".into(),
+            description: "Asks the user a question and waits for the answer, which comes back to you as the result. With `timeout` (milliseconds), `default` is the answer if the user says nothing in time; `options` are the answers offered as buttons.".into(),
+            plugin: None,
             default: Permission::Always,
             permissions: FunctionPermissions::allowed(DangerLevel::Safe),
             answered_by_user: true,

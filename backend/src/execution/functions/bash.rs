@@ -16,8 +16,9 @@ pub struct Bash;
 impl Function for Bash {
     fn spec(&self) -> Spec {
         Spec {
-            name: "bash",
-            description: "Runs a shell command in your sandboxed workspace (/workspace: no network, nothing of the server visible) and returns its output and exit status.",
+            name: "bash".into(),
+            description: "Runs a shell command in your sandboxed workspace (/workspace: no network, nothing of the server visible) and returns its output and exit status.".into(),
+            plugin: None,
             default: Permission::Ask,
             permissions: FunctionPermissions::allowed(DangerLevel::Dangerous),
             answered_by_user: false,

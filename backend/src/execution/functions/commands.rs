@@ -119,8 +119,9 @@ impl Function for CommandFunction {
             )
         };
         Spec {
-            name: c.function,
-            description: c.help,
+            name: c.function.into(),
+            description: c.help.into(),
+            plugin: None,
             default,
             permissions,
             answered_by_user: false,

@@ -18,8 +18,9 @@ pub struct ContextFile;
 impl Function for ContextFile {
     fn spec(&self) -> Spec {
         Spec {
-            name: "context_file",
-            description: "Reads one of your context files (AGENTS.md, SOUL.md, TOOLS.md, IDENTITY.md, USER.md, BOOTSTRAP.md); with `content` it replaces USER.md, TOOLS.md or BOOTSTRAP.md (the others are your owner's to change); empty content deletes the file (an empty BOOTSTRAP.md ends your first-run ritual).",
+            name: "context_file".into(),
+            description: "Reads one of your context files (AGENTS.md, SOUL.md, TOOLS.md, IDENTITY.md, USER.md, BOOTSTRAP.md); with `content` it replaces USER.md, TOOLS.md or BOOTSTRAP.md (the others are your owner's to change); empty content deletes the file (an empty BOOTSTRAP.md ends your first-run ritual).".into(),
+            plugin: None,
             default: Permission::Always,
             permissions: FunctionPermissions::allowed(DangerLevel::Moderate),
             answered_by_user: false,

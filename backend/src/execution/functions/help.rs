@@ -12,8 +12,9 @@ pub struct Help;
 impl Function for Help {
     fn spec(&self) -> Spec {
         Spec {
-            name: "help",
-            description: "Lists the functions you can call, with their arguments and examples; give `function` for one of them.",
+            name: "help".into(),
+            description: "Lists the functions you can call, with their arguments and examples; give `function` for one of them.".into(),
+            plugin: None,
             default: Permission::Always,
             permissions: FunctionPermissions::allowed(DangerLevel::Safe),
             answered_by_user: false,
@@ -40,7 +41,7 @@ impl Function for Help {
                 .filter(|s| only.is_none_or(|o| o == s.name))
                 .collect();
             if specs.is_empty() {
-                let names: Vec<&str> = cx.registry.specs().map(|s| s.name).collect();
+                let names: Vec<&str> = cx.registry.specs().map(|s| &*s.name).collect();
                 return Err(format!(
                     "there is no function `{}`; the functions are: {}",
                     only.unwrap_or_default(),

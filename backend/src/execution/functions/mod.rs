@@ -19,12 +19,14 @@ pub mod bus;
 pub mod commands;
 pub mod context_file;
 pub mod help;
+pub mod plugin;
 pub mod process;
 pub mod schema;
 pub mod update_prompt;
 pub mod user_notify;
 pub mod websearch;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -37,8 +39,10 @@ use crate::AppState;
 /// What a function is, for the registry, `help`, the Permissions page and the providers.
 #[derive(Debug, Clone)]
 pub struct Spec {
-    pub name: &'static str,
-    pub description: &'static str,
+    pub name: Cow<'static, str>,
+    pub description: Cow<'static, str>,
+    /// The plugin it is a tool of, if it is one (its ability's source is `plugin`).
+    pub plugin: Option<String>,
     /// Its level for a user who has not chosen one.
     pub default: Permission,
     /// Whether it may be allowed always, and how dangerous it is (reference 000).
@@ -102,7 +106,7 @@ impl Registry {
     pub fn register(&mut self, f: impl Function) {
         let spec = f.spec();
         self.functions.retain(|(s, _, _)| s.name != spec.name);
-        let tool = crate::providers::Tool::new(spec.name, spec.description, &spec.schema);
+        let tool = crate::providers::Tool::new(&spec.name, &spec.description, &spec.schema);
         self.functions.push((spec, Box::new(f), Arc::new(tool)));
     }
 

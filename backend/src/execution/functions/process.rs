@@ -14,8 +14,9 @@ pub struct LoadProcess;
 impl Function for LoadProcess {
     fn spec(&self) -> Spec {
         Spec {
-            name: "process",
-            description: "Loads a process (instructions in markdown) by its name, with `args` for what it is about: you are given its text, its variables filled in. Call it as @system(process, {\"name\": \"act\"}).",
+            name: "process".into(),
+            description: "Loads a process (instructions in markdown) by its name, with `args` for what it is about: you are given its text, its variables filled in. Call it as @system(process, {\"name\": \"act\"}).".into(),
+            plugin: None,
             default: Permission::Always,
             permissions: FunctionPermissions::allowed(DangerLevel::Safe),
             answered_by_user: false,

@@ -17,8 +17,9 @@ pub struct UpdatePrompt;
 impl Function for UpdatePrompt {
     fn spec(&self) -> Spec {
         Spec {
-            name: "update_prompt",
-            description: "Marks one of your <hml-prompt>s answered with the answer the user gave in chat instead: the prompt shows it, as if they had answered there.",
+            name: "update_prompt".into(),
+            description: "Marks one of your <hml-prompt>s answered with the answer the user gave in chat instead: the prompt shows it, as if they had answered there.".into(),
+            plugin: None,
             default: Permission::Always,
             permissions: FunctionPermissions::allowed(DangerLevel::Safe),
             answered_by_user: false,

@@ -17,8 +17,9 @@ pub struct UserNotify;
 impl Function for UserNotify {
     fn spec(&self) -> Spec {
         Spec {
-            name: "user_notify",
-            description: "Shows the user a notification at once, in every tab they have open, and a notice line in this chat. Call it as @user(notify, {\"message\": \"Done!\"}).",
+            name: "user_notify".into(),
+            description: "Shows the user a notification at once, in every tab they have open, and a notice line in this chat. Call it as @user(notify, {\"message\": \"Done!\"}).".into(),
+            plugin: None,
             default: Permission::Always,
             permissions: FunctionPermissions::allowed(DangerLevel::Safe),
             answered_by_user: false,

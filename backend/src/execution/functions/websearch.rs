@@ -71,8 +71,9 @@ pub struct WebSearch;
 impl Function for WebSearch {
     fn spec(&self) -> Spec {
         Spec {
-            name: "websearch",
-            description: "Searches the web and returns the top results (title, address, snippet); or, given `url`, fetches that one page as text.",
+            name: "websearch".into(),
+            description: "Searches the web and returns the top results (title, address, snippet); or, given `url`, fetches that one page as text.".into(),
+            plugin: None,
             default: Permission::Ask,
             permissions: FunctionPermissions::allowed(DangerLevel::Moderate),
             answered_by_user: false,

@@ -3,18 +3,23 @@
 //! abilities: processes (markdown files it ships, source `plugin`, ids
 //! `plugin:<plugin>__<name>`) and, run as MCP servers over stdio in the bash sandbox, tools.
 //!
-//! Read once at start-up ([`Plugins::load`]): a plugin whose manifest is wrong is `failed`
-//! with the reason, one the sandbox cannot run here (no bubblewrap) is `unavailable` with
-//! its reason, and start-up goes on either way. Running them (a process per plugin and user,
-//! its tools as functions `<plugin>__<tool>`) is not built yet: a ready plugin's processes
-//! are its abilities so far.
+//! Read once at start-up ([`Plugins::load`], then [`Plugins::discover`]): a plugin whose
+//! manifest is wrong, or whose tools cannot be listed, is `failed` with the reason; one the
+//! sandbox cannot run here (no bubblewrap) is `unavailable` with its reason; start-up goes
+//! on either way. A ready plugin's tools are functions `<plugin>__<tool>` (registered by
+//! [`crate::execution::functions::plugin`]), run by its [`host`]: a process per plugin and
+//! user. A plugin with a process running is `running`.
 
+pub mod host;
 pub mod manifest;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use hero_shared::api::{PluginDto, PluginStatus};
+use serde_json::Value;
 
+pub use host::{PluginSettings, ToolDef};
 pub use manifest::{Manifest, PluginProcess};
 
 /// One plugin directory as start-up found it.
@@ -28,6 +33,8 @@ pub struct Plugin {
     pub status: PluginStatus,
     /// Why it is failed or unavailable.
     pub error: Option<String>,
+    /// Its tools, as its process listed them at start-up.
+    pub tools: Vec<ToolDef>,
 }
 
 impl Plugin {
@@ -36,38 +43,78 @@ impl Plugin {
         format!("plugin:{}__{process}", self.name)
     }
 
-    pub fn dto(&self) -> PluginDto {
+    /// The name its tool `tool` has as a function.
+    pub fn function_name(&self, tool: &str) -> String {
+        format!("{}__{tool}", self.name)
+    }
+
+    /// `running` stands for `ready` while a process of it runs.
+    pub fn dto(&self, running: bool) -> PluginDto {
         let m = self.manifest.as_ref();
         PluginDto {
             name: self.name.clone(),
             version: m.map(|m| m.version.clone()).unwrap_or_default(),
             description: m.map(|m| m.description.clone()).unwrap_or_default(),
-            status: self.status,
+            status: match self.status {
+                PluginStatus::Ready if running => PluginStatus::Running,
+                s => s,
+            },
             error: self.error.clone(),
             abilities: m
                 .into_iter()
                 .flat_map(|m| &m.processes)
                 .map(|p| self.process_id(&p.name))
+                .chain(
+                    self.tools
+                        .iter()
+                        .map(|t| format!("plugin:{}", self.function_name(&t.name))),
+                )
                 .collect(),
         }
     }
 }
 
+/// Why `plugin`'s tools cannot all be abilities, if they cannot: two of one name, or one
+/// named as one of its processes.
+fn clash(plugin: &Plugin, tools: &[ToolDef]) -> Option<String> {
+    let processes = plugin.manifest.iter().flat_map(|m| &m.processes);
+    for (i, t) in tools.iter().enumerate() {
+        if tools[..i].iter().any(|o| o.name == t.name) {
+            return Some(format!("it lists two tools named {:?}", t.name));
+        }
+        if processes.clone().any(|p| p.name == t.name) {
+            return Some(format!(
+                "a tool and a process of it are both named {:?}",
+                t.name
+            ));
+        }
+    }
+    None
+}
+
 /// The plugins start-up found, by directory name.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Plugins {
     list: Vec<Plugin>,
+    settings: PluginSettings,
+    /// Their processes running.
+    live: Arc<host::Live>,
 }
 
 /// The most plugin directories read.
 pub const MAX_PLUGINS: usize = 100;
 
 impl Plugins {
-    /// Reads every plugin directory under `root` (none: no plugins). `refused`: why the
-    /// sandbox cannot run a program here, if it cannot (asked only when there is a plugin).
-    pub fn load(root: Option<&Path>, refused: impl FnOnce() -> Option<String>) -> Plugins {
-        let Some(root) = root else {
-            return Plugins::default();
+    /// Reads every plugin directory under `settings.dir` (none: no plugins). `refused`: why
+    /// the sandbox cannot run a program here, if it cannot (asked only when there is a
+    /// plugin).
+    pub fn load(settings: &PluginSettings, refused: impl FnOnce() -> Option<String>) -> Plugins {
+        let none = || Plugins {
+            settings: settings.clone(),
+            ..Plugins::default()
+        };
+        let Some(root) = settings.dir.as_deref() else {
+            return none();
         };
         let mut dirs: Vec<PathBuf> = match std::fs::read_dir(root) {
             Ok(entries) => entries
@@ -90,7 +137,7 @@ impl Plugins {
             dirs.truncate(MAX_PLUGINS);
         }
         if dirs.is_empty() {
-            return Plugins::default();
+            return none();
         }
         let refused = refused();
         let list = dirs
@@ -122,14 +169,81 @@ impl Plugins {
                     manifest,
                     status,
                     error,
+                    tools: Vec::new(),
                 }
             })
             .collect();
-        Plugins { list }
+        Plugins { list, ..none() }
+    }
+
+    /// Runs each ready plugin once, all at once, to list its tools: one that cannot be run
+    /// or listed is failed with the reason. Its state directory for this is
+    /// `plugin-state/<plugin>/_start`.
+    pub async fn discover(&mut self, sandbox: &crate::execution::sandbox::Sandbox) {
+        let state = &self.settings.state;
+        let listed = futures::future::join_all(self.list.iter().map(|p| async move {
+            if p.status != PluginStatus::Ready {
+                return None;
+            }
+            Some(host::discover(sandbox, p, &state.join(&p.name).join("_start")).await)
+        }))
+        .await;
+        for (p, listed) in self.list.iter_mut().zip(listed) {
+            match listed {
+                None => {}
+                Some(Ok(tools)) => match clash(p, &tools) {
+                    None => p.tools = tools,
+                    Some(why) => {
+                        tracing::warn!(plugin = %p.name, "plugin failed: {why}");
+                        p.status = PluginStatus::Failed;
+                        p.error = Some(why);
+                    }
+                },
+                Some(Err(why)) => {
+                    tracing::warn!(plugin = %p.name, "plugin failed: {why}");
+                    p.status = PluginStatus::Failed;
+                    p.error = Some(why);
+                }
+            }
+        }
     }
 
     pub fn list(&self) -> &[Plugin] {
         &self.list
+    }
+
+    /// What `GET /api/plugins` shows.
+    pub fn dtos(&self) -> Vec<PluginDto> {
+        self.list
+            .iter()
+            .map(|p| p.dto(self.live.running(&p.name)))
+            .collect()
+    }
+
+    /// How many plugin processes run now.
+    pub fn processes_running(&self) -> usize {
+        self.live.count()
+    }
+
+    /// Calls `plugin`'s `tool` for `user_id` in that user's process of it.
+    pub async fn call(
+        &self,
+        sandbox: &crate::execution::sandbox::Sandbox,
+        plugin: &str,
+        user_id: i64,
+        tool: &str,
+        args: &Value,
+    ) -> Result<String, String> {
+        let Some(p) = self.list.iter().find(|p| p.name == plugin) else {
+            return Err(format!("there is no plugin {plugin}"));
+        };
+        if p.status == PluginStatus::Failed || p.status == PluginStatus::Unavailable {
+            return Err(format!(
+                "the plugin {plugin} cannot run: {}",
+                p.error.as_deref().unwrap_or("it is not ready")
+            ));
+        }
+        host::call(sandbox, &self.live, &self.settings, p, user_id, tool, args).await
     }
 
     /// The processes of the plugins that are not failed: `(plugin, process)`.
@@ -156,12 +270,55 @@ impl Plugins {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+
+    fn at(dir: &Path) -> PluginSettings {
+        PluginSettings {
+            dir: Some(dir.to_path_buf()),
+            ..PluginSettings::default()
+        }
+    }
 
     fn install(root: &Path, name: &str, manifest: &str) {
         let dir = root.join(name);
         std::fs::create_dir_all(dir.join("bin")).unwrap();
         std::fs::write(dir.join("plugin.toml"), manifest).unwrap();
         std::fs::write(dir.join("bin/run"), "#!/bin/sh\n").unwrap();
+    }
+
+    /// Two tools of one name, or a tool named as a process of the plugin: it fails, saying
+    /// which name.
+    #[test]
+    fn tools_that_clash_fail_their_plugin() {
+        let tool = |name: &str| ToolDef {
+            name: name.into(),
+            description: String::new(),
+            schema: serde_json::json!({"type": "object"}),
+        };
+        let plugin = Plugin {
+            name: "kit".into(),
+            dir: PathBuf::from("/nowhere"),
+            manifest: Some(Manifest {
+                name: "kit".into(),
+                version: "1".into(),
+                description: String::new(),
+                program: PathBuf::from("/nowhere/run"),
+                args: Vec::new(),
+                functions: Default::default(),
+                processes: vec![PluginProcess {
+                    name: "brief".into(),
+                    content: "Brief.".into(),
+                }],
+            }),
+            status: PluginStatus::Ready,
+            error: None,
+            tools: Vec::new(),
+        };
+        assert_eq!(clash(&plugin, &[tool("echo"), tool("read")]), None);
+        let twice = clash(&plugin, &[tool("echo"), tool("echo")]).unwrap();
+        assert!(twice.contains("two tools named \"echo\""), "{twice}");
+        let both = clash(&plugin, &[tool("brief")]).unwrap();
+        assert!(both.contains("both named \"brief\""), "{both}");
     }
 
     /// Where the sandbox cannot run, a good plugin is unavailable with the reason; a wrong
@@ -175,7 +332,7 @@ mod tests {
             "name = \"good\"\nversion = \"1\"\ncommand = \"bin/run\"\n",
         );
         install(root.path(), "bad", "name = 3\n");
-        let loaded = Plugins::load(Some(root.path()), || Some("no bubblewrap here".into()));
+        let loaded = Plugins::load(&at(root.path()), || Some("no bubblewrap here".into()));
         let seen: Vec<(&str, PluginStatus)> = loaded
             .list()
             .iter()
@@ -190,13 +347,13 @@ mod tests {
         );
         let why = loaded.list()[1].error.as_deref().unwrap();
         assert!(why.contains("no bubblewrap here"), "{why}");
-        let ready = Plugins::load(Some(root.path()), || None);
+        let ready = Plugins::load(&at(root.path()), || None);
         assert_eq!(ready.list()[1].status, PluginStatus::Ready);
 
         let empty = tempfile::tempdir().unwrap();
-        let none = Plugins::load(Some(empty.path()), || panic!("the sandbox was asked"));
+        let none = Plugins::load(&at(empty.path()), || panic!("the sandbox was asked"));
         assert!(none.list().is_empty());
-        let missing = Plugins::load(Some(&empty.path().join("nothing")), || {
+        let missing = Plugins::load(&at(&empty.path().join("nothing")), || {
             panic!("the sandbox was asked")
         });
         assert!(missing.list().is_empty());

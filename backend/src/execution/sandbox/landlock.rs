@@ -5,8 +5,10 @@
 //! bound read-only into the sandbox at [`INSIDE`] and always started with [`ARG`] first;
 //! tests use the `hero-landlock` binary of this crate, which takes the same arguments.
 //!
-//! The rules: `/usr`, `/etc` and `/proc` may be read and executed, `/dev` read and written
-//! (its devices only; nothing may be made there), `/workspace` and `/tmp` used freely;
+//! The rules: `/usr`, `/etc` and `/proc` (and a plugin's `/plugin`) may be read and
+//! executed, `/dev` read and written (its devices only; nothing may be made there),
+//! `/workspace` and `/tmp` (and a plugin's `/state`) used freely; (a path the sandbox does
+//! not show gets no rule);
 //! directories may be listed; nothing else of the file system may be read or changed. No TCP bind or connect. Signals and abstract
 //! unix sockets reach only processes of the same sandbox. Should the rules fail to apply,
 //! the helper exits (126) instead of running the command: it fails closed.
@@ -122,7 +124,7 @@ fn restrict() -> Result<RulesetStatus, RulesetError> {
         // Directories may be listed anywhere (bwrap shows little): `ls /` works.
         .add_rules(path_beneath_rules(["/"], AccessFs::ReadDir))?
         .add_rules(path_beneath_rules(
-            existing(&["/usr", "/etc", "/proc"]),
+            existing(&["/usr", "/etc", "/proc", "/plugin"]),
             read,
         ))?
         .add_rules(path_beneath_rules(
@@ -130,7 +132,7 @@ fn restrict() -> Result<RulesetStatus, RulesetError> {
             read | AccessFs::WriteFile | AccessFs::IoctlDev,
         ))?
         .add_rules(path_beneath_rules(
-            existing(&["/workspace", "/tmp"]),
+            existing(&["/workspace", "/tmp", "/state"]),
             AccessFs::from_all(abi),
         ))?
         // The helper itself (bound at INSIDE) needs nothing more once it has exec'd.

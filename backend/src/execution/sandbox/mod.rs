@@ -253,7 +253,13 @@ fn prelude(
 
 /// [`Sandbox::workspace`]: `root/<user>`, made 0700, and handed to `outer_uid` if given.
 fn make_workspace(root: &Path, outer_uid: Option<u32>, user_id: i64) -> std::io::Result<PathBuf> {
-    let dir = root.join(user_id.to_string());
+    make_dir_in(root, outer_uid, &user_id.to_string())
+}
+
+/// `root/<name>`, made 0700 (and `root` with it), and handed to `outer_uid` if given, with
+/// `root` searchable by it.
+fn make_dir_in(root: &Path, outer_uid: Option<u32>, name: &str) -> std::io::Result<PathBuf> {
+    let dir = root.join(name);
     let mut b = std::fs::DirBuilder::new();
     b.recursive(true);
     std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
@@ -460,58 +466,57 @@ impl Sandbox {
         make_workspace(&self.workspaces, self.outer_uid, user_id)
     }
 
-    /// Runs `command` in the user's sandbox.
-    pub async fn run(
-        &self,
-        user_id: i64,
-        command: &str,
-        cwd: Option<&str>,
-        timeout: Option<Duration>,
-        abort: Option<&Abort>,
-    ) -> Result<Ran, String> {
+    /// The layers, if a program may run under them at all (`what` names it in the reason).
+    fn usable(&self, what: &str) -> Result<Layers, String> {
         let layers = self.layers().clone();
         if let Some(why) = &layers.refused {
-            return Err(format!("bash cannot run on this server: {why}"));
+            return Err(format!("{what} cannot run on this server: {why}"));
         }
         // Under a server run as root, the filter is what keeps a setuid file of the
         // sandbox's uid (which every workspace belongs to) out of the workspaces.
         if self.outer_uid.is_some() && layers.seccomp.is_none() {
-            return Err(
-                "bash cannot run on this server: its seccomp filter is refused here, and Hero runs as root"
-                    .into(),
-            );
-        }
-        let bwrap = layers.bwrap.clone().expect("probed");
-        let cwd = sandbox_cwd(cwd)?;
-        if command.contains('\0') {
-            return Err("the command holds a NUL character".into());
-        }
-        let timeout = timeout
-            .unwrap_or(self.limits.default_timeout)
-            .min(self.limits.max_timeout);
-        let (root, outer) = (self.workspaces.clone(), self.outer_uid);
-        let workspace = tokio::task::spawn_blocking(move || make_workspace(&root, outer, user_id))
-            .await
-            .map_err(std::io::Error::other)
-            .and_then(|r| r)
-            .map_err(|e| format!("the workspace could not be made: {e}"))?;
-        let quota = self.limits.quota_bytes;
-        // Measured and watched from before the run starts (none of its writes comes before
-        // the watches); the same walk says what the workspace holds.
-        let (ws, q) = (workspace.clone(), quota);
-        let prepared = tokio::task::spawn_blocking(move || quota::Watchdog::prepare(&ws, q))
-            .await
-            .map_err(std::io::Error::other)
-            .and_then(|r| r)
-            .map_err(|e| format!("the workspace's quota cannot be watched here: {e}"))?;
-        let used = prepared.used();
-        if used >= quota {
             return Err(format!(
-                "the workspace holds {} and its quota is {}: no command runs until files are removed from it (the Permissions page can empty it)",
-                quota::mib(used),
-                quota::mib(quota)
+                "{what} cannot run on this server: its seccomp filter is refused here, and Hero runs as root"
             ));
         }
+        Ok(layers)
+    }
+
+    /// The rlimits every program starts under, as a shell line: files of `file_bytes` at
+    /// most, `cpu_seconds` of CPU time, and the memory, descriptor and (where the kernel
+    /// counts them per user namespace) process bounds.
+    fn ulimits(&self, layers: &Layers, file_bytes: u64, cpu_seconds: u64) -> String {
+        let l = &self.limits;
+        // Processes of the sandbox's user in its own namespace: the bound where no cgroup
+        // can be made (cgroup v2, or a server without rights to them). Only where the
+        // kernel counts them per user namespace: an older one would count every process of
+        // the server's own user, and the command could not fork at all.
+        let processes = if layers.nproc_per_namespace {
+            format!("ulimit -u {}; ", l.processes)
+        } else {
+            String::new()
+        };
+        format!(
+            "ulimit -c 0; ulimit -f {}; ulimit -n 256; {processes}ulimit -v {}; ulimit -t {cpu_seconds}; ",
+            (file_bytes / 1024).max(1),
+            (l.memory_bytes * 2) / 1024,
+        )
+    }
+
+    /// Starts `inner` (a program and its arguments, as the sandbox sees them) in a sandbox
+    /// showing `mounts`, in `cwd`, with `home` as `HOME`: in the run's own cgroups (where
+    /// the machine has them), every descriptor but 0 to 2 closed, under the filter and the
+    /// Landlock helper when they hold here. Its stdin is a pipe when `stdin`.
+    async fn spawn_in(
+        &self,
+        layers: &Layers,
+        mounts: &[Mount<'_>],
+        cwd: &str,
+        home: &str,
+        inner: Vec<String>,
+        stdin: bool,
+    ) -> Result<Running, String> {
+        let bwrap = layers.bwrap.clone().expect("probed");
         let run = RUNS.fetch_add(1, Ordering::Relaxed);
         let cgroup = layers
             .cgroups
@@ -543,49 +548,87 @@ impl Sandbox {
         );
         let helper = layers.landlock.as_ref().map(|(h, _)| h.as_path());
         argv.extend(bwrap_args(
-            &workspace,
-            &cwd,
+            mounts,
+            cwd,
+            home,
             layers.seccomp.is_some(),
             helper,
         ));
-        let l = &self.limits;
-        // Inside: the rlimits, then the command (as bash's own `-c`, verbatim).
-        // Processes of the sandbox's user in its own namespace: the bound where no cgroup
-        // can be made (cgroup v2, or a server without rights to them). Only where the
-        // kernel counts them per user namespace: an older one would count every process of
-        // the server's own user, and the command could not fork at all.
-        let processes = if layers.nproc_per_namespace {
-            format!("ulimit -u {}; ", l.processes)
-        } else {
-            String::new()
-        };
-        // No one file may take the workspace past its quota.
-        let file_bytes = l.file_bytes.min(quota - used);
-        let limits = format!(
-            "ulimit -c 0; ulimit -f {}; ulimit -n 256; {processes}ulimit -v {}; ulimit -t {}; exec /usr/bin/bash -c \"$1\"",
-            (file_bytes / 1024).max(1),
-            (l.memory_bytes * 2) / 1024,
-            timeout.as_secs() + 1,
-        );
         if helper.is_some() {
             argv.extend([landlock::INSIDE.into(), landlock::ARG.into()]);
         }
-        argv.extend([
+        argv.extend(inner);
+        let child = self
+            .spawner
+            .get_or_init(Spawner::start)
+            .spawn(argv, stdin)
+            .await
+            .map_err(|e| format!("the sandbox could not start: {e}"))?;
+        Ok(Running { child, cgroup })
+    }
+
+    /// Runs `command` in the user's sandbox.
+    pub async fn run(
+        &self,
+        user_id: i64,
+        command: &str,
+        cwd: Option<&str>,
+        timeout: Option<Duration>,
+        abort: Option<&Abort>,
+    ) -> Result<Ran, String> {
+        let layers = self.usable("bash")?;
+        let cwd = sandbox_cwd(cwd)?;
+        if command.contains('\0') {
+            return Err("the command holds a NUL character".into());
+        }
+        let timeout = timeout
+            .unwrap_or(self.limits.default_timeout)
+            .min(self.limits.max_timeout);
+        let (root, outer) = (self.workspaces.clone(), self.outer_uid);
+        let workspace = tokio::task::spawn_blocking(move || make_workspace(&root, outer, user_id))
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|r| r)
+            .map_err(|e| format!("the workspace could not be made: {e}"))?;
+        let quota = self.limits.quota_bytes;
+        // Measured and watched from before the run starts (none of its writes comes before
+        // the watches); the same walk says what the workspace holds.
+        let (ws, q) = (workspace.clone(), quota);
+        let prepared = tokio::task::spawn_blocking(move || quota::Watchdog::prepare(&ws, q))
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|r| r)
+            .map_err(|e| format!("the workspace's quota cannot be watched here: {e}"))?;
+        let used = prepared.used();
+        if used >= quota {
+            return Err(format!(
+                "the workspace holds {} and its quota is {}: no command runs until files are removed from it (the Permissions page can empty it)",
+                quota::mib(used),
+                quota::mib(quota)
+            ));
+        }
+        // Inside: the rlimits (no one file may take the workspace past its quota), then the
+        // command (as bash's own `-c`, verbatim).
+        let file_bytes = self.limits.file_bytes.min(quota - used);
+        let limits = self.ulimits(&layers, file_bytes, timeout.as_secs() + 1)
+            + "exec /usr/bin/bash -c \"$1\"";
+        let inner = vec![
             "/usr/bin/bash".into(),
             "-c".into(),
             limits,
             "hero-bash".into(),
             command.to_owned(),
-        ]);
+        ];
         let started = Instant::now();
-        let child = self
-            .spawner
-            .get_or_init(Spawner::start)
-            .spawn(argv)
-            .await
-            .map_err(|e| format!("the sandbox could not start: {e}"))?;
+        let mounts = [Mount {
+            host: &workspace,
+            inside: "/workspace",
+            writable: true,
+        }];
         // Killed however this future ends: dropped by a Stop included.
-        let mut run = Running { child, cgroup };
+        let mut run = self
+            .spawn_in(&layers, &mounts, &cwd, "/workspace", inner, false)
+            .await?;
         // Fails closed: a run whose workspace cannot be watched does not go on.
         let dog = prepared
             .start(&run.child)
@@ -597,7 +640,7 @@ impl Sandbox {
         let out = tokio::process::ChildStdout::from_std(out).map_err(|e| e.to_string())?;
         let err = tokio::process::ChildStderr::from_std(err).map_err(|e| e.to_string())?;
         let first = OnceLock::new();
-        let cap = l.output_bytes;
+        let cap = self.limits.output_bytes;
         // Kept outside the futures: a run killed at its timeout keeps what it printed.
         let (kept_out, kept_err) = (
             std::sync::Mutex::new((Vec::new(), false)),
@@ -662,6 +705,99 @@ impl Sandbox {
         })
     }
 
+    /// Starts a program that runs until it is dropped (a plugin's MCP server, talking on
+    /// its stdin and stdout): `code` read-only at `/plugin`, `state` (made 0700, the
+    /// sandbox's uid's) writable at `/state`, its working directory and `HOME`, and nothing
+    /// else of the host but `/usr`. The same layers as `bash`, and the same bounds but time:
+    /// `cpu_seconds` of CPU in all, and `state` held to the workspace quota while it runs.
+    pub async fn start(
+        &self,
+        code: &Path,
+        state: &Path,
+        argv: Vec<String>,
+        cpu_seconds: u64,
+    ) -> Result<Program, String> {
+        let layers = self.usable("plugins")?;
+        if argv.iter().any(|a| a.contains('\0')) {
+            return Err("the command holds a NUL character".into());
+        }
+        let (parent, user) = match (state.parent(), state.file_name()) {
+            (Some(p), Some(u)) => (p.to_path_buf(), u.to_string_lossy().into_owned()),
+            _ => return Err(format!("{} is no state directory", state.display())),
+        };
+        let outer = self.outer_uid;
+        let quota = self.limits.quota_bytes;
+        let prepared = tokio::task::spawn_blocking(move || {
+            // Every directory above it made searchable by the sandbox's uid, when that is
+            // not the server's: it opens the state directory by its path.
+            let mut b = std::fs::DirBuilder::new();
+            b.recursive(true);
+            std::os::unix::fs::DirBuilderExt::mode(
+                &mut b,
+                if outer.is_some() { 0o711 } else { 0o700 },
+            );
+            b.create(&parent)?;
+            let dir = make_dir_in(&parent, outer, &user)?;
+            quota::Watchdog::prepare(&dir, quota)
+        })
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|r| r)
+        .map_err(|e| format!("the plugin's state directory could not be made: {e}"))?;
+        let used = prepared.used();
+        if used >= quota {
+            return Err(format!(
+                "its state directory holds {} and the quota is {}",
+                quota::mib(used),
+                quota::mib(quota)
+            ));
+        }
+        let limits = self.ulimits(
+            &layers,
+            self.limits.file_bytes.min(quota - used),
+            cpu_seconds,
+        ) + "exec \"$@\"";
+        let mut inner = vec![
+            "/usr/bin/bash".into(),
+            "-c".into(),
+            limits,
+            "hero-plugin".into(),
+        ];
+        inner.extend(argv);
+        let mounts = [
+            Mount {
+                host: code,
+                inside: "/plugin",
+                writable: false,
+            },
+            Mount {
+                host: state,
+                inside: "/state",
+                writable: true,
+            },
+        ];
+        let mut running = self
+            .spawn_in(&layers, &mounts, "/state", "/state", inner, true)
+            .await?;
+        let dog = prepared
+            .start(&running.child)
+            .map_err(|e| format!("the plugin's state cannot be watched here: {e}"))?;
+        let c = &mut running.child;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (c.stdin.take(), c.stdout.take(), c.stderr.take())
+        else {
+            return Err("the sandbox's pipes could not be opened".into());
+        };
+        let io = |e: std::io::Error| format!("the sandbox's pipes could not be opened: {e}");
+        Ok(Program {
+            stdin: Some(tokio::process::ChildStdin::from_std(stdin).map_err(io)?),
+            stdout: Some(tokio::process::ChildStdout::from_std(stdout).map_err(io)?),
+            stderr: Some(tokio::process::ChildStderr::from_std(stderr).map_err(io)?),
+            dog: Some(dog),
+            running,
+        })
+    }
+
     /// What the user's workspace holds on disk, and its quota.
     pub async fn usage(&self, user_id: i64) -> std::io::Result<(u64, u64)> {
         let dir = self.workspaces.join(user_id.to_string());
@@ -694,8 +830,21 @@ impl Sandbox {
     }
 }
 
+/// A host directory the sandbox shows, and where.
+struct Mount<'a> {
+    host: &'a Path,
+    inside: &'static str,
+    writable: bool,
+}
+
 /// The bwrap arguments: namespaces, identity, what of the host is visible.
-fn bwrap_args(workspace: &Path, cwd: &str, seccomp: bool, landlock: Option<&Path>) -> Vec<String> {
+fn bwrap_args(
+    mounts: &[Mount<'_>],
+    cwd: &str,
+    home: &str,
+    seccomp: bool,
+    landlock: Option<&Path>,
+) -> Vec<String> {
     let mut a: Vec<String> = [
         "--unshare-all",
         "--unshare-user",
@@ -739,15 +888,13 @@ fn bwrap_args(workspace: &Path, cwd: &str, seccomp: bool, landlock: Option<&Path
         "PATH",
         "/usr/local/bin:/usr/bin:/bin",
         "--setenv",
-        "HOME",
-        "/workspace",
-        "--setenv",
         "LANG",
         "C.UTF-8",
     ]
     .into_iter()
     .map(str::to_owned)
     .collect();
+    a.extend(["--setenv".into(), "HOME".into(), home.to_owned()]);
     if seccomp {
         a.extend(["--seccomp".into(), "9".into()]);
     }
@@ -758,10 +905,14 @@ fn bwrap_args(workspace: &Path, cwd: &str, seccomp: bool, landlock: Option<&Path
             landlock::INSIDE.into(),
         ]);
     }
+    for m in mounts {
+        a.extend([
+            if m.writable { "--bind" } else { "--ro-bind" }.into(),
+            m.host.display().to_string(),
+            m.inside.into(),
+        ]);
+    }
     a.extend([
-        "--bind".into(),
-        workspace.display().to_string(),
-        "/workspace".into(),
         // The sandbox's own root (a tmpfs bwrap made) read-only too: only the workspace
         // and /tmp take writes.
         "--remount-ro".into(),
@@ -824,6 +975,29 @@ async fn read_capped<R: tokio::io::AsyncRead + Unpin>(
                 k.0.extend_from_slice(&buf[..n.min(room)]);
             }
         }
+    }
+}
+
+/// A program [`Sandbox::start`] started, with its pipes (taken by whoever talks to it):
+/// killed, whole, when dropped.
+pub struct Program {
+    pub stdin: Option<tokio::process::ChildStdin>,
+    pub stdout: Option<tokio::process::ChildStdout>,
+    pub stderr: Option<tokio::process::ChildStderr>,
+    /// Declared before `running`: the watch stops before the program is killed.
+    dog: Option<quota::Watchdog>,
+    running: Running,
+}
+
+impl Program {
+    /// Whether it was killed for filling its state directory past the quota.
+    pub fn over_quota(&self) -> bool {
+        self.dog.as_ref().is_some_and(quota::Watchdog::hit)
+    }
+
+    /// Whether it has ended (it is reaped if so).
+    pub fn ended(&mut self) -> bool {
+        matches!(self.running.child.try_wait(), Ok(Some(_)) | Err(_))
     }
 }
 
@@ -974,7 +1148,18 @@ fn probe(workspaces: &Path, helper: Option<&Path>, outer_uid: Option<u32>) -> La
     }
     let try_with = |seccomp: Option<&Path>, landlock: Option<&Path>| {
         let mut argv = prelude(String::new(), String::new(), seccomp, outer_uid, &bwrap);
-        argv.extend(bwrap_args(&dir, "/workspace", seccomp.is_some(), landlock));
+        let mounts = [Mount {
+            host: &dir,
+            inside: "/workspace",
+            writable: true,
+        }];
+        argv.extend(bwrap_args(
+            &mounts,
+            "/workspace",
+            "/workspace",
+            seccomp.is_some(),
+            landlock,
+        ));
         match landlock {
             Some(_) => argv.extend([
                 landlock::INSIDE.into(),
@@ -1091,27 +1276,29 @@ fn kernel_at_least(release: &str, min: (u32, u32)) -> bool {
 /// The thread runs are spawned from: it lives as long as the server, so that
 /// `--die-with-parent` fires when a run is killed, not when a pooled thread retires.
 struct Spawner {
-    tx: std::sync::mpsc::Sender<(
-        Vec<String>,
-        tokio::sync::oneshot::Sender<std::io::Result<std::process::Child>>,
-    )>,
+    tx: std::sync::mpsc::Sender<Spawn>,
 }
+
+/// What the spawner thread is asked: a command line, whether its stdin is a pipe, and
+/// where the child goes.
+type Spawn = (
+    Vec<String>,
+    bool,
+    tokio::sync::oneshot::Sender<std::io::Result<std::process::Child>>,
+);
 
 impl Spawner {
     fn start() -> Spawner {
-        let (tx, rx) = std::sync::mpsc::channel::<(
-            Vec<String>,
-            tokio::sync::oneshot::Sender<std::io::Result<std::process::Child>>,
-        )>();
+        let (tx, rx) = std::sync::mpsc::channel::<Spawn>();
         std::thread::Builder::new()
             .name("hero-sandbox-spawner".into())
             .spawn(move || {
-                for (argv, reply) in rx {
+                for (argv, stdin, reply) in rx {
                     let child = std::process::Command::new(&argv[0])
                         .args(&argv[1..])
                         .env_clear()
                         .env("PATH", "/usr/bin:/bin")
-                        .stdin(Stdio::null())
+                        .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
                         .stdout(Stdio::piped())
                         .stderr(Stdio::piped())
                         .spawn();
@@ -1122,10 +1309,10 @@ impl Spawner {
         Spawner { tx }
     }
 
-    async fn spawn(&self, argv: Vec<String>) -> std::io::Result<std::process::Child> {
+    async fn spawn(&self, argv: Vec<String>, stdin: bool) -> std::io::Result<std::process::Child> {
         let (reply, rx) = tokio::sync::oneshot::channel();
         self.tx
-            .send((argv, reply))
+            .send((argv, stdin, reply))
             .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
         rx.await
             .map_err(|_| std::io::Error::other("the spawner thread is gone"))?

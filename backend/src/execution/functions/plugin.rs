@@ -1,0 +1,129 @@
+//! A plugin's tools as functions ([`crate::execution::plugins`]): `<plugin>__<tool>`, source
+//! `plugin`, asking by default at a moderate danger unless its manifest says otherwise, run
+//! in the calling user's process of the plugin.
+
+use futures::future::BoxFuture;
+use hero_shared::calls::{AutoApprove, DangerLevel, FunctionPermissions, Permission};
+use serde_json::Value;
+
+use super::{Ctx, Function, Registry, Spec};
+use crate::execution::plugins::{Plugin, Plugins, ToolDef};
+
+/// The longest name a function may have (the providers' bound on a tool's name).
+pub const MAX_NAME_CHARS: usize = 64;
+/// The longest description a plugin's tool may have.
+pub const MAX_DESCRIPTION_CHARS: usize = 1_000;
+/// The largest input schema a plugin's tool may have, as JSON.
+pub const MAX_SCHEMA_BYTES: usize = 16 << 10;
+
+/// One tool of one plugin.
+pub struct PluginTool {
+    spec: Spec,
+    plugin: String,
+    tool: String,
+}
+
+impl Function for PluginTool {
+    fn spec(&self) -> Spec {
+        self.spec.clone()
+    }
+
+    fn run<'a>(
+        &'a self,
+        cx: &'a Ctx<'a>,
+        args: &'a Value,
+    ) -> BoxFuture<'a, Result<String, String>> {
+        Box::pin(async move {
+            cx.st
+                .plugins
+                .call(&cx.st.sandbox, &self.plugin, cx.user_id, &self.tool, args)
+                .await
+        })
+    }
+}
+
+/// `tool` of `plugin` as a function; why not, if it cannot be one: a name over
+/// [`MAX_NAME_CHARS`] or of other characters than letters, digits, `_` and `-`, a
+/// description over [`MAX_DESCRIPTION_CHARS`], a schema over [`MAX_SCHEMA_BYTES`] or not an
+/// object's.
+pub fn function(plugin: &Plugin, tool: &ToolDef) -> Result<PluginTool, String> {
+    let name = plugin.function_name(&tool.name);
+    if name.len() > MAX_NAME_CHARS {
+        return Err(format!(
+            "its function's name {name} is longer than {MAX_NAME_CHARS} characters"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(format!(
+            "its name {:?} has characters other than letters, digits, _ and -",
+            tool.name
+        ));
+    }
+    if tool.description.chars().count() > MAX_DESCRIPTION_CHARS {
+        return Err(format!(
+            "its description is longer than {MAX_DESCRIPTION_CHARS} characters"
+        ));
+    }
+    let size = serde_json::to_vec(&tool.schema).map_or(usize::MAX, |v| v.len());
+    if size > MAX_SCHEMA_BYTES {
+        return Err(format!(
+            "its input schema is {size} bytes, more than {MAX_SCHEMA_BYTES}"
+        ));
+    }
+    if tool.schema.get("type").is_some_and(|t| t != "object") {
+        return Err("its input schema is not an object's".into());
+    }
+    let settings = plugin
+        .manifest
+        .as_ref()
+        .and_then(|m| m.functions.get(&tool.name))
+        .copied()
+        .unwrap_or_default();
+    let description = match tool.description.trim() {
+        "" => format!("A tool of the plugin {}.", plugin.name),
+        d => d.to_owned(),
+    };
+    Ok(PluginTool {
+        spec: Spec {
+            name: name.into(),
+            description: description.into(),
+            plugin: Some(plugin.name.clone()),
+            default: match settings.auto_approve {
+                Some(true) => Permission::Always,
+                _ => Permission::Ask,
+            },
+            permissions: FunctionPermissions {
+                auto_approve: AutoApprove::Always,
+                danger_level: settings.danger.unwrap_or(DangerLevel::Moderate),
+            },
+            answered_by_user: false,
+            schema: tool.schema.clone(),
+            examples: Vec::new(),
+        },
+        plugin: plugin.name.clone(),
+        tool: tool.name.clone(),
+    })
+}
+
+/// Registers every tool of every plugin with tools as a function; one that cannot be (see
+/// [`function`]), or whose name a function has already, is skipped and logged.
+pub fn register(registry: &mut Registry, plugins: &Plugins) {
+    for plugin in plugins.list() {
+        for tool in &plugin.tools {
+            match function(plugin, tool) {
+                Ok(f) if registry.get(&f.spec.name).is_some() => tracing::warn!(
+                    plugin = %plugin.name,
+                    tool = %tool.name,
+                    "skipped: a function has its name already"
+                ),
+                Ok(f) => registry.register(f),
+                Err(why) => {
+                    tracing::warn!(plugin = %plugin.name, tool = %tool.name, "skipped: {why}")
+                }
+            }
+        }
+    }
+}
