@@ -36,6 +36,8 @@ pub mod fuzz;
 pub mod limits;
 pub mod metrics;
 pub mod providers;
+pub mod search;
+pub mod skills;
 pub mod store;
 
 use std::sync::Arc;
@@ -73,6 +75,9 @@ pub struct Settings {
     pub sandbox: execution::sandbox::SandboxLimits,
     /// The longest a summoning call may take; past it, nothing is written.
     pub summon_timeout: std::time::Duration,
+    /// Where administrators put skills for every user (`DATA_DIR/skills`); none: Hero's
+    /// own and the users' alone.
+    pub skills_dir: Option<std::path::PathBuf>,
     /// Where administrators install plugins and their processes keep state, and how long
     /// those processes take ([`execution::plugins::host`]).
     pub plugins: execution::plugins::PluginSettings,
@@ -97,6 +102,7 @@ impl Default for Settings {
             workspaces: std::env::temp_dir().join("hero-workspaces"),
             sandbox: Default::default(),
             summon_timeout: std::time::Duration::from_secs(90),
+            skills_dir: None,
             plugins: Default::default(),
             prices: Vec::new(),
         }
@@ -141,6 +147,8 @@ pub struct Services {
     pub sandbox: execution::sandbox::Sandbox,
     /// The plugins start-up found ([`execution::plugins`]).
     pub plugins: Arc<execution::plugins::Plugins>,
+    /// Hero's and the administrator's skills, and where the users' are ([`skills`]).
+    pub skills: Arc<skills::Library>,
     /// Each user's reads of a log for its readers (the feeds' catch-up) take turns, so that
     /// one user's replays take [`conversation::feed::REPLAYS_PER_USER`] of the pool's connections at most.
     pub replays: limits::Turnstile,
@@ -182,6 +190,7 @@ impl AppState {
             sandbox.layers().refused.clone()
         });
         plugins.discover(&sandbox).await;
+        let skills = skills::Library::load(settings.skills_dir.as_deref(), &settings.workspaces);
         execution::functions::plugin::register(&mut functions, &plugins);
         Ok(AppState(Arc::new(Services {
             db,
@@ -197,6 +206,7 @@ impl AppState {
             call_options: Arc::new(settings.call_options.clone()),
             sandbox,
             plugins: Arc::new(plugins),
+            skills: Arc::new(skills),
             settings: Arc::new(settings),
             functions: Arc::new(functions),
             message_locks: Default::default(),
@@ -231,6 +241,7 @@ impl AppState {
                 settings.sandbox.clone(),
             ),
             plugins: self.plugins.clone(),
+            skills: self.skills.clone(),
             settings: Arc::new(settings),
             functions: self.functions.clone(),
             message_locks: Default::default(),

@@ -259,6 +259,11 @@ pub struct ConfigArgs {
     /// The host uid (and gid) `bash`'s sandbox runs as when Hero runs as root; never 0
     #[arg(long, env = "HERO_SANDBOX_UID", global = true, value_name = "UID", default_value_t = hero_backend::execution::sandbox::NOBODY)]
     pub sandbox_uid: u32,
+
+    /// The administrator's skills, a folder per skill, for every user [default:
+    /// DATA_DIR/skills]
+    #[arg(long, env = "HERO_SKILLS_DIR", global = true, value_name = "DIR")]
+    pub skills_dir: Option<PathBuf>,
 }
 
 /// The command line `argv` with the TOML file's settings added as the flags they stand for,
@@ -387,6 +392,8 @@ pub struct Config {
     pub bash_max_timeout: std::time::Duration,
     pub workspace_quota_mib: u64,
     pub sandbox_uid: u32,
+    /// Where the administrator's skills are; unset, `DATA_DIR/skills`.
+    pub skills_dir: Option<PathBuf>,
     pub prices: Vec<hero_backend::agents::spend::PriceRule>,
 }
 
@@ -517,6 +524,7 @@ impl ConfigArgs {
             bash_max_timeout: std::time::Duration::from_secs(self.bash_max_timeout),
             workspace_quota_mib: self.workspace_quota_mib,
             sandbox_uid: self.sandbox_uid,
+            skills_dir: self.skills_dir,
             prices: self
                 .prices
                 .as_deref()
@@ -644,6 +652,11 @@ impl Config {
             egress: self.egress.clone(),
             search: self.search.clone(),
             workspaces: self.data_dir.join("workspaces"),
+            skills_dir: Some(
+                self.skills_dir
+                    .clone()
+                    .unwrap_or_else(|| self.data_dir.join("skills")),
+            ),
             plugins: hero_backend::execution::plugins::PluginSettings {
                 dir: Some(self.data_dir.join("plugins")),
                 state: self.data_dir.join("plugin-state"),

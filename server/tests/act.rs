@@ -209,6 +209,8 @@ async fn never_and_always_settle_in_the_same_turn() {
             "user_notify always always autoApprove=always safe",
             "agent_queue ask ask autoApprove=always moderate",
             "process always always autoApprove=always safe",
+            "skill_search always always autoApprove=always safe",
+            "skill_get always always autoApprove=always safe",
             // The commands: those that change what the user owns ask every time.
             "command_ability ask ask autoApprove=never moderate",
             "command_session ask ask autoApprove=never moderate",

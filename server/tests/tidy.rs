@@ -39,9 +39,12 @@ fn sources() -> Vec<(String, String)> {
     out
 }
 
-/// Library code: a crate's `src/`, less the binaries' entry points.
+/// Library code: a crate's `src/`, less the binaries' entry points (`main.rs`, `src/bin/`).
 fn is_library(path: &str) -> bool {
-    path.contains("/src/") && !path.ends_with("/main.rs") && !path.starts_with("fuzz/")
+    path.contains("/src/")
+        && !path.ends_with("/main.rs")
+        && !path.contains("/src/bin/")
+        && !path.starts_with("fuzz/")
 }
 
 /// Lines of `text` holding `needle` outside `//` comments, as "path:line".

@@ -563,6 +563,90 @@ pub struct PluginDto {
     pub abilities: Vec<String>,
 }
 
+/// A skill as `GET /api/skills` lists it (reference 002 §8), and with its details as
+/// `GET /api/skills/{name}` gives it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkillDto {
+    pub name: String,
+    pub description: String,
+    /// `workspace`, `project`, `personal`, `global` or `builtin`.
+    pub tier: String,
+    /// `public`, `internal` or `private`.
+    pub visibility: String,
+    pub version: String,
+    /// The tier of the skill of the same name that hides this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overridden_by: Option<String>,
+    /// Why its folder is no skill (then it is not used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<SkillDetail>,
+}
+
+/// What `GET /api/skills/{name}` adds to a skill.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkillDetail {
+    pub license: Option<String>,
+    pub compatibility: Option<String>,
+    pub metadata: std::collections::BTreeMap<String, String>,
+    pub allowed_tools: Option<String>,
+    /// `SKILL.md`'s body, `{baseDir}` filled in.
+    pub content: String,
+    pub files: Vec<SkillFile>,
+}
+
+/// One file of a skill's folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillFile {
+    pub path: String,
+    pub size: u64,
+}
+
+/// `GET /api/skills`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkillsDto {
+    /// `bm25`, or `hybrid` where embeddings are on.
+    pub search_mode: String,
+    pub skills: Vec<SkillDto>,
+}
+
+/// `GET /api/skills/{name}/files/{path}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillFileText {
+    pub path: String,
+    pub content: String,
+}
+
+/// `POST /api/skills/search`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillSearchRequest {
+    pub query: String,
+    #[serde(default)]
+    pub agent_id: Option<i64>,
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// One skill found, with its score and its parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkillHitDto {
+    pub name: String,
+    pub description: String,
+    pub tier: String,
+    pub score: f64,
+    pub bm25: f64,
+    pub vector: Option<f64>,
+}
+
+/// What `POST /api/skills/search` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkillSearchDto {
+    pub mode: String,
+    pub results: Vec<SkillHitDto>,
+}
+
 /// `POST /api/abilities`: a process of the user's own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -102,6 +102,13 @@ impl PromptCache {
     }
 }
 
+/// What a call's prompt holds besides what is read for it: whether it is a sub-session's
+/// (minimal), and the `## Skills` section.
+pub(crate) struct Shape<'a> {
+    pub sub_session: bool,
+    pub skills: Option<&'a str>,
+}
+
 /// The system prompt of a call by `agent` for user `user_id`, read on `c`.
 pub(crate) async fn system_prompt(
     c: &mut Conn<'_>,
@@ -110,8 +117,12 @@ pub(crate) async fn system_prompt(
     agent: &AgentRuntime,
     user_id: i64,
     username: &str,
-    sub_session: bool,
+    shape: Shape<'_>,
 ) -> Result<String> {
+    let Shape {
+        sub_session,
+        skills,
+    } = shape;
     let files = context_files::merged(c, dk, agent.id, user_id).await?;
     let specs = crate::execution::permissions::allowed_specs(c, &st.functions, user_id).await?;
     let listed = functions::help::describe(&specs);
@@ -163,6 +174,7 @@ pub(crate) async fn system_prompt(
         functions: &listed,
         default_processes: &default_processes,
         other_processes: &other_processes,
+        skills,
         sandbox: bash.then_some(SANDBOX),
         user: username,
         today: &today,
@@ -171,6 +183,15 @@ pub(crate) async fn system_prompt(
         virtual_files: &virtual_files,
         runtime: &runtime,
     }))
+}
+
+/// The skills the user's agents are offered, and what a kept prompt must have been built
+/// under to be used: its day and those skills. They are read each time (the user's own are
+/// files a command may have changed).
+fn stamp(st: &AppState, user_id: i64) -> (Vec<std::sync::Arc<crate::skills::Skill>>, String) {
+    let skills = st.skills.for_user(user_id).allowed(None);
+    let stamp = format!("{} {}", today(), crate::skills::fingerprint(&skills));
+    (skills, stamp)
 }
 
 /// The session's agent ready for a call: its runtime, its system prompt built, and the
@@ -194,12 +215,25 @@ pub(crate) async fn prepared(
         agent_id: agent.id,
         sub_session: sub,
     };
-    let day = today();
-    agent.system = match st.prompts.get(key, generation, &day) {
+    let (skills, stamp) = stamp(st, user.id());
+    agent.system = match st.prompts.get(key, generation, &stamp) {
         Some(kept) => kept,
         None => {
-            let built = system_prompt(c, st, &dk, &agent, user.id(), &username, sub).await?;
-            st.prompts.put(key, generation, day, &built);
+            let section = crate::skills::prompt_section(&skills);
+            let built = system_prompt(
+                c,
+                st,
+                &dk,
+                &agent,
+                user.id(),
+                &username,
+                Shape {
+                    sub_session: sub,
+                    skills: section.as_deref(),
+                },
+            )
+            .await?;
+            st.prompts.put(key, generation, stamp, &built);
             built
         }
     };
@@ -309,7 +343,8 @@ mod tests {
             agent_id: agent,
             sub_session: false,
         };
-        st.prompts.put(key, generation, today(), text);
+        st.prompts
+            .put(key, generation, stamp(st, user.id()).1, text);
     }
 
     #[tokio::test]

@@ -19,6 +19,7 @@ mod abilities;
 mod agents;
 mod calls;
 mod chat;
+mod skills;
 mod spend;
 mod sse;
 pub mod ws;
@@ -91,6 +92,10 @@ where
         )
         .route("/abilities/{id}/render", post(abilities::render))
         .route("/plugins", get(abilities::plugins))
+        .route("/skills", get(skills::list))
+        .route("/skills/search", post(skills::search))
+        .route("/skills/{name}", get(skills::get))
+        .route("/skills/{name}/files/{*path}", get(skills::file))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such API route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

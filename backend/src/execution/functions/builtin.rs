@@ -2,8 +2,8 @@
 //! ([`crate::AppState::new`]) and by tests; nothing in the layers below names a handler.
 
 use super::{
-    Registry, agent_queue, ask, bash, bus, commands, context_file, help, process, update_prompt,
-    user_notify, websearch,
+    Registry, agent_queue, ask, bash, bus, commands, context_file, help, process, skills,
+    update_prompt, user_notify, websearch,
 };
 
 /// A registry of every builtin function.
@@ -18,6 +18,8 @@ pub fn registry() -> Registry {
     r.register(user_notify::UserNotify);
     r.register(agent_queue::AgentQueue);
     r.register(process::LoadProcess);
+    r.register(skills::SkillSearch);
+    r.register(skills::SkillGet);
     commands::register(&mut r);
     r.bus = bus::builtin();
     r

@@ -22,6 +22,7 @@ pub mod help;
 pub mod plugin;
 pub mod process;
 pub mod schema;
+pub mod skills;
 pub mod update_prompt;
 pub mod user_notify;
 pub mod websearch;

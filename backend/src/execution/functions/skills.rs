@@ -1,0 +1,117 @@
+//! `skill_search` and `skill_get` (reference 002 §9–10): an agent finds the skills that fit a
+//! task, and reads one, or one of its files. Both see the skills of the user the agent
+//! works for ([`crate::skills`]). Safe, allowed always.
+
+use futures::future::BoxFuture;
+use hero_shared::calls::{DangerLevel, FunctionPermissions, Permission};
+use serde_json::{Value, json};
+
+use super::{Ctx, Function, Spec};
+use crate::skills;
+
+pub struct SkillSearch;
+
+impl Function for SkillSearch {
+    fn spec(&self) -> Spec {
+        Spec {
+            name: "skill_search".into(),
+            description: "Finds the skills (instructions for kinds of task) that best fit what a task is about: the best 5 by default, each with its name, description, score and location. Read one with skill_get.".into(),
+            plugin: None,
+            default: Permission::Always,
+            permissions: FunctionPermissions::allowed(DangerLevel::Safe),
+            answered_by_user: false,
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "what the task is about", "minLength": 1, "maxLength": 1000},
+                    "limit": {"type": "integer", "description": "how many results (default 5)", "minimum": 1, "maximum": 20}
+                },
+                "required": ["query"]
+            }),
+            examples: vec![json!({"query": "fill in a PDF form"})],
+        }
+    }
+
+    fn run<'a>(
+        &'a self,
+        cx: &'a Ctx<'a>,
+        args: &'a Value,
+    ) -> BoxFuture<'a, Result<String, String>> {
+        Box::pin(async move {
+            let query = args
+                .get("query")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let limit = args
+                .get("limit")
+                .and_then(Value::as_u64)
+                .map_or(skills::DEFAULT_RESULTS, |l| l as usize);
+            let view = cx.st.skills.for_user(cx.user_id);
+            let hits = skills::search(&view.skills, query, limit)?;
+            if hits.is_empty() {
+                return Ok(format!("No skill fits {query:?}."));
+            }
+            Ok(hits
+                .iter()
+                .map(|h| {
+                    format!(
+                        "- {} (score {:.2}, {}): {} [{}/SKILL.md]",
+                        h.skill.name(),
+                        h.score,
+                        h.skill.tier.as_str(),
+                        h.skill.md.description,
+                        h.skill.base_dir()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n"))
+        })
+    }
+}
+
+pub struct SkillGet;
+
+impl Function for SkillGet {
+    fn spec(&self) -> Spec {
+        Spec {
+            name: "skill_get".into(),
+            description: "Reads a skill: its instructions (SKILL.md's body), or with `file` one of the text files beside it.".into(),
+            plugin: None,
+            default: Permission::Always,
+            permissions: FunctionPermissions::allowed(DangerLevel::Safe),
+            answered_by_user: false,
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "the skill's name", "minLength": 1, "maxLength": 64},
+                    "file": {"type": "string", "description": "a file of the skill's folder, by its path in it", "maxLength": 1024}
+                },
+                "required": ["name"]
+            }),
+            examples: vec![
+                json!({"name": "writing-skills"}),
+                json!({"name": "pdf-forms", "file": "scripts/fill.py"}),
+            ],
+        }
+    }
+
+    fn run<'a>(
+        &'a self,
+        cx: &'a Ctx<'a>,
+        args: &'a Value,
+    ) -> BoxFuture<'a, Result<String, String>> {
+        Box::pin(async move {
+            let name = args.get("name").and_then(Value::as_str).unwrap_or_default();
+            let view = cx.st.skills.for_user(cx.user_id);
+            let Some(skill) = view.get(name) else {
+                return Err(format!(
+                    "there is no skill {name:?}; skill_search finds them"
+                ));
+            };
+            match args.get("file").and_then(Value::as_str) {
+                None | Some("" | "SKILL.md") => Ok(skill.body()),
+                Some(file) => skill.file(file),
+            }
+        })
+    }
+}

@@ -1,0 +1,163 @@
+//! What the skills' routes answer (`/api/skills`): a user's skills by tier, one with its
+//! details and files, and a search.
+
+use hero_shared::api::{
+    SkillDetail, SkillDto, SkillFile, SkillFileText, SkillHitDto, SkillSearchDto,
+    SkillSearchRequest, SkillsDto,
+};
+
+use super::{DEFAULT_RESULTS, Failed, Skill, Tier, View};
+use crate::accounts::auth::AuthUser;
+use crate::{AppState, Error, Result};
+
+fn visibility(tier: Tier) -> &'static str {
+    match tier {
+        Tier::Builtin | Tier::Global => "public",
+        _ => "private",
+    }
+}
+
+fn dto(s: &Skill, overridden_by: Option<Tier>) -> SkillDto {
+    SkillDto {
+        name: s.md.name.clone(),
+        description: s.md.description.clone(),
+        tier: s.tier.as_str().to_owned(),
+        visibility: visibility(s.tier).to_owned(),
+        version: s.version.clone(),
+        overridden_by: overridden_by.map(|t| t.as_str().to_owned()),
+        error: None,
+        detail: None,
+    }
+}
+
+fn failed_dto(f: &Failed) -> SkillDto {
+    SkillDto {
+        name: f.name.clone(),
+        description: String::new(),
+        tier: f.tier.as_str().to_owned(),
+        visibility: visibility(f.tier).to_owned(),
+        version: String::new(),
+        overridden_by: None,
+        error: Some(f.error.clone()),
+        detail: None,
+    }
+}
+
+/// Every skill the user has, by tier (highest first) then name: those in use, those a
+/// higher tier hides, and the folders that are no skill, with why.
+pub fn list(st: &AppState, user: &AuthUser) -> SkillsDto {
+    let view = st.skills.for_user(user.id());
+    let mut skills: Vec<SkillDto> = view.skills.iter().map(|s| dto(s, None)).collect();
+    skills.extend(view.overridden.iter().map(|(s, by)| dto(s, Some(*by))));
+    skills.extend(view.failed.iter().map(failed_dto));
+    let rank = |t: &str| {
+        [
+            Tier::Workspace,
+            Tier::Project,
+            Tier::Personal,
+            Tier::Global,
+            Tier::Builtin,
+        ]
+        .iter()
+        .position(|x| x.as_str() == t)
+    };
+    skills.sort_by(|a, b| {
+        rank(&a.tier)
+            .cmp(&rank(&b.tier))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    SkillsDto {
+        search_mode: "bm25".into(),
+        skills,
+    }
+}
+
+/// The skill `name` (the one in use, or of `tier`), with its details.
+fn find(
+    view: &View,
+    name: &str,
+    tier: Option<&str>,
+) -> Option<(std::sync::Arc<Skill>, Option<Tier>)> {
+    let in_use = view.get(name).cloned().map(|s| (s, None));
+    match tier {
+        None => in_use,
+        Some(t) => in_use.filter(|(s, _)| s.tier.as_str() == t).or_else(|| {
+            view.overridden
+                .iter()
+                .find(|(s, _)| s.md.name == name && s.tier.as_str() == t)
+                .map(|(s, by)| (s.clone(), Some(*by)))
+        }),
+    }
+}
+
+/// `GET /api/skills/{name}?tier=`.
+pub fn get(st: &AppState, user: &AuthUser, name: &str, tier: Option<&str>) -> Result<SkillDto> {
+    let view = st.skills.for_user(user.id());
+    let (s, by) = find(&view, name, tier).ok_or(Error::NotFound("skill"))?;
+    Ok(SkillDto {
+        detail: Some(SkillDetail {
+            license: s.md.license.clone(),
+            compatibility: s.md.compatibility.clone(),
+            metadata: s.md.metadata.clone(),
+            allowed_tools: s.md.allowed_tools.clone(),
+            content: s.body(),
+            files: s
+                .files
+                .iter()
+                .map(|(path, size)| SkillFile {
+                    path: path.clone(),
+                    size: *size,
+                })
+                .collect(),
+        }),
+        ..dto(&s, by)
+    })
+}
+
+/// `GET /api/skills/{name}/files/{path}`: a text file of the skill in use.
+pub fn file(st: &AppState, user: &AuthUser, name: &str, path: &str) -> Result<SkillFileText> {
+    let view = st.skills.for_user(user.id());
+    let s = view.get(name).ok_or(Error::NotFound("skill"))?;
+    if path == "SKILL.md" {
+        return Ok(SkillFileText {
+            path: path.into(),
+            content: s.body(),
+        });
+    }
+    if !s.files.iter().any(|(p, _)| p == path) {
+        return Err(Error::NotFound("file"));
+    }
+    let content = s.file(path).map_err(Error::Invalid)?;
+    Ok(SkillFileText {
+        path: path.into(),
+        content,
+    })
+}
+
+/// `POST /api/skills/search`.
+pub fn search(st: &AppState, user: &AuthUser, req: &SkillSearchRequest) -> Result<SkillSearchDto> {
+    if req.query.trim().is_empty() {
+        return Err(Error::Invalid("the query is empty".into()));
+    }
+    let view = st.skills.for_user(user.id());
+    let hits = super::search(
+        &view.skills,
+        &req.query,
+        req.limit.unwrap_or(DEFAULT_RESULTS),
+    )
+    .map_err(Error::Invalid)?;
+    Ok(SkillSearchDto {
+        mode: "bm25".into(),
+        results: hits
+            .into_iter()
+            .map(|h| SkillHitDto {
+                name: h.skill.md.name.clone(),
+                description: h.skill.md.description.clone(),
+                tier: h.skill.tier.as_str().to_owned(),
+                score: h.score,
+                bm25: h.bm25,
+                vector: None,
+            })
+            .collect(),
+    })
+}

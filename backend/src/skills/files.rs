@@ -1,0 +1,199 @@
+//! Reading a skill's folder, never beneath it: every open is `openat2` with
+//! `RESOLVE_BENEATH` from the folder's own descriptor, so a link (or `..`) leading out of
+//! the folder fails, whatever a sandboxed command left in a workspace. Only regular files
+//! are read (opened without blocking, so a FIFO cannot hold a read up); sizes, counts and
+//! depth are bounded.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+
+/// The largest file of a skill other than its `SKILL.md`.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+/// The most a skill's folder may hold in all.
+pub const MAX_FOLDER_BYTES: u64 = 8 << 20;
+/// The most files a skill's folder may hold.
+pub const MAX_FILES: usize = 256;
+/// The deepest a skill's folder may nest.
+pub const MAX_DEPTH: usize = 8;
+
+fn open_beneath(dir: impl AsFd, rel: &str, flags: OFlags) -> std::io::Result<OwnedFd> {
+    Ok(rustix::fs::openat2(
+        dir,
+        rel,
+        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+    )?)
+}
+
+/// Opens the folder `dir` (itself not a link).
+pub fn open_dir(dir: &Path) -> std::io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+    )?)
+}
+
+/// Opens the folder `rel` beneath `dir`.
+pub fn open_subdir(dir: impl AsFd, rel: &str) -> std::io::Result<OwnedFd> {
+    open_beneath(dir, rel, OFlags::RDONLY | OFlags::DIRECTORY)
+}
+
+/// The file `rel` beneath the folder `dir`, if it is a regular file of `max` bytes at most.
+pub fn read(dir: impl AsFd, rel: &str, max: u64) -> Result<Vec<u8>, String> {
+    if rel.contains('\0') {
+        return Err(format!("{rel:?} is no file's path"));
+    }
+    let fd = open_beneath(dir, rel, OFlags::RDONLY).map_err(|e| match e.raw_os_error() {
+        Some(libc::EXDEV) => format!("{rel} leads outside the skill's folder"),
+        Some(libc::ELOOP) => format!("{rel} is a link, and links are not followed"),
+        Some(libc::ENOENT) => format!("{rel} is not in the skill's folder"),
+        _ => format!("{rel} cannot be read: {e}"),
+    })?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| format!("{rel} cannot be read: {e}"))?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(format!("{rel} is not a regular file"));
+    }
+    let size = st.st_size as u64;
+    if size > max {
+        return Err(format!("{rel} is {size} bytes, more than {max}"));
+    }
+    let mut file = std::fs::File::from(fd);
+    let mut out = Vec::with_capacity(size as usize);
+    use std::io::Read;
+    (&mut file)
+        .take(max + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("{rel} cannot be read: {e}"))?;
+    if out.len() as u64 > max {
+        return Err(format!("{rel} is more than {max} bytes"));
+    }
+    Ok(out)
+}
+
+/// The files of the folder `dir`, as `(path relative to it, size)`, by path, and why the
+/// folder cannot be a skill's if it cannot: a FIFO, device or socket in it, more than
+/// [`MAX_FILES`] files, [`MAX_FOLDER_BYTES`] in all, or [`MAX_DEPTH`] levels. Links are
+/// listed as they are not: they are skipped (a read through one stays beneath anyway).
+pub fn list(dir: impl AsFd) -> Result<Vec<(String, u64)>, String> {
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    walk(dir.as_fd(), "", 0, &mut out, &mut total)?;
+    out.sort();
+    Ok(out)
+}
+
+fn walk(
+    dir: std::os::fd::BorrowedFd<'_>,
+    prefix: &str,
+    depth: usize,
+    out: &mut Vec<(String, u64)>,
+    total: &mut u64,
+) -> Result<(), String> {
+    if depth >= MAX_DEPTH {
+        return Err(format!("the folder nests deeper than {MAX_DEPTH} levels"));
+    }
+    let fd = open_beneath(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY)
+        .map_err(|e| format!("{prefix}: {e}"))?;
+    let entries =
+        rustix::fs::Dir::read_from(&fd).map_err(|e| format!("the folder cannot be read: {e}"))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("the folder cannot be read: {e}"))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "." || name == ".." {
+            continue;
+        }
+        let path = format!("{prefix}{name}");
+        let st = rustix::fs::statat(&fd, name.as_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| format!("{path}: {e}"))?;
+        match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+            rustix::fs::FileType::Directory => {
+                let sub = open_subdir(&fd, &name).map_err(|e| format!("{path}: {e}"))?;
+                walk(sub.as_fd(), &format!("{path}/"), depth + 1, out, total)?;
+            }
+            rustix::fs::FileType::RegularFile => {
+                let size = st.st_size as u64;
+                *total += size;
+                out.push((path, size));
+                if out.len() > MAX_FILES {
+                    return Err(format!("the folder holds more than {MAX_FILES} files"));
+                }
+                if *total > MAX_FOLDER_BYTES {
+                    return Err(format!(
+                        "the folder holds more than {} MiB",
+                        MAX_FOLDER_BYTES >> 20
+                    ));
+                }
+            }
+            rustix::fs::FileType::Symlink => {}
+            _ => return Err(format!("{path} is a FIFO, device or socket")),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_stay_beneath_the_folder() {
+        let root = tempfile::tempdir().unwrap();
+        let secret = root.path().join("master.key");
+        std::fs::write(&secret, "secret").unwrap();
+        let skill = root.path().join("pdf");
+        std::fs::create_dir_all(skill.join("scripts")).unwrap();
+        std::fs::write(skill.join("SKILL.md"), "body").unwrap();
+        std::fs::write(skill.join("scripts/fill.py"), "print()").unwrap();
+        std::os::unix::fs::symlink(&secret, skill.join("key")).unwrap();
+        std::os::unix::fs::symlink("../master.key", skill.join("up")).unwrap();
+        std::os::unix::fs::symlink("scripts/fill.py", skill.join("inside")).unwrap();
+        let fd = open_dir(&skill).unwrap();
+        assert_eq!(read(&fd, "SKILL.md", 100).unwrap(), b"body");
+        assert_eq!(read(&fd, "scripts/fill.py", 100).unwrap(), b"print()");
+        for bad in [
+            "key",
+            "up",
+            "../master.key",
+            "/etc/passwd",
+            "scripts/../../master.key",
+        ] {
+            let why = read(&fd, bad, 100).unwrap_err();
+            assert!(
+                why.contains("outside") || why.contains("not in") || why.contains("a link"),
+                "{bad}: {why}"
+            );
+        }
+        assert!(
+            read(&fd, "SKILL.md", 2)
+                .unwrap_err()
+                .contains("more than 2")
+        );
+        assert!(
+            read(&fd, "scripts", 100)
+                .unwrap_err()
+                .contains("not a regular file")
+        );
+        assert_eq!(
+            list(&fd).unwrap(),
+            [
+                ("SKILL.md".to_owned(), 4),
+                ("scripts/fill.py".to_owned(), 7)
+            ]
+        );
+        let made = std::process::Command::new("mkfifo")
+            .arg(skill.join("pipe"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert!(
+            read(&fd, "pipe", 100)
+                .unwrap_err()
+                .contains("not a regular file")
+        );
+        assert!(list(&fd).unwrap_err().contains("FIFO"));
+    }
+}

@@ -1,0 +1,585 @@
+//! Skills (reference 002 §8–13): folders of instructions in the Agent Skills format
+//! ([`format`]), read by an agent when a task needs one. Tiers, highest first, the higher
+//! winning a name both have ([`Tier`]): a user's workspace (`workspaces/<user>/skills`) and
+//! project (`workspaces/<user>/.agents/skills`) folders, read when a user's skills are asked
+//! for; the administrator's (`DATA_DIR/skills`) and Hero's own (the repository's `skills/`,
+//! in the binary), read at start-up. A folder whose skill cannot be read is listed with
+//! why, and is not used.
+//!
+//! Every read of a folder stays beneath it ([`files`]). Found with [`crate::search`]'s
+//! BM25 over names and descriptions. Offered to agents by the functions `skill_search` and
+//! `skill_get`, and in the prompt's `## Skills` section ([`prompt_section`]).
+
+pub mod api;
+pub mod files;
+pub mod format;
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sha2::Digest;
+
+use crate::search::Bm25;
+
+/// Where a skill comes from, highest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Tier {
+    Workspace,
+    Project,
+    Personal,
+    Global,
+    Builtin,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Workspace => "workspace",
+            Tier::Project => "project",
+            Tier::Personal => "personal",
+            Tier::Global => "global",
+            Tier::Builtin => "builtin",
+        }
+    }
+
+    /// Where a skill of this tier's folder is, as `bash` sees it, if it sees it.
+    fn in_sandbox(self) -> Option<&'static str> {
+        match self {
+            Tier::Workspace => Some("/workspace/skills"),
+            Tier::Project => Some("/workspace/.agents/skills"),
+            _ => None,
+        }
+    }
+}
+
+/// The most skills one root may hold; past them, the first by name are read.
+pub const MAX_SKILLS_PER_ROOT: usize = 1_000;
+/// The most results a search gives.
+pub const MAX_RESULTS: usize = 20;
+/// The results a search gives unless asked for more or fewer.
+pub const DEFAULT_RESULTS: usize = 5;
+/// The longest query.
+pub const MAX_QUERY_CHARS: usize = 1_000;
+/// At most this many skills are listed in the prompt (inline mode)...
+pub const INLINE_MAX_SKILLS: usize = 20;
+/// ...and at most this many estimated tokens of names and descriptions (characters / 4).
+pub const INLINE_MAX_TOKENS: usize = 3_500;
+
+/// One skill, read and checked.
+#[derive(Debug, Clone)]
+pub struct Skill {
+    pub tier: Tier,
+    pub md: format::SkillMd,
+    /// Its folder on the host; none for one of Hero's own.
+    pub dir: Option<PathBuf>,
+    /// Its files, `SKILL.md` among them: (path in the folder, size).
+    pub files: Vec<(String, u64)>,
+    /// The first 16 hex digits of its `SKILL.md`'s SHA-256: it changes when the text does.
+    pub version: String,
+}
+
+impl Skill {
+    pub fn name(&self) -> &str {
+        &self.md.name
+    }
+
+    /// Where its files are for the agent: the path `bash` sees for the workspace tiers,
+    /// else `skill://<name>`, which `skill_get` reads.
+    pub fn base_dir(&self) -> String {
+        match self.tier.in_sandbox() {
+            Some(root) => format!("{root}/{}", self.md.name),
+            None => format!("skill://{}", self.md.name),
+        }
+    }
+
+    /// Its body, `{baseDir}` made [`Skill::base_dir`].
+    pub fn body(&self) -> String {
+        self.md.body.replace("{baseDir}", &self.base_dir())
+    }
+
+    /// One of its files other than `SKILL.md`, as text.
+    pub fn file(&self, path: &str) -> Result<String, String> {
+        let path = path.trim_start_matches("./");
+        let Some(dir) = &self.dir else {
+            return Err(format!("the skill {} has no file {path}", self.md.name));
+        };
+        let fd =
+            files::open_dir(dir).map_err(|e| format!("the skill's folder cannot be read: {e}"))?;
+        let bytes = files::read(&fd, path, files::MAX_FILE_BYTES)?;
+        if bytes.contains(&0) {
+            return Err(format!("{path} is not text"));
+        }
+        String::from_utf8(bytes).map_err(|_| format!("{path} is not UTF-8 text"))
+    }
+}
+
+/// A folder that is no skill, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed {
+    pub tier: Tier,
+    /// The folder's name.
+    pub name: String,
+    pub error: String,
+}
+
+/// What one root of a tier holds.
+#[derive(Debug, Clone, Default)]
+pub struct Root {
+    pub skills: Vec<Arc<Skill>>,
+    pub failed: Vec<Failed>,
+}
+
+fn version_of(bytes: &[u8]) -> String {
+    let digest = sha2::Sha256::digest(bytes);
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Reads every skill folder of `root` (none: nothing) as skills of `tier`.
+pub fn read_root(root: &Path, tier: Tier) -> Root {
+    let mut out = Root::default();
+    let Ok(root_fd) = files::open_dir(root) else {
+        return out;
+    };
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return out;
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    names.sort();
+    if names.len() > MAX_SKILLS_PER_ROOT {
+        tracing::warn!(root = %root.display(), found = names.len(), "more skills than {MAX_SKILLS_PER_ROOT}; the first by name are read");
+        names.truncate(MAX_SKILLS_PER_ROOT);
+    }
+    for name in names {
+        match read_one(&root_fd, root, &name, tier) {
+            Ok(skill) => out.skills.push(Arc::new(skill)),
+            Err(error) => out.failed.push(Failed { tier, name, error }),
+        }
+    }
+    out
+}
+
+fn read_one(root_fd: impl AsFd, root: &Path, name: &str, tier: Tier) -> Result<Skill, String> {
+    format::check_name(name)?;
+    let dir = files::open_subdir(&root_fd, name)
+        .map_err(|e| format!("the folder cannot be opened: {e}"))?;
+    let bytes = files::read(&dir, "SKILL.md", format::MAX_SKILL_MD_BYTES as u64)?;
+    let md = format::parse(&bytes, name)?;
+    let listed = files::list(&dir)?;
+    Ok(Skill {
+        tier,
+        version: version_of(&bytes),
+        md,
+        dir: Some(root.join(name)),
+        files: listed,
+    })
+}
+
+/// Hero's own skills, in the binary: (folder, SKILL.md).
+const BUILTIN: &[(&str, &str)] = &[(
+    "writing-skills",
+    include_str!("../../../skills/writing-skills/SKILL.md"),
+)];
+
+/// Hero's own skills.
+pub fn builtin() -> Root {
+    let mut out = Root::default();
+    for (name, text) in BUILTIN {
+        match format::parse(text.as_bytes(), name) {
+            Ok(md) => out.skills.push(Arc::new(Skill {
+                tier: Tier::Builtin,
+                version: version_of(text.as_bytes()),
+                files: vec![("SKILL.md".into(), text.len() as u64)],
+                md,
+                dir: None,
+            })),
+            Err(error) => out.failed.push(Failed {
+                tier: Tier::Builtin,
+                name: (*name).to_owned(),
+                error,
+            }),
+        }
+    }
+    out
+}
+
+/// The skills of every tier but the users' own: Hero's and the administrator's, read at
+/// start-up; and where the users' are.
+#[derive(Debug, Default)]
+pub struct Library {
+    fixed: Vec<Root>,
+    workspaces: PathBuf,
+}
+
+impl Library {
+    /// Reads Hero's skills and the administrator's under `global` (if given); the users'
+    /// folders are under `workspaces`.
+    pub fn load(global: Option<&Path>, workspaces: &Path) -> Library {
+        let mut fixed = Vec::new();
+        if let Some(g) = global {
+            fixed.push(read_root(g, Tier::Global));
+        }
+        fixed.push(builtin());
+        for root in &fixed {
+            for f in &root.failed {
+                tracing::warn!(skill = %f.name, tier = f.tier.as_str(), "skill not loaded: {}", f.error);
+            }
+        }
+        Library {
+            fixed,
+            workspaces: workspaces.to_path_buf(),
+        }
+    }
+
+    /// The skills `user_id` has: their workspace's and project's, read now, over the fixed
+    /// tiers.
+    pub fn for_user(&self, user_id: i64) -> View {
+        let ws = self.workspaces.join(user_id.to_string());
+        let mut roots = vec![
+            read_root(&ws.join("skills"), Tier::Workspace),
+            read_root(&ws.join(".agents/skills"), Tier::Project),
+        ];
+        roots.extend(self.fixed.iter().cloned());
+        View::of(roots)
+    }
+}
+
+/// A user's skills: the one of each name from the highest tier, those it hides, and the
+/// folders that are no skill.
+#[derive(Debug, Clone, Default)]
+pub struct View {
+    /// By name.
+    pub skills: Vec<Arc<Skill>>,
+    /// Each hidden skill and the tier of the one that hides it.
+    pub overridden: Vec<(Arc<Skill>, Tier)>,
+    pub failed: Vec<Failed>,
+}
+
+impl View {
+    /// `roots` highest tier first.
+    pub fn of(mut roots: Vec<Root>) -> View {
+        roots.sort_by_key(|r| {
+            r.skills
+                .first()
+                .map(|s| s.tier)
+                .or(r.failed.first().map(|f| f.tier))
+        });
+        let mut view = View::default();
+        for root in roots {
+            for s in root.skills {
+                match view.skills.iter().find(|w| w.md.name == s.md.name) {
+                    Some(winner) => {
+                        let by = winner.tier;
+                        view.overridden.push((s, by));
+                    }
+                    None => view.skills.push(s),
+                }
+            }
+            view.failed.extend(root.failed);
+        }
+        view.skills.sort_by(|a, b| a.md.name.cmp(&b.md.name));
+        view
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<Skill>> {
+        self.skills.iter().find(|s| s.md.name == name)
+    }
+
+    /// The skills an allow list lets an agent use: all (`None`), none (`[]`), or those
+    /// named.
+    pub fn allowed(&self, allow: Option<&[String]>) -> Vec<Arc<Skill>> {
+        self.skills
+            .iter()
+            .filter(|s| allow.is_none_or(|names| names.iter().any(|n| *n == s.md.name)))
+            .cloned()
+            .collect()
+    }
+}
+
+/// One search result: the skill, its score, and its BM25 part (over the query's best).
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub skill: Arc<Skill>,
+    pub score: f64,
+    pub bm25: f64,
+}
+
+/// The skills of `among` that best fit `query` (BM25 over name and description; the score
+/// is the BM25 part, over the best), `limit` at most, best first, ties by name.
+pub fn search(among: &[Arc<Skill>], query: &str, limit: usize) -> Result<Vec<Hit>, String> {
+    if query.chars().count() > MAX_QUERY_CHARS {
+        return Err(format!("a query is at most {MAX_QUERY_CHARS} characters"));
+    }
+    let texts: Vec<String> = among
+        .iter()
+        .map(|s| format!("{} {}", s.md.name, s.md.description))
+        .collect();
+    let index = Bm25::new(texts.iter().map(String::as_str));
+    let found = index.search(query, limit.clamp(1, MAX_RESULTS));
+    let best = found.first().map_or(1.0, |(_, s)| *s);
+    Ok(found
+        .into_iter()
+        .map(|(i, s)| {
+            let bm25 = s / best;
+            Hit {
+                skill: among[i].clone(),
+                score: crate::search::fuse(Some(bm25), None),
+                bm25,
+            }
+        })
+        .collect())
+}
+
+/// What tells one list of skills from another in a kept prompt: each one's name, tier and
+/// version.
+pub fn fingerprint(skills: &[Arc<Skill>]) -> String {
+    let mut h = sha2::Sha256::new();
+    for s in skills {
+        h.update(s.md.name.as_bytes());
+        h.update([0, s.tier as u8]);
+        h.update(s.version.as_bytes());
+    }
+    h.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Whether the prompt lists `skills` (inline) rather than telling the agent to search:
+/// at most [`INLINE_MAX_SKILLS`] and [`INLINE_MAX_TOKENS`] estimated tokens.
+pub fn inline(skills: &[Arc<Skill>]) -> bool {
+    skills.len() <= INLINE_MAX_SKILLS && estimated_tokens(skills) <= INLINE_MAX_TOKENS
+}
+
+/// The names' and descriptions' characters, over 4.
+pub fn estimated_tokens(skills: &[Arc<Skill>]) -> usize {
+    skills
+        .iter()
+        .map(|s| s.md.name.chars().count() + s.md.description.chars().count())
+        .sum::<usize>()
+        / 4
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The prompt's `## Skills` section for the skills an agent may use; none when it has none.
+pub fn prompt_section(skills: &[Arc<Skill>]) -> Option<String> {
+    if skills.is_empty() {
+        return None;
+    }
+    let mut p = String::from(
+        "\n## Skills\nSkills are instructions for kinds of task, with files beside them. Before a task a skill is for, read it with @system(skill_get, {\"name\": \"…\"}) (and `file` for one of its files), then follow it.\n",
+    );
+    if inline(skills) {
+        p.push_str("<available_skills>\n");
+        for s in skills {
+            p.push_str(&format!(
+                "<skill><name>{}</name><description>{}</description><location>{}/SKILL.md</location></skill>\n",
+                escape(&s.md.name),
+                escape(&s.md.description),
+                escape(&s.base_dir()),
+            ));
+        }
+        p.push_str("</available_skills>\n");
+    } else {
+        p.push_str(&format!(
+            "You have {} skills, too many to list: find the ones a task needs with @system(skill_search, {{\"query\": \"…\"}}), which gives the best 5.\n",
+            skills.len()
+        ));
+    }
+    Some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn skill(tier: Tier, name: &str, description: &str) -> Arc<Skill> {
+        Arc::new(Skill {
+            tier,
+            md: format::SkillMd {
+                name: name.into(),
+                description: description.into(),
+                license: None,
+                compatibility: None,
+                metadata: Default::default(),
+                allowed_tools: None,
+                other: Default::default(),
+                body: "Use {baseDir}/run.sh.".into(),
+            },
+            dir: None,
+            files: Vec::new(),
+            version: "0".into(),
+        })
+    }
+
+    fn root(skills: Vec<Arc<Skill>>) -> Root {
+        Root {
+            skills,
+            failed: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_higher_tier_wins_a_name() {
+        let view = View::of(vec![
+            root(vec![skill(Tier::Builtin, "pdf", "Hero's")]),
+            root(vec![skill(Tier::Workspace, "pdf", "mine")]),
+            root(vec![
+                skill(Tier::Global, "pdf", "the admin's"),
+                skill(Tier::Global, "git", "g"),
+            ]),
+        ]);
+        let names: Vec<(&str, Tier)> = view.skills.iter().map(|s| (s.name(), s.tier)).collect();
+        assert_eq!(names, [("git", Tier::Global), ("pdf", Tier::Workspace)]);
+        let hidden: Vec<(Tier, Tier)> = view
+            .overridden
+            .iter()
+            .map(|(s, by)| (s.tier, *by))
+            .collect();
+        assert_eq!(
+            hidden,
+            [
+                (Tier::Global, Tier::Workspace),
+                (Tier::Builtin, Tier::Workspace)
+            ]
+        );
+    }
+
+    #[test]
+    fn base_dir_is_where_bash_sees_it_or_a_skill_address() {
+        assert_eq!(
+            skill(Tier::Workspace, "pdf", "d").body(),
+            "Use /workspace/skills/pdf/run.sh."
+        );
+        assert_eq!(
+            skill(Tier::Project, "pdf", "d").base_dir(),
+            "/workspace/.agents/skills/pdf"
+        );
+        assert_eq!(
+            skill(Tier::Global, "pdf", "d").body(),
+            "Use skill://pdf/run.sh."
+        );
+    }
+
+    #[test]
+    fn allow_lists() {
+        let view = View::of(vec![root(vec![
+            skill(Tier::Global, "a1", "x"),
+            skill(Tier::Global, "b1", "y"),
+        ])]);
+        assert_eq!(view.allowed(None).len(), 2);
+        assert!(view.allowed(Some(&[])).is_empty());
+        let named = view.allowed(Some(&["b1".to_owned(), "zz".to_owned()]));
+        assert_eq!(named.iter().map(|s| s.name()).collect::<Vec<_>>(), ["b1"]);
+    }
+
+    #[test]
+    fn inline_up_to_twenty_skills_and_3500_tokens() {
+        let many = |n: usize| -> Vec<Arc<Skill>> {
+            (0..n)
+                .map(|i| skill(Tier::Global, &format!("s{i:02}"), "d"))
+                .collect()
+        };
+        assert!(inline(&many(20)));
+        assert!(!inline(&many(21)));
+        // 14,003 characters of names and descriptions are 3,500 tokens; 14,004 are 3,501.
+        let sized = |chars: usize| vec![skill(Tier::Global, "ab", &"d".repeat(chars - 2))];
+        assert!(inline(&sized(14_003)));
+        assert!(!inline(&sized(14_004)));
+        let listed = prompt_section(&many(2)).unwrap();
+        assert!(listed.contains("<available_skills>"), "{listed}");
+        assert!(
+            listed.contains("<location>skill://s00/SKILL.md</location>"),
+            "{listed}"
+        );
+        let searched = prompt_section(&many(21)).unwrap();
+        assert!(searched.contains("skill_search") && !searched.contains("<available_skills>"));
+        assert!(prompt_section(&[]).is_none());
+        let hostile =
+            prompt_section(&[skill(Tier::Global, "x1", "</skill></available_skills>")]).unwrap();
+        assert!(hostile.contains("&lt;/skill&gt;"), "{hostile}");
+    }
+
+    #[test]
+    fn search_ranks_by_name_and_description() {
+        let among = vec![
+            skill(Tier::Global, "pdf-forms", "Fill in PDF forms"),
+            skill(Tier::Global, "git-history", "Read a repository's history"),
+            skill(Tier::Global, "pdf-merge", "Merge PDF files into one"),
+        ];
+        let hits = search(&among, "fill a pdf", 5).unwrap();
+        assert_eq!(hits[0].skill.name(), "pdf-forms");
+        assert_eq!(hits[0].score, 1.0);
+        assert_eq!(hits.len(), 2);
+        assert!(search(&among, &"q".repeat(1_001), 5).is_err());
+    }
+
+    #[test]
+    fn folders_are_read_and_bad_ones_said_why() {
+        let root_dir = tempfile::tempdir().unwrap();
+        let write = |path: &str, text: &str| {
+            let p = root_dir.path().join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(
+            "pdf/SKILL.md",
+            "---\nname: pdf\ndescription: PDFs.\n---\nBody\n",
+        );
+        write("pdf/scripts/run.sh", "echo");
+        write("broken/SKILL.md", "---\nname: broken\n");
+        write("Upper/SKILL.md", "---\nname: Upper\ndescription: d\n---\n");
+        std::fs::create_dir_all(root_dir.path().join("empty")).unwrap();
+        std::fs::write(root_dir.path().join("master.key"), "secret").unwrap();
+        std::fs::create_dir_all(root_dir.path().join("linked")).unwrap();
+        std::os::unix::fs::symlink("../master.key", root_dir.path().join("linked/SKILL.md"))
+            .unwrap();
+        let read = read_root(root_dir.path(), Tier::Global);
+        assert_eq!(read.skills.len(), 1);
+        let pdf = &read.skills[0];
+        assert_eq!(
+            pdf.files,
+            [
+                ("SKILL.md".to_owned(), 42),
+                ("scripts/run.sh".to_owned(), 4)
+            ]
+        );
+        assert_eq!(pdf.file("scripts/run.sh").unwrap(), "echo");
+        assert!(pdf.file("../master.key").is_err());
+        let failed: Vec<&str> = read.failed.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(failed, ["Upper", "broken", "empty", "linked"]);
+        assert!(
+            read.failed[1].error.contains("no closing"),
+            "{:?}",
+            read.failed[1]
+        );
+        assert!(
+            read.failed[3].error.contains("link"),
+            "{:?}",
+            read.failed[3]
+        );
+        assert!(
+            read_root(&root_dir.path().join("none"), Tier::Global)
+                .skills
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn heros_own_skills_read() {
+        let b = builtin();
+        assert!(b.failed.is_empty(), "{:?}", b.failed);
+        assert!(!b.skills.is_empty());
+    }
+}

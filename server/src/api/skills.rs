@@ -1,0 +1,50 @@
+//! `/api/skills` (reference 002 §8–10): the user's skills by tier, one with its details and
+//! files, and a search over them.
+
+use axum::Json;
+use axum::extract::State;
+use hero_backend::AppState;
+use hero_backend::skills::api;
+use hero_shared::api::{SkillDto, SkillFileText, SkillSearchDto, SkillSearchRequest, SkillsDto};
+use serde::Deserialize;
+
+use super::{ApiJson, ApiPath, ApiQuery, ApiResult, Authed};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierQuery {
+    tier: Option<String>,
+}
+
+/// `GET /api/skills`.
+pub async fn list(State(st): State<AppState>, Authed(user): Authed) -> ApiResult<Json<SkillsDto>> {
+    Ok(Json(api::list(&st, &user)))
+}
+
+/// `GET /api/skills/{name}?tier=`.
+pub async fn get(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<TierQuery>,
+) -> ApiResult<Json<SkillDto>> {
+    Ok(Json(api::get(&st, &user, &name, q.tier.as_deref())?))
+}
+
+/// `GET /api/skills/{name}/files/{*path}`.
+pub async fn file(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath((name, path)): ApiPath<(String, String)>,
+) -> ApiResult<Json<SkillFileText>> {
+    Ok(Json(api::file(&st, &user, &name, &path)?))
+}
+
+/// `POST /api/skills/search` `{query, agent_id?, limit?}`.
+pub async fn search(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiJson(req): ApiJson<SkillSearchRequest>,
+) -> ApiResult<Json<SkillSearchDto>> {
+    Ok(Json(api::search(&st, &user, &req)?))
+}

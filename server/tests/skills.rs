@@ -1,0 +1,238 @@
+//! Skills (reference 002 §8–10) over the API, on loopback: the tiers and what overrides
+//! what, a broken folder's reason, a skill's details and files (never a read beneath its
+//! folder), the search, the prompt's `## Skills` section (a skill written by a command is in
+//! the next prompt), and `skill_search` and `skill_get` called by the agent.
+
+mod support;
+
+use std::path::Path;
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+use support::*;
+
+fn write(root: &Path, path: &str, text: &str) {
+    let p = root.join(path);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn skill_md(name: &str, description: &str, body: &str) -> String {
+    format!("---\nname: {name}\ndescription: {description}\n---\n{body}")
+}
+
+async fn me(h: &Hero) -> i64 {
+    h.json(Method::GET, "/api/me", None).await.1["id"]
+        .as_i64()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn skills_by_tier_searched_given_to_the_agent_and_read_beneath_their_folder() {
+    let global = tempfile::tempdir().unwrap();
+    write(
+        global.path(),
+        "pdf-forms/SKILL.md",
+        &skill_md(
+            "pdf-forms",
+            "Fill in PDF forms from a table of values.",
+            "Run {baseDir}/fill.py.",
+        ),
+    );
+    write(global.path(), "pdf-forms/fill.py", "print('filled')\n");
+    write(
+        global.path(),
+        "git-history/SKILL.md",
+        &skill_md(
+            "git-history",
+            "Read a repository's history.",
+            "Use git log.",
+        ),
+    );
+    write(
+        global.path(),
+        "broken/SKILL.md",
+        "---\nname: broken\ndescription: [unclosed\n---\n",
+    );
+    std::fs::write(global.path().join("master.key"), "the secret").unwrap();
+    std::os::unix::fs::symlink(
+        global.path().join("master.key"),
+        global.path().join("pdf-forms/key"),
+    )
+    .unwrap();
+    let dir = global.path().to_owned();
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let h = hero_with(&[mock.addr()], move |s| s.skills_dir = Some(dir)).await;
+
+    // Listed by tier: Hero's own, the administrator's, and the broken one with its reason.
+    let (s, list) = h.json(Method::GET, "/api/skills", None).await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    assert_eq!(list["search_mode"], "bm25");
+    let seen: Vec<(&str, &str)> = list["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["tier"].as_str().unwrap(), s["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("global", "broken"),
+            ("global", "git-history"),
+            ("global", "pdf-forms"),
+            ("builtin", "writing-skills"),
+        ]
+    );
+    let broken = &list["skills"][0];
+    assert!(
+        broken["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("SKILL.md line "),
+        "{broken}"
+    );
+    assert_eq!(list["skills"][2]["visibility"], "public");
+
+    // One, with its details and files; the link to the key is no file of it.
+    let (s, pdf) = h.json(Method::GET, "/api/skills/pdf-forms", None).await;
+    assert_eq!(s, StatusCode::OK, "{pdf}");
+    assert_eq!(pdf["detail"]["content"], "Run skill://pdf-forms/fill.py.");
+    let files: Vec<&str> = pdf["detail"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["SKILL.md", "fill.py"]);
+    let (s, file) = h
+        .json(Method::GET, "/api/skills/pdf-forms/files/fill.py", None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{file}");
+    assert_eq!(file["content"], "print('filled')\n");
+    for outside in ["key", "..%2Fmaster.key", "nothing"] {
+        let (s, body) = h
+            .json(
+                Method::GET,
+                &format!("/api/skills/pdf-forms/files/{outside}"),
+                None,
+            )
+            .await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{outside}: {body}");
+        assert!(!body.to_string().contains("the secret"));
+    }
+    let (s, _) = h.json(Method::GET, "/api/skills/nothing", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
+    // A skill of the user's workspace (as a command writes it) hides the administrator's.
+    let uid = me(&h).await;
+    let ws = h._dir.path().join("workspaces").join(uid.to_string());
+    write(
+        &ws,
+        "skills/pdf-forms/SKILL.md",
+        &skill_md(
+            "pdf-forms",
+            "My own way to fill in PDF forms.",
+            "Use {baseDir}/mine.sh.",
+        ),
+    );
+    let (_, list) = h.json(Method::GET, "/api/skills", None).await;
+    assert_eq!(list["skills"][0]["tier"], "workspace");
+    assert_eq!(list["skills"][0]["visibility"], "private");
+    let hidden = list["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["tier"] == "global" && s["name"] == "pdf-forms")
+        .unwrap();
+    assert_eq!(hidden["overridden_by"], "workspace");
+    let (_, theirs) = h
+        .json(Method::GET, "/api/skills/pdf-forms?tier=global", None)
+        .await;
+    assert_eq!(
+        theirs["detail"]["content"],
+        "Run skill://pdf-forms/fill.py."
+    );
+
+    // Searched: scored, best first; bad queries said why.
+    let (s, found) = h
+        .json(
+            Method::POST,
+            "/api/skills/search",
+            Some(json!({"query": "fill a PDF form"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{found}");
+    assert_eq!(found["results"][0]["name"], "pdf-forms");
+    assert_eq!(found["results"][0]["score"], 1.0);
+    assert_eq!(found["results"][0]["tier"], "workspace");
+    for bad in [json!({"query": ""}), json!({"query": "q".repeat(1_001)})] {
+        let (s, body) = h.json(Method::POST, "/api/skills/search", Some(bad)).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    }
+
+    // In the prompt, listed; a new skill is in the next one.
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let path = format!("/api/sessions/{session}/system-prompt");
+    let prompt = || async {
+        h.json(Method::GET, &path, None).await.1["prompt"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let p = prompt().await;
+    assert!(
+        p.contains("## Skills") && p.contains("<available_skills>"),
+        "{p}"
+    );
+    assert!(
+        p.contains("<skill><name>pdf-forms</name><description>My own way to fill in PDF forms.</description><location>/workspace/skills/pdf-forms/SKILL.md</location></skill>"),
+        "{p}"
+    );
+    assert!(!p.contains("broken"), "{p}");
+    write(
+        &ws,
+        ".agents/skills/mail-merge/SKILL.md",
+        &skill_md("mail-merge", "Send one letter to many people.", "Merge."),
+    );
+    let p = prompt().await;
+    assert!(p.contains("<name>mail-merge</name>"), "{p}");
+
+    // The agent searches, then reads one.
+    h.stream(
+        session,
+        r#"[[mock tool=skill_search input={"query": "history of a repository"} then="Searched."]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    let result = of_type(&frames, "result").last().copied().unwrap();
+    let output = result["payload"]["output"].as_str().unwrap();
+    assert!(
+        output.starts_with("- git-history (score 1.00, global)"),
+        "{output}"
+    );
+    h.stream(
+        session,
+        r#"[[mock tool=skill_get input={"name": "pdf-forms"} then="Read."]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 4).await;
+    let result = of_type(&frames, "result").last().copied().unwrap();
+    assert_eq!(
+        result["payload"]["output"],
+        "Use /workspace/skills/pdf-forms/mine.sh."
+    );
+    h.stream(
+        session,
+        r#"[[mock tool=skill_get input={"name": "nothing"} then="Missing."]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 6).await;
+    let result = of_type(&frames, "result").last().copied().unwrap();
+    assert!(
+        result["payload"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("no skill"),
+        "{result}"
+    );
+}
