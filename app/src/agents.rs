@@ -114,6 +114,7 @@ pub async fn update_agent(
         compact_after_tokens: None,
         price: None,
         default_processes: None,
+        skill_allow_list: None,
     };
     hero_backend::agents::update(&st.db, &st.keys, &st.settings.egress, &user, id, req)
         .await
@@ -167,7 +168,8 @@ pub fn AgentsPage() -> impl IntoView {
 fn Agents() -> impl IntoView {
     let agents = resource(|| (), |_| list_agents());
     // Read with the page, so a process made since is listed whenever the form opens.
-    // Hero's and the user's processes (a plugin's cannot be a default yet).
+    // Hero's system processes and the user's (a plugin's cannot be a default yet, nor a
+    // conditional one, which Hero gives when it applies).
     let processes = resource(
         || (),
         |_| async {
@@ -175,7 +177,10 @@ fn Agents() -> impl IntoView {
                 .await
                 .map(|list| {
                     list.into_iter()
-                        .filter(|a| a.source != hero_shared::api::AbilitySource::Plugin)
+                        .filter(|a| {
+                            use hero_shared::api::AbilitySource::{System, User};
+                            matches!(a.source, System | User)
+                        })
                         .collect::<Vec<_>>()
                 })
         },

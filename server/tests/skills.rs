@@ -171,7 +171,7 @@ async fn skills_by_tier_searched_given_to_the_agent_and_read_beneath_their_folde
     }
 
     // In the prompt, listed; a new skill is in the next one.
-    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let (session, agent) = h.session_with("anthropic", &mock, KEY).await;
     let path = format!("/api/sessions/{session}/system-prompt");
     let prompt = || async {
         h.json(Method::GET, &path, None).await.1["prompt"]
@@ -235,4 +235,74 @@ async fn skills_by_tier_searched_given_to_the_agent_and_read_beneath_their_folde
             .contains("no skill"),
         "{result}"
     );
+
+    // An allow list: the agent is given those alone, in its prompt and its calls; `[]`
+    // none; `null` all again. A name no skill may have is refused.
+    let agent_path = format!("/api/agents/{agent}");
+    let (s, body) = h
+        .json(
+            Method::PATCH,
+            &agent_path,
+            Some(json!({"skill_allow_list": ["git-history", "git-history"]})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_eq!(body["skill_allow_list"], json!(["git-history"]));
+    let (_, given) = h
+        .json(Method::GET, &format!("/api/agents/{agent}/skills"), None)
+        .await;
+    assert_eq!(given["prompt_mode"], "inline");
+    assert_eq!(given["skills"].as_array().unwrap().len(), 1, "{given}");
+    assert_eq!(given["skills"][0]["name"], "git-history");
+    let p = prompt().await;
+    assert!(
+        p.contains("<name>git-history</name>") && !p.contains("<name>pdf-forms</name>"),
+        "{p}"
+    );
+    let (_, found) = h
+        .json(
+            Method::POST,
+            "/api/skills/search",
+            Some(json!({"query": "pdf", "agent_id": agent})),
+        )
+        .await;
+    assert_eq!(found["results"], json!([]), "{found}");
+    h.stream(
+        session,
+        r#"[[mock tool=skill_get input={"name": "pdf-forms"} then="Refused."]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 8).await;
+    let result = of_type(&frames, "result").last().copied().unwrap();
+    assert!(
+        result["payload"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("no skill"),
+        "{result}"
+    );
+    h.json(
+        Method::PATCH,
+        &agent_path,
+        Some(json!({"skill_allow_list": []})),
+    )
+    .await;
+    assert!(!prompt().await.contains("## Skills"));
+    h.json(
+        Method::PATCH,
+        &agent_path,
+        Some(json!({"skill_allow_list": null})),
+    )
+    .await;
+    assert!(prompt().await.contains("<name>pdf-forms</name>"));
+    let (s, body) = h
+        .json(
+            Method::PATCH,
+            &agent_path,
+            Some(json!({"skill_allow_list": ["Not A Name"]})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    let (s, _) = h.json(Method::GET, "/api/agents/999999/skills", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
 }

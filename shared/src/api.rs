@@ -266,6 +266,10 @@ pub struct AgentDto {
     /// system prompt of its.
     #[serde(default)]
     pub default_processes: Vec<String>,
+    /// The skills it may use (reference 002 §12.5): null, every skill its user has; else
+    /// those named (`[]`: none).
+    #[serde(default)]
+    pub skill_allow_list: Option<Vec<String>>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -429,6 +433,9 @@ pub struct UpdateAgentRequest {
     /// Its default processes, in order: processes' ids (`system:act`, `user:17`).
     #[serde(default)]
     pub default_processes: Option<Vec<String>>,
+    /// The skills it may use: `null`, all; a list of names, those alone (`[]`: none).
+    #[serde(default, with = "double_option")]
+    pub skill_allow_list: Option<Option<Vec<String>>>,
 }
 
 /// `POST /api/sessions/{id}/messages[/stream]`.
@@ -608,6 +615,17 @@ pub struct SkillFile {
 pub struct SkillsDto {
     /// `bm25`, or `hybrid` where embeddings are on.
     pub search_mode: String,
+    pub skills: Vec<SkillDto>,
+}
+
+/// `GET /api/agents/{id}/skills`: the skills an agent may use, and how its prompt gives
+/// them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentSkillsDto {
+    /// `inline` (listed in the prompt) or `search` (the agent is told to search).
+    pub prompt_mode: String,
+    /// The names' and descriptions' characters, over 4.
+    pub estimated_tokens: usize,
     pub skills: Vec<SkillDto>,
 }
 

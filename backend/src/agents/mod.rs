@@ -84,6 +84,30 @@ pub struct AgentRuntime {
     pub price: Option<hero_shared::api::Price>,
     /// Its default processes' ids, in order ([`abilities`]).
     pub default_processes: Vec<String>,
+    /// The skills it may use: `None` all, else those named ([`crate::skills::View::allowed`]).
+    pub skill_allow_list: Option<Vec<String>>,
+}
+
+/// The most names an agent's skill allow list may hold.
+pub const MAX_SKILL_ALLOW_LIST: usize = 1_000;
+
+/// A skill allow list checked (each a skill's name, at most [`MAX_SKILL_ALLOW_LIST`]), as
+/// stored: a JSON array, without repeats.
+fn check_skill_allow_list(names: &[String]) -> Result<String> {
+    if names.len() > MAX_SKILL_ALLOW_LIST {
+        return Err(Error::Invalid(format!(
+            "skill_allow_list names at most {MAX_SKILL_ALLOW_LIST} skills"
+        )));
+    }
+    let mut kept: Vec<&str> = Vec::with_capacity(names.len());
+    for n in names {
+        crate::skills::format::check_name(n)
+            .map_err(|why| Error::Invalid(format!("skill_allow_list: {why}")))?;
+        if !kept.contains(&n.as_str()) {
+            kept.push(n);
+        }
+    }
+    Ok(serde_json::to_string(&kept).unwrap_or_else(|_| "[]".into()))
 }
 
 /// A session is summarised once its messages since the last summary pass either bound
@@ -150,6 +174,7 @@ impl AgentRow {
             compact_after_tokens: self.compact_tokens.map(|n| n as u64),
             price: self.price(),
             default_processes: self.default_processes(),
+            skill_allow_list: self.skill_allow_list(),
             config: Value::Object(self.config(dk)?),
             name: self.name,
             model: self.model,
@@ -363,6 +388,13 @@ pub async fn get(db: &Db, keys: &Keyring, user: &AuthUser, id: i64) -> Result<Ag
     fetch(&mut db.conn().await?, user.id(), id).await?.dto(&dk)
 }
 
+/// The skills the user's agent `id` may use (`None`: all); not found for another user's.
+pub async fn skill_allow_list(db: &Db, user_id: i64, id: i64) -> Result<Option<Vec<String>>> {
+    Ok(fetch(&mut db.conn().await?, user_id, id)
+        .await?
+        .skill_allow_list())
+}
+
 pub async fn list(db: &Db, keys: &Keyring, user: &AuthUser) -> Result<Vec<AgentDto>> {
     let dk = users::data_key(db, keys, user.id()).await?;
     let rows = store::agents::list(db, user.id()).await?;
@@ -431,6 +463,13 @@ pub async fn update(
         }
         let json = price.map(|p| serde_json::to_string(&p).unwrap_or_default());
         store::agents::set_price(&mut tx, id, json.as_deref()).await?;
+    }
+    if let Some(names) = &req.skill_allow_list {
+        let json = names
+            .as_ref()
+            .map(|n| check_skill_allow_list(n))
+            .transpose()?;
+        store::agents::set_skill_allow_list(&mut tx, id, json.as_deref()).await?;
     }
     if let Some(ids) = &req.default_processes {
         let ids = abilities::check_defaults(&mut tx, user.id(), ids).await?;
@@ -539,6 +578,13 @@ impl AgentRow {
         serde_json::from_str(&self.default_processes).unwrap_or_default()
     }
 
+    /// The skills it may use (`None`: all); a list stored that cannot be read is none.
+    fn skill_allow_list(&self) -> Option<Vec<String>> {
+        self.skill_allow_list
+            .as_deref()
+            .map(|l| serde_json::from_str(l).unwrap_or_default())
+    }
+
     /// Its own price; one stored that cannot be read is none.
     fn price(&self) -> Option<hero_shared::api::Price> {
         self.price
@@ -552,8 +598,10 @@ impl AgentRow {
         let kind = self.kind()?;
         let price = self.price();
         let default_processes = self.default_processes();
+        let skill_allow_list = self.skill_allow_list();
         Ok(AgentRuntime {
             default_processes,
+            skill_allow_list,
             id: self.id,
             endpoint: crate::providers::Endpoint {
                 provider: self.provider()?,

@@ -188,8 +188,12 @@ pub(crate) async fn system_prompt(
 /// The skills the user's agents are offered, and what a kept prompt must have been built
 /// under to be used: its day and those skills. They are read each time (the user's own are
 /// files a command may have changed).
-fn stamp(st: &AppState, user_id: i64) -> (Vec<std::sync::Arc<crate::skills::Skill>>, String) {
-    let skills = st.skills.for_user(user_id).allowed(None);
+fn stamp(
+    st: &AppState,
+    user_id: i64,
+    allow: Option<&[String]>,
+) -> (Vec<std::sync::Arc<crate::skills::Skill>>, String) {
+    let skills = st.skills.for_user(user_id).allowed(allow);
     let stamp = format!("{} {}", today(), crate::skills::fingerprint(&skills));
     (skills, stamp)
 }
@@ -215,7 +219,7 @@ pub(crate) async fn prepared(
         agent_id: agent.id,
         sub_session: sub,
     };
-    let (skills, stamp) = stamp(st, user.id());
+    let (skills, stamp) = stamp(st, user.id(), agent.skill_allow_list.as_deref());
     agent.system = match st.prompts.get(key, generation, &stamp) {
         Some(kept) => kept,
         None => {
@@ -344,7 +348,7 @@ mod tests {
             sub_session: false,
         };
         st.prompts
-            .put(key, generation, stamp(st, user.id()).1, text);
+            .put(key, generation, stamp(st, user.id(), None).1, text);
     }
 
     #[tokio::test]

@@ -2,7 +2,7 @@
 //! details and files, and a search.
 
 use hero_shared::api::{
-    SkillDetail, SkillDto, SkillFile, SkillFileText, SkillHitDto, SkillSearchDto,
+    AgentSkillsDto, SkillDetail, SkillDto, SkillFile, SkillFileText, SkillHitDto, SkillSearchDto,
     SkillSearchRequest, SkillsDto,
 };
 
@@ -134,18 +134,46 @@ pub fn file(st: &AppState, user: &AuthUser, name: &str, path: &str) -> Result<Sk
     })
 }
 
-/// `POST /api/skills/search`.
-pub fn search(st: &AppState, user: &AuthUser, req: &SkillSearchRequest) -> Result<SkillSearchDto> {
+/// The skills the user's agent `agent_id` may use (404 for another user's agent).
+async fn of_agent(
+    st: &AppState,
+    user: &AuthUser,
+    agent_id: i64,
+) -> Result<Vec<std::sync::Arc<Skill>>> {
+    let allow = crate::agents::skill_allow_list(&st.db, user.id(), agent_id).await?;
+    Ok(st.skills.for_user(user.id()).allowed(allow.as_deref()))
+}
+
+/// `GET /api/agents/{id}/skills`.
+pub async fn for_agent(st: &AppState, user: &AuthUser, agent_id: i64) -> Result<AgentSkillsDto> {
+    let skills = of_agent(st, user, agent_id).await?;
+    Ok(AgentSkillsDto {
+        prompt_mode: if super::inline(&skills) {
+            "inline"
+        } else {
+            "search"
+        }
+        .into(),
+        estimated_tokens: super::estimated_tokens(&skills),
+        skills: skills.iter().map(|s| dto(s, None)).collect(),
+    })
+}
+
+/// `POST /api/skills/search`: among the user's skills, or those `agent_id` may use.
+pub async fn search(
+    st: &AppState,
+    user: &AuthUser,
+    req: &SkillSearchRequest,
+) -> Result<SkillSearchDto> {
     if req.query.trim().is_empty() {
         return Err(Error::Invalid("the query is empty".into()));
     }
-    let view = st.skills.for_user(user.id());
-    let hits = super::search(
-        &view.skills,
-        &req.query,
-        req.limit.unwrap_or(DEFAULT_RESULTS),
-    )
-    .map_err(Error::Invalid)?;
+    let among = match req.agent_id {
+        Some(agent) => of_agent(st, user, agent).await?,
+        None => st.skills.for_user(user.id()).skills,
+    };
+    let hits = super::search(&among, &req.query, req.limit.unwrap_or(DEFAULT_RESULTS))
+        .map_err(Error::Invalid)?;
     Ok(SkillSearchDto {
         mode: "bm25".into(),
         results: hits

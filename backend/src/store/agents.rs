@@ -27,10 +27,12 @@ pub struct AgentRow {
     pub price: Option<String>,
     /// Its default processes: ability ids in order, a JSON array.
     pub default_processes: String,
+    /// The skills it may use: NULL all, else a JSON array of names.
+    pub skill_allow_list: Option<String>,
 }
 
 const COLUMNS: &str = "id, name, provider, model, base_url, api_key, config, created_at, updated_at, kind, status, \
-     compact_messages, compact_tokens, price, default_processes";
+     compact_messages, compact_tokens, price, default_processes, skill_allow_list";
 
 impl AgentRow {
     /// The one decoder of an agent row: [`COLUMNS`] in order, from column `at` on.
@@ -51,6 +53,7 @@ impl AgentRow {
             compact_tokens: r.get(at + 12)?,
             price: r.get(at + 13)?,
             default_processes: r.get(at + 14)?,
+            skill_allow_list: r.get(at + 15)?,
         })
     }
 }
@@ -174,7 +177,7 @@ pub async fn turn_setup(
 ) -> Result<Option<TurnSetupRow>> {
     const SQL: &str = "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
          a.created_at, a.updated_at, a.kind, a.status, a.compact_messages, a.compact_tokens, a.price, \
-         a.default_processes, u.username, s.status, u.prompt_gen, s.streaming \
+         a.default_processes, a.skill_allow_list, u.username, s.status, u.prompt_gen, s.streaming \
          FROM sessions s JOIN users u ON u.id = s.user_id \
          LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
          WHERE s.id = $1 AND s.user_id = $2";
@@ -191,10 +194,10 @@ fn read_turn_setup(r: &impl Columns) -> Result<TurnSetupRow> {
         data_key: r.get(0)?,
         agent_id: r.get(1)?,
         agent,
-        username: r.get(17)?,
-        session_status: r.get(18)?,
-        prompt_gen: r.get(19)?,
-        streaming: r.get(20)?,
+        username: r.get(18)?,
+        session_status: r.get(19)?,
+        prompt_gen: r.get(20)?,
+        streaming: r.get(21)?,
     })
 }
 
@@ -204,6 +207,17 @@ pub async fn set_default_processes(c: &mut Write<'_>, id: i64, ids: &str) -> Res
         c,
         "UPDATE agents SET default_processes = $1 WHERE id = $2",
         ids,
+        id
+    )?;
+    Ok(())
+}
+
+/// Sets the skills the agent may use (`None`: all; else a JSON array of names).
+pub async fn set_skill_allow_list(c: &mut Write<'_>, id: i64, names: Option<&str>) -> Result<()> {
+    execute!(
+        c,
+        "UPDATE agents SET skill_allow_list = $1 WHERE id = $2",
+        names,
         id
     )?;
     Ok(())

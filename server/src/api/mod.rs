@@ -95,6 +95,7 @@ where
         .route("/skills", get(skills::list))
         .route("/skills/search", post(skills::search))
         .route("/skills/{name}", get(skills::get))
+        .route("/agents/{id}/skills", get(skills::for_agent))
         .route("/skills/{name}/files/{*path}", get(skills::file))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such API route") })
         .method_not_allowed_fallback(|| async {

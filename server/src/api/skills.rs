@@ -5,7 +5,9 @@ use axum::Json;
 use axum::extract::State;
 use hero_backend::AppState;
 use hero_backend::skills::api;
-use hero_shared::api::{SkillDto, SkillFileText, SkillSearchDto, SkillSearchRequest, SkillsDto};
+use hero_shared::api::{
+    AgentSkillsDto, SkillDto, SkillFileText, SkillSearchDto, SkillSearchRequest, SkillsDto,
+};
 use serde::Deserialize;
 
 use super::{ApiJson, ApiPath, ApiQuery, ApiResult, Authed};
@@ -46,5 +48,14 @@ pub async fn search(
     Authed(user): Authed,
     ApiJson(req): ApiJson<SkillSearchRequest>,
 ) -> ApiResult<Json<SkillSearchDto>> {
-    Ok(Json(api::search(&st, &user, &req)?))
+    Ok(Json(api::search(&st, &user, &req).await?))
+}
+
+/// `GET /api/agents/{id}/skills`: the skills the agent may use, and the prompt's mode.
+pub async fn for_agent(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(id): ApiPath<i64>,
+) -> ApiResult<Json<AgentSkillsDto>> {
+    Ok(Json(api::for_agent(&st, &user, id).await?))
 }

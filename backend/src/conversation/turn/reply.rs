@@ -536,6 +536,7 @@ mod tests {
             batch: false,
             price: None,
             default_processes: Vec::new(),
+            skill_allow_list: None,
         }
     }
 

@@ -7,7 +7,18 @@ use hero_shared::calls::{DangerLevel, FunctionPermissions, Permission};
 use serde_json::{Value, json};
 
 use super::{Ctx, Function, Spec};
-use crate::skills;
+use crate::skills::{self, Skill};
+
+/// The skills the calling agent may use: its user's, less those its allow list leaves out.
+async fn allowed(cx: &Ctx<'_>) -> Result<Vec<std::sync::Arc<Skill>>, String> {
+    let allow = match cx.agent_id {
+        Some(agent) => crate::agents::skill_allow_list(&cx.st.db, cx.user_id, agent)
+            .await
+            .map_err(|e| format!("the agent's skills could not be read: {e}"))?,
+        None => None,
+    };
+    Ok(cx.st.skills.for_user(cx.user_id).allowed(allow.as_deref()))
+}
 
 pub struct SkillSearch;
 
@@ -46,8 +57,8 @@ impl Function for SkillSearch {
                 .get("limit")
                 .and_then(Value::as_u64)
                 .map_or(skills::DEFAULT_RESULTS, |l| l as usize);
-            let view = cx.st.skills.for_user(cx.user_id);
-            let hits = skills::search(&view.skills, query, limit)?;
+            let among = allowed(cx).await?;
+            let hits = skills::search(&among, query, limit)?;
             if hits.is_empty() {
                 return Ok(format!("No skill fits {query:?}."));
             }
@@ -102,8 +113,8 @@ impl Function for SkillGet {
     ) -> BoxFuture<'a, Result<String, String>> {
         Box::pin(async move {
             let name = args.get("name").and_then(Value::as_str).unwrap_or_default();
-            let view = cx.st.skills.for_user(cx.user_id);
-            let Some(skill) = view.get(name) else {
+            let among = allowed(cx).await?;
+            let Some(skill) = among.iter().find(|s| s.name() == name) else {
                 return Err(format!(
                     "there is no skill {name:?}; skill_search finds them"
                 ));
