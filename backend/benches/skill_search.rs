@@ -72,6 +72,7 @@ fn skill(i: usize) -> Arc<Skill> {
             body: String::new(),
         },
         dir: None,
+        texts: None,
         files: Vec::new(),
         version: format!("{i:016x}"),
     })

@@ -306,3 +306,171 @@ async fn skills_by_tier_searched_given_to_the_agent_and_read_beneath_their_folde
     let (s, _) = h.json(Method::GET, "/api/agents/999999/skills", None).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
 }
+
+/// Personal skills: written and replaced through the API (a folder's text files with it),
+/// over the administrator's of the same name, sealed (their text is in neither the database
+/// file nor its WAL), another user's a 404, each refusal saying why, and deleted.
+#[tokio::test]
+async fn personal_skills_are_sealed_rows_of_their_own_user() {
+    let global = tempfile::tempdir().unwrap();
+    write(
+        global.path(),
+        "git-history/SKILL.md",
+        &skill_md(
+            "git-history",
+            "Read a repository's history.",
+            "Use git log.",
+        ),
+    );
+    let dir = global.path().to_owned();
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let h = hero_with(&[mock.addr()], move |s| s.skills_dir = Some(dir)).await;
+    let marker = "ZEBRA-MARKER-7781";
+    let body = json!({
+        "content": skill_md("git-history", &format!("My history notes {marker}."), "Read {baseDir}/ref/notes.md."),
+        "files": {"ref/notes.md": format!("Notes {marker}")}
+    });
+    let (s, made) = h
+        .json(Method::PUT, "/api/skills/git-history", Some(body.clone()))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{made}");
+    assert_eq!(made["tier"], "personal");
+    assert_eq!(made["visibility"], "private");
+    assert_eq!(
+        made["detail"]["content"],
+        "Read skill://git-history/ref/notes.md."
+    );
+    let (s, _) = h
+        .json(Method::PUT, "/api/skills/git-history", Some(body))
+        .await;
+    assert_eq!(s, StatusCode::OK, "replaced");
+    let (_, list) = h.json(Method::GET, "/api/skills", None).await;
+    let tiers: Vec<(&str, &str, Option<&str>)> = list["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["name"] == "git-history")
+        .map(|s| {
+            (
+                s["tier"].as_str().unwrap(),
+                s["name"].as_str().unwrap(),
+                s["overridden_by"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tiers,
+        [
+            ("personal", "git-history", None),
+            ("global", "git-history", Some("personal"))
+        ]
+    );
+    let (_, file) = h
+        .json(
+            Method::GET,
+            "/api/skills/git-history/files/ref/notes.md",
+            None,
+        )
+        .await;
+    assert_eq!(file["content"], format!("Notes {marker}"));
+
+    // The agent is given it, and reads its file.
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    let (_, p) = h
+        .json(
+            Method::GET,
+            &format!("/api/sessions/{session}/system-prompt"),
+            None,
+        )
+        .await;
+    assert!(
+        p["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("<location>skill://git-history/SKILL.md</location>"),
+        "{p}"
+    );
+    h.stream(
+        session,
+        r#"[[mock tool=skill_get input={"name": "git-history", "file": "ref/notes.md"} then="Read."]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    let result = of_type(&frames, "result").last().copied().unwrap();
+    assert_eq!(result["payload"]["output"], format!("Notes {marker}"));
+
+    // Sealed: the marker is nowhere in the database's files.
+    if std::env::var("HERO_TEST_BACKEND").as_deref() != Ok("postgres") {
+        for file in ["hero.db", "hero.db-wal"] {
+            let bytes = std::fs::read(h._dir.path().join(file)).unwrap_or_default();
+            assert!(
+                !bytes.windows(marker.len()).any(|w| w == marker.as_bytes()),
+                "{file} holds the skill's text"
+            );
+        }
+    }
+
+    // Another user's: not found.
+    let bob = bob_client(&h).await;
+    let r = bob
+        .get(h.url("/api/skills/git-history?tier=personal"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = bob
+        .delete(h.url("/api/skills/git-history"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+
+    // Refused, saying why, and nothing stored.
+    for (name, bad, why) in [
+        (
+            "other",
+            json!({"content": skill_md("mine", "d", "b")}),
+            "not its folder's name",
+        ),
+        (
+            "mine",
+            json!({"content": "---\nname: mine\ndescription: [x\n---\n"}),
+            "SKILL.md line",
+        ),
+        (
+            "mine",
+            json!({"content": skill_md("mine", "d", "b"), "files": {"../x": "y"}}),
+            "not a path",
+        ),
+        (
+            "Mine",
+            json!({"content": skill_md("Mine", "d", "b")}),
+            "lowercase",
+        ),
+        (
+            "mine",
+            json!({"content": skill_md("mine", "d", "b"), "tier": "global"}),
+            "personal",
+        ),
+    ] {
+        let (s, body) = h
+            .json(Method::PUT, &format!("/api/skills/{name}"), Some(bad))
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+        assert!(body.to_string().contains(why), "{why}: {body}");
+    }
+    let (_, list) = h.json(Method::GET, "/api/skills", None).await;
+    assert!(!list.to_string().contains("\"mine\""), "{list}");
+
+    // Deleted: the administrator's is in use again.
+    let (s, _) = h
+        .json(Method::DELETE, "/api/skills/git-history", None)
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = h
+        .json(Method::DELETE, "/api/skills/git-history", None)
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (_, one) = h.json(Method::GET, "/api/skills/git-history", None).await;
+    assert_eq!(one["tier"], "global");
+}

@@ -636,6 +636,19 @@ pub struct SkillFileText {
     pub content: String,
 }
 
+/// `PUT /api/skills/{name}`: a personal skill, its SKILL.md and the text files beside it
+/// (a folder imported from the browser).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PutSkillRequest {
+    pub content: String,
+    #[serde(default)]
+    pub files: Option<std::collections::BTreeMap<String, String>>,
+    /// `personal` (the only tier written here).
+    #[serde(default)]
+    pub tier: Option<String>,
+}
+
 /// `POST /api/skills/search`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

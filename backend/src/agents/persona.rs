@@ -191,9 +191,10 @@ pub(crate) async fn system_prompt(
 fn stamp(
     st: &AppState,
     user_id: i64,
+    personal: crate::skills::Root,
     allow: Option<&[String]>,
 ) -> (Vec<std::sync::Arc<crate::skills::Skill>>, String) {
-    let skills = st.skills.for_user(user_id).allowed(allow);
+    let skills = st.skills.for_user(user_id, personal).allowed(allow);
     let stamp = format!("{} {}", today(), crate::skills::fingerprint(&skills));
     (skills, stamp)
 }
@@ -219,7 +220,8 @@ pub(crate) async fn prepared(
         agent_id: agent.id,
         sub_session: sub,
     };
-    let (skills, stamp) = stamp(st, user.id(), agent.skill_allow_list.as_deref());
+    let personal = crate::skills::personal::read(c, &dk, user.id()).await?;
+    let (skills, stamp) = stamp(st, user.id(), personal, agent.skill_allow_list.as_deref());
     agent.system = match st.prompts.get(key, generation, &stamp) {
         Some(kept) => kept,
         None => {
@@ -347,8 +349,12 @@ mod tests {
             agent_id: agent,
             sub_session: false,
         };
-        st.prompts
-            .put(key, generation, stamp(st, user.id(), None).1, text);
+        st.prompts.put(
+            key,
+            generation,
+            stamp(st, user.id(), Default::default(), None).1,
+            text,
+        );
     }
 
     #[tokio::test]

@@ -2,8 +2,8 @@
 //! details and files, and a search.
 
 use hero_shared::api::{
-    AgentSkillsDto, SkillDetail, SkillDto, SkillFile, SkillFileText, SkillHitDto, SkillSearchDto,
-    SkillSearchRequest, SkillsDto,
+    AgentSkillsDto, PutSkillRequest, SkillDetail, SkillDto, SkillFile, SkillFileText, SkillHitDto,
+    SkillSearchDto, SkillSearchRequest, SkillsDto,
 };
 
 use super::{DEFAULT_RESULTS, Failed, Skill, Tier, View};
@@ -45,8 +45,8 @@ fn failed_dto(f: &Failed) -> SkillDto {
 
 /// Every skill the user has, by tier (highest first) then name: those in use, those a
 /// higher tier hides, and the folders that are no skill, with why.
-pub fn list(st: &AppState, user: &AuthUser) -> SkillsDto {
-    let view = st.skills.for_user(user.id());
+pub async fn list(st: &AppState, user: &AuthUser) -> Result<SkillsDto> {
+    let view = super::of_user(st, user.id()).await?;
     let mut skills: Vec<SkillDto> = view.skills.iter().map(|s| dto(s, None)).collect();
     skills.extend(view.overridden.iter().map(|(s, by)| dto(s, Some(*by))));
     skills.extend(view.failed.iter().map(failed_dto));
@@ -66,10 +66,10 @@ pub fn list(st: &AppState, user: &AuthUser) -> SkillsDto {
             .cmp(&rank(&b.tier))
             .then_with(|| a.name.cmp(&b.name))
     });
-    SkillsDto {
+    Ok(SkillsDto {
         search_mode: "bm25".into(),
         skills,
-    }
+    })
 }
 
 /// The skill `name` (the one in use, or of `tier`), with its details.
@@ -91,8 +91,13 @@ fn find(
 }
 
 /// `GET /api/skills/{name}?tier=`.
-pub fn get(st: &AppState, user: &AuthUser, name: &str, tier: Option<&str>) -> Result<SkillDto> {
-    let view = st.skills.for_user(user.id());
+pub async fn get(
+    st: &AppState,
+    user: &AuthUser,
+    name: &str,
+    tier: Option<&str>,
+) -> Result<SkillDto> {
+    let view = super::of_user(st, user.id()).await?;
     let (s, by) = find(&view, name, tier).ok_or(Error::NotFound("skill"))?;
     Ok(SkillDto {
         detail: Some(SkillDetail {
@@ -115,8 +120,8 @@ pub fn get(st: &AppState, user: &AuthUser, name: &str, tier: Option<&str>) -> Re
 }
 
 /// `GET /api/skills/{name}/files/{path}`: a text file of the skill in use.
-pub fn file(st: &AppState, user: &AuthUser, name: &str, path: &str) -> Result<SkillFileText> {
-    let view = st.skills.for_user(user.id());
+pub async fn file(st: &AppState, user: &AuthUser, name: &str, path: &str) -> Result<SkillFileText> {
+    let view = super::of_user(st, user.id()).await?;
     let s = view.get(name).ok_or(Error::NotFound("skill"))?;
     if path == "SKILL.md" {
         return Ok(SkillFileText {
@@ -141,7 +146,9 @@ async fn of_agent(
     agent_id: i64,
 ) -> Result<Vec<std::sync::Arc<Skill>>> {
     let allow = crate::agents::skill_allow_list(&st.db, user.id(), agent_id).await?;
-    Ok(st.skills.for_user(user.id()).allowed(allow.as_deref()))
+    Ok(super::of_user(st, user.id())
+        .await?
+        .allowed(allow.as_deref()))
 }
 
 /// `GET /api/agents/{id}/skills`.
@@ -159,6 +166,34 @@ pub async fn for_agent(st: &AppState, user: &AuthUser, agent_id: i64) -> Result<
     })
 }
 
+/// `PUT /api/skills/{name}`: the user's personal skill, new (`true`) or replaced.
+pub async fn put(
+    st: &AppState,
+    user: &AuthUser,
+    name: &str,
+    req: PutSkillRequest,
+) -> Result<(bool, SkillDto)> {
+    if req.tier.as_deref().is_some_and(|t| t != "personal") {
+        return Err(Error::Invalid(
+            "skills written here are personal: a global one is a folder in the server's skills directory".into(),
+        ));
+    }
+    let new = super::personal::put(
+        st,
+        user.id(),
+        name,
+        &req.content,
+        req.files.unwrap_or_default(),
+    )
+    .await?;
+    Ok((new, get(st, user, name, Some("personal")).await?))
+}
+
+/// `DELETE /api/skills/{name}`: the user's personal skill.
+pub async fn delete(st: &AppState, user: &AuthUser, name: &str) -> Result<()> {
+    super::personal::delete(st, user.id(), name).await
+}
+
 /// `POST /api/skills/search`: among the user's skills, or those `agent_id` may use.
 pub async fn search(
     st: &AppState,
@@ -170,7 +205,7 @@ pub async fn search(
     }
     let among = match req.agent_id {
         Some(agent) => of_agent(st, user, agent).await?,
-        None => st.skills.for_user(user.id()).skills,
+        None => super::of_user(st, user.id()).await?.skills,
     };
     let hits = super::search(&among, &req.query, req.limit.unwrap_or(DEFAULT_RESULTS))
         .map_err(Error::Invalid)?;

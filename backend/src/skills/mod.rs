@@ -13,6 +13,7 @@
 pub mod api;
 pub mod files;
 pub mod format;
+pub mod personal;
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -71,8 +72,10 @@ pub const INLINE_MAX_TOKENS: usize = 3_500;
 pub struct Skill {
     pub tier: Tier,
     pub md: format::SkillMd,
-    /// Its folder on the host; none for one of Hero's own.
+    /// Its folder on the host; none for one of Hero's own or a personal one.
     pub dir: Option<PathBuf>,
+    /// Its files other than SKILL.md, held in memory (a personal skill's), by path.
+    pub texts: Option<Arc<std::collections::BTreeMap<String, String>>>,
     /// Its files, `SKILL.md` among them: (path in the folder, size).
     pub files: Vec<(String, u64)>,
     /// The first 16 hex digits of its `SKILL.md`'s SHA-256: it changes when the text does.
@@ -101,6 +104,12 @@ impl Skill {
     /// One of its files other than `SKILL.md`, as text.
     pub fn file(&self, path: &str) -> Result<String, String> {
         let path = path.trim_start_matches("./");
+        if let Some(texts) = &self.texts {
+            return texts
+                .get(path)
+                .cloned()
+                .ok_or_else(|| format!("the skill {} has no file {path}", self.md.name));
+        }
         let Some(dir) = &self.dir else {
             return Err(format!("the skill {} has no file {path}", self.md.name));
         };
@@ -176,8 +185,38 @@ fn read_one(root_fd: impl AsFd, root: &Path, name: &str, tier: Tier) -> Result<S
         version: version_of(&bytes),
         md,
         dir: Some(root.join(name)),
+        texts: None,
         files: listed,
     })
+}
+
+/// A skill made from its `SKILL.md` and files held in memory (Hero's own, a personal one).
+fn in_memory(
+    tier: Tier,
+    name: &str,
+    skill_md: &str,
+    texts: std::collections::BTreeMap<String, String>,
+) -> Result<Skill, String> {
+    let md = format::parse(skill_md.as_bytes(), name)?;
+    let mut files = vec![("SKILL.md".to_owned(), skill_md.len() as u64)];
+    files.extend(texts.iter().map(|(p, t)| (p.clone(), t.len() as u64)));
+    files.sort();
+    Ok(Skill {
+        tier,
+        version: version_of(skill_md.as_bytes()),
+        md,
+        dir: None,
+        texts: Some(Arc::new(texts)),
+        files,
+    })
+}
+
+/// The skills `user_id` has, their personal ones opened with their data key (a connection
+/// of its own).
+pub async fn of_user(st: &crate::AppState, user_id: i64) -> crate::Result<View> {
+    let dk = crate::accounts::users::data_key(&st.db, &st.keys, user_id).await?;
+    let personal = personal::read(&mut st.db.conn().await?, &dk, user_id).await?;
+    Ok(st.skills.for_user(user_id, personal))
 }
 
 /// Hero's own skills, in the binary: (folder, SKILL.md).
@@ -197,6 +236,7 @@ pub fn builtin() -> Root {
                 files: vec![("SKILL.md".into(), text.len() as u64)],
                 md,
                 dir: None,
+                texts: None,
             })),
             Err(error) => out.failed.push(Failed {
                 tier: Tier::Builtin,
@@ -236,13 +276,14 @@ impl Library {
         }
     }
 
-    /// The skills `user_id` has: their workspace's and project's, read now, over the fixed
-    /// tiers.
-    pub fn for_user(&self, user_id: i64) -> View {
+    /// The skills `user_id` has: their workspace's and project's, read now, their personal
+    /// ones (`personal`, opened by the caller), over the fixed tiers.
+    pub fn for_user(&self, user_id: i64, personal: Root) -> View {
         let ws = self.workspaces.join(user_id.to_string());
         let mut roots = vec![
             read_root(&ws.join("skills"), Tier::Workspace),
             read_root(&ws.join(".agents/skills"), Tier::Project),
+            personal,
         ];
         roots.extend(self.fixed.iter().cloned());
         View::of(roots)
@@ -418,6 +459,7 @@ mod tests {
                 body: "Use {baseDir}/run.sh.".into(),
             },
             dir: None,
+            texts: None,
             files: Vec::new(),
             version: "0".into(),
         })

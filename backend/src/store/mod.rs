@@ -144,6 +144,7 @@ pub mod meta;
 pub mod permissions;
 pub mod processes;
 pub mod sessions;
+pub mod skills;
 pub mod tokens;
 pub mod usage;
 pub mod users;

@@ -94,7 +94,10 @@ where
         .route("/plugins", get(abilities::plugins))
         .route("/skills", get(skills::list))
         .route("/skills/search", post(skills::search))
-        .route("/skills/{name}", get(skills::get))
+        .route(
+            "/skills/{name}",
+            get(skills::get).put(skills::put).delete(skills::delete),
+        )
         .route("/agents/{id}/skills", get(skills::for_agent))
         .route("/skills/{name}/files/{*path}", get(skills::file))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such API route") })

@@ -3,10 +3,12 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
 use hero_backend::AppState;
 use hero_backend::skills::api;
 use hero_shared::api::{
-    AgentSkillsDto, SkillDto, SkillFileText, SkillSearchDto, SkillSearchRequest, SkillsDto,
+    AgentSkillsDto, PutSkillRequest, SkillDto, SkillFileText, SkillSearchDto, SkillSearchRequest,
+    SkillsDto,
 };
 use serde::Deserialize;
 
@@ -20,7 +22,7 @@ pub struct TierQuery {
 
 /// `GET /api/skills`.
 pub async fn list(State(st): State<AppState>, Authed(user): Authed) -> ApiResult<Json<SkillsDto>> {
-    Ok(Json(api::list(&st, &user)))
+    Ok(Json(api::list(&st, &user).await?))
 }
 
 /// `GET /api/skills/{name}?tier=`.
@@ -30,7 +32,7 @@ pub async fn get(
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<TierQuery>,
 ) -> ApiResult<Json<SkillDto>> {
-    Ok(Json(api::get(&st, &user, &name, q.tier.as_deref())?))
+    Ok(Json(api::get(&st, &user, &name, q.tier.as_deref()).await?))
 }
 
 /// `GET /api/skills/{name}/files/{*path}`.
@@ -39,7 +41,33 @@ pub async fn file(
     Authed(user): Authed,
     ApiPath((name, path)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<SkillFileText>> {
-    Ok(Json(api::file(&st, &user, &name, &path)?))
+    Ok(Json(api::file(&st, &user, &name, &path).await?))
+}
+
+/// `PUT /api/skills/{name}` `{content, files?}`: a personal skill, 201 new or 200 replaced.
+pub async fn put(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(req): ApiJson<PutSkillRequest>,
+) -> ApiResult<(StatusCode, Json<SkillDto>)> {
+    let (new, skill) = api::put(&st, &user, &name, req).await?;
+    let status = if new {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(skill)))
+}
+
+/// `DELETE /api/skills/{name}`: a personal skill; 204.
+pub async fn delete(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<StatusCode> {
+    api::delete(&st, &user, &name).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /api/skills/search` `{query, agent_id?, limit?}`.

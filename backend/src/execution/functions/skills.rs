@@ -17,7 +17,10 @@ async fn allowed(cx: &Ctx<'_>) -> Result<Vec<std::sync::Arc<Skill>>, String> {
             .map_err(|e| format!("the agent's skills could not be read: {e}"))?,
         None => None,
     };
-    Ok(cx.st.skills.for_user(cx.user_id).allowed(allow.as_deref()))
+    let view = skills::of_user(cx.st, cx.user_id)
+        .await
+        .map_err(|e| format!("your skills could not be read: {e}"))?;
+    Ok(view.allowed(allow.as_deref()))
 }
 
 pub struct SkillSearch;
