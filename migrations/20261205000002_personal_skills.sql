@@ -10,3 +10,15 @@ CREATE TABLE personal_skills (
     updated_at TEXT NOT NULL,
     UNIQUE (user_id, name)
 );
+
+-- A user's personal skills are in their agents' prompts: a change raises the user's prompt
+-- generation, in the same transaction (the skills on disk are told apart by what they hold).
+CREATE TRIGGER prompt_gen_personal_skill_insert AFTER INSERT ON personal_skills BEGIN
+    UPDATE users SET prompt_gen = prompt_gen + 1 WHERE id = NEW.user_id;
+END;
+CREATE TRIGGER prompt_gen_personal_skill_update AFTER UPDATE ON personal_skills BEGIN
+    UPDATE users SET prompt_gen = prompt_gen + 1 WHERE id = NEW.user_id;
+END;
+CREATE TRIGGER prompt_gen_personal_skill_delete AFTER DELETE ON personal_skills BEGIN
+    UPDATE users SET prompt_gen = prompt_gen + 1 WHERE id = OLD.user_id;
+END;

@@ -190,7 +190,13 @@ impl AppState {
             sandbox.layers().refused.clone()
         });
         plugins.discover(&sandbox).await;
-        let skills = skills::Library::load(settings.skills_dir.as_deref(), &settings.workspaces);
+        let skills = Arc::new(skills::Library::load(
+            settings.skills_dir.as_deref(),
+            &settings.workspaces,
+        ));
+        if let Err(why) = skills.watch() {
+            tracing::warn!("the administrator's skills are read at start-up only: {why}");
+        }
         execution::functions::plugin::register(&mut functions, &plugins);
         Ok(AppState(Arc::new(Services {
             db,
@@ -206,7 +212,7 @@ impl AppState {
             call_options: Arc::new(settings.call_options.clone()),
             sandbox,
             plugins: Arc::new(plugins),
-            skills: Arc::new(skills),
+            skills,
             settings: Arc::new(settings),
             functions: Arc::new(functions),
             message_locks: Default::default(),

@@ -10,3 +10,8 @@ CREATE TABLE personal_skills (
     updated_at TEXT NOT NULL,
     UNIQUE (user_id, name)
 );
+
+-- A user's personal skills are in their agents' prompts: a change raises the user's prompt
+-- generation, in the same transaction (the skills on disk are told apart by what they hold).
+CREATE TRIGGER prompt_gen_personal_skill AFTER INSERT OR UPDATE OR DELETE ON personal_skills
+    FOR EACH ROW EXECUTE FUNCTION prompt_gen_of_user();

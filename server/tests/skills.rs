@@ -123,6 +123,23 @@ async fn skills_by_tier_searched_given_to_the_agent_and_read_beneath_their_folde
     let (s, _) = h.json(Method::GET, "/api/skills/nothing", None).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
 
+    // One the administrator adds is read again without a restart (002's hot reload).
+    write(
+        global.path(),
+        "mail-sort/SKILL.md",
+        &skill_md("mail-sort", "Sort a mailbox into folders.", "Sort."),
+    );
+    let mut seen = false;
+    for _ in 0..200 {
+        let (_, list) = h.json(Method::GET, "/api/skills", None).await;
+        if list.to_string().contains("\"mail-sort\"") {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(seen, "the new global skill was never listed");
+
     // A skill of the user's workspace (as a command writes it) hides the administrator's.
     let uid = me(&h).await;
     let ws = h._dir.path().join("workspaces").join(uid.to_string());

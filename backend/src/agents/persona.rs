@@ -185,18 +185,16 @@ pub(crate) async fn system_prompt(
     }))
 }
 
-/// The skills the user's agents are offered, and what a kept prompt must have been built
-/// under to be used: its day and those skills. They are read each time (the user's own are
-/// files a command may have changed).
-fn stamp(
-    st: &AppState,
-    user_id: i64,
-    personal: crate::skills::Root,
-    allow: Option<&[String]>,
-) -> (Vec<std::sync::Arc<crate::skills::Skill>>, String) {
-    let skills = st.skills.for_user(user_id, personal).allowed(allow);
-    let stamp = format!("{} {}", today(), crate::skills::fingerprint(&skills));
-    (skills, stamp)
+/// What a kept prompt must have been built under to be used, besides the user's prompt
+/// generation: its day and the skills on disk it may list (the user's own are files a
+/// command may have changed, so they are read each time; a change to a personal skill
+/// raises the generation).
+fn stamp(st: &AppState, user_id: i64, allow: Option<&[String]>) -> String {
+    let on_disk = st
+        .skills
+        .for_user(user_id, Default::default())
+        .allowed(allow);
+    format!("{} {}", today(), crate::skills::fingerprint(&on_disk))
 }
 
 /// The session's agent ready for a call: its runtime, its system prompt built, and the
@@ -220,11 +218,13 @@ pub(crate) async fn prepared(
         agent_id: agent.id,
         sub_session: sub,
     };
-    let personal = crate::skills::personal::read(c, &dk, user.id()).await?;
-    let (skills, stamp) = stamp(st, user.id(), personal, agent.skill_allow_list.as_deref());
+    let allow = agent.skill_allow_list.as_deref();
+    let stamp = stamp(st, user.id(), allow);
     agent.system = match st.prompts.get(key, generation, &stamp) {
         Some(kept) => kept,
         None => {
+            let personal = crate::skills::personal::read(c, &dk, user.id()).await?;
+            let skills = st.skills.for_user(user.id(), personal).allowed(allow);
             let section = crate::skills::prompt_section(&skills);
             let built = system_prompt(
                 c,
@@ -349,12 +349,8 @@ mod tests {
             agent_id: agent,
             sub_session: false,
         };
-        st.prompts.put(
-            key,
-            generation,
-            stamp(st, user.id(), Default::default(), None).1,
-            text,
-        );
+        st.prompts
+            .put(key, generation, stamp(st, user.id(), None), text);
     }
 
     #[tokio::test]

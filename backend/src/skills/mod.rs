@@ -248,32 +248,99 @@ pub fn builtin() -> Root {
     out
 }
 
-/// The skills of every tier but the users' own: Hero's and the administrator's, read at
-/// start-up; and where the users' are.
-#[derive(Debug, Default)]
+/// How long the administrator's skills must be left alone after a change before they are
+/// read again (002 §13: 500 ms).
+pub const RELOAD_DEBOUNCE: std::time::Duration = std::time::Duration::from_millis(500);
+/// The longest changes that never stop may hold a reload off.
+pub const RELOAD_AT_MOST_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The skills of every tier but the users' own: Hero's and the administrator's (read at
+/// start-up, and again when the administrator's folder changes); and where the users' are.
+#[derive(Default)]
 pub struct Library {
-    fixed: Vec<Root>,
+    fixed: std::sync::RwLock<Vec<Root>>,
+    global: Option<PathBuf>,
     workspaces: PathBuf,
+    /// What watches `global`, kept as long as the library.
+    watcher: std::sync::Mutex<Option<notify::RecommendedWatcher>>,
+}
+
+/// Hero's skills and the administrator's under `global`, read now.
+fn read_fixed(global: Option<&Path>) -> Vec<Root> {
+    let mut fixed = Vec::new();
+    if let Some(g) = global {
+        fixed.push(read_root(g, Tier::Global));
+    }
+    fixed.push(builtin());
+    for root in &fixed {
+        for f in &root.failed {
+            tracing::warn!(skill = %f.name, tier = f.tier.as_str(), "skill not loaded: {}", f.error);
+        }
+    }
+    fixed
 }
 
 impl Library {
     /// Reads Hero's skills and the administrator's under `global` (if given); the users'
     /// folders are under `workspaces`.
     pub fn load(global: Option<&Path>, workspaces: &Path) -> Library {
-        let mut fixed = Vec::new();
-        if let Some(g) = global {
-            fixed.push(read_root(g, Tier::Global));
-        }
-        fixed.push(builtin());
-        for root in &fixed {
-            for f in &root.failed {
-                tracing::warn!(skill = %f.name, tier = f.tier.as_str(), "skill not loaded: {}", f.error);
-            }
-        }
         Library {
-            fixed,
+            fixed: std::sync::RwLock::new(read_fixed(global)),
+            global: global.map(Path::to_path_buf),
             workspaces: workspaces.to_path_buf(),
+            watcher: Default::default(),
         }
+    }
+
+    /// Reads the administrator's skills again.
+    pub fn reload(&self) {
+        let fresh = read_fixed(self.global.as_deref());
+        let count: usize = fresh.iter().map(|r| r.skills.len()).sum();
+        *self.fixed.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+        tracing::info!(skills = count, "the administrator's skills were read again");
+    }
+
+    /// Watches the administrator's folder (made if missing) and reads it again once a burst
+    /// of changes has been quiet for [`RELOAD_DEBOUNCE`]. The watching thread ends with the
+    /// library.
+    pub fn watch(self: &Arc<Self>) -> Result<(), String> {
+        use notify::Watcher;
+        let Some(dir) = &self.global else {
+            return Ok(());
+        };
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("{} cannot be made: {e}", dir.display()))?;
+        // Bounded: a change while one waits says nothing more than the one waiting.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<()>(64);
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if event.is_ok() {
+                    let _ = tx.try_send(());
+                }
+            })
+            .map_err(|e| format!("{} cannot be watched: {e}", dir.display()))?;
+        watcher
+            .watch(dir, notify::RecursiveMode::Recursive)
+            .map_err(|e| format!("{} cannot be watched: {e}", dir.display()))?;
+        *self.watcher.lock().unwrap_or_else(|p| p.into_inner()) = Some(watcher);
+        let library = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("hero-skills-watch".into())
+            .spawn(move || {
+                // Ends when the watcher, and with it the sender, goes with the library.
+                while rx.recv().is_ok() {
+                    let began = std::time::Instant::now();
+                    while began.elapsed() < RELOAD_AT_MOST_EVERY
+                        && rx.recv_timeout(RELOAD_DEBOUNCE).is_ok()
+                    {}
+                    let Some(library) = library.upgrade() else {
+                        return;
+                    };
+                    library.reload();
+                }
+            })
+            .map_err(|e| format!("the skills' watcher cannot start: {e}"))?;
+        Ok(())
     }
 
     /// The skills `user_id` has: their workspace's and project's, read now, their personal
@@ -285,7 +352,13 @@ impl Library {
             read_root(&ws.join(".agents/skills"), Tier::Project),
             personal,
         ];
-        roots.extend(self.fixed.iter().cloned());
+        roots.extend(
+            self.fixed
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .cloned(),
+        );
         View::of(roots)
     }
 }
