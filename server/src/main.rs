@@ -149,8 +149,16 @@ fn main() -> std::process::ExitCode {
 }
 
 fn init_logging(filter: &str, format: server::config::LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+    let asked = filter;
+    let mut filter = tracing_subscriber::EnvFilter::try_new(asked)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // The MCP client logs what plugins send at `info`, unbounded: its warnings alone, unless
+    // the filter names it.
+    if !asked.contains("rmcp")
+        && let Ok(quiet) = "rmcp=warn".parse()
+    {
+        filter = filter.add_directive(quiet);
+    }
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

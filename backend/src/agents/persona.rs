@@ -189,10 +189,11 @@ pub(crate) async fn system_prompt(
 /// generation: its day and the skills on disk it may list (the user's own are files a
 /// command may have changed, so they are read each time; a change to a personal skill
 /// raises the generation).
-fn stamp(st: &AppState, user_id: i64, allow: Option<&[String]>) -> String {
+async fn stamp(st: &AppState, user_id: i64, allow: Option<&[String]>) -> String {
     let on_disk = st
         .skills
-        .for_user(user_id, Default::default())
+        .for_user_async(user_id, Default::default())
+        .await
         .allowed(allow);
     format!("{} {}", today(), crate::skills::fingerprint(&on_disk))
 }
@@ -219,12 +220,16 @@ pub(crate) async fn prepared(
         sub_session: sub,
     };
     let allow = agent.skill_allow_list.as_deref();
-    let stamp = stamp(st, user.id(), allow);
+    let stamp = stamp(st, user.id(), allow).await;
     agent.system = match st.prompts.get(key, generation, &stamp) {
         Some(kept) => kept,
         None => {
             let personal = crate::skills::personal::read(c, &dk, user.id()).await?;
-            let skills = st.skills.for_user(user.id(), personal).allowed(allow);
+            let skills = st
+                .skills
+                .for_user_async(user.id(), personal)
+                .await
+                .allowed(allow);
             let section = crate::skills::prompt_section(&skills);
             let built = system_prompt(
                 c,
@@ -350,7 +355,7 @@ mod tests {
             sub_session: false,
         };
         st.prompts
-            .put(key, generation, stamp(st, user.id(), None), text);
+            .put(key, generation, stamp(st, user.id(), None).await, text);
     }
 
     #[tokio::test]

@@ -1,8 +1,11 @@
-//! Reading a skill's folder, never beneath it: every open is `openat2` with
-//! `RESOLVE_BENEATH` from the folder's own descriptor, so a link (or `..`) leading out of
-//! the folder fails, whatever a sandboxed command left in a workspace. Only regular files
-//! are read (opened without blocking, so a FIFO cannot hold a read up); sizes, counts and
-//! depth are bounded.
+//! Reading a skill's folder, never outside it: a folder is reached from a root the user
+//! cannot change (the data directory's `skills`, or their workspace's own directory) by
+//! `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` (no link anywhere on the way, so a
+//! command cannot swap a directory for a link between two reads), and every file in it is
+//! opened beneath the folder's descriptor (`RESOLVE_BENEATH`: a link or `..` leading out
+//! fails), whatever a sandboxed command left in a workspace. Only regular files are read
+//! (opened without blocking, so a FIFO cannot hold a read up); sizes, counts and depth are
+//! bounded.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
@@ -28,18 +31,43 @@ fn open_beneath(dir: impl AsFd, rel: &str, flags: OFlags) -> std::io::Result<Own
     )?)
 }
 
-/// Opens the folder `dir` (itself not a link).
-pub fn open_dir(dir: &Path) -> std::io::Result<OwnedFd> {
+/// Opens a root folder the user cannot change (the administrator's skills, a user's
+/// workspace directory itself), as the server's settings name it.
+pub fn open_root(dir: &Path) -> std::io::Result<OwnedFd> {
     Ok(rustix::fs::open(
         dir,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )?)
 }
 
-/// Opens the folder `rel` beneath `dir`.
+/// Opens the folder `rel` beneath `dir`, through no link at all.
 pub fn open_subdir(dir: impl AsFd, rel: &str) -> std::io::Result<OwnedFd> {
-    open_beneath(dir, rel, OFlags::RDONLY | OFlags::DIRECTORY)
+    Ok(rustix::fs::openat2(
+        dir,
+        rel,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?)
+}
+
+/// The names of the folders in `dir` (links and files left out), by name.
+pub fn folders(dir: impl AsFd) -> std::io::Result<Vec<String>> {
+    let fd = open_beneath(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY)?;
+    let mut out = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&fd)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let st = rustix::fs::statat(&fd, name.as_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory {
+            out.push(name);
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// The file `rel` beneath the folder `dir`, if it is a regular file of `max` bytes at most.
@@ -151,7 +179,7 @@ mod tests {
         std::os::unix::fs::symlink(&secret, skill.join("key")).unwrap();
         std::os::unix::fs::symlink("../master.key", skill.join("up")).unwrap();
         std::os::unix::fs::symlink("scripts/fill.py", skill.join("inside")).unwrap();
-        let fd = open_dir(&skill).unwrap();
+        let fd = open_root(&skill).unwrap();
         assert_eq!(read(&fd, "SKILL.md", 100).unwrap(), b"body");
         assert_eq!(read(&fd, "scripts/fill.py", 100).unwrap(), b"print()");
         for bad in [

@@ -72,8 +72,10 @@ pub const INLINE_MAX_TOKENS: usize = 3_500;
 pub struct Skill {
     pub tier: Tier,
     pub md: format::SkillMd,
-    /// Its folder on the host; none for one of Hero's own or a personal one.
-    pub dir: Option<PathBuf>,
+    /// Where its folder is on the host: a root the user cannot change, and the folder's
+    /// path beneath it (reached through no link); none for one of Hero's own or a personal
+    /// one.
+    pub dir: Option<(PathBuf, String)>,
     /// Its files other than SKILL.md, held in memory (a personal skill's), by path.
     pub texts: Option<Arc<std::collections::BTreeMap<String, String>>>,
     /// Its files, `SKILL.md` among them: (path in the folder, size).
@@ -110,11 +112,12 @@ impl Skill {
                 .cloned()
                 .ok_or_else(|| format!("the skill {} has no file {path}", self.md.name));
         }
-        let Some(dir) = &self.dir else {
+        let Some((root, folder)) = &self.dir else {
             return Err(format!("the skill {} has no file {path}", self.md.name));
         };
-        let fd =
-            files::open_dir(dir).map_err(|e| format!("the skill's folder cannot be read: {e}"))?;
+        let fd = files::open_root(root)
+            .and_then(|r| files::open_subdir(&r, folder))
+            .map_err(|e| format!("the skill's folder cannot be read: {e}"))?;
         let bytes = files::read(&fd, path, files::MAX_FILE_BYTES)?;
         if bytes.contains(&0) {
             return Err(format!("{path} is not text"));
@@ -146,26 +149,37 @@ fn version_of(bytes: &[u8]) -> String {
 
 /// Reads every skill folder of `root` (none: nothing) as skills of `tier`.
 pub fn read_root(root: &Path, tier: Tier) -> Root {
+    read_root_at(root, None, tier)
+}
+
+/// Reads every skill folder of `trusted/beneath` (`trusted` itself when `beneath` is none;
+/// none there: nothing) as skills of `tier`. `trusted` is a root the user cannot change;
+/// `beneath` is reached through no link.
+pub fn read_root_at(trusted: &Path, beneath: Option<&str>, tier: Tier) -> Root {
     let mut out = Root::default();
-    let Ok(root_fd) = files::open_dir(root) else {
+    let Ok(trusted_fd) = files::open_root(trusted) else {
         return out;
     };
-    let Ok(entries) = std::fs::read_dir(root) else {
+    let root_fd = match beneath {
+        None => trusted_fd,
+        Some(rel) => match files::open_subdir(&trusted_fd, rel) {
+            Ok(fd) => fd,
+            Err(_) => return out,
+        },
+    };
+    let Ok(mut names) = files::folders(&root_fd) else {
         return out;
     };
-    let mut names: Vec<String> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| !n.starts_with('.'))
-        .collect();
-    names.sort();
     if names.len() > MAX_SKILLS_PER_ROOT {
-        tracing::warn!(root = %root.display(), found = names.len(), "more skills than {MAX_SKILLS_PER_ROOT}; the first by name are read");
+        tracing::warn!(root = %trusted.display(), found = names.len(), "more skills than {MAX_SKILLS_PER_ROOT}; the first by name are read");
         names.truncate(MAX_SKILLS_PER_ROOT);
     }
     for name in names {
-        match read_one(&root_fd, root, &name, tier) {
+        let folder = match beneath {
+            Some(rel) => format!("{rel}/{name}"),
+            None => name.clone(),
+        };
+        match read_one(&root_fd, (trusted, folder), &name, tier) {
             Ok(skill) => out.skills.push(Arc::new(skill)),
             Err(error) => out.failed.push(Failed { tier, name, error }),
         }
@@ -173,7 +187,13 @@ pub fn read_root(root: &Path, tier: Tier) -> Root {
     out
 }
 
-fn read_one(root_fd: impl AsFd, root: &Path, name: &str, tier: Tier) -> Result<Skill, String> {
+/// The skill in the folder `name` of `root_fd`, which is `folder` beneath `trusted`.
+fn read_one(
+    root_fd: impl AsFd,
+    (trusted, folder): (&Path, String),
+    name: &str,
+    tier: Tier,
+) -> Result<Skill, String> {
     format::check_name(name)?;
     let dir = files::open_subdir(&root_fd, name)
         .map_err(|e| format!("the folder cannot be opened: {e}"))?;
@@ -184,7 +204,7 @@ fn read_one(root_fd: impl AsFd, root: &Path, name: &str, tier: Tier) -> Result<S
         tier,
         version: version_of(&bytes),
         md,
-        dir: Some(root.join(name)),
+        dir: Some((trusted.to_path_buf(), folder)),
         texts: None,
         files: listed,
     })
@@ -216,7 +236,7 @@ fn in_memory(
 pub async fn of_user(st: &crate::AppState, user_id: i64) -> crate::Result<View> {
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, user_id).await?;
     let personal = personal::read(&mut st.db.conn().await?, &dk, user_id).await?;
-    Ok(st.skills.for_user(user_id, personal))
+    Ok(st.skills.for_user_async(user_id, personal).await)
 }
 
 /// Hero's own skills, in the binary: (folder, SKILL.md).
@@ -343,13 +363,21 @@ impl Library {
         Ok(())
     }
 
+    /// [`Library::for_user`] on a thread for blocking work: the folders are read from disk.
+    pub async fn for_user_async(self: &Arc<Self>, user_id: i64, personal: Root) -> View {
+        let library = self.clone();
+        tokio::task::spawn_blocking(move || library.for_user(user_id, personal))
+            .await
+            .unwrap_or_default()
+    }
+
     /// The skills `user_id` has: their workspace's and project's, read now, their personal
     /// ones (`personal`, opened by the caller), over the fixed tiers.
     pub fn for_user(&self, user_id: i64, personal: Root) -> View {
         let ws = self.workspaces.join(user_id.to_string());
         let mut roots = vec![
-            read_root(&ws.join("skills"), Tier::Workspace),
-            read_root(&ws.join(".agents/skills"), Tier::Project),
+            read_root_at(&ws, Some("skills"), Tier::Workspace),
+            read_root_at(&ws, Some(".agents/skills"), Tier::Project),
             personal,
         ];
         roots.extend(
@@ -689,6 +717,28 @@ mod tests {
                 .skills
                 .is_empty()
         );
+    }
+
+    /// A workspace's tier folders are reached through no link: a command cannot make
+    /// another user's skills (or anything else) one of its own user's tiers.
+    #[test]
+    fn a_tier_reached_through_a_link_is_empty() {
+        let workspaces = tempfile::tempdir().unwrap();
+        let theirs = workspaces.path().join("1/skills/secret");
+        std::fs::create_dir_all(&theirs).unwrap();
+        std::fs::write(
+            theirs.join("SKILL.md"),
+            "---\nname: secret\ndescription: Not yours.\n---\nBody\n",
+        )
+        .unwrap();
+        let mine = workspaces.path().join("2");
+        std::fs::create_dir_all(&mine).unwrap();
+        std::os::unix::fs::symlink("../1", mine.join(".agents")).unwrap();
+        std::os::unix::fs::symlink("../1/skills", mine.join("skills")).unwrap();
+        let library = Library::load(None, workspaces.path());
+        let view = library.for_user(2, Root::default());
+        assert!(view.get("secret").is_none(), "{:?}", view.skills);
+        assert!(library.for_user(1, Root::default()).get("secret").is_some());
     }
 
     #[test]

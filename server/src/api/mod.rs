@@ -96,7 +96,11 @@ where
         .route("/skills/search", post(skills::search))
         .route(
             "/skills/{name}",
-            get(skills::get).put(skills::put).delete(skills::delete),
+            get(skills::get)
+                .put(skills::put)
+                .delete(skills::delete)
+                // A personal skill is up to 8 MiB of files, sent as JSON.
+                .layer(axum::extract::DefaultBodyLimit::max(12 << 20)),
         )
         .route("/agents/{id}/skills", get(skills::for_agent))
         .route("/skills/{name}/files/{*path}", get(skills::file))

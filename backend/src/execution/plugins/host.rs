@@ -107,7 +107,10 @@ impl Connection {
         if self.program.over_quota() {
             return Some("it filled its state directory past the quota and was stopped".into());
         }
-        if self.program.ended() || self.client.is_closed() {
+        if self.program.ended()
+            || self.client.is_closed()
+            || self.client.peer().is_transport_closed()
+        {
             return Some("it ended".into());
         }
         None
@@ -387,6 +390,11 @@ impl Live {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         let mut oldest: Option<(u64, Arc<Slot>)> = None;
         slots.retain(|_, s| {
+            // A caller holds it (about to lock it): kept, or the caller's process would be
+            // in a slot no one else sees.
+            if Arc::strong_count(s) > 1 {
+                return true;
+            }
             let Ok(mut c) = s.conn.try_lock() else {
                 return true;
             };

@@ -1294,6 +1294,10 @@ impl Spawner {
             .name("hero-sandbox-spawner".into())
             .spawn(move || {
                 for (argv, stdin, reply) in rx {
+                    // Given up (a Stop, a timeout) while it waited: nothing is started.
+                    if reply.is_closed() {
+                        continue;
+                    }
                     let child = std::process::Command::new(&argv[0])
                         .args(&argv[1..])
                         .env_clear()
@@ -1302,7 +1306,12 @@ impl Spawner {
                         .stdout(Stdio::piped())
                         .stderr(Stdio::piped())
                         .spawn();
-                    let _ = reply.send(child);
+                    // Given up since: the child is killed and reaped here, or it would run on
+                    // unbounded (the spawner thread, its parent, never ends).
+                    if let Err(Ok(mut child)) = reply.send(child) {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                    }
                 }
             })
             .expect("the sandbox spawner thread");
