@@ -258,6 +258,9 @@ async fn a_plugins_tools_are_gated_functions_the_agent_runs() {
         .join("plugin-state/kit")
         .join(me(&h).await.to_string());
     assert_eq!(std::fs::read_to_string(state.join("note")).unwrap(), "kept");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "the user's state is its owner's alone");
 
     // Idle past its time, the process stops.
     let mut status = String::new();

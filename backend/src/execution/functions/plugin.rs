@@ -127,3 +127,89 @@ pub fn register(registry: &mut Registry, plugins: &Plugins) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::execution::plugins::Manifest;
+    use crate::execution::plugins::manifest::FunctionSettings;
+    use hero_shared::api::PluginStatus;
+    use serde_json::json;
+
+    fn plugin(functions: &[(&str, FunctionSettings)]) -> Plugin {
+        Plugin {
+            name: "kit".into(),
+            dir: "/nowhere".into(),
+            manifest: Some(Manifest {
+                name: "kit".into(),
+                version: "1".into(),
+                description: String::new(),
+                program: "/nowhere/run".into(),
+                args: Vec::new(),
+                functions: functions
+                    .iter()
+                    .map(|(n, f)| ((*n).to_owned(), *f))
+                    .collect(),
+                processes: Vec::new(),
+            }),
+            status: PluginStatus::Ready,
+            error: None,
+            tools: Vec::new(),
+        }
+    }
+
+    fn tool(name: &str, description: &str, schema: Value) -> ToolDef {
+        ToolDef {
+            name: name.into(),
+            description: description.into(),
+            schema,
+        }
+    }
+
+    /// A tool becomes a function within its bounds, asking at a moderate danger unless its
+    /// manifest says otherwise; past a bound it is refused, saying which.
+    #[test]
+    fn a_tool_is_a_function_within_its_bounds() {
+        let object = json!({"type": "object", "properties": {}});
+        let f = function(&plugin(&[]), &tool("echo", "Says it back.", object.clone())).unwrap();
+        assert_eq!(f.spec.name, "kit__echo");
+        assert_eq!(f.spec.plugin.as_deref(), Some("kit"));
+        assert_eq!(f.spec.default, Permission::Ask);
+        assert_eq!(f.spec.permissions.danger_level, DangerLevel::Moderate);
+        let trusted = FunctionSettings {
+            danger: Some(DangerLevel::Safe),
+            auto_approve: Some(true),
+        };
+        let f = function(
+            &plugin(&[("echo", trusted)]),
+            &tool("echo", "", object.clone()),
+        )
+        .unwrap();
+        assert_eq!(f.spec.default, Permission::Always);
+        assert_eq!(f.spec.permissions.danger_level, DangerLevel::Safe);
+        assert_eq!(f.spec.description, "A tool of the plugin kit.");
+
+        let long = "d".repeat(MAX_DESCRIPTION_CHARS + 1);
+        let why = function(&plugin(&[]), &tool("echo", &long, object.clone()))
+            .err()
+            .unwrap();
+        assert!(why.contains("description"), "{why}");
+        let big = json!({"type": "object", "description": "s".repeat(MAX_SCHEMA_BYTES)});
+        let why = function(&plugin(&[]), &tool("echo", "d", big))
+            .err()
+            .unwrap();
+        assert!(why.contains("schema"), "{why}");
+        let why = function(&plugin(&[]), &tool("echo", "d", json!({"type": "string"})))
+            .err()
+            .unwrap();
+        assert!(why.contains("object"), "{why}");
+        let why = function(&plugin(&[]), &tool("e cho", "d", object.clone()))
+            .err()
+            .unwrap();
+        assert!(why.contains("characters"), "{why}");
+        let why = function(&plugin(&[]), &tool(&"t".repeat(60), "d", object))
+            .err()
+            .unwrap();
+        assert!(why.contains("64"), "{why}");
+    }
+}

@@ -85,7 +85,7 @@ struct Connection {
     client: RunningService<RoleClient, ()>,
     /// Why its output was refused, when it was.
     fault: Arc<Mutex<Option<String>>>,
-    stderr: tokio::task::JoinHandle<()>,
+    stderr: tokio::task::JoinHandle<usize>,
     program: Program,
     /// The count of live processes, less one when this one goes.
     live: Arc<AtomicUsize>,
@@ -276,21 +276,27 @@ fn messages<R: AsyncRead + Unpin + Send + 'static>(
     ))
 }
 
-/// Logs a process's stderr a line at a time, the first [`MAX_STDERR_LOGGED`] bytes of it;
-/// the rest is read and dropped.
-async fn log_stderr<R: AsyncRead + Unpin>(plugin: String, err: R) {
+/// Logs a process's stderr a line at a time (4 KiB of a line at most), the first
+/// [`MAX_STDERR_LOGGED`] bytes of it; the rest is read and dropped. Answers how much it
+/// logged.
+async fn log_stderr<R: AsyncRead + Unpin>(plugin: String, err: R) -> usize {
     let mut r = BufReader::new(err);
     let mut buf = Vec::new();
     let mut logged = 0usize;
     loop {
-        if let Ok(None) = read_line(&mut r, &mut buf).await {
-            return;
+        match read_line(&mut r, &mut buf).await {
+            Ok(None) => return logged,
+            Ok(Some(())) => {}
+            // A line over the bound is logged cut; a read that fails ends the log.
+            Err(_) if buf.len() > MAX_LINE_BYTES => {}
+            Err(_) => return logged,
         }
         if logged >= MAX_STDERR_LOGGED {
             continue;
         }
-        logged += buf.len();
-        tracing::info!(plugin = %plugin, "stderr: {}", String::from_utf8_lossy(&buf[..buf.len().min(4096)]));
+        let shown = &buf[..buf.len().min(4096)];
+        logged += shown.len();
+        tracing::info!(plugin = %plugin, "stderr: {}", String::from_utf8_lossy(shown));
         if logged >= MAX_STDERR_LOGGED {
             tracing::warn!(plugin = %plugin, "the rest of this process's stderr is not logged");
         }
@@ -542,4 +548,27 @@ fn text_of(content: &[ContentBlock], structured: Option<&Value>) -> String {
         out = v.to_string();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process's stderr reaches the log up to its bound, however much it writes, a line
+    /// over 1 MiB included; all of it is read.
+    #[tokio::test]
+    async fn stderr_is_logged_up_to_its_bound() {
+        let mut flood = Vec::new();
+        for i in 0..3_000 {
+            flood.extend_from_slice(format!("{i:099}\n").as_bytes());
+        }
+        flood.extend(std::iter::repeat_n(b'x', 2 << 20));
+        flood.push(b'\n');
+        let logged = log_stderr("kit".into(), flood.as_slice()).await;
+        assert!(
+            (MAX_STDERR_LOGGED..MAX_STDERR_LOGGED + 4096).contains(&logged),
+            "{logged}"
+        );
+        assert_eq!(log_stderr("kit".into(), &b"one\ntwo\n"[..]).await, 6);
+    }
 }
