@@ -189,13 +189,9 @@ pub(crate) async fn system_prompt(
 /// generation: its day and the skills on disk it may list (the user's own are files a
 /// command may have changed, so they are read each time; a change to a personal skill
 /// raises the generation).
-async fn stamp(st: &AppState, user_id: i64, allow: Option<&[String]>) -> String {
-    let on_disk = st
-        .skills
-        .for_user_async(user_id, Default::default())
-        .await
-        .allowed(allow);
-    format!("{} {}", today(), crate::skills::fingerprint(&on_disk))
+fn stamp(on_disk: &[crate::skills::Root], allow: Option<&[String]>) -> String {
+    let listed = crate::skills::View::of(on_disk.to_vec()).allowed(allow);
+    format!("{} {}", today(), crate::skills::fingerprint(&listed))
 }
 
 /// The session's agent ready for a call: its runtime, its system prompt built, and the
@@ -220,16 +216,14 @@ pub(crate) async fn prepared(
         sub_session: sub,
     };
     let allow = agent.skill_allow_list.as_deref();
-    let stamp = stamp(st, user.id(), allow).await;
+    // The folders are read once: for the stamp, and for the prompt if it is built again.
+    let mut roots = st.skills.roots_async(user.id()).await;
+    let stamp = stamp(&roots, allow);
     agent.system = match st.prompts.get(key, generation, &stamp) {
         Some(kept) => kept,
         None => {
-            let personal = crate::skills::personal::read(c, &dk, user.id()).await?;
-            let skills = st
-                .skills
-                .for_user_async(user.id(), personal)
-                .await
-                .allowed(allow);
+            roots.push(crate::skills::personal::read(c, &dk, user.id()).await?);
+            let skills = crate::skills::View::of(roots).allowed(allow);
             let section = crate::skills::prompt_section(&skills);
             let built = system_prompt(
                 c,
@@ -354,8 +348,12 @@ mod tests {
             agent_id: agent,
             sub_session: false,
         };
-        st.prompts
-            .put(key, generation, stamp(st, user.id(), None).await, text);
+        st.prompts.put(
+            key,
+            generation,
+            stamp(&st.skills.roots_async(user.id()).await, None),
+            text,
+        );
     }
 
     #[tokio::test]

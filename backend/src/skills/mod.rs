@@ -363,22 +363,28 @@ impl Library {
         Ok(())
     }
 
-    /// [`Library::for_user`] on a thread for blocking work: the folders are read from disk.
-    pub async fn for_user_async(self: &Arc<Self>, user_id: i64, personal: Root) -> View {
+    /// [`Library::roots`] on a thread for blocking work: the folders are read from disk.
+    pub async fn roots_async(self: &Arc<Self>, user_id: i64) -> Vec<Root> {
         let library = self.clone();
-        tokio::task::spawn_blocking(move || library.for_user(user_id, personal))
+        tokio::task::spawn_blocking(move || library.roots(user_id))
             .await
             .unwrap_or_default()
     }
 
-    /// The skills `user_id` has: their workspace's and project's, read now, their personal
-    /// ones (`personal`, opened by the caller), over the fixed tiers.
-    pub fn for_user(&self, user_id: i64, personal: Root) -> View {
+    /// [`Library::for_user`] on a thread for blocking work.
+    pub async fn for_user_async(self: &Arc<Self>, user_id: i64, personal: Root) -> View {
+        let mut roots = self.roots_async(user_id).await;
+        roots.push(personal);
+        View::of(roots)
+    }
+
+    /// Every root of `user_id`'s skills but their personal ones: their workspace's and
+    /// project's, read now, and the fixed tiers.
+    pub fn roots(&self, user_id: i64) -> Vec<Root> {
         let ws = self.workspaces.join(user_id.to_string());
         let mut roots = vec![
             read_root_at(&ws, Some("skills"), Tier::Workspace),
             read_root_at(&ws, Some(".agents/skills"), Tier::Project),
-            personal,
         ];
         roots.extend(
             self.fixed
@@ -387,6 +393,14 @@ impl Library {
                 .iter()
                 .cloned(),
         );
+        roots
+    }
+
+    /// The skills `user_id` has: their workspace's and project's, read now, their personal
+    /// ones (`personal`, opened by the caller), over the fixed tiers.
+    pub fn for_user(&self, user_id: i64, personal: Root) -> View {
+        let mut roots = self.roots(user_id);
+        roots.push(personal);
         View::of(roots)
     }
 }
