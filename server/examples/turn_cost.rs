@@ -186,6 +186,7 @@ async fn scenario(
         let post = hero_shared::api::PostMessageRequest {
             content: "/stream off".into(),
             private: false,
+            skill_filter: None,
         };
         turn::post(&t, &user, session, post)
             .await
@@ -237,6 +238,7 @@ async fn scenario(
             hero_shared::api::PostMessageRequest {
                 content: "and then?".into(),
                 private: false,
+                skill_filter: None,
             },
         )
         .await
@@ -296,6 +298,7 @@ async fn first_messages(mock_url: &str, startup: usize, sessions: usize) -> Vec<
             hero_shared::api::PostMessageRequest {
                 content: "hello".into(),
                 private: false,
+                skill_filter: None,
             },
         )
         .await

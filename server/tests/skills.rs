@@ -96,8 +96,8 @@ async fn skills_by_tier_searched_given_to_the_agent_and_read_beneath_their_folde
     // One, with its details and files; the link to the key is no file of it.
     let (s, pdf) = h.json(Method::GET, "/api/skills/pdf-forms", None).await;
     assert_eq!(s, StatusCode::OK, "{pdf}");
-    assert_eq!(pdf["detail"]["content"], "Run skill://pdf-forms/fill.py.");
-    let files: Vec<&str> = pdf["detail"]["files"]
+    assert_eq!(pdf["content"], "Run skill://pdf-forms/fill.py.");
+    let files: Vec<&str> = pdf["files"]
         .as_array()
         .unwrap()
         .iter()
@@ -165,10 +165,7 @@ async fn skills_by_tier_searched_given_to_the_agent_and_read_beneath_their_folde
     let (_, theirs) = h
         .json(Method::GET, "/api/skills/pdf-forms?tier=global", None)
         .await;
-    assert_eq!(
-        theirs["detail"]["content"],
-        "Run skill://pdf-forms/fill.py."
-    );
+    assert_eq!(theirs["content"], "Run skill://pdf-forms/fill.py.");
 
     // Searched: scored, best first; bad queries said why.
     let (s, found) = h
@@ -312,6 +309,48 @@ async fn skills_by_tier_searched_given_to_the_agent_and_read_beneath_their_folde
     )
     .await;
     assert!(prompt().await.contains("<name>pdf-forms</name>"));
+
+    // A message's `skill_filter` is the allow list for its turn and its follow-ups; the
+    // next message without one goes back to the agent's.
+    h.stream_body(
+        session,
+        json!({
+            "content": r#"[[mock tool=skill_search input={"query": "pdf forms"} then="Filtered."]]"#,
+            "skill_filter": ["git-history"],
+        }),
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 10).await;
+    let result = of_type(&frames, "result").last().copied().unwrap();
+    assert!(
+        result["payload"]["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("No skill fits"),
+        "{result}"
+    );
+    h.stream(
+        session,
+        r#"[[mock tool=skill_search input={"query": "pdf forms"} then="All."]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 12).await;
+    let result = of_type(&frames, "result").last().copied().unwrap();
+    assert!(
+        result["payload"]["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("- pdf-forms"),
+        "{result}"
+    );
+    let (s, body) = h
+        .json(
+            Method::POST,
+            &format!("/api/sessions/{session}/messages"),
+            Some(json!({"content": "hi", "skill_filter": ["../etc"]})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
     let (s, body) = h
         .json(
             Method::PATCH,
@@ -353,10 +392,7 @@ async fn personal_skills_are_sealed_rows_of_their_own_user() {
     assert_eq!(s, StatusCode::CREATED, "{made}");
     assert_eq!(made["tier"], "personal");
     assert_eq!(made["visibility"], "private");
-    assert_eq!(
-        made["detail"]["content"],
-        "Read skill://git-history/ref/notes.md."
-    );
+    assert_eq!(made["content"], "Read skill://git-history/ref/notes.md.");
     let (s, _) = h
         .json(Method::PUT, "/api/skills/git-history", Some(body))
         .await;

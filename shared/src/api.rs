@@ -443,6 +443,10 @@ pub struct UpdateAgentRequest {
 #[serde(deny_unknown_fields)]
 pub struct PostMessageRequest {
     pub content: String,
+    /// The skills the agent may use for this turn and its follow-ups, over its allow list:
+    /// a list of names (`[]`: none).
+    #[serde(default)]
+    pub skill_filter: Option<Vec<String>>,
     /// Stored and shown, never sent to the agent (no reply).
     #[serde(default)]
     pub private: bool,
@@ -587,7 +591,8 @@ pub struct SkillDto {
     /// Why its folder is no skill (then it is not used).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its details, beside the fields above (`GET /api/skills/{name}` only).
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<SkillDetail>,
 }
 
@@ -658,6 +663,53 @@ pub struct SkillSearchRequest {
     pub agent_id: Option<i64>,
     #[serde(default)]
     pub limit: Option<usize>,
+}
+
+/// `PUT /api/skills/{name}/visibility` (administrators): a global skill's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillVisibilityRequest {
+    /// `public` or `internal`.
+    pub visibility: String,
+}
+
+/// `POST /api/skills/{name}/grants` (administrators): an internal global skill to a user
+/// (by name) or to an agent, which may be pinned to one of its versions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillGrantRequest {
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub agent_id: Option<i64>,
+    #[serde(default)]
+    pub pinned_version: Option<String>,
+}
+
+/// One grant of an internal skill.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillGrantDto {
+    pub id: i64,
+    /// The user it is granted to...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// ...or the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_version: Option<String>,
+    /// The administrator who granted it.
+    pub granted_by: String,
+    pub created_at: String,
+}
+
+/// `GET /api/skills/{name}/grants`: a global skill's visibility and grants.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillGrantsDto {
+    pub visibility: String,
+    /// Its versions kept for pinned agents, newest first.
+    pub versions: Vec<String>,
+    pub grants: Vec<SkillGrantDto>,
 }
 
 /// One skill found, with its score and its parts.

@@ -91,22 +91,28 @@ pub struct AgentRuntime {
 /// The most names an agent's skill allow list may hold.
 pub const MAX_SKILL_ALLOW_LIST: usize = 1_000;
 
-/// A skill allow list checked (each a skill's name, at most [`MAX_SKILL_ALLOW_LIST`]), as
-/// stored: a JSON array, without repeats.
-fn check_skill_allow_list(names: &[String]) -> Result<String> {
+/// A list of skills' names checked (each a skill's name, at most
+/// [`MAX_SKILL_ALLOW_LIST`]), without repeats: an allow list, a message's `skill_filter`.
+pub fn checked_skill_names(names: &[String]) -> Result<Vec<String>> {
     if names.len() > MAX_SKILL_ALLOW_LIST {
         return Err(Error::Invalid(format!(
-            "skill_allow_list names at most {MAX_SKILL_ALLOW_LIST} skills"
+            "a list of skills names at most {MAX_SKILL_ALLOW_LIST}"
         )));
     }
-    let mut kept: Vec<&str> = Vec::with_capacity(names.len());
+    let mut kept: Vec<String> = Vec::with_capacity(names.len());
     for n in names {
         crate::skills::format::check_name(n)
-            .map_err(|why| Error::Invalid(format!("skill_allow_list: {why}")))?;
-        if !kept.contains(&n.as_str()) {
-            kept.push(n);
+            .map_err(|why| Error::Invalid(format!("a list of skills: {why}")))?;
+        if !kept.contains(n) {
+            kept.push(n.clone());
         }
     }
+    Ok(kept)
+}
+
+/// A skill allow list checked, as stored: a JSON array.
+fn check_skill_allow_list(names: &[String]) -> Result<String> {
+    let kept = checked_skill_names(names)?;
     Ok(serde_json::to_string(&kept).unwrap_or_else(|_| "[]".into()))
 }
 

@@ -191,17 +191,24 @@ pub(crate) async fn system_prompt(
 /// raises the generation).
 fn stamp(on_disk: &[crate::skills::Root], allow: Option<&[String]>) -> String {
     let listed = crate::skills::View::of(on_disk.to_vec()).allowed(allow);
-    format!("{} {}", today(), crate::skills::fingerprint(&listed))
+    let allowed = allow.map_or_else(|| "*".to_owned(), |names| names.join(","));
+    format!(
+        "{} {} {allowed}",
+        today(),
+        crate::skills::fingerprint(&listed)
+    )
 }
 
 /// The session's agent ready for a call: its runtime, its system prompt built, and the
-/// user's data key; `seed` seeds the agent's files first if they never were.
+/// user's data key; `seed` seeds the agent's files first if they never were. `skill_filter`:
+/// the skills the turn's message limits it to, over the agent's allow list.
 pub(crate) async fn prepared(
     c: &mut Conn<'_>,
     st: &AppState,
     user: &AuthUser,
     session_id: i64,
     seed: bool,
+    skill_filter: Option<&[String]>,
 ) -> Result<(AgentRuntime, SecretKey)> {
     let setup = agents::turn_setup(c, &st.keys, user, session_id).await?;
     let (username, sub, generation) = (setup.username.clone(), setup.sub_session, setup.prompt_gen);
@@ -215,7 +222,7 @@ pub(crate) async fn prepared(
         agent_id: agent.id,
         sub_session: sub,
     };
-    let allow = agent.skill_allow_list.as_deref();
+    let allow = skill_filter.or(agent.skill_allow_list.as_deref());
     // The folders are read once: for the stamp, and for the prompt if it is built again.
     let mut roots = st.skills.roots_async(user.id()).await;
     let stamp = stamp(&roots, allow);
@@ -249,7 +256,12 @@ pub(crate) async fn prepared(
 /// as the call would).
 pub async fn for_session(st: &AppState, user: &AuthUser, session_id: i64) -> Result<String> {
     st.db
-        .write_with(async |tx| Ok(prepared(tx, st, user, session_id, true).await?.0.system))
+        .write_with(async |tx| {
+            Ok(prepared(tx, st, user, session_id, true, None)
+                .await?
+                .0
+                .system)
+        })
         .await
 }
 

@@ -73,7 +73,9 @@ pub async fn compact(
 ) -> Result<Frame> {
     let (agent, dk) = st
         .db
-        .read_with(async |c| crate::agents::persona::prepared(c, st, user, session_id, false).await)
+        .read_with(async |c| {
+            crate::agents::persona::prepared(c, st, user, session_id, false, None).await
+        })
         .await?;
     let kept = crate::conversation::context::load(st, &dk, session_id).await?;
     if messages(&kept) == 0 {

@@ -245,6 +245,36 @@ fn stored_tool_calls(payload: &Value) -> Vec<providers::ToolCall> {
         .collect()
 }
 
+/// The skills the user's last message (not a private note) limited its turn to
+/// (`skill_filter`), over the agent's allow list for it and its follow-ups.
+pub(crate) fn skill_filter(frames: &[Kept]) -> Option<Vec<String>> {
+    let last = frames.iter().rev().find(|k| {
+        let f: &hero_shared::frame::Frame = &k.frame;
+        f.frame_type == hero_shared::frame::FrameType::Message
+            && f.author_type == hero_shared::frame::AuthorType::User
+            && f.payload.get("private") != Some(&serde_json::Value::Bool(true))
+    })?;
+    serde_json::from_value(last.frame.payload.get("skill_filter")?.clone()).ok()
+}
+
+/// [`skill_filter`] of the session's conversation as it now is: the one kept in memory when
+/// it is current, else read.
+pub(crate) async fn current_skill_filter(
+    st: &AppState,
+    user_id: i64,
+    session_id: i64,
+) -> Result<Option<Vec<String>>> {
+    let seq = st
+        .db
+        .read_with(async |c| frames::current_seq(c, session_id).await)
+        .await?;
+    if let Some(found) = st.history.look(session_id, seq, skill_filter) {
+        return Ok(found);
+    }
+    let dk = crate::accounts::users::data_key(&st.db, &st.keys, user_id).await?;
+    Ok(skill_filter(&load(st, &dk, session_id).await?))
+}
+
 /// The conversation since the last compact as it now is (after calls appended to it).
 pub(crate) async fn load(st: &AppState, dk: &SecretKey, session_id: i64) -> Result<Vec<Kept>> {
     let rows = st

@@ -31,6 +31,8 @@ pub(super) struct Turn {
     pub(super) user: AuthUser,
     pub(super) agent: AgentRuntime,
     pub(super) dk: SecretKey,
+    /// The skills the user's message limited its turn to, over the agent's allow list.
+    pub(super) skill_filter: Option<Vec<String>>,
     /// The calls in the user's own message (its frame's id), run before the first reply.
     pub(super) user_calls: Option<(String, Vec<act::Asked>)>,
     pub(super) live: Arc<InFlight>,
@@ -277,8 +279,9 @@ async fn next_round(
     t.round += 1;
     let messages = context::messages(kept);
     let user = &t.user;
+    let filter = t.skill_filter.as_deref();
     let fresh = st.db.read_with(async |c| {
-        crate::agents::persona::prepared(c, st, user, session_id, false).await
+        crate::agents::persona::prepared(c, st, user, session_id, false, filter).await
     });
     match fresh.await {
         Ok((fresh, _)) => t.agent.system = fresh.system,
@@ -333,11 +336,24 @@ pub async fn follow_up(
         return Ok(());
     }
     let slot = crate::conversation::cluster::turn_slot(st, user.id()).await?;
-    let (agent, dk) = st
+    let (mut agent, dk) = st
         .db
-        .read_with(async |c| crate::agents::persona::prepared(c, st, user, session_id, false).await)
+        .read_with(async |c| {
+            crate::agents::persona::prepared(c, st, user, session_id, false, None).await
+        })
         .await?;
     let kept = context::load(st, &dk, session_id).await?;
+    // The user's last message may have limited its turn's skills: so are its follow-ups'.
+    let skill_filter = context::skill_filter(&kept);
+    if let Some(filter) = skill_filter.as_deref() {
+        agent = st
+            .db
+            .read_with(async |c| {
+                crate::agents::persona::prepared(c, st, user, session_id, false, Some(filter)).await
+            })
+            .await?
+            .0;
+    }
     let round = rounds_since_user(&kept);
     let after_seq = kept.last().map_or(0, |k| k.frame.seq);
     let mut events = TurnEvents::new();
@@ -352,6 +368,7 @@ pub async fn follow_up(
         user,
         agent,
         dk,
+        skill_filter,
         user_calls: None,
         live,
         cancel,

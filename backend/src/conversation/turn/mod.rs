@@ -110,7 +110,12 @@ pub async fn post(
         }
         post::Posted::Message(c) => c,
     };
-    let input = prepare::Input::user(user, &content);
+    let skill_filter = req
+        .skill_filter
+        .as_deref()
+        .map(crate::agents::checked_skill_names)
+        .transpose()?;
+    let input = prepare::Input::user(user, &content, skill_filter);
     // Calls in the user's own message run with their authority, before the agent replies.
     start(out, events, message_id, user, input, Some(&content), None).await
 }
@@ -139,6 +144,7 @@ pub(crate) async fn post_queued(
         author: hero_shared::frame::AuthorType::System,
         author_id: None,
         payload,
+        skill_filter: None,
     };
     start(out, events, message_id, user, input, None, Some(slot)).await
 }
@@ -195,6 +201,7 @@ async fn start(
         user,
         agent,
         dk,
+        skill_filter: input.skill_filter,
         user_calls,
         live,
         cancel,

@@ -30,15 +30,22 @@ pub(super) struct Input {
     pub(super) author: AuthorType,
     pub(super) author_id: Option<i64>,
     pub(super) payload: serde_json::Value,
+    /// The skills the message limits its turn to (kept in its payload too).
+    pub(super) skill_filter: Option<Vec<String>>,
 }
 
 impl Input {
-    /// The signed-in user's message.
-    pub(super) fn user(user: &AuthUser, content: &str) -> Input {
+    /// The signed-in user's message; `skill_filter`, checked, is kept with it.
+    pub(super) fn user(user: &AuthUser, content: &str, skill_filter: Option<Vec<String>>) -> Input {
+        let mut payload = json!({"role": "user", "content": content});
+        if let Some(names) = &skill_filter {
+            payload["skill_filter"] = json!(names);
+        }
         Input {
             author: AuthorType::User,
             author_id: Some(user.id()),
-            payload: json!({"role": "user", "content": content}),
+            payload,
+            skill_filter,
         }
     }
 }
@@ -68,8 +75,15 @@ pub(super) async fn prepare(
         .db
         .write_with(async |tx| {
             // The agent's files, seeded on its first use, make its system prompt.
-            let (agent, dk) =
-                crate::agents::persona::prepared(tx, st, user, session_id, true).await?;
+            let (agent, dk) = crate::agents::persona::prepared(
+                tx,
+                st,
+                user,
+                session_id,
+                true,
+                input.skill_filter.as_deref(),
+            )
+            .await?;
             // In batch mode one message at a time: stored when its turn comes.
             if agent.batch && queued.is_none() {
                 let queue = st.turns.batch_queue(session_id);

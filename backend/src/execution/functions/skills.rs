@@ -9,13 +9,19 @@ use serde_json::{Value, json};
 use super::{Ctx, Function, Spec};
 use crate::skills::{self, Skill};
 
-/// The skills the calling agent may use: its user's, less those its allow list leaves out.
+/// The skills the calling agent may use: its user's, less those the user's last message
+/// (its `skill_filter`) or else the agent's allow list leaves out.
 async fn allowed(cx: &Ctx<'_>) -> Result<Vec<std::sync::Arc<Skill>>, String> {
-    let allow = match cx.agent_id {
-        Some(agent) => crate::agents::skill_allow_list(&cx.st.db, cx.user_id, agent)
+    let filter =
+        crate::conversation::context::current_skill_filter(cx.st, cx.user_id, cx.session_id)
+            .await
+            .map_err(|e| format!("the conversation could not be read: {e}"))?;
+    let allow = match (filter, cx.agent_id) {
+        (Some(filter), _) => Some(filter),
+        (None, Some(agent)) => crate::agents::skill_allow_list(&cx.st.db, cx.user_id, agent)
             .await
             .map_err(|e| format!("the agent's skills could not be read: {e}"))?,
-        None => None,
+        (None, None) => None,
     };
     let view = skills::of_user(cx.st, cx.user_id)
         .await
