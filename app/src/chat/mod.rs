@@ -43,7 +43,11 @@ pub async fn post_message(
 ) -> Result<String, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    let req = hero_shared::api::PostMessageRequest { content, private };
+    let req = hero_shared::api::PostMessageRequest {
+        content,
+        private,
+        skill_filter: None,
+    };
     let handle = hero_backend::conversation::turn::post(&st, &user, session_id, req)
         .await
         .map_err(fail)?;
