@@ -17,6 +17,9 @@ pub enum Error {
     /// Missing, expired, revoked or malformed credentials.
     #[error("{0}")]
     Unauthorized(&'static str),
+    /// The user is signed in but may not do this (an administrator's action).
+    #[error("{0}")]
+    Forbidden(&'static str),
     /// The request clashes with what is stored (a taken username).
     #[error("{0}")]
     Conflict(String),
@@ -51,6 +54,7 @@ impl Error {
             Error::Invalid(_) => S::BAD_REQUEST,
             Error::NotFound(_) => S::NOT_FOUND,
             Error::Unauthorized(_) => S::UNAUTHORIZED,
+            Error::Forbidden(_) => S::FORBIDDEN,
             Error::Conflict(_) => S::CONFLICT,
             Error::TooManyAttempts { .. } => S::TOO_MANY_REQUESTS,
             Error::Unavailable(_) => S::SERVICE_UNAVAILABLE,

@@ -149,6 +149,8 @@ pub struct Services {
     pub plugins: Arc<execution::plugins::Plugins>,
     /// Hero's and the administrator's skills, and where the users' are ([`skills`]).
     pub skills: Arc<skills::Library>,
+    /// Who may see the administrator's skills, as last read ([`skills::grants`]).
+    pub skill_access: skills::grants::Access,
     /// Each user's reads of a log for its readers (the feeds' catch-up) take turns, so that
     /// one user's replays take [`conversation::feed::REPLAYS_PER_USER`] of the pool's connections at most.
     pub replays: limits::Turnstile,
@@ -213,6 +215,7 @@ impl AppState {
             sandbox,
             plugins: Arc::new(plugins),
             skills,
+            skill_access: Default::default(),
             settings: Arc::new(settings),
             functions: Arc::new(functions),
             message_locks: Default::default(),
@@ -248,6 +251,7 @@ impl AppState {
             ),
             plugins: self.plugins.clone(),
             skills: self.skills.clone(),
+            skill_access: Default::default(),
             settings: Arc::new(settings),
             functions: self.functions.clone(),
             message_locks: Default::default(),

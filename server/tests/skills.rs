@@ -502,7 +502,7 @@ async fn personal_skills_are_sealed_rows_of_their_own_user() {
         ),
         (
             "mine",
-            json!({"content": skill_md("mine", "d", "b"), "tier": "global"}),
+            json!({"content": skill_md("mine", "d", "b"), "tier": "project"}),
             "personal",
         ),
     ] {
@@ -526,4 +526,307 @@ async fn personal_skills_are_sealed_rows_of_their_own_user() {
     assert_eq!(s, StatusCode::NOT_FOUND);
     let (_, one) = h.json(Method::GET, "/api/skills/git-history", None).await;
     assert_eq!(one["tier"], "global");
+}
+
+/// A signed-in client of a new user (an administrator if `admin`).
+async fn client_of(h: &Hero, name: &str, admin: bool) -> reqwest::Client {
+    let password = format!("{name}-password");
+    hero_backend::accounts::create(&h.st.db, &h.st.keys, name, &password, admin)
+        .await
+        .unwrap();
+    let c = reqwest::Client::builder()
+        .cookie_store(true)
+        .build()
+        .unwrap();
+    let r = c
+        .post(h.url("/api/auth/login"))
+        .json(&json!({"username": name, "password": password}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    c
+}
+
+async fn call(
+    c: &reqwest::Client,
+    h: &Hero,
+    method: Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (StatusCode, serde_json::Value) {
+    let mut req = c.request(method, h.url(path));
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+    )
+}
+
+/// Visibility and grants (reference 002 §12): a global skill is public until an
+/// administrator makes it internal; then only the users and agents it is granted to see
+/// it, in lists, details, prompts and calls. An agent may be pinned to a kept version,
+/// which rises as the administrator changes the skill. Only administrators set these.
+#[tokio::test]
+async fn internal_skills_are_seen_through_grants_and_pinned_agents_read_their_version() {
+    let global = tempfile::tempdir().unwrap();
+    write(
+        global.path(),
+        "deploy/SKILL.md",
+        &skill_md(
+            "deploy",
+            "Deploy the service to production.",
+            "Version one.",
+        ),
+    );
+    let dir = global.path().to_owned();
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let h = hero_with(&[mock.addr()], move |s| s.skills_dir = Some(dir)).await;
+    let root = client_of(&h, "root", true).await;
+    let bob = bob_client(&h).await;
+    let (session, agent) = h.session_with("anthropic", &mock, KEY).await;
+    let names = |list: &serde_json::Value| -> Vec<String> {
+        list["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    // Public: everyone sees it, at version 1.
+    let (_, list) = call(&bob, &h, Method::GET, "/api/skills", None).await;
+    assert!(names(&list).contains(&"deploy".to_owned()), "{list}");
+    let (s, one) = call(&bob, &h, Method::GET, "/api/skills/deploy", None).await;
+    assert_eq!(s, StatusCode::OK, "{one}");
+    assert_eq!(
+        (one["visibility"].as_str(), one["version"].as_str()),
+        (Some("public"), Some("1"))
+    );
+
+    // Only an administrator sets visibility and grants.
+    for (method, path, body) in [
+        (
+            Method::PUT,
+            "/api/skills/deploy/visibility",
+            Some(json!({"visibility": "internal"})),
+        ),
+        (Method::GET, "/api/skills/deploy/grants", None),
+        (
+            Method::POST,
+            "/api/skills/deploy/grants",
+            Some(json!({"user": "bob"})),
+        ),
+        (Method::DELETE, "/api/skills/deploy/grants/user-1", None),
+        (
+            Method::PUT,
+            "/api/skills/deploy",
+            Some(json!({"content": skill_md("deploy", "d", "b"), "tier": "global"})),
+        ),
+    ] {
+        let (s, body) = call(&bob, &h, method, path, body).await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{path}: {body}");
+    }
+    let (s, body) = call(
+        &root,
+        &h,
+        Method::PUT,
+        "/api/skills/deploy/visibility",
+        Some(json!({"visibility": "secret"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    let (s, _) = call(
+        &root,
+        &h,
+        Method::GET,
+        "/api/skills/writing-skills/grants",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "Hero's own skills have no grants");
+
+    // Internal: seen by nobody without a grant.
+    let (s, body) = call(
+        &root,
+        &h,
+        Method::PUT,
+        "/api/skills/deploy/visibility",
+        Some(json!({"visibility": "internal"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_eq!(body["visibility"], "internal");
+    let (_, list) = call(&bob, &h, Method::GET, "/api/skills", None).await;
+    assert!(!names(&list).contains(&"deploy".to_owned()), "{list}");
+    let (s, _) = call(&bob, &h, Method::GET, "/api/skills/deploy", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let prompt_path = format!("/api/sessions/{session}/system-prompt");
+    let prompt = || async {
+        h.json(Method::GET, &prompt_path, None).await.1["prompt"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(!prompt().await.contains("<name>deploy</name>"));
+
+    // Granted to bob: bob sees it (twice granted is one grant); revoked, he does not.
+    let (s, grant) = call(
+        &root,
+        &h,
+        Method::POST,
+        "/api/skills/deploy/grants",
+        Some(json!({"user": "bob"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{grant}");
+    assert_eq!(
+        (grant["user"].as_str(), grant["granted_by"].as_str()),
+        (Some("bob"), Some("root"))
+    );
+    let (s, again) = call(
+        &root,
+        &h,
+        Method::POST,
+        "/api/skills/deploy/grants",
+        Some(json!({"user": "bob"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{again}");
+    assert_eq!(again["id"], grant["id"]);
+    let (_, one) = call(&bob, &h, Method::GET, "/api/skills/deploy", None).await;
+    assert_eq!(one["visibility"], "internal", "{one}");
+    let (_, list) = h.json(Method::GET, "/api/skills", None).await;
+    assert!(
+        !names(&list).contains(&"deploy".to_owned()),
+        "alice has no grant: {list}"
+    );
+    let (s, _) = call(
+        &root,
+        &h,
+        Method::DELETE,
+        &format!(
+            "/api/skills/deploy/grants/{}",
+            grant["id"].as_str().unwrap()
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = call(&bob, &h, Method::GET, "/api/skills/deploy", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = call(
+        &root,
+        &h,
+        Method::DELETE,
+        "/api/skills/deploy/grants/user-999",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
+    // The administrator changes the skill through the API: version 2, version 1 kept.
+    let (s, written) = call(
+        &root,
+        &h,
+        Method::PUT,
+        "/api/skills/deploy",
+        Some(json!({
+            "content": skill_md("deploy", "Deploy the service to production.", "Version two."),
+            "files": {"notes.md": "Notes."},
+            "tier": "global",
+        })),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{written}");
+    assert_eq!(written["content"], "Version two.");
+    assert_eq!(
+        std::fs::read_to_string(global.path().join("deploy/notes.md")).unwrap(),
+        "Notes."
+    );
+    let (_, grants) = call(&root, &h, Method::GET, "/api/skills/deploy/grants", None).await;
+    assert_eq!(
+        (grants["version"].as_i64(), grants["versions"].clone()),
+        (Some(2), json!([2, 1])),
+        "{grants}"
+    );
+
+    // Alice's agent, pinned to version 1, reads version 1; the agent alone, not alice.
+    for bad in [
+        json!({"agent_id": agent, "pinned_version": 7}),
+        json!({"agent_id": agent, "user": "bob"}),
+        json!({"user": "nobody"}),
+        json!({"agent_id": 999_999}),
+        json!({}),
+    ] {
+        let (s, body) = call(
+            &root,
+            &h,
+            Method::POST,
+            "/api/skills/deploy/grants",
+            Some(bad.clone()),
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}: {body}");
+    }
+    let (s, pinned) = call(
+        &root,
+        &h,
+        Method::POST,
+        "/api/skills/deploy/grants",
+        Some(json!({"agent_id": agent, "pinned_version": 1})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{pinned}");
+    assert_eq!(pinned["pinned_version"], 1);
+    let (_, given) = h
+        .json(Method::GET, &format!("/api/agents/{agent}/skills"), None)
+        .await;
+    let deploy = given["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "deploy")
+        .cloned()
+        .unwrap_or_else(|| panic!("the agent has deploy: {given}"));
+    assert_eq!(deploy["version"], "1", "{given}");
+    assert!(prompt().await.contains("<name>deploy</name>"));
+    h.stream(
+        session,
+        r#"[[mock tool=skill_get input={"name": "deploy"} then="Read."]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    let result = of_type(&frames, "result").last().copied().unwrap();
+    assert_eq!(result["payload"]["output"], "Version one.");
+    let (s, _) = h.json(Method::GET, "/api/skills/deploy", None).await;
+    assert_eq!(
+        s,
+        StatusCode::NOT_FOUND,
+        "the grant is the agent's, not alice's"
+    );
+
+    // Unpinned, it follows the newest.
+    let (s, _) = call(
+        &root,
+        &h,
+        Method::POST,
+        "/api/skills/deploy/grants",
+        Some(json!({"agent_id": agent})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    h.stream(
+        session,
+        r#"[[mock tool=skill_get input={"name": "deploy"} then="Read."]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 4).await;
+    let result = of_type(&frames, "result").last().copied().unwrap();
+    assert_eq!(result["payload"]["output"], "Version two.");
 }

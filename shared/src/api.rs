@@ -683,13 +683,14 @@ pub struct SkillGrantRequest {
     #[serde(default)]
     pub agent_id: Option<i64>,
     #[serde(default)]
-    pub pinned_version: Option<String>,
+    pub pinned_version: Option<i64>,
 }
 
 /// One grant of an internal skill.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkillGrantDto {
-    pub id: i64,
+    /// `user-<n>` or `agent-<n>`, as `DELETE /api/skills/{name}/grants/{id}` takes it.
+    pub id: String,
     /// The user it is granted to...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
@@ -697,7 +698,7 @@ pub struct SkillGrantDto {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pinned_version: Option<String>,
+    pub pinned_version: Option<i64>,
     /// The administrator who granted it.
     pub granted_by: String,
     pub created_at: String,
@@ -707,8 +708,9 @@ pub struct SkillGrantDto {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkillGrantsDto {
     pub visibility: String,
-    /// Its versions kept for pinned agents, newest first.
-    pub versions: Vec<String>,
+    /// Its version now, and those kept for pinned agents, newest first.
+    pub version: i64,
+    pub versions: Vec<i64>,
     pub grants: Vec<SkillGrantDto>,
 }
 

@@ -225,6 +225,7 @@ pub(crate) async fn prepared(
     let allow = skill_filter.or(agent.skill_allow_list.as_deref());
     // The folders are read once: for the stamp, and for the prompt if it is built again.
     let mut roots = st.skills.roots_async(user.id()).await;
+    crate::skills::grants::apply(st, &mut roots, user.id(), Some(agent.id));
     let stamp = stamp(&roots, allow);
     agent.system = match st.prompts.get(key, generation, &stamp) {
         Some(kept) => kept,
@@ -255,6 +256,7 @@ pub(crate) async fn prepared(
 /// The system prompt the session's next call would send (its agent's files seeded first,
 /// as the call would).
 pub async fn for_session(st: &AppState, user: &AuthUser, session_id: i64) -> Result<String> {
+    crate::skills::grants::ready(st).await?;
     st.db
         .write_with(async |tx| {
             Ok(prepared(tx, st, user, session_id, true, None)

@@ -71,6 +71,7 @@ pub async fn compact(
     session_id: i64,
     abort: Option<&Abort>,
 ) -> Result<Frame> {
+    crate::skills::grants::ready(st).await?;
     let (agent, dk) = st
         .db
         .read_with(async |c| {

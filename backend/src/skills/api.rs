@@ -6,36 +6,30 @@ use hero_shared::api::{
     SkillSearchDto, SkillSearchRequest, SkillsDto,
 };
 
+use super::grants::Snapshot;
 use super::{DEFAULT_RESULTS, Failed, Skill, Tier, View};
 use crate::accounts::auth::AuthUser;
 use crate::{AppState, Error, Result};
 
-fn visibility(tier: Tier) -> &'static str {
-    match tier {
-        Tier::Builtin | Tier::Global => "public",
-        _ => "private",
-    }
-}
-
-fn dto(s: &Skill, overridden_by: Option<Tier>) -> SkillDto {
+fn dto(a: &Snapshot, s: &Skill, overridden_by: Option<Tier>) -> SkillDto {
     SkillDto {
         name: s.md.name.clone(),
         description: s.md.description.clone(),
         tier: s.tier.as_str().to_owned(),
-        visibility: visibility(s.tier).to_owned(),
-        version: s.version.clone(),
+        visibility: a.visibility(s.tier, &s.md.name).to_owned(),
+        version: a.version_of(s),
         overridden_by: overridden_by.map(|t| t.as_str().to_owned()),
         error: None,
         detail: None,
     }
 }
 
-fn failed_dto(f: &Failed) -> SkillDto {
+fn failed_dto(a: &Snapshot, f: &Failed) -> SkillDto {
     SkillDto {
         name: f.name.clone(),
         description: String::new(),
         tier: f.tier.as_str().to_owned(),
-        visibility: visibility(f.tier).to_owned(),
+        visibility: a.visibility(f.tier, &f.name).to_owned(),
         version: String::new(),
         overridden_by: None,
         error: Some(f.error.clone()),
@@ -43,13 +37,22 @@ fn failed_dto(f: &Failed) -> SkillDto {
     }
 }
 
+/// The user as the API sees them.
+fn seer(user: &AuthUser) -> super::Seer {
+    super::Seer::User {
+        id: user.id(),
+        admin: user.is_admin(),
+    }
+}
+
 /// Every skill the user has, by tier (highest first) then name: those in use, those a
 /// higher tier hides, and the folders that are no skill, with why.
 pub async fn list(st: &AppState, user: &AuthUser) -> Result<SkillsDto> {
-    let view = super::of_user(st, user.id()).await?;
-    let mut skills: Vec<SkillDto> = view.skills.iter().map(|s| dto(s, None)).collect();
-    skills.extend(view.overridden.iter().map(|(s, by)| dto(s, Some(*by))));
-    skills.extend(view.failed.iter().map(failed_dto));
+    let view = super::of_user(st, seer(user)).await?;
+    let a = super::grants::ready(st).await?;
+    let mut skills: Vec<SkillDto> = view.skills.iter().map(|s| dto(&a, s, None)).collect();
+    skills.extend(view.overridden.iter().map(|(s, by)| dto(&a, s, Some(*by))));
+    skills.extend(view.failed.iter().map(|f| failed_dto(&a, f)));
     let rank = |t: &str| {
         [
             Tier::Workspace,
@@ -97,7 +100,8 @@ pub async fn get(
     name: &str,
     tier: Option<&str>,
 ) -> Result<SkillDto> {
-    let view = super::of_user(st, user.id()).await?;
+    let view = super::of_user(st, seer(user)).await?;
+    let a = super::grants::ready(st).await?;
     let (s, by) = find(&view, name, tier).ok_or(Error::NotFound("skill"))?;
     Ok(SkillDto {
         detail: Some(SkillDetail {
@@ -115,13 +119,13 @@ pub async fn get(
                 })
                 .collect(),
         }),
-        ..dto(&s, by)
+        ..dto(&a, &s, by)
     })
 }
 
 /// `GET /api/skills/{name}/files/{path}`: a text file of the skill in use.
 pub async fn file(st: &AppState, user: &AuthUser, name: &str, path: &str) -> Result<SkillFileText> {
-    let view = super::of_user(st, user.id()).await?;
+    let view = super::of_user(st, seer(user)).await?;
     let s = view.get(name).ok_or(Error::NotFound("skill"))?;
     if path == "SKILL.md" {
         return Ok(SkillFileText {
@@ -146,14 +150,21 @@ async fn of_agent(
     agent_id: i64,
 ) -> Result<Vec<std::sync::Arc<Skill>>> {
     let allow = crate::agents::skill_allow_list(&st.db, user.id(), agent_id).await?;
-    Ok(super::of_user(st, user.id())
-        .await?
-        .allowed(allow.as_deref()))
+    Ok(super::of_user(
+        st,
+        super::Seer::Agent {
+            user_id: user.id(),
+            agent_id,
+        },
+    )
+    .await?
+    .allowed(allow.as_deref()))
 }
 
 /// `GET /api/agents/{id}/skills`.
 pub async fn for_agent(st: &AppState, user: &AuthUser, agent_id: i64) -> Result<AgentSkillsDto> {
     let skills = of_agent(st, user, agent_id).await?;
+    let a = super::grants::ready(st).await?;
     Ok(AgentSkillsDto {
         prompt_mode: if super::inline(&skills) {
             "inline"
@@ -162,7 +173,7 @@ pub async fn for_agent(st: &AppState, user: &AuthUser, agent_id: i64) -> Result<
         }
         .into(),
         estimated_tokens: super::estimated_tokens(&skills),
-        skills: skills.iter().map(|s| dto(s, None)).collect(),
+        skills: skills.iter().map(|s| dto(&a, s, None)).collect(),
     })
 }
 
@@ -173,10 +184,17 @@ pub async fn put(
     name: &str,
     req: PutSkillRequest,
 ) -> Result<(bool, SkillDto)> {
-    if req.tier.as_deref().is_some_and(|t| t != "personal") {
-        return Err(Error::Invalid(
-            "skills written here are personal: a global one is a folder in the server's skills directory".into(),
-        ));
+    match req.tier.as_deref() {
+        None | Some("personal") => {}
+        Some("global") => {
+            let new = put_global(st, user, name, req).await?;
+            return Ok((new, get(st, user, name, Some("global")).await?));
+        }
+        Some(other) => {
+            return Err(Error::Invalid(format!(
+                "a skill is written as personal, or global by an administrator, not {other:?}"
+            )));
+        }
     }
     let new = super::personal::put(
         st,
@@ -187,6 +205,41 @@ pub async fn put(
     )
     .await?;
     Ok((new, get(st, user, name, Some("personal")).await?))
+}
+
+/// An administrator's global skill, written as a folder under the server's skills
+/// directory (the whole folder replaced at once), then read again; answers whether it is
+/// new.
+async fn put_global(
+    st: &AppState,
+    user: &AuthUser,
+    name: &str,
+    req: PutSkillRequest,
+) -> Result<bool> {
+    if !user.is_admin() {
+        return Err(Error::Forbidden(
+            "only an administrator writes a global skill",
+        ));
+    }
+    let files = req.files.unwrap_or_default();
+    super::personal::check(name, &req.content, &files)?;
+    let Some(root) = st.settings.skills_dir.clone() else {
+        return Err(Error::Invalid(
+            "this server has no skills directory for global skills".into(),
+        ));
+    };
+    let (name, content) = (name.to_owned(), req.content.replace("\r\n", "\n"));
+    let new = tokio::task::spawn_blocking(move || {
+        super::files::replace_folder(&root, &name, &content, &files)
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("a skill could not be written: {e}")))?
+    .map_err(|e| Error::Internal(format!("a skill could not be written: {e}")))?;
+    let library = st.skills.clone();
+    tokio::task::spawn_blocking(move || library.reload())
+        .await
+        .map_err(|e| Error::Internal(format!("the skills could not be read again: {e}")))?;
+    Ok(new)
 }
 
 /// `DELETE /api/skills/{name}`: the user's personal skill.
@@ -205,7 +258,7 @@ pub async fn search(
     }
     let among = match req.agent_id {
         Some(agent) => of_agent(st, user, agent).await?,
-        None => super::of_user(st, user.id()).await?.skills,
+        None => super::of_user(st, seer(user)).await?.skills,
     };
     let hits = super::search(&among, &req.query, req.limit.unwrap_or(DEFAULT_RESULTS))
         .map_err(Error::Invalid)?;

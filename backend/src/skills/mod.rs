@@ -13,6 +13,7 @@
 pub mod api;
 pub mod files;
 pub mod format;
+pub mod grants;
 pub mod personal;
 
 use std::os::fd::AsFd;
@@ -231,12 +232,32 @@ fn in_memory(
     })
 }
 
-/// The skills `user_id` has, their personal ones opened with their data key (a connection
-/// of its own).
-pub async fn of_user(st: &crate::AppState, user_id: i64) -> crate::Result<View> {
+/// Whose skills are asked for.
+#[derive(Debug, Clone, Copy)]
+pub enum Seer {
+    /// A user's, in the API: an administrator sees every global skill, to manage it.
+    User { id: i64, admin: bool },
+    /// An agent's, working for the user `user_id`: what the user and the agent are granted,
+    /// at the agent's pinned versions.
+    Agent { user_id: i64, agent_id: i64 },
+}
+
+/// The skills a user or agent has, the user's personal ones opened with their data key (a
+/// connection of its own).
+pub async fn of_user(st: &crate::AppState, seer: Seer) -> crate::Result<View> {
+    let (user_id, agent_id) = match seer {
+        Seer::User { id, .. } => (id, None),
+        Seer::Agent { user_id, agent_id } => (user_id, Some(agent_id)),
+    };
+    grants::ready(st).await?;
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, user_id).await?;
     let personal = personal::read(&mut st.db.conn().await?, &dk, user_id).await?;
-    Ok(st.skills.for_user_async(user_id, personal).await)
+    let mut roots = st.skills.roots_async(user_id).await;
+    if !matches!(seer, Seer::User { admin: true, .. }) {
+        grants::apply(st, &mut roots, user_id, agent_id);
+    }
+    roots.push(personal);
+    Ok(View::of(roots))
 }
 
 /// Hero's own skills, in the binary: (folder, SKILL.md).
@@ -283,6 +304,8 @@ pub struct Library {
     workspaces: PathBuf,
     /// What watches `global`, kept as long as the library.
     watcher: std::sync::Mutex<Option<notify::RecommendedWatcher>>,
+    /// Raised each time `global` is read again.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 /// Hero's skills and the administrator's under `global`, read now.
@@ -309,7 +332,25 @@ impl Library {
             global: global.map(Path::to_path_buf),
             workspaces: workspaces.to_path_buf(),
             watcher: Default::default(),
+            generation: Default::default(),
         }
+    }
+
+    /// How many times the administrator's skills were read again since start-up.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The administrator's skills, as last read.
+    pub fn global(&self) -> Vec<Arc<Skill>> {
+        self.fixed
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .flat_map(|r| r.skills.iter())
+            .filter(|s| s.tier == Tier::Global)
+            .cloned()
+            .collect()
     }
 
     /// Reads the administrator's skills again.
@@ -317,6 +358,8 @@ impl Library {
         let fresh = read_fixed(self.global.as_deref());
         let count: usize = fresh.iter().map(|r| r.skills.len()).sum();
         *self.fixed.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         tracing::info!(skills = count, "the administrator's skills were read again");
     }
 
@@ -369,13 +412,6 @@ impl Library {
         tokio::task::spawn_blocking(move || library.roots(user_id))
             .await
             .unwrap_or_default()
-    }
-
-    /// [`Library::for_user`] on a thread for blocking work.
-    pub async fn for_user_async(self: &Arc<Self>, user_id: i64, personal: Root) -> View {
-        let mut roots = self.roots_async(user_id).await;
-        roots.push(personal);
-        View::of(roots)
     }
 
     /// Every root of `user_id`'s skills but their personal ones: their workspace's and

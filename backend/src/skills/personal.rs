@@ -80,7 +80,7 @@ fn check_path(path: &str) -> Result<(), String> {
 
 /// Checks a personal skill before anything is stored: its SKILL.md (named `name`) and its
 /// files, within the bounds a skill's folder has.
-fn check(name: &str, skill_md: &str, files_in: &BTreeMap<String, String>) -> Result<()> {
+pub(super) fn check(name: &str, skill_md: &str, files_in: &BTreeMap<String, String>) -> Result<()> {
     format::check_name(name).map_err(Error::Invalid)?;
     format::parse(skill_md.as_bytes(), name).map_err(Error::Invalid)?;
     if files_in.len() + 1 > files::MAX_FILES {

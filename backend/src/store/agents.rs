@@ -124,6 +124,13 @@ pub async fn get(c: &mut Conn<'_>, user_id: i64, id: i64) -> Result<Option<Agent
 }
 
 /// The user's live agents, oldest first.
+/// Whether an agent of any user has the id `id` (deleted or not).
+pub async fn exists(db: &super::Db, id: i64) -> Result<bool> {
+    let sql = "SELECT COUNT(*) FROM agents WHERE id = $1";
+    let mut c = db.conn().await?;
+    Ok(scalar!(c, i64, sql, id)?.unwrap_or(0) > 0)
+}
+
 pub async fn list(db: &super::Db, user_id: i64) -> Result<Vec<AgentRow>> {
     let sql = format!(
         "SELECT {COLUMNS} FROM agents WHERE user_id = $1 AND deleted_at IS NULL ORDER BY id"

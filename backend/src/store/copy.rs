@@ -166,6 +166,52 @@ const TABLES: &[Table] = &[
         identity: true,
     },
     Table {
+        name: "skills",
+        columns: &[
+            ("id", Int),
+            ("name", Text),
+            ("visibility", Text),
+            ("version", Int),
+            ("hash", Text),
+            ("updated_at", Text),
+        ],
+        identity: true,
+    },
+    Table {
+        name: "skill_versions",
+        columns: &[
+            ("skill_id", Int),
+            ("version", Int),
+            ("hash", Text),
+            ("content", Text),
+            ("created_at", Text),
+        ],
+        identity: false,
+    },
+    Table {
+        name: "skill_user_grants",
+        columns: &[
+            ("id", Int),
+            ("skill_id", Int),
+            ("user_id", Int),
+            ("granted_by", Int),
+            ("created_at", Text),
+        ],
+        identity: true,
+    },
+    Table {
+        name: "skill_agent_grants",
+        columns: &[
+            ("id", Int),
+            ("skill_id", Int),
+            ("agent_id", Int),
+            ("pinned_version", Int),
+            ("granted_by", Int),
+            ("created_at", Text),
+        ],
+        identity: true,
+    },
+    Table {
         name: "processes",
         columns: &[
             ("id", Int),

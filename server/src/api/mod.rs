@@ -104,6 +104,18 @@ where
         )
         .route("/agents/{id}/skills", get(skills::for_agent))
         .route("/skills/{name}/files/{*path}", get(skills::file))
+        .route(
+            "/skills/{name}/visibility",
+            axum::routing::put(skills::visibility),
+        )
+        .route(
+            "/skills/{name}/grants",
+            get(skills::grants).post(skills::grant),
+        )
+        .route(
+            "/skills/{name}/grants/{grant_id}",
+            axum::routing::delete(skills::revoke),
+        )
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such API route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

@@ -5,10 +5,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use hero_backend::AppState;
-use hero_backend::skills::api;
+use hero_backend::skills::{api, grants};
 use hero_shared::api::{
-    AgentSkillsDto, PutSkillRequest, SkillDto, SkillFileText, SkillSearchDto, SkillSearchRequest,
-    SkillsDto,
+    AgentSkillsDto, PutSkillRequest, SkillDto, SkillFileText, SkillGrantDto, SkillGrantRequest,
+    SkillGrantsDto, SkillSearchDto, SkillSearchRequest, SkillVisibilityRequest, SkillsDto,
 };
 use serde::Deserialize;
 
@@ -86,4 +86,53 @@ pub async fn for_agent(
     ApiPath(id): ApiPath<i64>,
 ) -> ApiResult<Json<AgentSkillsDto>> {
     Ok(Json(api::for_agent(&st, &user, id).await?))
+}
+
+/// `GET /api/skills/{name}/grants` (administrators): a global skill's visibility, versions
+/// and grants.
+pub async fn grants(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<Json<SkillGrantsDto>> {
+    Ok(Json(grants::list(&st, &user, &name).await?))
+}
+
+/// `PUT /api/skills/{name}/visibility` `{visibility}` (administrators).
+pub async fn visibility(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(req): ApiJson<SkillVisibilityRequest>,
+) -> ApiResult<Json<SkillGrantsDto>> {
+    Ok(Json(
+        grants::set_visibility(&st, &user, &name, &req.visibility).await?,
+    ))
+}
+
+/// `POST /api/skills/{name}/grants` `{user}` or `{agent_id, pinned_version?}`
+/// (administrators): 201 new, 200 granted already.
+pub async fn grant(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(req): ApiJson<SkillGrantRequest>,
+) -> ApiResult<(StatusCode, Json<SkillGrantDto>)> {
+    let (new, made) = grants::grant(&st, &user, &name, &req).await?;
+    let status = if new {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(made)))
+}
+
+/// `DELETE /api/skills/{name}/grants/{grant_id}` (administrators): 204.
+pub async fn revoke(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath((name, grant_id)): ApiPath<(String, String)>,
+) -> ApiResult<StatusCode> {
+    grants::revoke(&st, &user, &name, &grant_id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

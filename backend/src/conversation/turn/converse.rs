@@ -279,6 +279,9 @@ async fn next_round(
     t.round += 1;
     let messages = context::messages(kept);
     let user = &t.user;
+    if let Err(e) = crate::skills::grants::ready(st).await {
+        tracing::warn!(error = %e, "who may see the administrator's skills could not be read");
+    }
     let filter = t.skill_filter.as_deref();
     let fresh = st.db.read_with(async |c| {
         crate::agents::persona::prepared(c, st, user, session_id, false, filter).await
@@ -336,6 +339,7 @@ pub async fn follow_up(
         return Ok(());
     }
     let slot = crate::conversation::cluster::turn_slot(st, user.id()).await?;
+    crate::skills::grants::ready(st).await?;
     let (mut agent, dk) = st
         .db
         .read_with(async |c| {

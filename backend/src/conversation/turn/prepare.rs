@@ -71,6 +71,8 @@ pub(super) async fn prepare(
     input: &Input,
     mut queued: Option<tokio::sync::OwnedMutexGuard<()>>,
 ) -> Result<Prepared> {
+    // Who may see the administrator's skills, read again if stale (not inside the write).
+    crate::skills::grants::ready(st).await?;
     let prepared = st
         .db
         .write_with(async |tx| {

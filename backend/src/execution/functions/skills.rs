@@ -23,9 +23,21 @@ async fn allowed(cx: &Ctx<'_>) -> Result<Vec<std::sync::Arc<Skill>>, String> {
             .map_err(|e| format!("the agent's skills could not be read: {e}"))?,
         (None, None) => None,
     };
-    let view = skills::of_user(cx.st, cx.user_id)
-        .await
-        .map_err(|e| format!("your skills could not be read: {e}"))?;
+    let view = skills::of_user(
+        cx.st,
+        match cx.agent_id {
+            Some(agent_id) => skills::Seer::Agent {
+                user_id: cx.user_id,
+                agent_id,
+            },
+            None => skills::Seer::User {
+                id: cx.user_id,
+                admin: false,
+            },
+        },
+    )
+    .await
+    .map_err(|e| format!("your skills could not be read: {e}"))?;
     Ok(view.allowed(allow.as_deref()))
 }
 
