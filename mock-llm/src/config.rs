@@ -21,6 +21,8 @@ pub struct Config {
     pub(crate) cut_after_bytes: usize,
     pub(crate) api_key: Option<String>,
     pub(crate) models: Vec<String>,
+    /// How many numbers `POST /v1/embeddings` answers each input with.
+    pub(crate) embedding_dimensions: usize,
 }
 
 impl Default for Config {
@@ -37,6 +39,7 @@ impl Default for Config {
             cut_after_bytes: 32,
             api_key: None,
             models: vec!["mock-model".to_string()],
+            embedding_dimensions: 64,
         }
     }
 }
@@ -141,6 +144,12 @@ impl Config {
     }
 
     /// The names `GET /v1/models` lists.
+    /// How many numbers each embedding has (at least 1).
+    pub fn embedding_dimensions(mut self, n: usize) -> Self {
+        self.embedding_dimensions = n.max(1);
+        self
+    }
+
     pub fn models(mut self, models: Vec<String>) -> Self {
         if !models.is_empty() {
             self.models = models;

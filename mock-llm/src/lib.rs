@@ -26,6 +26,7 @@ mod anthropic;
 mod body;
 mod config;
 mod directive;
+mod embed;
 mod openai;
 mod reply;
 mod request;

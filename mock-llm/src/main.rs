@@ -9,7 +9,7 @@ use mock_llm::{Answer, Config, Corpus, FaultKind};
 ///
 /// Speaks Anthropic's Messages API (POST /v1/messages, key in x-api-key) and OpenAI's Chat
 /// Completions API (POST /v1/chat/completions, key as Authorization: Bearer), streaming
-/// (stream: true) or not, plus GET /v1/models. Introspection: GET /mock/requests (last 100
+/// (stream: true) or not, plus GET /v1/models and POST /v1/embeddings (OpenAI's shape). Introspection: GET /mock/requests (last 100
 /// requests, key values redacted), GET /mock/stats (requests per path, faults served, streams
 /// started / open / left by their client), POST /mock/reset (clears them and restarts the
 /// script at its first answer).
@@ -110,6 +110,11 @@ struct Args {
     /// A model name for GET /v1/models (repeat for more). Requests may name any model.
     #[arg(long = "model", value_name = "NAME", default_value = "mock-model")]
     models: Vec<String>,
+
+    /// How many numbers each vector of POST /v1/embeddings has (deterministic: hashed
+    /// tokens and a small table of synonyms, of length 1).
+    #[arg(long, default_value_t = 64)]
+    embedding_dimensions: usize,
 }
 
 fn parse_fault(s: &str) -> Result<FaultKind, String> {
@@ -125,7 +130,8 @@ fn config(args: Args) -> Result<Config, mock_llm::LoadError> {
         .retry_after(args.retry_after)
         .cut_after_bytes(args.cut_after_bytes)
         .api_key(args.api_key)
-        .models(args.models);
+        .models(args.models)
+        .embedding_dimensions(args.embedding_dimensions);
     config = match args.tokens_per_sec {
         Some(rate) => config.tokens_per_sec(rate),
         None => config

@@ -57,6 +57,8 @@ pub(crate) struct Shared {
     log: Mutex<Log>,
     closing: watch::Receiver<bool>,
     gauge: Arc<Gauge>,
+    /// How many inputs `POST /v1/embeddings` embedded.
+    embedded: AtomicU64,
 }
 
 #[derive(Default)]
@@ -84,6 +86,7 @@ impl Shared {
             log: Mutex::default(),
             closing,
             gauge: Arc::default(),
+            embedded: AtomicU64::new(0),
         }
     }
 
@@ -180,6 +183,7 @@ impl Shared {
                 "client_gone": self.gauge.client_gone.load(Ordering::Relaxed),
             },
             "connections_total": self.gauge.connections.load(Ordering::Relaxed),
+            "embedded_inputs": self.embedded.load(Ordering::Relaxed),
         })
     }
 
@@ -194,6 +198,7 @@ impl Shared {
         self.gauge.started.store(0, Ordering::Relaxed);
         self.gauge.client_gone.store(0, Ordering::Relaxed);
         self.gauge.connections.store(0, Ordering::Relaxed);
+        self.embedded.store(0, Ordering::Relaxed);
     }
 
     /// Whether a directive's fault applies to this request: always without `times=`, else to
@@ -333,6 +338,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/messages", post(anthropic_messages))
         .route("/v1/chat/completions", post(openai_chat))
         .route("/v1/models", get(models))
+        .route("/v1/embeddings", post(embeddings))
         .route("/search", get(crate::search::searxng))
         .route("/res/v1/web/search", get(crate::search::brave))
         .route("/page/{name}", get(crate::search::page))
@@ -374,6 +380,83 @@ async fn openai_chat(
     body: Bytes,
 ) -> Response {
     chat(s, Wire::OpenAi, method, uri, headers, body).await
+}
+
+/// The most inputs one `POST /v1/embeddings` takes (OpenAI's limit).
+const MAX_EMBEDDING_INPUTS: usize = 2048;
+
+/// `POST /v1/embeddings`, OpenAI's shape: `{model, input: text | [text]}` answered with one
+/// vector per input ([`crate::embed`]), in order. A directive in an input (`[[mock
+/// fault=500]]`) serves its fault instead.
+async fn embeddings(
+    State(s): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> Response {
+    let body: Option<Value> = serde_json::from_slice(&raw).ok();
+    let auth = s.auth(Wire::OpenAi, &headers);
+    s.record(&method, &uri, &headers, auth, body.as_ref());
+    if !auth.matched {
+        return unauthorized(Wire::OpenAi, auth.present);
+    }
+    let Some(body) = body else {
+        return invalid(Wire::OpenAi, "the body is not JSON");
+    };
+    let Some(model) = body.get("model").and_then(Value::as_str) else {
+        return invalid(Wire::OpenAi, "you must provide a model parameter");
+    };
+    let inputs: Vec<&str> = match body.get("input") {
+        Some(Value::String(one)) => vec![one.as_str()],
+        Some(Value::Array(many)) if many.iter().all(Value::is_string) => {
+            many.iter().filter_map(Value::as_str).collect()
+        }
+        _ => {
+            return invalid(
+                Wire::OpenAi,
+                "input must be a string or an array of strings",
+            );
+        }
+    };
+    if inputs.is_empty() || inputs.len() > MAX_EMBEDDING_INPUTS {
+        return invalid(
+            Wire::OpenAi,
+            &format!("input must hold 1 to {MAX_EMBEDDING_INPUTS} texts"),
+        );
+    }
+    for text in &inputs {
+        match directive::parse(text) {
+            Ok(Some(d)) => {
+                if let Some(f) = s.directive_fault(&d).filter(|f| f.kind.is_status()) {
+                    s.count_fault(f.kind);
+                    return status_fault(Wire::OpenAi, f);
+                }
+            }
+            Ok(None) => {}
+            Err(message) => {
+                return invalid(Wire::OpenAi, &format!("mock-llm directive: {message}"));
+            }
+        }
+    }
+    s.embedded.fetch_add(inputs.len() as u64, Ordering::Relaxed);
+    let dimensions = body
+        .get("dimensions")
+        .and_then(Value::as_u64)
+        .map_or(s.config.embedding_dimensions, |d| d as usize)
+        .clamp(1, 4096);
+    let tokens: usize = inputs.iter().map(|t| t.split_whitespace().count()).sum();
+    axum::Json(json!({
+        "object": "list",
+        "data": inputs.iter().enumerate().map(|(i, text)| json!({
+            "object": "embedding",
+            "index": i,
+            "embedding": crate::embed::vector(text, dimensions),
+        })).collect::<Vec<_>>(),
+        "model": model,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }))
+    .into_response()
 }
 
 /// `GET /v1/models`: Anthropic's list when asked with `x-api-key`, OpenAI's otherwise.

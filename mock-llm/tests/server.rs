@@ -1114,7 +1114,7 @@ async fn requests_and_stats() {
         connections.and_then(|c| c.as_u64()).is_some_and(|c| c >= 3),
         "{stats}"
     );
-    expect![[r#"{"faults":{"500":1},"faults_served":1,"per_path":{"/v1/chat/completions":1,"/v1/messages":2},"requests_total":3,"streams":{"client_gone":0,"open":0,"started":0}}"#]]
+    expect![[r#"{"embedded_inputs":0,"faults":{"500":1},"faults_served":1,"per_path":{"/v1/chat/completions":1,"/v1/messages":2},"requests_total":3,"streams":{"client_gone":0,"open":0,"started":0}}"#]]
         .assert_eq(&sorted(stats));
     let reset = client
         .post(format!("{}/mock/reset", server.url()))
@@ -1202,4 +1202,98 @@ async fn binary_prints_its_address_and_serves() {
     ] {
         assert!(help.contains(flag), "--help lacks {flag}");
     }
+}
+
+/// `POST /v1/embeddings`: OpenAI's shape, one unit vector per input of the configured
+/// dimensions, deterministic, synonyms pointing the same way; a directive's fault served;
+/// a wrong key refused; the inputs counted in the stats.
+#[tokio::test]
+async fn embeddings() {
+    let server = start(
+        Config::default()
+            .embedding_dimensions(32)
+            .api_key(Some("sk-test".into())),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let post = |body: Value, key: &'static str| {
+        client
+            .post(format!("{}/v1/embeddings", server.url()))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+    };
+    let resp = post(
+        json!({"model": "embed-mock", "input": ["deploy the app", "release the app", "a red car"]}),
+        "sk-test",
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 200);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["object"], "list");
+    assert_eq!(body["model"], "embed-mock");
+    let vectors: Vec<Vec<f64>> = body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            assert_eq!(
+                (d["object"].as_str(), d["index"].as_u64()),
+                (Some("embedding"), Some(i as u64))
+            );
+            serde_json::from_value(d["embedding"].clone()).unwrap()
+        })
+        .collect();
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    assert!(
+        vectors
+            .iter()
+            .all(|v| v.len() == 32 && (dot(v, v) - 1.0).abs() < 1e-5)
+    );
+    assert!(
+        (dot(&vectors[0], &vectors[1]) - 1.0).abs() < 1e-5,
+        "synonyms"
+    );
+    assert!(dot(&vectors[0], &vectors[2]) < 0.9);
+    let again: Value = post(json!({"model": "m", "input": "deploy the app"}), "sk-test")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::from_value::<Vec<f64>>(again["data"][0]["embedding"].clone()).unwrap(),
+        vectors[0]
+    );
+    let fault = post(
+        json!({"model": "m", "input": ["ok", "[[mock fault=500]]"]}),
+        "sk-test",
+    )
+    .await
+    .unwrap();
+    assert_eq!(fault.status(), 500);
+    assert_eq!(
+        post(json!({"model": "m", "input": "x"}), "wrong")
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    assert_eq!(
+        post(json!({"model": "m", "input": 7}), "sk-test")
+            .await
+            .unwrap()
+            .status(),
+        400
+    );
+    assert_eq!(
+        post(json!({"input": "x"}), "sk-test")
+            .await
+            .unwrap()
+            .status(),
+        400
+    );
+    assert_eq!(server.stats()["embedded_inputs"], 4);
 }
