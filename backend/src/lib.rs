@@ -78,6 +78,8 @@ pub struct Settings {
     /// Where administrators put skills for every user (`DATA_DIR/skills`); none: Hero's
     /// own and the users' alone.
     pub skills_dir: Option<std::path::PathBuf>,
+    /// The embeddings endpoint that makes skill search hybrid ([`search::embed`]).
+    pub embeddings: search::embed::Settings,
     /// Where administrators install plugins and their processes keep state, and how long
     /// those processes take ([`execution::plugins::host`]).
     pub plugins: execution::plugins::PluginSettings,
@@ -103,6 +105,7 @@ impl Default for Settings {
             sandbox: Default::default(),
             summon_timeout: std::time::Duration::from_secs(90),
             skills_dir: None,
+            embeddings: Default::default(),
             plugins: Default::default(),
             prices: Vec::new(),
         }
@@ -200,7 +203,7 @@ impl AppState {
             tracing::warn!("the administrator's skills are read at start-up only: {why}");
         }
         execution::functions::plugin::register(&mut functions, &plugins);
-        Ok(AppState(Arc::new(Services {
+        let st = AppState(Arc::new(Services {
             db,
             keys: Arc::new(keys),
             throttle: Arc::new(accounts::auth::LoginThrottle::default()),
@@ -223,7 +226,9 @@ impl AppState {
             prompts: Default::default(),
             metrics: Default::default(),
             instance: Default::default(),
-        })))
+        }));
+        skills::vectors::backfill(&st);
+        Ok(st)
     }
 }
 

@@ -264,6 +264,31 @@ pub struct ConfigArgs {
     /// DATA_DIR/skills]
     #[arg(long, env = "HERO_SKILLS_DIR", global = true, value_name = "DIR")]
     pub skills_dir: Option<PathBuf>,
+
+    /// The embeddings model that makes skill search hybrid (BM25 and vectors); unset, BM25
+    /// alone
+    #[arg(
+        long,
+        env = "HERO_EMBEDDINGS_MODEL",
+        global = true,
+        value_name = "MODEL"
+    )]
+    pub embeddings_model: Option<String>,
+
+    /// One OpenAI-compatible endpoint (`…/v1`) every embedding is asked of; unset, an
+    /// agent speaking OpenAI's API embeds through its own base URL and key
+    #[arg(long, env = "HERO_EMBEDDINGS_URL", global = true, value_name = "URL")]
+    pub embeddings_url: Option<String>,
+
+    /// The key of `--embeddings-url`
+    #[arg(
+        long,
+        env = "HERO_EMBEDDINGS_API_KEY",
+        global = true,
+        value_name = "KEY",
+        hide_env_values = true
+    )]
+    pub embeddings_api_key: Option<String>,
 }
 
 /// The command line `argv` with the TOML file's settings added as the flags they stand for,
@@ -394,6 +419,7 @@ pub struct Config {
     pub sandbox_uid: u32,
     /// Where the administrator's skills are; unset, `DATA_DIR/skills`.
     pub skills_dir: Option<PathBuf>,
+    pub embeddings: hero_backend::search::embed::Settings,
     pub prices: Vec<hero_backend::agents::spend::PriceRule>,
 }
 
@@ -525,6 +551,11 @@ impl ConfigArgs {
             workspace_quota_mib: self.workspace_quota_mib,
             sandbox_uid: self.sandbox_uid,
             skills_dir: self.skills_dir,
+            embeddings: hero_backend::search::embed::Settings {
+                model: self.embeddings_model,
+                url: self.embeddings_url,
+                api_key: self.embeddings_api_key,
+            },
             prices: self
                 .prices
                 .as_deref()
@@ -657,6 +688,7 @@ impl Config {
                     .clone()
                     .unwrap_or_else(|| self.data_dir.join("skills")),
             ),
+            embeddings: self.embeddings.clone(),
             plugins: hero_backend::execution::plugins::PluginSettings {
                 dir: Some(self.data_dir.join("plugins")),
                 state: self.data_dir.join("plugin-state"),

@@ -830,3 +830,101 @@ async fn internal_skills_are_seen_through_grants_and_pinned_agents_read_their_ve
     let result = of_type(&frames, "result").last().copied().unwrap();
     assert_eq!(result["payload"]["output"], "Version two.");
 }
+
+/// Hybrid search (reference 002 §10–11) with the mock's embeddings: a skill found by
+/// meaning alone (its vector, no shared word), the parts in each result, the vectors
+/// cached (a second search embeds the query alone), and a failing endpoint leaving the
+/// search to BM25 with a note.
+#[tokio::test]
+async fn hybrid_search_finds_by_meaning_and_falls_back_to_bm25() {
+    let global = tempfile::tempdir().unwrap();
+    write(
+        global.path(),
+        "rollout-helper/SKILL.md",
+        &skill_md("rollout-helper", "Deploy the web application.", "Steps."),
+    );
+    write(
+        global.path(),
+        "car-rental/SKILL.md",
+        &skill_md("car-rental", "Rent an automobile for a trip.", "Steps."),
+    );
+    let dir = global.path().to_owned();
+    let mock = mock_llm::spawn(mock_llm::Config::default().embedding_dimensions(256))
+        .await
+        .unwrap();
+    let url = format!("{}/v1", mock.url());
+    let h = hero_with(&[mock.addr()], move |s| {
+        s.skills_dir = Some(dir);
+        s.embeddings = hero_backend::search::embed::Settings {
+            model: Some("embed-mock".into()),
+            url: Some(url),
+            api_key: Some("sk-embed".into()),
+        };
+    })
+    .await;
+    let (s, list) = h.json(Method::GET, "/api/skills", None).await;
+    assert_eq!(
+        (s, list["search_mode"].as_str()),
+        (StatusCode::OK, Some("hybrid"))
+    );
+
+    let search = |query: &'static str| {
+        let h = &h;
+        async move {
+            h.json(
+                Method::POST,
+                "/api/skills/search",
+                Some(json!({"query": query})),
+            )
+            .await
+        }
+    };
+    let (s, found) = search("release").await;
+    assert_eq!(s, StatusCode::OK, "{found}");
+    assert_eq!(found["mode"], "hybrid");
+    let top = &found["results"][0];
+    assert_eq!(top["name"], "rollout-helper", "{found}");
+    assert_eq!(top["bm25"], 0.0, "no word in common: {found}");
+    let vector = top["vector"].as_f64().unwrap();
+    assert!(vector > 0.5, "{found}");
+    assert!((top["score"].as_f64().unwrap() - 0.7 * vector).abs() < 1e-9);
+    assert!(
+        found["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["name"] != "car-rental"),
+        "{found}"
+    );
+
+    // The skills' vectors are cached: the same search again embeds its query alone.
+    let before = mock.stats()["embedded_inputs"].as_u64().unwrap();
+    search("release").await;
+    assert_eq!(
+        mock.stats()["embedded_inputs"].as_u64().unwrap(),
+        before + 1
+    );
+
+    // The endpoint failing: BM25 alone, with a note.
+    let (s, found) = search("deploy [[mock fault=500]]").await;
+    assert_eq!(s, StatusCode::OK, "{found}");
+    assert_eq!(found["mode"], "bm25");
+    assert!(
+        found["note"].as_str().unwrap().contains("BM25 alone"),
+        "{found}"
+    );
+    assert_eq!(found["results"][0]["name"], "rollout-helper");
+    assert_eq!(found["results"][0]["vector"], serde_json::Value::Null);
+
+    // The agent's skill_search is hybrid too.
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(
+        session,
+        r#"[[mock tool=skill_search input={"query": "release"} then="Searched."]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 2).await;
+    let result = of_type(&frames, "result").last().copied().unwrap();
+    let output = result["payload"]["output"].as_str().unwrap();
+    assert!(output.starts_with("- rollout-helper"), "{output}");
+}

@@ -729,6 +729,9 @@ pub struct SkillHitDto {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SkillSearchDto {
     pub mode: String,
+    /// Why the search was BM25 alone though vectors were wanted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     pub results: Vec<SkillHitDto>,
 }
 

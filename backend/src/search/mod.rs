@@ -6,6 +6,8 @@
 //! BM25 is some eighty lines of our own rather than a search engine's crate: the documents
 //! are names and descriptions, a thousand at most, and the formula is 002's exactly.
 
+pub mod embed;
+
 use std::collections::HashMap;
 
 /// BM25's term-frequency saturation.

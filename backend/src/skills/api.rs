@@ -70,7 +70,12 @@ pub async fn list(st: &AppState, user: &AuthUser) -> Result<SkillsDto> {
             .then_with(|| a.name.cmp(&b.name))
     });
     Ok(SkillsDto {
-        search_mode: "bm25".into(),
+        search_mode: if st.settings.embeddings.shared().is_some() {
+            "hybrid"
+        } else {
+            "bm25"
+        }
+        .into(),
         skills,
     })
 }
@@ -256,15 +261,35 @@ pub async fn search(
     if req.query.trim().is_empty() {
         return Err(Error::Invalid("the query is empty".into()));
     }
-    let among = match req.agent_id {
-        Some(agent) => of_agent(st, user, agent).await?,
-        None => super::of_user(st, seer(user)).await?.skills,
+    let (among, at) = match req.agent_id {
+        Some(agent) => {
+            let runtime = crate::agents::runtime(&st.db, &st.keys, user.id(), agent).await?;
+            (
+                of_agent(st, user, agent).await?,
+                st.settings.embeddings.for_agent(&runtime.endpoint),
+            )
+        }
+        None => (
+            super::of_user(st, seer(user)).await?.skills,
+            st.settings.embeddings.shared(),
+        ),
     };
-    let hits = super::search(&among, &req.query, req.limit.unwrap_or(DEFAULT_RESULTS))
-        .map_err(Error::Invalid)?;
+    let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
+    let found = super::vectors::search(
+        st,
+        at.as_ref(),
+        Some((user.id(), &dk)),
+        &among,
+        &req.query,
+        req.limit.unwrap_or(DEFAULT_RESULTS),
+    )
+    .await
+    .map_err(Error::Invalid)?;
     Ok(SkillSearchDto {
-        mode: "bm25".into(),
-        results: hits
+        mode: if found.hybrid { "hybrid" } else { "bm25" }.into(),
+        note: found.note,
+        results: found
+            .hits
             .into_iter()
             .map(|h| SkillHitDto {
                 name: h.skill.md.name.clone(),
@@ -272,7 +297,7 @@ pub async fn search(
                 tier: h.skill.tier.as_str().to_owned(),
                 score: h.score,
                 bm25: h.bm25,
-                vector: None,
+                vector: h.vector,
             })
             .collect(),
     })

@@ -171,6 +171,7 @@ pub async fn ready(st: &AppState) -> Result<Arc<Snapshot>> {
     }
     if held.is_none_or(|s| s.generation != generation) {
         record(st).await?;
+        super::vectors::backfill(st);
     }
     let snapshot = Arc::new(read(st, generation).await?);
     st.skill_access.set(Some(snapshot.clone()));

@@ -15,6 +15,7 @@ pub mod files;
 pub mod format;
 pub mod grants;
 pub mod personal;
+pub mod vectors;
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -341,6 +342,16 @@ impl Library {
         self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// Hero's skills and the administrator's, as last read.
+    pub fn fixed_skills(&self) -> Vec<Arc<Skill>> {
+        self.fixed
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .flat_map(|r| r.skills.iter().cloned())
+            .collect()
+    }
+
     /// The administrator's skills, as last read.
     pub fn global(&self) -> Vec<Arc<Skill>> {
         self.fixed
@@ -499,6 +510,8 @@ pub struct Hit {
     pub skill: Arc<Skill>,
     pub score: f64,
     pub bm25: f64,
+    /// The vector part, when the search was hybrid.
+    pub vector: Option<f64>,
 }
 
 /// The skills of `among` that best fit `query` (BM25 over name and description; the score
@@ -522,6 +535,7 @@ pub fn search(among: &[Arc<Skill>], query: &str, limit: usize) -> Result<Vec<Hit
                 skill: among[i].clone(),
                 score: crate::search::fuse(Some(bm25), None),
                 bm25,
+                vector: None,
             }
         })
         .collect())

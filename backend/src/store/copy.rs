@@ -212,6 +212,18 @@ const TABLES: &[Table] = &[
         identity: true,
     },
     Table {
+        name: "embeddings",
+        columns: &[
+            ("endpoint", Text),
+            ("model", Text),
+            ("tag", Bytes),
+            ("user_id", Int),
+            ("vector", Bytes),
+            ("created_at", Text),
+        ],
+        identity: false,
+    },
+    Table {
         name: "processes",
         columns: &[
             ("id", Int),

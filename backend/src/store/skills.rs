@@ -277,3 +277,36 @@ pub async fn revoke(c: &mut Write<'_>, kind: &str, id: i64, skill_id: i64) -> Re
     };
     Ok(execute!(c, sql, id, skill_id)? > 0)
 }
+
+/// The vectors cached for `tags` at (endpoint, model): `(tag, vector)`, sealed when the
+/// text was a user's.
+pub async fn embeddings(
+    c: &mut Conn<'_>,
+    endpoint: &str,
+    model: &str,
+    tags: &[Vec<u8>],
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let sql = "SELECT tag, vector FROM embeddings WHERE endpoint = $1 AND model = $2 AND tag = $3";
+    let mut out = Vec::new();
+    for tag in tags {
+        if let Some(found) = row!(c, pair, sql, endpoint, model, tag.as_slice())? {
+            out.push(found);
+        }
+    }
+    Ok(out)
+}
+
+/// Caches a vector (sealed if `user_id` is set: the text was theirs).
+pub async fn put_embedding(
+    c: &mut Write<'_>,
+    (endpoint, model): (&str, &str),
+    tag: &[u8],
+    user_id: Option<i64>,
+    vector: &[u8],
+    now: &str,
+) -> Result<()> {
+    let sql = "INSERT INTO embeddings (endpoint, model, tag, user_id, vector, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (endpoint, model, tag) DO NOTHING";
+    execute!(c, sql, endpoint, model, tag, user_id, vector, now)?;
+    Ok(())
+}

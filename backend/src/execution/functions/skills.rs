@@ -79,11 +79,33 @@ impl Function for SkillSearch {
                 .and_then(Value::as_u64)
                 .map_or(skills::DEFAULT_RESULTS, |l| l as usize);
             let among = allowed(cx).await?;
-            let hits = skills::search(&among, query, limit)?;
-            if hits.is_empty() {
-                return Ok(format!("No skill fits {query:?}."));
+            // Vectors where embeddings are on: the installation's endpoint, else the
+            // agent's own if it speaks OpenAI's API.
+            let at = match cx.agent_id {
+                Some(agent) => crate::agents::runtime(&cx.st.db, &cx.st.keys, cx.user_id, agent)
+                    .await
+                    .ok()
+                    .and_then(|a| cx.st.settings.embeddings.for_agent(&a.endpoint)),
+                None => cx.st.settings.embeddings.shared(),
+            };
+            let dk = crate::accounts::users::data_key(&cx.st.db, &cx.st.keys, cx.user_id)
+                .await
+                .map_err(|e| format!("your skills could not be read: {e}"))?;
+            let found = skills::vectors::search(
+                cx.st,
+                at.as_ref(),
+                Some((cx.user_id, &dk)),
+                &among,
+                query,
+                limit,
+            )
+            .await?;
+            let note = found.note.map(|n| format!("({n})\n")).unwrap_or_default();
+            if found.hits.is_empty() {
+                return Ok(format!("{note}No skill fits {query:?}."));
             }
-            Ok(hits
+            let listed = found
+                .hits
                 .iter()
                 .map(|h| {
                     format!(
@@ -96,7 +118,8 @@ impl Function for SkillSearch {
                     )
                 })
                 .collect::<Vec<_>>()
-                .join("\n"))
+                .join("\n");
+            Ok(format!("{note}{listed}"))
         })
     }
 }

@@ -1,0 +1,248 @@
+//! Hybrid skill search (reference 002 §10–11): BM25 over names and descriptions, and, where
+//! embeddings are on, the cosine of each skill's vector with the query's, fused
+//! ([`crate::search::fuse`]). A skill's vector is cached in the `embeddings` table by its
+//! text's tag: public skills' (Hero's, the administrator's) under SHA-256, a user's under an
+//! HMAC keyed from their data key, sealed. A failed call leaves that search to BM25, with a
+//! note; nothing is lost.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use hkdf::hmac::{Hmac, Mac};
+use sha2::Digest;
+
+use super::{Hit, MAX_QUERY_CHARS, MAX_RESULTS, Skill, Tier};
+use crate::crypto::{self, SecretKey};
+use crate::search::embed::{self, Endpoint};
+use crate::search::{Bm25, fuse};
+use crate::{AppState, now_text};
+
+/// What a search found.
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// Whether vectors took part.
+    pub hybrid: bool,
+    pub hits: Vec<Hit>,
+    /// Why vectors were wanted and did not take part.
+    pub note: Option<String>,
+}
+
+/// The text of a skill that is embedded.
+fn text_of(s: &Skill) -> String {
+    format!("{}: {}", s.md.name, s.md.description)
+}
+
+fn public(s: &Skill) -> bool {
+    matches!(s.tier, Tier::Builtin | Tier::Global)
+}
+
+/// A text's tag: SHA-256's first 16 bytes for a public one; for a user's, HMAC-SHA-256
+/// under a key derived from their data key (the tag tells nothing of the text).
+fn tag(text: &str, user_key: Option<&[u8; 32]>) -> Vec<u8> {
+    match user_key {
+        None => sha2::Sha256::digest(text.as_bytes())[..16].to_vec(),
+        Some(key) => {
+            let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(key).expect("any key length");
+            mac.update(text.as_bytes());
+            mac.finalize().into_bytes()[..16].to_vec()
+        }
+    }
+}
+
+/// The key a user's tags are made with, derived from their data key.
+fn tag_key(dk: &SecretKey) -> [u8; 32] {
+    let hk = hkdf::Hkdf::<sha2::Sha256>::new(Some(b"hero"), dk.bytes());
+    let mut key = [0u8; 32];
+    hk.expand(b"hero/embedding-tag/v1", &mut key)
+        .expect("HKDF output length");
+    key
+}
+
+fn aad(at: &Endpoint, tag: &[u8]) -> Vec<u8> {
+    let mut aad = format!("embedding|{}|{}|", at.base, at.model).into_bytes();
+    aad.extend_from_slice(tag);
+    aad
+}
+
+/// The vectors of `skills` at `at`: cached ones read, the others embedded (in calls of at
+/// most [`embed::MAX_INPUTS`]) and cached. `dk`: the user's data key, for their skills.
+pub async fn of_skills(
+    st: &AppState,
+    at: &Endpoint,
+    user: Option<(i64, &SecretKey)>,
+    skills: &[Arc<Skill>],
+) -> Result<Vec<Vec<f32>>, String> {
+    let key = user.map(|(_, dk)| tag_key(dk));
+    let texts: Vec<String> = skills.iter().map(|s| text_of(s)).collect();
+    let tags: Vec<Vec<u8>> = skills
+        .iter()
+        .zip(&texts)
+        .map(|(s, t)| tag(t, if public(s) { None } else { key.as_ref() }))
+        .collect();
+    let cached = st
+        .db
+        .read_with(async |c| crate::store::skills::embeddings(c, &at.base, &at.model, &tags).await)
+        .await
+        .map_err(|e| format!("the cached vectors could not be read: {e}"))?;
+    let mut known: HashMap<Vec<u8>, Vec<f32>> = HashMap::new();
+    for (t, stored) in cached {
+        let plain = match (skills.iter().zip(&tags).find(|(_, x)| **x == t), user) {
+            (Some((s, _)), Some((_, dk))) if !public(s) => {
+                crypto::open(dk, &aad(at, &t), &stored).ok()
+            }
+            _ => Some(stored),
+        };
+        if let Some(v) = plain.as_deref().and_then(embed::from_bytes) {
+            known.insert(t, v);
+        }
+    }
+    let missing: Vec<usize> = (0..skills.len())
+        .filter(|&i| !known.contains_key(&tags[i]))
+        .collect();
+    if !missing.is_empty() {
+        let asked: Vec<String> = missing.iter().map(|&i| texts[i].clone()).collect();
+        let got = embed::embed(&st.http, at, &asked).await?;
+        let now = now_text();
+        let rows: Vec<(Vec<u8>, Option<i64>, Vec<u8>)> = missing
+            .iter()
+            .zip(&got)
+            .map(|(&i, v)| {
+                let bytes = embed::to_bytes(v);
+                match user {
+                    Some((user_id, dk)) if !public(&skills[i]) => (
+                        tags[i].clone(),
+                        Some(user_id),
+                        crypto::seal(dk, &aad(at, &tags[i]), &bytes),
+                    ),
+                    _ => (tags[i].clone(), None, bytes),
+                }
+            })
+            .collect();
+        st.db
+            .write_with(async |tx| {
+                for (t, owner, bytes) in &rows {
+                    crate::store::skills::put_embedding(
+                        tx,
+                        (&at.base, &at.model),
+                        t,
+                        *owner,
+                        bytes,
+                        &now,
+                    )
+                    .await?;
+                }
+                Ok(())
+            })
+            .await
+            .map_err(|e| format!("the vectors could not be cached: {e}"))?;
+        for (&i, v) in missing.iter().zip(got) {
+            known.insert(tags[i].clone(), v);
+        }
+    }
+    Ok(tags
+        .iter()
+        .map(|t| known.get(t).cloned().unwrap_or_default())
+        .collect())
+}
+
+/// The skills of `among` that best fit `query`, `limit` at most, best first, ties by name:
+/// BM25 alone without `at`, else hybrid (BM25 alone again, with a note, if vectors fail).
+pub async fn search(
+    st: &AppState,
+    at: Option<&Endpoint>,
+    user: Option<(i64, &SecretKey)>,
+    among: &[Arc<Skill>],
+    query: &str,
+    limit: usize,
+) -> Result<Found, String> {
+    if query.chars().count() > MAX_QUERY_CHARS {
+        return Err(format!("a query is at most {MAX_QUERY_CHARS} characters"));
+    }
+    let limit = limit.clamp(1, MAX_RESULTS);
+    let Some(at) = at else {
+        return Ok(Found {
+            hybrid: false,
+            hits: super::search(among, query, limit)?,
+            note: None,
+        });
+    };
+    let vectors = async {
+        let skills = of_skills(st, at, user, among).await?;
+        let q = embed::embed(&st.http, at, &[query.to_owned()]).await?;
+        Ok::<_, String>((skills, q.into_iter().next().unwrap_or_default()))
+    };
+    let (skills, q) = match vectors.await {
+        Ok(v) => v,
+        Err(why) => {
+            tracing::warn!(%why, "a skill search fell back to BM25");
+            return Ok(Found {
+                hybrid: false,
+                hits: super::search(among, query, limit)?,
+                note: Some(format!("vector search is unavailable ({why}); BM25 alone")),
+            });
+        }
+    };
+    let texts: Vec<String> = among
+        .iter()
+        .map(|s| format!("{} {}", s.md.name, s.md.description))
+        .collect();
+    let index = Bm25::new(texts.iter().map(String::as_str));
+    let bm25 = index.search(query, among.len());
+    let best = bm25.first().map_or(1.0, |(_, s)| *s);
+    let mut by_doc = vec![0.0; among.len()];
+    for (i, s) in bm25 {
+        by_doc[i] = s / best;
+    }
+    let mut hits: Vec<Hit> = among
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let vector = crate::search::cosine(&skills[i], &q).clamp(0.0, 1.0);
+            Hit {
+                skill: s.clone(),
+                score: fuse(Some(by_doc[i]), Some(vector)),
+                bm25: by_doc[i],
+                vector: Some(vector),
+            }
+        })
+        .filter(|h| h.score > 0.0)
+        .collect();
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.skill.md.name.cmp(&b.skill.md.name))
+    });
+    hits.truncate(limit);
+    Ok(Found {
+        hybrid: true,
+        hits,
+        note: None,
+    })
+}
+
+/// Embeds the public skills (Hero's, the administrator's) in the background, so that the
+/// first search does not wait for them: after start-up and after each reading again of the
+/// administrator's folder (002 §11). Only where one endpoint serves everyone.
+pub fn backfill(st: &AppState) {
+    let Some(at) = st.settings.embeddings.shared() else {
+        return;
+    };
+    let st = st.clone();
+    tokio::spawn(async move {
+        let public: Vec<Arc<Skill>> = st
+            .skills
+            .fixed_skills()
+            .into_iter()
+            .filter(|s| public(s))
+            .collect();
+        match of_skills(&st, &at, None, &public).await {
+            Ok(_) => tracing::debug!(
+                skills = public.len(),
+                "the public skills' vectors are ready"
+            ),
+            Err(why) => {
+                tracing::warn!(%why, "the public skills' vectors could not be made; searches make them")
+            }
+        }
+    });
+}
