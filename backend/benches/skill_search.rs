@@ -140,7 +140,7 @@ fn main() {
     let mut took = Vec::new();
     for _ in 0..10 {
         let t0 = Instant::now();
-        let read = skills::read_root(root.path(), Tier::Global);
+        let read = skills::read_root(root.path(), Tier::Global, skills::MAX_SKILLS_PER_ROOT);
         took.push(t0.elapsed());
         assert_eq!(read.skills.len(), 1_000);
     }
@@ -156,6 +156,7 @@ fn main() {
     let library = Arc::new(skills::Library::load(
         Some(global.path()),
         workspaces.path(),
+        skills::MAX_SKILLS_PER_ROOT,
     ));
     library.watch().unwrap();
     const WRITES: usize = 20;

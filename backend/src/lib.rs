@@ -78,6 +78,8 @@ pub struct Settings {
     /// Where administrators put skills for every user (`DATA_DIR/skills`); none: Hero's
     /// own and the users' alone.
     pub skills_dir: Option<std::path::PathBuf>,
+    /// The most skills read from one folder of skills (`--max-skills-per-root`).
+    pub max_skills_per_root: usize,
     /// The embeddings endpoint that makes skill search hybrid ([`search::embed`]).
     pub embeddings: search::embed::Settings,
     /// Where administrators install plugins and their processes keep state, and how long
@@ -106,6 +108,7 @@ impl Default for Settings {
             summon_timeout: std::time::Duration::from_secs(90),
             skills_dir: None,
             embeddings: Default::default(),
+            max_skills_per_root: skills::MAX_SKILLS_PER_ROOT,
             plugins: Default::default(),
             prices: Vec::new(),
         }
@@ -198,6 +201,7 @@ impl AppState {
         let skills = Arc::new(skills::Library::load(
             settings.skills_dir.as_deref(),
             &settings.workspaces,
+            settings.max_skills_per_root,
         ));
         if let Err(why) = skills.watch() {
             tracing::warn!("the administrator's skills are read at start-up only: {why}");

@@ -265,6 +265,11 @@ pub struct ConfigArgs {
     #[arg(long, env = "HERO_SKILLS_DIR", global = true, value_name = "DIR")]
     pub skills_dir: Option<PathBuf>,
 
+    /// The most skills read from one folder of skills (a user's, the administrator's);
+    /// past them, the first by name
+    #[arg(long, env = "HERO_MAX_SKILLS_PER_ROOT", global = true, value_name = "N", default_value_t = hero_backend::skills::MAX_SKILLS_PER_ROOT)]
+    pub max_skills_per_root: usize,
+
     /// The embeddings model that makes skill search hybrid (BM25 and vectors); unset, BM25
     /// alone
     #[arg(
@@ -420,6 +425,7 @@ pub struct Config {
     /// Where the administrator's skills are; unset, `DATA_DIR/skills`.
     pub skills_dir: Option<PathBuf>,
     pub embeddings: hero_backend::search::embed::Settings,
+    pub max_skills_per_root: usize,
     pub prices: Vec<hero_backend::agents::spend::PriceRule>,
 }
 
@@ -551,6 +557,7 @@ impl ConfigArgs {
             workspace_quota_mib: self.workspace_quota_mib,
             sandbox_uid: self.sandbox_uid,
             skills_dir: self.skills_dir,
+            max_skills_per_root: self.max_skills_per_root,
             embeddings: hero_backend::search::embed::Settings {
                 model: self.embeddings_model,
                 url: self.embeddings_url,
@@ -689,6 +696,7 @@ impl Config {
                     .unwrap_or_else(|| self.data_dir.join("skills")),
             ),
             embeddings: self.embeddings.clone(),
+            max_skills_per_root: self.max_skills_per_root,
             plugins: hero_backend::execution::plugins::PluginSettings {
                 dir: Some(self.data_dir.join("plugins")),
                 state: self.data_dir.join("plugin-state"),

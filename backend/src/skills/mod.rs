@@ -56,7 +56,8 @@ impl Tier {
     }
 }
 
-/// The most skills one root may hold; past them, the first by name are read.
+/// The most skills one root may hold unless the installation says otherwise
+/// (`--max-skills-per-root`); past them, the first by name are read.
 pub const MAX_SKILLS_PER_ROOT: usize = 1_000;
 /// The most results a search gives.
 pub const MAX_RESULTS: usize = 20;
@@ -149,15 +150,16 @@ fn version_of(bytes: &[u8]) -> String {
     digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Reads every skill folder of `root` (none: nothing) as skills of `tier`.
-pub fn read_root(root: &Path, tier: Tier) -> Root {
-    read_root_at(root, None, tier)
+/// Reads every skill folder of `root` (none: nothing) as skills of `tier`, the first `max`
+/// by name.
+pub fn read_root(root: &Path, tier: Tier, max: usize) -> Root {
+    read_root_at(root, None, tier, max)
 }
 
 /// Reads every skill folder of `trusted/beneath` (`trusted` itself when `beneath` is none;
 /// none there: nothing) as skills of `tier`. `trusted` is a root the user cannot change;
 /// `beneath` is reached through no link.
-pub fn read_root_at(trusted: &Path, beneath: Option<&str>, tier: Tier) -> Root {
+pub fn read_root_at(trusted: &Path, beneath: Option<&str>, tier: Tier, max: usize) -> Root {
     let mut out = Root::default();
     let Ok(trusted_fd) = files::open_root(trusted) else {
         return out;
@@ -172,9 +174,9 @@ pub fn read_root_at(trusted: &Path, beneath: Option<&str>, tier: Tier) -> Root {
     let Ok(mut names) = files::folders(&root_fd) else {
         return out;
     };
-    if names.len() > MAX_SKILLS_PER_ROOT {
-        tracing::warn!(root = %trusted.display(), found = names.len(), "more skills than {MAX_SKILLS_PER_ROOT}; the first by name are read");
-        names.truncate(MAX_SKILLS_PER_ROOT);
+    if names.len() > max {
+        tracing::warn!(root = %trusted.display(), found = names.len(), "more skills than {max}; the first by name are read");
+        names.truncate(max);
     }
     for name in names {
         let folder = match beneath {
@@ -307,13 +309,15 @@ pub struct Library {
     watcher: std::sync::Mutex<Option<notify::RecommendedWatcher>>,
     /// Raised each time `global` is read again.
     generation: std::sync::atomic::AtomicU64,
+    /// The most skills read from one root.
+    max_per_root: usize,
 }
 
 /// Hero's skills and the administrator's under `global`, read now.
-fn read_fixed(global: Option<&Path>) -> Vec<Root> {
+fn read_fixed(global: Option<&Path>, max: usize) -> Vec<Root> {
     let mut fixed = Vec::new();
     if let Some(g) = global {
-        fixed.push(read_root(g, Tier::Global));
+        fixed.push(read_root(g, Tier::Global, max));
     }
     fixed.push(builtin());
     for root in &fixed {
@@ -326,10 +330,11 @@ fn read_fixed(global: Option<&Path>) -> Vec<Root> {
 
 impl Library {
     /// Reads Hero's skills and the administrator's under `global` (if given); the users'
-    /// folders are under `workspaces`.
-    pub fn load(global: Option<&Path>, workspaces: &Path) -> Library {
+    /// folders are under `workspaces`; `max_per_root` skills at most from each.
+    pub fn load(global: Option<&Path>, workspaces: &Path, max_per_root: usize) -> Library {
         Library {
-            fixed: std::sync::RwLock::new(read_fixed(global)),
+            max_per_root,
+            fixed: std::sync::RwLock::new(read_fixed(global, max_per_root)),
             global: global.map(Path::to_path_buf),
             workspaces: workspaces.to_path_buf(),
             watcher: Default::default(),
@@ -366,7 +371,7 @@ impl Library {
 
     /// Reads the administrator's skills again.
     pub fn reload(&self) {
-        let fresh = read_fixed(self.global.as_deref());
+        let fresh = read_fixed(self.global.as_deref(), self.max_per_root);
         let count: usize = fresh.iter().map(|r| r.skills.len()).sum();
         *self.fixed.write().unwrap_or_else(|p| p.into_inner()) = fresh;
         self.generation
@@ -430,8 +435,13 @@ impl Library {
     pub fn roots(&self, user_id: i64) -> Vec<Root> {
         let ws = self.workspaces.join(user_id.to_string());
         let mut roots = vec![
-            read_root_at(&ws, Some("skills"), Tier::Workspace),
-            read_root_at(&ws, Some(".agents/skills"), Tier::Project),
+            read_root_at(&ws, Some("skills"), Tier::Workspace, self.max_per_root),
+            read_root_at(
+                &ws,
+                Some(".agents/skills"),
+                Tier::Project,
+                self.max_per_root,
+            ),
         ];
         roots.extend(
             self.fixed
@@ -752,7 +762,17 @@ mod tests {
         std::fs::create_dir_all(root_dir.path().join("linked")).unwrap();
         std::os::unix::fs::symlink("../master.key", root_dir.path().join("linked/SKILL.md"))
             .unwrap();
-        let read = read_root(root_dir.path(), Tier::Global);
+        let read = read_root(root_dir.path(), Tier::Global, MAX_SKILLS_PER_ROOT);
+        let first = read_root(root_dir.path(), Tier::Global, 2);
+        assert_eq!(
+            first
+                .failed
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>(),
+            ["Upper", "broken"],
+            "the first two folders by name alone"
+        );
         assert_eq!(read.skills.len(), 1);
         let pdf = &read.skills[0];
         assert_eq!(
@@ -777,7 +797,7 @@ mod tests {
             read.failed[3]
         );
         assert!(
-            read_root(&root_dir.path().join("none"), Tier::Global)
+            read_root(&root_dir.path().join("none"), Tier::Global, 9)
                 .skills
                 .is_empty()
         );
@@ -799,7 +819,7 @@ mod tests {
         std::fs::create_dir_all(&mine).unwrap();
         std::os::unix::fs::symlink("../1", mine.join(".agents")).unwrap();
         std::os::unix::fs::symlink("../1/skills", mine.join("skills")).unwrap();
-        let library = Library::load(None, workspaces.path());
+        let library = Library::load(None, workspaces.path(), MAX_SKILLS_PER_ROOT);
         let view = library.for_user(2, Root::default());
         assert!(view.get("secret").is_none(), "{:?}", view.skills);
         assert!(library.for_user(1, Root::default()).get("secret").is_some());
