@@ -78,6 +78,8 @@ pub struct Settings {
     /// Where administrators put skills for every user (`DATA_DIR/skills`); none: Hero's
     /// own and the users' alone.
     pub skills_dir: Option<std::path::PathBuf>,
+    /// The bytes the vectors kept in memory may take (`--index-cache-mib`).
+    pub index_cache_bytes: usize,
     /// The most skills read from one folder of skills (`--max-skills-per-root`).
     pub max_skills_per_root: usize,
     /// The embeddings endpoint that makes skill search hybrid ([`search::embed`]).
@@ -109,6 +111,7 @@ impl Default for Settings {
             skills_dir: None,
             embeddings: Default::default(),
             max_skills_per_root: skills::MAX_SKILLS_PER_ROOT,
+            index_cache_bytes: search::cache::DEFAULT_BYTES,
             plugins: Default::default(),
             prices: Vec::new(),
         }
@@ -155,6 +158,8 @@ pub struct Services {
     pub plugins: Arc<execution::plugins::Plugins>,
     /// Hero's and the administrator's skills, and where the users' are ([`skills`]).
     pub skills: Arc<skills::Library>,
+    /// The vectors of texts, kept open in memory ([`search::IndexCache`]).
+    pub index_cache: search::IndexCache,
     /// Who may see the administrator's skills, as last read ([`skills::grants`]).
     pub skill_access: skills::grants::Access,
     /// Each user's reads of a log for its readers (the feeds' catch-up) take turns, so that
@@ -223,6 +228,7 @@ impl AppState {
             plugins: Arc::new(plugins),
             skills,
             skill_access: Default::default(),
+            index_cache: search::IndexCache::new(settings.index_cache_bytes),
             settings: Arc::new(settings),
             functions: Arc::new(functions),
             message_locks: Default::default(),
@@ -261,6 +267,7 @@ impl AppState {
             plugins: self.plugins.clone(),
             skills: self.skills.clone(),
             skill_access: Default::default(),
+            index_cache: search::IndexCache::new(settings.index_cache_bytes),
             settings: Arc::new(settings),
             functions: self.functions.clone(),
             message_locks: Default::default(),

@@ -270,6 +270,10 @@ pub struct ConfigArgs {
     #[arg(long, env = "HERO_MAX_SKILLS_PER_ROOT", global = true, value_name = "N", default_value_t = hero_backend::skills::MAX_SKILLS_PER_ROOT)]
     pub max_skills_per_root: usize,
 
+    /// The memory the vectors of skills (and memories) kept open may take
+    #[arg(long, env = "HERO_INDEX_CACHE_MIB", global = true, value_name = "MIB", default_value_t = hero_backend::search::cache::DEFAULT_BYTES >> 20)]
+    pub index_cache_mib: usize,
+
     /// The embeddings model that makes skill search hybrid (BM25 and vectors); unset, BM25
     /// alone
     #[arg(
@@ -426,6 +430,7 @@ pub struct Config {
     pub skills_dir: Option<PathBuf>,
     pub embeddings: hero_backend::search::embed::Settings,
     pub max_skills_per_root: usize,
+    pub index_cache_mib: usize,
     pub prices: Vec<hero_backend::agents::spend::PriceRule>,
 }
 
@@ -558,6 +563,7 @@ impl ConfigArgs {
             sandbox_uid: self.sandbox_uid,
             skills_dir: self.skills_dir,
             max_skills_per_root: self.max_skills_per_root,
+            index_cache_mib: self.index_cache_mib,
             embeddings: hero_backend::search::embed::Settings {
                 model: self.embeddings_model,
                 url: self.embeddings_url,
@@ -697,6 +703,7 @@ impl Config {
             ),
             embeddings: self.embeddings.clone(),
             max_skills_per_root: self.max_skills_per_root,
+            index_cache_bytes: self.index_cache_mib << 20,
             plugins: hero_backend::execution::plugins::PluginSettings {
                 dir: Some(self.data_dir.join("plugins")),
                 state: self.data_dir.join("plugin-state"),

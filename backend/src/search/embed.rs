@@ -178,7 +178,7 @@ pub fn to_bytes(v: &[f32]) -> Vec<u8> {
 
 /// A vector as stored, read back (none if its length is no whole number of numbers).
 pub fn from_bytes(b: &[u8]) -> Option<Vec<f32>> {
-    if b.len() % 4 != 0 {
+    if !b.len().is_multiple_of(4) {
         return None;
     }
     Some(

@@ -6,7 +6,10 @@
 //! BM25 is some eighty lines of our own rather than a search engine's crate: the documents
 //! are names and descriptions, a thousand at most, and the formula is 002's exactly.
 
+pub mod cache;
 pub mod embed;
+
+pub use cache::IndexCache;
 
 use std::collections::HashMap;
 

@@ -71,7 +71,7 @@ pub async fn of_skills(
     at: &Endpoint,
     user: Option<(i64, &SecretKey)>,
     skills: &[Arc<Skill>],
-) -> Result<Vec<Vec<f32>>, String> {
+) -> Result<Vec<Arc<Vec<f32>>>, String> {
     let key = user.map(|(_, dk)| tag_key(dk));
     let texts: Vec<String> = skills.iter().map(|s| text_of(s)).collect();
     let tags: Vec<Vec<u8>> = skills
@@ -79,21 +79,44 @@ pub async fn of_skills(
         .zip(&texts)
         .map(|(s, t)| tag(t, if public(s) { None } else { key.as_ref() }))
         .collect();
-    let cached = st
-        .db
-        .read_with(async |c| crate::store::skills::embeddings(c, &at.base, &at.model, &tags).await)
-        .await
-        .map_err(|e| format!("the cached vectors could not be read: {e}"))?;
-    let mut known: HashMap<Vec<u8>, Vec<f32>> = HashMap::new();
-    for (t, stored) in cached {
-        let plain = match (skills.iter().zip(&tags).find(|(_, x)| **x == t), user) {
-            (Some((s, _)), Some((_, dk))) if !public(s) => {
-                crypto::open(dk, &aad(at, &t), &stored).ok()
+    // Held open in memory first, then stored (opened, and held), then asked for.
+    let place: Arc<str> = Arc::from(format!("{}|{}", at.base, at.model));
+    let mut known: HashMap<Vec<u8>, Arc<Vec<f32>>> = HashMap::new();
+    for t in &tags {
+        if let Some(v) = st.index_cache.get(&(place.clone(), t.clone())) {
+            known.insert(t.clone(), v);
+        }
+    }
+    let unknown: Vec<Vec<u8>> = tags
+        .iter()
+        .filter(|t| !known.contains_key(*t))
+        .cloned()
+        .collect();
+    if !unknown.is_empty() {
+        let cached = st
+            .db
+            .read_with(async |c| {
+                crate::store::skills::embeddings(c, &at.base, &at.model, &unknown).await
+            })
+            .await
+            .map_err(|e| format!("the cached vectors could not be read: {e}"))?;
+        let sealed: HashMap<&[u8], bool> = skills
+            .iter()
+            .zip(&tags)
+            .map(|(s, t)| (t.as_slice(), !public(s)))
+            .collect();
+        for (t, stored) in cached {
+            let plain = match user {
+                Some((_, dk)) if sealed.get(t.as_slice()) == Some(&true) => {
+                    crypto::open(dk, &aad(at, &t), &stored).ok()
+                }
+                _ => Some(stored),
+            };
+            if let Some(v) = plain.as_deref().and_then(embed::from_bytes) {
+                let v = Arc::new(v);
+                st.index_cache.put((place.clone(), t.clone()), v.clone());
+                known.insert(t, v);
             }
-            _ => Some(stored),
-        };
-        if let Some(v) = plain.as_deref().and_then(embed::from_bytes) {
-            known.insert(t, v);
         }
     }
     let missing: Vec<usize> = (0..skills.len())
@@ -136,6 +159,9 @@ pub async fn of_skills(
             .await
             .map_err(|e| format!("the vectors could not be cached: {e}"))?;
         for (&i, v) in missing.iter().zip(got) {
+            let v = Arc::new(v);
+            st.index_cache
+                .put((place.clone(), tags[i].clone()), v.clone());
             known.insert(tags[i].clone(), v);
         }
     }

@@ -278,6 +278,9 @@ pub async fn revoke(c: &mut Write<'_>, kind: &str, id: i64, skill_id: i64) -> Re
     Ok(execute!(c, sql, id, skill_id)? > 0)
 }
 
+/// How many tags one query asks for.
+const EMBEDDINGS_AT_ONCE: usize = 200;
+
 /// The vectors cached for `tags` at (endpoint, model): `(tag, vector)`, sealed when the
 /// text was a user's.
 pub async fn embeddings(
@@ -286,12 +289,40 @@ pub async fn embeddings(
     model: &str,
     tags: &[Vec<u8>],
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let sql = "SELECT tag, vector FROM embeddings WHERE endpoint = $1 AND model = $2 AND tag = $3";
     let mut out = Vec::new();
-    for tag in tags {
-        if let Some(found) = row!(c, pair, sql, endpoint, model, tag.as_slice())? {
-            out.push(found);
-        }
+    for chunk in tags.chunks(EMBEDDINGS_AT_ONCE) {
+        let marks: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 3)).collect();
+        let sql = format!(
+            "SELECT tag, vector FROM embeddings WHERE endpoint = $1 AND model = $2 AND tag IN ({})",
+            marks.join(", ")
+        );
+        out.extend(match c.on() {
+            super::On::Sqlite(h) => {
+                h.run(|c| {
+                    let mut st = c.prepare(&sql)?;
+                    let mut params: Vec<&dyn rusqlite::ToSql> = vec![&endpoint, &model];
+                    params.extend(chunk.iter().map(|t| t as &dyn rusqlite::ToSql));
+                    let mut rows = st.query(params.as_slice())?;
+                    let mut found = Vec::new();
+                    while let Some(r) = rows.next()? {
+                        found.push(pair(r)?);
+                    }
+                    Ok(found)
+                })
+                .await?
+            }
+            super::On::Postgres(pg) => {
+                let mut q = sqlx::query(&sql).bind(endpoint).bind(model);
+                for t in chunk {
+                    q = q.bind(t.as_slice());
+                }
+                q.fetch_all(pg)
+                    .await?
+                    .iter()
+                    .map(pair)
+                    .collect::<Result<Vec<_>>>()?
+            }
+        });
     }
     Ok(out)
 }
