@@ -166,6 +166,26 @@ async fn skills_by_tier_searched_given_to_the_agent_and_read_beneath_their_folde
         .json(Method::GET, "/api/skills/pdf-forms?tier=global", None)
         .await;
     assert_eq!(theirs["content"], "Run skill://pdf-forms/fill.py.");
+    // The hidden one's files are read with its tier; without it, the one in use's.
+    let (s, file) = h
+        .json(
+            Method::GET,
+            "/api/skills/pdf-forms/files/fill.py?tier=global",
+            None,
+        )
+        .await;
+    assert_eq!(
+        (s, file["content"].as_str()),
+        (StatusCode::OK, Some("print('filled')\n"))
+    );
+    let (s, _) = h
+        .json(Method::GET, "/api/skills/pdf-forms/files/fill.py", None)
+        .await;
+    assert_eq!(
+        s,
+        StatusCode::NOT_FOUND,
+        "the workspace's pdf-forms has no fill.py"
+    );
 
     // Searched: scored, best first; bad queries said why.
     let (s, found) = h

@@ -128,10 +128,17 @@ pub async fn get(
     })
 }
 
-/// `GET /api/skills/{name}/files/{path}`: a text file of the skill in use.
-pub async fn file(st: &AppState, user: &AuthUser, name: &str, path: &str) -> Result<SkillFileText> {
+/// `GET /api/skills/{name}/files/{path}?tier=`: a text file of the skill in use, or of the
+/// one of `tier`.
+pub async fn file(
+    st: &AppState,
+    user: &AuthUser,
+    name: &str,
+    path: &str,
+    tier: Option<&str>,
+) -> Result<SkillFileText> {
     let view = super::of_user(st, seer(user)).await?;
-    let s = view.get(name).ok_or(Error::NotFound("skill"))?;
+    let (s, _) = find(&view, name, tier).ok_or(Error::NotFound("skill"))?;
     if path == "SKILL.md" {
         return Ok(SkillFileText {
             path: path.into(),

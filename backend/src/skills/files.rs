@@ -163,6 +163,64 @@ fn walk(
     Ok(())
 }
 
+/// Writes the skill `name` as a folder under the administrator's `root` (made if missing):
+/// its `SKILL.md` and `files` (paths checked by the caller) written beside the folder first,
+/// then moved into its place, the folder it replaces removed after. Answers whether the
+/// skill is new. Hidden folders (`.staging-…`) are never read as skills.
+pub fn replace_folder(
+    root: &Path,
+    name: &str,
+    skill_md: &str,
+    files: &std::collections::BTreeMap<String, String>,
+) -> std::io::Result<bool> {
+    let stamp = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    std::fs::create_dir_all(root)?;
+    let staging = root.join(format!(".staging-{name}-{stamp}"));
+    let written = (|| {
+        std::fs::create_dir(&staging)?;
+        std::fs::write(staging.join("SKILL.md"), skill_md)?;
+        for (path, text) in files {
+            let to = staging.join(path);
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(to, text)?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(e);
+    }
+    let target = root.join(name);
+    let old = root.join(format!(".old-{name}-{stamp}"));
+    let existed = match std::fs::rename(&target, &old) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(e);
+        }
+    };
+    if let Err(e) = std::fs::rename(&staging, &target) {
+        if existed {
+            let _ = std::fs::rename(&old, &target);
+        }
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(e);
+    }
+    if existed {
+        std::fs::remove_dir_all(&old)?;
+    }
+    Ok(!existed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,62 +282,4 @@ mod tests {
         );
         assert!(list(&fd).unwrap_err().contains("FIFO"));
     }
-}
-
-/// Writes the skill `name` as a folder under the administrator's `root` (made if missing):
-/// its `SKILL.md` and `files` (paths checked by the caller) written beside the folder first,
-/// then put in its place at once, the folder it replaces removed after. Answers whether the
-/// skill is new. Hidden folders (`.staging-…`) are never read as skills.
-pub fn replace_folder(
-    root: &Path,
-    name: &str,
-    skill_md: &str,
-    files: &std::collections::BTreeMap<String, String>,
-) -> std::io::Result<bool> {
-    let stamp = format!(
-        "{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    );
-    std::fs::create_dir_all(root)?;
-    let staging = root.join(format!(".staging-{name}-{stamp}"));
-    let written = (|| {
-        std::fs::create_dir(&staging)?;
-        std::fs::write(staging.join("SKILL.md"), skill_md)?;
-        for (path, text) in files {
-            let to = staging.join(path);
-            if let Some(parent) = to.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            std::fs::write(to, text)?;
-        }
-        Ok(())
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_dir_all(&staging);
-        return Err(e);
-    }
-    let target = root.join(name);
-    let old = root.join(format!(".old-{name}-{stamp}"));
-    let existed = match std::fs::rename(&target, &old) {
-        Ok(()) => true,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&staging);
-            return Err(e);
-        }
-    };
-    if let Err(e) = std::fs::rename(&staging, &target) {
-        if existed {
-            let _ = std::fs::rename(&old, &target);
-        }
-        let _ = std::fs::remove_dir_all(&staging);
-        return Err(e);
-    }
-    if existed {
-        std::fs::remove_dir_all(&old)?;
-    }
-    Ok(!existed)
 }

@@ -35,13 +35,16 @@ pub async fn get(
     Ok(Json(api::get(&st, &user, &name, q.tier.as_deref()).await?))
 }
 
-/// `GET /api/skills/{name}/files/{*path}`.
+/// `GET /api/skills/{name}/files/{*path}?tier=`.
 pub async fn file(
     State(st): State<AppState>,
     Authed(user): Authed,
     ApiPath((name, path)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<TierQuery>,
 ) -> ApiResult<Json<SkillFileText>> {
-    Ok(Json(api::file(&st, &user, &name, &path).await?))
+    Ok(Json(
+        api::file(&st, &user, &name, &path, q.tier.as_deref()).await?,
+    ))
 }
 
 /// `PUT /api/skills/{name}` `{content, files?}`: a personal skill, 201 new or 200 replaced.
