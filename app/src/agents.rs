@@ -139,6 +139,35 @@ pub async fn set_default_processes(
         .map_err(fail)
 }
 
+/// Sets the skills an agent may use (reference 002 §12.5): `all` (every skill its user has,
+/// now and later), `none`, or `chosen`, the names checked.
+#[server(prefix = "/_fn")]
+pub async fn set_agent_skills(
+    id: i64,
+    choice: String,
+    skills: Option<Vec<String>>,
+) -> Result<AgentDto, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    let allow = match choice.as_str() {
+        "all" => None,
+        "none" => Some(Vec::new()),
+        "chosen" => Some(skills.unwrap_or_default()),
+        other => {
+            return Err(fail(hero_backend::Error::Invalid(format!(
+                "{other:?} is not a choice of skills: all, none or chosen"
+            ))));
+        }
+    };
+    let req = UpdateAgentRequest {
+        skill_allow_list: Some(allow),
+        ..Default::default()
+    };
+    hero_backend::agents::update(&st.db, &st.keys, &st.settings.egress, &user, id, req)
+        .await
+        .map_err(fail)
+}
+
 #[server(prefix = "/_fn")]
 pub async fn delete_agent(id: i64) -> Result<(), ServerFnError> {
     use crate::guard::{fail, require_user};
@@ -185,6 +214,20 @@ fn Agents() -> impl IntoView {
                 })
         },
     );
+    // The skills an agent may be given a choice of: those in use (not a folder that is no
+    // skill, nor one a higher tier hides).
+    let skills = resource(
+        || (),
+        |_| async {
+            crate::skills::list_skills().await.map(|l| {
+                l.skills
+                    .into_iter()
+                    .filter(|s| s.error.is_none() && s.overridden_by.is_none())
+                    .map(|s| s.name)
+                    .collect::<Vec<_>>()
+            })
+        },
+    );
     view! {
         <main class="agents-page" data-agent-feed="">
             <p><a href=crate::base::href("/")>"← Back to sessions"</a></p>
@@ -195,7 +238,8 @@ fn Agents() -> impl IntoView {
                 {move || agents.get().map(|r| match r {
                     Ok(list) => {
                         let processes = processes.get().and_then(Result::ok).unwrap_or_default();
-                        list.into_iter().map(|a| view! { <AgentCard a processes=processes.clone()/> }).collect_view().into_any()
+                        let skills = skills.get().and_then(Result::ok).unwrap_or_default();
+                        list.into_iter().map(|a| view! { <AgentCard a processes=processes.clone() skills=skills.clone()/> }).collect_view().into_any()
                     }
                     Err(e) => view! { <p class="form-error">{error_text(&e)}</p> }.into_any(),
                 })}
@@ -229,7 +273,11 @@ fn Agents() -> impl IntoView {
 }
 
 #[component]
-fn AgentCard(a: AgentDto, processes: Vec<hero_shared::api::AbilityDto>) -> impl IntoView {
+fn AgentCard(
+    a: AgentDto,
+    processes: Vec<hero_shared::api::AbilityDto>,
+    skills: Vec<String>,
+) -> impl IntoView {
     let id = a.id;
     let config = if a.config.as_object().is_some_and(|m| m.is_empty()) {
         String::new()
@@ -263,6 +311,7 @@ fn AgentCard(a: AgentDto, processes: Vec<hero_shared::api::AbilityDto>) -> impl 
                 <button type="submit">"Save"</button>
             </FnForm>
             <DefaultProcesses id chosen=a.default_processes.clone() processes/>
+            <SkillChoice id allow=a.skill_allow_list.clone() skills/>
             <FnForm action=DeleteAgent::PATH then="refresh" class="agent-delete">
                 <input type="hidden" name="id" value=id/>
                 <button type="submit" class="danger">"Delete"</button>
@@ -317,6 +366,63 @@ fn DefaultProcesses(
                 <input type="hidden" name="id" value=id/>
                 {all}
                 <button type="submit">"Select all"</button>
+            </FnForm>
+        </details>
+    }
+}
+
+/// The skills the agent may use (reference 002 §12.5): all of the user's (the default, and
+/// skills made later too), none, or those chosen from the list of the user's skills in use.
+/// A chosen name no longer listed (its skill deleted) stays checked, so saving keeps it.
+#[component]
+fn SkillChoice(id: i64, allow: Option<Vec<String>>, skills: Vec<String>) -> impl IntoView {
+    use leptos::server_fn::ServerFn;
+    let choice = match &allow {
+        None => "all",
+        Some(names) if names.is_empty() => "none",
+        Some(_) => "chosen",
+    };
+    let chosen = allow.unwrap_or_default();
+    let mut listed: Vec<String> = chosen.clone();
+    listed.extend(skills.into_iter().filter(|s| !chosen.contains(s)));
+    let summary = match choice {
+        "all" => "Skills: all".to_owned(),
+        "none" => "Skills: none".to_owned(),
+        _ => format!("Skills: {} chosen", chosen.len()),
+    };
+    let radio = move |value: &'static str, label: &'static str| {
+        view! {
+            <label class="skill-choice">
+                <input type="radio" name="choice" value=value checked=value == choice/>
+                {label}
+            </label>
+        }
+    };
+    let boxes = listed
+        .into_iter()
+        .map(|name| {
+            let checked = chosen.contains(&name);
+            view! {
+                <label class="skill-choice">
+                    <input type="checkbox" name="skills[]" value=name.clone() checked=checked/>
+                    {name.clone()}
+                </label>
+            }
+        })
+        .collect_view();
+    view! {
+        <details class="agent-skills">
+            <summary>{summary}</summary>
+            <FnForm action=SetAgentSkills::PATH then="refresh" class="skills-form" done="Skills saved">
+                <input type="hidden" name="id" value=id/>
+                <fieldset>
+                    <legend>"Skills it may use"</legend>
+                    {radio("all", "All skills")}
+                    {radio("none", "No skills")}
+                    {radio("chosen", "Chosen")}
+                    <div class="skill-choices">{boxes}</div>
+                </fieldset>
+                <button type="submit">"Save skills"</button>
             </FnForm>
         </details>
     }

@@ -99,9 +99,9 @@ pub fn agent_status_line(status: &str, detail: &str) -> String {
 }
 
 #[cfg(feature = "hydrate")]
-pub(crate) use browser::fetch_page_at;
-#[cfg(feature = "hydrate")]
 pub use browser::install;
+#[cfg(feature = "hydrate")]
+pub(crate) use browser::{announce, busy, fetch_page_at, refresh, show_alert};
 
 #[cfg(feature = "hydrate")]
 mod browser {
@@ -209,6 +209,12 @@ mod browser {
         }
     }
 
+    /// The page's `<main>` read again (the whole page, when that fails), as after a form
+    /// whose `data-then` is `refresh`.
+    pub(crate) async fn refresh() {
+        follow(Then::Refresh).await;
+    }
+
     async fn follow(then: Then) {
         let Some(location) = web_sys::window().map(|w| w.location()) else {
             return;
@@ -265,7 +271,7 @@ mod browser {
     }
 
     /// While a form is being sent: its buttons disabled, and a second submit ignored.
-    fn busy(form: &HtmlFormElement, on: bool) {
+    pub(crate) fn busy(form: &HtmlFormElement, on: bool) {
         let _ = form.set_attribute("aria-busy", if on { "true" } else { "false" });
         if let Ok(buttons) = form.query_selector_all("button") {
             for i in 0..buttons.length() {
@@ -281,7 +287,7 @@ mod browser {
     }
 
     /// The form's error line: its `[role=alert]`, made if the page has none.
-    fn show_alert(form: &HtmlFormElement, sentence: Option<&str>) {
+    pub(crate) fn show_alert(form: &HtmlFormElement, sentence: Option<&str>) {
         let existing = form.query_selector("[role=alert]").ok().flatten();
         let alert = match (existing, sentence) {
             (Some(a), _) => a,
@@ -304,7 +310,7 @@ mod browser {
         };
     }
 
-    fn announce(text: &str) {
+    pub(crate) fn announce(text: &str) {
         if let Some(s) =
             document().and_then(|d| d.query_selector("main [role=status]").ok().flatten())
         {

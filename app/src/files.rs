@@ -152,3 +152,12 @@ fn Files(agent_id: i64, selected: &'static str) -> impl IntoView {
         </main>
     }
 }
+
+/// Markdown drawn once by the shared renderer (its own closed set of tags, every value
+/// escaped), where a page shows a text it does not edit: a skill's SKILL.md on the Skills
+/// page.
+#[component]
+pub fn Rendered(text: String, class: &'static str) -> impl IntoView {
+    let preview = hero_shared::markdown::to_html(&text);
+    view! { <div class=class inner_html=preview></div> }
+}

@@ -9,6 +9,8 @@
 //! - [`agents`]: the Agents page.
 //! - [`abilities`]: the Abilities page (functions and processes; the user's own processes
 //!   made, edited with a preview, and deleted).
+//! - [`skills`]: the Skills page (the user's skills by tier, a scored search, one skill's
+//!   text and files; personal skills made, edited, deleted and imported from a folder).
 //! - [`enhance`]: the forms of the server-rendered pages, in the browser.
 //! - `guard` (ssr only): `require_user()` and the error mapping every server function uses.
 //! - [`json`]: the codec of the pages' resources.
@@ -31,6 +33,7 @@ pub mod json;
 pub mod navigate;
 pub mod permissions;
 pub mod sessions;
+pub mod skills;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};
@@ -54,6 +57,7 @@ pub fn hydrate() {
     }
     chat::client::start();
     enhance::install();
+    skills::install();
     navigate::install();
     if let Some(body) = document().body() {
         let _ = body.set_attribute("data-ready", "true");
@@ -172,6 +176,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/agents/:id/files") view=files::FilesPage ssr=SsrMode::Async/>
                 <Route path=path!("/permissions") view=permissions::PermissionsPage ssr=SsrMode::Async/>
                 <Route path=path!("/abilities") view=abilities::AbilitiesPage ssr=SsrMode::Async/>
+                <Route path=path!("/skills") view=skills::SkillsPage ssr=SsrMode::Async/>
             </Routes>
         </Router>
     }

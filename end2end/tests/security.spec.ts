@@ -55,10 +55,14 @@ test("no page, nor the showcase, breaks the content security policy", async ({ p
   await page.goto("/agents");
   await ready(page);
   await check("the agents page");
+  await page.goto("/skills?skill=writing-skills&tier=builtin&file=SKILL.md&q=skill");
+  await ready(page);
+  await expect(page.locator(".skill-body h1, .skill-body h2").first()).toBeVisible();
+  await check("the skills page, a skill opened and a search");
   await page.goto("/no-such-page");
   await ready(page);
   await check("a missing page");
-  expect(visited.length).toBe(6);
+  expect(visited.length).toBe(7);
 });
 
 test("markup that slips into the page is refused by the policy", async ({ page }) => {

@@ -170,6 +170,7 @@ pub fn ChatView(
                 </select>
                 <a href=crate::base::href("/agents") class="manage-agents">"Manage agents"</a>
                 <a href=crate::base::href("/permissions") class="manage-permissions">"Permissions"</a>
+                <a href=crate::base::href("/skills") class="manage-skills">"Skills"</a>
                 <a href=crate::base::href("/abilities") class="manage-abilities">"Abilities"</a>
                 // Both always here, hidden when they do not apply: the client only shows them.
                 <a href=crate::base::href(&current.map_or_else(|| "/agents".to_owned(), |a| format!("/agents/{a}/files"))) class="agent-files" hidden=current.is_none()>"Files"</a>

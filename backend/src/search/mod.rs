@@ -75,6 +75,17 @@ impl Bm25 {
         self.docs.len()
     }
 
+    /// About the bytes the index holds: each term counted once per document it is in, and
+    /// once in the document frequencies, with its map entry's share.
+    pub fn approx_bytes(&self) -> usize {
+        let entry = |term: &String| term.len() + std::mem::size_of::<(String, u32)>() + 8;
+        self.docs
+            .iter()
+            .map(|d| std::mem::size_of::<Doc>() + d.tf.keys().map(entry).sum::<usize>())
+            .sum::<usize>()
+            + self.df.keys().map(entry).sum::<usize>()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.docs.is_empty()
     }
