@@ -605,8 +605,7 @@ fn Detail(opened: Opened, is_admin: bool) -> impl IntoView {
             read_skill_file(name, path, Some(tier)).await.map(Some)
         },
     );
-    // Shown whether or not the skill could be read: an internal one is hidden from an
-    // administrator it is not granted to, who still manages it here.
+    // Shown whether or not the skill could be read (the section reads its own grants).
     let admin = (is_admin && tier == "global").then(|| view! { <Grants name=skill.clone()/> });
     let shown = move || {
         text.get().map(|r| match r {

@@ -150,7 +150,7 @@ async fn run(mock: &mock_llm::MockServer, n: usize, searches: usize) {
 
     let at = search::embed::Endpoint {
         base: format!("{}/v1", mock.url()),
-        key: None,
+        key: Some("sk-bench".into()),
         model: "embed-mock".into(),
     };
     let settings = Settings {
@@ -159,7 +159,7 @@ async fn run(mock: &mock_llm::MockServer, n: usize, searches: usize) {
         embeddings: search::embed::Settings {
             model: Some(at.model.clone()),
             url: Some(at.base.clone()),
-            api_key: None,
+            api_key: at.key.clone(),
         },
         ..Settings::default()
     };
@@ -212,7 +212,7 @@ async fn run(mock: &mock_llm::MockServer, n: usize, searches: usize) {
             .await
             .expect("search");
         took.push(began.elapsed());
-        assert!(found.hybrid);
+        assert!(found.hybrid, "{:?}", found.note);
     }
     show(
         &format!(
@@ -235,12 +235,19 @@ async fn run(mock: &mock_llm::MockServer, n: usize, searches: usize) {
     .await
     .expect("skills")
     .skills;
-    skills::vectors::search(&t, Some(&at), Some((user.id(), &dk)), &among, "deploy", 5)
-        .await
-        .expect("search");
+    skills::vectors::search(
+        &t,
+        Some(&at),
+        Some((user.id(), &dk)),
+        &among,
+        "a query never asked",
+        5,
+    )
+    .await
+    .expect("search");
     println!(
         "{:<58} {}",
-        "embedding inputs of a search after a rescan (query: 1)",
+        "embedding inputs of a new search after a rescan (query: 1)",
         mock.stats()["embedded_inputs"].as_u64().unwrap_or(0) - before
     );
     let texts: Vec<String> = among

@@ -714,7 +714,7 @@ async fn internal_skills_are_seen_through_grants_and_pinned_agents_read_their_ve
         &h,
         Method::POST,
         "/api/skills/deploy/grants",
-        Some(json!({"user": "bob"})),
+        Some(json!({"user": "BOB"})),
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{again}");
@@ -907,7 +907,19 @@ async fn hybrid_search_finds_by_meaning_and_falls_back_to_bm25() {
     assert_eq!(top["bm25"], 0.0, "no word in common: {found}");
     let vector = top["vector"].as_f64().unwrap();
     assert!(vector > 0.5, "{found}");
-    assert!((top["score"].as_f64().unwrap() - 0.7 * vector).abs() < 1e-9);
+    // No skill shares a word with the query: the vectors rank alone, weighing 1.0.
+    assert!((top["score"].as_f64().unwrap() - vector).abs() < 1e-9);
+    let (_, both) = search("deploy").await;
+    let top = &both["results"][0];
+    assert_eq!(
+        (top["name"].as_str(), top["bm25"].as_f64()),
+        (Some("rollout-helper"), Some(1.0))
+    );
+    assert!(
+        (top["score"].as_f64().unwrap() - (0.3 + 0.7 * top["vector"].as_f64().unwrap())).abs()
+            < 1e-9,
+        "{both}"
+    );
     assert!(
         found["results"]
             .as_array()
@@ -917,13 +929,13 @@ async fn hybrid_search_finds_by_meaning_and_falls_back_to_bm25() {
         "{found}"
     );
 
-    // The skills' vectors are cached: the same search again embeds its query alone.
-    let before = mock.stats()["embedded_inputs"].as_u64().unwrap();
+    // The vectors are kept: the same search again embeds nothing, another its query alone.
+    let embedded = || mock.stats()["embedded_inputs"].as_u64().unwrap();
+    let before = embedded();
     search("release").await;
-    assert_eq!(
-        mock.stats()["embedded_inputs"].as_u64().unwrap(),
-        before + 1
-    );
+    assert_eq!(embedded(), before);
+    search("launch").await;
+    assert_eq!(embedded(), before + 1);
 
     // The endpoint failing: BM25 alone, with a note.
     let (s, found) = search("deploy [[mock fault=500]]").await;

@@ -245,14 +245,21 @@ fn stored_tool_calls(payload: &Value) -> Vec<providers::ToolCall> {
         .collect()
 }
 
-/// The skills the user's last message (not a private note) limited its turn to
-/// (`skill_filter`), over the agent's allow list for it and its follow-ups.
+/// The skills the last message a turn answered (the user's, not a private note, or one an
+/// agent queued, which has none) limited its turn to (`skill_filter`), over the agent's
+/// allow list for it and its follow-ups.
 pub(crate) fn skill_filter(frames: &[Kept]) -> Option<Vec<String>> {
+    use hero_shared::frame::AuthorType;
     let last = frames.iter().rev().find(|k| {
         let f: &hero_shared::frame::Frame = &k.frame;
         f.frame_type == hero_shared::frame::FrameType::Message
-            && f.author_type == hero_shared::frame::AuthorType::User
-            && f.payload.get("private") != Some(&serde_json::Value::Bool(true))
+            && match f.author_type {
+                AuthorType::User => {
+                    f.payload.get("private") != Some(&serde_json::Value::Bool(true))
+                }
+                AuthorType::System => f.payload.get("queued").is_some(),
+                _ => false,
+            }
     })?;
     serde_json::from_value(last.frame.payload.get("skill_filter")?.clone()).ok()
 }

@@ -12,6 +12,8 @@ use crate::execution::egress::Outbound;
 pub const MAX_INPUTS: usize = 64;
 /// The longest one call may take.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
+/// The most numbers a vector may have (the largest models give 4,096).
+pub const MAX_DIMENSIONS: usize = 8_192;
 /// The largest answer read (64 vectors of 4,096 numbers as JSON fit well within it).
 pub const MAX_ANSWER_BYTES: usize = 16 << 20;
 
@@ -165,6 +167,11 @@ fn vectors(body: &[u8], n: usize) -> Result<Vec<Vec<f32>>, String> {
         .into_iter()
         .collect::<Option<_>>()
         .ok_or_else(|| bad("an index twice"))?;
+    if out.first().is_some_and(|v| v.len() > MAX_DIMENSIONS) {
+        return Err(bad(&format!(
+            "vectors of more than {MAX_DIMENSIONS} numbers"
+        )));
+    }
     if out.windows(2).any(|w| w[0].len() != w[1].len()) || out.first().is_some_and(Vec::is_empty) {
         return Err(bad("vectors of different lengths"));
     }

@@ -215,8 +215,9 @@ pub fn replace_folder(
         let _ = std::fs::remove_dir_all(&staging);
         return Err(e);
     }
-    if existed {
-        std::fs::remove_dir_all(&old)?;
+    // The new folder is in place: an old one left behind is hidden, and only logged.
+    if existed && let Err(e) = std::fs::remove_dir_all(&old) {
+        tracing::warn!(folder = %old.display(), "a replaced skill's folder was left: {e}");
     }
     Ok(!existed)
 }

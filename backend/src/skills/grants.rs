@@ -10,6 +10,7 @@
 //! ([`Snapshot::apply`]): no query on its way.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,8 @@ pub const FRESH_FOR: Duration = Duration::from_secs(5);
 pub struct Snapshot {
     /// The library's generation whose skills were recorded before it was read.
     generation: u64,
+    /// [`Access`]'s epoch when its read began.
+    epoch: u64,
     loaded: Instant,
     by_name: HashMap<String, GlobalRow>,
     users: HashSet<(i64, i64)>,
@@ -63,13 +66,26 @@ impl Snapshot {
             return;
         }
         for root in roots.iter_mut() {
-            if root.skills.first().is_none_or(|s| s.tier != Tier::Global) {
+            let tier = root
+                .skills
+                .first()
+                .map(|s| s.tier)
+                .or(root.failed.first().map(|f| f.tier));
+            if tier != Some(Tier::Global) {
                 continue;
             }
             root.skills = std::mem::take(&mut root.skills)
                 .into_iter()
                 .filter_map(|s| self.seen(s, user_id, agent_id))
                 .collect();
+            // A broken internal skill's folder, and its error, are not for everyone either.
+            root.failed.retain(|f| {
+                self.by_name.get(&f.name).is_none_or(|row| {
+                    row.visibility == "public"
+                        || self.users.contains(&(row.id, user_id))
+                        || agent_id.is_some_and(|a| self.agents.contains_key(&(row.id, a)))
+                })
+            });
         }
     }
 
@@ -128,6 +144,11 @@ impl Snapshot {
 #[derive(Default)]
 pub struct Access {
     current: RwLock<Option<Arc<Snapshot>>>,
+    /// Raised by each change made here: a snapshot read before it is stale, and one whose
+    /// read began before it is never installed.
+    epoch: AtomicU64,
+    /// One refresh at a time; the others wait for it and use what it read.
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 impl Access {
@@ -139,8 +160,28 @@ impl Access {
             .clone()
     }
 
-    fn set(&self, snapshot: Option<Arc<Snapshot>>) {
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = snapshot;
+    /// Installs `snapshot` unless a change was made since its read began (`epoch`).
+    fn install(&self, snapshot: Arc<Snapshot>) -> bool {
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        if self.epoch.load(Ordering::Acquire) != snapshot.epoch {
+            return false;
+        }
+        *current = Some(snapshot);
+        true
+    }
+
+    /// A change was made here: the snapshot held is stale (still used until the next is
+    /// read: an administrator's change is followed by [`ready`]).
+    fn changed(&self) {
+        let _current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether `s` is still what the rows hold, as far as this instance knows.
+    fn fresh(&self, s: &Snapshot, generation: u64) -> bool {
+        s.generation == generation
+            && s.epoch == self.epoch.load(Ordering::Acquire)
+            && s.loaded.elapsed() < FRESH_FOR
     }
 }
 
@@ -152,6 +193,7 @@ pub fn apply(st: &AppState, roots: &mut [Root], user_id: i64, agent_id: Option<i
         None => {
             for root in roots.iter_mut() {
                 root.skills.retain(|s| s.tier != Tier::Global);
+                root.failed.retain(|f| f.tier != Tier::Global);
             }
         }
     }
@@ -161,11 +203,18 @@ pub fn apply(st: &AppState, roots: &mut [Root], user_id: i64, agent_id: Option<i
 /// their folder was read again since. Called before anything that shows skills: never
 /// inside a transaction (it may write).
 pub async fn ready(st: &AppState) -> Result<Arc<Snapshot>> {
+    let access = &st.skill_access;
     let generation = st.skills.generation();
-    let held = st.skill_access.current();
+    if let Some(s) = access.current()
+        && access.fresh(&s, generation)
+    {
+        return Ok(s);
+    }
+    let _one = access.refreshing.lock().await;
+    // Another may have read it while this one waited.
+    let held = access.current();
     if let Some(s) = &held
-        && s.generation == generation
-        && s.loaded.elapsed() < FRESH_FOR
+        && access.fresh(s, generation)
     {
         return Ok(s.clone());
     }
@@ -173,9 +222,14 @@ pub async fn ready(st: &AppState) -> Result<Arc<Snapshot>> {
         record(st).await?;
         super::vectors::backfill(st);
     }
-    let snapshot = Arc::new(read(st, generation).await?);
-    st.skill_access.set(Some(snapshot.clone()));
-    Ok(snapshot)
+    loop {
+        let epoch = access.epoch.load(Ordering::Acquire);
+        let snapshot = Arc::new(read(st, generation, epoch).await?);
+        // A change made while it was read: read again.
+        if access.install(snapshot.clone()) {
+            return Ok(snapshot);
+        }
+    }
 }
 
 /// Records each of the administrator's skills as its folder now is: its row, and its text
@@ -201,11 +255,9 @@ async fn record(st: &AppState) -> Result<()> {
         changed
             .iter()
             .filter_map(|s| {
-                Some((
-                    s.md.name.clone(),
-                    s.version.clone(),
-                    s.file("SKILL.md").ok()?,
-                ))
+                // Hashed as read now: the folder may have changed since it was listed.
+                let text = s.file("SKILL.md").ok()?;
+                Some((s.md.name.clone(), super::version_of(text.as_bytes()), text))
             })
             .collect::<Vec<_>>()
     })
@@ -222,7 +274,7 @@ async fn record(st: &AppState) -> Result<()> {
         .await
 }
 
-async fn read(st: &AppState, generation: u64) -> Result<Snapshot> {
+async fn read(st: &AppState, generation: u64, epoch: u64) -> Result<Snapshot> {
     st.db
         .read_with(async |c| {
             let by_name = rows::globals(c)
@@ -243,6 +295,7 @@ async fn read(st: &AppState, generation: u64) -> Result<Snapshot> {
                 .collect();
             Ok(Snapshot {
                 generation,
+                epoch,
                 loaded: Instant::now(),
                 by_name,
                 users,
@@ -318,7 +371,7 @@ pub async fn set_visibility(
     st.db
         .write_with(async |tx| rows::set_visibility(tx, row.id, visibility).await)
         .await?;
-    st.skill_access.set(None);
+    st.skill_access.changed();
     ready(st).await?;
     list(st, user, name).await
 }
@@ -332,6 +385,8 @@ pub async fn grant(
 ) -> Result<(bool, SkillGrantDto)> {
     let row = admin_row(st, user, name).await?;
     let now = now_text();
+    // The user as stored (a name is found whatever its case).
+    let mut granted_to = None;
     let (kind, new) = match (&req.user, req.agent_id) {
         (Some(username), None) => {
             if req.pinned_version.is_some() {
@@ -339,10 +394,11 @@ pub async fn grant(
                     "a version is pinned for an agent, not a user".into(),
                 ));
             }
-            let to = crate::store::users::find_by_name(&st.db, username)
+            let found = crate::store::users::find_by_name(&st.db, username)
                 .await?
-                .ok_or_else(|| Error::Invalid(format!("there is no user {username:?}")))?
-                .id;
+                .ok_or_else(|| Error::Invalid(format!("there is no user {username:?}")))?;
+            let to = found.id;
+            granted_to = Some(found.username);
             let new = st
                 .db
                 .write_with(async |tx| rows::grant_user(tx, row.id, to, user.id(), &now).await)
@@ -379,14 +435,15 @@ pub async fn grant(
             ));
         }
     };
-    st.skill_access.set(None);
+    st.skill_access.changed();
+    ready(st).await?;
     let listed = list(st, user, name).await?;
     let made = listed
         .grants
         .into_iter()
         .filter(|g| g.id.starts_with(kind))
         .find(|g| match kind {
-            "user" => g.user == req.user,
+            "user" => g.user == granted_to,
             _ => g.agent_id == req.agent_id,
         })
         .ok_or_else(|| Error::Internal("a grant was made and then not found".into()))?;
@@ -407,6 +464,7 @@ pub async fn revoke(st: &AppState, user: &AuthUser, name: &str, grant_id: &str) 
     if !gone {
         return Err(Error::NotFound("grant"));
     }
-    st.skill_access.set(None);
+    st.skill_access.changed();
+    ready(st).await?;
     Ok(())
 }

@@ -92,6 +92,15 @@ pub(super) fn check(name: &str, skill_md: &str, files_in: &BTreeMap<String, Stri
     let mut total = skill_md.len() as u64;
     for (path, text) in files_in {
         check_path(path).map_err(Error::Invalid)?;
+        // A file cannot also be a folder of another's path (`a` and `a/b`).
+        for dir in std::path::Path::new(path).ancestors().skip(1) {
+            let dir = dir.to_string_lossy();
+            if dir == "SKILL.md" || files_in.contains_key(dir.as_ref()) {
+                return Err(Error::Invalid(format!(
+                    "{dir} is a file, so it cannot also hold {path}"
+                )));
+            }
+        }
         if text.contains('\0') {
             return Err(Error::Invalid(format!("{path} is not text")));
         }
@@ -206,5 +215,19 @@ mod tests {
         files.clear();
         files.insert("nul.bin".to_owned(), "a\0b".to_owned());
         assert!(check("pdf", md, &files).is_err());
+        files.clear();
+        files.insert("a".to_owned(), "x".to_owned());
+        files.insert("a/b/c".to_owned(), "y".to_owned());
+        assert!(
+            check("pdf", md, &files).is_err(),
+            "a is a file and a folder"
+        );
+        files.clear();
+        files.insert("SKILL.md/x".to_owned(), "y".to_owned());
+        assert!(check("pdf", md, &files).is_err());
+        files.clear();
+        files.insert("a/b".to_owned(), "x".to_owned());
+        files.insert("a/c".to_owned(), "y".to_owned());
+        assert!(check("pdf", md, &files).is_ok());
     }
 }

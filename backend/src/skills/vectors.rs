@@ -141,23 +141,12 @@ pub async fn of_skills(
                 }
             })
             .collect();
-        st.db
-            .write_with(async |tx| {
-                for (t, owner, bytes) in &rows {
-                    crate::store::skills::put_embedding(
-                        tx,
-                        (&at.base, &at.model),
-                        t,
-                        *owner,
-                        bytes,
-                        &now,
-                    )
-                    .await?;
-                }
-                Ok(())
-            })
-            .await
-            .map_err(|e| format!("the vectors could not be cached: {e}"))?;
+        // Stored for the installation's endpoint alone: an agent's own (a URL its user
+        // chose) has its vectors held in memory only, so no user can make the table grow
+        // by naming endpoints.
+        if st.settings.embeddings.shared().as_ref() == Some(at) {
+            store(st, at, user.map(|(id, _)| id), &rows, &now).await?;
+        }
         for (&i, v) in missing.iter().zip(got) {
             let v = Arc::new(v);
             st.index_cache
@@ -169,6 +158,69 @@ pub async fn of_skills(
         .iter()
         .map(|t| known.get(t).cloned().unwrap_or_default())
         .collect())
+}
+
+/// The most vectors of a user's skills kept stored; past them, the oldest are let go (a
+/// skill whose description changes often leaves a vector for each).
+pub const MAX_STORED_PER_USER: i64 = 5_000;
+
+async fn store(
+    st: &AppState,
+    at: &Endpoint,
+    user_id: Option<i64>,
+    rows: &[(Vec<u8>, Option<i64>, Vec<u8>)],
+    now: &str,
+) -> Result<(), String> {
+    st.db
+        .write_with(async |tx| {
+            for (t, owner, bytes) in rows {
+                crate::store::skills::put_embedding(
+                    tx,
+                    (&at.base, &at.model),
+                    t,
+                    *owner,
+                    bytes,
+                    now,
+                )
+                .await?;
+            }
+            if let Some(user_id) = user_id {
+                crate::store::skills::prune_embeddings(tx, user_id, MAX_STORED_PER_USER).await?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| format!("the vectors could not be cached: {e}"))
+}
+
+/// The longest the vector part of one search may take, however many skills it embeds;
+/// past it, the search is BM25 alone.
+pub const SEARCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The query's vector: held in memory (under its tag) or asked for.
+async fn of_query(
+    st: &AppState,
+    at: &Endpoint,
+    user: Option<(i64, &SecretKey)>,
+    query: &str,
+) -> Result<Arc<Vec<f32>>, String> {
+    let key = user.map(|(_, dk)| tag_key(dk));
+    let held = (
+        Arc::<str>::from(format!("query|{}|{}", at.base, at.model)),
+        tag(query, key.as_ref()),
+    );
+    if let Some(v) = st.index_cache.get(&held) {
+        return Ok(v);
+    }
+    let v = Arc::new(
+        embed::embed(&st.http, at, &[query.to_owned()])
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or_default(),
+    );
+    st.index_cache.put(held, v.clone());
+    Ok(v)
 }
 
 /// The skills of `among` that best fit `query`, `limit` at most, best first, ties by name:
@@ -194,17 +246,21 @@ pub async fn search(
     };
     let vectors = async {
         let skills = of_skills(st, at, user, among).await?;
-        let q = embed::embed(&st.http, at, &[query.to_owned()]).await?;
-        Ok::<_, String>((skills, q.into_iter().next().unwrap_or_default()))
+        let q = of_query(st, at, user, query).await?;
+        Ok::<_, String>((skills, q))
     };
-    let (skills, q) = match vectors.await {
+    let vectors = tokio::time::timeout(SEARCH_DEADLINE, vectors)
+        .await
+        .unwrap_or_else(|_| Err(format!("vectors took more than {SEARCH_DEADLINE:?}")));
+    let (skills, q) = match vectors {
         Ok(v) => v,
         Err(why) => {
+            // The detail (an endpoint's address, its answer) is for the log, not the user.
             tracing::warn!(%why, "a skill search fell back to BM25");
             return Ok(Found {
                 hybrid: false,
                 hits: super::search(among, query, limit)?,
-                note: Some(format!("vector search is unavailable ({why}); BM25 alone")),
+                note: Some("vector search is unavailable just now; BM25 alone".into()),
             });
         }
     };
@@ -215,6 +271,9 @@ pub async fn search(
     let index = Bm25::new(texts.iter().map(String::as_str));
     let bm25 = index.search(query, among.len());
     let best = bm25.first().map_or(1.0, |(_, s)| *s);
+    // One channel alone weighs 1.0: when no skill shares a word with the query, the
+    // vectors rank alone.
+    let lexical = !bm25.is_empty();
     let mut by_doc = vec![0.0; among.len()];
     for (i, s) in bm25 {
         by_doc[i] = s / best;
@@ -226,7 +285,7 @@ pub async fn search(
             let vector = crate::search::cosine(&skills[i], &q).clamp(0.0, 1.0);
             Hit {
                 skill: s.clone(),
-                score: fuse(Some(by_doc[i]), Some(vector)),
+                score: fuse(lexical.then_some(by_doc[i]), Some(vector)),
                 bm25: by_doc[i],
                 vector: Some(vector),
             }

@@ -124,7 +124,8 @@ pub const KEPT_VERSIONS: i64 = 20;
 
 /// Records the global skill `name` as it now is on disk (its SKILL.md `content`, whose hash
 /// is `hash`): a new row at version 1, or the next version if its hash changed; its text kept
-/// with the version, the oldest past [`KEPT_VERSIONS`] let go. Safe to run at once from two
+/// with the version, the oldest past [`KEPT_VERSIONS`] let go unless an agent is pinned to
+/// one. Safe to run at once from two
 /// instances: a version is raised by one of them only.
 pub async fn record_global(
     c: &mut Write<'_>,
@@ -148,8 +149,11 @@ pub async fn record_global(
     let keep = "INSERT INTO skill_versions (skill_id, version, hash, content, created_at) \
          VALUES ($1, $2, $3, $4, $5) ON CONFLICT (skill_id, version) DO NOTHING";
     execute!(c, keep, row.id, row.version, hash, content, now)?;
-    let prune = "DELETE FROM skill_versions WHERE skill_id = $1 AND version <= $2";
-    execute!(c, prune, row.id, row.version - KEPT_VERSIONS)?;
+    // The versions an agent is pinned to are kept however old.
+    let prune = "DELETE FROM skill_versions WHERE skill_id = $1 AND version <= $2 \
+         AND version NOT IN (SELECT pinned_version FROM skill_agent_grants \
+         WHERE skill_id = $3 AND pinned_version IS NOT NULL)";
+    execute!(c, prune, row.id, row.version - KEPT_VERSIONS, row.id)?;
     Ok(())
 }
 
@@ -325,6 +329,17 @@ pub async fn embeddings(
         });
     }
     Ok(out)
+}
+
+/// Lets the oldest vectors of `user_id`'s texts go past the newest `keep`.
+pub async fn prune_embeddings(c: &mut Write<'_>, user_id: i64, keep: i64) -> Result<()> {
+    let cut = "SELECT created_at FROM embeddings WHERE user_id = $1 \
+         ORDER BY created_at DESC LIMIT 1 OFFSET $2";
+    if let Some(cut) = scalar!(c, String, cut, user_id, keep)? {
+        let sql = "DELETE FROM embeddings WHERE user_id = $1 AND created_at <= $2";
+        execute!(c, sql, user_id, cut)?;
+    }
+    Ok(())
 }
 
 /// Caches a vector (sealed if `user_id` is set: the text was theirs).

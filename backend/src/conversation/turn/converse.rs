@@ -340,24 +340,18 @@ pub async fn follow_up(
     }
     let slot = crate::conversation::cluster::turn_slot(st, user.id()).await?;
     crate::skills::grants::ready(st).await?;
-    let (mut agent, dk) = st
+    // The conversation first: the message it answers may have limited its turn's skills,
+    // and so its follow-ups' (the prompt is built once, with them).
+    let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
+    let kept = context::load(st, &dk, session_id).await?;
+    let skill_filter = context::skill_filter(&kept);
+    let filter = skill_filter.as_deref();
+    let (agent, dk) = st
         .db
         .read_with(async |c| {
-            crate::agents::persona::prepared(c, st, user, session_id, false, None).await
+            crate::agents::persona::prepared(c, st, user, session_id, false, filter).await
         })
         .await?;
-    let kept = context::load(st, &dk, session_id).await?;
-    // The user's last message may have limited its turn's skills: so are its follow-ups'.
-    let skill_filter = context::skill_filter(&kept);
-    if let Some(filter) = skill_filter.as_deref() {
-        agent = st
-            .db
-            .read_with(async |c| {
-                crate::agents::persona::prepared(c, st, user, session_id, false, Some(filter)).await
-            })
-            .await?
-            .0;
-    }
     let round = rounds_since_user(&kept);
     let after_seq = kept.last().map_or(0, |k| k.frame.seq);
     let mut events = TurnEvents::new();
