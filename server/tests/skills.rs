@@ -228,7 +228,15 @@ async fn skills_by_tier_searched_given_to_the_agent_and_read_beneath_their_folde
         ".agents/skills/mail-merge/SKILL.md",
         &skill_md("mail-merge", "Send one letter to many people.", "Merge."),
     );
-    let p = prompt().await;
+    // Seen once the watcher has word of it (polled: no time asserted).
+    let mut p = String::new();
+    for _ in 0..200 {
+        p = prompt().await;
+        if p.contains("<name>mail-merge</name>") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert!(p.contains("<name>mail-merge</name>"), "{p}");
 
     // The agent searches, then reads one.

@@ -16,6 +16,9 @@ pub mod format;
 pub mod grants;
 pub mod personal;
 pub mod vectors;
+mod watch;
+
+pub use watch::WATCHED_WORKSPACES;
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -300,7 +303,6 @@ pub const RELOAD_AT_MOST_EVERY: std::time::Duration = std::time::Duration::from_
 
 /// The skills of every tier but the users' own: Hero's and the administrator's (read at
 /// start-up, and again when the administrator's folder changes); and where the users' are.
-#[derive(Default)]
 pub struct Library {
     fixed: std::sync::RwLock<Vec<Root>>,
     global: Option<PathBuf>,
@@ -311,6 +313,8 @@ pub struct Library {
     generation: std::sync::atomic::AtomicU64,
     /// The most skills read from one root.
     max_per_root: usize,
+    /// The users' workspace and project skills, kept while unchanged.
+    users: watch::Workspaces,
 }
 
 /// Hero's skills and the administrator's under `global`, read now.
@@ -334,12 +338,18 @@ impl Library {
     pub fn load(global: Option<&Path>, workspaces: &Path, max_per_root: usize) -> Library {
         Library {
             max_per_root,
+            users: watch::Workspaces::new(workspaces, WATCHED_WORKSPACES),
             fixed: std::sync::RwLock::new(read_fixed(global, max_per_root)),
             global: global.map(Path::to_path_buf),
             workspaces: workspaces.to_path_buf(),
             watcher: Default::default(),
             generation: Default::default(),
         }
+    }
+
+    /// How many times a user's workspace and project folders were read (not kept).
+    pub fn user_reads(&self) -> u64 {
+        self.users.reads.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many times the administrator's skills were read again since start-up.
@@ -431,18 +441,17 @@ impl Library {
     }
 
     /// Every root of `user_id`'s skills but their personal ones: their workspace's and
-    /// project's, read now, and the fixed tiers.
+    /// project's (as kept if their folders are unchanged, else read now), and the fixed
+    /// tiers.
     pub fn roots(&self, user_id: i64) -> Vec<Root> {
         let ws = self.workspaces.join(user_id.to_string());
-        let mut roots = vec![
-            read_root_at(&ws, Some("skills"), Tier::Workspace, self.max_per_root),
-            read_root_at(
-                &ws,
-                Some(".agents/skills"),
-                Tier::Project,
-                self.max_per_root,
-            ),
-        ];
+        let max = self.max_per_root;
+        let mut roots = self.users.roots(user_id, || {
+            vec![
+                read_root_at(&ws, Some("skills"), Tier::Workspace, max),
+                read_root_at(&ws, Some(".agents/skills"), Tier::Project, max),
+            ]
+        });
         roots.extend(
             self.fixed
                 .read()
