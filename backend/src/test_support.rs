@@ -84,6 +84,11 @@ pub async fn signed_in(st: &AppState, name: &str) -> auth::AuthUser {
     auth::login(st, name, &pw).await.expect("login").user
 }
 
+/// How many rows `table` holds (tests of what is stored, on either backend).
+pub async fn rows_in(st: &AppState, table: &str) -> i64 {
+    crate::store::rows_in(&st.db, table).await.expect("count")
+}
+
 /// A new session of `user` named `name`, with their first agent (the offline demo).
 pub async fn session(
     st: &AppState,

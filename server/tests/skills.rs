@@ -968,3 +968,63 @@ async fn hybrid_search_finds_by_meaning_and_falls_back_to_bm25() {
     let output = result["payload"]["output"].as_str().unwrap();
     assert!(output.starts_with("- rollout-helper"), "{output}");
 }
+
+/// Without an installation-wide endpoint, an agent whose provider speaks OpenAI's API
+/// embeds through its own base URL and key (a user's text goes only where their chat goes),
+/// an Anthropic agent searches with BM25 alone, and nothing of the agent's endpoint is
+/// stored.
+#[tokio::test]
+async fn an_openai_agent_embeds_through_its_own_endpoint() {
+    let global = tempfile::tempdir().unwrap();
+    write(
+        global.path(),
+        "rollout-helper/SKILL.md",
+        &skill_md("rollout-helper", "Deploy the web application.", "Steps."),
+    );
+    let dir = global.path().to_owned();
+    let mock = mock_llm::spawn(mock_llm::Config::default().embedding_dimensions(256))
+        .await
+        .unwrap();
+    let h = hero_with(&[mock.addr()], move |s| {
+        s.skills_dir = Some(dir);
+        s.embeddings = hero_backend::search::embed::Settings {
+            model: Some("embed-mock".into()),
+            url: None,
+            api_key: None,
+        };
+    })
+    .await;
+    let (_, list) = h.json(Method::GET, "/api/skills", None).await;
+    assert_eq!(list["search_mode"], "bm25", "no endpoint for everyone");
+    let (_, openai) = h.session_with("openai", &mock, KEY).await;
+    let (_, anthropic) = h.session_with("anthropic", &mock, KEY).await;
+    let search = |agent: i64| {
+        let h = &h;
+        async move {
+            h.json(
+                Method::POST,
+                "/api/skills/search",
+                Some(json!({"query": "release", "agent_id": agent})),
+            )
+            .await
+            .1
+        }
+    };
+    let found = search(openai).await;
+    assert_eq!(found["mode"], "hybrid", "{found}");
+    assert_eq!(found["results"][0]["name"], "rollout-helper");
+    let asked = mock.requests();
+    let embedding = asked
+        .iter()
+        .find(|r| r["path"] == "/v1/embeddings")
+        .expect("the agent's endpoint was asked");
+    assert_eq!(embedding["auth"]["matched"], true, "with the agent's key");
+    let found = search(anthropic).await;
+    assert_eq!(found["mode"], "bm25", "{found}");
+    assert_eq!(found["results"], json!([]), "no word in common: {found}");
+    assert_eq!(
+        hero_backend::test_support::rows_in(&h.st, "embeddings").await,
+        0,
+        "an agent's own endpoint's vectors are held in memory only"
+    );
+}

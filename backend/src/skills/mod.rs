@@ -492,14 +492,17 @@ impl View {
                 .or(r.failed.first().map(|f| f.tier))
         });
         let mut view = View::default();
+        // Each name's winner's tier: a thousand skills are a thousand lookups, not a
+        // million comparisons.
+        let mut winners: std::collections::HashMap<String, Tier> = Default::default();
         for root in roots {
             for s in root.skills {
-                match view.skills.iter().find(|w| w.md.name == s.md.name) {
-                    Some(winner) => {
-                        let by = winner.tier;
-                        view.overridden.push((s, by));
+                match winners.get(&s.md.name) {
+                    Some(by) => view.overridden.push((s, *by)),
+                    None => {
+                        winners.insert(s.md.name.clone(), s.tier);
+                        view.skills.push(s);
                     }
-                    None => view.skills.push(s),
                 }
             }
             view.failed.extend(root.failed);

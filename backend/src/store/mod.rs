@@ -133,6 +133,15 @@ macro_rules! rows {
     };
 }
 
+/// How many rows `table` holds (tests of what is stored, on either backend).
+#[cfg(any(test, feature = "test-support"))]
+pub async fn rows_in(db: &Db, table: &str) -> crate::Result<i64> {
+    let sql = format!("SELECT COUNT(*) FROM {table}");
+    Ok(on_pool!(db, |p| sqlx::query_scalar(&sql)
+        .fetch_one(p)
+        .await?))
+}
+
 pub mod agents;
 pub mod cluster;
 mod conn;
