@@ -433,11 +433,25 @@ impl Library {
     }
 
     /// [`Library::roots`] on a thread for blocking work: the folders are read from disk.
+    /// What needs no folder read (kept skills, or no workspace) is taken at once: a thread
+    /// hand-off costs a turn more than the lookup.
     pub async fn roots_async(self: &Arc<Self>, user_id: i64) -> Vec<Root> {
+        let ws = self.workspaces.join(user_id.to_string());
+        if let Some(mut roots) = self.users.without_reading(user_id, &ws) {
+            roots.extend(self.fixed_roots());
+            return roots;
+        }
         let library = self.clone();
         tokio::task::spawn_blocking(move || library.roots(user_id))
             .await
             .unwrap_or_default()
+    }
+
+    fn fixed_roots(&self) -> Vec<Root> {
+        self.fixed
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .to_vec()
     }
 
     /// Every root of `user_id`'s skills but their personal ones: their workspace's and
@@ -452,13 +466,7 @@ impl Library {
                 read_root_at(&ws, Some(".agents/skills"), Tier::Project, max),
             ]
         });
-        roots.extend(
-            self.fixed
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .cloned(),
-        );
+        roots.extend(self.fixed_roots());
         roots
     }
 

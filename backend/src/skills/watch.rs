@@ -81,6 +81,27 @@ impl Workspaces {
         }
     }
 
+    /// `user_id`'s workspace and project skills if no folder must be read for them: those
+    /// kept and unchanged since, or none when the user has no workspace (`ws`) yet.
+    pub(super) fn without_reading(&self, user_id: i64, ws: &Path) -> Option<Vec<Root>> {
+        {
+            let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(k) = kept.get(&user_id)
+                && k.fresh.load(Ordering::Acquire)
+            {
+                let roots = k.roots.clone();
+                kept.to_back(&user_id);
+                return Some(roots);
+            }
+        }
+        match std::fs::symlink_metadata(ws) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Some(vec![Root::default(), Root::default()])
+            }
+            _ => None,
+        }
+    }
+
     /// `user_id`'s workspace and project skills: those kept if unchanged since, else read
     /// now by `read` (and kept, their folders watched).
     pub(super) fn roots(&self, user_id: i64, read: impl FnOnce() -> Vec<Root>) -> Vec<Root> {
