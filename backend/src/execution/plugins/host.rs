@@ -87,14 +87,35 @@ struct Connection {
     fault: Arc<Mutex<Option<String>>>,
     stderr: tokio::task::JoinHandle<usize>,
     program: Program,
-    /// The count of live processes, less one when this one goes.
-    live: Arc<AtomicUsize>,
+    /// Its place among the live processes, given back when it goes.
+    _counted: Counted,
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
         self.stderr.abort();
-        self.live.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// One place among the live processes, taken before a process starts (so two starts at
+/// once cannot both pass the limit) and given back when it is dropped.
+struct Counted(Arc<AtomicUsize>);
+
+impl Counted {
+    /// A place, if fewer than `max` are taken.
+    fn take(count: &Arc<AtomicUsize>, max: usize) -> Option<Counted> {
+        count
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Counted(count.clone()))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -122,7 +143,7 @@ async fn connect(
     sandbox: &Sandbox,
     plugin: &Plugin,
     state: &Path,
-    live: Arc<AtomicUsize>,
+    counted: Counted,
 ) -> Result<Connection, String> {
     let Some(m) = &plugin.manifest else {
         return Err("its manifest could not be read".into());
@@ -138,13 +159,11 @@ async fn connect(
     let mut argv = vec![Path::new("/plugin").join(inside).display().to_string()];
     argv.extend(m.args.iter().cloned());
     let mut program = sandbox.start(&code, state, argv, CPU_SECONDS).await?;
-    live.fetch_add(1, Ordering::SeqCst);
     let (Some(stdin), Some(stdout), Some(stderr)) = (
         program.stdin.take(),
         program.stdout.take(),
         program.stderr.take(),
     ) else {
-        live.fetch_sub(1, Ordering::SeqCst);
         return Err("its pipes could not be opened".into());
     };
     let fault = Arc::new(Mutex::new(None));
@@ -163,7 +182,7 @@ async fn connect(
     // From here the connection owns the process: dropped on any failure below, it dies.
     let pending = Pending {
         program: Some(program),
-        live,
+        counted,
     };
     let client = match tokio::time::timeout(START_TIMEOUT, started).await {
         Ok(Ok(client)) => client,
@@ -183,33 +202,26 @@ async fn connect(
             ));
         }
     };
-    let (program, live) = pending.take();
+    let (program, counted) = pending.take();
     Ok(Connection {
         client,
         fault,
         stderr,
         program,
-        live,
+        _counted: counted,
     })
 }
 
-/// A started process not yet a [`Connection`]: killed, and uncounted, if dropped first.
+/// A started process not yet a [`Connection`]: killed (its [`Program`] dropped), and its
+/// place given back, if dropped first.
 struct Pending {
     program: Option<Program>,
-    live: Arc<AtomicUsize>,
+    counted: Counted,
 }
 
 impl Pending {
-    fn take(mut self) -> (Program, Arc<AtomicUsize>) {
-        (self.program.take().expect("taken once"), self.live.clone())
-    }
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if self.program.is_some() {
-            self.live.fetch_sub(1, Ordering::SeqCst);
-        }
+    fn take(mut self) -> (Program, Counted) {
+        (self.program.take().expect("taken once"), self.counted)
     }
 }
 
@@ -309,9 +321,10 @@ pub async fn discover(
     plugin: &Plugin,
     state: &Path,
 ) -> Result<Vec<ToolDef>, String> {
-    let live = Arc::new(AtomicUsize::new(0));
+    let alone = Arc::new(AtomicUsize::new(0));
+    let counted = Counted::take(&alone, 1).ok_or("no place to start it")?;
     let began = Instant::now();
-    let c = connect(sandbox, plugin, state, live).await?;
+    let c = connect(sandbox, plugin, state, counted).await?;
     let started = began.elapsed();
     let tools = tokio::time::timeout(START_TIMEOUT, c.client.peer().list_all_tools())
         .await
@@ -469,17 +482,22 @@ pub async fn call(
         None => None,
     };
     if conn.is_none() {
-        if live.count() >= MAX_LIVE {
-            live.reap(settings.idle, true);
-        }
-        if live.count() >= MAX_LIVE {
+        // The place is taken before the start: two starts at once cannot both pass it.
+        let counted = match Counted::take(&live.count, MAX_LIVE) {
+            Some(c) => Some(c),
+            None => {
+                live.reap(settings.idle, true);
+                Counted::take(&live.count, MAX_LIVE)
+            }
+        };
+        let Some(counted) = counted else {
             return Err(format!(
                 "{} plugin processes are running, the most at once: try again in a moment",
                 MAX_LIVE
             ));
-        }
+        };
         let state = settings.state.join(&plugin.name).join(user_id.to_string());
-        let c = connect(sandbox, plugin, &state, live.count.clone())
+        let c = connect(sandbox, plugin, &state, counted)
             .await
             .map_err(|why| format!("the plugin {} could not start: {why}", plugin.name))?;
         conn = Some(c);
@@ -553,6 +571,36 @@ fn text_of(content: &[ContentBlock], structured: Option<&Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Places among the live processes are taken at once or not at all: however many
+    /// threads race for them, no more than the limit are held, and each is given back.
+    #[test]
+    fn no_more_places_than_the_limit_however_many_race() {
+        let count = Arc::new(AtomicUsize::new(0));
+        let held = Arc::new(Mutex::new(Vec::new()));
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..100 {
+                        if let Some(c) = Counted::take(&count, 5) {
+                            assert!(count.load(Ordering::SeqCst) <= 5);
+                            held.lock().unwrap().push(c);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(held.lock().unwrap().len(), 5);
+        assert!(Counted::take(&count, 5).is_none());
+        held.lock().unwrap().pop();
+        assert_eq!(count.load(Ordering::SeqCst), 4);
+        assert!(
+            Counted::take(&count, 5).is_some(),
+            "a place given back is taken again"
+        );
+        held.lock().unwrap().clear();
+        assert_eq!(count.load(Ordering::SeqCst), 0);
+    }
 
     /// A process's stderr reaches the log up to its bound, however much it writes, a line
     /// over 1 MiB included; all of it is read.

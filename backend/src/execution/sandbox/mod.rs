@@ -558,12 +558,21 @@ impl Sandbox {
             argv.extend([landlock::INSIDE.into(), landlock::ARG.into()]);
         }
         argv.extend(inner);
-        let child = self
+        let spawned = self
             .spawner
             .get_or_init(Spawner::start)
             .spawn(argv, stdin)
-            .await
-            .map_err(|e| format!("the sandbox could not start: {e}"))?;
+            .await;
+        let child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                // Nothing ran in the run's cgroups: they go at once.
+                if let Some(cg) = &cgroup {
+                    cg.remove_now();
+                }
+                return Err(format!("the sandbox could not start: {e}"));
+            }
+        };
         Ok(Running { child, cgroup })
     }
 
@@ -1021,9 +1030,16 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         self.kill();
-        if let Some(cg) = self.cgroup.take() {
-            // Best effort at once; the processes are dead or dying.
-            cg.remove_now();
+        if let Some(cg) = self.cgroup.take()
+            && !cg.remove_now()
+        {
+            // Its processes are still dying (the kernel refuses to remove a cgroup before):
+            // tried again, in the background, as a finished run's are.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(cg.remove());
+            } else {
+                tracing::warn!(cgroup = %cg.pids.display(), "a sandbox cgroup could not be removed");
+            }
         }
     }
 }
@@ -1068,10 +1084,11 @@ impl RunCgroup {
         Ok(cg)
     }
 
-    /// Removes the (empty) cgroups at once.
-    fn remove_now(&self) {
-        let _ = std::fs::remove_dir(&self.pids);
-        let _ = std::fs::remove_dir(&self.memory);
+    /// Removes the (empty) cgroups at once; answers whether both are gone.
+    fn remove_now(&self) -> bool {
+        let gone = |p: &Path| std::fs::remove_dir(p).is_ok() || !p.exists();
+        let pids = gone(&self.pids);
+        gone(&self.memory) && pids
     }
 
     fn kill_all(&self) {
