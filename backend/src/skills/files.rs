@@ -226,6 +226,45 @@ pub fn replace_folder(
 mod tests {
     use super::*;
 
+    /// A folder past a bound is no skill's, saying which: more than 256 files, more than
+    /// 8 MiB in all, more than 8 levels.
+    #[test]
+    fn a_folder_is_bounded_in_files_bytes_and_depth() {
+        let root = tempfile::tempdir().unwrap();
+        let many = root.path().join("many");
+        std::fs::create_dir_all(&many).unwrap();
+        for i in 0..MAX_FILES {
+            std::fs::write(many.join(format!("f{i}")), "x").unwrap();
+        }
+        assert_eq!(list(open_root(&many).unwrap()).unwrap().len(), MAX_FILES);
+        std::fs::write(many.join("one-more"), "x").unwrap();
+        let why = list(open_root(&many).unwrap()).unwrap_err();
+        assert!(why.contains("more than 256 files"), "{why}");
+
+        let big = root.path().join("big");
+        std::fs::create_dir_all(&big).unwrap();
+        let mib = vec![b'x'; 1 << 20];
+        for i in 0..8 {
+            std::fs::write(big.join(format!("f{i}")), &mib).unwrap();
+        }
+        assert!(list(open_root(&big).unwrap()).is_ok(), "8 MiB is allowed");
+        std::fs::write(big.join("one-more"), "x").unwrap();
+        let why = list(open_root(&big).unwrap()).unwrap_err();
+        assert!(why.contains("more than 8 MiB"), "{why}");
+
+        let deep = root.path().join("deep");
+        let seven = deep.join("a/b/c/d/e/f/g");
+        std::fs::create_dir_all(&seven).unwrap();
+        std::fs::write(seven.join("ok.txt"), "x").unwrap();
+        assert!(
+            list(open_root(&deep).unwrap()).is_ok(),
+            "8 levels are allowed"
+        );
+        std::fs::create_dir_all(seven.join("h")).unwrap();
+        let why = list(open_root(&deep).unwrap()).unwrap_err();
+        assert!(why.contains("deeper than 8"), "{why}");
+    }
+
     #[test]
     fn reads_stay_beneath_the_folder() {
         let root = tempfile::tempdir().unwrap();

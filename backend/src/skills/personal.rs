@@ -179,6 +179,65 @@ pub async fn delete(st: &AppState, user_id: i64, name: &str) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// A user holds at most 200 personal skills and 32 MiB of them; past either, a write
+    /// is refused saying why and stores nothing. Replacing one of the 200 is allowed.
+    #[tokio::test]
+    async fn a_users_personal_skills_are_bounded() {
+        let (_dir, st) = crate::test_support::state().await;
+        let user = crate::test_support::signed_in(&st, "ann").await.id();
+        let md = |name: &str| format!("---\nname: {name}\ndescription: d\n---\nBody");
+        for i in 0..MAX_PER_USER {
+            let name = format!("s{i:03}");
+            assert!(
+                put(&st, user, &name, &md(&name), BTreeMap::new())
+                    .await
+                    .unwrap()
+            );
+        }
+        let err = put(&st, user, "one-more", &md("one-more"), BTreeMap::new())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Limit(_)), "{err}");
+        assert!(
+            !put(&st, user, "s000", &md("s000"), BTreeMap::new())
+                .await
+                .unwrap()
+        );
+        let mut c = st.db.conn().await.unwrap();
+        assert_eq!(
+            crate::store::skills::list(&mut c, user)
+                .await
+                .unwrap()
+                .len(),
+            200
+        );
+        drop(c);
+
+        let other = crate::test_support::signed_in(&st, "bea").await.id();
+        // Seven files of 1 MiB and SKILL.md: about 7 MiB sealed a skill.
+        let files: BTreeMap<String, String> = (0..7)
+            .map(|i| (format!("f{i}.txt"), "x".repeat(1 << 20)))
+            .collect();
+        for i in 0..4 {
+            let name = format!("big{i}");
+            put(&st, other, &name, &md(&name), files.clone())
+                .await
+                .unwrap();
+        }
+        let err = put(&st, other, "big4", &md("big4"), files)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("32 MiB"), "{err}");
+        let mut c = st.db.conn().await.unwrap();
+        assert_eq!(
+            crate::store::skills::list(&mut c, other)
+                .await
+                .unwrap()
+                .len(),
+            4
+        );
+    }
+
     #[test]
     fn paths_stay_in_the_folder() {
         for good in ["fill.py", "scripts/fill.py", "a/b/c.txt"] {
