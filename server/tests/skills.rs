@@ -876,6 +876,14 @@ async fn hybrid_search_finds_by_meaning_and_falls_back_to_bm25() {
         "car-rental/SKILL.md",
         &skill_md("car-rental", "Rent an automobile for a trip.", "Steps."),
     );
+    for i in 0..70 {
+        let name = format!("garden-{i:02}");
+        write(
+            global.path(),
+            &format!("{name}/SKILL.md"),
+            &skill_md(&name, "Water the tomatoes.", "Steps."),
+        );
+    }
     let dir = global.path().to_owned();
     let mock = mock_llm::spawn(mock_llm::Config::default().embedding_dimensions(256))
         .await
@@ -894,6 +902,28 @@ async fn hybrid_search_finds_by_meaning_and_falls_back_to_bm25() {
     assert_eq!(
         (s, list["search_mode"].as_str()),
         (StatusCode::OK, Some("hybrid"))
+    );
+
+    // The public skills are embedded in the background after start-up (their 72 and
+    // Hero's one), before any search, at most 64 texts a call (polled: no time asserted).
+    let mut backfilled = false;
+    for _ in 0..200 {
+        if mock.stats()["embedded_inputs"].as_u64().unwrap() >= 73 {
+            backfilled = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(backfilled, "{}", mock.stats());
+    let calls: Vec<usize> = mock
+        .requests()
+        .iter()
+        .filter(|r| r["path"] == "/v1/embeddings")
+        .map(|r| r["body"]["input"].as_array().map_or(1, Vec::len))
+        .collect();
+    assert!(
+        calls.len() >= 2 && calls.iter().all(|n| *n <= 64),
+        "{calls:?}"
     );
 
     let search = |query: &'static str| {

@@ -217,6 +217,18 @@ fn read_one(
     })
 }
 
+/// A folder gone bad keeps its last good version in use: each failed folder of `fresh`
+/// that `old` (the same root, read before) held as a skill keeps that skill, and says so.
+fn keep_last_good(fresh: &mut Root, old: &Root) {
+    for f in &mut fresh.failed {
+        if let Some(good) = old.skills.iter().find(|s| s.md.name == f.name) {
+            fresh.skills.push(good.clone());
+            f.error.push_str("; its last good version is in use");
+        }
+    }
+    fresh.skills.sort_by(|a, b| a.md.name.cmp(&b.md.name));
+}
+
 /// A skill made from its `SKILL.md` and files held in memory (Hero's own, a personal one).
 fn in_memory(
     tier: Tier,
@@ -381,7 +393,11 @@ impl Library {
 
     /// Reads the administrator's skills again.
     pub fn reload(&self) {
-        let fresh = read_fixed(self.global.as_deref(), self.max_per_root);
+        let mut fresh = read_fixed(self.global.as_deref(), self.max_per_root);
+        // The same roots in the same order: a folder gone bad keeps what it was.
+        for (new, old) in fresh.iter_mut().zip(self.fixed_roots().iter()) {
+            keep_last_good(new, old);
+        }
         let count: usize = fresh.iter().map(|r| r.skills.len()).sum();
         *self.fixed.write().unwrap_or_else(|p| p.into_inner()) = fresh;
         self.generation
@@ -843,6 +859,35 @@ mod tests {
         let view = library.for_user(2, Root::default());
         assert!(view.get("secret").is_none(), "{:?}", view.skills);
         assert!(library.for_user(1, Root::default()).get("secret").is_some());
+    }
+
+    /// A SKILL.md gone bad keeps its last good version in use, and the list says so.
+    #[test]
+    fn a_folder_gone_bad_keeps_its_last_good_version() {
+        let global = tempfile::tempdir().unwrap();
+        let workspaces = tempfile::tempdir().unwrap();
+        let skill = global.path().join("pdf/SKILL.md");
+        std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+        std::fs::write(&skill, "---\nname: pdf\ndescription: PDFs.\n---\nGood\n").unwrap();
+        let library = Library::load(Some(global.path()), workspaces.path(), MAX_SKILLS_PER_ROOT);
+        std::fs::write(&skill, "---\nname: pdf\n").unwrap();
+        library.reload();
+        let view = library.for_user(1, Root::default());
+        assert_eq!(view.get("pdf").map(|s| s.md.body.as_str()), Some("Good\n"));
+        assert!(
+            view.failed[0].error.contains("last good version is in use"),
+            "{:?}",
+            view.failed
+        );
+        // Mended: the new text is used, and nothing failed.
+        std::fs::write(&skill, "---\nname: pdf\ndescription: PDFs.\n---\nBetter\n").unwrap();
+        library.reload();
+        let view = library.for_user(1, Root::default());
+        assert_eq!(
+            view.get("pdf").map(|s| s.md.body.as_str()),
+            Some("Better\n")
+        );
+        assert!(view.failed.is_empty());
     }
 
     #[test]

@@ -105,21 +105,27 @@ impl Workspaces {
     /// `user_id`'s workspace and project skills: those kept if unchanged since, else read
     /// now by `read` (and kept, their folders watched).
     pub(super) fn roots(&self, user_id: i64, read: impl FnOnce() -> Vec<Root>) -> Vec<Root> {
-        {
+        // What was kept, changed since: a folder gone bad keeps what it was.
+        let previous = {
             let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(k) = kept.get(&user_id)
-                && k.fresh.load(Ordering::Acquire)
-            {
-                let roots = k.roots.clone();
-                kept.to_back(&user_id);
-                return roots;
+            match kept.get(&user_id) {
+                Some(k) if k.fresh.load(Ordering::Acquire) => {
+                    let roots = k.roots.clone();
+                    kept.to_back(&user_id);
+                    return roots;
+                }
+                Some(k) => k.roots.clone(),
+                None => Vec::new(),
             }
-        }
+        };
         // Watched before reading: a change while the folders are read marks them again.
         let fresh = Arc::new(AtomicBool::new(true));
         let watched = self.watch(user_id, &fresh);
         self.reads.fetch_add(1, Ordering::Relaxed);
-        let roots = read();
+        let mut roots = read();
+        for (new, old) in roots.iter_mut().zip(&previous) {
+            super::keep_last_good(new, old);
+        }
         let Some(watched) = watched else {
             return roots;
         };
@@ -262,6 +268,21 @@ mod tests {
             library.roots(7)[0].skills[0].md.description == "Changed."
         });
         assert!(changed, "the changed skill was never read again");
+        write(
+            workspaces.path(),
+            "7/skills/alpha/SKILL.md",
+            "---\nname: alpha\n",
+        );
+        let kept = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            let roots = library.roots(7);
+            roots[0]
+                .failed
+                .iter()
+                .any(|f| f.error.contains("last good"))
+                && roots[0].skills[0].md.description == "Changed."
+        });
+        assert!(kept, "the broken skill did not keep its last good version");
         // A user without a workspace is read at each use (nothing to watch).
         let before = library.user_reads();
         names(&library, 8);
