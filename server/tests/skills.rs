@@ -556,26 +556,6 @@ async fn personal_skills_are_sealed_rows_of_their_own_user() {
     assert_eq!(one["tier"], "global");
 }
 
-/// A signed-in client of a new user (an administrator if `admin`).
-async fn client_of(h: &Hero, name: &str, admin: bool) -> reqwest::Client {
-    let password = format!("{name}-password");
-    hero_backend::accounts::create(&h.st.db, &h.st.keys, name, &password, admin)
-        .await
-        .unwrap();
-    let c = reqwest::Client::builder()
-        .cookie_store(true)
-        .build()
-        .unwrap();
-    let r = c
-        .post(h.url("/api/auth/login"))
-        .json(&json!({"username": name, "password": password}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    c
-}
-
 async fn call(
     c: &reqwest::Client,
     h: &Hero,

@@ -487,7 +487,8 @@ impl Library {
     }
 
     /// The skills `user_id` has: their workspace's and project's, read now, their personal
-    /// ones (`personal`, opened by the caller), over the fixed tiers.
+    /// ones (`personal`, opened by the caller), over the fixed tiers, the grants not applied
+    /// (tests and benchmarks; the server asks [`of_user`]).
     pub fn for_user(&self, user_id: i64, personal: Root) -> View {
         let mut roots = self.roots(user_id);
         roots.push(personal);
@@ -566,25 +567,29 @@ pub fn search(among: &[Arc<Skill>], query: &str, limit: usize) -> Result<Vec<Hit
     if query.chars().count() > MAX_QUERY_CHARS {
         return Err(format!("a query is at most {MAX_QUERY_CHARS} characters"));
     }
+    Ok(bm25(among, query, limit.clamp(1, MAX_RESULTS))
+        .into_iter()
+        .map(|(i, bm25)| Hit {
+            skill: among[i].clone(),
+            score: crate::search::fuse(Some(bm25), None),
+            bm25,
+            vector: None,
+        })
+        .collect())
+}
+
+/// The skills of `among` sharing a word with `query` by BM25 over their names and
+/// descriptions, `limit` at most, best first (ties in `among`'s order): `(index, score over
+/// the best)`.
+pub(crate) fn bm25(among: &[Arc<Skill>], query: &str, limit: usize) -> Vec<(usize, f64)> {
     let texts: Vec<String> = among
         .iter()
         .map(|s| format!("{} {}", s.md.name, s.md.description))
         .collect();
     let index = Bm25::new(texts.iter().map(String::as_str));
-    let found = index.search(query, limit.clamp(1, MAX_RESULTS));
+    let found = index.search(query, limit);
     let best = found.first().map_or(1.0, |(_, s)| *s);
-    Ok(found
-        .into_iter()
-        .map(|(i, s)| {
-            let bm25 = s / best;
-            Hit {
-                skill: among[i].clone(),
-                score: crate::search::fuse(Some(bm25), None),
-                bm25,
-                vector: None,
-            }
-        })
-        .collect())
+    found.into_iter().map(|(i, s)| (i, s / best)).collect()
 }
 
 /// What tells one list of skills from another in a kept prompt: each one's name, tier and

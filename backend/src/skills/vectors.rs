@@ -14,7 +14,7 @@ use sha2::Digest;
 use super::{Hit, MAX_QUERY_CHARS, MAX_RESULTS, Skill, Tier};
 use crate::crypto::{self, SecretKey};
 use crate::search::embed::{self, Endpoint};
-use crate::search::{Bm25, fuse};
+use crate::search::fuse;
 use crate::{AppState, now_text};
 
 /// What a search found.
@@ -264,19 +264,13 @@ pub async fn search(
             });
         }
     };
-    let texts: Vec<String> = among
-        .iter()
-        .map(|s| format!("{} {}", s.md.name, s.md.description))
-        .collect();
-    let index = Bm25::new(texts.iter().map(String::as_str));
-    let bm25 = index.search(query, among.len());
-    let best = bm25.first().map_or(1.0, |(_, s)| *s);
+    let bm25 = super::bm25(among, query, among.len());
     // One channel alone weighs 1.0: when no skill shares a word with the query, the
     // vectors rank alone.
     let lexical = !bm25.is_empty();
     let mut by_doc = vec![0.0; among.len()];
-    for (i, s) in bm25 {
-        by_doc[i] = s / best;
+    for (i, b) in bm25 {
+        by_doc[i] = b;
     }
     let mut hits: Vec<Hit> = among
         .iter()

@@ -315,21 +315,28 @@ pub async fn frames_when(h: &Hero, session: i64, done: impl Fn(&[Value]) -> bool
 
 /// A second user, bob, with an HTTP client of his own, signed in.
 pub async fn bob_client(h: &Hero) -> reqwest::Client {
-    accounts::create(&h.st.db, &h.st.keys, "bob", "bob-password", false)
+    client_of(h, "bob", false).await
+}
+
+/// A signed-in client of a new user `name` (password `<name>-password`), an administrator
+/// if `admin`.
+pub async fn client_of(h: &Hero, name: &str, admin: bool) -> reqwest::Client {
+    let password = format!("{name}-password");
+    accounts::create(&h.st.db, &h.st.keys, name, &password, admin)
         .await
         .unwrap();
-    let bob = reqwest::Client::builder()
+    let c = reqwest::Client::builder()
         .cookie_store(true)
         .build()
         .unwrap();
-    let r = bob
+    let r = c
         .post(h.url("/api/auth/login"))
-        .json(&json!({"username": "bob", "password": "bob-password"}))
+        .json(&json!({"username": name, "password": password}))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
-    bob
+    c
 }
 
 /// The frames of one type (`message`, `request`, `result`, …).
