@@ -34,6 +34,7 @@ pub mod error;
 pub mod execution;
 pub mod fuzz;
 pub mod limits;
+pub mod memory;
 pub mod metrics;
 pub mod providers;
 pub mod search;
@@ -82,6 +83,8 @@ pub struct Settings {
     pub index_cache_bytes: usize,
     /// The most skills read from one folder of skills (`--max-skills-per-root`).
     pub max_skills_per_root: usize,
+    /// The most memory one user has, over their agents (`--max-memory-mib`).
+    pub max_memory_bytes: usize,
     /// The embeddings endpoint that makes skill search hybrid ([`search::embed`]).
     pub embeddings: search::embed::Settings,
     /// Where administrators install plugins and their processes keep state, and how long
@@ -111,6 +114,7 @@ impl Default for Settings {
             skills_dir: None,
             embeddings: Default::default(),
             max_skills_per_root: skills::MAX_SKILLS_PER_ROOT,
+            max_memory_bytes: memory::DEFAULT_MAX_BYTES_PER_USER,
             index_cache_bytes: search::cache::DEFAULT_BYTES,
             plugins: Default::default(),
             prices: Vec::new(),
@@ -158,7 +162,7 @@ pub struct Services {
     pub plugins: Arc<execution::plugins::Plugins>,
     /// Hero's and the administrator's skills, and where the users' are ([`skills`]).
     pub skills: Arc<skills::Library>,
-    /// The vectors of texts, kept open in memory ([`search::IndexCache`]).
+    /// The vectors of texts and the memories' indexes, kept open ([`search::IndexCache`]).
     pub index_cache: search::IndexCache,
     /// Who may see the administrator's skills, as last read ([`skills::grants`]).
     pub skill_access: skills::grants::Access,

@@ -2,7 +2,28 @@ import { expect, type Page } from "@playwright/test";
 
 /** Waits until the wasm has taken the page over: before that, clicks reach no handler. */
 export async function ready(page: Page) {
-  await expect(page.locator("body")).toHaveAttribute("data-ready", "true");
+  try {
+    await expect(page.locator("body")).toHaveAttribute("data-ready", "true");
+  } catch (e) {
+    // A page that never starts says what the browser saw: its errors, its console, and how
+    // its script and wasm were fetched.
+    const errors = (await page.pageErrors()).map((err) => `page error: ${err.message}`);
+    const consoled = (await page.consoleMessages()).map((m) => `console ${m.type()}: ${m.text()}`);
+    const fetched = await page
+      .evaluate(() =>
+        performance
+          .getEntriesByType("resource")
+          .filter((r) => /\/pkg\//.test(r.name))
+          .map((r) => {
+            const t = r as PerformanceResourceTiming;
+            return `${t.name}: status ${t.responseStatus}, ${t.transferSize} bytes, from ${Math.round(t.startTime)} to ${Math.round(t.responseEnd)} ms`;
+          }),
+      )
+      .catch((err) => [`timings unreadable: ${err}`]);
+    const state = await page.evaluate(() => document.readyState).catch(() => "unknown");
+    const seen = [`document ${state}`, ...errors, ...consoled, ...fetched].join("\n  ");
+    throw new Error(`${page.url()} never became ready:\n  ${seen}\n${e}`);
+  }
 }
 
 /** Signs in. The offline demo starts with its first-run ritual; unless `ritual` is asked

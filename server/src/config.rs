@@ -270,9 +270,15 @@ pub struct ConfigArgs {
     #[arg(long, env = "HERO_MAX_SKILLS_PER_ROOT", global = true, value_name = "N", default_value_t = hero_backend::skills::MAX_SKILLS_PER_ROOT)]
     pub max_skills_per_root: usize,
 
-    /// The memory the vectors of skills (and memories) kept open may take
+    /// The memory the vectors of skills and memory, and the memories' indexes, kept open may
+    /// take
     #[arg(long, env = "HERO_INDEX_CACHE_MIB", global = true, value_name = "MIB", default_value_t = hero_backend::search::cache::DEFAULT_BYTES >> 20)]
     pub index_cache_mib: usize,
+
+    /// The most memory (agents' MEMORY.md and memory/*.md) one user may have, over their
+    /// agents
+    #[arg(long, env = "HERO_MAX_MEMORY_MIB", global = true, value_name = "MIB", default_value_t = hero_backend::memory::DEFAULT_MAX_BYTES_PER_USER >> 20)]
+    pub max_memory_mib: usize,
 
     /// The embeddings model that makes skill search hybrid (BM25 and vectors); unset, BM25
     /// alone
@@ -431,6 +437,7 @@ pub struct Config {
     pub embeddings: hero_backend::search::embed::Settings,
     pub max_skills_per_root: usize,
     pub index_cache_mib: usize,
+    pub max_memory_mib: usize,
     pub prices: Vec<hero_backend::agents::spend::PriceRule>,
 }
 
@@ -564,6 +571,7 @@ impl ConfigArgs {
             skills_dir: self.skills_dir,
             max_skills_per_root: self.max_skills_per_root,
             index_cache_mib: self.index_cache_mib,
+            max_memory_mib: at_least_one(self.max_memory_mib as u64, "max_memory_mib")? as usize,
             embeddings: hero_backend::search::embed::Settings {
                 model: self.embeddings_model,
                 url: self.embeddings_url,
@@ -704,6 +712,7 @@ impl Config {
             embeddings: self.embeddings.clone(),
             max_skills_per_root: self.max_skills_per_root,
             index_cache_bytes: self.index_cache_mib << 20,
+            max_memory_bytes: self.max_memory_mib << 20,
             plugins: hero_backend::execution::plugins::PluginSettings {
                 dir: Some(self.data_dir.join("plugins")),
                 state: self.data_dir.join("plugin-state"),

@@ -846,3 +846,69 @@ mod tests {
         assert!(serde_json::from_str::<UpdateSessionRequest>(r#"{"status":"gone"}"#).is_err());
     }
 }
+
+/// One of an agent's memory files (`GET /api/agents/{id}/memory/files`): `scope` is
+/// `agent` (written by its owner, used with it by whoever it works for) or `user`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryFileDto {
+    pub path: String,
+    pub scope: String,
+    pub size: u64,
+    pub updated_at: String,
+}
+
+/// `GET /api/agents/{id}/memory/files/{*path}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryFileContent {
+    pub path: String,
+    pub scope: String,
+    pub content: String,
+}
+
+/// `PUT /api/agents/{id}/memory/files/{*path}`: empty content deletes the file; `scope` is
+/// `user` unless given (`agent`, for the agent's own).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PutMemoryFileRequest {
+    pub content: String,
+    #[serde(default)]
+    pub scope: Option<String>,
+}
+
+/// What `PUT /api/agents/{id}/memory/files/{*path}` answers (`size` 0: deleted).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryWrittenDto {
+    pub path: String,
+    pub scope: String,
+    pub size: u64,
+}
+
+/// `POST /api/agents/{id}/memory/search`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySearchRequest {
+    pub query: String,
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// One chunk a memory search found: its file, lines (1-based, inclusive), score and text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryHitDto {
+    pub path: String,
+    pub scope: String,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub score: f64,
+    pub text: String,
+}
+
+/// What `POST /api/agents/{id}/memory/search` answers: `mode` is `bm25` or `hybrid`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemorySearchDto {
+    pub mode: String,
+    /// Why the search was BM25 alone though vectors were wanted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    pub results: Vec<MemoryHitDto>,
+}

@@ -37,10 +37,11 @@ pub const VIRTUAL: [&str; 1] = hero_shared::api::VIRTUAL_CONTEXT_FILES;
 /// here, and what it has not.
 pub fn availability() -> String {
     "These are available to you: the context files above (read or change them with the context_file function), \
-the functions listed under Tooling, and skills (find them with skill_search, read one with skill_get; those you may \
-use are under Skills, when you have any).\n\
-These are NOT available here: memory search, delegation to other agents and teams (there is no \
-DELEGATION.md or TEAM.md). Do not try to read or write files that are not listed."
+the functions listed under Tooling, skills (find them with skill_search, read one with skill_get; those you may \
+use are under Skills, when you have any), and your memory (MEMORY.md and memory/*.md: memory_search, memory_get, \
+memory_write; see Memory recall).\n\
+These are NOT available here: delegation to other agents and teams (there is no DELEGATION.md or TEAM.md). \
+Do not try to read or write files that are not listed."
         .to_owned()
 }
 

@@ -175,6 +175,7 @@ pub(crate) async fn system_prompt(
         default_processes: &default_processes,
         other_processes: &other_processes,
         skills,
+        memory: specs.iter().any(|s| s.name == "memory_search"),
         sandbox: bash.then_some(SANDBOX),
         user: username,
         today: &today,

@@ -8,7 +8,7 @@
 //! | 1.5 First run        | when BOOTSTRAP.md is there  |
 //! | 2. Tooling (HML, functions) | yes | yes |
 //! | 3. Safety            | yes  | yes     |
-//! | 4. Skills, 5. Memory recall | (when those exist) | no |
+//! | 4. Skills, 5. Memory recall | when there are skills / memory_search is allowed | no |
 //! | 6. Workspace, 6.5 Sandbox | yes | yes |
 //! | 7. User identity     | yes  | no      |
 //! | 8. Current date      | yes  | yes     |
@@ -179,6 +179,9 @@ pub struct Input<'a> {
     /// The `## Skills` section ([`crate::skills::prompt_section`]), full mode only
     /// (section 4).
     pub skills: Option<&'a str>,
+    /// Whether the agent may search its memory: the `## Memory recall` section, full mode
+    /// only (section 5).
+    pub memory: bool,
     /// How `bash` runs here, when the agent may call it (section 6.5).
     pub sandbox: Option<&'a str>,
     /// The signed-in user's name (section 7).
@@ -194,6 +197,9 @@ pub struct Input<'a> {
     /// Provider and model (section 15).
     pub runtime: &'a str,
 }
+
+/// Section 5, when the agent may search its memory (reference 002 §5).
+pub const MEMORY_RECALL: &str = "\n## Memory recall\nBefore answering anything about earlier work, decisions, dates, people, preferences or to-dos, search your memory with memory_search, then read the lines you need with memory_get. Keep lasting facts in MEMORY.md and the day's notes in memory/YYYY-MM-DD.md (memory_write).\n";
 
 /// The preamble before the context files: they shape tone and knowledge, not the rules.
 pub const FILES_PREAMBLE: &str = "The files below are your context files: who you are, who the user is, how you work. \
@@ -289,6 +295,10 @@ pub fn build(i: &Input<'_>) -> String {
     // 4. Skills
     if full && let Some(skills) = i.skills {
         p.push_str(skills);
+    }
+    // 5. Memory recall
+    if full && i.memory {
+        p.push_str(MEMORY_RECALL);
     }
     // 6. Workspace, 6.5 Sandbox
     if let Some(sandbox) = i.sandbox {
@@ -459,6 +469,29 @@ mod tests {
         assert!(p.contains("&lt;/process>\n## Safety"), "{p}");
         assert!(p.contains("- `plan`: how to plan &lt;context_file"), "{p}");
         assert!(!build(&Input::default()).contains("## Processes"));
+    }
+
+    /// Memory recall comes after skills and before the workspace, in full mode only, and
+    /// only for an agent that may search its memory.
+    #[test]
+    fn memory_recall_is_for_full_prompts_of_agents_that_may_search_memory() {
+        let full = build(&Input {
+            memory: true,
+            skills: Some("\n## Skills\nnone\n"),
+            sandbox: Some("bwrap"),
+            ..Input::default()
+        });
+        let recall = full.find("## Memory recall").expect("the section");
+        assert!(full.find("## Skills").unwrap() < recall);
+        assert!(recall < full.find("## Workspace").unwrap());
+        assert!(full.contains("memory/YYYY-MM-DD.md"));
+        let minimal = build(&Input {
+            memory: true,
+            mode: Some(Mode::Minimal),
+            ..Input::default()
+        });
+        assert!(!minimal.contains("## Memory recall"));
+        assert!(!build(&Input::default()).contains("## Memory recall"));
     }
 
     proptest! {

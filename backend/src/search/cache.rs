@@ -1,9 +1,13 @@
-//! The vectors of texts held in memory (reference 002 §13): a user's skills' vectors are
-//! sealed in the database, and opening a thousand of them at each search would cost more
-//! than the search; here they are kept open, in memory only, by (endpoint, model, tag). A
-//! tag names a text's content, so an entry never goes stale: a changed skill has another
-//! tag. Bounded in bytes (`--index-cache-mib`), the least recently used let go first.
+//! What searches keep open in memory (reference 002 §13), by key, bounded in bytes
+//! (`--index-cache-mib`), the least recently used let go first:
+//! - the vectors of texts, by (endpoint and model, text's tag): a user's skills' vectors
+//!   and their memory's are sealed in the database, and opening thousands of them at each
+//!   search would cost more than the search. A tag names a text's content, so such an entry
+//!   never goes stale: a changed text has another tag;
+//! - a memory's index ([`crate::memory`]), by agent and user, which its searches bring up to
+//!   date with what is stored.
 
+use std::any::Any;
 use std::sync::{Arc, Mutex};
 
 use hashlink::LinkedHashMap;
@@ -11,10 +15,11 @@ use hashlink::LinkedHashMap;
 /// What the cache holds unless the installation says otherwise (`--index-cache-mib`).
 pub const DEFAULT_BYTES: usize = 256 << 20;
 
-/// A vector's key: its endpoint and model, and its text's tag.
+/// An entry's key: what kind of entry and where (a vector's endpoint and model), and which
+/// (its text's tag).
 pub type Key = (Arc<str>, Vec<u8>);
 
-/// What one entry is counted as: its numbers, its tag, and the map's own share.
+/// What a vector entry is counted as: its numbers, its tag, and the map's own share.
 fn size(key: &Key, v: &[f32]) -> usize {
     v.len() * 4 + key.1.len() + 64
 }
@@ -24,10 +29,15 @@ pub struct IndexCache {
     limit: usize,
 }
 
+struct Entry {
+    value: Arc<dyn Any + Send + Sync>,
+    bytes: usize,
+}
+
 #[derive(Default)]
 struct Inner {
     /// Least recently used first.
-    entries: LinkedHashMap<Key, Arc<Vec<f32>>>,
+    entries: LinkedHashMap<Key, Entry>,
     bytes: usize,
 }
 
@@ -52,31 +62,51 @@ impl IndexCache {
 
     /// The vector of `key`, if held (now the most recently used).
     pub fn get(&self, key: &Key) -> Option<Arc<Vec<f32>>> {
-        let mut inner = self.lock();
-        let v = inner.entries.get(key).cloned()?;
-        inner.entries.to_back(key);
-        Some(v)
+        self.get_any(key)
     }
 
     /// Holds `v` under `key`, letting the least recently used go to stay within the limit;
     /// a vector larger than the whole limit is not held.
     pub fn put(&self, key: Key, v: Arc<Vec<f32>>) {
         let bytes = size(&key, &v);
+        self.put_any(key, v, bytes);
+    }
+
+    /// The entry of `key` if held and of type `T` (now the most recently used).
+    pub fn get_any<T: Any + Send + Sync>(&self, key: &Key) -> Option<Arc<T>> {
+        let mut inner = self.lock();
+        let v = inner.entries.get(key)?.value.clone();
+        inner.entries.to_back(key);
+        v.downcast().ok()
+    }
+
+    /// Holds `value`, counted as `bytes`, under `key` (again: its count is now `bytes`),
+    /// letting the least recently used go to stay within the limit; one larger than the
+    /// whole limit is not held (and an older entry of its key goes).
+    pub fn put_any<T: Any + Send + Sync>(&self, key: Key, value: Arc<T>, bytes: usize) {
+        let mut inner = self.lock();
+        if let Some(old) = inner.entries.remove(&key) {
+            inner.bytes -= old.bytes;
+        }
         if bytes > self.limit {
             return;
         }
-        let mut inner = self.lock();
-        if let Some(old) = inner.entries.remove(&key) {
-            inner.bytes -= size(&key, &old);
-        }
         while inner.bytes + bytes > self.limit {
-            let Some((k, old)) = inner.entries.pop_front() else {
+            let Some((_, old)) = inner.entries.pop_front() else {
                 break;
             };
-            inner.bytes -= size(&k, &old);
+            inner.bytes -= old.bytes;
         }
         inner.bytes += bytes;
-        inner.entries.insert(key, v);
+        inner.entries.insert(key, Entry { value, bytes });
+    }
+
+    /// Lets the entry of `key` go.
+    pub fn remove(&self, key: &Key) {
+        let mut inner = self.lock();
+        if let Some(old) = inner.entries.remove(key) {
+            inner.bytes -= old.bytes;
+        }
     }
 
     /// The bytes held.
@@ -84,7 +114,12 @@ impl IndexCache {
         self.lock().bytes
     }
 
-    /// How many vectors are held.
+    /// The most bytes held.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// How many entries are held.
     pub fn len(&self) -> usize {
         self.lock().entries.len()
     }
@@ -124,5 +159,28 @@ mod tests {
         assert!(cache.get(&key(9)).is_none());
         assert_eq!(cache.len(), 3);
         assert!(cache.bytes() <= 3 * one);
+    }
+
+    #[test]
+    fn entries_of_other_kinds_are_held_by_type_and_counted_as_told() {
+        let cache = IndexCache::new(1000);
+        let k = (Arc::from("memory"), vec![1]);
+        cache.put_any(k.clone(), Arc::new(String::from("index")), 600);
+        assert_eq!(
+            cache.get_any::<String>(&k).as_deref().map(String::as_str),
+            Some("index")
+        );
+        // Asked for as another type: not that.
+        assert!(cache.get(&k).is_none());
+        // Counted again when put again.
+        cache.put_any(k.clone(), Arc::new(String::from("grown")), 900);
+        assert_eq!(cache.bytes(), 900);
+        // Grown past the whole: let go.
+        cache.put_any(k.clone(), Arc::new(String::from("huge")), 1001);
+        assert!(cache.get_any::<String>(&k).is_none());
+        assert_eq!(cache.bytes(), 0);
+        cache.put_any(k.clone(), Arc::new(String::from("again")), 10);
+        cache.remove(&k);
+        assert!(cache.is_empty() && cache.bytes() == 0);
     }
 }

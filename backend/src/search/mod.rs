@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod embed;
+pub mod vectors;
 
 pub use cache::IndexCache;
 
@@ -45,30 +46,60 @@ pub struct Bm25 {
     docs: Vec<Doc>,
     /// In how many documents each term is.
     df: HashMap<String, u32>,
+    /// The documents' lengths summed.
+    total_len: usize,
     avg_len: f64,
+}
+
+impl Doc {
+    fn of(text: &str) -> Doc {
+        let mut doc = Doc::default();
+        for t in tokens(text) {
+            doc.len += 1;
+            *doc.tf.entry(t).or_default() += 1;
+        }
+        doc
+    }
 }
 
 impl Bm25 {
     pub fn new<'a>(texts: impl IntoIterator<Item = &'a str>) -> Bm25 {
         let mut index = Bm25::default();
-        for text in texts {
-            let mut doc = Doc::default();
-            for t in tokens(text) {
-                doc.len += 1;
-                *doc.tf.entry(t).or_default() += 1;
-            }
+        index.splice(0..0, texts);
+        index
+    }
+
+    /// Replaces the documents in `range` with `texts` (as [`Vec::splice`]): the documents
+    /// after them move by the difference. Only the documents named are read: a changed
+    /// file's chunks are indexed again, not the others.
+    pub fn splice<'a>(
+        &mut self,
+        range: std::ops::Range<usize>,
+        texts: impl IntoIterator<Item = &'a str>,
+    ) {
+        let fresh: Vec<Doc> = texts.into_iter().map(Doc::of).collect();
+        for doc in &fresh {
+            self.total_len += doc.len;
             for t in doc.tf.keys() {
-                *index.df.entry(t.clone()).or_default() += 1;
+                *self.df.entry(t.clone()).or_default() += 1;
             }
-            index.docs.push(doc);
         }
-        let total: usize = index.docs.iter().map(|d| d.len).sum();
-        index.avg_len = if index.docs.is_empty() {
+        for old in self.docs.splice(range, fresh) {
+            self.total_len -= old.len;
+            for t in old.tf.keys() {
+                if let Some(n) = self.df.get_mut(t) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.df.remove(t);
+                    }
+                }
+            }
+        }
+        self.avg_len = if self.docs.is_empty() {
             0.0
         } else {
-            total as f64 / index.docs.len() as f64
+            self.total_len as f64 / self.docs.len() as f64
         };
-        index
     }
 
     pub fn len(&self) -> usize {
@@ -245,6 +276,25 @@ mod tests {
             }
             for t in &q {
                 prop_assert!(index.idf(t) > 0.0);
+            }
+        }
+
+        #[test]
+        fn a_spliced_index_equals_one_built_anew(
+            docs in corpus(), more in corpus(), at in 0usize..12, cut in 0usize..12,
+        ) {
+            let start = at.min(docs.len());
+            let end = (start + cut).min(docs.len());
+            let mut spliced = Bm25::new(docs.iter().map(String::as_str));
+            spliced.splice(start..end, more.iter().map(String::as_str));
+            let mut after = docs.clone();
+            after.splice(start..end, more.iter().cloned());
+            let anew = Bm25::new(after.iter().map(String::as_str));
+            prop_assert_eq!(spliced.len(), anew.len());
+            prop_assert_eq!(&spliced.df, &anew.df);
+            let q = tokens("pdf git mail rust docs");
+            for d in 0..after.len() {
+                prop_assert!((spliced.score(&q, d) - anew.score(&q, d)).abs() < 1e-9);
             }
         }
 

@@ -419,8 +419,14 @@ impl Library {
         let (tx, rx) = std::sync::mpsc::sync_channel::<()>(64);
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                if event.is_ok() {
-                    let _ = tx.try_send(());
+                match event {
+                    // Reading the folder is an event too (the reload's own): only changes
+                    // count, else each read would call for the next.
+                    Ok(e) if matches!(e.kind, notify::EventKind::Access(_)) => {}
+                    // Events may have been lost: read it again.
+                    _ => {
+                        let _ = tx.try_send(());
+                    }
                 }
             })
             .map_err(|e| format!("{} cannot be watched: {e}", dir.display()))?;
@@ -893,6 +899,39 @@ mod tests {
             Some("Better\n")
         );
         assert!(view.failed.is_empty());
+    }
+
+    /// A change is read once: the read's own opening of the files is no change (it was, and
+    /// the administrator's folder was read twice a second for good).
+    #[test]
+    fn the_watcher_reads_a_change_once_and_then_rests() {
+        let global = tempfile::tempdir().unwrap();
+        let workspaces = tempfile::tempdir().unwrap();
+        let library = Arc::new(Library::load(
+            Some(global.path()),
+            workspaces.path(),
+            MAX_SKILLS_PER_ROOT,
+        ));
+        library.watch().unwrap();
+        let skill = global.path().join("pdf/SKILL.md");
+        std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+        std::fs::write(&skill, "---\nname: pdf\ndescription: PDFs.\n---\nGood\n").unwrap();
+        let began = std::time::Instant::now();
+        while library.generation() == 0 {
+            assert!(
+                began.elapsed() < std::time::Duration::from_secs(20),
+                "never read"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(library.global().len(), 1);
+        let after = library.generation();
+        std::thread::sleep(RELOAD_DEBOUNCE * 4);
+        assert_eq!(
+            library.generation(),
+            after,
+            "read again with nothing changed"
+        );
     }
 
     #[test]

@@ -272,6 +272,21 @@ const TABLES: &[Table] = &[
         ],
         identity: true,
     },
+    Table {
+        name: "memory_files",
+        columns: &[
+            ("id", Int),
+            ("agent_id", Int),
+            ("user_id", Int),
+            ("owner_id", Int),
+            ("path", Text),
+            ("content", Bytes),
+            ("hash", Bytes),
+            ("size", Int),
+            ("updated_at", Text),
+        ],
+        identity: true,
+    },
 ];
 
 /// One column's value of one row.

@@ -149,6 +149,7 @@ pub mod context_files;
 pub mod copy;
 pub mod frames;
 mod hot;
+pub mod memory;
 pub mod meta;
 pub mod permissions;
 pub mod processes;

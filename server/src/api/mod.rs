@@ -19,6 +19,7 @@ mod abilities;
 mod agents;
 mod calls;
 mod chat;
+mod memory;
 mod skills;
 mod spend;
 mod sse;
@@ -45,6 +46,12 @@ where
         )
         .route("/agents/{id}/files", get(agents::files))
         .route("/agents/{id}/summon", post(agents::summon))
+        .route("/agents/{id}/memory/files", get(memory::list))
+        .route(
+            "/agents/{id}/memory/files/{*path}",
+            get(memory::read).put(memory::write),
+        )
+        .route("/agents/{id}/memory/search", post(memory::search))
         .route(
             "/agents/{id}/files/{name}",
             get(agents::read_file).put(agents::write_file),

@@ -2,7 +2,7 @@
 //! ([`crate::AppState::new`]) and by tests; nothing in the layers below names a handler.
 
 use super::{
-    Registry, agent_queue, ask, bash, bus, commands, context_file, help, process, skills,
+    Registry, agent_queue, ask, bash, bus, commands, context_file, help, memory, process, skills,
     update_prompt, user_notify, websearch,
 };
 
@@ -20,6 +20,9 @@ pub fn registry() -> Registry {
     r.register(process::LoadProcess);
     r.register(skills::SkillSearch);
     r.register(skills::SkillGet);
+    r.register(memory::MemorySearch);
+    r.register(memory::MemoryGet);
+    r.register(memory::MemoryWrite);
     commands::register(&mut r);
     r.bus = bus::builtin();
     r

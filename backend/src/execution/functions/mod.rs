@@ -19,6 +19,7 @@ pub mod bus;
 pub mod commands;
 pub mod context_file;
 pub mod help;
+pub mod memory;
 pub mod plugin;
 pub mod process;
 pub mod schema;
