@@ -57,6 +57,7 @@ pub async fn create_agent(
         kind,
         compact_after_messages: None,
         compact_after_tokens: None,
+        context_window: None,
     };
     let agent = hero_backend::agents::create(&st.db, &st.keys, &st.settings.egress, &user, req)
         .await
@@ -112,6 +113,7 @@ pub async fn update_agent(
         provider: None,
         compact_after_messages: None,
         compact_after_tokens: None,
+        context_window: None,
         price: None,
         default_processes: None,
         skill_allow_list: None,
@@ -291,6 +293,7 @@ fn AgentCard(
                 <span class="badge">{a.provider.as_str()}</span>
                 <span class="badge agent-type">{a.kind.as_str()}</span>
                 <a class="agent-files" href=crate::base::href(&format!("/agents/{id}/files"))>"Files"</a>
+                <a class="agent-memory" href=crate::base::href(&format!("/agents/{id}/memory"))>"Memory"</a>
                 <span class="muted">{if a.has_api_key { "key set" } else { "no key" }}</span>
                 <span class="agent-status" data-testid="agent-status" data-status=a.status.clone()>
                     {agent_status_line(&a.status, "")}

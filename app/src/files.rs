@@ -154,10 +154,15 @@ fn Files(agent_id: i64, selected: &'static str) -> impl IntoView {
 }
 
 /// Markdown drawn once by the shared renderer (its own closed set of tags, every value
-/// escaped), where a page shows a text it does not edit: a skill's SKILL.md on the Skills
-/// page.
+/// escaped): a text a page shows and does not edit (a skill's SKILL.md on the Skills page),
+/// or, with the `id` a `textarea[data-preview]` names, the preview of one it edits (a
+/// memory file on the Memory page), which the browser then redraws as it is typed.
 #[component]
-pub fn Rendered(text: String, class: &'static str) -> impl IntoView {
+pub fn Rendered(
+    text: String,
+    class: &'static str,
+    #[prop(optional)] id: Option<&'static str>,
+) -> impl IntoView {
     let preview = hero_shared::markdown::to_html(&text);
-    view! { <div class=class inner_html=preview></div> }
+    view! { <div class=class id=id inner_html=preview></div> }
 }

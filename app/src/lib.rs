@@ -9,6 +9,8 @@
 //! - [`agents`]: the Agents page.
 //! - [`abilities`]: the Abilities page (functions and processes; the user's own processes
 //!   made, edited with a preview, and deleted).
+//! - [`memory`]: an agent's Memory page (its memory files and yours, each edited with a
+//!   preview; a file made; a search showing the chunks found with their lines and scores).
 //! - [`skills`]: the Skills page (the user's skills by tier, a scored search, one skill's
 //!   text and files; personal skills made, edited, deleted and imported from a folder).
 //! - [`enhance`]: the forms of the server-rendered pages, in the browser.
@@ -30,6 +32,7 @@ pub mod files;
 #[cfg(feature = "ssr")]
 pub mod guard;
 pub mod json;
+pub mod memory;
 pub mod navigate;
 pub mod permissions;
 pub mod sessions;
@@ -174,6 +177,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/s/:id") view=sessions::Workspace ssr=SsrMode::Async/>
                 <Route path=path!("/agents") view=agents::AgentsPage ssr=SsrMode::Async/>
                 <Route path=path!("/agents/:id/files") view=files::FilesPage ssr=SsrMode::Async/>
+                <Route path=path!("/agents/:id/memory") view=memory::MemoryPage ssr=SsrMode::Async/>
                 <Route path=path!("/permissions") view=permissions::PermissionsPage ssr=SsrMode::Async/>
                 <Route path=path!("/abilities") view=abilities::AbilitiesPage ssr=SsrMode::Async/>
                 <Route path=path!("/skills") view=skills::SkillsPage ssr=SsrMode::Async/>

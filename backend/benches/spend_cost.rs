@@ -32,6 +32,7 @@ async fn main() {
             kind: Default::default(),
             compact_after_messages: None,
             compact_after_tokens: None,
+            context_window: None,
         },
     )
     .await

@@ -76,6 +76,8 @@ pub struct Settings {
     pub sandbox: execution::sandbox::SandboxLimits,
     /// The longest a summoning call may take; past it, nothing is written.
     pub summon_timeout: std::time::Duration,
+    /// The longest a memory flush may take in all ([`conversation::flush`]).
+    pub flush_timeout: std::time::Duration,
     /// Where administrators put skills for every user (`DATA_DIR/skills`); none: Hero's
     /// own and the users' alone.
     pub skills_dir: Option<std::path::PathBuf>,
@@ -111,6 +113,7 @@ impl Default for Settings {
             workspaces: std::env::temp_dir().join("hero-workspaces"),
             sandbox: Default::default(),
             summon_timeout: std::time::Duration::from_secs(90),
+            flush_timeout: conversation::flush::DEFAULT_TIMEOUT,
             skills_dir: None,
             embeddings: Default::default(),
             max_skills_per_root: skills::MAX_SKILLS_PER_ROOT,

@@ -59,10 +59,20 @@ test("no page, nor the showcase, breaks the content security policy", async ({ p
   await ready(page);
   await expect(page.locator(".skill-body h1, .skill-body h2").first()).toBeVisible();
   await check("the skills page, a skill opened and a search");
+  const agent = (await (await page.request.get("/api/agents")).json())[0].id;
+  const memory = await page.request.put(`/api/agents/${agent}/memory/files/MEMORY.md`, {
+    data: { content: "# Facts\nDave drinks **tea**.\n" },
+  });
+  expect(memory.status()).toBe(200);
+  await page.goto(`/agents/${agent}/memory?file=MEMORY.md&scope=user&q=tea`);
+  await ready(page);
+  await expect(page.locator("#memory-preview strong")).toHaveText("tea");
+  await expect(page.getByRole("list", { name: "Search results" }).getByRole("listitem")).toHaveCount(1);
+  await check("the memory page, a file opened and a search");
   await page.goto("/no-such-page");
   await ready(page);
   await check("a missing page");
-  expect(visited.length).toBe(7);
+  expect(visited.length).toBe(8);
 });
 
 test("markup that slips into the page is refused by the policy", async ({ page }) => {

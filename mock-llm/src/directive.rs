@@ -40,6 +40,8 @@ pub(crate) struct Directive {
     pub then_echo: bool,
     /// Apply the directive again on every follow-up (a model that calls tools forever).
     pub repeat: bool,
+    /// How a later memory flush of Hero's is played ([`crate::flush`]).
+    pub flush: Option<String>,
 }
 
 impl Directive {
@@ -245,6 +247,16 @@ fn apply(d: &mut Directive, key: &str, value: Option<Raw<'_>>) -> Result<(), Str
         "usage_cache_read" => d.usage_cache_read = Some(v.number(key)?),
         "usage_cache_write" => d.usage_cache_write = Some(v.number(key)?),
         "then" => d.then = Some(v.string(key)?),
+        "flush" => {
+            let play = v.string(key)?;
+            if !crate::flush::PLAYS.contains(&play.as_str()) {
+                return Err(format!(
+                    "flush={play} is not one of {}",
+                    crate::flush::PLAYS.join(", ")
+                ));
+            }
+            d.flush = Some(play);
+        }
         _ => return Err(format!("unknown [[mock key `{key}`")),
     }
     Ok(())
@@ -275,25 +287,25 @@ mod tests {
         check(
             "go [[mock fault=429 times=1 retry_after=2]] now",
             expect![[
-                r#"Directive { key: "[[mock fault=429 times=1 retry_after=2]]", fault: Some(FaultSpec { kind: RateLimited, retry_after: Some(2), after_bytes: None }), times: Some(1), echo: false, whole: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: None, thinking: None, tools: [], stop: None, usage_input: None, usage_output: None, usage_cache_read: None, usage_cache_write: None, then: None, then_echo: false, repeat: false }"#
+                r#"Directive { key: "[[mock fault=429 times=1 retry_after=2]]", fault: Some(FaultSpec { kind: RateLimited, retry_after: Some(2), after_bytes: None }), times: Some(1), echo: false, whole: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: None, thinking: None, tools: [], stop: None, usage_input: None, usage_output: None, usage_cache_read: None, usage_cache_write: None, then: None, then_echo: false, repeat: false, flush: None }"#
             ]],
         );
         check(
             "[[mock chunk=3 fault=cut after_bytes=10]][[mock echo]]",
             expect![[
-                r#"Directive { key: "[[mock chunk=3 fault=cut after_bytes=10]] [[mock echo]]", fault: Some(FaultSpec { kind: Cut, retry_after: None, after_bytes: Some(10) }), times: None, echo: true, whole: false, chunk: Some(3), delay_ms: None, tokens_per_sec: None, text: None, thinking: None, tools: [], stop: None, usage_input: None, usage_output: None, usage_cache_read: None, usage_cache_write: None, then: None, then_echo: false, repeat: false }"#
+                r#"Directive { key: "[[mock chunk=3 fault=cut after_bytes=10]] [[mock echo]]", fault: Some(FaultSpec { kind: Cut, retry_after: None, after_bytes: Some(10) }), times: None, echo: true, whole: false, chunk: Some(3), delay_ms: None, tokens_per_sec: None, text: None, thinking: None, tools: [], stop: None, usage_input: None, usage_output: None, usage_cache_read: None, usage_cache_write: None, then: None, then_echo: false, repeat: false, flush: None }"#
             ]],
         );
         check(
             r#"[[mock text="say \"hi\" ]] <b>\n" thinking=hmm tool=get_weather input={"city": "Paris"} stop=max_tokens]]"#,
             expect![[
-                r#"Directive { key: "[[mock text=\"say \\\"hi\\\" ]] <b>\\n\" thinking=hmm tool=get_weather input={\"city\": \"Paris\"} stop=max_tokens]]", fault: None, times: None, echo: false, whole: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: Some("say \"hi\" ]] <b>\n"), thinking: Some("hmm"), tools: [ToolCall { name: "get_weather", input: Object {"city": String("Paris")} }], stop: Some(MaxTokens), usage_input: None, usage_output: None, usage_cache_read: None, usage_cache_write: None, then: None, then_echo: false, repeat: false }"#
+                r#"Directive { key: "[[mock text=\"say \\\"hi\\\" ]] <b>\\n\" thinking=hmm tool=get_weather input={\"city\": \"Paris\"} stop=max_tokens]]", fault: None, times: None, echo: false, whole: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: Some("say \"hi\" ]] <b>\n"), thinking: Some("hmm"), tools: [ToolCall { name: "get_weather", input: Object {"city": String("Paris")} }], stop: Some(MaxTokens), usage_input: None, usage_output: None, usage_cache_read: None, usage_cache_write: None, then: None, then_echo: false, repeat: false, flush: None }"#
             ]],
         );
         check(
             "[[mock text=plain]]",
             expect![[
-                r#"Directive { key: "[[mock text=plain]]", fault: None, times: None, echo: false, whole: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: Some("plain"), thinking: None, tools: [], stop: None, usage_input: None, usage_output: None, usage_cache_read: None, usage_cache_write: None, then: None, then_echo: false, repeat: false }"#
+                r#"Directive { key: "[[mock text=plain]]", fault: None, times: None, echo: false, whole: false, chunk: None, delay_ms: None, tokens_per_sec: None, text: Some("plain"), thinking: None, tools: [], stop: None, usage_input: None, usage_output: None, usage_cache_read: None, usage_cache_write: None, then: None, then_echo: false, repeat: false, flush: None }"#
             ]],
         );
         check(

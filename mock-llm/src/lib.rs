@@ -27,6 +27,7 @@ mod body;
 mod config;
 mod directive;
 mod embed;
+mod flush;
 mod openai;
 mod reply;
 mod request;

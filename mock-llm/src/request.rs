@@ -52,7 +52,7 @@ pub(crate) fn last_user_text(messages: &[Value]) -> String {
         .unwrap_or_default()
 }
 
-fn text_of(last: &Value) -> String {
+pub(crate) fn text_of(last: &Value) -> String {
     match last.get("content") {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(parts)) => parts

@@ -513,8 +513,15 @@ async fn chat(
         Err(message) => return invalid(wire, &message),
     };
     let directive = match directive::parse(&req.last_user_text) {
-        Ok(d) => d.unwrap_or_default().later(req.rounds_after),
+        Ok(d) => d.unwrap_or_default(),
         Err(message) => return invalid(wire, &format!("mock-llm directive: {message}")),
+    };
+    // Hero's memory flush is answered as its directive's `flush=` says.
+    let flush = crate::flush::answer(&req.context, directive.flush.as_deref());
+    let directive = if flush.is_some() {
+        directive::Directive::default()
+    } else {
+        directive.later(req.rounds_after)
     };
 
     // A directive's fault wins, then the answer's, then `--fault`. A status fault from the
@@ -529,7 +536,9 @@ async fn chat(
         s.count_fault(f.kind);
         return status_fault(wire, f);
     }
-    let answer = if directive.has_answer() {
+    let answer = if let Some(flush) = flush {
+        flush
+    } else if directive.has_answer() {
         Answer {
             text: directive.text.clone().unwrap_or_default(),
             thinking: directive.thinking.clone(),

@@ -148,9 +148,11 @@ async fn bench_state(
             api_key: Some("k".into()),
             config: None,
             kind: Default::default(),
-            // Turns are measured, not the summaries a long run of them would set off.
+            // Turns are measured, not the summaries (nor the memory flushes) a long run of
+            // them would set off.
             compact_after_messages: Some(u64::MAX >> 2),
             compact_after_tokens: Some(u64::MAX >> 2),
+            context_window: Some(u64::MAX >> 2),
         },
     )
     .await

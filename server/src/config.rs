@@ -275,6 +275,11 @@ pub struct ConfigArgs {
     #[arg(long, env = "HERO_INDEX_CACHE_MIB", global = true, value_name = "MIB", default_value_t = hero_backend::search::cache::DEFAULT_BYTES >> 20)]
     pub index_cache_mib: usize,
 
+    /// The longest an agent's memory flush before a summary may take, in seconds, over its
+    /// (at most five) calls; past it, the summary goes on
+    #[arg(long, env = "HERO_FLUSH_TIMEOUT_SECS", global = true, value_name = "SECS", default_value_t = hero_backend::conversation::flush::DEFAULT_TIMEOUT.as_secs())]
+    pub flush_timeout_secs: u64,
+
     /// The most memory (agents' MEMORY.md and memory/*.md) one user may have, over their
     /// agents
     #[arg(long, env = "HERO_MAX_MEMORY_MIB", global = true, value_name = "MIB", default_value_t = hero_backend::memory::DEFAULT_MAX_BYTES_PER_USER >> 20)]
@@ -438,6 +443,7 @@ pub struct Config {
     pub max_skills_per_root: usize,
     pub index_cache_mib: usize,
     pub max_memory_mib: usize,
+    pub flush_timeout: std::time::Duration,
     pub prices: Vec<hero_backend::agents::spend::PriceRule>,
 }
 
@@ -572,6 +578,10 @@ impl ConfigArgs {
             max_skills_per_root: self.max_skills_per_root,
             index_cache_mib: self.index_cache_mib,
             max_memory_mib: at_least_one(self.max_memory_mib as u64, "max_memory_mib")? as usize,
+            flush_timeout: std::time::Duration::from_secs(at_least_one(
+                self.flush_timeout_secs,
+                "flush_timeout_secs",
+            )?),
             embeddings: hero_backend::search::embed::Settings {
                 model: self.embeddings_model,
                 url: self.embeddings_url,
@@ -713,6 +723,7 @@ impl Config {
             max_skills_per_root: self.max_skills_per_root,
             index_cache_bytes: self.index_cache_mib << 20,
             max_memory_bytes: self.max_memory_mib << 20,
+            flush_timeout: self.flush_timeout,
             plugins: hero_backend::execution::plugins::PluginSettings {
                 dir: Some(self.data_dir.join("plugins")),
                 state: self.data_dir.join("plugin-state"),

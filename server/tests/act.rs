@@ -211,6 +211,9 @@ async fn never_and_always_settle_in_the_same_turn() {
             "process always always autoApprove=always safe",
             "skill_search always always autoApprove=always safe",
             "skill_get always always autoApprove=always safe",
+            "memory_search always always autoApprove=always safe",
+            "memory_get always always autoApprove=always safe",
+            "memory_write always always autoApprove=always moderate",
             // The commands: those that change what the user owns ask every time.
             "command_ability ask ask autoApprove=never moderate",
             "command_session ask ask autoApprove=never moderate",

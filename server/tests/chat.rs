@@ -1589,6 +1589,7 @@ async fn the_mock_on_loopback_is_refused_without_the_allowance() {
                 kind: Default::default(),
                 compact_after_messages: None,
                 compact_after_tokens: None,
+                context_window: None,
             },
         )
         .await

@@ -207,7 +207,12 @@ async fn compact_summarises_and_the_next_call_starts_there() {
             "apples? [[mock text=\"red ones\"]]",
             "red ones",
             "pears? [[mock text=\"green ones\"]]",
-            "green ones"
+            "green ones",
+            // The summary flushed the agent's memory first (its exchange hidden).
+            &format!(
+                "Saved to memory: memory/{}.md",
+                time::OffsetDateTime::now_utc().date()
+            ),
         ]
     );
 

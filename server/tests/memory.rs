@@ -460,3 +460,255 @@ async fn memory_chunks_are_embedded_once_and_found_by_meaning() {
         "{found}"
     );
 }
+
+/// Today's memory file, as a flush names it (UTC).
+fn today_file() -> String {
+    format!("memory/{}.md", time::OffsetDateTime::now_utc().date())
+}
+
+/// Every frame of the session, those before its last summary too.
+async fn all_frames(h: &Hero, session: i64) -> Vec<Value> {
+    let (s, page) = h
+        .json(
+            Method::GET,
+            &format!("/api/sessions/{session}/frames?after=0"),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    page["frames"].as_array().unwrap().clone()
+}
+
+/// [`all_frames`] once `done` holds for them.
+async fn all_frames_when(h: &Hero, session: i64, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    for _ in 0..400 {
+        let f = all_frames(h, session).await;
+        if done(&f) {
+            return f;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!(
+        "frames never got there: {:#}",
+        json!(all_frames(h, session).await)
+    );
+}
+
+/// The flush notes among the frames (`memory_flush` in their payload).
+fn flush_notes(frames: &[Value]) -> Vec<&Value> {
+    frames
+        .iter()
+        .filter(|f| f["payload"].get("memory_flush").is_some())
+        .collect()
+}
+
+/// The requests the mock was sent that asked for a memory flush.
+fn flush_requests(mock: &mock_llm::MockServer) -> Vec<Value> {
+    mock.requests()
+        .into_iter()
+        .filter(|r| {
+            r["body"]["messages"]
+                .to_string()
+                .contains("Store durable memories now.")
+        })
+        .collect()
+}
+
+/// Reference 002 §16, driven by the mock's usage numbers (the test of compaction's token
+/// trigger too): past the flush point (56,000 tokens with the defaults) the agent saves the
+/// day's notes, offered the memory functions alone, its exchange private and hidden; a
+/// second turn in the cycle does not flush; the summary (at 60,000) does not flush again;
+/// the next cycle does.
+#[tokio::test]
+async fn a_long_conversation_is_flushed_to_memory_once_a_cycle_before_its_summary() {
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
+    let (session, agent) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(
+        session,
+        r#"Plan the garden [[mock text="Noted." usage_input=56500 usage_output=10]]"#,
+    )
+    .await;
+    let frames = all_frames_when(&h, session, |f| flush_notes(f).len() == 1).await;
+    let note = flush_notes(&frames)[0];
+    assert_eq!(
+        note["payload"]["content"],
+        format!("Saved to memory: {}", today_file())
+    );
+    assert_eq!(
+        note["payload"]["memory_flush"]["files"],
+        json!([today_file()])
+    );
+    assert_eq!(note["payload"]["private"], true);
+    // The exchange: private and hidden, the call and its result in it.
+    let exchange: Vec<&Value> = frames
+        .iter()
+        .filter(|f| f["payload"]["flush"] == true)
+        .collect();
+    assert_eq!(exchange.len(), 2, "{frames:#?}");
+    assert!(
+        exchange
+            .iter()
+            .all(|f| f["payload"]["private"] == true && f["payload"]["hidden"] == true)
+    );
+    assert!(
+        exchange[0]["payload"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Saved to memory")
+    );
+    let (s, file) = h
+        .json(
+            Method::GET,
+            &format!("/api/agents/{agent}/memory/files/{}", today_file()),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{file}");
+    assert_eq!(file["content"], "- Talked about: Plan the garden");
+    // Only the memory functions were offered, and no summary was made (below 60,000).
+    let asked = &flush_requests(&mock)[0];
+    let mut tools: Vec<&str> = asked["body"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    tools.sort();
+    assert_eq!(tools, ["memory_get", "memory_search", "memory_write"]);
+    assert!(of_type(&frames, "compact").is_empty());
+
+    // A second turn past the point, in the same cycle: no second flush. Then past the
+    // summary's threshold: the summary, without flushing again.
+    h.stream(
+        session,
+        r#"And the roses? [[mock text="Pruned." usage_input=57000 usage_output=10]]"#,
+    )
+    .await;
+    h.stream(
+        session,
+        r#"And the beans? [[mock text="Sown." usage_input=61000 usage_output=10]]"#,
+    )
+    .await;
+    let frames = all_frames_when(&h, session, |f| !of_type(f, "compact").is_empty()).await;
+    assert_eq!(flush_notes(&frames).len(), 1);
+    assert_eq!(
+        flush_requests(&mock).len(),
+        2,
+        "the write, then its follow-up"
+    );
+    // The next cycle flushes again.
+    h.stream(
+        session,
+        r#"Next year? [[mock text="Tulips." usage_input=56500 usage_output=10]]"#,
+    )
+    .await;
+    let frames = all_frames_when(&h, session, |f| flush_notes(f).len() == 2).await;
+    let (_, file) = h
+        .json(
+            Method::GET,
+            &format!("/api/agents/{agent}/memory/files/{}", today_file()),
+            None,
+        )
+        .await;
+    // The second cycle began after the summary, with the next question.
+    assert_eq!(
+        file["content"],
+        "- Talked about: Plan the garden\n- Talked about: Next year?"
+    );
+    // The flush's exchange is never sent to a later call.
+    h.stream(session, r#"Anything else? [[mock text="No."]]"#)
+        .await;
+    let last = mock.requests().into_iter().last().unwrap();
+    let sent = last["body"]["messages"].to_string();
+    assert!(
+        !sent.contains("Store durable memories") && !sent.contains("Saved to memory"),
+        "{sent}"
+    );
+    drop(frames);
+}
+
+/// `/compact` flushes first; a model that keeps calling stops at five calls, a slow one at
+/// the timeout, and with `memory_write` at never no flush starts: each ends with its note,
+/// and the summary is made all the same.
+#[tokio::test]
+async fn compact_flushes_first_and_a_flush_that_cannot_finish_leaves_a_note() {
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let h = hero_with(&[mock.addr()], |s| {
+        s.flush_timeout = std::time::Duration::from_secs(2);
+    })
+    .await;
+    let compacted = |h: &'static Hero, session: i64| async move {
+        let events = h.stream(session, "/compact").await;
+        assert!(
+            events.iter().any(|(n, _)| n == "message_complete"),
+            "{events:?}"
+        );
+        let frames = all_frames(h, session).await;
+        assert_eq!(of_type(&frames, "compact").len(), 1, "{frames:#?}");
+        let note = flush_notes(&frames)
+            .pop()
+            .cloned()
+            .unwrap_or_else(|| panic!("a flush note: {frames:#?}"));
+        // The note comes before the summary.
+        let at = |f: &Value| f["seq"].as_i64().unwrap();
+        assert!(at(&note) < at(of_type(&frames, "compact")[0]));
+        note
+    };
+    let h: &'static Hero = Box::leak(Box::new(h));
+
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(session, r#"Hello [[mock text="Hi."]]"#).await;
+    let note = compacted(h, session).await;
+    assert_eq!(
+        note["payload"]["memory_flush"]["files"],
+        json!([today_file()])
+    );
+
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(session, r#"Hello [[mock text="Hi." flush=loop]]"#)
+        .await;
+    let before = flush_requests(&mock).len();
+    let note = compacted(h, session).await;
+    assert_eq!(flush_requests(&mock).len() - before, 5);
+    assert!(
+        note["payload"]["memory_flush"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("5 calls"),
+        "{note}"
+    );
+
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(session, r#"Hello [[mock text="Hi." flush=slow]]"#)
+        .await;
+    let note = compacted(h, session).await;
+    assert!(
+        note["payload"]["memory_flush"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("more than 2 s"),
+        "{note}"
+    );
+
+    let (s, body) = h
+        .json(
+            Method::PUT,
+            "/api/permissions/memory_write",
+            Some(json!({"level": "never"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(session, r#"Hello [[mock text="Hi."]]"#).await;
+    let before = flush_requests(&mock).len();
+    let note = compacted(h, session).await;
+    assert_eq!(flush_requests(&mock).len(), before, "no flush call");
+    assert!(
+        note["payload"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("set to never"),
+        "{note}"
+    );
+}

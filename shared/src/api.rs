@@ -259,6 +259,10 @@ pub struct AgentDto {
     pub compact_after_messages: Option<u64>,
     #[serde(default)]
     pub compact_after_tokens: Option<u64>,
+    /// Its model's context window in tokens (null: 128,000): its memory flush comes 24,000
+    /// tokens before it fills, or before the summary if that comes first.
+    #[serde(default)]
+    pub context_window: Option<u64>,
     /// Its own price (null: Hero's table or the server's `[prices]`).
     #[serde(default)]
     pub price: Option<Price>,
@@ -404,6 +408,9 @@ pub struct CreateAgentRequest {
     pub compact_after_messages: Option<u64>,
     #[serde(default)]
     pub compact_after_tokens: Option<u64>,
+    /// Its model's context window in tokens (omitted: 128,000).
+    #[serde(default)]
+    pub context_window: Option<u64>,
 }
 
 /// A partial update; `api_key: null` removes the key, `base_url: null` the URL.
@@ -427,6 +434,9 @@ pub struct UpdateAgentRequest {
     pub compact_after_messages: Option<Option<u64>>,
     #[serde(default, with = "double_option")]
     pub compact_after_tokens: Option<Option<u64>>,
+    /// `null` returns to the default, 128,000.
+    #[serde(default, with = "double_option")]
+    pub context_window: Option<Option<u64>>,
     /// The agent's own price; `null` returns to Hero's.
     #[serde(default, with = "double_option")]
     pub price: Option<Option<Price>>,

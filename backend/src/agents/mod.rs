@@ -121,12 +121,21 @@ fn check_skill_allow_list(names: &[String]) -> Result<String> {
 pub const COMPACT_AFTER_MESSAGES: u64 = 200;
 /// …or their estimated tokens pass this.
 pub const COMPACT_AFTER_TOKENS: u64 = 60_000;
+/// An agent's context window unless it says otherwise (tokens).
+pub const CONTEXT_WINDOW: u64 = 128_000;
+/// Reference 002 §16's `reserveTokensFloor`: what the window keeps free for the reply.
+pub const RESERVE_TOKENS_FLOOR: u64 = 20_000;
+/// Reference 002 §16's `softThresholdTokens`: how far before the summary the flush comes.
+pub const SOFT_THRESHOLD_TOKENS: u64 = 4_000;
 
-/// When an agent's sessions are summarised ([`crate::conversation::compact`]).
+/// When an agent's sessions are summarised ([`crate::conversation::compact`]), and its
+/// memory flushed first ([`crate::conversation::flush`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Thresholds {
     pub messages: u64,
     pub tokens: u64,
+    /// Its model's context window, in tokens.
+    pub context_window: u64,
 }
 
 impl Default for Thresholds {
@@ -134,7 +143,20 @@ impl Default for Thresholds {
         Thresholds {
             messages: COMPACT_AFTER_MESSAGES,
             tokens: COMPACT_AFTER_TOKENS,
+            context_window: CONTEXT_WINDOW,
         }
+    }
+}
+
+impl Thresholds {
+    /// Where a conversation's memory is flushed (reference 002 §16): the window less its
+    /// reserve, or the summary's threshold if lower, less the soft threshold (56,000 with
+    /// the defaults), in [`crate::conversation::compact::tokens`]'s measure.
+    pub fn flush_at(&self) -> u64 {
+        let window = self.context_window.saturating_sub(RESERVE_TOKENS_FLOOR);
+        window
+            .min(self.tokens)
+            .saturating_sub(SOFT_THRESHOLD_TOKENS)
     }
 }
 
@@ -178,6 +200,7 @@ impl AgentRow {
             status: self.status.clone(),
             compact_after_messages: self.compact_messages.map(|n| n as u64),
             compact_after_tokens: self.compact_tokens.map(|n| n as u64),
+            context_window: self.context_window.map(|n| n as u64),
             price: self.price(),
             default_processes: self.default_processes(),
             skill_allow_list: self.skill_allow_list(),
@@ -371,14 +394,15 @@ pub async fn create(
         kind: req.kind,
     };
     check_combination(f.provider, &f.base_url)?;
-    let (messages, tokens) = (
-        threshold("compact_after_messages", req.compact_after_messages)?,
-        threshold("compact_after_tokens", req.compact_after_tokens)?,
-    );
+    let compaction = store::agents::Compaction {
+        messages: threshold("compact_after_messages", req.compact_after_messages)?,
+        tokens: threshold("compact_after_tokens", req.compact_after_tokens)?,
+        context_window: threshold("context_window", req.context_window)?,
+    };
     let dk = users::data_key(db, keys, user.id()).await?;
     let mut tx = db.begin().await?;
     let id = insert(&mut tx, user.id(), &dk, &f).await?;
-    store::agents::set_compaction(&mut tx, id, messages, tokens).await?;
+    store::agents::set_compaction(&mut tx, id, compaction).await?;
     tx.commit().await?;
     get(db, keys, user, id).await
 }
@@ -462,7 +486,16 @@ pub async fn update(
         Some(v) => threshold("compact_after_tokens", v)?,
         None => row.compact_tokens,
     };
-    store::agents::set_compaction(&mut tx, id, messages, tokens).await?;
+    let context_window = match req.context_window {
+        Some(v) => threshold("context_window", v)?,
+        None => row.context_window,
+    };
+    let compaction = store::agents::Compaction {
+        messages,
+        tokens,
+        context_window,
+    };
+    store::agents::set_compaction(&mut tx, id, compaction).await?;
     if let Some(price) = &req.price {
         if let Some(p) = price {
             spend::check_price(p)?;
@@ -627,6 +660,9 @@ impl AgentRow {
                 tokens: self
                     .compact_tokens
                     .map_or(COMPACT_AFTER_TOKENS, |n| n.max(1) as u64),
+                context_window: self
+                    .context_window
+                    .map_or(CONTEXT_WINDOW, |n| n.max(1) as u64),
             },
             name: self.name,
         })

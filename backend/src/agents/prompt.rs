@@ -157,6 +157,20 @@ pub const COMPACT: &str = "Summarise the whole conversation so far for your futu
 Keep everything you will need to carry on: who the user is and what they want, the facts and references established, the decisions made and why, what you did (calls and their results that matter), the open questions, and end with a TODO list of what is still to do (`- [ ] …`).
 Write plain Markdown, as compact as you can while losing nothing that matters; no greeting, no preamble.";
 
+/// Reference 002 §16's memory flush prompt: its first words are 002's own.
+pub const MEMORY_FLUSH: &str = "Store durable memories now.";
+
+/// The message that asks for a memory flush ([`crate::conversation::flush`]), with where to
+/// write today (`YYYY-MM-DD`, UTC).
+pub fn memory_flush(today: &str) -> String {
+    format!(
+        "[System] {MEMORY_FLUSH} This conversation will soon be summarised and its details folded away. \
+Save what should outlast it with memory_write: today's notes appended to memory/{today}.md (\"append\": true), \
+lasting facts (decisions, preferences, people, to-dos) in MEMORY.md. Write only what is worth keeping; \
+when nothing is, answer without a call. The user does not see this exchange unless they look for it."
+    )
+}
+
 /// A prompt with a task for one call appended as its last section.
 pub fn with_task(system: &str, task: &str) -> String {
     format!("{}\n## Task\n{task}\n", system.trim_end())

@@ -30,10 +30,15 @@ pub const WITHIN: std::time::Duration = std::time::Duration::from_secs(180);
 
 /// Messages since the last summary in `kept` (the frames from it on).
 pub fn messages(kept: &[Kept]) -> u64 {
-    // The startup processes a summary is followed by are not the conversation.
+    // The startup processes a summary is followed by are not the conversation, nor is a
+    // memory flush's exchange or its note.
     kept.iter()
         .filter(|k| {
-            k.frame.frame_type == FrameType::Message && k.frame.payload.get("startup").is_none()
+            let p = &k.frame.payload;
+            k.frame.frame_type == FrameType::Message
+                && p.get("startup").is_none()
+                && p.get("flush").is_none()
+                && p.get("memory_flush").is_none()
         })
         .count() as u64
 }
@@ -58,6 +63,12 @@ pub fn tokens(kept: &[Kept]) -> u64 {
     })
 }
 
+/// Whether a turn ending on `kept` starts a memory flush ([`crate::conversation::flush`]):
+/// past the flush point, and none since the last summary.
+pub fn flush_due(kept: &[Kept], t: Thresholds) -> bool {
+    !crate::conversation::flush::flushed(kept) && tokens(kept) >= t.flush_at()
+}
+
 /// Whether the conversation in `kept` has crossed the thresholds.
 pub fn due(kept: &[Kept], t: Thresholds) -> bool {
     messages(kept) >= t.messages || tokens(kept) >= t.tokens
@@ -78,10 +89,21 @@ pub async fn compact(
             crate::agents::persona::prepared(c, st, user, session_id, false, None).await
         })
         .await?;
-    let kept = crate::conversation::context::load(st, &dk, session_id).await?;
+    let mut kept = crate::conversation::context::load(st, &dk, session_id).await?;
     if messages(&kept) == 0 {
         return Err(Error::Invalid(
             "there is nothing to summarise since the last summary".into(),
+        ));
+    }
+    // The agent saves what should last before the details are folded away, once a cycle
+    // (reference 002 §16); how the flush went is in its note, and the summary goes on.
+    if !crate::conversation::flush::flushed(&kept) {
+        crate::conversation::flush::flush(st, user, session_id, abort).await?;
+        kept = crate::conversation::context::load(st, &dk, session_id).await?;
+    }
+    if abort.is_some_and(Abort::is_aborted) {
+        return Err(Error::Invalid(
+            "the summary was stopped; nothing was changed".into(),
         ));
     }
     let through = kept.last().map_or(0, |k| k.frame.seq);

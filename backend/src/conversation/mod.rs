@@ -8,7 +8,8 @@
 //!   request and result frames, decisions, questions, recovery after a restart.
 //! - [`answers`]: answers to the questions in a reply (`ask`, `hml-prompt`), as frames.
 //! - [`context`]: the conversation as a model reads it, calls' results quoted.
-//! - [`compact`]: a long session's older messages folded into a summary.
+//! - [`compact`]: a long session's older messages folded into a summary; [`flush`]: the
+//!   agent's turn to save what should last to its memory before that.
 //! - [`startup`]: the startup processes, appended hidden before a session's first message,
 //!   again on `/start` and after a summary.
 //! - [`queue`]: messages agents queue for a session (`@agent(queue, …)`), sent once it is
@@ -33,6 +34,7 @@ pub mod cluster;
 pub mod compact;
 pub mod context;
 pub mod feed;
+pub mod flush;
 pub mod frames;
 pub mod history;
 pub mod hub;

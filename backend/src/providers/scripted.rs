@@ -165,6 +165,20 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
             .unwrap_or(&last_user);
         return play(summoned(description), call);
     }
+    // A memory flush: the demo notes the conversation's start in the day's file, once.
+    if let Some(at) = call.messages.iter().rposition(|m| {
+        m.role == Role::User && m.content.contains(crate::agents::prompt::MEMORY_FLUSH)
+    }) {
+        let answered = call.messages[at..]
+            .iter()
+            .any(|m| m.role == Role::Assistant);
+        let text = if answered {
+            "Saved what should last.".to_owned()
+        } else {
+            flush_write(&call.messages[at].content, call)
+        };
+        return play(text, call);
+    }
     let first_run = call.system.contains("\n## First run\n");
     let answer = results.iter().find_map(|r| {
         r.split_once("The user's answer to your question ")
@@ -184,6 +198,36 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
         (_, _, false) => follow_up(&results),
     };
     play(text, call)
+}
+
+/// The demo's memory flush: a line on the conversation's first message, appended to the
+/// file the prompt names for today.
+fn flush_write(prompt: &str, call: &Call<'_>) -> String {
+    let path = prompt
+        .find("memory/")
+        .and_then(|at| {
+            let rest = &prompt[at..];
+            rest.find(".md").map(|end| rest[..end + 3].to_owned())
+        })
+        .unwrap_or_else(|| "memory/notes.md".into());
+    let first: String = call
+        .messages
+        .iter()
+        .find(|m| m.role == Role::User && !m.content.starts_with("[System]"))
+        .map(|m| m.content.split_whitespace().collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .filter(|c| !matches!(c, '<' | '>'))
+        .collect();
+    let payload = serde_json::json!({
+        "target_id": "@system",
+        "target_property": "memory_write",
+        "payload": {"path": path, "content": format!("- The conversation began with: {first}"), "append": true},
+    });
+    format!(
+        "I'll keep a note of this conversation in my memory.\n\n<interaction>{payload}</interaction>\n"
+    )
 }
 
 /// A call's result as the demo reads it: Hero's note (its first sentence), then what the

@@ -29,10 +29,12 @@ pub struct AgentRow {
     pub default_processes: String,
     /// The skills it may use: NULL all, else a JSON array of names.
     pub skill_allow_list: Option<String>,
+    /// Its context window in tokens (NULL: the default).
+    pub context_window: Option<i64>,
 }
 
 const COLUMNS: &str = "id, name, provider, model, base_url, api_key, config, created_at, updated_at, kind, status, \
-     compact_messages, compact_tokens, price, default_processes, skill_allow_list";
+     compact_messages, compact_tokens, price, default_processes, skill_allow_list, context_window";
 
 impl AgentRow {
     /// The one decoder of an agent row: [`COLUMNS`] in order, from column `at` on.
@@ -54,6 +56,7 @@ impl AgentRow {
             price: r.get(at + 13)?,
             default_processes: r.get(at + 14)?,
             skill_allow_list: r.get(at + 15)?,
+            context_window: r.get(at + 16)?,
         })
     }
 }
@@ -184,7 +187,7 @@ pub async fn turn_setup(
 ) -> Result<Option<TurnSetupRow>> {
     const SQL: &str = "SELECT u.data_key, s.agent_id, a.id, a.name, a.provider, a.model, a.base_url, a.api_key, a.config, \
          a.created_at, a.updated_at, a.kind, a.status, a.compact_messages, a.compact_tokens, a.price, \
-         a.default_processes, a.skill_allow_list, u.username, s.status, u.prompt_gen, s.streaming \
+         a.default_processes, a.skill_allow_list, a.context_window, u.username, s.status, u.prompt_gen, s.streaming \
          FROM sessions s JOIN users u ON u.id = s.user_id \
          LEFT JOIN agents a ON a.id = s.agent_id AND a.user_id = s.user_id AND a.deleted_at IS NULL \
          WHERE s.id = $1 AND s.user_id = $2";
@@ -201,10 +204,10 @@ fn read_turn_setup(r: &impl Columns) -> Result<TurnSetupRow> {
         data_key: r.get(0)?,
         agent_id: r.get(1)?,
         agent,
-        username: r.get(18)?,
-        session_status: r.get(19)?,
-        prompt_gen: r.get(20)?,
-        streaming: r.get(21)?,
+        username: r.get(19)?,
+        session_status: r.get(20)?,
+        prompt_gen: r.get(21)?,
+        streaming: r.get(22)?,
     })
 }
 
@@ -278,14 +281,18 @@ pub async fn end_all_summoning(db: &super::Db) -> Result<u64> {
         .rows_affected()))
 }
 
-/// Sets when the agent's sessions are summarised (None: the defaults).
-pub async fn set_compaction(
-    c: &mut Write<'_>,
-    id: i64,
-    messages: Option<i64>,
-    tokens: Option<i64>,
-) -> Result<()> {
-    let sql = "UPDATE agents SET compact_messages = $1, compact_tokens = $2 WHERE id = $3";
-    execute!(c, sql, messages, tokens, id)?;
+/// When the agent's sessions are summarised, and its context window (None: the defaults).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Compaction {
+    pub messages: Option<i64>,
+    pub tokens: Option<i64>,
+    pub context_window: Option<i64>,
+}
+
+/// Sets when the agent's sessions are summarised and its context window.
+pub async fn set_compaction(c: &mut Write<'_>, id: i64, to: Compaction) -> Result<()> {
+    let sql = "UPDATE agents SET compact_messages = $1, compact_tokens = $2, context_window = $3 \
+         WHERE id = $4";
+    execute!(c, sql, to.messages, to.tokens, to.context_window, id)?;
     Ok(())
 }

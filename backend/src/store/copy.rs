@@ -82,6 +82,7 @@ const TABLES: &[Table] = &[
             ("price", Text),
             ("default_processes", Text),
             ("skill_allow_list", Text),
+            ("context_window", Int),
         ],
         identity: true,
     },

@@ -316,12 +316,20 @@ async fn wind_down(out: &Out, t: &Turn, last: &str) {
         .db
         .read_with(async |c| frames::current_seq(c, session_id).await);
     let compact = t.agent.compact;
-    if let Ok(seq) = last.await
-        && let Some(true) = st.history.look(session_id, seq, |kept| {
-            crate::conversation::compact::due(kept, compact)
-        })
-    {
-        crate::conversation::compact::maybe(st, &t.user, session_id);
+    let due = match last.await {
+        Ok(seq) => st.history.look(session_id, seq, |kept| {
+            (
+                crate::conversation::compact::due(kept, compact),
+                crate::conversation::compact::flush_due(kept, compact),
+            )
+        }),
+        Err(_) => None,
+    };
+    match due {
+        // The summary flushes first if this cycle has not.
+        Some((true, _)) => crate::conversation::compact::maybe(st, &t.user, session_id),
+        Some((false, true)) => crate::conversation::flush::maybe(st, &t.user, session_id),
+        _ => {}
     }
     drop(winding);
 }

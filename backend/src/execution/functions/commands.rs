@@ -478,6 +478,7 @@ async fn agent(cx: &Ctx<'_>, user: &AuthUser, args: &Value) -> crate::Result<Str
                     kind: Default::default(),
                     compact_after_messages: None,
                     compact_after_tokens: None,
+                    context_window: None,
                 },
             )
             .await?
