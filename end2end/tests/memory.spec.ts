@@ -1,5 +1,5 @@
 import { test, expect, type Page } from "@playwright/test";
-import { ready, signIn } from "./helpers";
+import { mockSays, mockSession, ready, send, signIn } from "./helpers";
 
 // Liam's agent's memory (reference 002 §1, §14–15): the Memory page reached from the Agents
 // page; a file made through the page (a bad path refused in words first), listed with whose
@@ -177,4 +177,31 @@ test("another user's agent has no memory page for you", async ({ page }) => {
   await page.goto("/agents/999999/memory");
   await ready(page);
   await expect(page.getByRole("alert").first()).toHaveText("agent not found");
+});
+
+test("after /compact in a mock conversation, the flush's note shows and its file is on the Memory page", async ({ page }) => {
+  await signIn(page, "liam", "liam-password");
+  const session = await mockSession(page, "Flush");
+  await send(page, mockSays("Noted: the tulips go in in October."));
+  await expect(page.locator(".msg-agent").last()).toContainText("tulips", { timeout: 15_000 });
+  await send(page, "/compact");
+  const file = `memory/${new Date().toISOString().slice(0, 10)}.md`;
+  await expect(page.getByTestId("summarised")).toBeVisible({ timeout: 15_000 });
+  // The note stays in the log, before the summary: a reload shows what it covers.
+  await page.reload();
+  await ready(page);
+  await page.getByTestId("summarised").locator("summary").click();
+  await page.getByTestId("summarised").getByRole("button", { name: "Show earlier" }).click();
+  await expect(page.locator(".earlier")).toContainText(`Saved to memory: ${file}`);
+  // The flush's own exchange is hidden until asked for.
+  await expect(page.locator(".earlier")).not.toContainText("memory_write");
+  await page.getByLabel("Show hidden messages").check();
+  await expect(page.locator(".earlier")).toContainText("memory_write");
+  // The file is on the agent's Memory page.
+  const agents = await (await page.request.get("/api/agents")).json();
+  const agent = agents.find((a: any) => a.name === "Mock Flush");
+  await page.goto(`/agents/${agent.id}/memory`);
+  await ready(page);
+  await expect(page.getByRole("link", { name: file })).toBeVisible();
+  expect(session).toBeGreaterThan(0);
 });

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::chunk::{self, Chunk};
 use super::{CANDIDATES, Scope, USER_BOOST, path};
 use crate::search::embed::Endpoint;
-use crate::search::{Bm25, cosine, fuse, tokens, vectors};
+use crate::search::{Bm25, dot, fuse, norm, tokens, vectors};
 
 /// A memory index and the lock its updates take turns on (one update at a time reads the
 /// stored hashes and applies them, so an older one never undoes a newer).
@@ -40,8 +40,8 @@ struct Entry {
     text: String,
     /// Its text's tag ([`vectors::tag`], keyed from the user's data key).
     tag: Vec<u8>,
-    /// Its vector, and where it came from (endpoint and model).
-    vector: Option<(Arc<str>, Arc<Vec<f32>>)>,
+    /// Its vector, where it came from (endpoint and model), and its length.
+    vector: Option<(Arc<str>, Arc<Vec<f32>>, f32)>,
 }
 
 #[derive(Debug, Default)]
@@ -229,7 +229,7 @@ impl Index {
         let mut seen = HashSet::new();
         self.chunks
             .iter()
-            .filter(|e| e.vector.as_ref().is_none_or(|(p, _)| **p != *place))
+            .filter(|e| e.vector.as_ref().is_none_or(|(p, _, _)| **p != *place))
             .filter(|e| seen.insert(e.tag.as_slice()))
             .map(|e| (e.text.clone(), e.tag.clone()))
             .collect()
@@ -241,7 +241,7 @@ impl Index {
         let made: HashMap<Vec<u8>, Arc<Vec<f32>>> = made.into_iter().collect();
         for e in &mut self.chunks {
             if let Some(v) = made.get(&e.tag) {
-                e.vector = Some((place.clone(), v.clone()));
+                e.vector = Some((place.clone(), v.clone(), norm(v)));
             }
         }
     }
@@ -284,25 +284,33 @@ impl Index {
         lexical.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let best = lexical.first().map(|b| b.1);
         lexical.truncate(CANDIDATES);
-        let cosines: Option<Vec<(usize, f64)>> = vector.map(|(at, qv)| {
+        // Each shown chunk's cosine with the query, by chunk (0 for one with no vector).
+        let cosines: Option<Vec<f64>> = vector.map(|(at, qv)| {
             let place = place(at);
-            let mut all: Vec<(usize, f64)> = shown
-                .iter()
-                .map(|&i| {
-                    let c = match &self.chunks[i].vector {
-                        Some((p, v)) if **p == *place => cosine(v, qv).clamp(0.0, 1.0),
-                        _ => 0.0,
-                    };
-                    (i, c)
-                })
-                .collect();
-            all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let qn = norm(qv);
+            let mut all = vec![0.0; self.chunks.len()];
+            for &i in &shown {
+                if let Some((p, v, vn)) = &self.chunks[i].vector
+                    && **p == *place
+                    && v.len() == qv.len()
+                    && *vn * qn > 0.0
+                {
+                    all[i] = f64::from(dot(v, qv) / (vn * qn)).clamp(0.0, 1.0);
+                }
+            }
             all
         });
-        let cosine_of: HashMap<usize, f64> = cosines.iter().flatten().copied().collect();
         let mut candidates: Vec<usize> = lexical.iter().map(|(i, _)| *i).collect();
         if let Some(all) = &cosines {
-            candidates.extend(all.iter().take(CANDIDATES).map(|(i, _)| *i));
+            // The vector channel's best, without sorting them all.
+            let mut best: Vec<(usize, f64)> = shown.iter().map(|&i| (i, all[i])).collect();
+            let by_score =
+                |a: &(usize, f64), b: &(usize, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+            if best.len() > CANDIDATES {
+                best.select_nth_unstable_by(CANDIDATES, by_score);
+                best.truncate(CANDIDATES);
+            }
+            candidates.extend(best.iter().map(|(i, _)| *i));
         }
         candidates.sort_unstable();
         candidates.dedup();
@@ -311,9 +319,7 @@ impl Index {
             .map(|i| {
                 let e = &self.chunks[i];
                 let b = best.map(|best| self.bm25.score(&q, i) / best);
-                let v = cosines
-                    .as_ref()
-                    .map(|_| cosine_of.get(&i).copied().unwrap_or(0.0));
+                let v = cosines.as_ref().map(|all| all[i]);
                 let boost = if e.scope == Scope::User {
                     USER_BOOST
                 } else {

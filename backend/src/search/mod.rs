@@ -199,6 +199,36 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     dot / (na.sqrt() * nb.sqrt())
 }
 
+/// The dot product of two vectors of equal length, in `f32` with eight sums side by side
+/// (the compiler makes SIMD of them): a hybrid memory search takes ten thousand of these of
+/// 1,536 numbers, where [`cosine`]'s `f64` loop cost most of its time (docs/perf.md).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut sums = [0f32; 8];
+    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ac
+        .remainder()
+        .iter()
+        .zip(bc.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ac.zip(bc) {
+        // As arrays, the eight steps have no bounds to check.
+        let (x, y): (&[f32; 8], &[f32; 8]) = (
+            x.try_into().unwrap_or(&[0.0; 8]),
+            y.try_into().unwrap_or(&[0.0; 8]),
+        );
+        for i in 0..8 {
+            sums[i] += x[i] * y[i];
+        }
+    }
+    sums.iter().sum::<f32>() + tail
+}
+
+/// A vector's length.
+pub fn norm(a: &[f32]) -> f32 {
+    dot(a, a).sqrt()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,6 +365,22 @@ mod tests {
             let mut by_vector: Vec<usize> = (0..xs.len()).collect();
             by_vector.sort_by(|a, b| fuse(None, Some(xs[*b])).total_cmp(&fuse(None, Some(xs[*a]))).then(a.cmp(b)));
             prop_assert_eq!(by_raw, by_vector);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn dot_over_norms_is_the_cosine(
+            pair in (1usize..40).prop_flat_map(|n| (
+                prop::collection::vec(-1.0f32..1.0, n),
+                prop::collection::vec(-1.0f32..1.0, n),
+            )),
+        ) {
+            let (a, b) = pair;
+            let (na, nb) = (norm(&a), norm(&b));
+            prop_assume!(na > 1e-3 && nb > 1e-3);
+            let fast = f64::from(dot(&a, &b) / (na * nb));
+            prop_assert!((fast - cosine(&a, &b)).abs() < 1e-4, "{} against {}", fast, cosine(&a, &b));
         }
     }
 
