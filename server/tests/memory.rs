@@ -353,13 +353,39 @@ async fn the_agent_writes_searches_and_reads_its_memory() {
         result["payload"]["output"],
         "memory/2026-11-24.md, lines 2-2 of 2:\n- Its name is Hero."
     );
+    // Read whole, a long file is cut as every function's output is.
+    let long: String = (0..300)
+        .map(|i| format!("{i:04} {}\n", "x".repeat(94)))
+        .collect();
+    let (s, body) = h
+        .json(
+            Method::PUT,
+            &format!("/api/agents/{agent}/memory/files/memory/long.md"),
+            Some(json!({ "content": long })),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    h.stream(
+        session,
+        r#"[[mock tool=memory_get input={"path": "memory/long.md"} then="Read."]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 10).await;
+    let result = of_type(&frames, "result").last().copied().unwrap();
+    let output = result["payload"]["output"].as_str().unwrap();
+    assert!(
+        output.ends_with("[… cut: the output was longer]"),
+        "{}",
+        &output[output.len() - 100..]
+    );
+    assert!(output.chars().count() <= 16_000 + 40);
     // A path it may not write is refused with the reason.
     h.stream(
         session,
         r#"[[mock tool=memory_write input={"path": "../etc/passwd.md", "content": "x"} then="Refused."]]"#,
     )
     .await;
-    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 10).await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 12).await;
     let last = frames
         .iter()
         .rev()
@@ -524,6 +550,27 @@ async fn a_long_conversation_is_flushed_to_memory_once_a_cycle_before_its_summar
     let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
     let h = hero(&[mock.addr()]).await;
     let (session, agent) = h.session_with("anthropic", &mock, KEY).await;
+    // The agent's context window: its own, checked, or the default back.
+    let path = format!("/api/agents/{agent}");
+    let (s, body) = h
+        .json(Method::PATCH, &path, Some(json!({"context_window": 0})))
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    let (s, body) = h
+        .json(
+            Method::PATCH,
+            &path,
+            Some(json!({"context_window": 200_000})),
+        )
+        .await;
+    assert_eq!(
+        (s, body["context_window"].as_u64()),
+        (StatusCode::OK, Some(200_000))
+    );
+    let (_, body) = h
+        .json(Method::PATCH, &path, Some(json!({"context_window": null})))
+        .await;
+    assert_eq!(body["context_window"], Value::Null);
     h.stream(
         session,
         r#"Plan the garden [[mock text="Noted." usage_input=56500 usage_output=10]]"#,
@@ -603,7 +650,7 @@ async fn a_long_conversation_is_flushed_to_memory_once_a_cycle_before_its_summar
         r#"Next year? [[mock text="Tulips." usage_input=56500 usage_output=10]]"#,
     )
     .await;
-    let frames = all_frames_when(&h, session, |f| flush_notes(f).len() == 2).await;
+    all_frames_when(&h, session, |f| flush_notes(f).len() == 2).await;
     let (_, file) = h
         .json(
             Method::GET,
@@ -625,7 +672,25 @@ async fn a_long_conversation_is_flushed_to_memory_once_a_cycle_before_its_summar
         !sent.contains("Store durable memories") && !sent.contains("Saved to memory"),
         "{sent}"
     );
-    drop(frames);
+    // A restart between a flush and its summary does not flush again: the note is in the
+    // log, not in memory.
+    let before = flush_requests(&mock).len();
+    let restarted = h.st.restarted();
+    let user = hero_backend::accounts::auth::login(&restarted, "alice", "alice-password")
+        .await
+        .unwrap()
+        .user;
+    hero_backend::conversation::compact::compact(&restarted, &user, session, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        flush_requests(&mock).len(),
+        before,
+        "flushed again after a restart"
+    );
+    let frames = all_frames(&h, session).await;
+    assert_eq!(of_type(&frames, "compact").len(), 2);
+    assert_eq!(flush_notes(&frames).len(), 2);
 }
 
 /// `/compact` flushes first; a model that keeps calling stops at five calls, a slow one at
