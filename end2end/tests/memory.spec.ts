@@ -140,20 +140,21 @@ test("a memory file is made, found, edited and deleted through the page", async 
   expect((await listed(page, id)).map((f) => f.path)).toEqual(["MEMORY.md"]);
 });
 
-test("without the wasm, the page lists, searches and opens what is stored", async ({ browser, baseURL }) => {
-  // (A form posted without the wasm is refused today on every page: the server's
-  // same-origin check sees `Origin: null` under its no-referrer policy. So the file is
-  // written through the API here; what the server renders is what is checked.)
+test("without the wasm, the page writes, lists, searches and opens what is stored", async ({ browser, baseURL }) => {
   const context = await browser.newContext({ javaScriptEnabled: false, baseURL });
   const page = await context.newPage();
   const login = await page.request.post("/api/auth/login", { data: { username: "liam", password: "liam-password" } });
   expect(login.status()).toBe(200);
   const id = await demoId(page);
   const path = "memory/projects/hero.md";
-  const put = await page.request.put(`/api/agents/${id}/memory/files/${path}`, {
-    data: { content: "# Hero\nIts memory is **sealed** with the owner's key.\n" },
-  });
-  expect(put.status()).toBe(200);
+  // The New file form posts as a plain form, and the browser comes back to the page.
+  await page.goto(`/agents/${id}/memory`);
+  const form = page.locator(".new-memory");
+  await form.getByLabel("Path").fill(path);
+  await form.getByLabel("Content (markdown)").fill("# Hero\nIts memory is **sealed** with the owner's key.\n");
+  await form.getByRole("button", { name: "Save file" }).click();
+  await expect(page).toHaveURL(new RegExp(`/agents/${id}/memory`));
+  expect((await page.request.get(`/api/agents/${id}/memory/files/${path}`)).status()).toBe(200);
   await page.goto(`/agents/${id}/memory`);
   const files = page.getByRole("table", { name: "Memory files" });
   await expect(files.locator(`tr[data-path="${path}"] td`).nth(1)).toHaveText("yours");

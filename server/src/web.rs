@@ -361,7 +361,7 @@ async fn same_origin(
     next.run(req).await
 }
 
-/// Headers every answer carries: no type sniffing, no referrer, no framing, a strict
+/// Headers every answer carries: no type sniffing, no referrer to other origins, no framing, a strict
 /// Content-Security-Policy where the page did not set its own (pages set theirs, with the
 /// response's nonce: `app::csp`), and `no-store` on everything but the built site's files,
 /// so that nothing holding a user's data stays in a shared or back-button cache.
@@ -382,7 +382,11 @@ async fn security_headers(
     );
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        // Nothing to other origins; our own requests keep their `Referer` and `Origin`
+        // (under `no-referrer` a form posted without the wasm says `Origin: null`, which
+        // the same-origin check must refuse, and its server function cannot send the
+        // browser back to the page it came from).
+        HeaderValue::from_static("same-origin"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.entry(header::CONTENT_SECURITY_POLICY)

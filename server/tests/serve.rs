@@ -219,7 +219,7 @@ async fn every_answer_carries_the_security_headers() {
         let r = c.get(format!("{base}{path}")).send().await.unwrap();
         let h = r.headers();
         assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
-        assert_eq!(h["referrer-policy"], "no-referrer", "{path}");
+        assert_eq!(h["referrer-policy"], "same-origin", "{path}");
         assert_eq!(h["cache-control"], "no-store", "{path}");
         assert!(
             h["content-security-policy"]
