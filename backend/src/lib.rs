@@ -174,6 +174,8 @@ pub struct Services {
     pub replays: limits::Turnstile,
     /// System prompts as last built ([`agents::persona::PromptCache`]).
     pub prompts: agents::persona::PromptCache,
+    /// The memory flushes in progress, one per session at a time ([`conversation::flush`]).
+    pub flushing: conversation::flush::Flushing,
     /// What the operator's `/metrics` reads ([`metrics`]).
     pub metrics: metrics::Metrics,
     /// This instance among the others on a PostgreSQL database, once it has joined them
@@ -241,6 +243,7 @@ impl AppState {
             message_locks: Default::default(),
             replays: limits::Turnstile::new(conversation::feed::REPLAYS_PER_USER),
             prompts: Default::default(),
+            flushing: Default::default(),
             metrics: Default::default(),
             instance: Default::default(),
         }));
@@ -280,6 +283,7 @@ impl AppState {
             message_locks: Default::default(),
             replays: limits::Turnstile::new(conversation::feed::REPLAYS_PER_USER),
             prompts: Default::default(),
+            flushing: Default::default(),
             metrics: Default::default(),
             instance: Default::default(),
         }))

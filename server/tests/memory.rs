@@ -277,6 +277,21 @@ async fn memory_files_are_kept_by_scope_searched_bounded_and_sealed() {
             );
         }
     }
+
+    // A deleted agent's memory goes with it, and no longer counts against the total.
+    let (s, _) = h
+        .json(Method::DELETE, &format!("/api/agents/{agent}"), None)
+        .await;
+    assert!(s.is_success(), "{s}");
+    let (_, other) = h.session_with("anthropic", &mock, KEY).await;
+    let (s, body) = put(
+        &h,
+        other,
+        "memory/fill-4.md",
+        json!({"content": "b".repeat(250 << 10)}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
 }
 
 /// The agent keeps a note with `memory_write`, finds it with `memory_search` and reads its
@@ -379,13 +394,22 @@ async fn the_agent_writes_searches_and_reads_its_memory() {
         &output[output.len() - 100..]
     );
     assert!(output.chars().count() <= 16_000 + 40);
+    // Lines past any bound are refused by the schema, not a panic.
+    h.stream(
+        session,
+        r#"[[mock tool=memory_get input={"path": "memory/long.md", "lines": 18446744073709551615} then="Refused."]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 12).await;
+    let result = of_type(&frames, "result").last().copied().unwrap();
+    assert!(result.to_string().contains("100000"), "{result}");
     // A path it may not write is refused with the reason.
     h.stream(
         session,
         r#"[[mock tool=memory_write input={"path": "../etc/passwd.md", "content": "x"} then="Refused."]]"#,
     )
     .await;
-    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 12).await;
+    let frames = frames_when(&h, session, |f| agent_messages(f).len() == 14).await;
     let last = frames
         .iter()
         .rev()
@@ -691,6 +715,32 @@ async fn a_long_conversation_is_flushed_to_memory_once_a_cycle_before_its_summar
     let frames = all_frames(&h, session).await;
     assert_eq!(of_type(&frames, "compact").len(), 2);
     assert_eq!(flush_notes(&frames).len(), 2);
+}
+
+/// Two flushes of one session at once (a turn ending while one runs, a summary meanwhile):
+/// one does the cycle's, the other waits and finds it done.
+#[tokio::test]
+async fn two_flushes_at_once_make_one() {
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
+    let (session, _) = h.session_with("anthropic", &mock, KEY).await;
+    h.stream(session, r#"Plan the garden [[mock text="Noted."]]"#)
+        .await;
+    let user = hero_backend::accounts::auth::login(&h.st, "alice", "alice-password")
+        .await
+        .unwrap()
+        .user;
+    let flush = || hero_backend::conversation::flush::flush(&h.st, &user, session, None);
+    let (a, b) = tokio::join!(flush(), flush());
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.files.len() + b.files.len(), 1, "{a:?} {b:?}");
+    let frames = all_frames(&h, session).await;
+    assert_eq!(flush_notes(&frames).len(), 1);
+    assert_eq!(
+        flush_requests(&mock).len(),
+        2,
+        "the write and its follow-up, once"
+    );
 }
 
 /// `/compact` flushes first; a model that keeps calling stops at five calls, a slow one at

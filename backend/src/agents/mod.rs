@@ -152,6 +152,8 @@ impl Thresholds {
     /// Where a conversation's memory is flushed (reference 002 §16): the window less its
     /// reserve, or the summary's threshold if lower, less the soft threshold (56,000 with
     /// the defaults), in [`crate::conversation::compact::tokens`]'s measure.
+    /// 0 when the window or the threshold is too small to leave room for one: then only a
+    /// summary flushes (first).
     pub fn flush_at(&self) -> u64 {
         let window = self.context_window.saturating_sub(RESERVE_TOKENS_FLOOR);
         window
@@ -520,11 +522,14 @@ pub async fn update(
     get(db, keys, user, id).await
 }
 
-/// Soft delete: the row stays for the sessions and usage that name it.
+/// Soft delete: the row stays for the sessions and usage that name it; its memory goes
+/// (nothing can reach it any more, and it would count against the user's total).
 pub async fn delete(db: &Db, user: &AuthUser, id: i64) -> Result<()> {
     if !store::agents::soft_delete(db, user.id(), id, &now_text()).await? {
         return Err(Error::NotFound("agent"));
     }
+    db.write_with(async |tx| store::memory::delete_agent(tx, id).await)
+        .await?;
     Ok(())
 }
 

@@ -66,7 +66,8 @@ pub fn tokens(kept: &[Kept]) -> u64 {
 /// Whether a turn ending on `kept` starts a memory flush ([`crate::conversation::flush`]):
 /// past the flush point, and none since the last summary.
 pub fn flush_due(kept: &[Kept], t: Thresholds) -> bool {
-    !crate::conversation::flush::flushed(kept) && tokens(kept) >= t.flush_at()
+    let at = t.flush_at();
+    at > 0 && !crate::conversation::flush::flushed(kept) && tokens(kept) >= at
 }
 
 /// Whether the conversation in `kept` has crossed the thresholds.

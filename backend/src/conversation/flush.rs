@@ -46,6 +46,41 @@ pub const FUNCTIONS: [&str; 3] = ["memory_search", "memory_get", "memory_write"]
 /// The most bytes of one flush reply read.
 const MAX_REPLY_BYTES: usize = 64 << 10;
 
+/// The flushes in progress, by session: one at a time in each, and one that waited for
+/// another finds the cycle flushed and does nothing (a turn ending while a flush runs, a
+/// summary that comes meanwhile). Entries go when nobody holds them. On several instances
+/// each keeps its own: two instances' flushes of one session are not kept apart.
+#[derive(Default)]
+pub struct Flushing(std::sync::Mutex<std::collections::HashMap<i64, Arc<tokio::sync::Mutex<()>>>>);
+
+impl Flushing {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<i64, Arc<tokio::sync::Mutex<()>>>>
+    {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn of(&self, session_id: i64) -> Arc<tokio::sync::Mutex<()>> {
+        self.lock().entry(session_id).or_default().clone()
+    }
+
+    /// Whether a flush of the session is in progress.
+    pub fn busy(&self, session_id: i64) -> bool {
+        self.lock()
+            .get(&session_id)
+            .is_some_and(|m| m.try_lock().is_err())
+    }
+
+    fn done(&self, session_id: i64, turn: &Arc<tokio::sync::Mutex<()>>) {
+        let mut map = self.lock();
+        // Ours and the map's: nobody else waits.
+        if Arc::strong_count(turn) <= 2 {
+            map.remove(&session_id);
+        }
+    }
+}
+
 /// Whether the conversation since the last summary (`kept`) holds a flush's note.
 pub fn flushed(kept: &[Kept]) -> bool {
     kept.iter()
@@ -106,6 +141,22 @@ pub async fn flush(
     session_id: i64,
     abort: Option<&Abort>,
 ) -> Result<Flushed> {
+    let turn = st.flushing.of(session_id);
+    let flushed = {
+        let _one = turn.lock().await;
+        flush_alone(st, user, session_id, abort).await
+    };
+    st.flushing.done(session_id, &turn);
+    flushed
+}
+
+/// [`flush`], the session's flush lock held.
+async fn flush_alone(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    abort: Option<&Abort>,
+) -> Result<Flushed> {
     crate::skills::grants::ready(st).await?;
     let (agent, dk) = st
         .db
@@ -113,6 +164,11 @@ pub async fn flush(
             crate::agents::persona::prepared(c, st, user, session_id, false, None).await
         })
         .await?;
+    let kept = crate::conversation::context::load(st, &dk, session_id).await?;
+    // Another flush (waited for) did this cycle's.
+    if flushed(&kept) {
+        return Ok(Flushed::default());
+    }
     let levels = levels(st, user.id()).await?;
     let level = |name: &str| {
         levels
@@ -126,7 +182,6 @@ pub async fn flush(
             error: Some("memory_write is set to never, so the agent cannot save memory".into()),
         }
     } else {
-        let kept = crate::conversation::context::load(st, &dk, session_id).await?;
         let run = Run {
             st,
             user_id: user.id(),
@@ -160,6 +215,10 @@ pub async fn flush(
             .collect();
         Flushed { files, error }
     };
+    // Stopped by a shutdown, it did not happen: after the restart the cycle flushes again.
+    if st.hub.is_closing() {
+        return Ok(flushed);
+    }
     note(st, &dk, user.id(), session_id, &flushed).await?;
     Ok(flushed)
 }
@@ -292,17 +351,46 @@ impl Run<'_> {
             registry: &st.functions,
         };
         let id = frames::new_id();
-        let args = match st.functions.bus.route(&cx, &a.function, &a.args, &id) {
-            functions::bus::Routing::Run(args) => args,
-            functions::bus::Routing::Answered(_, answer) => return answer,
+        // As a turn's calls are run (`act::settle`): past the bus, whose handlers may change
+        // the arguments (checked again) or answer; a panic is a failed call.
+        let routed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            st.functions.bus.route(&cx, &a.function, &a.args, &id)
+        }));
+        let args = match routed {
+            Ok(functions::bus::Routing::Run(std::borrow::Cow::Owned(changed))) => {
+                let Some((spec, _)) = st.functions.get(&a.function) else {
+                    return Err(format!("there is no function `{}`", a.function));
+                };
+                functions::schema::validate(&spec.name, &spec.schema, &changed).map_err(|e| {
+                    format!("a handler changed the call's arguments, and they no longer fit: {e}")
+                })?;
+                std::borrow::Cow::Owned(changed)
+            }
+            Ok(functions::bus::Routing::Run(args)) => args,
+            Ok(functions::bus::Routing::Answered(_, answer)) => return answer,
+            Err(_) => {
+                tracing::error!(function = %a.function, "a handler of the bus failed unexpectedly");
+                return Err("the call could not be routed; the server log has the details".into());
+            }
         };
-        let out = f
-            .run(&cx, &args)
-            .await
-            .map(functions::cut)
-            .map_err(functions::cut);
+        let out = {
+            use futures::FutureExt;
+            std::panic::AssertUnwindSafe(f.run(&cx, &args))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| {
+                    tracing::error!(function = %a.function, "a function failed unexpectedly");
+                    Err("the function failed unexpectedly; the server log has the details".into())
+                })
+        }
+        .map(functions::cut)
+        .map_err(functions::cut);
+        // A write that deleted a file, or changed nothing, saved nothing.
+        let saved = out
+            .as_deref()
+            .is_ok_and(|o| o.starts_with("Saved to memory"));
         if a.function == "memory_write"
-            && out.is_ok()
+            && saved
             && let Some(path) = args.get("path").and_then(Value::as_str)
         {
             self.written

@@ -203,17 +203,27 @@ impl Index {
                 self.files[i].len = added;
             }
         }
-        for later in self.files.iter_mut().filter(|f| f.start > start) {
-            later.start = later.start + added - len;
+        // The files are in chunk order: each starts where the one before it ends (an
+        // empty file starts where the next does, so no comparison of starts would do).
+        let mut at = 0;
+        for f in &mut self.files {
+            f.start = at;
+            at += f.len;
         }
     }
 
-    /// About the bytes it holds, its vectors aside (the cache counts those).
+    /// About the bytes it holds, its vectors included: it keeps them alive, whether or not
+    /// the cache still holds them apart (then they are counted twice, never not at all).
     pub fn approx_bytes(&self) -> usize {
         let entries: usize = self
             .chunks
             .iter()
-            .map(|e| std::mem::size_of::<Entry>() + e.text.len() + e.tag.len())
+            .map(|e| {
+                std::mem::size_of::<Entry>()
+                    + e.text.len()
+                    + e.tag.len()
+                    + e.vector.as_ref().map_or(0, |(_, v, _)| v.len() * 4)
+            })
             .sum();
         let files: usize = self
             .files
@@ -229,6 +239,8 @@ impl Index {
         let mut seen = HashSet::new();
         self.chunks
             .iter()
+            // A blank chunk says nothing to embed (and an endpoint may refuse it).
+            .filter(|e| !e.text.trim().is_empty())
             .filter(|e| e.vector.as_ref().is_none_or(|(p, _, _)| **p != *place))
             .filter(|e| seen.insert(e.tag.as_slice()))
             .map(|e| (e.text.clone(), e.tag.clone()))
@@ -430,6 +442,41 @@ mod tests {
         );
         assert!(i.search("beta", None, 5).is_empty());
         assert_eq!(i.files.len(), 1);
+    }
+
+    /// An empty file starts where the next one does: filling it later, then removing the
+    /// next, must leave every file's chunks its own (the review's scenario).
+    #[test]
+    fn an_empty_file_filled_later_keeps_every_range_right() {
+        let a = file(Scope::User, "memory/a.md", "alpha");
+        let e = file(Scope::User, "memory/e.md", "");
+        let b = file(Scope::User, "memory/b.md", "beta");
+        let stamps = |fs: &[&FileChunks]| fs.iter().map(|f| stamp(f)).collect::<Vec<_>>();
+        let mut i = Index::default();
+        i.update(
+            &stamps(&[&a]),
+            vec![file(Scope::User, "memory/a.md", "alpha")],
+        );
+        i.update(
+            &stamps(&[&a, &e]),
+            vec![file(Scope::User, "memory/e.md", "")],
+        );
+        i.update(
+            &stamps(&[&a, &e, &b]),
+            vec![file(Scope::User, "memory/b.md", "beta")],
+        );
+        let e2 = file(Scope::User, "memory/e.md", "echo");
+        i.update(
+            &stamps(&[&a, &e2, &b]),
+            vec![file(Scope::User, "memory/e.md", "echo")],
+        );
+        assert_eq!(i.search("echo", None, 5)[0].text, "echo");
+        assert_eq!(i.search("beta", None, 5)[0].text, "beta");
+        // b deleted: beta is gone, echo stays.
+        i.update(&stamps(&[&a, &e2]), vec![]);
+        assert!(i.search("beta", None, 5).is_empty());
+        assert_eq!(i.search("echo", None, 5)[0].text, "echo");
+        assert_eq!(i.search("alpha", None, 5)[0].text, "alpha");
     }
 
     #[test]

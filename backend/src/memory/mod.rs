@@ -251,6 +251,19 @@ pub async fn write(
         ));
     }
     let user_id = of.user_at(w.scope);
+    if w.append && w.content.trim().is_empty() {
+        // Nothing to add: nothing changes (not even a file made empty).
+        let size = store::memory::get(tx, of.agent_id, user_id, w.path)
+            .await?
+            .map_or(0, |r| r.size as usize);
+        return Ok(Written::Stored {
+            size,
+            changed: false,
+        });
+    }
+    // The owner's memory is counted and changed one write at a time (PostgreSQL locks
+    // their row; SQLite has one writer already).
+    store::users::lock(tx, of.user_id).await?;
     let old = match store::memory::get(tx, of.agent_id, user_id, w.path).await? {
         Some(row) => Some(open(dk, of, &row)?),
         None => None,
@@ -331,7 +344,11 @@ pub async fn write_now(
             .await?;
         if let Some((_, content)) = stored {
             let key = vectors::tag_key(dk);
-            let chunks = chunk::chunks(&content);
+            // A blank chunk says nothing to embed.
+            let chunks: Vec<chunk::Chunk> = chunk::chunks(&content)
+                .into_iter()
+                .filter(|c| !c.text.trim().is_empty())
+                .collect();
             let tags: Vec<Vec<u8>> = chunks
                 .iter()
                 .map(|c| vectors::tag(&c.text, Some(&key)))
@@ -439,6 +456,8 @@ pub async fn index(st: &AppState, dk: &SecretKey, of: Of) -> Result<Arc<index::C
                     }
                 })
                 .await?;
+            let stale: std::collections::HashSet<(Option<i64>, String)> =
+                stale.into_iter().collect();
             let mut opened = Vec::new();
             for row in rows {
                 if stale.contains(&(row.user_id, row.path.clone())) {
@@ -519,6 +538,9 @@ pub async fn search(
             let made: Vec<(Vec<u8>, Arc<Vec<f32>>)> =
                 missing.into_iter().map(|(_, tag)| tag).zip(made).collect();
             lock(&index).set_vectors(at, made);
+            // It holds them now: counted again.
+            let bytes = lock(&index).approx_bytes();
+            st.index_cache.put_any(index_key(of), index.clone(), bytes);
         }
         vectors::of_query(st, at, Some((of.user_id, dk)), query).await
     };

@@ -51,7 +51,7 @@ pub struct Text<'a> {
 }
 
 /// The vectors of `texts` at `at`, in order: those held or stored read, the others embedded
-/// (in calls of at most [`embed::MAX_INPUTS`]) and kept. `user`: whose private texts they
+/// (in calls of at most [`embed::MAX_INPUTS`], each batch kept as it comes) and kept. `user`: whose private texts they
 /// are, with their data key.
 pub async fn of_texts(
     st: &AppState,
@@ -105,11 +105,13 @@ pub async fn of_texts(
             missing.push(t);
         }
     }
-    if !missing.is_empty() {
-        let asked: Vec<String> = missing.iter().map(|t| t.text.to_owned()).collect();
+    // A batch at a time, each kept as it comes: a search cut short by its deadline leaves
+    // the batches done for the next one.
+    for batch in missing.chunks(embed::MAX_INPUTS) {
+        let asked: Vec<String> = batch.iter().map(|t| t.text.to_owned()).collect();
         let got = embed::embed(&st.http, at, &asked).await?;
         let now = now_text();
-        let rows: Vec<(Vec<u8>, Option<i64>, Vec<u8>)> = missing
+        let rows: Vec<(Vec<u8>, Option<i64>, Vec<u8>)> = batch
             .iter()
             .zip(&got)
             .map(|(t, v)| {
@@ -130,7 +132,7 @@ pub async fn of_texts(
         if st.settings.embeddings.shared().as_ref() == Some(at) {
             store(st, at, user.map(|(id, _)| id), &rows, &now).await?;
         }
-        for (t, v) in missing.iter().zip(got) {
+        for (t, v) in batch.iter().zip(got) {
             let v = Arc::new(v);
             st.index_cache
                 .put((place.clone(), t.tag.to_vec()), v.clone());

@@ -155,3 +155,9 @@ pub async fn stamps(
 fn read_stamp(r: &impl super::Columns) -> Result<(Option<i64>, String, Vec<u8>)> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?))
 }
+
+/// Removes every memory file of an agent (it was deleted): its bytes no longer count.
+pub async fn delete_agent(c: &mut Write<'_>, agent_id: i64) -> Result<u64> {
+    let sql = "DELETE FROM memory_files WHERE agent_id = $1";
+    execute!(c, sql, agent_id)
+}

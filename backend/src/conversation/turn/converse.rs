@@ -56,6 +56,8 @@ pub(super) fn rounds_since_user(frames: &[Kept]) -> usize {
             // A private note is not an input the agent answers.
             AuthorType::User if f.payload.get("private") == Some(&Value::Bool(true)) => {}
             AuthorType::User => break,
+            // A memory flush's exchange is no reply of this message's.
+            AuthorType::Agent if f.payload.get("flush").is_some() => {}
             AuthorType::Agent => n += 1,
             // A message another agent queued is an input the agent answers, as the user's.
             AuthorType::System if f.payload.get("queued").is_some() => break,
@@ -328,7 +330,9 @@ async fn wind_down(out: &Out, t: &Turn, last: &str) {
     match due {
         // The summary flushes first if this cycle has not.
         Some((true, _)) => crate::conversation::compact::maybe(st, &t.user, session_id),
-        Some((false, true)) => crate::conversation::flush::maybe(st, &t.user, session_id),
+        Some((false, true)) if !st.flushing.busy(session_id) => {
+            crate::conversation::flush::maybe(st, &t.user, session_id)
+        }
         _ => {}
     }
     drop(winding);

@@ -118,7 +118,7 @@ impl Function for MemoryGet {
                 "properties": {
                     "path": {"type": "string", "description": "the file, such as MEMORY.md or memory/2026-11-24.md", "minLength": 1, "maxLength": memory::path::MAX_PATH_BYTES},
                     "from_line": {"type": "integer", "description": "the first line (1-based)", "minimum": 1},
-                    "lines": {"type": "integer", "description": "how many lines", "minimum": 1}
+                    "lines": {"type": "integer", "description": "how many lines", "minimum": 1, "maximum": 100_000}
                 },
                 "required": ["path"]
             }),
@@ -165,7 +165,7 @@ impl Function for MemoryGet {
                     lines.len()
                 ));
             }
-            let to = (from - 1 + count).min(lines.len());
+            let to = (from - 1).saturating_add(count).min(lines.len());
             let body = lines[from - 1..to].join("\n");
             Ok(format!(
                 "{path}, lines {from}-{to} of {}:\n{body}",
