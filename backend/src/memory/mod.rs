@@ -428,10 +428,10 @@ fn index_key(of: Of) -> crate::search::cache::Key {
 /// it fits).
 pub async fn index(st: &AppState, dk: &SecretKey, of: Of) -> Result<Arc<index::Cell>> {
     let key = index_key(of);
-    let cell = st
-        .index_cache
-        .get_any::<index::Cell>(&key)
-        .unwrap_or_default();
+    let held = st.index_cache.get_any::<index::Cell>(&key);
+    // Counted (and put in the cache) again only when it changed or was not held.
+    let mut changed = held.is_none();
+    let cell = held.unwrap_or_default();
     {
         // One update at a time reads the stored hashes and applies them.
         let _turn = cell.updating.lock().await;
@@ -476,12 +476,16 @@ pub async fn index(st: &AppState, dk: &SecretKey, of: Of) -> Result<Arc<index::C
                 index::FileChunks::of_all(opened, &tag_key)
             };
             lock(&cell).update(&stamps, files);
+            changed = true;
         } else if lock(&cell).files_count() != stamps.len() {
             lock(&cell).update(&stamps, Vec::new());
+            changed = true;
         }
     }
-    let bytes = lock(&cell).approx_bytes();
-    st.index_cache.put_any(key, cell.clone(), bytes);
+    if changed {
+        let bytes = lock(&cell).approx_bytes();
+        st.index_cache.put_any(key, cell.clone(), bytes);
+    }
     Ok(cell)
 }
 

@@ -107,6 +107,7 @@ pub async fn of_texts(
     }
     // A batch at a time, each kept as it comes: a search cut short by its deadline leaves
     // the batches done for the next one.
+    let mut stored = false;
     for batch in missing.chunks(embed::MAX_INPUTS) {
         let asked: Vec<String> = batch.iter().map(|t| t.text.to_owned()).collect();
         let got = embed::embed(&st.http, at, &asked).await?;
@@ -130,7 +131,8 @@ pub async fn of_texts(
         // chose) has its vectors held in memory only, so no user can make the table grow
         // by naming endpoints.
         if st.settings.embeddings.shared().as_ref() == Some(at) {
-            store(st, at, user.map(|(id, _)| id), &rows, &now).await?;
+            store(st, at, &rows, &now).await?;
+            stored = true;
         }
         for (t, v) in batch.iter().zip(got) {
             let v = Arc::new(v);
@@ -138,6 +140,15 @@ pub async fn of_texts(
                 .put((place.clone(), t.tag.to_vec()), v.clone());
             known.insert(t.tag, v);
         }
+    }
+    // A user's stored vectors are bounded: once a call, the oldest past the bound go.
+    if stored && let Some((user_id, _)) = user {
+        st.db
+            .write_with(async |tx| {
+                crate::store::skills::prune_embeddings(tx, user_id, MAX_STORED_PER_USER).await
+            })
+            .await
+            .map_err(|e| format!("the vectors could not be pruned: {e}"))?;
     }
     Ok(texts
         .iter()
@@ -153,7 +164,6 @@ pub const MAX_STORED_PER_USER: i64 = 40_000;
 async fn store(
     st: &AppState,
     at: &Endpoint,
-    user_id: Option<i64>,
     rows: &[(Vec<u8>, Option<i64>, Vec<u8>)],
     now: &str,
 ) -> Result<(), String> {
@@ -169,9 +179,6 @@ async fn store(
                     now,
                 )
                 .await?;
-            }
-            if let Some(user_id) = user_id {
-                crate::store::skills::prune_embeddings(tx, user_id, MAX_STORED_PER_USER).await?;
             }
             Ok(())
         })
