@@ -9,8 +9,19 @@ use leptos::prelude::*;
 
 /// The policy, with `nonce` for a page (`None` for any other answer: nothing inline runs).
 pub fn policy(nonce: Option<&str>) -> String {
-    let scripts = match nonce {
-        Some(n) => format!("'self' 'nonce-{n}' 'wasm-unsafe-eval'"),
+    policy_allowing(nonce.map(|n| format!("'nonce-{n}'")).as_deref())
+}
+
+/// The policy that answers lacking their own carry: the one inline script it allows is the
+/// pages' loader, by its hash (`'sha256-…'`). A page's own policy (its nonce) is set by the
+/// page as it renders; should a render ever leave it unset, the page still starts.
+pub fn policy_with_hash(sha256: &str) -> String {
+    policy_allowing(Some(&format!("'sha256-{sha256}'")))
+}
+
+fn policy_allowing(source: Option<&str>) -> String {
+    let scripts = match source {
+        Some(s) => format!("'self' {s} 'wasm-unsafe-eval'"),
         None => "'self' 'wasm-unsafe-eval'".to_owned(),
     };
     format!(

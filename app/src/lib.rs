@@ -114,6 +114,28 @@ impl Assets {
     }
 }
 
+/// The loader's text for the site's files `js` and `wasm` (their URLs). The pages' policy
+/// allows it by its nonce and, where a page's own policy is missing, by its hash
+/// (`server::web`): the same text, so the same hash.
+pub fn loader_script(js: &str, wasm: &str) -> String {
+    // The paths hold only the base path's and the hashes' characters (both checked), so
+    // as JSON strings they are JavaScript strings that cannot end the script.
+    format!(
+        "import({js}).then(m => m.default({{module_or_path: {wasm}}}).then(() => m.hydrate()));",
+        js = serde_json::Value::from(js),
+        wasm = serde_json::Value::from(wasm),
+    )
+}
+
+/// The URLs of the site's script and wasm under `root` (the base path), as pages link them.
+pub fn loader_urls(root: &str, pkg_dir: &str, assets: &Assets) -> (String, String) {
+    let pkg = format!("{root}/{pkg_dir}");
+    (
+        format!("{pkg}/{}", assets.js),
+        format!("{pkg}/{}", assets.wasm),
+    )
+}
+
 /// The script that loads the wasm and calls [`hydrate`]: what Leptos's plain loader does
 /// (the islands one is three times its size, and there are no islands), with the page's
 /// resources left out of the page, as the islands loader would: nothing hydrates from them.
@@ -124,13 +146,7 @@ fn Loader(js: String, wasm: String) -> impl IntoView {
         sc.set_is_hydrating(false);
     }
     let nonce = leptos::nonce::use_nonce();
-    // The paths hold only the base path's and the hashes' characters (both checked), so
-    // as JSON strings they are JavaScript strings that cannot end the script.
-    let script = format!(
-        "import({js}).then(m => m.default({{module_or_path: {wasm}}}).then(() => m.hydrate()));",
-        js = serde_json::Value::from(js.as_str()),
-        wasm = serde_json::Value::from(wasm.as_str()),
-    );
+    let script = loader_script(&js, &wasm);
     view! {
         <link rel="modulepreload" href=js crossorigin=""/>
         <link rel="preload" href=wasm r#as="fetch" r#type="application/wasm" crossorigin=""/>
@@ -145,6 +161,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     let root = base::path();
     let assets = use_context::<Assets>().unwrap_or_default();
     let pkg = format!("{root}/{}", options.site_pkg_dir);
+    let (js, wasm) = loader_urls(&root, &options.site_pkg_dir, &assets);
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -155,7 +172,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <link rel="icon" href=format!("{root}/favicon.svg") type="image/svg+xml"/>
                 <link rel="stylesheet" id="leptos" href=format!("{pkg}/{}", assets.css)/>
                 <AutoReload options=options.clone()/>
-                <Loader js=format!("{pkg}/{}", assets.js) wasm=format!("{pkg}/{}", assets.wasm)/>
+                <Loader js=js wasm=wasm/>
                 <MetaTags/>
             </head>
             <body>

@@ -55,6 +55,16 @@ pub fn router_with_site(
     // What every page is rendered with: the backend, and the site's files' names (read
     // once). A page not found is the app's too: it writes its links under the base path.
     let assets = site.assets();
+    // The policy of answers without their own: it allows the pages' loader by its hash.
+    let (js, wasm) = app::loader_urls(
+        &backend.settings.base_path,
+        &leptos_options.site_pkg_dir,
+        &assets,
+    );
+    let default_policy = axum::http::HeaderValue::from_str(&app::csp::policy_with_hash(
+        &loader_hash(&app::loader_script(&js, &wasm)),
+    ))
+    .expect("the policy is a header value");
     let context = move || {
         provide_context(backend.clone());
         provide_context(assets.clone());
@@ -114,7 +124,9 @@ pub fn router_with_site(
         .layer(axum::middleware::from_fn(unreadable_calls))
         .layer(axum::middleware::from_fn(missing_file))
         .layer(axum::middleware::from_fn(same_origin))
-        .layer(axum::middleware::from_fn(security_headers))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            security_headers(default_policy.clone(), req, next)
+        }))
         .layer(axum::middleware::from_fn(trace_request))
         .layer(page_compression())
         .with_state(state)
@@ -361,18 +373,24 @@ async fn same_origin(
     next.run(req).await
 }
 
+/// The hash a Content-Security-Policy names an inline script by: its text's SHA-256, in
+/// base64.
+pub fn loader_hash(script: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(script.as_bytes()))
+}
+
 /// Headers every answer carries: no type sniffing, no referrer to other origins, no framing, a strict
 /// Content-Security-Policy where the page did not set its own (pages set theirs, with the
 /// response's nonce: `app::csp`), and `no-store` on everything but the built site's files,
 /// so that nothing holding a user's data stays in a shared or back-button cache.
 async fn security_headers(
+    default_policy: axum::http::HeaderValue,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::http::{HeaderValue, header};
-    static DEFAULT_POLICY: std::sync::LazyLock<HeaderValue> = std::sync::LazyLock::new(|| {
-        HeaderValue::from_str(&app::csp::policy(None)).expect("the policy is a header value")
-    });
     let site_cache = site_cache_control(req.uri().path());
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
@@ -390,7 +408,7 @@ async fn security_headers(
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.entry(header::CONTENT_SECURITY_POLICY)
-        .or_insert_with(|| DEFAULT_POLICY.clone());
+        .or_insert(default_policy);
     // Only a file found may be kept: a 404 for a name the next build will have is not.
     let site_cache = site_cache.filter(|_| resp.status().is_success());
     let h = resp.headers_mut();

@@ -229,6 +229,37 @@ async fn every_answer_carries_the_security_headers() {
             "{path}"
         );
     }
+    // A page runs its loader by its nonce; an answer without its own policy allows that
+    // loader alone, by its hash (should a page's render ever leave its policy unset, the
+    // page still starts).
+    let page = c.get(format!("{base}/login")).send().await.unwrap();
+    let own = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let html = page.text().await.unwrap();
+    let nonce = own
+        .split("'nonce-")
+        .nth(1)
+        .and_then(|r| r.split('\'').next())
+        .unwrap();
+    let open = format!("<script type=\"module\" nonce=\"{nonce}\">");
+    let loader = html
+        .split(&open)
+        .nth(1)
+        .and_then(|r| r.split("</script>").next())
+        .unwrap();
+    let r = c.get(format!("{base}/api/me")).send().await.unwrap();
+    let default = r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let hash = server::web::loader_hash(loader);
+    assert!(
+        default.contains(&format!("'sha256-{hash}'")),
+        "{default} for {loader}"
+    );
+    assert!(!default.contains("nonce"), "{default}");
     output_of(child);
 }
 
