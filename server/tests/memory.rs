@@ -827,3 +827,51 @@ async fn compact_flushes_first_and_a_flush_that_cannot_finish_leaves_a_note() {
         "{note}"
     );
 }
+
+/// The offline demo answers a flush as the mock does: a `memory_write` of the day's file, by
+/// an `<interaction>` in its reply (no key, no network).
+#[tokio::test]
+async fn the_offline_demo_saves_memory_when_flushed() {
+    let h = hero(&[]).await;
+    let (_, agents) = h.json(Method::GET, "/api/agents", None).await;
+    let demo = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["provider"] == "scripted")
+        .unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    let (s, session) = h
+        .json(
+            Method::POST,
+            "/api/sessions",
+            Some(json!({"name": "demo", "agent_id": demo})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{session}");
+    let session = session["id"].as_i64().unwrap();
+    let user = hero_backend::accounts::auth::login(&h.st, "alice", "alice-password")
+        .await
+        .unwrap()
+        .user;
+    let flushed = hero_backend::conversation::flush::flush(&h.st, &user, session, None)
+        .await
+        .unwrap();
+    assert_eq!(flushed.files, [today_file()], "{flushed:?}");
+    let (s, file) = h
+        .json(
+            Method::GET,
+            &format!("/api/agents/{demo}/memory/files/{}", today_file()),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{file}");
+    assert!(
+        file["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("- The conversation began with:"),
+        "{file}"
+    );
+}
