@@ -137,6 +137,16 @@ pub fn data_key_aad(user_id: i64) -> Vec<u8> {
 }
 
 /// The master key and the keys derived from it.
+/// A key of its own for one purpose (`label`, such as `b"hero/memory-hash/v1"`), derived
+/// from `key` by HKDF-SHA256: what it makes tells nothing of `key`, nor of another label's.
+pub fn derived_key(key: &SecretKey, label: &[u8]) -> [u8; KEY_LEN] {
+    let hk = hkdf::Hkdf::<sha2::Sha256>::new(Some(b"hero"), key.bytes());
+    let mut out = [0u8; KEY_LEN];
+    // 32 bytes is far below HKDF-SHA256's 8160-byte output limit.
+    hk.expand(label, &mut out).expect("HKDF output length");
+    out
+}
+
 pub struct Keyring {
     master: SecretKey,
     jwt: [u8; KEY_LEN],

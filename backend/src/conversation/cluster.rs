@@ -419,6 +419,42 @@ pub async fn owned_alive(st: &AppState, name: &str) -> Result<bool> {
     store::cluster::owned_alive(&st.db, name, since).await
 }
 
+/// Runs `work` for `session_id` in a task of its own, as a reply would: holding one of the
+/// user's reply slots (here and across instances), registered as acting in the session so
+/// that a Stop reaches it (`work` is given that abort). With no slot to spare, or the
+/// server closing, it does not run: the next turn tries again. A summary and a memory flush
+/// a turn sets going run so.
+pub fn spawn_as_reply<F, Fut>(
+    st: &AppState,
+    user: &crate::accounts::auth::AuthUser,
+    session_id: i64,
+    work: F,
+) where
+    F: FnOnce(AppState, crate::accounts::auth::AuthUser, crate::drive::abort::Abort) -> Fut
+        + Send
+        + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    if st.hub.is_closing() {
+        return;
+    }
+    let at_most = st.settings.limits.turns_per_user;
+    let what = "replies in flight";
+    let Ok(slot) = st.turn_slots.acquire(user.id(), at_most, what) else {
+        return;
+    };
+    let (st, user) = (st.clone(), user.clone());
+    let acting = st.turns.acting(session_id);
+    tokio::spawn(async move {
+        let Ok(_slot) = across(&st, slot, "turn", at_most, what).await else {
+            return;
+        };
+        let abort = acting.abort().clone();
+        work(st, user, abort).await;
+        drop(acting);
+    });
+}
+
 /// `permit` (one of `kind` its user holds on this instance) held among the instances too:
 /// refused as the local bound is ([`crate::limits::refused`]) when instances that are alive
 /// hold `at_most` of them already. Given back with the permit. Unchanged on SQLite, and

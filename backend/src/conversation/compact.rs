@@ -190,35 +190,20 @@ pub async fn compact(
 }
 
 /// After a turn that found the session past its agent's thresholds ([`due`]): summarises
-/// it, in a task of its own that a Stop reaches.
+/// it as a reply would ([`crate::conversation::cluster::spawn_as_reply`]: a summary counts
+/// as a reply in flight; with none to spare, the next turn tries again).
 pub fn maybe(st: &AppState, user: &AuthUser, session_id: i64) {
-    if st.hub.is_closing() {
-        return;
-    }
-    // A summary counts as a reply in flight; with none to spare, the next turn tries again.
-    let Ok(slot) = st.turn_slots.acquire(
-        user.id(),
-        st.settings.limits.turns_per_user,
-        "replies in flight",
-    ) else {
-        return;
-    };
-    let (st, user) = (st.clone(), user.clone());
-    let acting = st.turns.acting(session_id);
-    tokio::spawn(async move {
-        let at_most = st.settings.limits.turns_per_user;
-        let what = "replies in flight";
-        let Ok(_slot) =
-            crate::conversation::cluster::across(&st, slot, "turn", at_most, what).await
-        else {
-            return;
-        };
-        match compact(&st, &user, session_id, Some(acting.abort())).await {
-            Ok(_) => tracing::info!(session = session_id, "the session was summarised"),
-            Err(e) => {
-                tracing::warn!(session = session_id, error = %e, "the session could not be summarised")
+    crate::conversation::cluster::spawn_as_reply(
+        st,
+        user,
+        session_id,
+        move |st, user, abort| async move {
+            match compact(&st, &user, session_id, Some(&abort)).await {
+                Ok(_) => tracing::info!(session = session_id, "the session was summarised"),
+                Err(e) => {
+                    tracing::warn!(session = session_id, error = %e, "the session could not be summarised")
+                }
             }
-        }
-        drop(acting);
-    });
+        },
+    );
 }

@@ -132,6 +132,14 @@ async fn levels(st: &AppState, user_id: i64) -> Result<Vec<(&'static str, Permis
         .collect())
 }
 
+/// The level of `name` among the offered functions' (never for another).
+fn level_in(levels: &[(&'static str, Permission)], name: &str) -> Permission {
+    levels
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(Permission::Never, |(_, l)| *l)
+}
+
 /// Flushes the session's memory (see the module): its frames and note stored, told to the
 /// session's readers. `Err` only when the session or its agent cannot be read; how the
 /// flush itself went is in the answer (and the note).
@@ -170,13 +178,7 @@ async fn flush_alone(
         return Ok(Flushed::default());
     }
     let levels = levels(st, user.id()).await?;
-    let level = |name: &str| {
-        levels
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map_or(Permission::Never, |(_, l)| *l)
-    };
-    let flushed = if level("memory_write") == Permission::Never {
+    let flushed = if level_in(&levels, "memory_write") == Permission::Never {
         Flushed {
             files: Vec::new(),
             error: Some("memory_write is set to never, so the agent cannot save memory".into()),
@@ -237,10 +239,7 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn level(&self, name: &str) -> Permission {
-        self.levels
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map_or(Permission::Never, |(_, l)| *l)
+        level_in(self.levels, name)
     }
 
     /// Up to [`MAX_CALLS`] provider calls, each reply's calls run, until a reply makes
@@ -536,39 +535,24 @@ async fn note(
 }
 
 /// After a turn that ended past the flush point with none this cycle
-/// ([`crate::conversation::compact::flush_due`]): flushes,
-/// in a task of its own that a Stop reaches, holding a reply slot as a reply does.
+/// ([`crate::conversation::compact::flush_due`]): flushes, as a reply would
+/// ([`crate::conversation::cluster::spawn_as_reply`]).
 pub fn maybe(st: &AppState, user: &AuthUser, session_id: i64) {
-    if st.hub.is_closing() {
-        return;
-    }
-    let Ok(slot) = st.turn_slots.acquire(
-        user.id(),
-        st.settings.limits.turns_per_user,
-        "replies in flight",
-    ) else {
-        return;
-    };
-    let (st, user) = (st.clone(), user.clone());
-    let acting = st.turns.acting(session_id);
-    tokio::spawn(async move {
-        let at_most = st.settings.limits.turns_per_user;
-        let what = "replies in flight";
-        let Ok(_slot) =
-            crate::conversation::cluster::across(&st, slot, "turn", at_most, what).await
-        else {
-            return;
-        };
-        match flush(&st, &user, session_id, Some(acting.abort())).await {
-            Ok(f) => tracing::info!(
-                session = session_id,
-                files = f.files.len(),
-                "memory was flushed"
-            ),
-            Err(e) => {
-                tracing::warn!(session = session_id, error = %e, "memory could not be flushed")
+    crate::conversation::cluster::spawn_as_reply(
+        st,
+        user,
+        session_id,
+        move |st, user, abort| async move {
+            match flush(&st, &user, session_id, Some(&abort)).await {
+                Ok(f) => tracing::info!(
+                    session = session_id,
+                    files = f.files.len(),
+                    "memory was flushed"
+                ),
+                Err(e) => {
+                    tracing::warn!(session = session_id, error = %e, "memory could not be flushed")
+                }
             }
-        }
-        drop(acting);
-    });
+        },
+    );
 }

@@ -111,11 +111,7 @@ fn aad(of: Of, scope: Scope, path: &str) -> Vec<u8> {
 
 /// The key a user's memory files' hashes are made with, derived from their data key.
 fn hash_key(dk: &SecretKey) -> [u8; 32] {
-    let hk = hkdf::Hkdf::<sha2::Sha256>::new(Some(b"hero"), dk.bytes());
-    let mut key = [0u8; 32];
-    hk.expand(b"hero/memory-hash/v1", &mut key)
-        .expect("HKDF output length");
-    key
+    crypto::derived_key(dk, b"hero/memory-hash/v1")
 }
 
 fn open(dk: &SecretKey, of: Of, row: &store::memory::MemoryRow) -> Result<String> {

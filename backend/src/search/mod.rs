@@ -1,10 +1,13 @@
-//! Ranking short texts for a query (reference 002 §10–11), for skills and, later, memory:
-//! [`tokens`], a [`Bm25`] index over a list of documents, and [`fuse`], the hybrid score of
-//! BM25 and vector similarity. In memory only, built from what the caller holds: nothing
-//! here stores text.
+//! Ranking texts for a query (reference 002 §10–11, §15), for skills and memory:
+//! [`tokens`], a [`Bm25`] index over a list of documents (spliced a run at a time), [`fuse`],
+//! the hybrid score of BM25 and vector similarity, and [`dot`] and [`cosine`] for the
+//! vectors. The index is in memory only, built from what the caller holds: nothing here
+//! stores text. [`vectors`] keeps texts' vectors (sealed in `embeddings` for a user's), and
+//! [`IndexCache`] holds them and the memories' indexes within a bound.
 //!
-//! BM25 is some eighty lines of our own rather than a search engine's crate: the documents
-//! are names and descriptions, a thousand at most, and the formula is 002's exactly.
+//! BM25 is a hundred lines of our own rather than a search engine's crate: the documents are
+//! skills' names and descriptions and memory chunks (tens of thousands at most), kept
+//! nowhere but here, and the formula is 002's exactly.
 
 pub mod cache;
 pub mod embed;

@@ -29,11 +29,7 @@ pub fn tag(text: &str, user_key: Option<&[u8; 32]>) -> Vec<u8> {
 
 /// The key a user's tags are made with, derived from their data key.
 pub fn tag_key(dk: &SecretKey) -> [u8; 32] {
-    let hk = hkdf::Hkdf::<sha2::Sha256>::new(Some(b"hero"), dk.bytes());
-    let mut key = [0u8; 32];
-    hk.expand(b"hero/embedding-tag/v1", &mut key)
-        .expect("HKDF output length");
-    key
+    crypto::derived_key(dk, b"hero/embedding-tag/v1")
 }
 
 fn aad(at: &Endpoint, tag: &[u8]) -> Vec<u8> {
