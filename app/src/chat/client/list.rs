@@ -252,18 +252,22 @@ impl Chat {
         leptos::task::spawn_local(async move {
             let before = c.messages.scroll_height();
             let result = crate::chat::earlier_messages(c.session_id, seq).await;
-            c.loading.set(false);
-            if let Ok((before_seq, view)) = result {
-                c.pages.update(|p| {
-                    if !p.iter().any(|(s, _)| *s == before_seq) {
-                        p.push((before_seq, view));
-                    }
-                });
-                let el = c.messages.clone();
-                request_animation_frame(move || {
-                    el.set_scroll_top(el.scroll_top() + el.scroll_height() - before);
-                });
-            }
+            let Ok((before_seq, view)) = result else {
+                c.loading.set(false);
+                return;
+            };
+            c.pages.update(|p| {
+                if !p.iter().any(|(s, _)| *s == before_seq) {
+                    p.push((before_seq, view));
+                }
+            });
+            // Still loading until the view is put back where the reader was: a scroll
+            // event in between sees the top, and would page in the next one too.
+            let (el, loading) = (c.messages.clone(), c.loading);
+            request_animation_frame(move || {
+                el.set_scroll_top(el.scroll_top() + el.scroll_height() - before);
+                loading.set(false);
+            });
         });
     }
 }
