@@ -9,6 +9,7 @@
 //! - [`agents`]: the Agents page.
 //! - [`abilities`]: the Abilities page (functions and processes; the user's own processes
 //!   made, edited with a preview, and deleted).
+//! - [`admin`]: the admin page (administrators only): accounts, their use, and changes.
 //! - [`memory`]: an agent's Memory page (its memory files and yours, each edited with a
 //!   preview; a file made; a search showing the chunks found with their lines and scores).
 //! - [`skills`]: the Skills page (the user's skills by tier, a scored search, one skill's
@@ -21,6 +22,7 @@
 #![recursion_limit = "256"]
 
 pub mod abilities;
+pub mod admin;
 pub mod agents;
 pub mod auth;
 pub mod base;
@@ -198,6 +200,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/permissions") view=permissions::PermissionsPage ssr=SsrMode::Async/>
                 <Route path=path!("/abilities") view=abilities::AbilitiesPage ssr=SsrMode::Async/>
                 <Route path=path!("/skills") view=skills::SkillsPage ssr=SsrMode::Async/>
+                <Route path=path!("/admin") view=admin::AdminPage ssr=SsrMode::Async/>
             </Routes>
         </Router>
     }

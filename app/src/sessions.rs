@@ -178,6 +178,7 @@ fn SignedIn(user: UserDto, data: PageData) -> impl IntoView {
                 <header class="sidebar-head">
                     <a class="brand" href=crate::base::href("/")>"Hero"</a>
                     <span class="whoami" data-testid="whoami">{user.username.clone()}</span>
+                    {user.is_admin.then(|| view! { <a href=crate::base::href("/admin") class="admin-link">"Users"</a> })}
                     <SignOut/>
                 </header>
                 <NewSession/>

@@ -297,20 +297,34 @@ pub async fn user_add(cfg: &Config, name: &str, admin: bool) -> anyhow::Result<(
 
 pub async fn user_list(cfg: &Config) -> anyhow::Result<()> {
     let st = open_store(cfg).await?;
-    let list = users::list(&st.db).await?;
+    let list = hero_backend::store::users::list_with_usage(&st.db).await?;
     println!(
-        "{:>5}  {:<24} {:<6} {:<9} created",
-        "id", "username", "admin", "state"
+        "{:>5}  {:<24} {:<6} {:<9} {:>8} {:>6} {:>10}  created",
+        "id", "username", "admin", "state", "sessions", "agents", "spend"
     );
-    for u in list {
+    for (u, n) in list {
         println!(
-            "{:>5}  {:<24} {:<6} {:<9} {}",
+            "{:>5}  {:<24} {:<6} {:<9} {:>8} {:>6} {:>10}  {}",
             u.id,
             u.username,
             if u.is_admin { "yes" } else { "no" },
             if u.disabled { "disabled" } else { "active" },
+            n.sessions,
+            n.agents,
+            format!("${:.2}", n.cost_micros as f64 / 1e6),
             u.created_at
         );
+    }
+    Ok(())
+}
+
+pub async fn user_set_admin(cfg: &Config, name: &str, is_admin: bool) -> anyhow::Result<()> {
+    let st = open_store(cfg).await?;
+    let u = hero_backend::accounts::admin::set_admin(&st.db, name, is_admin).await?;
+    if is_admin {
+        println!("{} is an administrator", u.username);
+    } else {
+        println!("{} is no longer an administrator", u.username);
     }
     Ok(())
 }

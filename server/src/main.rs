@@ -89,6 +89,12 @@ enum UserCommand {
     Disable { name: String },
     /// Enable a disabled user
     Enable { name: String },
+    /// Make a user an administrator (--off unmakes one; the last enabled one stays)
+    Admin {
+        name: String,
+        #[arg(long)]
+        off: bool,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -128,6 +134,9 @@ fn main() -> std::process::ExitCode {
                 Command::User { command } => match command {
                     UserCommand::Add { name, admin } => cli::user_add(&cfg, &name, admin).await,
                     UserCommand::List => cli::user_list(&cfg).await,
+                    UserCommand::Admin { name, off } => {
+                        cli::user_set_admin(&cfg, &name, !off).await
+                    }
                     UserCommand::Passwd { name } => cli::user_passwd(&cfg, &name).await,
                     UserCommand::Disable { name } => {
                         cli::user_set_disabled(&cfg, &name, true).await

@@ -89,6 +89,39 @@ fn users_are_managed_from_the_command_line() {
         "{}",
         text(&missing)
     );
+
+    // Administrators are made and unmade, never down to none enabled; the list shows use.
+    assert!(
+        hero(&data, &["user", "add", "bob"], Some("bob-password\n"))
+            .status
+            .success()
+    );
+    let made = hero(&data, &["user", "admin", "bob"], None);
+    assert!(
+        made.status.success() && text(&made).contains("bob is an administrator"),
+        "{}",
+        text(&made)
+    );
+    let unmade = hero(&data, &["user", "admin", "alice", "--off"], None);
+    assert!(unmade.status.success(), "{}", text(&unmade));
+    let last = hero(&data, &["user", "admin", "bob", "--off"], None);
+    assert!(
+        !last.status.success() && text(&last).contains("last enabled administrator"),
+        "{}",
+        text(&last)
+    );
+    let out = text(&hero(&data, &["user", "list"], None));
+    let row = |name: &str| out.lines().find(|l| l.contains(name)).unwrap().to_owned();
+    assert!(out.contains("sessions") && out.contains("spend"), "{out}");
+    assert!(
+        row("bob").contains("yes") && row("alice").contains("no"),
+        "{out}"
+    );
+    // Each new account starts with its demo agent.
+    assert!(
+        row("bob").contains(" 1 ") && row("bob").contains("$0.00"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -145,7 +178,7 @@ fn help_explains_every_command_and_setting() {
             .output()
             .unwrap(),
     );
-    for word in ["add", "list", "passwd", "disable"] {
+    for word in ["add", "list", "passwd", "disable", "admin"] {
         assert!(
             user_help.contains(word),
             "user --help lacks {word}:\n{user_help}"

@@ -17,6 +17,52 @@ pub struct UserDto {
     pub is_admin: bool,
 }
 
+/// An account as an administrator sees it (`GET /api/admin/users`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdminUserDto {
+    pub id: i64,
+    pub username: String,
+    pub is_admin: bool,
+    pub disabled: bool,
+    pub created_at: String,
+    pub usage: UserUsageDto,
+}
+
+/// One account's use: its sessions and agents, when it was last active, and its spend
+/// (reference 003's global line).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UserUsageDto {
+    pub sessions: i64,
+    pub agents: i64,
+    pub last_active: Option<String>,
+    pub cost_usd: f64,
+    pub calls: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+}
+
+/// `POST /api/admin/users`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminCreateUserRequest {
+    pub username: String,
+    pub password: String,
+    #[serde(default)]
+    pub is_admin: bool,
+}
+
+/// `PATCH /api/admin/users/{id}`: absent fields stay as they are.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminUpdateUserRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_admin: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+}
+
 /// Where a session stands. `Agent` sessions are opened by agents (sub-sessions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -3,6 +3,8 @@
 //! - [`users`]: the user rows (list, password, disable), each with a wrapped data key.
 //! - [`password`]: password rules and argon2id hashing (a leaf).
 //! - [`tokens`]: signed, revocable sign-in tokens.
+//! - [`admin`]: what an administrator does to accounts (list with use, make, change),
+//!   never leaving the site without an enabled administrator.
 //! - [`auth`]: sign-in, the failed-login brake and the [`auth::AuthUser`] every operation
 //!   takes.
 //! - here: making an account.
@@ -14,6 +16,7 @@
 //! account starts with, in one transaction. Above [`crate::accounts::users`] and [`crate::agents`],
 //! which know nothing of each other's creation.
 
+pub mod admin;
 pub mod auth;
 pub mod password;
 pub mod tokens;

@@ -237,3 +237,78 @@ pub async fn lock(c: &mut super::Write<'_>, id: i64) -> Result<()> {
     }
     Ok(())
 }
+
+/// Makes or unmakes an administrator; whether the user exists.
+pub async fn set_admin(
+    c: &mut super::Write<'_>,
+    id: i64,
+    is_admin: bool,
+    now: &str,
+) -> Result<bool> {
+    let sql = "UPDATE users SET is_admin = $1, updated_at = $2 WHERE id = $3";
+    let n: u64 = execute!(c, sql, is_admin, now, id)?;
+    Ok(n > 0)
+}
+
+/// The user `id` as listed, inside a transaction.
+pub async fn by_id(c: &mut Conn<'_>, id: i64) -> Result<Option<UserRow>> {
+    let sql = format!("SELECT {COLUMNS} FROM users WHERE id = $1");
+    row!(c, UserRow::read, &sql, id)
+}
+
+/// How many enabled administrators there are. On PostgreSQL their rows are locked for the
+/// rest of the transaction, so two changes that each leave one cannot together leave none.
+pub async fn enabled_admins(c: &mut super::Write<'_>) -> Result<i64> {
+    if let On::Postgres(pg) = c.on() {
+        sqlx::query("SELECT id FROM users WHERE is_admin AND NOT disabled FOR UPDATE")
+            .execute(pg)
+            .await?;
+    }
+    scalar!(
+        c,
+        i64,
+        "SELECT COUNT(*) FROM users WHERE is_admin AND NOT disabled"
+    )
+    .map(|n| n.unwrap_or(0))
+}
+
+/// What an administrator sees of one account's use.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Usage {
+    pub sessions: i64,
+    pub agents: i64,
+    /// The newest change of any of their sessions.
+    pub last_active: Option<String>,
+    pub cost_micros: i64,
+    pub calls: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+}
+
+/// Every account with its use, by id.
+pub async fn list_with_usage(db: &super::Db) -> Result<Vec<(UserRow, Usage)>> {
+    let sql = "SELECT u.id, u.username, u.is_admin, u.disabled, u.created_at, \
+         (SELECT COUNT(*) FROM sessions s WHERE s.user_id = u.id), \
+         (SELECT COUNT(*) FROM agents a WHERE a.user_id = u.id AND a.deleted_at IS NULL), \
+         (SELECT MAX(s.updated_at) FROM sessions s WHERE s.user_id = u.id), \
+         COALESCE(t.cost_micros, 0), COALESCE(t.calls, 0), \
+         COALESCE(t.input_tokens, 0), COALESCE(t.output_tokens, 0) \
+         FROM users u LEFT JOIN spend_totals t ON t.user_id = u.id AND t.scope = 'global' \
+         ORDER BY u.id";
+    pool_rows!(db, read_with_usage, sql)
+}
+
+fn read_with_usage(r: &impl Columns) -> Result<(UserRow, Usage)> {
+    Ok((
+        UserRow::read(r)?,
+        Usage {
+            sessions: r.get(5)?,
+            agents: r.get(6)?,
+            last_active: r.get(7)?,
+            cost_micros: r.get(8)?,
+            calls: r.get(9)?,
+            input_tokens: r.get(10)?,
+            output_tokens: r.get(11)?,
+        },
+    ))
+}

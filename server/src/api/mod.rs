@@ -16,6 +16,7 @@ use hero_shared::api::{
 };
 
 mod abilities;
+mod admin;
 mod agents;
 mod calls;
 mod chat;
@@ -35,6 +36,8 @@ where
         .route("/auth/logout", post(logout))
         .route("/me", get(me))
         .route("/me/password", post(change_password))
+        .route("/admin/users", get(admin::list).post(admin::create))
+        .route("/admin/users/{id}", axum::routing::patch(admin::update))
         .route("/sessions", get(list_sessions).post(create_session))
         .route("/sessions/{id}", get(get_session).patch(update_session))
         .route("/agents", get(agents::list).post(agents::create))
