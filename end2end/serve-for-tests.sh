@@ -31,6 +31,7 @@ printf 'ivan-password\n' | "$bin" user add ivan
 printf 'judy-password\n' | "$bin" user add judy
 printf 'kim-password\n' | "$bin" user add kim
 printf 'liam-password\n' | "$bin" user add liam
+printf 'mia-password\n' | "$bin" user add mia
 # Where this run keeps its data: a test that must damage a stored row finds the database here.
 printf '%s\n' "$data" > "$root/target/e2e-data-dir"
 exec "$bin" serve --addr "127.0.0.1:$port" --site-root "$root/target/site"

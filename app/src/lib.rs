@@ -9,9 +9,12 @@
 //! - [`agents`]: the Agents page.
 //! - [`abilities`]: the Abilities page (functions and processes; the user's own processes
 //!   made, edited with a preview, and deleted).
+//! - [`search`]: the Search page (the user's messages and sessions found, each opening its
+//!   session at its message).
 //! - [`admin`]: the admin page (administrators only): accounts, their use, and changes.
 //! - [`memory`]: an agent's Memory page (its memory files and yours, each edited with a
 //!   preview; a file made; a search showing the chunks found with their lines and scores).
+//! - [`shortcuts`]: the keyboard shortcuts and the `?` list of them.
 //! - [`skills`]: the Skills page (the user's skills by tier, a scored search, one skill's
 //!   text and files; personal skills made, edited, deleted and imported from a folder).
 //! - [`enhance`]: the forms of the server-rendered pages, in the browser.
@@ -37,7 +40,9 @@ pub mod json;
 pub mod memory;
 pub mod navigate;
 pub mod permissions;
+pub mod search;
 pub mod sessions;
+pub mod shortcuts;
 pub mod skills;
 
 use leptos::prelude::*;
@@ -64,6 +69,7 @@ pub fn hydrate() {
     enhance::install();
     skills::install();
     navigate::install();
+    shortcuts::install();
     if let Some(body) = document().body() {
         let _ = body.set_attribute("data-ready", "true");
     }
@@ -179,6 +185,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             </head>
             <body>
                 <App/>
+                <shortcuts::ShortcutsHelp/>
             </body>
         </html>
     }
@@ -201,6 +208,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/abilities") view=abilities::AbilitiesPage ssr=SsrMode::Async/>
                 <Route path=path!("/skills") view=skills::SkillsPage ssr=SsrMode::Async/>
                 <Route path=path!("/admin") view=admin::AdminPage ssr=SsrMode::Async/>
+                <Route path=path!("/search") view=search::SearchPage ssr=SsrMode::Async/>
             </Routes>
         </Router>
     }

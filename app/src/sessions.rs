@@ -181,6 +181,9 @@ fn SignedIn(user: UserDto, data: PageData) -> impl IntoView {
                     {user.is_admin.then(|| view! { <a href=crate::base::href("/admin") class="admin-link">"Users"</a> })}
                     <SignOut/>
                 </header>
+                <form class="sidebar-search" method="get" action=crate::base::href("/search") role="search">
+                    <input type="search" name="q" maxlength="500" aria-label="Search your sessions" data-search-box="" placeholder="Search (Ctrl+K)"/>
+                </form>
                 <NewSession/>
                 <nav class="session-list" aria-label="Sessions">
                     <Transition>

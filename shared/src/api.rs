@@ -63,6 +63,23 @@ pub struct AdminUpdateUserRequest {
     pub password: Option<String>,
 }
 
+/// One result of a search across the user's sessions (`GET /api/search`): a message
+/// (`frame_id`), or a session found by its name (`kind` `session`, no `frame_id`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchHitDto {
+    pub session_id: i64,
+    pub session_name: String,
+    pub frame_id: Option<String>,
+    /// `user`, `agent` or `session`.
+    pub kind: String,
+    /// Plain text, cut around the first match ("…" where cut).
+    pub snippet: String,
+    /// Where the query's words are in `snippet`: `[start, end)` in characters.
+    pub highlights: Vec<(usize, usize)>,
+    pub score: f64,
+    pub created_at: String,
+}
+
 /// Where a session stands. `Agent` sessions are opened by agents (sub-sessions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

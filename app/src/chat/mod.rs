@@ -68,6 +68,12 @@ pub async fn set_hidden(
         .map_err(fail)
 }
 
+/// Whether `id` can be a frame's id (hex digits and hyphens, as the server makes them): what
+/// the browser takes from its address before it goes in a selector.
+pub fn is_frame_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+}
+
 /// What the summary at `before_seq` stands for ("show earlier").
 #[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
 pub async fn earlier_messages(

@@ -14,6 +14,8 @@
 //!   again on `/start` and after a summary.
 //! - [`queue`]: messages agents queue for a session (`@agent(queue, …)`), sent once it is
 //!   idle.
+//! - [`search`]: search across the user's sessions, an index in memory per user, brought
+//!   up to date from the log at each search.
 //! - [`feed`]: one reader of a session's events (the resume algorithm behind `/events` and
 //!   the WebSocket's `subscribe`).
 //! - [`history`]: the conversations turns were last given, kept decrypted between turns.
@@ -40,6 +42,7 @@ pub mod history;
 pub mod hub;
 pub mod in_flight;
 pub mod queue;
+pub mod search;
 pub mod sessions;
 pub mod startup;
 pub mod takeover;

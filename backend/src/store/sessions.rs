@@ -153,3 +153,17 @@ pub async fn lock(c: &mut Write<'_>, id: i64) -> Result<()> {
     }
     Ok(())
 }
+
+/// Each of the user's sessions with its name, when it last changed and the seq of its last
+/// frame (0 when it has none): what a search across sessions compares its index with. One
+/// index lookup a session.
+pub async fn stamps(db: &super::Db, user_id: i64) -> Result<Vec<(i64, String, String, i64)>> {
+    let sql = "SELECT s.id, s.name, s.updated_at, \
+         COALESCE((SELECT MAX(f.seq) FROM frames f WHERE f.session_id = s.id), 0) \
+         FROM sessions s WHERE s.user_id = $1 ORDER BY s.id";
+    pool_rows!(db, read_stamp, sql, user_id)
+}
+
+fn read_stamp(r: &impl Columns) -> Result<(i64, String, String, i64)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+}

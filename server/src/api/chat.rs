@@ -204,3 +204,29 @@ pub async fn set_hidden(
     frames::set_hidden(&st, &user, id, &frame_id, req.hidden).await?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchQuery {
+    q: String,
+    limit: Option<usize>,
+    sort: Option<String>,
+}
+
+/// `GET /api/search?q=&limit=&sort=relevance|recent`: the user's messages and sessions
+/// found (`hero_backend::conversation::search`).
+pub async fn search(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiQuery(q): ApiQuery<SearchQuery>,
+) -> ApiResult<Json<Vec<hero_shared::api::SearchHitDto>>> {
+    use hero_backend::conversation::search::{self, Order};
+    let order = q
+        .sort
+        .as_deref()
+        .map(Order::parse)
+        .transpose()?
+        .unwrap_or_default();
+    let hits = search::search(&st, &user, &q.q, order, q.limit).await?;
+    Ok(Json(hits.into_iter().map(search::Hit::dto).collect()))
+}

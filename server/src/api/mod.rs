@@ -39,6 +39,7 @@ where
         .route("/admin/users", get(admin::list).post(admin::create))
         .route("/admin/users/{id}", axum::routing::patch(admin::update))
         .route("/sessions", get(list_sessions).post(create_session))
+        .route("/search", get(chat::search))
         .route("/sessions/{id}", get(get_session).patch(update_session))
         .route("/agents", get(agents::list).post(agents::create))
         .route(

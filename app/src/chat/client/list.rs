@@ -141,6 +141,7 @@ impl Chat {
         ) {
             on_cleanup(move || timer.clear());
         }
+        self.seek_from_address();
     }
 
     /// Puts the stored messages' slots in order, redrawing only those whose HTML changed
@@ -240,34 +241,99 @@ impl Chat {
 
     /// Pages in what comes before `seq`, keeping what the reader sees where it was.
     fn load_earlier(&self, seq: i64) {
+        let c = self.clone();
+        leptos::task::spawn_local(async move {
+            c.page_in(seq).await;
+        });
+    }
+
+    /// [`Self::load_earlier`], done once the page is drawn and the view put back: whether a
+    /// page came (not when one is loading already, this one is in, or it could not be had).
+    async fn page_in(&self, seq: i64) -> bool {
         if self.loading.get_untracked()
             || self
                 .pages
                 .with_untracked(|p| p.iter().any(|(s, _)| *s == seq))
         {
-            return;
+            return false;
         }
         self.loading.set(true);
+        let before = self.messages.scroll_height();
+        let Ok((before_seq, view)) = crate::chat::earlier_messages(self.session_id, seq).await
+        else {
+            self.loading.set(false);
+            return false;
+        };
+        self.pages.update(|p| {
+            if !p.iter().any(|(s, _)| *s == before_seq) {
+                p.push((before_seq, view));
+            }
+        });
+        // Still loading until the view is put back where the reader was: a scroll event in
+        // between sees the top, and would page in the next one too.
+        next_frame().await;
+        let el = &self.messages;
+        el.set_scroll_top(el.scroll_top() + el.scroll_height() - before);
+        self.loading.set(false);
+        true
+    }
+
+    /// Opens the chat at the message the address names (`#m-<frame id>`, a search result's
+    /// link): pages in what comes before until it is drawn (the way up, then a summary's
+    /// "show earlier"), then brings it into view, marked, and stops following the bottom.
+    pub(super) fn seek_from_address(&self) {
+        let Some(id) = web_sys::window()
+            .and_then(|w| w.location().hash().ok())
+            .and_then(|h| h.strip_prefix("#m-").map(str::to_owned))
+            .filter(|id| crate::chat::is_frame_id(id))
+        else {
+            return;
+        };
+        self.near_bottom.set(false);
         let c = self.clone();
         leptos::task::spawn_local(async move {
-            let before = c.messages.scroll_height();
-            let result = crate::chat::earlier_messages(c.session_id, seq).await;
-            let Ok((before_seq, view)) = result else {
-                c.loading.set(false);
-                return;
-            };
-            c.pages.update(|p| {
-                if !p.iter().any(|(s, _)| *s == before_seq) {
-                    p.push((before_seq, view));
+            let wanted = format!("[{}=\"{id}\"]", hooks::MESSAGE_ID.name());
+            let earlier = format!(
+                "[data-action={}]",
+                hero_shared::hooks::Action::Earlier.as_str()
+            );
+            for _ in 0..MAX_SEEK_PAGES {
+                next_frame().await;
+                if let Some(el) = find(&c.messages, &wanted) {
+                    el.scroll_into_view();
+                    let _ = el.class_list().add_1("found");
+                    return;
                 }
-            });
-            // Still loading until the view is put back where the reader was: a scroll
-            // event in between sees the top, and would page in the next one too.
-            let (el, loading) = (c.messages.clone(), c.loading);
-            request_animation_frame(move || {
-                el.set_scroll_top(el.scroll_top() + el.scroll_height() - before);
-                loading.set(false);
-            });
+                let seq_of = |b: Element| {
+                    b.get_attribute(hooks::SEQ.name())
+                        .and_then(|s| s.parse::<i64>().ok())
+                };
+                let next = find(&c.messages, &hooks::EARLIER_TOP.selector())
+                    .and_then(seq_of)
+                    .or_else(|| {
+                        all(&c.messages, &earlier)
+                            .into_iter()
+                            .rev()
+                            .find_map(seq_of)
+                    });
+                match next {
+                    Some(seq) if c.page_in(seq).await => {}
+                    _ => return,
+                }
+            }
         });
     }
+}
+
+/// The most pages a search result's link pages in looking for its message.
+const MAX_SEEK_PAGES: usize = 200;
+
+/// Resolves at the browser's next frame, once what was drawn is laid out.
+async fn next_frame() {
+    let frame = js_sys::Promise::new(&mut |resolve, _| {
+        if let Some(w) = web_sys::window() {
+            let _ = w.request_animation_frame(&resolve);
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(frame).await;
 }
