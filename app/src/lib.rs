@@ -14,6 +14,7 @@
 //! - [`admin`]: the admin page (administrators only): accounts, their use, and changes.
 //! - [`memory`]: an agent's Memory page (its memory files and yours, each edited with a
 //!   preview; a file made; a search showing the chunks found with their lines and scores).
+//! - [`theme`]: the colour theme, the system's until the toggle picks one (a cookie).
 //! - [`shortcuts`]: the keyboard shortcuts and the `?` list of them.
 //! - [`skills`]: the Skills page (the user's skills by tier, a scored search, one skill's
 //!   text and files; personal skills made, edited, deleted and imported from a folder).
@@ -44,6 +45,7 @@ pub mod search;
 pub mod sessions;
 pub mod shortcuts;
 pub mod skills;
+pub mod theme;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};
@@ -172,7 +174,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     let (js, wasm) = loader_urls(&root, &options.site_pkg_dir, &assets);
     view! {
         <!DOCTYPE html>
-        <html lang="en">
+        <html lang="en" data-theme=theme::current()>
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>

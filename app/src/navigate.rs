@@ -148,6 +148,13 @@ mod browser {
         };
         crate::chat::client::stop();
         old_main.replace_with_with_node_1(&new_main)?;
+        // On a phone, the drawer the session was chosen in closes.
+        if let Some(drawer) = doc
+            .get_element_by_id("drawer")
+            .and_then(|d| d.dyn_into::<web_sys::HtmlInputElement>().ok())
+        {
+            drawer.set_checked(false);
+        }
         if let (Some(new_list), Some(old_list)) = (
             pick(page, "nav.session-list"),
             pick(&doc, "nav.session-list"),

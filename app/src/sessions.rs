@@ -174,12 +174,17 @@ fn SignedIn(user: UserDto, data: PageData) -> impl IntoView {
 
     view! {
         <div class="workspace">
+            // On a phone the sidebar is a drawer: this box (its labels are the buttons) opens
+            // it, with or without the wasm.
+            <input type="checkbox" id="drawer" class="drawer-check" aria-label="Show the sessions"/>
             <aside class="sidebar">
                 <header class="sidebar-head">
                     <a class="brand" href=crate::base::href("/")>"Hero"</a>
                     <span class="whoami" data-testid="whoami">{user.username.clone()}</span>
                     {user.is_admin.then(|| view! { <a href=crate::base::href("/admin") class="admin-link">"Users"</a> })}
+                    <crate::theme::ThemeToggle/>
                     <SignOut/>
+                    <label for="drawer" class="drawer-close" title="Close the sessions">"✕"</label>
                 </header>
                 <form class="sidebar-search" method="get" action=crate::base::href("/search") role="search">
                     <input type="search" name="q" maxlength="500" aria-label="Search your sessions" data-search-box="" placeholder="Search (Ctrl+K)"/>
@@ -194,7 +199,9 @@ fn SignedIn(user: UserDto, data: PageData) -> impl IntoView {
                     </Transition>
                 </nav>
             </aside>
+            <label for="drawer" class="drawer-backdrop" aria-hidden="true"></label>
             <main class="content">
+                <label for="drawer" class="drawer-button">"☰ Sessions"</label>
                 <Transition>
                     {move || {
                         // What failed to load is said, never left "Loading…".
