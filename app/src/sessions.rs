@@ -198,6 +198,7 @@ fn SignedIn(user: UserDto, data: PageData) -> impl IntoView {
                         })}
                     </Transition>
                 </nav>
+                <ImportExport/>
             </aside>
             <label for="drawer" class="drawer-backdrop" aria-hidden="true"></label>
             <main class="content">
@@ -343,7 +344,29 @@ fn SessionActions(id: i64, name: String, archived: bool) -> impl IntoView {
                 <input type="hidden" name="status" value=next_status.as_str()/>
                 <button type="submit">{toggle_label}</button>
             </FnForm>
+            <span class="session-export">
+                "Export: "
+                <a href=crate::base::href(&format!("/api/sessions/{id}/export?format=markdown")) download="">"Markdown"</a>
+                " · "
+                <a href=crate::base::href(&format!("/api/sessions/{id}/export?format=json")) download="">"JSON"</a>
+            </span>
         </div>
+    }
+}
+
+/// A session brought in from a JSON export (a plain form: the server sends the browser on
+/// to the new session), and everything the user owns taken out as one archive.
+#[component]
+fn ImportExport() -> impl IntoView {
+    view! {
+        <details class="import-export">
+            <summary>"Import and export"</summary>
+            <form class="import" method="post" enctype="multipart/form-data" action=crate::base::href("/api/sessions/import")>
+                <input type="file" name="file" accept=".json,application/json" required aria-label="A Hero session export (JSON)"/>
+                <button type="submit">"Import a session"</button>
+            </form>
+            <a href=crate::base::href("/api/export") download="" class="export-all">"Export everything (.tar)"</a>
+        </details>
     }
 }
 

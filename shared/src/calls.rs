@@ -188,6 +188,38 @@ impl CallRequest {
     }
 }
 
+/// What a call does, in words, as its card says it: a verb, what it acts on, and whether
+/// that is code (a command). `None` for a function without words here (its card shows its
+/// arguments).
+pub fn call_words(function: &str, args: &Value) -> Option<(&'static str, String, bool)> {
+    let arg = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
+    let words = match function {
+        "bash" => ("Runs", arg("command")?, true),
+        "websearch" => match (arg("query"), arg("url")) {
+            (Some(q), _) => ("Searches the web for", q, false),
+            (None, Some(u)) => ("Reads the page", u, false),
+            (None, None) => return None,
+        },
+        "ask" => ("Asks", arg("question")?, false),
+        "help" => (
+            "Looks up help on",
+            arg("function").unwrap_or_else(|| "every function".into()),
+            false,
+        ),
+        "memory_search" => ("Searches memory for", arg("query")?, false),
+        "memory_get" => ("Reads from memory", arg("path")?, false),
+        "memory_write" => ("Writes to memory", arg("path")?, false),
+        "skill_search" => ("Searches the skills for", arg("query")?, false),
+        "skill_get" => ("Reads the skill", arg("name")?, false),
+        "context_file" if args.get("content").is_some() => ("Writes", arg("name")?, false),
+        "context_file" => ("Reads", arg("name")?, false),
+        "user_notify" => ("Tells you", arg("message")?, false),
+        "agent_queue" => ("Queues the message", arg("message")?, false),
+        _ => return None,
+    };
+    Some(words)
+}
+
 /// How a call ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -342,6 +374,43 @@ pub fn calls(messages: &[CompiledMessage]) -> Vec<CallView> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_call_is_said_in_words() {
+        use serde_json::json;
+        let w = |f: &str, a: Value| call_words(f, &a);
+        assert_eq!(
+            w("bash", json!({"command": "ls -la"})),
+            Some(("Runs", "ls -la".into(), true))
+        );
+        assert_eq!(
+            w("websearch", json!({"query": "rust"})),
+            Some(("Searches the web for", "rust".into(), false))
+        );
+        assert_eq!(
+            w("websearch", json!({"url": "https://example.com"})).map(|w| w.0),
+            Some("Reads the page")
+        );
+        assert_eq!(
+            w("ask", json!({"question": "Why?"})).map(|w| w.1),
+            Some("Why?".into())
+        );
+        assert_eq!(
+            w("help", json!({})).map(|w| w.1),
+            Some("every function".into())
+        );
+        assert_eq!(
+            w("context_file", json!({"name": "USER.md", "content": ""})).map(|w| w.0),
+            Some("Writes")
+        );
+        assert_eq!(
+            w("bash", json!({})),
+            None,
+            "without its argument, the arguments show"
+        );
+        assert_eq!(w("a_plugin_tool", json!({"x": 1})), None);
+    }
+
     use super::*;
     use crate::frame::{AuthorType, Frame, TargetId, compile_frames};
     use serde_json::json;

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 pub struct CountingAlloc {
     on: AtomicBool,
     live: AtomicI64,
+    /// The most `live` has been since [`CountingAlloc::reset_peak`].
+    peak: AtomicI64,
 }
 
 impl CountingAlloc {
@@ -17,6 +19,7 @@ impl CountingAlloc {
         CountingAlloc {
             on: AtomicBool::new(false),
             live: AtomicI64::new(0),
+            peak: AtomicI64::new(0),
         }
     }
 
@@ -30,9 +33,23 @@ impl CountingAlloc {
         self.live.load(Ordering::Relaxed)
     }
 
+    /// The most bytes held at once since the last [`CountingAlloc::reset_peak`] (or the
+    /// start).
+    pub fn peak_bytes(&self) -> i64 {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    /// Starts the peak again from what is held now.
+    pub fn reset_peak(&self) {
+        self.peak.store(self.live_bytes(), Ordering::Relaxed);
+    }
+
     fn count(&self, bytes: i64) {
         if self.on.load(Ordering::Relaxed) {
-            self.live.fetch_add(bytes, Ordering::Relaxed);
+            let now = self.live.fetch_add(bytes, Ordering::Relaxed) + bytes;
+            if bytes > 0 {
+                self.peak.fetch_max(now, Ordering::Relaxed);
+            }
         }
     }
 }

@@ -201,14 +201,29 @@ fn queued_by(q: &Value) -> String {
 /// under the reply in flight while its calls run as their elements close.
 pub fn calls_html(calls: &[CallView], message_id: &str) -> String {
     let mut out = Out::default();
-    if !calls.is_empty() {
+    // A question asked by an element of the message is asked (and answered) there, once:
+    // it has no card.
+    let shown: Vec<&CallView> = calls
+        .iter()
+        .filter(|c| !(c.request.status == crate::calls::CallStatus::Asking && in_place(c)))
+        .collect();
+    if !shown.is_empty() {
         out.open("div", &[("class", Some("calls"))]);
-        for c in calls {
+        for c in shown {
             call_card(&mut out, c, message_id);
         }
         out.close("div");
     }
     out.0
+}
+
+/// Whether the call is drawn where its message asked for it (an element or an assertion),
+/// not only in its card.
+fn in_place(c: &CallView) -> bool {
+    matches!(
+        c.request.origin,
+        CallOrigin::Element { .. } | CallOrigin::Assertion { .. }
+    )
 }
 
 /// A message's marks (private, hidden) and its menu (hide, show again).
@@ -840,12 +855,23 @@ fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
     );
     out.open("div", &[("class", Some("call-head"))]);
     out.leaf("span", &[("class", Some("call-fn"))], function);
-    let args = match &c.request.args {
-        Value::Null => String::new(),
-        a if a.as_object().is_some_and(|o| o.is_empty()) => String::new(),
-        a => a.to_string(),
-    };
-    out.leaf("code", &[("class", Some("call-args"))], &args);
+    // What it does in words where Hero knows the function; else its arguments.
+    match crate::calls::call_words(function, &c.request.args) {
+        Some((verb, what, code)) => {
+            out.open("span", &[("class", Some("call-what"))]);
+            out.text(&format!("{verb}: "));
+            out.leaf(if code { "code" } else { "span" }, &[], &what);
+            out.close("span");
+        }
+        None => {
+            let args = match &c.request.args {
+                Value::Null => String::new(),
+                a if a.as_object().is_some_and(|o| o.is_empty()) => String::new(),
+                a => a.to_string(),
+            };
+            out.leaf("code", &[("class", Some("call-args"))], &args);
+        }
+    }
     let permissions = c.request.permissions;
     if let Some(p) = permissions.filter(|_| c.is_pending()) {
         let danger = p.danger_level.as_str();
@@ -904,11 +930,7 @@ fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
         }
         out.close("div");
     }
-    let in_place = matches!(
-        c.request.origin,
-        CallOrigin::Element { .. } | CallOrigin::Assertion { .. }
-    );
-    if c.is_question() && !in_place {
+    if c.is_question() && !in_place(c) {
         let question = c.request.arg("question").unwrap_or_default();
         waiting(out, c, message_id, &c.request.origin.element_id(), question);
     }
@@ -1417,6 +1439,94 @@ mod tests {
         assert!(!h.contains("\" onclick"), "{h}");
         assert!(!h.contains("\" onmouseover"), "{h}");
         assert!(h.contains("A&lt;b&gt;"), "{h}");
+    }
+
+    /// A card says what its call does in words; a question its message asks in place has no
+    /// card (it is asked once, where it is), one asked through a tool call has.
+    #[test]
+    fn a_card_says_its_call_in_words_and_a_question_is_asked_once() {
+        use crate::calls::{CallRequest, CallStatus};
+        let call = |function: &str, args: Value, status: CallStatus, origin: CallOrigin| CallView {
+            request_id: format!("r-{function}"),
+            message_id: "m1".into(),
+            request: CallRequest {
+                function: function.into(),
+                args,
+                origin,
+                status,
+                decided_by: None,
+                sender_id: None,
+                problem: None,
+                content: function.into(),
+                expires_at: None,
+                permissions: None,
+            },
+            result: None,
+        };
+        let element = || CallOrigin::Element {
+            element_id: "e1".into(),
+            kind: "bash".into(),
+        };
+        let html = calls_html(
+            &[
+                call(
+                    "bash",
+                    serde_json::json!({"command": "ls <x>"}),
+                    CallStatus::Pending,
+                    element(),
+                ),
+                call(
+                    "ask",
+                    serde_json::json!({"question": "Tea?"}),
+                    CallStatus::Asking,
+                    element(),
+                ),
+                call(
+                    "mystery",
+                    serde_json::json!({"n": 1}),
+                    CallStatus::Pending,
+                    element(),
+                ),
+            ],
+            "m1",
+        );
+        assert!(
+            html.contains(r#"<span class="call-what">Runs: <code>ls &lt;x&gt;</code></span>"#),
+            "{html}"
+        );
+        assert!(!html.contains("r-ask") && !html.contains("Tea?"), "{html}");
+        assert!(
+            html.contains(r#"<code class="call-args">{&quot;n&quot;:1}</code>"#),
+            "{html}"
+        );
+        let tool = calls_html(
+            &[call(
+                "ask",
+                serde_json::json!({"question": "Tea?"}),
+                CallStatus::Asking,
+                CallOrigin::Tool {
+                    tool_use_id: "t".into(),
+                },
+            )],
+            "m1",
+        );
+        assert!(
+            tool.contains("r-ask") && tool.contains("Asks: <span>Tea?</span>"),
+            "{tool}"
+        );
+        assert_eq!(
+            calls_html(
+                &[call(
+                    "ask",
+                    serde_json::json!({"question": "Tea?"}),
+                    CallStatus::Asking,
+                    element()
+                )],
+                "m1"
+            ),
+            "",
+            "no empty box of cards"
+        );
     }
 
     /// A card waiting for approval shows how dangerous its function is; "Always allow" is

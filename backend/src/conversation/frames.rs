@@ -124,8 +124,12 @@ pub struct Sealed {
 }
 
 pub fn seal(dk: &SecretKey, f: NewFrame) -> Result<Sealed> {
+    seal_at(dk, f, now_precise())
+}
+
+/// [`seal`] with the frame's time given (an imported frame keeps its own).
+pub fn seal_at(dk: &SecretKey, f: NewFrame, timestamp: String) -> Result<Sealed> {
     let plain = serde_json::to_vec(&f.payload).map_err(|e| Error::Internal(e.to_string()))?;
-    let timestamp = now_precise();
     let targets =
         serde_json::to_string(&f.target_ids).map_err(|e| Error::Internal(e.to_string()))?;
     let aad = payload_aad(

@@ -14,6 +14,8 @@
 //!   again on `/start` and after a summary.
 //! - [`queue`]: messages agents queue for a session (`@agent(queue, …)`), sent once it is
 //!   idle.
+//! - [`export`]: a session exported (Markdown, JSON, streamed), everything as a tar
+//!   archive, and a JSON export imported into a new session.
 //! - [`search`]: search across the user's sessions, an index in memory per user, brought
 //!   up to date from the log at each search.
 //! - [`feed`]: one reader of a session's events (the resume algorithm behind `/events` and
@@ -35,6 +37,7 @@ pub mod answers;
 pub mod cluster;
 pub mod compact;
 pub mod context;
+pub mod export;
 pub mod feed;
 pub mod flush;
 pub mod frames;

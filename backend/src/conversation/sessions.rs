@@ -12,7 +12,7 @@ use crate::{Error, Result, now_text};
 
 /// A stored session as the API shows it.
 impl SessionRow {
-    fn dto(self) -> SessionDto {
+    pub(crate) fn dto(self) -> SessionDto {
         SessionDto {
             id: self.id,
             name: self.name,
@@ -70,25 +70,37 @@ pub async fn create(
     user: &AuthUser,
     req: CreateSessionRequest,
 ) -> Result<SessionDto> {
+    let mut tx = st.db.begin().await?;
+    let row = create_in(st, &mut tx, user, req).await?;
+    tx.commit().await?;
+    Ok(row.dto())
+}
+
+/// [`create`] inside `tx`, for what stores more with the session (an import's frames).
+pub(crate) async fn create_in(
+    st: &crate::AppState,
+    tx: &mut crate::store::Write<'_>,
+    user: &AuthUser,
+    req: CreateSessionRequest,
+) -> Result<SessionRow> {
     let name = validate_name(&req.name)?;
     let status = req.status.unwrap_or(SessionStatus::Active);
-    let mut tx = st.db.begin().await?;
     // Counted in the transaction that inserts: two creations at once cannot both slip in.
-    store::users::lock(&mut tx, user.id()).await?;
+    store::users::lock(tx, user.id()).await?;
     let most = st.settings.limits.sessions_per_user;
-    if store::sessions::count(&mut tx, user.id()).await? >= most as i64 {
+    if store::sessions::count(tx, user.id()).await? >= most as i64 {
         return Err(Error::Limit(format!(
             "you have {most} sessions, the most one may (an administrator sets it: HERO_MAX_SESSIONS)"
         )));
     }
     if let Some(parent) = req.parent_session_id {
-        fetch(&mut tx, user.id(), parent)
+        fetch(tx, user.id(), parent)
             .await
             .map_err(|_| parent_not_found())?;
     }
     let agent_id = match req.agent_id {
-        Some(a) => Some(crate::agents::check_usable(&mut tx, user.id(), a).await?),
-        None => crate::agents::first_usable(&mut tx, user.id()).await?,
+        Some(a) => Some(crate::agents::check_usable(tx, user.id(), a).await?),
+        None => crate::agents::first_usable(tx, user.id()).await?,
     };
     let fields = store::sessions::SessionFields {
         name: &name,
@@ -96,9 +108,7 @@ pub async fn create(
         parent_session_id: req.parent_session_id,
         agent_id,
     };
-    let row = store::sessions::insert(&mut tx, user.id(), &fields, &now_text()).await?;
-    tx.commit().await?;
-    Ok(row.dto())
+    store::sessions::insert(tx, user.id(), &fields, &now_text()).await
 }
 
 /// Applies a partial update in one transaction: all fields change, or none.

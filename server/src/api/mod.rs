@@ -20,6 +20,7 @@ mod admin;
 mod agents;
 mod calls;
 mod chat;
+mod export;
 mod memory;
 mod skills;
 mod spend;
@@ -40,6 +41,14 @@ where
         .route("/admin/users/{id}", axum::routing::patch(admin::update))
         .route("/sessions", get(list_sessions).post(create_session))
         .route("/search", get(chat::search))
+        .route("/export", get(export::everything))
+        .route(
+            "/sessions/import",
+            post(export::import).layer(axum::extract::DefaultBodyLimit::max(
+                hero_backend::conversation::export::MAX_IMPORT_BYTES + (64 << 10),
+            )),
+        )
+        .route("/sessions/{id}/export", get(export::session))
         .route("/sessions/{id}", get(get_session).patch(update_session))
         .route("/agents", get(agents::list).post(agents::create))
         .route(

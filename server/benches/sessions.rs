@@ -1,19 +1,23 @@
-//! What a search across a user's sessions costs (issue 34's figures), with its messages
-//! made here from a fixed vocabulary and sealed as every frame is:
+//! What search and export across a user's sessions cost (issue 34's figures), with their
+//! messages made here from a fixed vocabulary and sealed as every frame is:
 //! - the first search after a start-up (every message frame opened, its words indexed),
 //!   over 10,000 messages of one user in 50 sessions;
 //! - warm searches (the index held; each brings it up to date from the sessions' stamps
 //!   first): two words, a quoted phrase, newest first;
 //! - a search right after one new message (that message read and added);
-//! - the bytes the index is counted as.
+//! - the bytes the index is counted as;
+//! - the export of one 10,000-frame session, as JSON and as Markdown: its time, its bytes
+//!   and the most heap it held at once (the counting allocator).
 //!
 //! Prints p50 and p99; asserts nothing.
 //!
-//! `cargo bench -p server --bench session_search -- [--messages N] [--searches N]`
-//! (defaults: 10,000 messages, 200 searches).
+//! `cargo bench -p server --bench sessions -- [--messages N] [--searches N] [--frames N]`
+//! (defaults: 10,000 messages, 200 searches, a 10,000-frame session to export).
 
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+use hero_backend::conversation::export::{self, Format};
 use hero_backend::conversation::frames::{self, NewFrame};
 use hero_backend::conversation::search::{self, Order};
 use hero_backend::conversation::sessions;
@@ -61,15 +65,72 @@ fn arg(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+#[global_allocator]
+static HEAP: hero_shared::heap::CountingAlloc = hero_shared::heap::CountingAlloc::new();
+
 fn main() {
     let messages = arg("--messages", 10_000);
     let searches = arg("--searches", 200);
+    let export_frames = arg("--frames", 10_000);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
     rt.block_on(run(messages, searches));
+    rt.block_on(exports(export_frames));
+}
+
+/// One session of `frames` messages exported, each way.
+async fn exports(frames_n: usize) {
+    let t = test_support::state_with(Settings::default()).await;
+    let user = test_support::signed_in(&t, "exporter").await;
+    let dk = hero_backend::accounts::users::data_key(&t.db, &t.keys, user.id())
+        .await
+        .expect("data key");
+    let session = sessions::create(
+        &t,
+        &user,
+        serde_json::from_value(serde_json::json!({"name": "Long"})).expect("request"),
+    )
+    .await
+    .expect("session");
+    for i in 0..frames_n {
+        let (author, role) = if i % 2 == 0 {
+            (AuthorType::User, "user")
+        } else {
+            (AuthorType::Agent, "assistant")
+        };
+        let f = NewFrame::message(
+            session.id,
+            author,
+            None,
+            serde_json::json!({"role": role, "content": message(i)}),
+        );
+        frames::append(&t, &dk, f).await.expect("append");
+    }
+    HEAP.start();
+    for format in [Format::Json, Format::Markdown] {
+        let began = Instant::now();
+        HEAP.reset_peak();
+        let before = HEAP.live_bytes();
+        let (_, stream) = export::session(&t, &user, session.id, format)
+            .await
+            .expect("export");
+        let mut stream = std::pin::pin!(stream);
+        let mut bytes = 0usize;
+        while let Some(chunk) = stream.next().await {
+            bytes += chunk.expect("chunk").len();
+        }
+        let took = began.elapsed();
+        println!(
+            "{:<62} {:>8.1} ms   {:>6.1} MiB written, heap at most +{:.1} MiB",
+            format!("export of a {frames_n}-frame session, {format:?}"),
+            took.as_secs_f64() * 1e3,
+            bytes as f64 / (1 << 20) as f64,
+            (HEAP.peak_bytes() - before) as f64 / (1 << 20) as f64
+        );
+    }
 }
 
 async fn run(messages: usize, searches: usize) {

@@ -1,0 +1,632 @@
+//! A session taken out of Hero and brought back: export as Markdown (for people: names,
+//! times, elements as text) or as JSON (the frames, opened, in the versioned format below);
+//! everything the user owns as one tar archive; and import of a JSON export into a new
+//! session.
+//!
+//! An export streams: the frames are read a page at a time and written as they come, so a
+//! session of any length costs one page of memory. An import is read whole (its body is
+//! bounded by the route), checked before anything is stored, and stored in one
+//! transaction: a bad file stores nothing. It never runs anything it carries: a call
+//! without its result gets one saying it came in an import and was not run, so no
+//! recovery and no approval can ever start it.
+//!
+//! The JSON format (`format: "hero-session"`, `version: 1`):
+//! `{format, version, exported_at, session: {name, created_at}, frames: [{id, parent_id,
+//! target_ids, timestamp, type, author_type, payload}]}`, frames in the log's order.
+
+use std::collections::{HashMap, HashSet};
+
+use bytes::Bytes;
+use futures::Stream;
+use hero_shared::api::{CreateSessionRequest, SessionDto};
+use hero_shared::frame::{AuthorType, Frame, FrameType, TargetId};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::frames::{self, NewFrame};
+use crate::accounts::auth::AuthUser;
+use crate::crypto::SecretKey;
+use crate::{AppState, Error, Result, store};
+
+/// The format's name, which an import checks first.
+pub const FORMAT: &str = "hero-session";
+/// The format's version this Hero writes, and the newest it reads.
+pub const VERSION: u32 = 1;
+/// The most bytes an import's body may hold (the route's bound).
+pub const MAX_IMPORT_BYTES: usize = 32 << 20;
+/// Frames read (and written) at a time while exporting.
+const PAGE: i64 = 500;
+
+/// How a session is exported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Markdown,
+    Json,
+}
+
+impl Format {
+    pub fn parse(s: &str) -> Result<Format> {
+        match s {
+            "markdown" | "md" => Ok(Format::Markdown),
+            "json" => Ok(Format::Json),
+            _ => Err(Error::Invalid(format!(
+                "{s:?} is no export format: markdown or json"
+            ))),
+        }
+    }
+
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Markdown => "md",
+            Format::Json => "json",
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Markdown => "text/markdown; charset=utf-8",
+            Format::Json => "application/json",
+        }
+    }
+}
+
+/// The export's head: everything but its frames.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportedSession {
+    pub name: String,
+    pub created_at: String,
+}
+
+/// One frame as exported.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportedFrame {
+    pub id: String,
+    #[serde(default)]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub target_ids: Vec<TargetId>,
+    pub timestamp: String,
+    #[serde(rename = "type")]
+    pub frame_type: FrameType,
+    pub author_type: AuthorType,
+    pub payload: Value,
+}
+
+impl From<Frame> for ExportedFrame {
+    fn from(f: Frame) -> Self {
+        ExportedFrame {
+            id: f.id,
+            parent_id: f.parent_id,
+            target_ids: f.target_ids,
+            timestamp: f.timestamp,
+            frame_type: f.frame_type,
+            author_type: f.author_type,
+            payload: f.payload,
+        }
+    }
+}
+
+/// A whole JSON export, as an import reads it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Export {
+    pub format: String,
+    pub version: u32,
+    #[serde(default)]
+    pub exported_at: Option<String>,
+    pub session: ExportedSession,
+    pub frames: Vec<ExportedFrame>,
+}
+
+/// A file name made of a session's name: letters, digits and hyphens.
+pub fn file_name(session: &SessionDto, format: Format) -> String {
+    let mut slug = String::new();
+    for c in session.name.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c);
+        } else if !slug.ends_with('-') && !slug.is_empty() {
+            slug.push('-');
+        }
+        if slug.len() >= 60 {
+            break;
+        }
+    }
+    let slug = slug.trim_end_matches('-');
+    let slug = if slug.is_empty() { "session" } else { slug };
+    format!("{}-{slug}.{}", session.id, format.extension())
+}
+
+/// The session (the user's, else 404) and its export as a stream of chunks.
+pub async fn session(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    format: Format,
+) -> Result<(
+    SessionDto,
+    impl Stream<Item = Result<Bytes>> + Send + 'static,
+)> {
+    let dto = super::sessions::get(&st.db, user, session_id).await?;
+    let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
+    Ok((dto.clone(), stream(st.clone(), dk, dto, format)))
+}
+
+/// Where an export's stream is: its head to write, the seq read up to, or done.
+enum Stage {
+    Head,
+    After(i64),
+    Done,
+}
+
+fn stream(
+    st: AppState,
+    dk: SecretKey,
+    session: SessionDto,
+    format: Format,
+) -> impl Stream<Item = Result<Bytes>> + Send + 'static {
+    futures::stream::try_unfold(Stage::Head, move |stage| {
+        let (st, dk, session) = (st.clone(), dk.clone(), session.clone());
+        async move {
+            let after = match stage {
+                Stage::Done => return Ok(None),
+                Stage::Head => {
+                    return Ok(Some((
+                        Bytes::from(head(&session, format)?),
+                        Stage::After(0),
+                    )));
+                }
+                Stage::After(after) => after,
+            };
+            let rows = store::frames::list(&st.db, session.id, after, None, PAGE).await?;
+            let Some(last) = rows.last().map(|r| r.seq) else {
+                return Ok(Some((Bytes::from(tail(format)), Stage::Done)));
+            };
+            let first = after == 0;
+            let mut out = String::new();
+            for (i, row) in rows.into_iter().enumerate() {
+                let frame = row.open(&dk)?;
+                match format {
+                    Format::Json => {
+                        if !(first && i == 0) {
+                            out.push(',');
+                        }
+                        out.push_str(
+                            &serde_json::to_string(&ExportedFrame::from(frame))
+                                .map_err(|e| Error::Internal(e.to_string()))?,
+                        );
+                    }
+                    Format::Markdown => markdown(&frame, &mut out),
+                }
+            }
+            Ok(Some((Bytes::from(out), Stage::After(last))))
+        }
+    })
+}
+
+fn head(session: &SessionDto, format: Format) -> Result<String> {
+    let now = crate::now_text();
+    Ok(match format {
+        Format::Json => {
+            let session = serde_json::to_string(&ExportedSession {
+                name: session.name.clone(),
+                created_at: session.created_at.clone(),
+            })
+            .map_err(|e| Error::Internal(e.to_string()))?;
+            format!(
+                "{{\"format\":\"{FORMAT}\",\"version\":{VERSION},\"exported_at\":\"{now}\",\"session\":{session},\"frames\":["
+            )
+        }
+        Format::Markdown => format!(
+            "# {}\n\n*Exported from Hero on {}; the session began {}.*\n\n",
+            one_line(&session.name),
+            day_and_time(&now),
+            day_and_time(&session.created_at)
+        ),
+    })
+}
+
+fn tail(format: Format) -> String {
+    match format {
+        Format::Json => "]}\n".into(),
+        Format::Markdown => String::new(),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `2026-11-28T21:33:54.466Z` as `2026-11-28 21:33`.
+fn day_and_time(t: &str) -> String {
+    t.get(..16).unwrap_or(t).replace('T', " ")
+}
+
+/// One frame as people read it: a message under its author and time, a call and its
+/// result as quoted lines, a summary between rules; hidden messages (startup, a memory
+/// flush) and updates are left out.
+pub fn markdown(frame: &Frame, out: &mut String) {
+    let p = &frame.payload;
+    let text = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or_default();
+    let when = day_and_time(&frame.timestamp);
+    match frame.frame_type {
+        FrameType::Message => {
+            if p.get("hidden").and_then(Value::as_bool) == Some(true) {
+                return;
+            }
+            let private = p.get("private").and_then(Value::as_bool) == Some(true);
+            let mark = if private { " (private)" } else { "" };
+            match frame.author_type {
+                AuthorType::User => {
+                    out.push_str(&format!(
+                        "### You · {when}{mark}\n\n{}\n\n",
+                        text("content")
+                    ));
+                }
+                AuthorType::Agent => {
+                    let name = p
+                        .get("agent_name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Agent");
+                    out.push_str(&format!("### {} · {when}{mark}\n\n", one_line(name)));
+                    out.push_str(&hml_as_markdown(text("content")));
+                    out.push_str("\n\n");
+                }
+                AuthorType::System => {
+                    out.push_str(&format!("> {} · {when}\n\n", one_line(text("content"))));
+                }
+            }
+        }
+        FrameType::Request => {
+            if let Ok(r) = serde_json::from_value::<hero_shared::calls::CallRequest>(p.clone()) {
+                out.push_str(&format!(
+                    "> **Call** `{}`: {}\n\n",
+                    r.function,
+                    one_line(&r.content)
+                ));
+            }
+        }
+        FrameType::Result => {
+            if let Ok(r) = serde_json::from_value::<hero_shared::calls::CallResult>(p.clone()) {
+                let said = if r.output.is_empty() {
+                    &r.content
+                } else {
+                    &r.output
+                };
+                out.push_str(&format!(
+                    "> **Result** of `{}` ({:?}):\n\n{}\n\n",
+                    r.function,
+                    r.outcome,
+                    fenced("", said)
+                ));
+            }
+        }
+        FrameType::Compact => {
+            let summary = p
+                .get("summary")
+                .or_else(|| p.get("content"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "---\n\n*Summary of what came before:* {summary}\n\n---\n\n"
+            ));
+        }
+        FrameType::Update => {}
+    }
+}
+
+/// `text` in a code fence longer than any run of backticks inside it.
+fn fenced(lang: &str, text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    format!("{fence}{lang}\n{}\n{fence}", text.trim_end_matches('\n'))
+}
+
+/// An agent's HML as Markdown: prose as it is, a command or code fenced, thinking quoted,
+/// a question said, other elements by their text.
+pub fn hml_as_markdown(content: &str) -> String {
+    use hero_shared::hml::{ElementKind, Node};
+    fn walk(nodes: &[Node], out: &mut String) {
+        for n in nodes {
+            match n {
+                Node::Text(t) => out.push_str(t),
+                Node::Element(e) => match e.kind {
+                    ElementKind::Bash => {
+                        out.push_str(&format!("\n{}\n", fenced("bash", &e.content)))
+                    }
+                    ElementKind::Thinking => {
+                        let mut inner = String::new();
+                        walk(&e.children, &mut inner);
+                        let quoted: Vec<String> =
+                            inner.trim().lines().map(|l| format!("> {l}")).collect();
+                        out.push_str(&format!("\n> *Thinking:*\n{}\n", quoted.join("\n")));
+                    }
+                    ElementKind::Websearch => {
+                        out.push_str(&format!("*Searches the web for:* {}", e.content.trim()))
+                    }
+                    ElementKind::Ask => out.push_str(&format!("*Asks:* {}", e.content.trim())),
+                    _ if e.children.is_empty() => out.push_str(&e.content),
+                    _ => walk(&e.children, out),
+                },
+            }
+        }
+    }
+    let mut out = String::new();
+    walk(&hero_shared::hml::parse(content).nodes, &mut out);
+    out.trim().to_owned()
+}
+
+/// Everything the user owns as one tar archive, streamed: each session as its JSON export
+/// (`sessions/<id>-<name>.json`) and the agents as the API lists them (`agents.json`, no
+/// key). Each session is made whole before it is written (a tar entry says its size
+/// first), so the memory an export takes is one session's.
+pub async fn everything(
+    st: &AppState,
+    user: &AuthUser,
+) -> Result<impl Stream<Item = Result<Bytes>> + Send + 'static> {
+    let sessions = super::sessions::list(&st.db, user).await?;
+    let agents = crate::agents::list(&st.db, &st.keys, user).await?;
+    let agents = serde_json::to_vec_pretty(&agents).map_err(|e| Error::Internal(e.to_string()))?;
+    let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
+    let st = st.clone();
+    let mut entries = vec![Entry::Bytes("agents.json".into(), agents)];
+    entries.extend(sessions.into_iter().map(Entry::Session));
+    entries.push(Entry::End);
+    Ok(futures::stream::iter(entries).then(move |e| {
+        let (st, dk) = (st.clone(), dk.clone());
+        async move {
+            match e {
+                Entry::Bytes(path, data) => Ok(tar_entry(&path, &data)),
+                Entry::Session(s) => {
+                    use futures::TryStreamExt;
+                    let path = format!("sessions/{}", file_name(&s, Format::Json));
+                    let chunks: Vec<Bytes> = stream(st, dk, s, Format::Json).try_collect().await?;
+                    Ok(tar_entry(&path, &chunks.concat()))
+                }
+                Entry::End => Ok(Bytes::from(vec![0u8; 1024])),
+            }
+        }
+    }))
+}
+
+/// The archive's file name: `hero-export-<today>.tar`.
+pub fn archive_name() -> String {
+    let now = crate::now_text();
+    format!("hero-export-{}.tar", now.get(..10).unwrap_or("all"))
+}
+
+enum Entry {
+    Bytes(String, Vec<u8>),
+    Session(SessionDto),
+    End,
+}
+
+use futures::StreamExt;
+
+/// One file of a tar archive: its header, its bytes, and the padding to 512.
+fn tar_entry(path: &str, data: &[u8]) -> Bytes {
+    let mut header = tar::Header::new_gnu();
+    let _ = header.set_path(path);
+    header.set_size(data.len() as u64);
+    header.set_mode(0o600);
+    header.set_mtime(time::OffsetDateTime::now_utc().unix_timestamp().max(0) as u64);
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_cksum();
+    let mut out = Vec::with_capacity(512 + data.len() + 512);
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(data);
+    out.resize(out.len().div_ceil(512) * 512, 0);
+    Bytes::from(out)
+}
+
+/// Reads an export and stores it as a new session of the user's, in one transaction; a
+/// 400 naming the first problem, with nothing stored, when it is not one this Hero reads.
+pub async fn import(st: &AppState, user: &AuthUser, body: &[u8]) -> Result<SessionDto> {
+    if body.len() > MAX_IMPORT_BYTES {
+        return Err(Error::Invalid(format!(
+            "an import is at most {} MiB",
+            MAX_IMPORT_BYTES >> 20
+        )));
+    }
+    // The format is checked before the rest is read for its shape.
+    let loose: Value = serde_json::from_slice(body)
+        .map_err(|e| Error::Invalid(format!("this file is not JSON: {e}")))?;
+    if loose.get("format").and_then(Value::as_str) != Some(FORMAT) {
+        return Err(Error::Invalid(format!(
+            "this file is not a Hero session export (its \"format\" is not {FORMAT:?})"
+        )));
+    }
+    match loose.get("version").and_then(Value::as_u64) {
+        Some(v) if v > u64::from(VERSION) => {
+            return Err(Error::Invalid(format!(
+                "this export was made by a newer Hero (format version {v}; this one reads up to {VERSION})"
+            )));
+        }
+        Some(_) => {}
+        None => {
+            return Err(Error::Invalid("this export has no format version".into()));
+        }
+    }
+    let export: Export = serde_json::from_value(loose)
+        .map_err(|e| Error::Invalid(format!("this export is not well formed: {e}")))?;
+    let most = st.settings.limits.frames_per_session;
+    if export.frames.len() as i64 > most {
+        return Err(Error::Invalid(format!(
+            "this export has {} frames; a session holds at most {most}",
+            export.frames.len()
+        )));
+    }
+    let frames = renumbered(export.frames, user)?;
+    let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
+    let mut tx = st.db.begin().await?;
+    let req = CreateSessionRequest {
+        name: export.session.name,
+        parent_session_id: None,
+        status: None,
+        agent_id: None,
+    };
+    let row = super::sessions::create_in(st, &mut tx, user, req).await?;
+    for (mut f, at) in frames {
+        f.session_id = row.id;
+        frames::seal_at(&dk, f, at)?.insert(&mut tx).await?;
+    }
+    tx.commit().await?;
+    Ok(row.dto())
+}
+
+/// The export's frames checked and given new ids (parents and frame targets follow), each
+/// with its time, in the export's order; a call without a result gets one saying it was not
+/// run, after them all.
+fn renumbered(frames: Vec<ExportedFrame>, user: &AuthUser) -> Result<Vec<(NewFrame, String)>> {
+    let bad = |i: usize, what: String| {
+        Error::Invalid(format!("frame {} (the {}th): {what}", i + 1, i + 1))
+    };
+    // Every id first: a call begun while its reply streamed is stored before the reply it
+    // names as its parent, so a parent may come later in the log.
+    let mut ids: HashMap<String, String> = HashMap::with_capacity(frames.len());
+    for (i, f) in frames.iter().enumerate() {
+        if f.id.is_empty() || f.id.len() > 64 {
+            return Err(bad(
+                i,
+                "its id is empty or longer than 64 characters".into(),
+            ));
+        }
+        if ids.insert(f.id.clone(), frames::new_id()).is_some() {
+            return Err(bad(i, format!("its id {:?} is used twice", f.id)));
+        }
+    }
+    let results: HashSet<&str> = frames
+        .iter()
+        .filter(|f| f.frame_type == FrameType::Result)
+        .filter_map(|f| f.parent_id.as_deref())
+        .collect();
+    let unanswered: HashSet<String> = frames
+        .iter()
+        .filter(|f| f.frame_type == FrameType::Request && !results.contains(f.id.as_str()))
+        .map(|f| f.id.clone())
+        .collect();
+    let mut out = Vec::with_capacity(frames.len());
+    // The results given to calls that had none come last, so every frame keeps its seq
+    // (a summary names the seq it covers).
+    let mut not_run = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        if time::OffsetDateTime::parse(&f.timestamp, &time::format_description::well_known::Rfc3339)
+            .is_err()
+        {
+            return Err(bad(
+                i,
+                format!("its timestamp {:?} is not RFC 3339", f.timestamp),
+            ));
+        }
+        if !f.payload.is_object() {
+            return Err(bad(i, "its payload is not an object".into()));
+        }
+        let parent_id = match &f.parent_id {
+            None => None,
+            Some(p) => Some(ids.get(p).cloned().ok_or_else(|| {
+                bad(i, format!("its parent {p:?} is not a frame of this export"))
+            })?),
+        };
+        let target_ids = f
+            .target_ids
+            .iter()
+            .map(|t| match t {
+                TargetId::Frame(id) => ids.get(id).cloned().map(TargetId::Frame).ok_or_else(|| {
+                    bad(
+                        i,
+                        format!("it names the frame {id:?}, which is not in this export"),
+                    )
+                }),
+                other => Ok(other.clone()),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let new_id = ids[&f.id].clone();
+        let author_id = (f.author_type == AuthorType::User).then(|| user.id());
+        out.push((
+            NewFrame {
+                id: new_id.clone(),
+                session_id: 0,
+                parent_id,
+                target_ids,
+                frame_type: f.frame_type,
+                author_type: f.author_type,
+                author_id,
+                payload: f.payload.clone(),
+            },
+            f.timestamp.clone(),
+        ));
+        if unanswered.contains(&f.id) {
+            let function = f
+                .payload
+                .get("function")
+                .and_then(Value::as_str)
+                .unwrap_or("call");
+            let said = "This call came in an import and was not run.";
+            let result = hero_shared::calls::CallResult {
+                function: function.to_owned(),
+                outcome: hero_shared::calls::Outcome::Stopped,
+                content: said.to_owned(),
+                output: String::new(),
+                tool_use_id: None,
+            };
+            let mut r = NewFrame::message(0, AuthorType::System, None, Value::Null);
+            r.frame_type = FrameType::Result;
+            r.parent_id = Some(new_id);
+            r.payload = serde_json::to_value(result).map_err(|e| Error::Internal(e.to_string()))?;
+            not_run.push((r, f.timestamp.clone()));
+        }
+    }
+    out.extend(not_run);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_agents_hml_reads_as_markdown() {
+        let md = hml_as_markdown(
+            "Looking.\n<thinking>the user wants files</thinking>\n<bash>ls -la</bash>\nDone.",
+        );
+        assert!(md.starts_with("Looking."), "{md}");
+        assert!(md.contains("> *Thinking:*\n> the user wants files"), "{md}");
+        assert!(md.contains("```bash\nls -la\n```"), "{md}");
+        assert!(md.ends_with("Done."), "{md}");
+        // A fence longer than the backticks inside.
+        assert_eq!(fenced("", "a ``` b"), "````\na ``` b\n````");
+    }
+
+    #[test]
+    fn a_file_name_is_made_of_the_sessions_name() {
+        let s = |name: &str| SessionDto {
+            id: 7,
+            name: name.into(),
+            status: hero_shared::api::SessionStatus::Active,
+            parent_session_id: None,
+            agent_id: None,
+            streaming: true,
+            created_at: String::new(),
+            updated_at: String::new(),
+        };
+        assert_eq!(
+            file_name(&s("Garden plans: 2027!"), Format::Markdown),
+            "7-garden-plans-2027.md"
+        );
+        assert_eq!(file_name(&s("../../etc"), Format::Json), "7-etc.json");
+        assert_eq!(file_name(&s("日本"), Format::Json), "7-session.json");
+    }
+
+    #[test]
+    fn formats_are_named() {
+        assert_eq!(Format::parse("markdown").unwrap(), Format::Markdown);
+        assert_eq!(Format::parse("json").unwrap(), Format::Json);
+        assert!(
+            Format::parse("pdf")
+                .unwrap_err()
+                .to_string()
+                .contains("markdown or json")
+        );
+    }
+}

@@ -1,0 +1,342 @@
+//! Export and import on loopback with the mock LLM: a session as Markdown (people's words,
+//! elements as text) and as JSON, imported back into a new session whose frames are the
+//! same (new ids, parents and targets following) and whose waiting call can never run;
+//! everything as a tar archive whose sessions import too; a form's file sent on to the new
+//! session; another user's session a missing one; and every bad import a 4xx naming its
+//! problem, with nothing stored.
+
+mod support;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use support::*;
+
+async fn get_text(h: &Hero, path: &str) -> (StatusCode, String, String) {
+    let r = h.c.get(h.url(path)).send().await.unwrap();
+    let status = r.status();
+    let disposition = r
+        .headers()
+        .get("content-disposition")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (status, disposition, r.text().await.unwrap())
+}
+
+async fn import(h: &Hero, body: Vec<u8>) -> (StatusCode, Value) {
+    let r =
+        h.c.post(h.url("/api/sessions/import"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+    let status = r.status();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn session_count(h: &Hero) -> usize {
+    h.json(Method::GET, "/api/sessions", None)
+        .await
+        .1
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+/// A session with a note, a question answered by the agent, and a command waiting for
+/// approval.
+async fn conversation(h: &Hero, mock: &mock_llm::MockServer) -> i64 {
+    let (session, _) = h.session_with("anthropic", mock, KEY).await;
+    let (s, _) = h
+        .json(
+            Method::POST,
+            &format!("/api/sessions/{session}/messages"),
+            Some(json!({"content": "A private note about **tea**.", "private": true})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    h.stream(
+        session,
+        r#"[[mock text="Let me look.\n\u003cthinking>the user wants files\u003c/thinking>\n\u003cbash>ls -la\u003c/bash>"]]"#,
+    )
+    .await;
+    session
+}
+
+#[tokio::test]
+async fn a_session_is_exported_and_imported_back_and_its_waiting_call_never_runs() {
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
+    let session = conversation(&h, &mock).await;
+    let frames = h.frames(session).await;
+    let request = of_type(&frames, "request")[0].clone();
+    assert_eq!(request["payload"]["status"], "pending");
+
+    // Markdown, for people.
+    let (s, disposition, md) = get_text(
+        &h,
+        &format!("/api/sessions/{session}/export?format=markdown"),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{md}");
+    assert_eq!(
+        disposition,
+        format!("attachment; filename=\"{session}-chat.md\"")
+    );
+    assert!(md.starts_with("# chat\n"), "{md}");
+    assert!(
+        md.contains("### You · ") && md.contains("(private)\n\nA private note about **tea**."),
+        "{md}"
+    );
+    assert!(md.contains("> *Thinking:*\n> the user wants files"), "{md}");
+    assert!(md.contains("```bash\nls -la\n```"), "{md}");
+    assert!(md.contains("> **Call** `bash`"), "{md}");
+
+    // JSON, for Hero: the frames in order, opened.
+    let (s, disposition, text) =
+        get_text(&h, &format!("/api/sessions/{session}/export?format=json")).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(disposition.ends_with(".json\""), "{disposition}");
+    let export: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (export["format"].as_str(), export["version"].as_u64()),
+        (Some("hero-session"), Some(1))
+    );
+    assert_eq!(export["session"]["name"], "chat");
+    let exported = export["frames"].as_array().unwrap();
+    assert_eq!(exported.len(), frames.len());
+    for (e, f) in exported.iter().zip(&frames) {
+        assert_eq!(
+            (&e["id"], &e["type"], &e["payload"], &e["timestamp"]),
+            (&f["id"], &f["type"], &f["payload"], &f["timestamp"])
+        );
+    }
+
+    // Imported: a new session with the same frames under new ids, and the waiting call
+    // given a result that says it was not run.
+    let (s, imported) = import(&h, text.clone().into_bytes()).await;
+    assert_eq!(s, StatusCode::CREATED, "{imported}");
+    let new = imported["id"].as_i64().unwrap();
+    assert_ne!(new, session);
+    assert_eq!(imported["name"], "chat");
+    let copied = h.frames(new).await;
+    assert_eq!(copied.len(), frames.len() + 1, "one result added");
+    let originals: Vec<&Value> = frames.iter().map(|f| &f["payload"]).collect();
+    let kept: Vec<&Value> = copied[..frames.len()]
+        .iter()
+        .map(|f| &f["payload"])
+        .collect();
+    assert_eq!(kept, originals, "in the same order, at the same seqs");
+    let seqs = |fs: &[Value]| {
+        fs.iter()
+            .map(|f| f["seq"].as_i64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(seqs(&copied[..frames.len()]), seqs(&frames));
+    assert!(
+        copied
+            .iter()
+            .all(|f| frames.iter().all(|o| o["id"] != f["id"])),
+        "fresh ids"
+    );
+    let new_request = of_type(&copied, "request")[0].clone();
+    let result = of_type(&copied, "result")[0].clone();
+    assert_eq!(result["parent_id"], new_request["id"]);
+    assert_eq!(result["payload"]["outcome"], "stopped");
+    assert!(
+        result["payload"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("came in an import and was not run")
+    );
+    // The agent's reply keeps its place as the request's parent.
+    let reply = agent_messages(&copied)[0];
+    assert_eq!(new_request["parent_id"], reply["id"]);
+    // It cannot be approved now: it is decided.
+    let (s, v) = decide(&h, new, new_request["id"].as_str().unwrap(), true).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    // Its page opens.
+    let (s, view) = h
+        .json(Method::GET, &format!("/api/sessions/{new}/view"), None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{view}");
+    // And imported again, it is another session again.
+    let (s, again) = import(&h, text.into_bytes()).await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_ne!(again["id"], imported["id"]);
+
+    // Another user's session is a missing one to export.
+    let bob = bob_client(&h).await;
+    let r = bob
+        .get(h.url(&format!("/api/sessions/{session}/export")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn everything_is_one_archive_whose_sessions_import_and_a_form_is_sent_on() {
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
+    let session = conversation(&h, &mock).await;
+    let r = h.c.get(h.url("/api/export")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-type"], "application/x-tar");
+    let bytes = r.bytes().await.unwrap();
+    let mut archive = tar::Archive::new(&bytes[..]);
+    let mut files = std::collections::BTreeMap::new();
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let path = entry.path().unwrap().display().to_string();
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut data).unwrap();
+        files.insert(path, data);
+    }
+    let agents: Value = serde_json::from_slice(&files["agents.json"]).unwrap();
+    assert_eq!(
+        agents.as_array().unwrap().len(),
+        2,
+        "the demo agent and the mock's"
+    );
+    assert!(
+        !String::from_utf8_lossy(&files["agents.json"]).contains(KEY),
+        "no key leaves"
+    );
+    let name = format!("sessions/{session}-chat.json");
+    let export: Value = serde_json::from_slice(&files[&name]).unwrap();
+    assert_eq!(
+        export["frames"].as_array().unwrap().len(),
+        h.frames(session).await.len()
+    );
+
+    // A browser's form (no script needed) sends its file and is sent on to the new session.
+    let boundary = "hero-test-boundary-7d41";
+    let mut form = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"chat.json\"\r\n\
+         Content-Type: application/json\r\n\r\n"
+    )
+    .into_bytes();
+    form.extend_from_slice(&files[&name]);
+    form.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    let c = reqwest::Client::builder()
+        .cookie_store(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = c
+        .post(h.url("/api/auth/login"))
+        .json(&json!({"username": "alice", "password": "alice-password"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = c
+        .post(h.url("/api/sessions/import"))
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let to = r.headers()["location"].to_str().unwrap().to_owned();
+    assert!(to.starts_with("/s/"), "{to}");
+    let id: i64 = to[3..].parse().unwrap();
+    assert_eq!(h.frames(id).await.len(), h.frames(session).await.len() + 1);
+}
+
+#[tokio::test]
+async fn a_bad_import_says_what_is_wrong_and_stores_nothing() {
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
+    let session = conversation(&h, &mock).await;
+    let (_, _, text) = get_text(&h, &format!("/api/sessions/{session}/export")).await;
+    let good: Value = serde_json::from_str(&text).unwrap();
+    let before = session_count(&h).await;
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut v = good.clone();
+        f(&mut v);
+        serde_json::to_vec(&v).unwrap()
+    };
+    let cases: Vec<(Vec<u8>, StatusCode, &str)> = vec![
+        (
+            b"not json at all".to_vec(),
+            StatusCode::BAD_REQUEST,
+            "not JSON",
+        ),
+        (
+            with(&|v| v["format"] = json!("chatgpt-export")),
+            StatusCode::BAD_REQUEST,
+            "not a Hero session export",
+        ),
+        (
+            with(&|v| v["version"] = json!(2)),
+            StatusCode::BAD_REQUEST,
+            "made by a newer Hero (format version 2",
+        ),
+        (
+            with(&|v| {
+                v.as_object_mut().unwrap().remove("version");
+            }),
+            StatusCode::BAD_REQUEST,
+            "no format version",
+        ),
+        (
+            with(&|v| v["frames"][2]["parent_id"] = json!("nowhere")),
+            StatusCode::BAD_REQUEST,
+            "its parent \"nowhere\" is not a frame of this export",
+        ),
+        (
+            with(&|v| v["frames"][1]["timestamp"] = json!("yesterday")),
+            StatusCode::BAD_REQUEST,
+            "is not RFC 3339",
+        ),
+        (
+            with(&|v| {
+                let id = v["frames"][0]["id"].clone();
+                v["frames"][1]["id"] = id;
+            }),
+            StatusCode::BAD_REQUEST,
+            "is used twice",
+        ),
+        (
+            with(&|v| v["frames"][0]["colour"] = json!("red")),
+            StatusCode::BAD_REQUEST,
+            "unknown field",
+        ),
+        (
+            with(&|v| v["session"]["name"] = json!("")),
+            StatusCode::BAD_REQUEST,
+            "name",
+        ),
+        (
+            vec![b' '; 33 << 20],
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "length limit",
+        ),
+    ];
+    for (body, want, says) in cases {
+        let (s, v) = import(&h, body).await;
+        assert_eq!(s, want, "{says}: {v}");
+        assert!(
+            v["error"].as_str().unwrap_or_default().contains(says),
+            "{says}: {v}"
+        );
+    }
+    assert_eq!(session_count(&h).await, before, "nothing was stored");
+    let (s, v) = h
+        .json(
+            Method::GET,
+            &format!("/api/sessions/{session}/export?format=pdf"),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(
+        v["error"].as_str().unwrap().contains("markdown or json"),
+        "{v}"
+    );
+}
