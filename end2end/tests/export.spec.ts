@@ -47,3 +47,25 @@ test("a session exported and imported back shows the same messages", async ({ pa
   expect(all.suggestedFilename()).toMatch(/^hero-export-\d{4}-\d\d-\d\d\.tar$/);
   expect(fs.statSync(await all.path()).size).toBeGreaterThan(1024);
 });
+
+test("Branch on a message opens a new session holding the conversation up to it", async ({ page }) => {
+  await signIn(page, "mia", "mia-password");
+  const name = `Fork ${Date.now()}`;
+  const id = (await (await page.request.post("/api/sessions", { data: { name } })).json()).id;
+  for (const content of ["Plan A: the mountains.", "Plan B: the sea.", "Plan C: stay home."]) {
+    expect((await page.request.post(`/api/sessions/${id}/messages`, { data: { content, private: true } })).status()).toBe(200);
+  }
+  await page.goto(`/s/${id}`);
+  await connected(page);
+  await page.locator(".msg-user").nth(1).getByRole("button", { name: "Branch" }).click();
+  await expect(page).not.toHaveURL(new RegExp(`/s/${id}$`));
+  await expect(page).toHaveURL(/\/s\/\d+$/);
+  await connected(page);
+  await expect(page.locator(".session-title")).toHaveText(`Branch of ${name}`);
+  await expect(page.locator(".msg-user .msg-body")).toHaveText(["Plan A: the mountains.", "Plan B: the sea."]);
+  await expect(page.locator(".msg-system").last()).toContainText(`Branched from “${name}”`);
+  // The original keeps all three.
+  await page.goto(`/s/${id}`);
+  await connected(page);
+  await expect(page.locator(".msg-user")).toHaveCount(3);
+});

@@ -340,3 +340,100 @@ async fn a_bad_import_says_what_is_wrong_and_stores_nothing() {
         "{v}"
     );
 }
+
+async fn branch(h: &Hero, session: i64, from: &str) -> (StatusCode, Value) {
+    h.json(
+        Method::POST,
+        &format!("/api/sessions/{session}/branch"),
+        Some(json!({"from_frame_id": from})),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_branch_holds_the_conversation_up_to_its_message_and_leaves_the_original() {
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let h = hero(&[mock.addr()]).await;
+    let session = conversation(&h, &mock).await;
+    let frames = h.frames(session).await;
+
+    // From the first note: that note alone, and where it came from.
+    let note = &frames[0];
+    let (s, b) = branch(&h, session, note["id"].as_str().unwrap()).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(b["name"], "Branch of chat");
+    let copied = h.frames(b["id"].as_i64().unwrap()).await;
+    assert_eq!(copied.len(), 2, "{copied:?}");
+    assert_eq!(copied[0]["payload"], note["payload"]);
+    assert_ne!(copied[0]["id"], note["id"]);
+    assert!(
+        copied[1]["payload"]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Branched from “chat”")
+    );
+    assert_eq!(copied[1]["payload"]["branched_from"]["session_id"], session);
+
+    // From the agent's reply: everything to it, its waiting call given a result in the
+    // branch so that it never runs there, and the original unchanged.
+    let reply = agent_messages(&frames)[0].clone();
+    let (s, b) = branch(&h, session, reply["id"].as_str().unwrap()).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let new = b["id"].as_i64().unwrap();
+    assert_eq!(
+        b["agent_id"],
+        h.json(Method::GET, &format!("/api/sessions/{session}"), None)
+            .await
+            .1["agent_id"]
+    );
+    let copied = h.frames(new).await;
+    let payloads = |fs: &[Value], t: &str| {
+        fs.iter()
+            .filter(|f| f["type"] == t)
+            .map(|f| f["payload"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        payloads(&copied, "message")[..frames.iter().filter(|f| f["type"] == "message").count()],
+        payloads(&frames, "message")[..]
+    );
+    let results = of_type(&copied, "result");
+    assert_eq!(results.len(), 1);
+    assert!(
+        results[0]["payload"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("not run")
+    );
+    assert_eq!(h.frames(session).await, frames, "the original is unchanged");
+    let original_request = of_type(&frames, "request")[0]["payload"]["status"].clone();
+    assert_eq!(
+        original_request, "pending",
+        "the original's call still waits for its user"
+    );
+
+    // What cannot be branched from.
+    let request = of_type(&frames, "request")[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, v) = branch(&h, session, &request).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("starts from a message"),
+        "{v}"
+    );
+    let (s, _) = branch(&h, session, "no-such-frame").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let bob = bob_client(&h).await;
+    let r = bob
+        .post(h.url(&format!("/api/sessions/{session}/branch")))
+        .json(&json!({"from_frame_id": reply["id"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}

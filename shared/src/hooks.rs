@@ -192,10 +192,12 @@ pub enum Action {
     Hide,
     /// Brings in the page before.
     Earlier,
+    /// Opens a new session holding the conversation up to this message.
+    Branch,
 }
 
 impl Action {
-    pub const ALL: [Action; 8] = [
+    pub const ALL: [Action; 9] = [
         Action::Copy,
         Action::Prompt,
         Action::Ask,
@@ -204,6 +206,7 @@ impl Action {
         Action::Always,
         Action::Hide,
         Action::Earlier,
+        Action::Branch,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -216,6 +219,7 @@ impl Action {
             Action::Always => "always",
             Action::Hide => "hide",
             Action::Earlier => "earlier",
+            Action::Branch => "branch",
         }
     }
 

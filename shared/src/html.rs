@@ -256,6 +256,20 @@ fn marks(out: &mut Out, m: &CompiledMessage, private: bool) {
         ],
         if m.hidden { "Show again" } else { "Hide" },
     );
+    out.leaf(
+        "button",
+        &[
+            ("type", Some("button")),
+            ("class", Some("msg-menu msg-branch")),
+            (hooks::ACTION.name(), Some(Action::Branch.as_str())),
+            (hooks::FRAME.name(), Some(&m.frame_id)),
+            (
+                "title",
+                Some("A new session with the conversation up to here"),
+            ),
+        ],
+        "Branch",
+    );
     out.close("div");
 }
 

@@ -381,6 +381,26 @@ mod browser {
             }
             // "Show earlier" is the message list's own (`client`).
             Action::Earlier => {}
+            Action::Branch => {
+                let frame_id = button
+                    .get_attribute(hooks::FRAME.name())
+                    .unwrap_or_default();
+                let Some(msg) = closest(&button, &hooks::MESSAGE_ID.selector()) else {
+                    return;
+                };
+                leptos::task::spawn_local(async move {
+                    match super::super::branch_session(session_id, frame_id).await {
+                        Ok(id) => {
+                            if let Some(w) = web_sys::window() {
+                                let _ = w
+                                    .location()
+                                    .set_href(&crate::base::href(&format!("/s/{id}")));
+                            }
+                        }
+                        Err(e) => show_error(&msg, Some(error_text(&e))),
+                    }
+                });
+            }
         }
     }
 

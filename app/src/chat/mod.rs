@@ -74,6 +74,17 @@ pub fn is_frame_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
 }
 
+/// A new session with the conversation up to the message `frame_id`: its id.
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
+pub async fn branch_session(session_id: i64, frame_id: String) -> Result<i64, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    hero_backend::conversation::export::branch(&st, &user, session_id, &frame_id)
+        .await
+        .map(|s| s.id)
+        .map_err(fail)
+}
+
 /// What the summary at `before_seq` stands for ("show earlier").
 #[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
 pub async fn earlier_messages(

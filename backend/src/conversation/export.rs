@@ -1,7 +1,7 @@
 //! A session taken out of Hero and brought back: export as Markdown (for people: names,
 //! times, elements as text) or as JSON (the frames, opened, in the versioned format below);
-//! everything the user owns as one tar archive; and import of a JSON export into a new
-//! session.
+//! everything the user owns as one tar archive; import of a JSON export into a new
+//! session; and a branch, a new session copied from one up to a message.
 //!
 //! An export streams: the frames are read a page at a time and written as they come, so a
 //! session of any length costs one page of memory. An import is read whole (its body is
@@ -471,6 +471,83 @@ pub async fn import(st: &AppState, user: &AuthUser, body: &[u8]) -> Result<Sessi
         f.session_id = row.id;
         frames::seal_at(&dk, f, at)?.insert(&mut tx).await?;
     }
+    tx.commit().await?;
+    Ok(row.dto())
+}
+
+/// A new session holding the conversation of `session_id` up to its message
+/// `from_frame_id` (that message, what came before it, and the calls and results of what
+/// is copied), under new ids; the original is unchanged. The new session is named for its
+/// origin and ends with a notice saying where it branched; a call copied without its result
+/// is given one, so it never runs in the branch.
+pub async fn branch(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    from_frame_id: &str,
+) -> Result<SessionDto> {
+    let origin = super::sessions::get(&st.db, user, session_id).await?;
+    let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
+    let at = store::frames::get(&st.db, session_id, from_frame_id)
+        .await?
+        .ok_or(Error::NotFound("message"))?;
+    if at.frame_type != "message" {
+        return Err(Error::Invalid(
+            "a branch starts from a message; this frame is a call, a result or a change".into(),
+        ));
+    }
+    let mut copied: Vec<ExportedFrame> = Vec::new();
+    let mut kept: HashSet<String> = HashSet::new();
+    let mut after = 0;
+    loop {
+        let rows = store::frames::list(&st.db, session_id, after, None, PAGE).await?;
+        let Some(last) = rows.last().map(|r| r.seq) else {
+            break;
+        };
+        for row in rows {
+            // Up to the message; after it, only the results and changes of what is kept.
+            let belongs = row.seq <= at.seq
+                || (row.frame_type != "message"
+                    && row.parent_id.as_deref().is_some_and(|p| kept.contains(p)));
+            if belongs {
+                let f = ExportedFrame::from(row.open(&dk)?);
+                kept.insert(f.id.clone());
+                copied.push(f);
+            }
+        }
+        after = last;
+    }
+    let name: String = format!("Branch of {}", origin.name)
+        .chars()
+        .take(200)
+        .collect();
+    let frames = renumbered(copied, user)?;
+    let when = day_and_time(&at.timestamp);
+    let mut tx = st.db.begin().await?;
+    let req = CreateSessionRequest {
+        name,
+        parent_session_id: None,
+        status: None,
+        agent_id: origin.agent_id,
+    };
+    let row = super::sessions::create_in(st, &mut tx, user, req).await?;
+    for (mut f, at) in frames {
+        f.session_id = row.id;
+        frames::seal_at(&dk, f, at)?.insert(&mut tx).await?;
+    }
+    let notice = NewFrame::message(
+        row.id,
+        AuthorType::System,
+        None,
+        serde_json::json!({
+            "role": "system",
+            "content": format!("Branched from “{}” at its message of {when}.", origin.name),
+            "private": true,
+            "notice": "info",
+            "branched_from": {"session_id": session_id, "frame_id": from_frame_id},
+        }),
+    );
+    frames::seal(&dk, notice)?.insert(&mut tx).await?;
     tx.commit().await?;
     Ok(row.dto())
 }

@@ -104,3 +104,20 @@ pub async fn import(
     }
     Ok((StatusCode::CREATED, axum::Json(session)).into_response())
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BranchRequest {
+    from_frame_id: String,
+}
+
+/// `POST /api/sessions/{id}/branch` `{from_frame_id}`: 201 with the new session.
+pub async fn branch(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(id): ApiPath<i64>,
+    super::ApiJson(req): super::ApiJson<BranchRequest>,
+) -> ApiResult<Response> {
+    let session = export::branch(&st, &user, id, &req.from_frame_id).await?;
+    Ok((StatusCode::CREATED, axum::Json(session)).into_response())
+}

@@ -49,6 +49,7 @@ where
             )),
         )
         .route("/sessions/{id}/export", get(export::session))
+        .route("/sessions/{id}/branch", post(export::branch))
         .route("/sessions/{id}", get(get_session).patch(update_session))
         .route("/agents", get(agents::list).post(agents::create))
         .route(
