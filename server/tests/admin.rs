@@ -225,6 +225,13 @@ async fn only_administrators_manage_users_and_bad_changes_change_nothing() {
         ),
         (
             Method::PATCH,
+            root_path.clone(),
+            json!({"password": "root-new-password"}),
+            StatusCode::CONFLICT,
+            "your own password",
+        ),
+        (
+            Method::PATCH,
             alice_path.clone(),
             json!({}),
             StatusCode::BAD_REQUEST,

@@ -143,11 +143,9 @@ async fn a_session_is_exported_and_imported_back_and_its_waiting_call_never_runs
     let result = of_type(&copied, "result")[0].clone();
     assert_eq!(result["parent_id"], new_request["id"]);
     assert_eq!(result["payload"]["outcome"], "stopped");
-    assert!(
-        result["payload"]["content"]
-            .as_str()
-            .unwrap()
-            .contains("came in an import and was not run")
+    assert_eq!(
+        result["payload"]["content"],
+        "The call bash was not run: it came in an import."
     );
     // The agent's reply keeps its place as the request's parent.
     let reply = agent_messages(&copied)[0];
@@ -436,4 +434,76 @@ async fn a_branch_holds_the_conversation_up_to_its_message_and_leaves_the_origin
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
+
+/// A call begun while its reply streamed is stored before the reply it names: a branch from
+/// a message between the two leaves the call behind rather than fail.
+#[tokio::test]
+async fn a_branch_between_a_call_and_its_reply_leaves_the_call_behind() {
+    let h = hero(&[]).await;
+    let at = "2026-11-28T10:00:00Z";
+    let frame = |id: &str, parent: Option<&str>, t: &str, author: &str, payload: Value| {
+        json!({"id": id, "parent_id": parent, "target_ids": [], "timestamp": at,
+               "type": t, "author_type": author, "payload": payload})
+    };
+    let export = json!({
+        "format": "hero-session", "version": 1,
+        "session": {"name": "Streaming", "created_at": at},
+        "frames": [
+            frame("u", None, "message", "user", json!({"role": "user", "content": "list files"})),
+            frame("q", Some("r"), "request", "agent", json!({
+                "function": "bash", "args": {"command": "ls"},
+                "origin": {"form": "element", "element_id": "e1", "kind": "bash"},
+                "status": "pending", "content": "bash: ls"})),
+            frame("n", None, "message", "user", json!({"role": "user", "content": "a note meanwhile", "private": true})),
+            frame("r", None, "message", "agent", json!({"role": "assistant", "content": "<bash>ls</bash>"})),
+        ]
+    });
+    let (s, imported) = h
+        .json(Method::POST, "/api/sessions/import", Some(export))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{imported}");
+    let id = imported["id"].as_i64().unwrap();
+    let frames = h.frames(id).await;
+    let note = frames
+        .iter()
+        .find(|f| f["payload"]["content"] == "a note meanwhile")
+        .unwrap();
+    let (s, b) = branch(&h, id, note["id"].as_str().unwrap()).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let copied = h.frames(b["id"].as_i64().unwrap()).await;
+    let types: Vec<&str> = copied.iter().map(|f| f["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["message", "message", "message"], "{copied:?}");
+}
+
+/// A native tool call copied without its result is answered by its id, as the provider
+/// needs before the conversation can go on, and the result goes to the session's agent.
+#[tokio::test]
+async fn a_tool_call_copied_without_its_result_is_answered_by_its_id() {
+    let h = hero(&[]).await;
+    let at = "2026-11-28T10:00:00Z";
+    let export = json!({
+        "format": "hero-session", "version": 1,
+        "session": {"name": "Tools", "created_at": at},
+        "frames": [
+            {"id": "u", "timestamp": at, "type": "message", "author_type": "user",
+             "payload": {"role": "user", "content": "search"}},
+            {"id": "r", "timestamp": at, "type": "message", "author_type": "agent",
+             "payload": {"role": "assistant", "content": "Searching."}},
+            {"id": "q", "parent_id": "r", "timestamp": at, "type": "request", "author_type": "agent",
+             "payload": {"function": "websearch", "args": {"query": "tea"},
+                         "origin": {"form": "tool", "tool_use_id": "toolu_01"},
+                         "status": "pending", "content": "websearch: tea"}},
+        ]
+    });
+    let (s, imported) = h
+        .json(Method::POST, "/api/sessions/import", Some(export))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{imported}");
+    let frames = h.frames(imported["id"].as_i64().unwrap()).await;
+    let result = &of_type(&frames, "result")[0];
+    assert_eq!(result["payload"]["tool_use_id"], "toolu_01");
+    assert_eq!(result["payload"]["function"], "websearch");
+    let agent = imported["agent_id"].as_i64().unwrap();
+    assert_eq!(result["target_ids"], json!([format!("agent:{agent}")]));
 }

@@ -67,6 +67,11 @@ pub async fn update(st: &AppState, user: &AuthUser, id: i64, change: Change) -> 
     };
     let after_admin = change.is_admin.unwrap_or(before.is_admin);
     let after_disabled = change.disabled.unwrap_or(before.disabled);
+    if id == user.id() && change.password.is_some() {
+        return Err(Error::Conflict(
+            "change your own password on your account page, with your current one".into(),
+        ));
+    }
     if id == user.id() && (after_admin != before.is_admin || after_disabled != before.disabled) {
         return Err(Error::Conflict(
             "you cannot disable or unmake your own administrator account; another \

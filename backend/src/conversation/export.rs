@@ -37,6 +37,10 @@ pub const MAX_IMPORT_BYTES: usize = 32 << 20;
 /// Frames read (and written) at a time while exporting.
 const PAGE: i64 = 500;
 
+/// One import or branch stores at a time: each holds the database's writer for its one
+/// transaction (about 20 µs a frame on SQLite), and its frames in memory.
+static STORING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
 /// How a session is exported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -359,8 +363,8 @@ pub fn hml_as_markdown(content: &str) -> String {
 
 /// Everything the user owns as one tar archive, streamed: each session as its JSON export
 /// (`sessions/<id>-<name>.json`) and the agents as the API lists them (`agents.json`, no
-/// key). Each session is made whole before it is written (a tar entry says its size
-/// first), so the memory an export takes is one session's.
+/// key). Each session's chunks are gathered before they are written (a tar entry says its
+/// size first), so the memory an export takes is one session's JSON, held once.
 pub async fn everything(
     st: &AppState,
     user: &AuthUser,
@@ -373,21 +377,28 @@ pub async fn everything(
     let mut entries = vec![Entry::Bytes("agents.json".into(), agents)];
     entries.extend(sessions.into_iter().map(Entry::Session));
     entries.push(Entry::End);
-    Ok(futures::stream::iter(entries).then(move |e| {
-        let (st, dk) = (st.clone(), dk.clone());
-        async move {
-            match e {
-                Entry::Bytes(path, data) => Ok(tar_entry(&path, &data)),
-                Entry::Session(s) => {
-                    use futures::TryStreamExt;
-                    let path = format!("sessions/{}", file_name(&s, Format::Json));
-                    let chunks: Vec<Bytes> = stream(st, dk, s, Format::Json).try_collect().await?;
-                    Ok(tar_entry(&path, &chunks.concat()))
+    use futures::TryStreamExt;
+    Ok(futures::stream::iter(entries)
+        .then(move |e| {
+            let (st, dk) = (st.clone(), dk.clone());
+            async move {
+                match e {
+                    Entry::Bytes(path, data) => {
+                        Ok::<_, Error>(tar_entry(&path, vec![Bytes::from(data)]))
+                    }
+                    Entry::Session(s) => {
+                        let path = format!("sessions/{}", file_name(&s, Format::Json));
+                        // The chunks as they were made: the session is held once.
+                        let chunks: Vec<Bytes> =
+                            stream(st, dk, s, Format::Json).try_collect().await?;
+                        Ok(tar_entry(&path, chunks))
+                    }
+                    Entry::End => Ok(vec![Bytes::from(vec![0u8; 1024])]),
                 }
-                Entry::End => Ok(Bytes::from(vec![0u8; 1024])),
             }
-        }
-    }))
+        })
+        .map_ok(|chunks| futures::stream::iter(chunks.into_iter().map(Ok)))
+        .try_flatten())
 }
 
 /// The archive's file name: `hero-export-<today>.tar`.
@@ -404,20 +415,29 @@ enum Entry {
 
 use futures::StreamExt;
 
-/// One file of a tar archive: its header, its bytes, and the padding to 512.
-fn tar_entry(path: &str, data: &[u8]) -> Bytes {
+/// One file of a tar archive, as chunks: its header, its bytes (`data`, not copied), and
+/// the padding to 512.
+fn tar_entry(path: &str, mut data: Vec<Bytes>) -> Vec<Bytes> {
+    let size: usize = data.iter().map(Bytes::len).sum();
     let mut header = tar::Header::new_gnu();
     let _ = header.set_path(path);
-    header.set_size(data.len() as u64);
+    header.set_size(size as u64);
     header.set_mode(0o600);
     header.set_mtime(time::OffsetDateTime::now_utc().unix_timestamp().max(0) as u64);
     header.set_entry_type(tar::EntryType::Regular);
     header.set_cksum();
-    let mut out = Vec::with_capacity(512 + data.len() + 512);
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(data);
-    out.resize(out.len().div_ceil(512) * 512, 0);
-    Bytes::from(out)
+    data.insert(0, Bytes::copy_from_slice(header.as_bytes()));
+    data.push(Bytes::from(vec![0u8; size.div_ceil(512) * 512 - size]));
+    data
+}
+
+/// An export's first fields, read without keeping the rest.
+#[derive(Deserialize)]
+struct HeadOnly {
+    #[serde(default)]
+    format: Option<Value>,
+    #[serde(default)]
+    version: Option<Value>,
 }
 
 /// Reads an export and stores it as a new session of the user's, in one transaction; a
@@ -429,26 +449,29 @@ pub async fn import(st: &AppState, user: &AuthUser, body: &[u8]) -> Result<Sessi
             MAX_IMPORT_BYTES >> 20
         )));
     }
-    // The format is checked before the rest is read for its shape.
-    let loose: Value = serde_json::from_slice(body)
+    // The format is checked before the rest is read for its shape (the rest of the file
+    // is skipped, not kept).
+    let head: HeadOnly = serde_json::from_slice(body)
         .map_err(|e| Error::Invalid(format!("this file is not JSON: {e}")))?;
-    if loose.get("format").and_then(Value::as_str) != Some(FORMAT) {
+    if head.format.as_ref().and_then(Value::as_str) != Some(FORMAT) {
         return Err(Error::Invalid(format!(
             "this file is not a Hero session export (its \"format\" is not {FORMAT:?})"
         )));
     }
-    match loose.get("version").and_then(Value::as_u64) {
-        Some(v) if v > u64::from(VERSION) => {
+    match head.version.as_ref().map(Value::as_u64) {
+        Some(Some(v)) if v > u64::from(VERSION) => {
             return Err(Error::Invalid(format!(
                 "this export was made by a newer Hero (format version {v}; this one reads up to {VERSION})"
             )));
         }
-        Some(_) => {}
-        None => {
-            return Err(Error::Invalid("this export has no format version".into()));
+        Some(Some(_)) => {}
+        _ => {
+            return Err(Error::Invalid(
+                "this export has no format version (a whole number)".into(),
+            ));
         }
     }
-    let export: Export = serde_json::from_value(loose)
+    let export: Export = serde_json::from_slice(body)
         .map_err(|e| Error::Invalid(format!("this export is not well formed: {e}")))?;
     let most = st.settings.limits.frames_per_session;
     if export.frames.len() as i64 > most {
@@ -457,19 +480,52 @@ pub async fn import(st: &AppState, user: &AuthUser, body: &[u8]) -> Result<Sessi
             export.frames.len()
         )));
     }
-    let frames = renumbered(export.frames, user)?;
-    let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
-    let mut tx = st.db.begin().await?;
+    let frames = renumbered(export.frames, user, "it came in an import")?;
+    if frames.len() as i64 > most {
+        return Err(Error::Invalid(format!(
+            "this export needs {} frames with the results its open calls are given; a session holds at most {most}",
+            frames.len()
+        )));
+    }
     let req = CreateSessionRequest {
         name: export.session.name,
         parent_session_id: None,
         status: None,
         agent_id: None,
     };
+    store_copy(st, user, req, frames, None).await
+}
+
+/// Stores a copied conversation as a new session in one transaction (then `notice` at its
+/// end, if any); one copy at a time.
+async fn store_copy(
+    st: &AppState,
+    user: &AuthUser,
+    req: CreateSessionRequest,
+    frames: Vec<(NewFrame, String)>,
+    notice: Option<Value>,
+) -> Result<SessionDto> {
+    let _turn = STORING
+        .acquire()
+        .await
+        .map_err(|_| Error::Unavailable("the server is stopping"))?;
+    let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
+    let mut tx = st.db.begin().await?;
     let row = super::sessions::create_in(st, &mut tx, user, req).await?;
     for (mut f, at) in frames {
         f.session_id = row.id;
+        // A result given to a call that had none goes to the session's agent, as any.
+        if f.frame_type == FrameType::Result && f.target_ids.is_empty() {
+            f.target_ids = row
+                .agent_id
+                .map(|a| vec![TargetId::Agent(a.to_string())])
+                .unwrap_or_default();
+        }
         frames::seal_at(&dk, f, at)?.insert(&mut tx).await?;
+    }
+    if let Some(payload) = notice {
+        let n = NewFrame::message(row.id, AuthorType::System, None, payload);
+        frames::seal(&dk, n)?.insert(&mut tx).await?;
     }
     tx.commit().await?;
     Ok(row.dto())
@@ -517,45 +573,46 @@ pub async fn branch(
         }
         after = last;
     }
+    // A call begun while a later reply streamed names that reply, which the branch does not
+    // hold: such a call (and its result) stays behind.
+    loop {
+        let held: HashSet<String> = copied.iter().map(|f| f.id.clone()).collect();
+        let before = copied.len();
+        copied.retain(|f| f.parent_id.as_ref().is_none_or(|p| held.contains(p)));
+        if copied.len() == before {
+            break;
+        }
+    }
     let name: String = format!("Branch of {}", origin.name)
         .chars()
         .take(200)
         .collect();
-    let frames = renumbered(copied, user)?;
+    let frames = renumbered(copied, user, "it was copied into a branch")?;
     let when = day_and_time(&at.timestamp);
-    let mut tx = st.db.begin().await?;
     let req = CreateSessionRequest {
         name,
         parent_session_id: None,
         status: None,
         agent_id: origin.agent_id,
     };
-    let row = super::sessions::create_in(st, &mut tx, user, req).await?;
-    for (mut f, at) in frames {
-        f.session_id = row.id;
-        frames::seal_at(&dk, f, at)?.insert(&mut tx).await?;
-    }
-    let notice = NewFrame::message(
-        row.id,
-        AuthorType::System,
-        None,
-        serde_json::json!({
-            "role": "system",
-            "content": format!("Branched from “{}” at its message of {when}.", origin.name),
-            "private": true,
-            "notice": "info",
-            "branched_from": {"session_id": session_id, "frame_id": from_frame_id},
-        }),
-    );
-    frames::seal(&dk, notice)?.insert(&mut tx).await?;
-    tx.commit().await?;
-    Ok(row.dto())
+    let notice = serde_json::json!({
+        "role": "system",
+        "content": format!("Branched from “{}” at its message of {when}.", origin.name),
+        "private": true,
+        "notice": "info",
+        "branched_from": {"session_id": session_id, "frame_id": from_frame_id},
+    });
+    store_copy(st, user, req, frames, Some(notice)).await
 }
 
 /// The export's frames checked and given new ids (parents and frame targets follow), each
 /// with its time, in the export's order; a call without a result gets one saying it was not
 /// run, after them all.
-fn renumbered(frames: Vec<ExportedFrame>, user: &AuthUser) -> Result<Vec<(NewFrame, String)>> {
+fn renumbered(
+    frames: Vec<ExportedFrame>,
+    user: &AuthUser,
+    why: &str,
+) -> Result<Vec<(NewFrame, String)>> {
     let bad = |i: usize, what: String| {
         Error::Invalid(format!("frame {} (the {}th): {what}", i + 1, i + 1))
     };
@@ -573,21 +630,21 @@ fn renumbered(frames: Vec<ExportedFrame>, user: &AuthUser) -> Result<Vec<(NewFra
             return Err(bad(i, format!("its id {:?} is used twice", f.id)));
         }
     }
-    let results: HashSet<&str> = frames
+    let results: HashSet<String> = frames
         .iter()
         .filter(|f| f.frame_type == FrameType::Result)
-        .filter_map(|f| f.parent_id.as_deref())
+        .filter_map(|f| f.parent_id.clone())
         .collect();
     let unanswered: HashSet<String> = frames
         .iter()
-        .filter(|f| f.frame_type == FrameType::Request && !results.contains(f.id.as_str()))
+        .filter(|f| f.frame_type == FrameType::Request && !results.contains(&f.id))
         .map(|f| f.id.clone())
         .collect();
     let mut out = Vec::with_capacity(frames.len());
     // The results given to calls that had none come last, so every frame keeps its seq
     // (a summary names the seq it covers).
     let mut not_run = Vec::new();
-    for (i, f) in frames.iter().enumerate() {
+    for (i, f) in frames.into_iter().enumerate() {
         if time::OffsetDateTime::parse(&f.timestamp, &time::format_description::well_known::Rfc3339)
             .is_err()
         {
@@ -619,43 +676,52 @@ fn renumbered(frames: Vec<ExportedFrame>, user: &AuthUser) -> Result<Vec<(NewFra
             })
             .collect::<Result<Vec<_>>>()?;
         let new_id = ids[&f.id].clone();
+        if unanswered.contains(&f.id) {
+            not_run.push((not_run_result(&f, &new_id, why)?, f.timestamp.clone()));
+        }
         let author_id = (f.author_type == AuthorType::User).then(|| user.id());
         out.push((
             NewFrame {
-                id: new_id.clone(),
+                id: new_id,
                 session_id: 0,
                 parent_id,
                 target_ids,
                 frame_type: f.frame_type,
                 author_type: f.author_type,
                 author_id,
-                payload: f.payload.clone(),
+                payload: f.payload,
             },
-            f.timestamp.clone(),
+            f.timestamp,
         ));
-        if unanswered.contains(&f.id) {
-            let function = f
-                .payload
-                .get("function")
-                .and_then(Value::as_str)
-                .unwrap_or("call");
-            let said = "This call came in an import and was not run.";
-            let result = hero_shared::calls::CallResult {
-                function: function.to_owned(),
-                outcome: hero_shared::calls::Outcome::Stopped,
-                content: said.to_owned(),
-                output: String::new(),
-                tool_use_id: None,
-            };
-            let mut r = NewFrame::message(0, AuthorType::System, None, Value::Null);
-            r.frame_type = FrameType::Result;
-            r.parent_id = Some(new_id);
-            r.payload = serde_json::to_value(result).map_err(|e| Error::Internal(e.to_string()))?;
-            not_run.push((r, f.timestamp.clone()));
-        }
     }
     out.extend(not_run);
     Ok(out)
+}
+
+/// The result a copied call without one is given: it was not run, and (a native tool call)
+/// it answers the tool call by its id, as the provider needs.
+fn not_run_result(request: &ExportedFrame, request_id: &str, why: &str) -> Result<NewFrame> {
+    let req =
+        serde_json::from_value::<hero_shared::calls::CallRequest>(request.payload.clone()).ok();
+    let function = req
+        .as_ref()
+        .map_or_else(|| "call".to_owned(), |r| r.function.clone());
+    let tool_use_id = match req.map(|r| r.origin) {
+        Some(hero_shared::calls::CallOrigin::Tool { tool_use_id }) => Some(tool_use_id),
+        _ => None,
+    };
+    let result = hero_shared::calls::CallResult {
+        content: format!("The call {function} was not run: {why}."),
+        function,
+        outcome: hero_shared::calls::Outcome::Stopped,
+        output: format!("Not run: {why}."),
+        tool_use_id,
+    };
+    let mut r = NewFrame::message(0, AuthorType::System, None, Value::Null);
+    r.frame_type = FrameType::Result;
+    r.parent_id = Some(request_id.to_owned());
+    r.payload = serde_json::to_value(result).map_err(|e| Error::Internal(e.to_string()))?;
+    Ok(r)
 }
 
 #[cfg(test)]

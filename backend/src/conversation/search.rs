@@ -208,13 +208,14 @@ impl Index {
             })
     }
 
-    /// The sessions whose last seq moved past what was read: `(session, read up to)`.
-    fn stale(&self, stamps: &[(i64, String, String, i64)]) -> Vec<(i64, i64)> {
+    /// The sessions whose last seq moved past what was read: `(session, read up to, the
+    /// stamp's last)`.
+    fn stale(&self, stamps: &[(i64, String, String, i64)]) -> Vec<(i64, i64, i64)> {
         stamps
             .iter()
             .filter_map(|(id, _, _, last)| {
                 let seen = self.seen.get(id).copied().unwrap_or(0);
-                (*last > seen).then_some((*id, seen))
+                (*last > seen).then_some((*id, seen, *last))
             })
             .collect()
     }
@@ -361,7 +362,10 @@ pub fn snippet(text: &str, needles: &[String]) -> (String, Vec<(usize, usize)>) 
         .collect();
     let first = needles.iter().filter_map(|n| find(0, n)).min().unwrap_or(0);
     let mut start = first.saturating_sub(SNIPPET_CHARS / 3);
-    while start > 0 && !chars[start - 1].is_whitespace() {
+    // Back to a word's start, but not far: in a long word (an address, base64) the match
+    // must stay in the snippet.
+    let floor = start.saturating_sub(30);
+    while start > floor && !chars[start - 1].is_whitespace() {
         start -= 1;
     }
     let mut end = (start + SNIPPET_CHARS).min(chars.len());
@@ -417,11 +421,13 @@ pub async fn index(st: &AppState, dk: &SecretKey, user_id: i64) -> Result<Arc<Ce
         };
         if !stale.is_empty() || renamed {
             let mut rows = Vec::new();
-            for (session_id, after) in stale {
-                rows.extend(
+            for (session_id, after, last) in stale {
+                // Up to the stamp's seq alone: what was stored since is read next time, once
+                // (the stamp is what the index records as read).
+                let fresh =
                     store::frames::list(&st.db, session_id, after, Some("message"), i64::MAX)
-                        .await?,
-                );
+                        .await?;
+                rows.extend(fresh.into_iter().filter(|r| r.seq <= last));
             }
             let rows_len = rows.len();
             let (dk, held) = (dk.clone(), cell.clone());
@@ -617,7 +623,7 @@ mod tests {
                 stamp(2, "Rust", 2),
                 stamp(3, "New", 1)
             ]),
-            vec![(1, 3), (3, 0)]
+            vec![(1, 3, 5), (3, 0, 1)]
         );
         ix.update(
             &[stamp(1, "Allotment", 5), stamp(2, "Rust questions", 2)],
@@ -672,6 +678,14 @@ mod tests {
         // Only at a word's start: "needles" is marked, "unneeded" is not.
         let (_, marks) = snippet("unneeded needles", &["nee".into()]);
         assert_eq!(marks, vec![(9, 12)]);
+        // In one long word, the match stays in the snippet.
+        let long = format!(
+            "https://x.example/{}/needle/{}",
+            "a".repeat(400),
+            "b".repeat(400)
+        );
+        let (s, marks) = snippet(&long, &["needle".into()]);
+        assert_eq!(marks.len(), 1, "{s}");
         // Characters, not bytes.
         let (s, marks) = snippet("é café au lait", &["café".into()]);
         assert_eq!(

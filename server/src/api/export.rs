@@ -76,18 +76,18 @@ pub async fn import(
     let data = if form {
         let mut parts = Multipart::from_request(req, &st)
             .await
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
+            .map_err(|e| ApiError::new(e.status(), e.body_text()))?;
         let mut file = None;
         while let Some(part) = parts
             .next_field()
             .await
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?
+            .map_err(|e| ApiError::new(e.status(), e.body_text()))?
         {
             if part.name() == Some("file") {
                 file = Some(
                     part.bytes()
                         .await
-                        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?,
+                        .map_err(|e| ApiError::new(e.status(), e.body_text()))?,
                 );
             }
         }

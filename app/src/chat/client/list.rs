@@ -3,6 +3,8 @@
 //! the scroll that follows a reader near the bottom and the way down, the messages' own
 //! buttons (one delegated listener, `actions`), and the timed questions' countdown.
 
+use std::rc::Rc;
+
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::Element;
@@ -328,12 +330,27 @@ impl Chat {
 /// The most pages a search result's link pages in looking for its message.
 const MAX_SEEK_PAGES: usize = 200;
 
-/// Resolves at the browser's next frame, once what was drawn is laid out.
+/// Resolves at the browser's next frame, once what was drawn is laid out (through the
+/// `request_animation_frame` the list already uses: no promise of its own).
 async fn next_frame() {
-    let frame = js_sys::Promise::new(&mut |resolve, _| {
-        if let Some(w) = web_sys::window() {
-            let _ = w.request_animation_frame(&resolve);
+    use std::cell::{Cell, RefCell};
+    use std::task::{Poll, Waker};
+    let done = Rc::new(Cell::new(false));
+    let waker: Rc<RefCell<Option<Waker>>> = Rc::default();
+    let (d, w) = (done.clone(), waker.clone());
+    request_animation_frame(move || {
+        d.set(true);
+        if let Some(w) = w.take() {
+            w.wake();
         }
     });
-    let _ = wasm_bindgen_futures::JsFuture::from(frame).await;
+    std::future::poll_fn(|cx| {
+        if done.get() {
+            Poll::Ready(())
+        } else {
+            *waker.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    })
+    .await
 }
