@@ -343,8 +343,7 @@ pub async fn user_passwd(cfg: &Config, name: &str) -> anyhow::Result<()> {
 
 pub async fn user_set_disabled(cfg: &Config, name: &str, disabled: bool) -> anyhow::Result<()> {
     let st = open_store(cfg).await?;
-    let u = users::find_by_name(&st.db, name).await?;
-    users::set_disabled(&st.db, u.id, disabled).await?;
+    let u = hero_backend::accounts::admin::set_disabled_by_name(&st.db, name, disabled).await?;
     if disabled {
         println!("user {} disabled; their sign-ins have ended", u.username);
     } else {

@@ -76,6 +76,19 @@ fn users_are_managed_from_the_command_line() {
             .status
             .success()
     );
+    // The one administrator cannot be disabled: the site would have none.
+    let refused = hero(&data, &["user", "disable", "alice"], None);
+    assert!(
+        !refused.status.success() && text(&refused).contains("last enabled administrator"),
+        "{}",
+        text(&refused)
+    );
+    assert!(!text(&hero(&data, &["user", "list"], None)).contains("disabled"));
+    assert!(
+        hero(&data, &["user", "add", "carol", "--admin"], Some("carol-password\n"))
+            .status
+            .success()
+    );
     let dis = hero(&data, &["user", "disable", "alice"], None);
     assert!(
         dis.status.success() && text(&dis).contains("disabled"),
@@ -103,6 +116,8 @@ fn users_are_managed_from_the_command_line() {
         text(&made)
     );
     let unmade = hero(&data, &["user", "admin", "alice", "--off"], None);
+    assert!(unmade.status.success(), "{}", text(&unmade));
+    let unmade = hero(&data, &["user", "admin", "carol", "--off"], None);
     assert!(unmade.status.success(), "{}", text(&unmade));
     let last = hero(&data, &["user", "admin", "bob", "--off"], None);
     assert!(

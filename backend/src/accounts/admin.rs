@@ -124,6 +124,33 @@ pub async fn set_admin(db: &crate::store::Db, name: &str, is_admin: bool) -> Res
     Ok(UserRow { is_admin, ..u })
 }
 
+/// Disables or enables an account by name (`hero user disable`/`enable`), with the
+/// last-administrator rule; disabling ends its sign-ins.
+pub async fn set_disabled_by_name(
+    db: &crate::store::Db,
+    name: &str,
+    disabled: bool,
+) -> Result<UserRow> {
+    let u = users::find_by_name(db, name).await?;
+    let mut tx = db.begin().await?;
+    if disabled
+        && u.is_admin
+        && !u.disabled
+        && store::users::enabled_admins(&mut tx).await? <= 1
+    {
+        return Err(Error::Conflict(format!(
+            "{} is the last enabled administrator; make another one first",
+            u.username
+        )));
+    }
+    store::users::set_disabled(&mut tx, u.id, disabled, &now_text()).await?;
+    if disabled {
+        tokens::revoke_all(&mut tx, u.id).await?;
+    }
+    tx.commit().await?;
+    Ok(UserRow { disabled, ..u })
+}
+
 /// An account and its use as the API and the admin page show them.
 pub fn dto(u: UserRow, usage: Usage) -> hero_shared::api::AdminUserDto {
     hero_shared::api::AdminUserDto {

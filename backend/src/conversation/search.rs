@@ -409,9 +409,9 @@ fn at_word_start(lower: &[char], i: usize) -> bool {
 /// The user's index, brought up to date with their sessions' frames first.
 pub async fn index(st: &AppState, dk: &SecretKey, user_id: i64) -> Result<Arc<Cell>> {
     let key = key(user_id);
-    let held = st.index_cache.get_any::<Cell>(&key);
-    let mut changed = held.is_none();
-    let cell = held.unwrap_or_default();
+    // Held at once when new: a second search of the user's meanwhile waits for this one's
+    // build (the `updating` lock) instead of building another.
+    let (cell, mut changed) = st.index_cache.get_or_default::<Cell>(&key, 0);
     {
         let _turn = cell.updating.lock().await;
         let stamps = store::sessions::stamps(&st.db, user_id).await?;

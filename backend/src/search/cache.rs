@@ -85,6 +85,11 @@ impl IndexCache {
     /// whole limit is not held (and an older entry of its key goes).
     pub fn put_any<T: Any + Send + Sync>(&self, key: Key, value: Arc<T>, bytes: usize) {
         let mut inner = self.lock();
+        self.hold(&mut inner, key, value, bytes);
+    }
+
+    /// [`IndexCache::put_any`] with the lock held.
+    fn hold(&self, inner: &mut Inner, key: Key, value: Arc<dyn Any + Send + Sync>, bytes: usize) {
         if let Some(old) = inner.entries.remove(&key) {
             inner.bytes -= old.bytes;
         }
@@ -99,6 +104,27 @@ impl IndexCache {
         }
         inner.bytes += bytes;
         inner.entries.insert(key, Entry { value, bytes });
+    }
+
+    /// The entry of `key` if held and of type `T`, else a new default one, held at once
+    /// (counted as `bytes` until put again): two callers asking together get the same
+    /// entry, so what one builds the other waits for rather than builds again. Whether it
+    /// was new.
+    pub fn get_or_default<T: Any + Send + Sync + Default>(
+        &self,
+        key: &Key,
+        bytes: usize,
+    ) -> (Arc<T>, bool) {
+        let mut inner = self.lock();
+        if let Some(v) = inner.entries.get(key).map(|e| e.value.clone()) {
+            inner.entries.to_back(key);
+            if let Ok(v) = v.downcast::<T>() {
+                return (v, false);
+            }
+        }
+        let fresh = Arc::new(T::default());
+        self.hold(&mut inner, key.clone(), fresh.clone(), bytes);
+        (fresh, true)
     }
 
     /// Lets the entry of `key` go.
@@ -131,6 +157,22 @@ impl IndexCache {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn two_askers_of_a_new_entry_get_the_same_one() {
+        let cache = IndexCache::new(1 << 20);
+        let key: Key = (Arc::from("k"), vec![1]);
+        let (a, new_a) = cache.get_or_default::<std::sync::Mutex<Vec<u8>>>(&key, 10);
+        let (b, new_b) = cache.get_or_default::<std::sync::Mutex<Vec<u8>>>(&key, 10);
+        assert!(new_a && !new_b);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(cache.bytes(), 10);
+        // An entry of another type under the key is replaced by a new default.
+        let (_, new_c) = cache.get_or_default::<String>(&key, 5);
+        assert!(new_c);
+        assert_eq!(cache.bytes(), 5);
+    }
+
     use super::*;
 
     fn key(i: u8) -> Key {
