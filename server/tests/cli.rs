@@ -85,9 +85,13 @@ fn users_are_managed_from_the_command_line() {
     );
     assert!(!text(&hero(&data, &["user", "list"], None)).contains("disabled"));
     assert!(
-        hero(&data, &["user", "add", "carol", "--admin"], Some("carol-password\n"))
-            .status
-            .success()
+        hero(
+            &data,
+            &["user", "add", "carol", "--admin"],
+            Some("carol-password\n")
+        )
+        .status
+        .success()
     );
     let dis = hero(&data, &["user", "disable", "alice"], None);
     assert!(

@@ -133,11 +133,7 @@ pub async fn set_disabled_by_name(
 ) -> Result<UserRow> {
     let u = users::find_by_name(db, name).await?;
     let mut tx = db.begin().await?;
-    if disabled
-        && u.is_admin
-        && !u.disabled
-        && store::users::enabled_admins(&mut tx).await? <= 1
-    {
+    if disabled && u.is_admin && !u.disabled && store::users::enabled_admins(&mut tx).await? <= 1 {
         return Err(Error::Conflict(format!(
             "{} is the last enabled administrator; make another one first",
             u.username
