@@ -178,6 +178,30 @@ async fn everything_is_one_archive_whose_sessions_import_and_a_form_is_sent_on()
     let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
     let h = hero(&[mock.addr()]).await;
     let session = conversation(&h, &mock).await;
+    // The agent's files and memory go in the archive too, a long path whole.
+    let agent = h
+        .json(Method::GET, &format!("/api/sessions/{session}"), None)
+        .await
+        .1["agent_id"]
+        .as_i64()
+        .unwrap();
+    let (s, v) = h
+        .json(
+            Method::PUT,
+            &format!("/api/agents/{agent}/files/USER.md"),
+            Some(json!({"content": "# User\n\n- Drinks: green tea\n"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let long = format!("memory/{}/notes.md", "deep".repeat(30));
+    let (s, v) = h
+        .json(
+            Method::PUT,
+            &format!("/api/agents/{agent}/memory/files/{long}"),
+            Some(json!({"content": "Remember the kettle."})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
     let r = h.c.get(h.url("/api/export")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(r.headers()["content-type"], "application/x-tar");
@@ -200,6 +224,19 @@ async fn everything_is_one_archive_whose_sessions_import_and_a_form_is_sent_on()
     assert!(
         !String::from_utf8_lossy(&files["agents.json"]).contains(KEY),
         "no key leaves"
+    );
+    let folder = files
+        .keys()
+        .find(|p| p.starts_with(&format!("agents/{agent}-")))
+        .map(|p| p.split('/').take(2).collect::<Vec<_>>().join("/"))
+        .expect("the agent's folder");
+    assert_eq!(
+        String::from_utf8_lossy(&files[&format!("{folder}/files/USER.md")]),
+        "# User\n\n- Drinks: green tea\n"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&files[&format!("{folder}/memory/user/{long}")]),
+        "Remember the kettle."
     );
     let name = format!("sessions/{session}-chat.json");
     let export: Value = serde_json::from_slice(&files[&name]).unwrap();

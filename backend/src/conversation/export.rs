@@ -361,9 +361,9 @@ pub fn hml_as_markdown(content: &str) -> String {
     out.trim().to_owned()
 }
 
-/// Everything the user owns as one tar archive, streamed: each session as its JSON export
-/// (`sessions/<id>-<name>.json`) and the agents as the API lists them (`agents.json`, no
-/// key). Each session's chunks are gathered before they are written (a tar entry says its
+/// Everything the user owns as one tar archive, streamed: the agents as the API lists them
+/// (`agents.json`, no key), each agent's context files and memory (`agents/<id>-<name>/`),
+/// and each session as its JSON export (`sessions/<id>-<name>.json`). Each session's chunks are gathered before they are written (a tar entry says its
 /// size first), so the memory an export takes is one session's JSON, held once.
 pub async fn everything(
     st: &AppState,
@@ -371,18 +371,26 @@ pub async fn everything(
 ) -> Result<impl Stream<Item = Result<Bytes>> + Send + 'static> {
     let sessions = super::sessions::list(&st.db, user).await?;
     let agents = crate::agents::list(&st.db, &st.keys, user).await?;
-    let agents = serde_json::to_vec_pretty(&agents).map_err(|e| Error::Internal(e.to_string()))?;
+    let agents_json =
+        serde_json::to_vec_pretty(&agents).map_err(|e| Error::Internal(e.to_string()))?;
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
     let st = st.clone();
-    let mut entries = vec![Entry::Bytes("agents.json".into(), agents)];
+    let mut entries = vec![Entry::Bytes("agents.json".into(), agents_json)];
+    entries.extend(
+        agents
+            .iter()
+            .map(|a| Entry::AgentFiles(a.id, agent_folder(a.id, &a.name))),
+    );
     entries.extend(sessions.into_iter().map(Entry::Session));
     entries.push(Entry::End);
+    let user = user.clone();
     use futures::TryStreamExt;
     Ok(futures::stream::iter(entries)
         .then(move |e| {
-            let (st, dk) = (st.clone(), dk.clone());
+            let (st, dk, user) = (st.clone(), dk.clone(), user.clone());
             async move {
                 match e {
+                    Entry::AgentFiles(id, folder) => agent_files(&st, &user, id, &folder).await,
                     Entry::Bytes(path, data) => {
                         Ok::<_, Error>(tar_entry(&path, vec![Bytes::from(data)]))
                     }
@@ -409,11 +417,76 @@ pub fn archive_name() -> String {
 
 enum Entry {
     Bytes(String, Vec<u8>),
+    /// An agent's context files and memory, under its folder.
+    AgentFiles(i64, String),
     Session(SessionDto),
     End,
 }
 
 use futures::StreamExt;
+
+/// An agent's folder in the archive: `agents/<id>-<name>`.
+fn agent_folder(id: i64, name: &str) -> String {
+    let mut slug = String::new();
+    for c in name.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c);
+        } else if !slug.ends_with('-') && !slug.is_empty() {
+            slug.push('-');
+        }
+    }
+    let slug: String = slug.trim_end_matches('-').chars().take(40).collect();
+    format!(
+        "agents/{id}-{}",
+        if slug.is_empty() { "agent" } else { &slug }
+    )
+}
+
+/// An agent's context files as the user's calls read them (`files/<NAME>`) and its memory
+/// of both scopes (`memory/agent/<path>`, `memory/user/<path>`), as tar entries (a long
+/// path through the format's own extension).
+async fn agent_files(
+    st: &AppState,
+    user: &AuthUser,
+    agent_id: i64,
+    folder: &str,
+) -> Result<Vec<Bytes>> {
+    let mut out = Vec::new();
+    for f in crate::agents::context_files::list_files(st, user, agent_id).await? {
+        if f.level == "virtual" {
+            continue;
+        }
+        let file = crate::agents::context_files::read_file(st, user, agent_id, &f.name).await?;
+        if !file.content.is_empty() {
+            out.push(tar_file(
+                &format!("{folder}/files/{}", f.name),
+                file.content.as_bytes(),
+            )?);
+        }
+    }
+    for m in crate::memory::list(st, user, agent_id).await? {
+        let file =
+            crate::memory::read_file(st, user, agent_id, &m.path, Some(m.scope.as_str())).await?;
+        let path = format!("{folder}/memory/{}/{}", m.scope, m.path);
+        out.push(tar_file(&path, file.content.as_bytes())?);
+    }
+    Ok(out)
+}
+
+/// One small file of a tar archive, whatever its path's length (`tar::Builder` writes a
+/// long name's extension entry first).
+fn tar_file(path: &str, data: &[u8]) -> Result<Bytes> {
+    let mut header = tar::Header::new_gnu();
+    header.set_size(data.len() as u64);
+    header.set_mode(0o600);
+    header.set_mtime(time::OffsetDateTime::now_utc().unix_timestamp().max(0) as u64);
+    header.set_entry_type(tar::EntryType::Regular);
+    let mut b = tar::Builder::new(Vec::new());
+    b.append_data(&mut header, path, data)
+        .map_err(|e| Error::Internal(format!("{path} cannot go in the archive: {e}")))?;
+    // The entry alone: the archive's end is written once, after everything.
+    Ok(Bytes::from(std::mem::take(b.get_mut())))
+}
 
 /// One file of a tar archive, as chunks: its header, its bytes (`data`, not copied), and
 /// the padding to 512.
