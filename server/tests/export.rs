@@ -202,6 +202,16 @@ async fn everything_is_one_archive_whose_sessions_import_and_a_form_is_sent_on()
         )
         .await;
     assert_eq!(s, StatusCode::OK, "{v}");
+    let skill =
+        "---\nname: tea-notes\ndescription: How the user takes tea.\n---\nSee ref/how.md.\n";
+    let (s, v) = h
+        .json(
+            Method::PUT,
+            "/api/skills/tea-notes",
+            Some(json!({"content": skill, "files": {"ref/how.md": "Green, no sugar."}})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
     let r = h.c.get(h.url("/api/export")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(r.headers()["content-type"], "application/x-tar");
@@ -237,6 +247,14 @@ async fn everything_is_one_archive_whose_sessions_import_and_a_form_is_sent_on()
     assert_eq!(
         String::from_utf8_lossy(&files[&format!("{folder}/memory/user/{long}")]),
         "Remember the kettle."
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&files["skills/tea-notes/SKILL.md"]),
+        skill
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&files["skills/tea-notes/ref/how.md"]),
+        "Green, no sugar."
     );
     let name = format!("sessions/{session}-chat.json");
     let export: Value = serde_json::from_slice(&files[&name]).unwrap();

@@ -363,7 +363,8 @@ pub fn hml_as_markdown(content: &str) -> String {
 
 /// Everything the user owns as one tar archive, streamed: the agents as the API lists them
 /// (`agents.json`, no key), each agent's context files and memory (`agents/<id>-<name>/`),
-/// and each session as its JSON export (`sessions/<id>-<name>.json`). Each session's chunks are gathered before they are written (a tar entry says its
+/// the personal skills (`skills/<name>/`), and each session as its JSON export
+/// (`sessions/<id>-<name>.json`). Each session's chunks are gathered before they are written (a tar entry says its
 /// size first), so the memory an export takes is one session's JSON, held once.
 pub async fn everything(
     st: &AppState,
@@ -381,6 +382,7 @@ pub async fn everything(
             .iter()
             .map(|a| Entry::AgentFiles(a.id, agent_folder(a.id, &a.name))),
     );
+    entries.push(Entry::Skills);
     entries.extend(sessions.into_iter().map(Entry::Session));
     entries.push(Entry::End);
     let user = user.clone();
@@ -391,6 +393,7 @@ pub async fn everything(
             async move {
                 match e {
                     Entry::AgentFiles(id, folder) => agent_files(&st, &user, id, &folder).await,
+                    Entry::Skills => skill_files(&st, &dk, user.id()).await,
                     Entry::Bytes(path, data) => {
                         Ok::<_, Error>(tar_entry(&path, vec![Bytes::from(data)]))
                     }
@@ -419,6 +422,8 @@ enum Entry {
     Bytes(String, Vec<u8>),
     /// An agent's context files and memory, under its folder.
     AgentFiles(i64, String),
+    /// The user's personal skills, a folder each.
+    Skills,
     Session(SessionDto),
     End,
 }
@@ -469,6 +474,26 @@ async fn agent_files(
             crate::memory::read_file(st, user, agent_id, &m.path, Some(m.scope.as_str())).await?;
         let path = format!("{folder}/memory/{}/{}", m.scope, m.path);
         out.push(tar_file(&path, file.content.as_bytes())?);
+    }
+    Ok(out)
+}
+
+/// The user's personal skills as folders (`skills/<name>/SKILL.md` and its files): what
+/// the Skills page's import takes back.
+async fn skill_files(st: &AppState, dk: &SecretKey, user_id: i64) -> Result<Vec<Bytes>> {
+    let folders = st
+        .db
+        .read_with(async |c| crate::skills::personal::folders(c, dk, user_id).await)
+        .await?;
+    let mut out = Vec::new();
+    for (name, skill_md, files) in folders {
+        out.push(tar_file(
+            &format!("skills/{name}/SKILL.md"),
+            skill_md.as_bytes(),
+        )?);
+        for (path, text) in files {
+            out.push(tar_file(&format!("skills/{name}/{path}"), text.as_bytes())?);
+        }
     }
     Ok(out)
 }

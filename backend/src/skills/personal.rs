@@ -55,6 +55,26 @@ pub async fn read(c: &mut Conn<'_>, dk: &SecretKey, user_id: i64) -> Result<Root
     Ok(out)
 }
 
+/// The user's personal skills as their folders hold them: `(name, SKILL.md, other files)`,
+/// for an export (one that cannot be opened is left out, as [`read`] lists it failed).
+pub async fn folders(
+    c: &mut Conn<'_>,
+    dk: &SecretKey,
+    user_id: i64,
+) -> Result<Vec<(String, String, BTreeMap<String, String>)>> {
+    let mut out = Vec::new();
+    for row in store::skills::list(c, user_id).await? {
+        let Ok(bytes) = crypto::open(dk, &aad(user_id, &row.name), &row.sealed) else {
+            continue;
+        };
+        if let Ok(s) = serde_json::from_slice::<Sealed>(&bytes) {
+            out.push((row.name, s.skill_md, s.files));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
 /// A file's path in a skill's folder, checked: relative, no `..`, at most
 /// [`files::MAX_DEPTH`] levels, not `SKILL.md` itself.
 fn check_path(path: &str) -> Result<(), String> {
