@@ -8,7 +8,8 @@
 //! - leaves: [`error`], [`crypto`] (sealing, keys), [`limits`] (per-user bounds and
 //!   permits), [`contain`] (Hero's tags in what a model reads), [`drive`] (the hand-made
 //!   async machinery: the poster-driven executor, wake signals, the stop signal),
-//!   [`metrics`] (what the operator's `/metrics` counts).
+//!   [`metrics`] (what the operator's `/metrics` counts), [`highlight`] (code blocks cut into
+//!   classed tokens on the server).
 //! - [`store`]: the only code that touches the database.
 //! - [`execution`]: what reaches outside the process: [`execution::egress`],
 //!   [`execution::sandbox`], the function registry and handlers, the permission levels.
@@ -33,6 +34,7 @@ pub mod drive;
 pub mod error;
 pub mod execution;
 pub mod fuzz;
+pub mod highlight;
 pub mod limits;
 pub mod memory;
 pub mod metrics;

@@ -165,12 +165,14 @@ pub const LABEL: Hook = Hook::Attr("data-label");
 /// A code block, and a `<copy>` element: what a copy button copies from.
 pub const CODE_BLOCK: Hook = Hook::Class("code-block");
 pub const HML_COPY: Hook = Hook::Class("hml-copy");
+/// A code block's language (as its fence named it): what it is highlighted as.
+pub const CODE_LANG: Hook = Hook::Class("code-lang");
 
 /// Every hook a conversation's messages carry for the client ([`crate::html`] writes them),
 /// found in a sample conversation by `html`'s tests.
 pub const MESSAGE_HOOKS: &[Hook] = &[
     ACTION, CALL, FUNCTION, HML, HML_ID, MESSAGE, MESSAGE_ID, KEEP, TYPE, FRAME, HIDDEN, LABEL,
-    CODE_BLOCK, HML_COPY, CONFIRM,
+    CODE_BLOCK, HML_COPY, CONFIRM, CODE_LANG,
 ];
 
 /// What a button in the conversation asks for: its `data-action`.

@@ -12,6 +12,7 @@
 //! Fields a reader types into sit under a `data-keep` key, so that the page can carry what
 //! was typed across a message drawn again.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::calls::{CallOrigin, CallView, Outcome};
@@ -286,7 +287,7 @@ fn prose(out: &mut Out, src: &str) {
             MdPart::Code { lang, text } => {
                 out.open("div", &[("class", Some("code-block"))]);
                 out.open("div", &[("class", Some("code-head"))]);
-                out.leaf("span", &[("class", Some("code-lang"))], &lang);
+                out.leaf("span", &[("class", Some(hooks::CODE_LANG.name()))], &lang);
                 copy_button(out, "Copy");
                 out.close("div");
                 out.open("pre", &[]);
@@ -1189,6 +1190,48 @@ pub fn messages_html(
         .collect()
 }
 
+/// What a highlighted piece of code is, as the page colours it (`hl-<name>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hl {
+    Plain,
+    Comment,
+    String,
+    Number,
+    Constant,
+    Keyword,
+    Function,
+    Type,
+}
+
+impl Hl {
+    pub fn class(self) -> &'static str {
+        match self {
+            Hl::Plain => "hl-plain",
+            Hl::Comment => "hl-comment",
+            Hl::String => "hl-string",
+            Hl::Number => "hl-number",
+            Hl::Constant => "hl-constant",
+            Hl::Keyword => "hl-keyword",
+            Hl::Function => "hl-function",
+            Hl::Type => "hl-type",
+        }
+    }
+}
+
+/// A code block's text as highlighted tokens: each a span of its class, its text escaped;
+/// plain text as it is.
+pub fn highlighted_html(tokens: &[(Hl, String)]) -> String {
+    let mut out = Out::default();
+    for (hl, text) in tokens {
+        match hl {
+            Hl::Plain => out.text(text),
+            _ => out.leaf("span", &[("class", Some(hl.class()))], text),
+        }
+    }
+    out.0
+}
+
 /// Checks that `html` from this module is inert: only its own tags and the markdown
 /// renderer's, each attribute one this module writes (a `data-*` or `aria-*` value is never
 /// live), a link's `href` of an allowed scheme, fields of the kinds prompts use, buttons
@@ -1453,6 +1496,21 @@ mod tests {
         assert!(!h.contains("\" onclick"), "{h}");
         assert!(!h.contains("\" onmouseover"), "{h}");
         assert!(h.contains("A&lt;b&gt;"), "{h}");
+    }
+
+    #[test]
+    fn highlighted_code_is_inert_spans() {
+        let html = highlighted_html(&[
+            (Hl::Keyword, "fn".into()),
+            (Hl::Plain, " main() { ".into()),
+            (Hl::String, "\"<script>alert(1)</script>\"".into()),
+            (Hl::Plain, " }".into()),
+        ]);
+        assert_eq!(
+            html,
+            r#"<span class="hl-keyword">fn</span> main() { <span class="hl-string">&quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;</span> }"#
+        );
+        inert(&html).unwrap();
     }
 
     /// A card says what its call does in words; a question its message asks in place has no

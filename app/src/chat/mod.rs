@@ -74,6 +74,20 @@ pub fn is_frame_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
 }
 
+/// A code block's text as classed tokens (`hero_backend::highlight`), for the page to draw
+/// with `hero_shared::html::highlighted_html`: asked only when a code block appears.
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
+pub async fn highlight_code(
+    lang: String,
+    code: String,
+) -> Result<Vec<(hero_shared::html::Hl, String)>, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    require_user().await?;
+    hero_backend::highlight::tokens_apart(lang, code)
+        .await
+        .map_err(fail)
+}
+
 /// A new session with the conversation up to the message `frame_id`: its id.
 #[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
 pub async fn branch_session(session_id: i64, frame_id: String) -> Result<i64, ServerFnError> {

@@ -45,6 +45,7 @@ impl Chat {
             if last_earlier.with_value(|l| *l != html) {
                 c.earlier_box.set_inner_html(&html);
                 last_earlier.set_value(html);
+                highlight(&c.earlier_box);
             }
         });
         let c = self.clone();
@@ -214,6 +215,8 @@ impl Chat {
         if redrawn {
             actions::restore(&self.stored, &kept);
         }
+        drop(slots);
+        highlight(&self.stored);
     }
 
     /// The way further up: before the topmost page shown, if that has one before it.
@@ -323,6 +326,65 @@ impl Chat {
                     _ => return,
                 }
             }
+        });
+    }
+}
+
+thread_local! {
+    /// Code already highlighted, by (language, text): a block drawn again is highlighted
+    /// at once, without asking the server again.
+    static HIGHLIGHTED: std::cell::RefCell<std::collections::HashMap<(String, String), String>> =
+        std::cell::RefCell::default();
+}
+
+/// The most highlighted blocks kept.
+const MAX_HIGHLIGHTED: usize = 256;
+
+/// Highlights the code blocks under `root` not yet highlighted: each block's language and
+/// text go to the server once (`highlight_code`), and its tokens come back drawn by the
+/// shared renderer. A block without a language stays plain.
+fn highlight(root: &Element) {
+    for block in all(root, &hooks::CODE_BLOCK.selector()) {
+        if block.has_attribute("data-hl") {
+            continue;
+        }
+        let Some(code) = find(&block, "pre code") else {
+            continue;
+        };
+        let lang = find(&block, &hooks::CODE_LANG.selector())
+            .and_then(|l| l.text_content())
+            .unwrap_or_default();
+        let text = code.text_content().unwrap_or_default();
+        if lang.trim().is_empty() || text.is_empty() {
+            let _ = block.set_attribute("data-hl", "plain");
+            continue;
+        }
+        let key = (lang, text);
+        if let Some(html) = HIGHLIGHTED.with(|h| h.borrow().get(&key).cloned()) {
+            code.set_inner_html(&html);
+            let _ = block.set_attribute("data-hl", "done");
+            continue;
+        }
+        let _ = block.set_attribute("data-hl", "pending");
+        leptos::task::spawn_local(async move {
+            let (lang, text) = key.clone();
+            let Ok(tokens) = crate::chat::highlight_code(lang, text).await else {
+                let _ = block.set_attribute("data-hl", "failed");
+                return;
+            };
+            let html = hero_shared::html::highlighted_html(&tokens);
+            // Drawn again meanwhile with other text: that one is highlighted on its own.
+            if code.text_content().as_deref() == Some(key.1.as_str()) {
+                code.set_inner_html(&html);
+                let _ = block.set_attribute("data-hl", "done");
+            }
+            HIGHLIGHTED.with(|h| {
+                let mut h = h.borrow_mut();
+                if h.len() >= MAX_HIGHLIGHTED {
+                    h.clear();
+                }
+                h.insert(key, html);
+            });
         });
     }
 }
