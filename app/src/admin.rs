@@ -133,7 +133,7 @@ fn UserRow(u: AdminUserDto, me: i64) -> impl IntoView {
     let last = n
         .last_active
         .as_deref()
-        .map(|t| t.get(..16).unwrap_or(t).replace('T', " "))
+        .map(hero_shared::api::to_the_minute)
         .unwrap_or_else(|| "never".into());
     let id = u.id.to_string();
     let (toggle_disabled, disable_label) = if u.disabled {

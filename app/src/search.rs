@@ -141,11 +141,7 @@ fn Result(h: SearchHitDto) -> impl IntoView {
         "agent" => "Agent",
         _ => "Session",
     };
-    let when = h
-        .created_at
-        .get(..16)
-        .unwrap_or(&h.created_at)
-        .replace('T', " ");
+    let when = hero_shared::api::to_the_minute(&h.created_at);
     let runs = marked(&h.snippet, &h.highlights);
     view! {
         <li class="search-result">

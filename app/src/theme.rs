@@ -33,26 +33,16 @@ pub fn from_cookies(header: &str) -> Option<&'static str> {
 #[server(prefix = "/_fn")]
 pub async fn set_theme(theme: String) -> Result<(), ServerFnError> {
     let st = crate::guard::state()?;
-    let path = match st.settings.base_path.as_str() {
-        "" => "/",
-        base => base,
-    };
-    let secure = if st.settings.secure_cookie {
-        "; Secure"
-    } else {
-        ""
-    };
-    let cookie = match (theme.as_str(), parse(&theme)) {
-        (_, Some(t)) => {
-            format!("{COOKIE}={t}; Path={path}; SameSite=Lax; Max-Age=31536000{secure}")
-        }
-        ("system", None) => format!("{COOKIE}=; Path={path}; SameSite=Lax; Max-Age=0{secure}"),
+    let (value, max_age) = match (theme.as_str(), parse(&theme)) {
+        (_, Some(t)) => (t, 31_536_000),
+        ("system", None) => ("", 0),
         _ => {
             return Err(crate::guard::fail(hero_backend::Error::Invalid(format!(
                 "{theme:?} is no theme: light, dark or system"
             ))));
         }
     };
+    let cookie = hero_backend::accounts::auth::cookie(COOKIE, value, max_age, false, &st.settings);
     let resp = expect_context::<leptos_axum::ResponseOptions>();
     resp.append_header(
         http::header::SET_COOKIE,

@@ -15,10 +15,13 @@
 //! `cargo bench -p server --bench memory_search -- [--chunks N] [--searches N]`
 //! (defaults: 10,000 chunks, 200 searches).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use hero_backend::memory::{self, Of, Scope, Write};
 use hero_backend::{AppState, Settings, search, test_support};
+
+mod common;
+use common::{arg, once, show};
 
 #[global_allocator]
 static HEAP: hero_shared::heap::CountingAlloc = hero_shared::heap::CountingAlloc::new();
@@ -44,32 +47,6 @@ fn file(first: usize, chunks: usize) -> String {
         .map(paragraph)
         .collect::<Vec<_>>()
         .join("\n\n")
-}
-
-fn at(sorted: &[Duration], q: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
-fn show(label: &str, mut took: Vec<Duration>) {
-    took.sort();
-    println!(
-        "{label:<62} p50 {:>8.3} ms   p99 {:>8.3} ms",
-        at(&took, 0.5).as_secs_f64() * 1e3,
-        at(&took, 0.99).as_secs_f64() * 1e3
-    );
-}
-
-fn once(label: &str, took: Duration) {
-    println!("{label:<62} {:>8.3} ms", took.as_secs_f64() * 1e3);
-}
-
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 fn main() {

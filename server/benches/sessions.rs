@@ -14,7 +14,7 @@
 //! `cargo bench -p server --bench sessions -- [--messages N] [--searches N] [--frames N]`
 //! (defaults: 10,000 messages, 200 searches, a 10,000-frame session to export).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::StreamExt;
 use hero_backend::conversation::export::{self, Format};
@@ -23,6 +23,9 @@ use hero_backend::conversation::search::{self, Order};
 use hero_backend::conversation::sessions;
 use hero_backend::{Settings, test_support};
 use hero_shared::frame::AuthorType;
+
+mod common;
+use common::{arg, once, show};
 
 const WORDS: &[&str] = &[
     "garden", "roses", "tulips", "deploy", "release", "invoice", "budget", "meeting", "notes",
@@ -37,32 +40,6 @@ fn message(i: usize) -> String {
         .map(|k| WORDS[(i * 7 + k * 13 + k * k) % WORDS.len()])
         .collect();
     format!("Message {i}: {}.", words.join(" "))
-}
-
-fn at(sorted: &[Duration], q: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
-fn show(label: &str, mut took: Vec<Duration>) {
-    took.sort();
-    println!(
-        "{label:<62} p50 {:>8.3} ms   p99 {:>8.3} ms",
-        at(&took, 0.5).as_secs_f64() * 1e3,
-        at(&took, 0.99).as_secs_f64() * 1e3
-    );
-}
-
-fn once(label: &str, took: Duration) {
-    println!("{label:<62} {:>8.3} ms", took.as_secs_f64() * 1e3);
-}
-
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 #[global_allocator]

@@ -26,20 +26,6 @@ async fn call(
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
-async fn sign_in(h: &Hero, name: &str, password: &str) -> (StatusCode, reqwest::Client) {
-    let c = reqwest::Client::builder()
-        .cookie_store(true)
-        .build()
-        .unwrap();
-    let r = c
-        .post(h.url("/api/auth/login"))
-        .json(&json!({"username": name, "password": password}))
-        .send()
-        .await
-        .unwrap();
-    (r.status(), c)
-}
-
 fn find<'a>(list: &'a Value, name: &str) -> &'a Value {
     list.as_array()
         .unwrap()

@@ -17,6 +17,12 @@ pub struct UserDto {
     pub is_admin: bool,
 }
 
+/// A stored time (RFC 3339) to the minute, as pages and exports show it:
+/// `2026-11-28T21:33:54.466Z` is `2026-11-28 21:33`.
+pub fn to_the_minute(t: &str) -> String {
+    t.get(..16).unwrap_or(t).replace('T', " ")
+}
+
 /// An account as an administrator sees it (`GET /api/admin/users`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AdminUserDto {

@@ -79,14 +79,7 @@ pub async fn update(st: &AppState, user: &AuthUser, id: i64, change: Change) -> 
                 .into(),
         ));
     }
-    let was_counted = before.is_admin && !before.disabled;
-    let counted = after_admin && !after_disabled;
-    if was_counted && !counted && store::users::enabled_admins(&mut tx).await? <= 1 {
-        return Err(Error::Conflict(format!(
-            "{} is the last enabled administrator; make another one first",
-            before.username
-        )));
-    }
+    keeps_an_administrator(&mut tx, &before, after_admin, after_disabled).await?;
     let now = now_text();
     if let Some(a) = change.is_admin {
         store::users::set_admin(&mut tx, id, a, &now).await?;
@@ -108,17 +101,31 @@ pub async fn update(st: &AppState, user: &AuthUser, id: i64, change: Change) -> 
     })
 }
 
+/// Refuses a change that takes `before` from the enabled administrators when it is the
+/// last of them (counted in `tx`, which on PostgreSQL locks their rows).
+async fn keeps_an_administrator(
+    tx: &mut crate::store::Write<'_>,
+    before: &UserRow,
+    is_admin: bool,
+    disabled: bool,
+) -> Result<()> {
+    let was_counted = before.is_admin && !before.disabled;
+    let counted = is_admin && !disabled;
+    if was_counted && !counted && store::users::enabled_admins(tx).await? <= 1 {
+        return Err(Error::Conflict(format!(
+            "{} is the last enabled administrator; make another one first",
+            before.username
+        )));
+    }
+    Ok(())
+}
+
 /// Makes or unmakes an administrator by name (`hero user admin`), with the last-administrator
 /// rule; the operator's command has no "own account".
 pub async fn set_admin(db: &crate::store::Db, name: &str, is_admin: bool) -> Result<UserRow> {
     let u = users::find_by_name(db, name).await?;
     let mut tx = db.begin().await?;
-    if u.is_admin && !is_admin && !u.disabled && store::users::enabled_admins(&mut tx).await? <= 1 {
-        return Err(Error::Conflict(format!(
-            "{} is the last enabled administrator; make another one first",
-            u.username
-        )));
-    }
+    keeps_an_administrator(&mut tx, &u, is_admin, u.disabled).await?;
     store::users::set_admin(&mut tx, u.id, is_admin, &now_text()).await?;
     tx.commit().await?;
     Ok(UserRow { is_admin, ..u })
@@ -133,12 +140,7 @@ pub async fn set_disabled_by_name(
 ) -> Result<UserRow> {
     let u = users::find_by_name(db, name).await?;
     let mut tx = db.begin().await?;
-    if disabled && u.is_admin && !u.disabled && store::users::enabled_admins(&mut tx).await? <= 1 {
-        return Err(Error::Conflict(format!(
-            "{} is the last enabled administrator; make another one first",
-            u.username
-        )));
-    }
+    keeps_an_administrator(&mut tx, &u, u.is_admin, disabled).await?;
     store::users::set_disabled(&mut tx, u.id, disabled, &now_text()).await?;
     if disabled {
         tokens::revoke_all(&mut tx, u.id).await?;

@@ -280,13 +280,26 @@ pub async fn change_password(
 /// SameSite=Lax (other sites' forms cannot post with it), and sent only to the path Hero is
 /// served under (`base_path`, else the whole host).
 pub fn session_cookie(token: &str, max_age_secs: i64, settings: &Settings) -> String {
+    cookie(cookie_name(settings), token, max_age_secs, true, settings)
+}
+
+/// A `Set-Cookie` value of Hero's: sent only to the path Hero is served under
+/// (`base_path`, else the whole host), SameSite=Lax, `Secure` when cookies are, HttpOnly
+/// when scripts need not read it.
+pub fn cookie(
+    name: &str,
+    value: &str,
+    max_age_secs: i64,
+    http_only: bool,
+    settings: &Settings,
+) -> String {
     let path = match settings.base_path.as_str() {
         "" => "/",
         base => base,
     };
     format!(
-        "{}={token}; Path={path}; HttpOnly; SameSite=Lax; Max-Age={max_age_secs}{}",
-        cookie_name(settings),
+        "{name}={value}; Path={path}{}; SameSite=Lax; Max-Age={max_age_secs}{}",
+        if http_only { "; HttpOnly" } else { "" },
         if settings.secure_cookie {
             "; Secure"
         } else {

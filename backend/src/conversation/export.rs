@@ -124,22 +124,34 @@ pub struct Export {
     pub frames: Vec<ExportedFrame>,
 }
 
-/// A file name made of a session's name: letters, digits and hyphens.
-pub fn file_name(session: &SessionDto, format: Format) -> String {
+/// `name` for a path: lower-case ASCII letters and digits, a hyphen for each run of
+/// anything else, at most about `max` characters; `fallback` when nothing is left.
+fn slug(name: &str, max: usize, fallback: &str) -> String {
     let mut slug = String::new();
-    for c in session.name.chars().flat_map(char::to_lowercase) {
+    for c in name.chars().flat_map(char::to_lowercase) {
         if c.is_ascii_alphanumeric() {
             slug.push(c);
         } else if !slug.ends_with('-') && !slug.is_empty() {
             slug.push('-');
         }
-        if slug.len() >= 60 {
+        if slug.len() >= max {
             break;
         }
     }
-    let slug = slug.trim_end_matches('-');
-    let slug = if slug.is_empty() { "session" } else { slug };
-    format!("{}-{slug}.{}", session.id, format.extension())
+    match slug.trim_end_matches('-') {
+        "" => fallback.to_owned(),
+        s => s.to_owned(),
+    }
+}
+
+/// A file name made of a session's name: letters, digits and hyphens.
+pub fn file_name(session: &SessionDto, format: Format) -> String {
+    format!(
+        "{}-{}.{}",
+        session.id,
+        slug(&session.name, 60, "session"),
+        format.extension()
+    )
 }
 
 /// The session (the user's, else 404) and its export as a stream of chunks.
@@ -242,10 +254,7 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// `2026-11-28T21:33:54.466Z` as `2026-11-28 21:33`.
-fn day_and_time(t: &str) -> String {
-    t.get(..16).unwrap_or(t).replace('T', " ")
-}
+use hero_shared::api::to_the_minute as day_and_time;
 
 /// One frame as people read it: a message under its author and time, a call and its
 /// result as quoted lines, a summary between rules; hidden messages (startup, a memory
@@ -432,19 +441,7 @@ use futures::StreamExt;
 
 /// An agent's folder in the archive: `agents/<id>-<name>`.
 fn agent_folder(id: i64, name: &str) -> String {
-    let mut slug = String::new();
-    for c in name.chars().flat_map(char::to_lowercase) {
-        if c.is_ascii_alphanumeric() {
-            slug.push(c);
-        } else if !slug.ends_with('-') && !slug.is_empty() {
-            slug.push('-');
-        }
-    }
-    let slug: String = slug.trim_end_matches('-').chars().take(40).collect();
-    format!(
-        "agents/{id}-{}",
-        if slug.is_empty() { "agent" } else { &slug }
-    )
+    format!("agents/{id}-{}", slug(name, 40, "agent"))
 }
 
 /// An agent's context files as the user's calls read them (`files/<NAME>`) and its memory

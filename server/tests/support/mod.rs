@@ -325,6 +325,14 @@ pub async fn client_of(h: &Hero, name: &str, admin: bool) -> reqwest::Client {
     accounts::create(&h.st.db, &h.st.keys, name, &password, admin)
         .await
         .unwrap();
+    let (status, c) = sign_in(h, name, &password).await;
+    assert_eq!(status, StatusCode::OK);
+    c
+}
+
+/// A new client's sign-in as `name`: the answer's status, and the client (with its cookie
+/// when it was let in).
+pub async fn sign_in(h: &Hero, name: &str, password: &str) -> (StatusCode, reqwest::Client) {
     let c = reqwest::Client::builder()
         .cookie_store(true)
         .build()
@@ -335,8 +343,7 @@ pub async fn client_of(h: &Hero, name: &str, admin: bool) -> reqwest::Client {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    c
+    (r.status(), c)
 }
 
 /// The frames of one type (`message`, `request`, `result`, …).
