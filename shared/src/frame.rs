@@ -14,6 +14,15 @@
 //!   only key is `hidden` sets or clears the flag and keeps the rest. A target that is not
 //!   in view (before the last compact, or unknown) is ignored.
 //! - Hiding is an update with `"hidden": true`; hidden messages are kept, marked.
+//! - Versions: a `message` whose `parent_id` names another message (in view) is a new
+//!   version of it (an edit of the user's, a regeneration of the agent's). The message and
+//!   everything after it are version 1; the new message starts version 2, which becomes
+//!   current, and what follows goes on from there. A version of a version is one more of
+//!   the same message. The view is the current version of each, all the way down: what the
+//!   page shows and the agent reads. The first message of each current version carries
+//!   [`Versions`]. An `update` of a message's frame whose only key is `current` (1-based)
+//!   switches to another of its versions (each keeps its own choices further down); it
+//!   never replaces a payload. Nothing is deleted: every version stays in the log.
 //! - `compact`: `{ "content": "summary ..." }` (or `"summary"`): the checkpoint; the view
 //!   starts at the last one, which compiles as a `system` message.
 //! - Prompt answers: an `update` or `result` frame targeting `element:<prompt id>` with
@@ -212,6 +221,20 @@ pub struct CompiledMessage {
     pub timestamp: String,
     /// The effective payload (after updates).
     pub payload: Value,
+    /// The first message of a version: which of how many (see "Versions" in the module doc).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<Versions>,
+}
+
+/// Where a message stands among the versions of the message it is one of.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Versions {
+    /// The first version's frame id: the message the versions are of.
+    pub of: String,
+    /// How many versions there are.
+    pub count: usize,
+    /// Which is shown, from 1.
+    pub current: usize,
 }
 
 /// Counts over a session's frames (all of them, not only the view).
@@ -385,11 +408,27 @@ pub fn compile_frames<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<Compil
         .rposition(|f| f.frame_type == FrameType::Compact)
         .unwrap_or(0);
     let all = parents_first(&all[start..]);
+    let tree = Tree::of(&all);
+    // Frames off the current versions: their messages and whatever hangs from them.
+    let mut off: std::collections::HashSet<&str> = std::collections::HashSet::new();
     let mut out: Vec<CompiledMessage> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
     // (scope frame id, prompt id, answer), in seq order.
     let mut answers: Vec<Answer<'_>> = Vec::new();
     for f in &all {
+        if let Some(tree) = &tree {
+            let gone = match f.frame_type {
+                FrameType::Message => !tree.shown.contains(f.id.as_str()),
+                _ => f.parent_id.as_deref().is_some_and(|p| off.contains(p)),
+            };
+            if gone {
+                off.insert(f.id.as_str());
+                continue;
+            }
+        }
+        if f.frame_type == FrameType::Update && switch_to(&f.payload).is_some() {
+            continue;
+        }
         let element_targets = f.target_ids.iter().filter_map(|t| match t {
             TargetId::Element(e) => Some(e.as_str()),
             _ => None,
@@ -444,6 +483,7 @@ pub fn compile_frames<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<Compil
             edited: false,
             timestamp: f.timestamp.clone(),
             payload: f.payload.clone(),
+            versions: tree.as_ref().and_then(|t| t.versions_at(&f.id)),
         });
     }
     for m in out.iter_mut() {
@@ -458,6 +498,157 @@ pub fn compile_frames<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<Compil
     // Always: a prompt the model wrote as answered is not, until an answer frame says so.
     apply_answers(&mut out, &answers);
     out
+}
+
+/// The version an update switches its message to: its payload's only key, `current`.
+fn switch_to(payload: &Value) -> Option<usize> {
+    let obj = payload.as_object()?;
+    if obj.len() != 1 {
+        return None;
+    }
+    obj.get("current")?.as_u64().map(|n| n as usize)
+}
+
+/// The conversation's versions (see "Versions" in the module doc) as a tree: lists of
+/// messages, each ending, if it branches, in a slot whose versions are lists again.
+struct Tree<'a> {
+    /// `lists[0]` is the conversation's top.
+    lists: Vec<List<'a>>,
+    slots: Vec<Slot<'a>>,
+    /// Each message's list.
+    list_of: HashMap<&'a str, usize>,
+    /// The slot each version's first message opens.
+    slot_of: HashMap<&'a str, usize>,
+    /// The messages of the current versions, all the way down.
+    shown: std::collections::HashSet<&'a str>,
+}
+
+#[derive(Default)]
+struct List<'a> {
+    messages: Vec<&'a str>,
+    /// The message after the last one: its versions.
+    slot: Option<usize>,
+}
+
+struct Slot<'a> {
+    /// The first version's first message.
+    of: &'a str,
+    /// Each version's list.
+    versions: Vec<usize>,
+    current: usize,
+}
+
+impl<'a> Tree<'a> {
+    /// The tree of `frames` (in the order they compile), or `None` when no message is a
+    /// version of another: the usual conversation, which costs one look at each frame.
+    fn of(frames: &[&'a Frame]) -> Option<Tree<'a>> {
+        let is_version = |f: &&Frame| f.frame_type == FrameType::Message && f.parent_id.is_some();
+        if !frames.iter().any(is_version) {
+            return None;
+        }
+        let mut t = Tree {
+            lists: vec![List::default()],
+            slots: Vec::new(),
+            list_of: HashMap::new(),
+            slot_of: HashMap::new(),
+            shown: Default::default(),
+        };
+        for f in frames {
+            match f.frame_type {
+                FrameType::Message => t.add(f),
+                FrameType::Update => {
+                    let Some(n) = switch_to(&f.payload) else {
+                        continue;
+                    };
+                    for target in &f.target_ids {
+                        if let TargetId::Frame(id) = target
+                            && let Some(&s) = t.slot_of.get(id.as_str())
+                            && (1..=t.slots[s].versions.len()).contains(&n)
+                        {
+                            t.slots[s].current = n - 1;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut at = Some(0);
+        while let Some(l) = at {
+            t.shown.extend(t.lists[l].messages.iter().copied());
+            at = t.lists[l]
+                .slot
+                .map(|s| t.slots[s].versions[t.slots[s].current]);
+        }
+        Some(t)
+    }
+
+    /// A message: a new version of its parent message, or the next of the current versions.
+    fn add(&mut self, f: &'a Frame) {
+        let id = f.id.as_str();
+        let Some(slot) = f.parent_id.as_deref().and_then(|p| self.slot_for(p)) else {
+            let l = self.end();
+            self.lists[l].messages.push(id);
+            self.list_of.insert(id, l);
+            return;
+        };
+        let l = self.lists.len();
+        self.lists.push(List {
+            messages: vec![id],
+            slot: None,
+        });
+        self.list_of.insert(id, l);
+        self.slot_of.insert(id, slot);
+        let s = &mut self.slots[slot];
+        s.versions.push(l);
+        s.current = s.versions.len() - 1;
+    }
+
+    /// The slot of the versions of message `id`, opened if it has one version so far: the
+    /// message and what follows it in its list become the first version.
+    fn slot_for(&mut self, id: &'a str) -> Option<usize> {
+        if let Some(&s) = self.slot_of.get(id) {
+            return Some(s);
+        }
+        let &l = self.list_of.get(id)?;
+        let at = self.lists[l].messages.iter().position(|m| *m == id)?;
+        let first = List {
+            messages: self.lists[l].messages.split_off(at),
+            slot: self.lists[l].slot.take(),
+        };
+        let v = self.lists.len();
+        for m in &first.messages {
+            self.list_of.insert(m, v);
+        }
+        self.lists.push(first);
+        let s = self.slots.len();
+        self.slots.push(Slot {
+            of: id,
+            versions: vec![v],
+            current: 0,
+        });
+        self.lists[l].slot = Some(s);
+        self.slot_of.insert(id, s);
+        Some(s)
+    }
+
+    /// The list the current versions end in: where the next message goes.
+    fn end(&self) -> usize {
+        let mut l = 0;
+        while let Some(s) = self.lists[l].slot {
+            l = self.slots[s].versions[self.slots[s].current];
+        }
+        l
+    }
+
+    /// `Some` for the first message of a version: which of how many.
+    fn versions_at(&self, id: &str) -> Option<Versions> {
+        let s = &self.slots[*self.slot_of.get(id)?];
+        Some(Versions {
+            of: s.of.to_owned(),
+            count: s.versions.len(),
+            current: s.current + 1,
+        })
+    }
 }
 
 /// An answer frame to an `hml-prompt`.
@@ -1149,5 +1340,115 @@ mod tests {
                 1 m Agent "<hml-prompt id=\"a\" answered>A?<response>no</response></hml-prompt> <hml-prompt id=\"b\">B?</hml-prompt> <hml-prompt id=\"c\">C?</hml-prompt>"
             "#]],
         );
+    }
+
+    /// A message with a message for parent is a new version of it: the view follows each
+    /// version's current choice, marks the first message of each version with how many there
+    /// are, and a switch (an update whose only key is `current`) picks another.
+    #[test]
+    fn versions_branch_the_view_and_a_switch_picks_one() {
+        let user = |seq, id: &str, text: &str| {
+            frame(
+                seq,
+                id,
+                Message,
+                User,
+                &[],
+                json!({"role": "user", "content": text}),
+            )
+        };
+        let agent = |seq, id: &str, text: &str| {
+            frame(seq, id, Message, Agent, &[], json!({"content": text}))
+        };
+        let child = |mut f: Frame, parent: &str| {
+            f.parent_id = Some(parent.into());
+            f
+        };
+        let switch = |seq, id: &str, of: &str, n: u64| {
+            frame(
+                seq,
+                id,
+                Update,
+                User,
+                &[&format!("frame:{of}")],
+                json!({"current": n}),
+            )
+        };
+        let versioned = |frames: &[Frame]| -> String {
+            compile_frames(frames)
+                .iter()
+                .map(|m| match &m.versions {
+                    Some(v) => format!("{} {}/{} of {}\n", m.frame_id, v.current, v.count, v.of),
+                    None => format!("{}\n", m.frame_id),
+                })
+                .collect()
+        };
+        let mut log = vec![
+            user(1, "u1", "hi"),
+            agent(2, "a1", "hello"),
+            user(3, "u2", "wrod"),
+            agent(4, "a2", "what?"),
+            frame(5, "r1", Request, Agent, &[], json!({"content": "ls"})),
+        ];
+        log[4].parent_id = Some("a2".into());
+        let mut result = frame(6, "s1", Result, System, &[], json!({"content": "files"}));
+        result.parent_id = Some("r1".into());
+        log.push(result);
+        // The typo edited: u2 and what followed it are version 1, the edit version 2.
+        log.push(child(user(7, "u2b", "word"), "u2"));
+        log.push(agent(8, "a2b", "a word"));
+        check(
+            &log,
+            expect![[r#"
+                1 u1 User "hi"
+                2 a1 Agent "hello"
+                7 u2b User "word"
+                8 a2b Agent "a word"
+            "#]],
+        );
+        assert_eq!(versioned(&log), "u1\na1\nu2b 2/2 of u2\na2b\n");
+        // The answer regenerated: a version of a2b.
+        log.push(child(agent(9, "a2c", "a fine word"), "a2b"));
+        assert_eq!(versioned(&log), "u1\na1\nu2b 2/2 of u2\na2c 2/2 of a2b\n");
+        // Back to the typo: its reply and its call come back, and the conversation goes on
+        // there.
+        log.push(switch(10, "sw1", "u2", 1));
+        log.push(user(11, "u3", "never mind"));
+        check(
+            &log,
+            expect![[r#"
+                1 u1 User "hi"
+                2 a1 Agent "hello"
+                3 u2 User "wrod"
+                4 a2 Agent "what?"
+                5 r1 System "ls"
+                6 s1 System "files"
+                11 u3 User "never mind"
+            "#]],
+        );
+        assert_eq!(versioned(&log), "u1\na1\nu2 1/2 of u2\na2\nr1\ns1\nu3\n");
+        // Version 2 again, by the id of any of its versions: its own choice was kept.
+        log.push(switch(12, "sw2", "u2b", 2));
+        assert_eq!(versioned(&log), "u1\na1\nu2b 2/2 of u2\na2c 2/2 of a2b\n");
+        // A switch out of range, or of a message with one version, changes nothing, and
+        // never stands for the message's payload.
+        log.push(switch(13, "sw3", "u2", 7));
+        log.push(switch(14, "sw4", "u1", 1));
+        assert_eq!(versioned(&log), "u1\na1\nu2b 2/2 of u2\na2c 2/2 of a2b\n");
+        assert_eq!(compile_frames(&log)[0].content, "hi");
+        // An edit of the edit is a third version of the same message.
+        log.push(child(user(15, "u2c", "words"), "u2b"));
+        assert_eq!(versioned(&log), "u1\na1\nu2c 3/3 of u2\n");
+        // A summary starts the view over: versions before it are out of sight.
+        log.push(frame(
+            16,
+            "c1",
+            Compact,
+            System,
+            &[],
+            json!({"content": "sum"}),
+        ));
+        log.push(user(17, "u4", "after"));
+        assert_eq!(versioned(&log), "c1\nu4\n");
     }
 }

@@ -1322,6 +1322,7 @@ mod tests {
             content: content.into(),
             hidden: false,
             edited: false,
+            versions: None,
             timestamp: String::new(),
             payload: serde_json::json!({"agent_name": "A<b>"}),
         }

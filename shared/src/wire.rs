@@ -817,9 +817,11 @@ impl CompiledView {
         }
         use crate::frame::FrameType;
         // A message, a call's request and its result each add a message of their own; an
-        // update, a compact or a prompt's answer changes what came before.
+        // update, a compact, a prompt's answer or a new version changes what came before.
         let own = match f.frame_type {
-            FrameType::Message | FrameType::Request => true,
+            // A new version of a message changes which messages are in view.
+            FrameType::Message => f.parent_id.is_none(),
+            FrameType::Request => true,
             FrameType::Result => f.payload.get("answer").is_none(),
             FrameType::Update | FrameType::Compact => false,
         };
@@ -833,6 +835,14 @@ impl CompiledView {
             .iter()
             .any(|m| m.parent_id.as_deref() == Some(f.id.as_str()));
         if children_before {
+            return Applied::Recompile;
+        }
+        // In a conversation with versions, a frame whose parent is not in view may hang
+        // from a version not shown.
+        if let Some(parent) = f.parent_id.as_deref()
+            && self.messages.iter().any(|m| m.versions.is_some())
+            && !self.messages.iter().any(|m| m.frame_id == parent)
+        {
             return Applied::Recompile;
         }
         let added = crate::frame::compile_frames(std::slice::from_ref(f));

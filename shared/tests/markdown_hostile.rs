@@ -238,6 +238,7 @@ fn message(role: Role, content: &str, p: &str) -> CompiledMessage {
         content: content.to_owned(),
         hidden: true,
         edited: false,
+        versions: None,
         timestamp: String::new(),
         payload: serde_json::json!({"agent_name": p, "error": p, "private": true}),
     }

@@ -139,7 +139,7 @@ fn opts(small: bool) -> ParserOptions {
 }
 
 /// A log built from generated operations: messages (some with prompts), edits, hides,
-/// answers, compacts, requests and results, seq 1, 2, 3...
+/// answers, compacts, requests and results, versions and their switches, seq 1, 2, 3...
 fn log_of(ops: Vec<(u8, usize, bool)>) -> Vec<Frame> {
     let mut frames = Vec::new();
     for (seq, (op, target, flag)) in ops.into_iter().enumerate() {
@@ -184,6 +184,17 @@ fn log_of(ops: Vec<(u8, usize, bool)>) -> Vec<Frame> {
                 vec![format!("system:fn{target}")],
                 json!({"content": format!("q{seq}")}),
             ),
+            // A new version of a message (its parent below), and a switch of versions.
+            8 => (
+                FrameType::Message,
+                vec![],
+                json!({"role": "user", "content": format!("v{seq}")}),
+            ),
+            9 => (
+                FrameType::Update,
+                vec![format!("frame:f{target}")],
+                json!({"current": if flag { 1 } else { 2 }}),
+            ),
             _ => (
                 FrameType::Result,
                 vec![format!("element:p{target}")],
@@ -192,10 +203,11 @@ fn log_of(ops: Vec<(u8, usize, bool)>) -> Vec<Frame> {
         };
         // A request's parent: the next frame (as for a call begun while its reply
         // streamed, stored before the reply), or any frame, before or after.
-        let parent_id = (ty == FrameType::Request).then(|| match flag {
-            true => format!("f{}", seq + 1),
-            false => format!("f{}", target + 1),
-        });
+        let parent_id = match op {
+            6 if flag => Some(format!("f{}", seq + 1)),
+            6 | 8 => Some(format!("f{}", target + 1)),
+            _ => None,
+        };
         frames.push(Frame {
             id: format!("f{seq}"),
             session_id: 1,
@@ -249,7 +261,7 @@ proptest! {
 
     #[test]
     fn compile_ignores_duplication_and_delivery_order(
-        ops in prop::collection::vec((0u8..8, 0usize..8, any::<bool>()), 1..24),
+        ops in prop::collection::vec((0u8..10, 0usize..8, any::<bool>()), 1..24),
         dups in prop::collection::vec(any::<usize>(), 0..24),
         perm in any::<u64>(),
     ) {
@@ -274,7 +286,7 @@ proptest! {
 
     #[test]
     fn a_view_fed_frame_by_frame_equals_the_compiled_log(
-        ops in prop::collection::vec((0u8..8, 0usize..8, any::<bool>()), 1..24),
+        ops in prop::collection::vec((0u8..10, 0usize..8, any::<bool>()), 1..24),
         start in 0usize..24,
     ) {
         use hero_shared::wire::{Applied, CompiledView};

@@ -42,7 +42,21 @@ pub(crate) fn messages(frames: &[Kept]) -> Vec<Arc<ChatMessage>> {
 
 /// The conversation compiled whole: any conversation, whatever edits and answers it holds.
 fn compiled_whole(frames: &[Kept]) -> Vec<Arc<ChatMessage>> {
-    let compiled = compile_frames(frames);
+    said_all(&compile_frames(frames))
+}
+
+/// The conversation as the provider reads it before message `at` (left out, and all that
+/// follows it): what a regeneration of `at` answers.
+pub(crate) fn messages_before(frames: &[Kept], at: &str) -> Vec<Arc<ChatMessage>> {
+    let mut compiled = compile_frames(frames);
+    if let Some(i) = compiled.iter().position(|m| m.frame_id == at) {
+        compiled.truncate(i);
+    }
+    said_all(&compiled)
+}
+
+/// What the model reads of compiled messages, the conditional abilities' words after them.
+fn said_all(compiled: &[CompiledMessage]) -> Vec<Arc<ChatMessage>> {
     let mut messages: Vec<Arc<ChatMessage>> =
         compiled.iter().filter_map(said).map(Arc::new).collect();
     messages.extend(injected(&compiled.iter().collect::<Vec<_>>()));
@@ -105,7 +119,9 @@ fn each_alone(frames: &[Kept]) -> Option<Vec<&Alone>> {
 /// What one frame compiles to by itself ([`Alone`]).
 fn alone(f: &Frame) -> Alone {
     let own = match f.frame_type {
-        FrameType::Message | FrameType::Request => true,
+        // A new version of a message changes which messages the agent reads.
+        FrameType::Message => f.parent_id.is_none(),
+        FrameType::Request => true,
         FrameType::Result => f.payload.get("answer").is_none(),
         FrameType::Update | FrameType::Compact => false,
     };
@@ -327,6 +343,10 @@ mod tests {
         Answer,
         Edit(u8),
         Hide(u8),
+        /// A new version of a frame (an edit of a user's message, a regeneration), and a
+        /// switch of a frame's versions.
+        Version(u8),
+        Switch(u8, u8),
         Compact,
     }
 
@@ -352,6 +372,8 @@ mod tests {
             1 => Just(Step::Answer),
             1 => any::<u8>().prop_map(Step::Edit),
             1 => any::<u8>().prop_map(Step::Hide),
+            1 => any::<u8>().prop_map(Step::Version),
+            1 => (any::<u8>(), 1u8..4).prop_map(|(k, n)| Step::Switch(k, n)),
             1 => Just(Step::Compact),
         ]
     }
@@ -515,6 +537,18 @@ mod tests {
                     add(o, update, payload, None, vec![TargetId::Frame(target)]);
                 }
                 Step::Edit(_) | Step::Hide(_) => {}
+                Step::Version(k) if !o.is_empty() => {
+                    let parent = format!("f{}", 1 + *k as usize % o.len());
+                    let again = json!({"role": "user", "content": "again"});
+                    add(o, USER, again, Some(&parent), vec![]);
+                }
+                Step::Switch(k, n) if !o.is_empty() => {
+                    let target = format!("f{}", 1 + *k as usize % o.len());
+                    let update = (FrameType::Update, AuthorType::User);
+                    let switch = json!({"current": n});
+                    add(o, update, switch, None, vec![TargetId::Frame(target)]);
+                }
+                Step::Version(_) | Step::Switch(..) => {}
                 Step::Compact => {
                     let summary = json!({"role": "system", "content": "Summary."});
                     add(
@@ -579,6 +613,7 @@ mod tests {
         assert!(kept[..summary].iter().all(|k| k.alone.get().is_none()));
         for edited in [
             vec![User("hi".into()), Agent("hello".into()), Edit(0)],
+            vec![User("hi".into()), Agent("hello".into()), Version(0)],
             vec![
                 User("hi".into()),
                 Agent("<hml-prompt id=\"p1\">Q?</hml-prompt>".into()),

@@ -413,8 +413,10 @@ pub async fn view(
 ) -> Result<hero_shared::wire::CompiledView> {
     let dk = session_key(st, user, session_id).await?;
     let stats = stats(&st.db, session_id).await?;
-    let (messages, earlier_before) = match from {
-        Some(from) => {
+    let versioned = store::frames::versioned_part(&st.db, session_id, i64::MAX).await?;
+    let (messages, earlier_before) = match (versioned, from) {
+        (Some(part), from) => versioned_page(st, &dk, session_id, part, i64::MAX, from).await?,
+        (None, Some(from)) => {
             let (_, lower) =
                 store::frames::page_start(&st.db, session_id, i64::MAX, PAGE_MESSAGES).await?;
             let from = from.max(lower);
@@ -423,7 +425,7 @@ pub async fn view(
                 (from > lower).then_some(from),
             )
         }
-        None => page(st, &dk, session_id, i64::MAX).await?,
+        (None, None) => page(st, &dk, session_id, i64::MAX).await?,
     };
     Ok(hero_shared::wire::CompiledView {
         session_id,
@@ -467,6 +469,63 @@ async fn compiled_range(
     Ok(hero_shared::frame::compile_frames(&frames))
 }
 
+/// A page of a part of the conversation whose messages have versions: the frames of the
+/// part (`(from, to)`, from its summary up to the next) compiled whole, since the versions
+/// decide which messages are in view, then [`cut`] as [`page`] cuts the log.
+async fn versioned_page(
+    st: &crate::AppState,
+    dk: &SecretKey,
+    session_id: i64,
+    (from, to): (i64, i64),
+    before_seq: i64,
+    shown_from: Option<i64>,
+) -> Result<(Vec<hero_shared::frame::CompiledMessage>, Option<i64>)> {
+    let frames: Vec<Frame> = store::frames::range(&st.db, session_id, from, to)
+        .await?
+        .into_iter()
+        .map(|r| r.open(dk))
+        .collect::<Result<_>>()?;
+    let view = hero_shared::frame::compile_frames(&frames);
+    Ok(cut(view, before_seq, shown_from, PAGE_MESSAGES as usize))
+}
+
+/// The messages of a compiled `view` before `before_seq`, each with what follows it up to
+/// the next message (its calls and their results): those from `from` on, or else the last
+/// `n`; and, if more of the view comes before them, the seq the page before them ends at.
+/// Along the versions in view, seqs only grow, so a seq marks a place in the view as it
+/// does in the log.
+fn cut(
+    view: Vec<hero_shared::frame::CompiledMessage>,
+    before_seq: i64,
+    from: Option<i64>,
+    n: usize,
+) -> (Vec<hero_shared::frame::CompiledMessage>, Option<i64>) {
+    let heads: Vec<usize> = (0..view.len())
+        .filter(|&i| matches!(view[i].frame_type, FrameType::Message | FrameType::Compact))
+        .filter(|&i| view[i].seq < before_seq)
+        .collect();
+    let end = heads.last().map_or(0, |&last| {
+        (last + 1..view.len())
+            .find(|&i| matches!(view[i].frame_type, FrameType::Message | FrameType::Compact))
+            .unwrap_or(view.len())
+    });
+    let first = match from {
+        Some(from) => heads
+            .iter()
+            .position(|&i| view[i].seq >= from)
+            .unwrap_or(heads.len()),
+        None => heads.len().saturating_sub(n),
+    };
+    let (start, earlier) = match (first, heads.get(first)) {
+        (0, _) => (0, None),
+        (_, Some(&i)) => (i, Some(view[i].seq)),
+        (_, None) => (end, Some(view[heads[first - 1]].seq + 1)),
+    };
+    let mut view = view;
+    view.truncate(end);
+    (view.split_off(start.min(end)), earlier)
+}
+
 /// The page of the conversation before `before_seq` ("show earlier"): up to
 /// [`PAGE_MESSAGES`] messages, back to the summary before it at most; before a summary, the
 /// part it stands for.
@@ -477,7 +536,12 @@ pub async fn earlier(
     before_seq: i64,
 ) -> Result<hero_shared::wire::CompiledView> {
     let dk = session_key(st, user, session_id).await?;
-    let (messages, earlier_before) = page(st, &dk, session_id, before_seq.max(0)).await?;
+    let before = before_seq.max(0);
+    let (messages, earlier_before) =
+        match store::frames::versioned_part(&st.db, session_id, before).await? {
+            Some(part) => versioned_page(st, &dk, session_id, part, before, None).await?,
+            None => page(st, &dk, session_id, before).await?,
+        };
     Ok(hero_shared::wire::CompiledView {
         session_id,
         messages,
@@ -497,6 +561,21 @@ pub async fn set_hidden(
     hidden: bool,
 ) -> Result<()> {
     let dk = session_key(st, user, session_id).await?;
+    let payload = serde_json::json!({ "hidden": hidden });
+    update_message(st, user, &dk, session_id, frame_id, payload).await
+}
+
+/// Appends the user's `update` of message `frame_id` (its parent and target), tells the
+/// session's readers and keeps it with the conversation in memory: 404 unless the session
+/// has that message.
+pub(crate) async fn update_message(
+    st: &crate::AppState,
+    user: &crate::accounts::auth::AuthUser,
+    dk: &SecretKey,
+    session_id: i64,
+    frame_id: &str,
+    payload: Value,
+) -> Result<()> {
     let kept = st
         .db
         .write_with(async |tx| {
@@ -513,9 +592,9 @@ pub async fn set_hidden(
                 frame_type: FrameType::Update,
                 author_type: AuthorType::User,
                 author_id: Some(user.id()),
-                payload: serde_json::json!({ "hidden": hidden }),
+                payload,
             };
-            let sealed = seal(&dk, f)?;
+            let sealed = seal(dk, f)?;
             let seq = sealed.insert(tx).await?;
             full_session(st, seq)?;
             Ok(sealed.kept(seq))
@@ -671,6 +750,67 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    /// A part of the conversation with versions is paged along the versions in view: the
+    /// page's messages, where the page before ends, a page from a seq on, and a switch.
+    #[tokio::test]
+    async fn a_conversation_with_versions_pages_along_the_versions_shown() {
+        let (_dir, st, alice, s, dk) = alice_with_a_session().await;
+        let mut ids = Vec::new();
+        let mut seqs = Vec::new();
+        for i in 1..=60 {
+            let f = NewFrame::message(
+                s.id,
+                AuthorType::User,
+                None,
+                json!({"role": "user", "content": format!("m{i}")}),
+            );
+            let f = append(&st, &dk, f).await.unwrap();
+            ids.push(f.id);
+            seqs.push(f.seq);
+        }
+        let mut edit = NewFrame::message(
+            s.id,
+            AuthorType::User,
+            None,
+            json!({"role": "user", "content": "v55"}),
+        );
+        edit.parent_id = Some(ids[54].clone());
+        append(&st, &dk, edit).await.unwrap();
+        let texts = |v: &[hero_shared::frame::CompiledMessage]| {
+            v.iter().map(|m| m.content.clone()).collect::<Vec<_>>()
+        };
+        let names =
+            |r: std::ops::RangeInclusive<usize>| r.map(|i| format!("m{i}")).collect::<Vec<_>>();
+        // m1..m54, then the edit: the last 50 of them.
+        let v = view(&st, &alice, s.id, None).await.unwrap();
+        let mut want = names(6..=54);
+        want.push("v55".into());
+        assert_eq!(texts(&v.messages), want);
+        let last = v.messages.last().unwrap().versions.clone().unwrap();
+        assert_eq!((last.count, last.current), (2, 2));
+        assert_eq!(v.earlier_before, Some(seqs[5]));
+        let e = earlier(&st, &alice, s.id, seqs[5]).await.unwrap();
+        assert_eq!(texts(&e.messages), names(1..=5));
+        assert_eq!(e.earlier_before, None);
+        // Back to the first version: m55..m60 are in view again.
+        let switch = NewFrame {
+            id: new_id(),
+            session_id: s.id,
+            parent_id: Some(ids[54].clone()),
+            target_ids: vec![TargetId::Frame(ids[54].clone())],
+            frame_type: FrameType::Update,
+            author_type: AuthorType::User,
+            author_id: Some(alice.id()),
+            payload: json!({"current": 1}),
+        };
+        append(&st, &dk, switch).await.unwrap();
+        let v = view(&st, &alice, s.id, None).await.unwrap();
+        assert_eq!(texts(&v.messages), names(11..=60));
+        let v = view(&st, &alice, s.id, Some(seqs[29])).await.unwrap();
+        assert_eq!(texts(&v.messages), names(30..=60));
+        assert_eq!(v.earlier_before, Some(seqs[29]));
     }
 
     #[tokio::test]

@@ -17,6 +17,9 @@ pub struct InFlight {
     /// The seq of the user's message the reply answers: the one the reply's frame follows.
     pub after_seq: i64,
     pub timestamp: String,
+    /// A regeneration's: the agent message the reply is a new version of (its frame's
+    /// parent, `hero_shared::frame`'s "Versions").
+    pub version_of: Option<String>,
     /// The reply's text so far. Pushed once per token by the turn's own task, read only
     /// when a reader joins: an uncontended lock.
     text: Mutex<String>,
@@ -40,6 +43,7 @@ impl InFlight {
             agent_name: agent_name.to_owned(),
             after_seq,
             timestamp: crate::now_text(),
+            version_of: None,
             text: Mutex::new(String::new()),
             finished: Default::default(),
         }
@@ -95,7 +99,7 @@ impl InFlight {
             id: self.message_id.clone(),
             session_id: self.session_id,
             seq: self.after_seq,
-            parent_id: None,
+            parent_id: self.version_of.clone(),
             target_ids: Vec::new(),
             timestamp: self.timestamp.clone(),
             frame_type: hero_shared::frame::FrameType::Message,

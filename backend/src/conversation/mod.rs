@@ -14,6 +14,8 @@
 //!   again on `/start` and after a summary.
 //! - [`queue`]: messages agents queue for a session (`@agent(queue, …)`), sent once it is
 //!   idle.
+//! - [`versions`]: a message's versions: an edit of the user's, a regeneration of the
+//!   agent's, and a switch between them, each a new frame.
 //! - [`export`]: a session exported (Markdown, JSON, streamed), everything as a tar
 //!   archive, and a JSON export imported into a new session.
 //! - [`search`]: search across the user's sessions, an index in memory per user, brought
@@ -50,3 +52,4 @@ pub mod sessions;
 pub mod startup;
 pub mod takeover;
 pub mod turn;
+pub mod versions;

@@ -295,6 +295,30 @@ pub async fn range(db: &super::Db, session_id: i64, from: i64, to: i64) -> Resul
     pool_rows!(db, FrameRow::read, &sql, session_id, from, to)
 }
 
+/// The part of the conversation that the page before `before_seq` is in (from the summary
+/// before it up to the next), `(from, to)` as [`range`] reads it, if a message in it is a
+/// version of another (`hero_shared::frame`'s "Versions"): such a part is compiled whole
+/// before it is paged.
+pub async fn versioned_part(
+    db: &super::Db,
+    session_id: i64,
+    before_seq: i64,
+) -> Result<Option<(i64, i64)>> {
+    let sql = "SELECT l.lo, u.hi FROM \
+         (SELECT COALESCE(MAX(seq), 0) AS lo FROM frames \
+          WHERE session_id = $1 AND type = 'compact' AND seq < $2) l, \
+         (SELECT COALESCE(MIN(seq), $3) AS hi FROM frames \
+          WHERE session_id = $1 AND type = 'compact' AND seq >= $2) u \
+         WHERE EXISTS (SELECT 1 FROM frames WHERE session_id = $1 AND type = 'message' \
+          AND parent_id IS NOT NULL AND seq > l.lo AND seq < u.hi)";
+    Ok(on_pool!(db, |p| sqlx::query_as(sql)
+        .bind(session_id)
+        .bind(before_seq)
+        .bind(i64::MAX)
+        .fetch_optional(p)
+        .await?))
+}
+
 /// Every frame of the session, in order.
 pub async fn all(db: &super::Db, session_id: i64) -> Result<Vec<FrameRow>> {
     range(db, session_id, i64::MIN, i64::MAX).await

@@ -7,6 +7,7 @@ use axum::http::HeaderMap;
 use bytes::Bytes;
 use futures::Stream;
 use hero_backend::conversation::feed::SessionFeed;
+use hero_backend::conversation::versions;
 use hero_backend::{AppState, conversation::frames, conversation::sessions, conversation::turn};
 use hero_shared::api::{PostMessageRequest, PostMessageResponse};
 use hero_shared::frame::{Frame, FrameStats, FrameType};
@@ -202,6 +203,58 @@ pub async fn set_hidden(
     ApiJson(req): ApiJson<HiddenRequest>,
 ) -> ApiResult<axum::http::StatusCode> {
     frames::set_hidden(&st, &user, id, &frame_id, req.hidden).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EditRequest {
+    content: String,
+}
+
+/// A reply started by an edit or a regeneration: it streams through the session's feed.
+#[derive(serde::Serialize)]
+pub struct ReplyStarted {
+    message_id: String,
+}
+
+/// `PUT …/messages/{frame_id}`: the user's message edited (a new version of it), and the
+/// agent's reply to the edit started.
+pub async fn edit_message(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath((id, frame_id)): ApiPath<(i64, String)>,
+    ApiJson(req): ApiJson<EditRequest>,
+) -> ApiResult<Json<ReplyStarted>> {
+    let message_id = versions::edit(&st, &user, id, &frame_id, &req.content).await?;
+    Ok(Json(ReplyStarted { message_id }))
+}
+
+/// `POST …/messages/{frame_id}/regenerate`: a new version of an agent's reply started.
+pub async fn regenerate(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath((id, frame_id)): ApiPath<(i64, String)>,
+) -> ApiResult<Json<ReplyStarted>> {
+    let message_id = versions::regenerate(&st, &user, id, &frame_id).await?;
+    Ok(Json(ReplyStarted { message_id }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CurrentRequest {
+    version: usize,
+}
+
+/// `POST …/messages/{frame_id}/current`: another version of a message shown (`version`
+/// from 1).
+pub async fn set_current(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath((id, frame_id)): ApiPath<(i64, String)>,
+    ApiJson(req): ApiJson<CurrentRequest>,
+) -> ApiResult<axum::http::StatusCode> {
+    versions::switch(&st, &user, id, &frame_id, req.version).await?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
 

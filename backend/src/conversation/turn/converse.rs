@@ -294,7 +294,7 @@ async fn next_round(
     }
     let after_seq = kept.last().map_or(0, |k| k.frame.seq);
     let id = frames::new_id();
-    let (live, next) = out.begin_reply(&id, &t.agent, after_seq);
+    let (live, next) = out.begin_reply(&id, &t.agent, after_seq, None);
     t.live = live;
     st.turns.end(session_id, last);
     if t.cancel.is_aborted() {
@@ -350,6 +350,36 @@ pub async fn follow_up(
     if st.hub.is_closing() {
         return Ok(());
     }
+    again(st, user, session_id, prior, None).await.map(drop)
+}
+
+/// A new version of the agent's reply `at` (`of`: its first version's frame id, which the
+/// caller checked): the agent answers again from the conversation before it, in a task of
+/// its own, seen through the session's feed. The new reply's id.
+pub async fn regenerate(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    of: String,
+    at: &str,
+) -> Result<String> {
+    if st.hub.is_closing() {
+        return Err(crate::Error::Unavailable(
+            "the server is shutting down; ask for another answer in a moment",
+        ));
+    }
+    again(st, user, session_id, None, Some((of, at))).await
+}
+
+/// A reply nobody posted: the next one after calls settled, or a regeneration (the version
+/// it is of, and the message it answers again). The reply's id.
+async fn again(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    prior: Option<&Abort>,
+    regenerating: Option<(String, &str)>,
+) -> Result<String> {
     let slot = crate::conversation::cluster::turn_slot(st, user.id()).await?;
     crate::skills::grants::ready(st).await?;
     // The conversation first: the message it answers may have limited its turn's skills,
@@ -364,12 +394,15 @@ pub async fn follow_up(
             crate::agents::persona::prepared(c, st, user, session_id, false, filter).await
         })
         .await?;
-    let round = rounds_since_user(&kept);
+    let (round, messages, version_of) = match regenerating {
+        Some((of, at)) => (0, context::messages_before(&kept, at), Some(of)),
+        None => (rounds_since_user(&kept), context::messages(&kept), None),
+    };
     let after_seq = kept.last().map_or(0, |k| k.frame.seq);
     let mut events = TurnEvents::new();
     let message_id = frames::new_id();
     let out = Out::new(st, user.id(), session_id, events.sink());
-    let (live, cancel) = out.begin_reply(&message_id, &agent, after_seq);
+    let (live, cancel) = out.begin_reply(&message_id, &agent, after_seq, version_of);
     if prior.is_some_and(Abort::is_aborted) {
         cancel.abort();
     }
@@ -385,11 +418,11 @@ pub async fn follow_up(
         round,
         _queued: None,
     };
-    let turn = guarded(out, message_id, slot, turn, context::messages(&kept));
+    let turn = guarded(out, message_id.clone(), slot, turn, messages);
     events.start(turn, &st.turns.watch);
     // Nobody reads these events: dropping them hands the turn to a task of its own.
     drop(events);
-    Ok(())
+    Ok(message_id)
 }
 
 #[cfg(test)]

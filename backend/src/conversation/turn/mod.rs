@@ -50,7 +50,7 @@ mod reply;
 mod store;
 
 pub use crate::drive::events::{STALL_CHECK, TurnEvents, Watch};
-pub use converse::follow_up;
+pub use converse::{follow_up, regenerate};
 pub use decisions::{answer_question, decide, recover, reply_to_answers};
 pub use registry::{Acting, Registry};
 
@@ -145,8 +145,38 @@ pub(crate) async fn post_queued(
         author_id: None,
         payload,
         skill_filter: None,
+        version_of: None,
     };
     start(out, events, message_id, user, input, None, Some(slot)).await
+}
+
+/// Stores an edit of the user's message as a new version of it (`of`: the first version's
+/// frame id, which the caller checked) and starts the agent's reply to it: the conversation
+/// goes on from the edit, as from a message posted there.
+pub(crate) async fn edit(
+    st: &AppState,
+    user: &AuthUser,
+    session_id: i64,
+    of: String,
+    content: &str,
+) -> Result<TurnHandle> {
+    let post::Posted::Message(content) = post::read(content, false)? else {
+        return Err(Error::Invalid(
+            "an edit is sent as a message: a command or a private note goes in a message of its own"
+                .into(),
+        ));
+    };
+    if st.hub.is_closing() {
+        return Err(Error::Unavailable(
+            "the server is shutting down; edit the message again in a moment",
+        ));
+    }
+    let events = TurnEvents::new();
+    let message_id = frames::new_id();
+    let out = out::Out::new(st, user.id(), session_id, events.sink());
+    let mut input = prepare::Input::user(user, &content, None);
+    input.version_of = Some(of);
+    start(out, events, message_id, user, input, Some(&content), None).await
 }
 
 /// Stores the turn's input message and starts the reply: the stages from prepare on.
@@ -193,7 +223,7 @@ async fn start(
     }
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(user_frame));
-    let (live, cancel) = out.begin_reply(&message_id, &agent, after_seq);
+    let (live, cancel) = out.begin_reply(&message_id, &agent, after_seq, None);
     let asked = calls_of.map_or_else(Vec::new, |text| act::find(&st.functions, text, &[]));
     let user_calls = (!asked.is_empty()).then_some((user_frame_id, asked));
     let user = user.clone();

@@ -49,14 +49,17 @@ impl Out {
         message_id: &str,
         agent: &crate::agents::AgentRuntime,
         after_seq: i64,
+        version_of: Option<String>,
     ) -> (std::sync::Arc<InFlight>, Abort) {
-        let live = std::sync::Arc::new(InFlight::new(
+        let mut live = InFlight::new(
             message_id,
             self.session_id,
             agent.id,
             &agent.name,
             after_seq,
-        ));
+        );
+        live.version_of = version_of;
+        let live = std::sync::Arc::new(live);
         let cancel = self
             .st
             .turns

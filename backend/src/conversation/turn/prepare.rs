@@ -32,6 +32,9 @@ pub(super) struct Input {
     pub(super) payload: serde_json::Value,
     /// The skills the message limits its turn to (kept in its payload too).
     pub(super) skill_filter: Option<Vec<String>>,
+    /// An edit's: the message it is a new version of (its frame's parent,
+    /// `hero_shared::frame`'s "Versions").
+    pub(super) version_of: Option<String>,
 }
 
 impl Input {
@@ -46,6 +49,7 @@ impl Input {
             author_id: Some(user.id()),
             payload,
             skill_filter,
+            version_of: None,
         }
     }
 }
@@ -97,12 +101,13 @@ pub(super) async fn prepare(
             // A session's first message is preceded by its startup processes.
             let startup =
                 crate::conversation::startup::begin(tx, st, &dk, user.id(), session_id).await?;
-            let message = NewFrame::message(
+            let mut message = NewFrame::message(
                 session_id,
                 input.author,
                 input.author_id,
                 input.payload.clone(),
             );
+            message.parent_id = input.version_of.clone();
             let sealed = frames::seal(&dk, message)?;
             let seq = sealed.insert(tx).await?;
             // The insert is rolled back with the refusal: a full session takes nothing more.

@@ -287,7 +287,8 @@ pub(super) async fn reply(
     }
     // The calls begun while it streamed come before it in the log.
     early.requests_recorded().await;
-    let stored = keep(out, agent, dk, &message_id, payload, counts).await;
+    let version_of = live.version_of.clone();
+    let stored = keep(out, agent, dk, (&message_id, version_of), payload, counts).await;
     let error = ended.error.or(stored.err());
     if let Some(e) = &error {
         out.emit(SseEvent::Error(ErrorData {
@@ -473,13 +474,14 @@ async fn keep(
     out: &Out,
     agent: &AgentRuntime,
     dk: &SecretKey,
-    message_id: &str,
+    (message_id, version_of): (&str, Option<String>),
     payload: Value,
     counts: crate::agents::spend::Counts,
 ) -> Result<(), String> {
     let st = &out.st;
     let mut f = NewFrame::message(out.session_id, AuthorType::Agent, Some(agent.id), payload);
     f.id = message_id.to_owned();
+    f.parent_id = version_of;
     let usage = Usage {
         user_id: out.user_id,
         agent_id: agent.id,
