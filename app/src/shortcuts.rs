@@ -1,5 +1,6 @@
 //! Keyboard shortcuts, on every page: Ctrl+K (⌘K) or `/` finds the search box, Alt+N the
-//! new session's name, Shift+Esc the message box, Alt+S stops the reply, `?` lists them
+//! new session's name, Shift+Esc the message box, Alt+S stops the reply (Up in the empty
+//! message box edits the user's last message, the composer's own key), `?` lists them
 //! (the list is [`SHORTCUTS`], drawn by the server in [`ShortcutsHelp`], hidden until asked
 //! for) and Esc closes the list.
 //!
@@ -24,6 +25,10 @@ pub const SHORTCUTS: &[(&str, &str)] = &[
     ("Alt+N", "New session"),
     ("Shift+Esc", "Go to the message box"),
     ("Alt+S", "Stop the reply"),
+    (
+        "↑ in an empty message box",
+        "Edit your last message (Esc: cancel)",
+    ),
     ("?", "This list"),
     ("Esc", "Close this list"),
 ];

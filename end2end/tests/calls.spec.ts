@@ -45,7 +45,7 @@ test("the approval card shows in two tabs; approving in one updates both", async
   await expect(card(other, "bash").locator(".call-result pre")).toContainText("exit status 0");
   // The question waits for an answer: the message box of either tab answers it.
   for (const p of [page, other]) {
-    await expect(p.getByTestId("answering")).toContainText("Shall I sum up");
+    await expect(p.getByTestId("answering")).toContainText("answers the agent's question");
     await expect(ask(p)).toHaveClass(/asking/);
   }
   await send(other, "yes please");
@@ -229,11 +229,15 @@ test("a demand question waits across a reload, in the message box too, and is an
   const id = await mockSession(page, "Demand");
   await send(page, mockSays("Before I migrate: <ask>Shall I migrate the database?</ask>", "Migrating."));
   await expect(ask(page)).toHaveClass(/asking/, { timeout: 15_000 });
-  await expect(page.getByTestId("answering")).toContainText("Shall I migrate the database?");
+  await expect(page.getByTestId("answering")).toContainText("answers the agent's question");
   await expect(page.getByLabel("Message", { exact: true })).toHaveAttribute("placeholder", /answer/);
+  // The question is asked once: in the reply, not again in the banner.
+  await expect(page.locator(".msg-agent").getByText("Shall I migrate the database?")).toHaveCount(1);
+  await expect(page.getByTestId("answering")).not.toContainText("Shall I migrate");
   await page.reload();
   await connected(page);
-  await expect(page.getByTestId("answering")).toContainText("Shall I migrate the database?");
+  await expect(page.getByTestId("answering")).toBeVisible();
+  await expect(page.locator(".msg-agent").getByText("Shall I migrate the database?")).toHaveCount(1);
   await send(page, "Yes, after the backup");
   await expect(ask(page).getByTestId("ask-answer")).toHaveText("Yes, after the backup", { timeout: 15_000 });
   await expect(page.locator(".msg-agent:not(.live)").last()).toHaveText(/Migrating\./, { timeout: 15_000 });

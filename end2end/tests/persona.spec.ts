@@ -20,7 +20,8 @@ test("the demo agent's first-run ritual asks, writes USER.md, and never repeats"
   await page.getByRole("button", { name: "Hide system prompt" }).click();
   await send(page, "Hello there");
   await expect(page.locator('.msg-agent:not(.live) [data-hml="ask"]').last()).toHaveClass(/asking/, { timeout: 15_000 });
-  await expect(page.getByTestId("answering")).toContainText("What should I call you");
+  await expect(page.getByTestId("answering")).toBeVisible();
+  await expect(page.locator('.msg-agent:not(.live) [data-hml="ask"]').last()).toContainText("What should I call you");
   await send(page, "Frank, UTC please");
   await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("the ritual is over for good", { timeout: 20_000 });
   await page.getByRole("button", { name: "View system prompt" }).click();

@@ -187,6 +187,27 @@ async fn an_edit_and_a_regeneration_are_versions_and_a_switch_goes_back() {
         .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
     assert_eq!(view(&h, session).await, regenerated);
+    // A branch from the regenerated answer, while the typo's version is shown again: the
+    // new session holds the conversation up to the answer, as it was when written.
+    let (s, _) = h
+        .json(
+            Method::POST,
+            &format!("/api/sessions/{session}/messages/{typo}/current"),
+            Some(json!({"version": 1})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, branch) = h
+        .json(
+            Method::POST,
+            &format!("/api/sessions/{session}/branch"),
+            Some(json!({ "from_frame_id": again })),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{branch}");
+    let branched = view(&h, branch["id"].as_i64().unwrap()).await;
+    assert_eq!(shown(&branched)[..4], shown(&regenerated)[..]);
+    assert!(branched[4].1.starts_with("Branched from"), "{branched:?}");
     // Nothing was deleted: every version is still a frame of the log.
     let frames = h.frames(session).await;
     assert!(frames.iter().any(|f| f["id"] == typo));

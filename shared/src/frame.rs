@@ -501,7 +501,7 @@ pub fn compile_frames<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<Compil
 }
 
 /// The version an update switches its message to: its payload's only key, `current`.
-fn switch_to(payload: &Value) -> Option<usize> {
+pub fn switch_to(payload: &Value) -> Option<usize> {
     let obj = payload.as_object()?;
     if obj.len() != 1 {
         return None;

@@ -87,7 +87,7 @@ pub const SEQ: Hook = Hook::Attr("data-seq");
 /// What the list shows before the first message ([`crate::html::EMPTY`]).
 pub const EMPTY_NOTE: Hook = Hook::Class("empty");
 /// The banner above the message box while a question is answered from it, and its
-/// "Dismiss" ([`crate::html::answering_banner_html`]).
+/// "Dismiss" ([`crate::html::answering_banner_html`]; the editing banner's "Cancel" too).
 pub const ANSWERING: Hook = Hook::Class("composer-answering");
 pub const DISMISS: Hook = Hook::Class("dismiss");
 /// The way down to the newest message.
@@ -156,6 +156,12 @@ pub const TYPE: Hook = Hook::Attr("data-type");
 pub const ANSWER: Hook = Hook::Attr("data-answer");
 /// The frame a message's menu hides, and whether it is hidden.
 pub const FRAME: Hook = Hook::Attr("data-frame");
+/// The version a version switch shows (from 1).
+pub const VERSION: Hook = Hook::Attr("data-version");
+/// The message box while it holds an edit of a message: the message's frame id.
+pub const EDITING: Hook = Hook::Attr("data-editing");
+/// The banner above the message box while it holds an edit.
+pub const EDITING_BANNER: Hook = Hook::Class("composer-editing");
 pub const HIDDEN: Hook = Hook::Attr("data-hidden");
 /// A button whose action is first confirmed: the question asked (letting a dangerous
 /// function run without asking).
@@ -172,7 +178,7 @@ pub const CODE_LANG: Hook = Hook::Class("code-lang");
 /// found in a sample conversation by `html`'s tests.
 pub const MESSAGE_HOOKS: &[Hook] = &[
     ACTION, CALL, FUNCTION, HML, HML_ID, MESSAGE, MESSAGE_ID, KEEP, TYPE, FRAME, HIDDEN, LABEL,
-    CODE_BLOCK, HML_COPY, CONFIRM, CODE_LANG,
+    CODE_BLOCK, HML_COPY, CONFIRM, CODE_LANG, VERSION,
 ];
 
 /// What a button in the conversation asks for: its `data-action`.
@@ -196,10 +202,16 @@ pub enum Action {
     Earlier,
     /// Opens a new session holding the conversation up to this message.
     Branch,
+    /// Puts the user's message in the message box, to send changed as a new version.
+    Edit,
+    /// Asks the agent for a new version of its reply.
+    Regenerate,
+    /// Shows another version of a message.
+    Version,
 }
 
 impl Action {
-    pub const ALL: [Action; 9] = [
+    pub const ALL: [Action; 12] = [
         Action::Copy,
         Action::Prompt,
         Action::Ask,
@@ -209,6 +221,9 @@ impl Action {
         Action::Hide,
         Action::Earlier,
         Action::Branch,
+        Action::Edit,
+        Action::Regenerate,
+        Action::Version,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -222,6 +237,9 @@ impl Action {
             Action::Hide => "hide",
             Action::Earlier => "earlier",
             Action::Branch => "branch",
+            Action::Edit => "edit",
+            Action::Regenerate => "regenerate",
+            Action::Version => "version",
         }
     }
 

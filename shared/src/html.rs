@@ -34,7 +34,7 @@ impl Out {
             let Some(v) = value else { continue };
             self.0.push(' ');
             self.0.push_str(name);
-            if *name != "checked" {
+            if !matches!(*name, "checked" | "disabled") {
                 self.0.push_str("=\"");
                 escape(&mut self.0, v);
                 self.0.push('"');
@@ -227,9 +227,13 @@ fn in_place(c: &CallView) -> bool {
     )
 }
 
-/// A message's marks (private, hidden) and its menu (hide, show again).
+/// A message's marks (private, hidden), its versions (‹ 2/3 ›) and its menu (hide or show
+/// again, edit or regenerate, branch).
 fn marks(out: &mut Out, m: &CompiledMessage, private: bool) {
     out.open("div", &[("class", Some("msg-marks"))]);
+    if let Some(v) = &m.versions {
+        versions(out, v);
+    }
     if private {
         out.leaf(
             "span",
@@ -257,6 +261,29 @@ fn marks(out: &mut Out, m: &CompiledMessage, private: bool) {
         ],
         if m.hidden { "Show again" } else { "Hide" },
     );
+    // The user's own words are edited; an agent's reply is asked for again.
+    let again = match m.role {
+        Role::User if !private && m.payload.get("queued").is_none() => Some((
+            Action::Edit,
+            "Edit",
+            "Change this message and send it again",
+        )),
+        Role::Agent => Some((Action::Regenerate, "Regenerate", "Ask for another answer")),
+        _ => None,
+    };
+    if let Some((action, label, title)) = again {
+        out.leaf(
+            "button",
+            &[
+                ("type", Some("button")),
+                ("class", Some("msg-menu")),
+                (hooks::ACTION.name(), Some(action.as_str())),
+                (hooks::FRAME.name(), Some(&m.frame_id)),
+                ("title", Some(title)),
+            ],
+            label,
+        );
+    }
     out.leaf(
         "button",
         &[
@@ -272,6 +299,43 @@ fn marks(out: &mut Out, m: &CompiledMessage, private: bool) {
         "Branch",
     );
     out.close("div");
+}
+
+/// The switch between a message's versions: "‹ 2/3 ›", each arrow showing the version
+/// beside (none past the first or the last).
+fn versions(out: &mut Out, v: &crate::frame::Versions) {
+    out.open(
+        "span",
+        &[
+            ("class", Some("versions")),
+            ("data-testid", Some("versions")),
+        ],
+    );
+    let arrow = |out: &mut Out, to: usize, label: &str, text: &str| {
+        let to_text = to.to_string();
+        let off = to == 0 || to > v.count;
+        out.leaf(
+            "button",
+            &[
+                ("type", Some("button")),
+                ("class", Some("version-switch")),
+                (hooks::ACTION.name(), Some(Action::Version.as_str())),
+                (hooks::FRAME.name(), Some(&v.of)),
+                (hooks::VERSION.name(), Some(&to_text)),
+                ("aria-label", Some(label)),
+                ("disabled", off.then_some("")),
+            ],
+            text,
+        );
+    };
+    arrow(out, v.current - 1, "Previous version", "‹");
+    out.leaf(
+        "span",
+        &[("class", Some("version-of"))],
+        &format!("{}/{}", v.current, v.count),
+    );
+    arrow(out, v.current + 1, "Next version", "›");
+    out.close("span");
 }
 
 fn prose(out: &mut Out, src: &str) {
@@ -1082,31 +1146,43 @@ pub fn show_earlier_top_html(seq: i64) -> String {
     out.0
 }
 
-/// Above the message box while it answers a question of the agent's.
-pub fn answering_html(question: &str) -> String {
-    let mut out = Out::default();
-    out.leaf("span", &[], "Answering the agent's question: ");
-    out.leaf("q", &[], question);
-    out.leaf(
-        "button",
-        &[("type", Some("button")), ("class", Some("dismiss"))],
+/// The banner above the message box while a question of the agent's waits for its answer
+/// from there: the question itself is asked once, in the conversation.
+pub fn answering_banner_html() -> String {
+    banner(
+        "composer-answering",
+        "answering",
+        "Your next message answers the agent's question above.",
         "Dismiss",
-    );
-    out.0
+    )
 }
 
-/// The banner above the message box while a question of the agent's waits for its answer
-/// from there ([`answering_html`] inside).
-pub fn answering_banner_html(question: &str) -> String {
+/// The banner above the message box while it holds an edit of one of the user's messages.
+pub fn editing_banner_html() -> String {
+    banner(
+        hooks::EDITING_BANNER.name(),
+        "editing",
+        "Editing your message: sending it starts a new version of it.",
+        "Cancel",
+    )
+}
+
+/// A banner above the message box: what the box is for now, and a button that ends it.
+fn banner(class: &str, testid: &str, text: &str, end: &str) -> String {
     let mut out = Out::default();
     out.open(
         "div",
-        &[
-            ("class", Some("composer-answering")),
-            ("data-testid", Some("answering")),
-        ],
+        &[("class", Some(class)), ("data-testid", Some(testid))],
     );
-    out.0.push_str(&answering_html(question));
+    out.leaf("span", &[], text);
+    out.leaf(
+        "button",
+        &[
+            ("type", Some("button")),
+            ("class", Some(hooks::DISMISS.name())),
+        ],
+        end,
+    );
     out.close("div");
     out.0
 }
@@ -1290,6 +1366,7 @@ pub fn inert(html: &str) -> Result<(), String> {
             ("a", "target", Some("_blank")) => true,
             ("ol", "start", Some(v)) => v.bytes().all(|b| b.is_ascii_digit()),
             ("button", "type", Some("button")) => true,
+            ("button", "disabled", _) => true,
             ("input", "type", Some(t)) => {
                 matches!(
                     t,
@@ -1352,11 +1429,13 @@ mod tests {
         use crate::hooks::*;
         let live = live_reply_html("m", "Ada");
         let top = show_earlier_top_html(3);
-        let banner = answering_banner_html("Q?");
+        let banner = answering_banner_html();
+        let editing = editing_banner_html();
         for (html, hooks) in [
             (live.as_str(), &[LIVE, BODY, LIVE_CALLS, MESSAGE_ID][..]),
             (top.as_str(), &[EARLIER_TOP, SEQ, ACTION][..]),
             (banner.as_str(), &[ANSWERING, DISMISS][..]),
+            (editing.as_str(), &[EDITING_BANNER, DISMISS][..]),
             (EMPTY, &[EMPTY_NOTE][..]),
         ] {
             for h in hooks {
@@ -1374,15 +1453,13 @@ mod tests {
             line,
             r#"<p class="msg-error" role="alert">&lt;b&gt;no&lt;/b&gt; &amp; more</p>"#
         );
-        let banner = answering_banner_html("Shall <i>I</i>?");
+        let banner = answering_banner_html();
         assert!(
             banner.starts_with(r#"<div class="composer-answering" data-testid="answering">"#),
             "{banner}"
         );
-        assert!(
-            banner.contains("<q>Shall &lt;i&gt;I&lt;/i&gt;?</q>"),
-            "{banner}"
-        );
+        assert_eq!(inert(&banner), Ok(()));
+        assert_eq!(inert(&editing_banner_html()), Ok(()));
         let loading = system_prompt_html(None);
         assert!(
             loading.contains(LOADING) && loading.contains("system-prompt"),
@@ -1456,8 +1533,19 @@ mod tests {
             frame_type: FrameType::Compact,
             ..agent("Summary.")
         };
+        // A user's message, edited: its versions and its own menu.
+        let edited = CompiledMessage {
+            role: Role::User,
+            author_type: crate::frame::AuthorType::User,
+            versions: Some(crate::frame::Versions {
+                of: "m0".into(),
+                count: 2,
+                current: 2,
+            }),
+            ..agent("mine")
+        };
         html.extend(
-            messages_html(&[summary, agent("after")], false, |_| false)
+            messages_html(&[summary, edited, agent("after")], false, |_| false)
                 .into_iter()
                 .map(|(_, h)| h),
         );
@@ -1479,6 +1567,47 @@ mod tests {
         // A question's options are buttons only while its call asks (the calls' tests).
         for a in Action::ALL.into_iter().filter(|a| *a != Action::Ask) {
             assert!(seen.contains(&a), "nothing drawn asks for {a:?}: {html:?}");
+        }
+    }
+
+    /// A message's versions: "‹ 2/3 ›", each arrow naming the version it shows, none past
+    /// either end; the HTML stays inert.
+    #[test]
+    fn versions_switch_between_neighbours() {
+        let of = |current| CompiledMessage {
+            versions: Some(crate::frame::Versions {
+                of: "m0".into(),
+                count: 3,
+                current,
+            }),
+            ..agent("again")
+        };
+        let html = message_html(&of(2), &[]);
+        assert!(
+            html.contains(r#"data-version="1" aria-label="Previous version">‹"#),
+            "{html}"
+        );
+        assert!(
+            html.contains(r#"<span class="version-of">2/3</span>"#),
+            "{html}"
+        );
+        assert!(
+            html.contains(r#"data-version="3" aria-label="Next version">›"#),
+            "{html}"
+        );
+        assert!(!html.contains("disabled"), "{html}");
+        let first = message_html(&of(1), &[]);
+        assert!(
+            first.contains(r#"aria-label="Previous version" disabled"#),
+            "{first}"
+        );
+        let last = message_html(&of(3), &[]);
+        assert!(
+            last.contains(r#"aria-label="Next version" disabled"#),
+            "{last}"
+        );
+        for h in [html, first, last] {
+            assert_eq!(inert(&h), Ok(()), "{h}");
         }
     }
 

@@ -320,7 +320,6 @@ fn no_hostile_message_element_or_card_yields_live_markup() {
             cases += 1;
         }
         check_html(p, &html::markdown_html(p));
-        check_html(p, &html::answering_html(p));
         let mut summary = message(Role::Agent, p, p);
         summary.frame_type = FrameType::Compact;
         summary.payload = serde_json::json!({"messages": p});

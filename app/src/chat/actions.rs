@@ -379,8 +379,27 @@ mod browser {
                     send(msg, super::super::set_hidden(session_id, frame_id, !hidden));
                 }
             }
-            // "Show earlier" is the message list's own (`client`).
-            Action::Earlier => {}
+            // "Show earlier" and "Edit" are the message list's own (`client`).
+            Action::Earlier | Action::Edit => {}
+            Action::Regenerate | Action::Version => {
+                let frame_id = button
+                    .get_attribute(hooks::FRAME.name())
+                    .unwrap_or_default();
+                let Some(msg) = closest(&button, &hooks::MESSAGE_ID.selector()) else {
+                    return;
+                };
+                if action == Action::Regenerate {
+                    send(msg, super::super::regenerate_reply(session_id, frame_id));
+                } else if let Some(version) = button
+                    .get_attribute(hooks::VERSION.name())
+                    .and_then(|v| v.parse().ok())
+                {
+                    send(
+                        msg,
+                        super::super::show_version(session_id, frame_id, version),
+                    );
+                }
+            }
             Action::Branch => {
                 let frame_id = button
                     .get_attribute(hooks::FRAME.name())

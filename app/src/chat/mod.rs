@@ -68,6 +68,47 @@ pub async fn set_hidden(
         .map_err(fail)
 }
 
+/// Sends `content` as a new version of the user's message `frame_id`; the reply to it
+/// streams through the feed.
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
+pub async fn edit_message(
+    session_id: i64,
+    frame_id: String,
+    content: String,
+) -> Result<(), ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    hero_backend::conversation::versions::edit(&st, &user, session_id, &frame_id, &content)
+        .await
+        .map(drop)
+        .map_err(fail)
+}
+
+/// Asks the agent for a new version of its reply `frame_id`.
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
+pub async fn regenerate_reply(session_id: i64, frame_id: String) -> Result<(), ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    hero_backend::conversation::versions::regenerate(&st, &user, session_id, &frame_id)
+        .await
+        .map(drop)
+        .map_err(fail)
+}
+
+/// Shows version `version` (from 1) of the message `frame_id` is a version of.
+#[server(prefix = "/_fn", input = leptos::server_fn::codec::Json)]
+pub async fn show_version(
+    session_id: i64,
+    frame_id: String,
+    version: usize,
+) -> Result<(), ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    hero_backend::conversation::versions::switch(&st, &user, session_id, &frame_id, version)
+        .await
+        .map_err(fail)
+}
+
 /// Whether `id` can be a frame's id (hex digits and hyphens, as the server makes them): what
 /// the browser takes from its address before it goes in a selector.
 pub fn is_frame_id(id: &str) -> bool {

@@ -661,7 +661,15 @@ pub async fn branch(
                 || (row.frame_type != "message"
                     && row.parent_id.as_deref().is_some_and(|p| kept.contains(p)));
             if belongs {
+                let later = row.seq > at.seq;
                 let f = ExportedFrame::from(row.open(&dk)?);
+                // A later switch between versions would hide the message branched from.
+                if later
+                    && f.frame_type == FrameType::Update
+                    && hero_shared::frame::switch_to(&f.payload).is_some()
+                {
+                    continue;
+                }
                 kept.insert(f.id.clone());
                 copied.push(f);
             }

@@ -1,5 +1,6 @@
-//! The composer's binding: the message box (Enter sends, Shift+Enter adds a line), Send and
-//! Stop, "Private", the question being answered from it, and its error line.
+//! The composer's binding: the message box (Enter sends, Shift+Enter adds a line, Up in an
+//! empty box edits the last message of the user's), Send and Stop, "Private", the question
+//! being answered from it, an edit being made in it, and its error line.
 
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
@@ -47,21 +48,15 @@ impl Chat {
                 PLACEHOLDER
             });
             let banner = find(&c.root, &hooks::ANSWERING.selector());
-            match (q, banner) {
-                (None, Some(b)) => b.remove(),
-                (None, None) => {}
-                (Some(q), b) => {
-                    let question = q.request.arg("question").unwrap_or_default();
-                    match b {
-                        Some(b) => b.set_inner_html(&hero_shared::html::answering_html(question)),
-                        None => {
-                            if let Some(form) = find(&c.root, &hooks::COMPOSER.selector()) {
-                                let html = hero_shared::html::answering_banner_html(question);
-                                let _ = form.insert_adjacent_html("beforebegin", &html);
-                            }
-                        }
+            match (q.is_some(), banner) {
+                (false, Some(b)) => b.remove(),
+                (true, None) => {
+                    if let Some(form) = find(&c.root, &hooks::COMPOSER.selector()) {
+                        let html = hero_shared::html::answering_banner_html();
+                        let _ = form.insert_adjacent_html("beforebegin", &html);
                     }
                 }
+                _ => {}
             }
         });
         // The box's error line.
@@ -88,10 +83,19 @@ impl Chat {
             let private = find(&c.root, &hooks::PRIVATE.selector())
                 .and_then(|p| p.dyn_into::<HtmlInputElement>().ok())
                 .is_some_and(|p| p.checked());
+            // An edit of a message is sent as a new version of it.
+            let editing = find(&c.root, &hooks::COMPOSER.selector())
+                .and_then(|f| f.get_attribute(hooks::EDITING.name()));
+            if editing.is_some() {
+                end_edit(false);
+            }
             let (c, q) = (c.clone(), untrack(question));
             leptos::task::spawn_local(async move {
-                let result = match q {
-                    Some(q) => actions::answer_prompt(
+                let result = match (editing, q) {
+                    (Some(frame_id), _) => {
+                        crate::chat::edit_message(c.session_id, frame_id, content).await
+                    }
+                    (None, Some(q)) => actions::answer_prompt(
                         c.session_id,
                         q.message_id.clone(),
                         q.request.origin.element_id(),
@@ -99,7 +103,7 @@ impl Chat {
                     )
                     .await
                     .map(|_| ()),
-                    None => crate::chat::post_message(c.session_id, content, private)
+                    (None, None) => crate::chat::post_message(c.session_id, content, private)
                         .await
                         .map(|_| ()),
                 };
@@ -116,10 +120,24 @@ impl Chat {
         }
         let menu = find(&self.root, &hooks::COMMAND_MENU.selector());
         let (open_menu, textarea) = (menu.clone(), self.textarea.clone());
+        let stored = self.stored.clone();
         listen(
             &self.textarea,
             "keydown",
             move |ev: web_sys::KeyboardEvent| {
+                // Up in an empty box edits the user's last message; Escape ends an edit.
+                if ev.key() == "ArrowUp" && textarea.value().is_empty() {
+                    let last = all(&stored, &edit_buttons()).pop();
+                    if let Some(msg) =
+                        last.and_then(|b| b.closest(&hooks::MESSAGE_ID.selector()).ok().flatten())
+                    {
+                        ev.prevent_default();
+                        start_edit(&msg);
+                    }
+                }
+                if ev.key() == "Escape" {
+                    end_edit(true);
+                }
                 if ev.key() == "Enter" && !ev.shift_key() && !ev.is_composing() {
                     ev.prevent_default();
                     // With the `/` menu open on a command's name begun, Enter takes the first
@@ -161,13 +179,20 @@ impl Chat {
             hooks::ANSWERING.selector(),
             hooks::DISMISS.selector()
         );
+        let cancel = format!(
+            "{} {}",
+            hooks::EDITING_BANNER.selector(),
+            hooks::DISMISS.selector()
+        );
         listen(&self.root, "click", move |ev: web_sys::Event| {
-            let dismiss = ev
-                .target()
-                .and_then(|t| t.dyn_into::<Element>().ok())
-                .and_then(|t| t.closest(&dismiss).ok().flatten());
-            if dismiss.is_some() {
+            let Some(target) = ev.target().and_then(|t| t.dyn_into::<Element>().ok()) else {
+                return;
+            };
+            if target.closest(&dismiss).ok().flatten().is_some() {
                 stop();
+            }
+            if target.closest(&cancel).ok().flatten().is_some() {
+                end_edit(true);
             }
         });
     }
@@ -220,5 +245,81 @@ impl Chat {
                 let _ = textarea.focus();
             }
         });
+    }
+}
+
+/// The selector of the "Edit" buttons of the user's messages.
+fn edit_buttons() -> String {
+    format!(
+        "[{}=\"{}\"]",
+        hooks::ACTION.name(),
+        hooks::Action::Edit.as_str()
+    )
+}
+
+/// Puts the user's message `msg` in the message box, to be sent changed as a new
+/// version of it: the box's form names the message it edits, and a banner says so.
+pub(super) fn start_edit(msg: &Element) {
+    let (Some(frame_id), Some(form)) = (
+        msg.get_attribute(hooks::MESSAGE_ID.name()),
+        document()
+            .query_selector(&hooks::COMPOSER.selector())
+            .ok()
+            .flatten(),
+    ) else {
+        return;
+    };
+    let text = msg
+        .query_selector(".msg-body")
+        .ok()
+        .flatten()
+        .and_then(|b| b.text_content())
+        .unwrap_or_default();
+    let Some(textarea) = form
+        .query_selector("textarea")
+        .ok()
+        .flatten()
+        .and_then(|t| t.dyn_into::<web_sys::HtmlTextAreaElement>().ok())
+    else {
+        return;
+    };
+    textarea.set_value(&text);
+    let _ = form.set_attribute(hooks::EDITING.name(), &frame_id);
+    let banner = document()
+        .query_selector(&hooks::EDITING_BANNER.selector())
+        .ok()
+        .flatten();
+    if banner.is_none() {
+        let html = hero_shared::html::editing_banner_html();
+        let _ = form.insert_adjacent_html("beforebegin", &html);
+    }
+    let _ = textarea.focus();
+}
+
+/// The message box no longer edits a message (what it holds stays, unless `clear`).
+fn end_edit(clear: bool) {
+    let doc = document();
+    if let Some(form) = doc
+        .query_selector(&hooks::COMPOSER.selector())
+        .ok()
+        .flatten()
+    {
+        let _ = form.remove_attribute(hooks::EDITING.name());
+        if clear
+            && let Some(t) = form
+                .query_selector("textarea")
+                .ok()
+                .flatten()
+                .and_then(|t| t.dyn_into::<web_sys::HtmlTextAreaElement>().ok())
+        {
+            t.set_value("");
+        }
+    }
+    if let Some(b) = doc
+        .query_selector(&hooks::EDITING_BANNER.selector())
+        .ok()
+        .flatten()
+    {
+        b.remove();
     }
 }

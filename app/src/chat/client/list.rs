@@ -73,27 +73,31 @@ impl Chat {
         Effect::new(move |_| set_hidden(&c.jump, c.near_bottom.get()));
 
         let session_id = self.session_id;
-        // The messages' buttons and fields; "show earlier" here too.
+        // The messages' buttons and fields; "show earlier" and "Edit" (which fills the
+        // message box) here too.
         let c = self.clone();
-        let selector = format!(
-            "[data-action={}]",
-            hero_shared::hooks::Action::Earlier.as_str()
-        );
+        let of = |a: hooks::Action| format!("[{}={}]", hooks::ACTION.name(), a.as_str());
+        let (earlier, edit) = (of(hooks::Action::Earlier), of(hooks::Action::Edit));
         listen(&self.messages, "click", move |ev: web_sys::MouseEvent| {
-            let earlier = ev
-                .target()
-                .and_then(|t| t.dyn_into::<Element>().ok())
-                .and_then(|t| t.closest(&selector).ok().flatten());
-            match earlier {
-                Some(b) => {
-                    if let Some(seq) = b
-                        .get_attribute(hooks::SEQ.name())
-                        .and_then(|s| s.parse().ok())
-                    {
-                        c.load_earlier(seq);
-                    }
+            let target = ev.target().and_then(|t| t.dyn_into::<Element>().ok());
+            let on = |selector: &str| {
+                target
+                    .as_ref()
+                    .and_then(|t| t.closest(selector).ok().flatten())
+            };
+            if let Some(b) = on(&earlier) {
+                if let Some(seq) = b
+                    .get_attribute(hooks::SEQ.name())
+                    .and_then(|s| s.parse().ok())
+                {
+                    c.load_earlier(seq);
                 }
-                None => actions::on_click(session_id, ev),
+            } else if let Some(b) = on(&edit) {
+                if let Some(msg) = b.closest(&hooks::MESSAGE_ID.selector()).ok().flatten() {
+                    start_edit(&msg);
+                }
+            } else {
+                actions::on_click(session_id, ev);
             }
         });
         listen(

@@ -38,6 +38,7 @@ mod list;
 mod reply;
 
 use crate::auth::error_text;
+use composer::start_edit;
 use dom::*;
 
 thread_local! {
