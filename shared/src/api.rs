@@ -11,6 +11,7 @@ pub const MAX_SESSION_NAME_CHARS: usize = 200;
 
 /// The signed-in user, as the browser and API clients see them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct UserDto {
     pub id: i64,
     pub username: String,
@@ -25,6 +26,7 @@ pub fn to_the_minute(t: &str) -> String {
 
 /// An account as an administrator sees it (`GET /api/admin/users`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct AdminUserDto {
     pub id: i64,
     pub username: String,
@@ -37,6 +39,7 @@ pub struct AdminUserDto {
 /// One account's use: its sessions and agents, when it was last active, and its spend
 /// (reference 003's global line).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct UserUsageDto {
     pub sessions: i64,
     pub agents: i64,
@@ -49,6 +52,7 @@ pub struct UserUsageDto {
 
 /// `POST /api/admin/users`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AdminCreateUserRequest {
     pub username: String,
@@ -59,6 +63,7 @@ pub struct AdminCreateUserRequest {
 
 /// `PATCH /api/admin/users/{id}`: absent fields stay as they are.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AdminUpdateUserRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -72,6 +77,7 @@ pub struct AdminUpdateUserRequest {
 /// One result of a search across the user's sessions (`GET /api/search`): a message
 /// (`frame_id`), or a session found by its name (`kind` `session`, no `frame_id`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SearchHitDto {
     pub session_id: i64,
     pub session_name: String,
@@ -88,6 +94,7 @@ pub struct SearchHitDto {
 
 /// Where a session stands. `Agent` sessions are opened by agents (sub-sessions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum SessionStatus {
     Active,
@@ -115,6 +122,7 @@ impl SessionStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SessionDto {
     pub id: i64,
     pub name: String,
@@ -129,6 +137,7 @@ pub struct SessionDto {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LoginRequest {
     pub username: String,
@@ -136,6 +145,7 @@ pub struct LoginRequest {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct LoginResponse {
     pub user: UserDto,
     /// The same JWT the cookie carries, for clients that send `Authorization: Bearer`.
@@ -145,6 +155,7 @@ pub struct LoginResponse {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ChangePasswordRequest {
     pub current_password: String,
@@ -152,6 +163,7 @@ pub struct ChangePasswordRequest {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateSessionRequest {
     pub name: String,
@@ -167,6 +179,7 @@ pub struct CreateSessionRequest {
 /// A partial update: absent fields stay as they are. `parent_session_id: null` detaches the
 /// session from its parent, which is why it is a double option.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct UpdateSessionRequest {
     #[serde(default)]
@@ -174,8 +187,10 @@ pub struct UpdateSessionRequest {
     #[serde(default)]
     pub status: Option<SessionStatus>,
     #[serde(default, with = "double_option")]
+    #[cfg_attr(feature = "openapi", schemars(with = "Option<i64>"))]
     pub parent_session_id: Option<Option<i64>>,
     #[serde(default, with = "double_option")]
+    #[cfg_attr(feature = "openapi", schemars(with = "Option<i64>"))]
     pub agent_id: Option<Option<i64>>,
 }
 
@@ -183,6 +198,7 @@ pub struct UpdateSessionRequest {
 /// keeps every file per user; a `predefined` one keeps its persona at the agent's level and
 /// only USER.md and BOOTSTRAP.md per user.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum AgentKind {
     #[default]
@@ -223,6 +239,7 @@ pub const VIRTUAL_CONTEXT_FILES: [&str; 1] = ["AVAILABILITY.md"];
 
 /// One of an agent's context files as `GET /api/agents/{id}/files` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ContextFileDto {
     pub name: String,
     /// `agent` (the agent's own), `user` (the signed-in user's copy) or `virtual` (made by
@@ -234,6 +251,7 @@ pub struct ContextFileDto {
 
 /// `GET /api/agents/{id}/files/{name}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ContextFileContent {
     pub name: String,
     pub level: String,
@@ -242,6 +260,7 @@ pub struct ContextFileContent {
 
 /// `PUT /api/agents/{id}/files/{name}`: empty content deletes the file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PutContextFileRequest {
     pub content: String,
@@ -253,6 +272,7 @@ fn active() -> String {
 
 /// `POST /api/agents/{id}/summon`: write the agent's persona files from a description.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SummonRequest {
     /// What the agent should be ("a sarcastic Rust reviewer").
@@ -265,12 +285,14 @@ pub struct SummonRequest {
 
 /// `GET /api/sessions/{id}/system-prompt`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SystemPromptDto {
     pub prompt: String,
 }
 
 /// Which wire format and service an agent talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub enum ProviderKind {
     #[serde(rename = "anthropic")]
     Anthropic,
@@ -308,6 +330,7 @@ impl ProviderKind {
 
 /// An agent as clients see it: whether a key is set, never the key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct AgentDto {
     pub id: i64,
     pub name: String,
@@ -349,6 +372,7 @@ pub struct AgentDto {
 
 /// A model's price, USD per million tokens (reference 003's spend).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Price {
     pub input: f64,
@@ -361,6 +385,7 @@ pub struct Price {
 
 /// What one spend line adds up (`GET /api/spend`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SpendTotals {
     pub cost_micros: i64,
     pub calls: i64,
@@ -375,6 +400,7 @@ pub struct SpendTotals {
 /// agents on the session's agent's API key (null without a key); `session`: null without
 /// a session.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SpendDto {
     pub global: SpendTotals,
     pub service: Option<SpendTotals>,
@@ -458,6 +484,7 @@ mod cost_tests {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateAgentRequest {
     pub name: String,
@@ -484,6 +511,7 @@ pub struct CreateAgentRequest {
 
 /// A partial update; `api_key: null` removes the key, `base_url: null` the URL.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct UpdateAgentRequest {
     #[serde(default)]
@@ -493,32 +521,40 @@ pub struct UpdateAgentRequest {
     #[serde(default)]
     pub model: Option<String>,
     #[serde(default, with = "double_option")]
+    #[cfg_attr(feature = "openapi", schemars(with = "Option<String>"))]
     pub base_url: Option<Option<String>>,
     #[serde(default, with = "double_option")]
+    #[cfg_attr(feature = "openapi", schemars(with = "Option<String>"))]
     pub api_key: Option<Option<String>>,
     #[serde(default)]
     pub config: Option<serde_json::Value>,
     /// `null` returns to Hero's default.
     #[serde(default, with = "double_option")]
+    #[cfg_attr(feature = "openapi", schemars(with = "Option<u64>"))]
     pub compact_after_messages: Option<Option<u64>>,
     #[serde(default, with = "double_option")]
+    #[cfg_attr(feature = "openapi", schemars(with = "Option<u64>"))]
     pub compact_after_tokens: Option<Option<u64>>,
     /// `null` returns to the default, 128,000.
     #[serde(default, with = "double_option")]
+    #[cfg_attr(feature = "openapi", schemars(with = "Option<u64>"))]
     pub context_window: Option<Option<u64>>,
     /// The agent's own price; `null` returns to Hero's.
     #[serde(default, with = "double_option")]
+    #[cfg_attr(feature = "openapi", schemars(with = "Option<Price>"))]
     pub price: Option<Option<Price>>,
     /// Its default processes, in order: processes' ids (`system:act`, `user:17`).
     #[serde(default)]
     pub default_processes: Option<Vec<String>>,
     /// The skills it may use: `null`, all; a list of names, those alone (`[]`: none).
     #[serde(default, with = "double_option")]
+    #[cfg_attr(feature = "openapi", schemars(with = "Option<Vec<String>>"))]
     pub skill_allow_list: Option<Option<Vec<String>>>,
 }
 
 /// `POST /api/sessions/{id}/messages[/stream]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PostMessageRequest {
     pub content: String,
@@ -533,6 +569,7 @@ pub struct PostMessageRequest {
 
 /// The batch answer of `POST /api/sessions/{id}/messages`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct PostMessageResponse {
     pub message_id: String,
     pub content: String,
@@ -542,6 +579,7 @@ pub struct PostMessageResponse {
 
 /// One function of `GET /api/permissions`: its default level and the signed-in user's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct PermissionDto {
     pub function: String,
     pub description: String,
@@ -558,6 +596,7 @@ pub struct PermissionDto {
 
 /// What an ability is (reference 000, "Abilities").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum AbilityType {
     /// Something the system runs (the function registry).
@@ -569,6 +608,7 @@ pub enum AbilityType {
 /// Where an ability comes from: its id starts with it (`builtin:bash`, `system:act`,
 /// `user:17`, `plugin:weather__forecast`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum AbilitySource {
     Builtin,
@@ -591,6 +631,7 @@ impl AbilitySource {
 /// `GET /api/abilities` (and, with `content`, `schema` and `examples`, `GET
 /// /api/abilities/{id}`): one ability as the user's list shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct AbilityDto {
     pub id: String,
     pub name: String,
@@ -617,6 +658,7 @@ pub struct AbilityDto {
 
 /// A plugin's state (`GET /api/plugins`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum PluginStatus {
     /// Its manifest is good and it may run.
@@ -642,6 +684,7 @@ impl PluginStatus {
 
 /// A plugin an administrator installed (`GET /api/plugins`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct PluginDto {
     pub name: String,
     pub version: String,
@@ -656,6 +699,7 @@ pub struct PluginDto {
 /// A skill as `GET /api/skills` lists it (reference 002 §8), and with its details as
 /// `GET /api/skills/{name}` gives it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SkillDto {
     pub name: String,
     pub description: String,
@@ -677,6 +721,7 @@ pub struct SkillDto {
 
 /// What `GET /api/skills/{name}` adds to a skill.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SkillDetail {
     pub license: Option<String>,
     pub compatibility: Option<String>,
@@ -689,6 +734,7 @@ pub struct SkillDetail {
 
 /// One file of a skill's folder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SkillFile {
     pub path: String,
     pub size: u64,
@@ -696,6 +742,7 @@ pub struct SkillFile {
 
 /// `GET /api/skills`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SkillsDto {
     /// `bm25`, or `hybrid` where embeddings are on.
     pub search_mode: String,
@@ -705,6 +752,7 @@ pub struct SkillsDto {
 /// `GET /api/agents/{id}/skills`: the skills an agent may use, and how its prompt gives
 /// them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct AgentSkillsDto {
     /// `inline` (listed in the prompt) or `search` (the agent is told to search).
     pub prompt_mode: String,
@@ -715,6 +763,7 @@ pub struct AgentSkillsDto {
 
 /// `GET /api/skills/{name}/files/{path}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SkillFileText {
     pub path: String,
     pub content: String,
@@ -723,6 +772,7 @@ pub struct SkillFileText {
 /// `PUT /api/skills/{name}`: a personal skill, its SKILL.md and the text files beside it
 /// (a folder imported from the browser).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PutSkillRequest {
     pub content: String,
@@ -735,6 +785,7 @@ pub struct PutSkillRequest {
 
 /// `POST /api/skills/search`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SkillSearchRequest {
     pub query: String,
@@ -746,6 +797,7 @@ pub struct SkillSearchRequest {
 
 /// `PUT /api/skills/{name}/visibility` (administrators): a global skill's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SkillVisibilityRequest {
     /// `public` or `internal`.
@@ -755,6 +807,7 @@ pub struct SkillVisibilityRequest {
 /// `POST /api/skills/{name}/grants` (administrators): an internal global skill to a user
 /// (by name) or to an agent, which may be pinned to one of its versions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SkillGrantRequest {
     #[serde(default)]
@@ -767,6 +820,7 @@ pub struct SkillGrantRequest {
 
 /// One grant of an internal skill.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SkillGrantDto {
     /// `user-<n>` or `agent-<n>`, as `DELETE /api/skills/{name}/grants/{id}` takes it.
     pub id: String,
@@ -785,6 +839,7 @@ pub struct SkillGrantDto {
 
 /// `GET /api/skills/{name}/grants`: a global skill's visibility and grants.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SkillGrantsDto {
     pub visibility: String,
     /// Its version now, and those kept for pinned agents, newest first.
@@ -795,6 +850,7 @@ pub struct SkillGrantsDto {
 
 /// One skill found, with its score and its parts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SkillHitDto {
     pub name: String,
     pub description: String,
@@ -806,6 +862,7 @@ pub struct SkillHitDto {
 
 /// What `POST /api/skills/search` answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SkillSearchDto {
     pub mode: String,
     /// Why the search was BM25 alone though vectors were wanted.
@@ -816,6 +873,7 @@ pub struct SkillSearchDto {
 
 /// `POST /api/abilities`: a process of the user's own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateProcessRequest {
     pub name: String,
@@ -826,6 +884,7 @@ pub struct CreateProcessRequest {
 
 /// `PATCH /api/abilities/{id}`: absent fields stay as they are.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct UpdateProcessRequest {
     #[serde(default)]
@@ -838,6 +897,7 @@ pub struct UpdateProcessRequest {
 
 /// `POST /api/abilities/{id}/render`: a process as it would be loaded in a session.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RenderProcessRequest {
     #[serde(default)]
@@ -849,6 +909,7 @@ pub struct RenderProcessRequest {
 /// `GET /api/workspace`: what the signed-in user's `bash` workspace holds on disk, and
 /// the most it may.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct WorkspaceDto {
     pub used_bytes: u64,
     pub quota_bytes: u64,
@@ -856,6 +917,7 @@ pub struct WorkspaceDto {
 
 /// `PUT /api/permissions/{function}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SetPermissionRequest {
     pub level: crate::calls::Permission,
@@ -863,6 +925,7 @@ pub struct SetPermissionRequest {
 
 /// `POST /api/sessions/{id}/answers`: the answer to a question in a message.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AnswerRequest {
     pub message_id: String,
@@ -872,6 +935,7 @@ pub struct AnswerRequest {
 
 /// `POST /api/sessions/{id}/approvals/{request_frame_id}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalRequest {
     pub approved: bool,
@@ -879,6 +943,7 @@ pub struct ApprovalRequest {
 
 /// The body of every 4xx and 5xx answer of the JSON API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ErrorBody {
     pub error: String,
 }
@@ -929,6 +994,7 @@ mod tests {
 /// One of an agent's memory files (`GET /api/agents/{id}/memory/files`): `scope` is
 /// `agent` (written by its owner, used with it by whoever it works for) or `user`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct MemoryFileDto {
     pub path: String,
     pub scope: String,
@@ -938,6 +1004,7 @@ pub struct MemoryFileDto {
 
 /// `GET /api/agents/{id}/memory/files/{*path}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct MemoryFileContent {
     pub path: String,
     pub scope: String,
@@ -947,6 +1014,7 @@ pub struct MemoryFileContent {
 /// `PUT /api/agents/{id}/memory/files/{*path}`: empty content deletes the file; `scope` is
 /// `user` unless given (`agent`, for the agent's own).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PutMemoryFileRequest {
     pub content: String,
@@ -956,6 +1024,7 @@ pub struct PutMemoryFileRequest {
 
 /// What `PUT /api/agents/{id}/memory/files/{*path}` answers (`size` 0: deleted).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct MemoryWrittenDto {
     pub path: String,
     pub scope: String,
@@ -964,6 +1033,7 @@ pub struct MemoryWrittenDto {
 
 /// `POST /api/agents/{id}/memory/search`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct MemorySearchRequest {
     pub query: String,
@@ -973,6 +1043,7 @@ pub struct MemorySearchRequest {
 
 /// One chunk a memory search found: its file, lines (1-based, inclusive), score and text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct MemoryHitDto {
     pub path: String,
     pub scope: String,
@@ -984,6 +1055,7 @@ pub struct MemoryHitDto {
 
 /// What `POST /api/agents/{id}/memory/search` answers: `mode` is `bm25` or `hybrid`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct MemorySearchDto {
     pub mode: String,
     /// Why the search was BM25 alone though vectors were wanted.

@@ -14,6 +14,7 @@ use crate::frame::{CompiledMessage, FrameType};
 
 /// How a function may run (reference 000, "Permission Levels").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Permission {
     /// Runs without asking.
@@ -46,6 +47,7 @@ impl Permission {
 /// How much harm a function can do (reference 000's `dangerLevel`): shown on its approval
 /// card and the Permissions page; letting a dangerous one run without asking is confirmed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum DangerLevel {
     Safe,
@@ -67,6 +69,7 @@ impl DangerLevel {
 /// `never` is reference 003's "Ask Always": its card has no "Always allow", and its level
 /// cannot be `always`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum AutoApprove {
     Always,
@@ -75,6 +78,7 @@ pub enum AutoApprove {
 
 /// A function's permission metadata (reference 000's ability `permissions`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FunctionPermissions {
     pub auto_approve: AutoApprove,

@@ -49,6 +49,7 @@ use crate::hml::tag::{escape_text, write_start_tag};
 use crate::hml::{self, ElementKind, Node};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FrameType {
     Message,
@@ -71,6 +72,7 @@ impl FrameType {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AuthorType {
     User,
@@ -80,6 +82,7 @@ pub enum AuthorType {
 
 /// Who a compiled message speaks as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     User,
@@ -89,6 +92,7 @@ pub enum Role {
 
 /// One frame, as stored (payload decrypted) and as sent to the browser.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct Frame {
     pub id: String,
     pub session_id: i64,
@@ -194,6 +198,22 @@ impl Serialize for TargetId {
     }
 }
 
+/// Written as text: `agent:123`, `frame:<id>`, … (see [`TargetId`]).
+#[cfg(feature = "openapi")]
+impl schemars::JsonSchema for TargetId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "TargetId".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^@?(agent|user|frame|element|system)(:.*)?$",
+            "description": "What a frame addresses: agent:123, user:456, frame:<id>, element:<id>, system:<name>",
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for TargetId {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<TargetId, D::Error> {
         let s = String::deserialize(d)?;
@@ -203,6 +223,7 @@ impl<'de> Deserialize<'de> for TargetId {
 
 /// One entry of the compiled view.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct CompiledMessage {
     pub frame_id: String,
     pub seq: i64,
@@ -228,6 +249,7 @@ pub struct CompiledMessage {
 
 /// Where a message stands among the versions of the message it is one of.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct Versions {
     /// The first version's frame id: the message the versions are of.
     pub of: String,
@@ -239,6 +261,7 @@ pub struct Versions {
 
 /// Counts over a session's frames (all of them, not only the view).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct FrameStats {
     pub total: u64,
     pub messages: u64,

@@ -770,6 +770,7 @@ impl WsServerMessage {
 
 /// `GET /api/sessions/{id}/frames`: persisted frames from the last compact on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct FramesPage {
     pub session_id: SessionId,
     pub frames: Vec<Frame>,
@@ -782,6 +783,7 @@ pub type FrameStatsDto = FrameStats;
 
 /// A session's compiled view, as the page renders it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct CompiledView {
     pub session_id: SessionId,
     pub messages: Vec<CompiledMessage>,

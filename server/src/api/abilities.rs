@@ -3,7 +3,6 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use hero_backend::AppState;
 use hero_backend::agents::abilities::{self, Filter};
 use hero_shared::api::{
@@ -13,9 +12,11 @@ use hero_shared::api::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ApiJson, ApiPath, ApiQuery, ApiResult, Authed};
+use super::Created;
+use super::{ApiJson, ApiPath, ApiQuery, ApiResult, Authed, Status};
+use axum::response::NoContent;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AbilityQuery {
     #[serde(rename = "type")]
@@ -60,11 +61,8 @@ pub async fn create(
     State(st): State<AppState>,
     Authed(user): Authed,
     ApiJson(req): ApiJson<CreateProcessRequest>,
-) -> ApiResult<(StatusCode, Json<AbilityDto>)> {
-    Ok((
-        StatusCode::CREATED,
-        Json(abilities::create(&st, &user, req).await?),
-    ))
+) -> ApiResult<Created<AbilityDto>> {
+    Ok(Status(abilities::create(&st, &user, req).await?))
 }
 
 /// `PATCH /api/abilities/{id}`.
@@ -82,9 +80,9 @@ pub async fn delete(
     State(st): State<AppState>,
     Authed(user): Authed,
     ApiPath(id): ApiPath<String>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<NoContent> {
     abilities::delete(&st, &user, &id).await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(NoContent)
 }
 
 /// `POST /api/abilities/{id}/render` `{session_id?, args?}` → `{content}`.

@@ -4,13 +4,13 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use hero_backend::AppState;
 use hero_backend::accounts::admin;
 use hero_backend::store::users::Usage;
 use hero_shared::api::{AdminCreateUserRequest, AdminUpdateUserRequest, AdminUserDto};
 
-use super::{ApiJson, ApiPath, ApiResult, Authed};
+use super::Created;
+use super::{ApiJson, ApiPath, ApiResult, Authed, Status};
 
 /// `GET /api/admin/users`.
 pub async fn list(
@@ -28,9 +28,9 @@ pub async fn create(
     State(st): State<AppState>,
     Authed(user): Authed,
     ApiJson(req): ApiJson<AdminCreateUserRequest>,
-) -> ApiResult<(StatusCode, Json<AdminUserDto>)> {
+) -> ApiResult<Created<AdminUserDto>> {
     let u = admin::create(&st, &user, &req.username, &req.password, req.is_admin).await?;
-    Ok((StatusCode::CREATED, Json(admin::dto(u, Usage::default()))))
+    Ok(Status(admin::dto(u, Usage::default())))
 }
 
 /// `PATCH /api/admin/users/{id}` `{disabled?, is_admin?, password?}`: the account after.

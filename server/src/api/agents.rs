@@ -2,14 +2,14 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use hero_backend::{AppState, agents};
 use hero_shared::api::{
     AgentDto, ContextFileContent, ContextFileDto, CreateAgentRequest, PutContextFileRequest,
     SummonRequest, SystemPromptDto, UpdateAgentRequest,
 };
 
-use super::{ApiJson, ApiPath, ApiResult, Authed};
+use super::{ApiJson, ApiPath, ApiResult, Authed, Created, Status};
+use axum::response::NoContent;
 
 pub async fn list(
     State(st): State<AppState>,
@@ -22,10 +22,9 @@ pub async fn create(
     State(st): State<AppState>,
     Authed(user): Authed,
     ApiJson(req): ApiJson<CreateAgentRequest>,
-) -> ApiResult<(StatusCode, Json<AgentDto>)> {
-    Ok((
-        StatusCode::CREATED,
-        Json(agents::create(&st.db, &st.keys, &st.settings.egress, &user, req).await?),
+) -> ApiResult<Created<AgentDto>> {
+    Ok(Status(
+        agents::create(&st.db, &st.keys, &st.settings.egress, &user, req).await?,
     ))
 }
 
@@ -52,9 +51,9 @@ pub async fn delete(
     State(st): State<AppState>,
     Authed(user): Authed,
     ApiPath(id): ApiPath<i64>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<NoContent> {
     agents::delete(&st.db, &user, id).await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(NoContent)
 }
 
 /// The agent's context files as the signed-in user's calls use them.
@@ -109,9 +108,8 @@ pub async fn summon(
     Authed(user): Authed,
     ApiPath(id): ApiPath<i64>,
     ApiJson(req): ApiJson<SummonRequest>,
-) -> ApiResult<(StatusCode, Json<AgentDto>)> {
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(hero_backend::agents::summon::summon(&st, &user, id, req).await?),
+) -> ApiResult<Status<202, AgentDto>> {
+    Ok(Status(
+        hero_backend::agents::summon::summon(&st, &user, id, req).await?,
     ))
 }

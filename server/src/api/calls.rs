@@ -12,6 +12,7 @@ use hero_shared::calls::CallStatus;
 use serde_json::{Value, json};
 
 use super::{ApiJson, ApiPath, ApiResult, Authed};
+use axum::response::NoContent;
 
 pub async fn list(
     State(st): State<AppState>,
@@ -74,7 +75,7 @@ pub async fn answer(
     Authed(user): Authed,
     ApiPath(session_id): ApiPath<i64>,
     ApiJson(req): ApiJson<AnswerRequest>,
-) -> ApiResult<axum::http::StatusCode> {
+) -> ApiResult<NoContent> {
     hero_backend::conversation::answers::answer(
         &st,
         &user,
@@ -84,5 +85,5 @@ pub async fn answer(
         req.answer,
     )
     .await?;
-    Ok(axum::http::StatusCode::NO_CONTENT)
+    Ok(NoContent)
 }

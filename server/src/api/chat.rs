@@ -17,6 +17,7 @@ use tokio_stream::StreamExt;
 
 use super::sse::{SseBody, TurnSse};
 use super::{ApiJson, ApiPath, ApiQuery, ApiResult, Authed};
+use axum::response::NoContent;
 
 /// `POST /api/sessions/{id}/messages/stream`: the reply as reference 000's SSE events.
 pub async fn post_stream(
@@ -59,7 +60,7 @@ pub async fn post_batch(
     }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
     /// Resume after this seq (the `Last-Event-ID` header wins when both are given).
@@ -96,7 +97,7 @@ pub async fn events(
     Ok(SseBody::new(Box::pin(events)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FramesQuery {
     #[serde(rename = "type")]
@@ -168,7 +169,7 @@ pub async fn view(
     Ok(Json(frames::view(&st, &user, id, q.from_seq).await?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct ViewQuery {
     #[serde(default)]
     from_seq: Option<i64>,
@@ -184,12 +185,12 @@ pub async fn earlier(
     Ok(Json(frames::earlier(&st, &user, id, q.before_seq).await?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct EarlierQuery {
     before_seq: i64,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HiddenRequest {
     hidden: bool,
@@ -201,19 +202,19 @@ pub async fn set_hidden(
     Authed(user): Authed,
     ApiPath((id, frame_id)): ApiPath<(i64, String)>,
     ApiJson(req): ApiJson<HiddenRequest>,
-) -> ApiResult<axum::http::StatusCode> {
+) -> ApiResult<NoContent> {
     frames::set_hidden(&st, &user, id, &frame_id, req.hidden).await?;
-    Ok(axum::http::StatusCode::NO_CONTENT)
+    Ok(NoContent)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditRequest {
     content: String,
 }
 
 /// A reply started by an edit or a regeneration: it streams through the session's feed.
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, schemars::JsonSchema)]
 pub struct ReplyStarted {
     message_id: String,
 }
@@ -240,7 +241,7 @@ pub async fn regenerate(
     Ok(Json(ReplyStarted { message_id }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CurrentRequest {
     version: usize,
@@ -253,12 +254,12 @@ pub async fn set_current(
     Authed(user): Authed,
     ApiPath((id, frame_id)): ApiPath<(i64, String)>,
     ApiJson(req): ApiJson<CurrentRequest>,
-) -> ApiResult<axum::http::StatusCode> {
+) -> ApiResult<NoContent> {
     versions::switch(&st, &user, id, &frame_id, req.version).await?;
-    Ok(axum::http::StatusCode::NO_CONTENT)
+    Ok(NoContent)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchQuery {
     q: String,

@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use super::{ApiError, ApiPath, ApiQuery, ApiResult, Authed};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExportQuery {
     format: Option<String>,
@@ -105,7 +105,7 @@ pub async fn import(
     Ok((StatusCode::CREATED, axum::Json(session)).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BranchRequest {
     from_frame_id: String,
@@ -117,7 +117,7 @@ pub async fn branch(
     Authed(user): Authed,
     ApiPath(id): ApiPath<i64>,
     super::ApiJson(req): super::ApiJson<BranchRequest>,
-) -> ApiResult<Response> {
+) -> ApiResult<super::Created<hero_shared::api::SessionDto>> {
     let session = export::branch(&st, &user, id, &req.from_frame_id).await?;
-    Ok((StatusCode::CREATED, axum::Json(session)).into_response())
+    Ok(super::Status(session))
 }

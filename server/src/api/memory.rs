@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::{ApiJson, ApiPath, ApiQuery, ApiResult, Authed};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScopeQuery {
     scope: Option<String>,

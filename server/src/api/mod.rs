@@ -3,10 +3,11 @@
 //! same `hero_backend` function the server functions call. Every failure is a JSON
 //! `{"error": "..."}` with a 4xx a person can act on (or a 5xx whose detail stays in the log).
 
+use aide::axum::ApiRouter;
+use aide::axum::routing::{delete, get, get_with, patch, post, post_with, put};
 use axum::extract::{FromRef, FromRequest, FromRequestParts, State};
 use axum::http::{HeaderValue, StatusCode, header, request::Parts};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use axum::{Json, Router};
 use hero_backend::accounts::auth::{self, AuthUser};
 use hero_backend::{AppState, Error, conversation::sessions};
@@ -22,6 +23,9 @@ mod calls;
 mod chat;
 mod export;
 mod memory;
+pub mod openapi;
+use axum::response::NoContent;
+pub use openapi::{Created, Put, Status};
 mod skills;
 mod spend;
 mod sse;
@@ -32,102 +36,138 @@ where
     S: Clone + Send + Sync + 'static,
     AppState: FromRef<S>,
 {
-    Router::new()
-        .route("/auth/login", post(login))
-        .route("/auth/logout", post(logout))
-        .route("/me", get(me))
-        .route("/me/password", post(change_password))
-        .route("/admin/users", get(admin::list).post(admin::create))
-        .route("/admin/users/{id}", axum::routing::patch(admin::update))
-        .route("/sessions", get(list_sessions).post(create_session))
-        .route("/search", get(chat::search))
-        .route("/export", get(export::everything))
-        .route(
+    // Before the routes: their operations are made as each is added.
+    aide::generate::infer_responses(true);
+    aide::generate::extract_schemas(true);
+    let routes = ApiRouter::new()
+        .api_route(
+            "/auth/login",
+            post_with(login, |op| {
+                op.description("Signs in: the token, and the session cookie a browser keeps.")
+                    .response::<200, Json<LoginResponse>>()
+            }),
+        )
+        .api_route(
+            "/auth/logout",
+            post_with(logout, |op| op.response::<204, NoContent>()),
+        )
+        .api_route("/me", get(me))
+        .api_route("/me/password", post(change_password))
+        .api_route("/admin/users", get(admin::list).post(admin::create))
+        .api_route("/admin/users/{id}", patch(admin::update))
+        .api_route("/sessions", get(list_sessions).post(create_session))
+        .api_route("/search", get(chat::search))
+        .api_route(
+            "/export",
+            get_with(export::everything, |op| {
+                let tar = openapi::answer_of("application/x-tar", "everything the user owns, a tar archive");
+                openapi::answers(op, 200, tar)
+            }),
+        )
+        .api_route(
             "/sessions/import",
-            post(export::import).layer(axum::extract::DefaultBodyLimit::max(
+            post_with(export::import, |op| {
+                let op = openapi::reads(
+                    op,
+                    &["application/json", "multipart/form-data"],
+                    "a JSON export (hero-session), or a form's `file` holding one",
+                );
+                let op = op.response::<201, Json<SessionDto>>();
+                openapi::answers(op, 303, openapi::answer_of("text/html", "a form's import: sent on to the new session's page"))
+            })
+            .layer(axum::extract::DefaultBodyLimit::max(
                 hero_backend::conversation::export::MAX_IMPORT_BYTES + (64 << 10),
             )),
         )
-        .route("/sessions/{id}/export", get(export::session))
-        .route("/sessions/{id}/branch", post(export::branch))
-        .route("/sessions/{id}", get(get_session).patch(update_session))
-        .route("/agents", get(agents::list).post(agents::create))
-        .route(
+        .api_route(
+            "/sessions/{id}/export",
+            get_with(export::session, |op| {
+                let file = openapi::answer_of(
+                    "text/markdown",
+                    "a download, streamed: Markdown, or with format=json the versioned JSON (application/json)",
+                );
+                openapi::answers(op, 200, file)
+            }),
+        )
+        .api_route("/sessions/{id}/branch", post(export::branch))
+        .api_route("/sessions/{id}", get(get_session).patch(update_session))
+        .api_route("/agents", get(agents::list).post(agents::create))
+        .api_route(
             "/agents/{id}",
             get(agents::get)
                 .patch(agents::update)
                 .delete(agents::delete),
         )
-        .route("/agents/{id}/files", get(agents::files))
-        .route("/agents/{id}/summon", post(agents::summon))
-        .route("/agents/{id}/memory/files", get(memory::list))
-        .route(
+        .api_route("/agents/{id}/files", get(agents::files))
+        .api_route("/agents/{id}/summon", post(agents::summon))
+        .api_route("/agents/{id}/memory/files", get(memory::list))
+        .api_route(
             "/agents/{id}/memory/files/{*path}",
             get(memory::read).put(memory::write),
         )
-        .route("/agents/{id}/memory/search", post(memory::search))
-        .route(
+        .api_route("/agents/{id}/memory/search", post(memory::search))
+        .api_route(
             "/agents/{id}/files/{name}",
             get(agents::read_file).put(agents::write_file),
         )
-        .route("/sessions/{id}/system-prompt", get(agents::system_prompt))
-        .route("/sessions/{id}/messages", post(chat::post_batch))
-        .route("/sessions/{id}/messages/stream", post(chat::post_stream))
-        .route(
+        .api_route("/sessions/{id}/system-prompt", get(agents::system_prompt))
+        .api_route("/sessions/{id}/messages", post(chat::post_batch))
+        .api_route("/sessions/{id}/messages/stream", post(chat::post_stream))
+        .api_route(
             "/sessions/{id}/messages/{frame_id}",
-            axum::routing::put(chat::edit_message),
+            put(chat::edit_message),
         )
-        .route(
+        .api_route(
             "/sessions/{id}/messages/{frame_id}/regenerate",
             post(chat::regenerate),
         )
-        .route(
+        .api_route(
             "/sessions/{id}/messages/{frame_id}/current",
             post(chat::set_current),
         )
-        .route("/sessions/{id}/events", get(chat::events))
-        .route("/sessions/{id}/frames", get(chat::list_frames))
-        .route("/sessions/{id}/frames/stats", get(chat::frame_stats))
-        .route("/sessions/{id}/frames/{frame_id}", get(chat::get_frame))
-        .route("/sessions/{id}/view", get(chat::view))
-        .route("/sessions/{id}/view/earlier", get(chat::earlier))
-        .route(
+        .api_route("/sessions/{id}/events", get(chat::events))
+        .api_route("/sessions/{id}/frames", get(chat::list_frames))
+        .api_route("/sessions/{id}/frames/stats", get(chat::frame_stats))
+        .api_route("/sessions/{id}/frames/{frame_id}", get(chat::get_frame))
+        .api_route("/sessions/{id}/view", get(chat::view))
+        .api_route("/sessions/{id}/view/earlier", get(chat::earlier))
+        .api_route(
             "/sessions/{id}/frames/{frame_id}/hidden",
-            axum::routing::put(chat::set_hidden),
+            put(chat::set_hidden),
         )
-        .route(
+        .api_route(
             "/sessions/{id}/approvals/{request_frame_id}",
             post(calls::decide),
         )
-        .route("/sessions/{id}/answers", post(calls::answer))
-        .route("/permissions", get(calls::list))
-        .route(
+        .api_route("/sessions/{id}/answers", post(calls::answer))
+        .api_route("/permissions", get(calls::list))
+        .api_route(
             "/workspace",
             get(calls::workspace).delete(calls::empty_workspace),
         )
-        .route("/permissions/{function}", axum::routing::put(calls::set))
-        .route("/spend", get(spend::lines))
-        .route(
+        .api_route("/permissions/{function}", put(calls::set))
+        .api_route("/spend", get(spend::lines))
+        .api_route(
             "/spend/corrections",
             get(spend::corrections).post(spend::correct),
         )
-        .route(
+        .api_route(
             "/spend/settings",
             get(spend::settings).put(spend::set_settings),
         )
-        .route("/prices", get(spend::prices))
-        .route("/abilities", get(abilities::list).post(abilities::create))
-        .route(
+        .api_route("/prices", get(spend::prices))
+        .api_route("/abilities", get(abilities::list).post(abilities::create))
+        .api_route(
             "/abilities/{id}",
             get(abilities::get)
                 .patch(abilities::update)
                 .delete(abilities::delete),
         )
-        .route("/abilities/{id}/render", post(abilities::render))
-        .route("/plugins", get(abilities::plugins))
-        .route("/skills", get(skills::list))
-        .route("/skills/search", post(skills::search))
-        .route(
+        .api_route("/abilities/{id}/render", post(abilities::render))
+        .api_route("/plugins", get(abilities::plugins))
+        .api_route("/skills", get(skills::list))
+        .api_route("/skills/search", post(skills::search))
+        .api_route(
             "/skills/{name}",
             get(skills::get)
                 .put(skills::put)
@@ -135,19 +175,37 @@ where
                 // A personal skill is up to 8 MiB of files, sent as JSON.
                 .layer(axum::extract::DefaultBodyLimit::max(12 << 20)),
         )
-        .route("/agents/{id}/skills", get(skills::for_agent))
-        .route("/skills/{name}/files/{*path}", get(skills::file))
-        .route(
+        .api_route("/agents/{id}/skills", get(skills::for_agent))
+        .api_route("/skills/{name}/files/{*path}", get(skills::file))
+        .api_route(
             "/skills/{name}/visibility",
-            axum::routing::put(skills::visibility),
+            put(skills::visibility),
         )
-        .route(
+        .api_route(
             "/skills/{name}/grants",
             get(skills::grants).post(skills::grant),
         )
-        .route(
+        .api_route(
             "/skills/{name}/grants/{grant_id}",
-            axum::routing::delete(skills::revoke),
+            delete(skills::revoke),
+        );
+    let mut api = aide::openapi::OpenApi {
+        info: aide::openapi::Info {
+            title: "Hero".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            description: Some("Hero's JSON API: every route, its parameters, bodies and answers, made from the handlers' own types. Errors are {\"error\": \"...\"}.".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let router = routes.finish_api(&mut api);
+    let doc = bytes::Bytes::from(serde_json::to_vec(&openapi::document(api)).unwrap_or_default());
+    router
+        .route(
+            "/openapi.json",
+            axum::routing::get(move || async move {
+                ([(header::CONTENT_TYPE, "application/json")], doc.clone())
+            }),
         )
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such API route") })
         .method_not_allowed_fallback(|| async {
@@ -342,9 +400,9 @@ async fn change_password(
     Authed(user): Authed,
     Client(client): Client,
     ApiJson(req): ApiJson<ChangePasswordRequest>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<NoContent> {
     auth::change_password(&st, &user, client, &req.current_password, &req.new_password).await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(NoContent)
 }
 
 async fn list_sessions(
@@ -358,11 +416,8 @@ async fn create_session(
     State(st): State<AppState>,
     Authed(user): Authed,
     ApiJson(req): ApiJson<CreateSessionRequest>,
-) -> ApiResult<(StatusCode, Json<SessionDto>)> {
-    Ok((
-        StatusCode::CREATED,
-        Json(sessions::create(&st, &user, req).await?),
-    ))
+) -> ApiResult<Created<SessionDto>> {
+    Ok(Status(sessions::create(&st, &user, req).await?))
 }
 
 async fn get_session(

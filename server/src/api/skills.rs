@@ -3,7 +3,6 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use hero_backend::AppState;
 use hero_backend::skills::{api, grants};
 use hero_shared::api::{
@@ -12,9 +11,11 @@ use hero_shared::api::{
 };
 use serde::Deserialize;
 
+use super::Put;
 use super::{ApiJson, ApiPath, ApiQuery, ApiResult, Authed};
+use axum::response::NoContent;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TierQuery {
     tier: Option<String>,
@@ -53,14 +54,9 @@ pub async fn put(
     Authed(user): Authed,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<PutSkillRequest>,
-) -> ApiResult<(StatusCode, Json<SkillDto>)> {
-    let (new, skill) = api::put(&st, &user, &name, req).await?;
-    let status = if new {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok((status, Json(skill)))
+) -> ApiResult<Put<SkillDto>> {
+    let (made, value) = api::put(&st, &user, &name, req).await?;
+    Ok(Put { made, value })
 }
 
 /// `DELETE /api/skills/{name}`: a personal skill; 204.
@@ -68,9 +64,9 @@ pub async fn delete(
     State(st): State<AppState>,
     Authed(user): Authed,
     ApiPath(name): ApiPath<String>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<NoContent> {
     api::delete(&st, &user, &name).await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(NoContent)
 }
 
 /// `POST /api/skills/search` `{query, agent_id?, limit?}`.
@@ -120,14 +116,9 @@ pub async fn grant(
     Authed(user): Authed,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<SkillGrantRequest>,
-) -> ApiResult<(StatusCode, Json<SkillGrantDto>)> {
-    let (new, made) = grants::grant(&st, &user, &name, &req).await?;
-    let status = if new {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok((status, Json(made)))
+) -> ApiResult<Put<SkillGrantDto>> {
+    let (made, value) = grants::grant(&st, &user, &name, &req).await?;
+    Ok(Put { made, value })
 }
 
 /// `DELETE /api/skills/{name}/grants/{grant_id}` (administrators): 204.
@@ -135,7 +126,7 @@ pub async fn revoke(
     State(st): State<AppState>,
     Authed(user): Authed,
     ApiPath((name, grant_id)): ApiPath<(String, String)>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<NoContent> {
     grants::revoke(&st, &user, &name, &grant_id).await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(NoContent)
 }

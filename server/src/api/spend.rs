@@ -4,16 +4,16 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use hero_backend::AppState;
 use hero_backend::agents::spend;
 use hero_shared::api::SpendDto;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ApiJson, ApiQuery, ApiResult, Authed};
+use super::Created;
+use super::{ApiJson, ApiQuery, ApiResult, Authed, Status};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpendQuery {
     session_id: Option<i64>,
@@ -28,7 +28,7 @@ pub async fn lines(
     Ok(Json(spend::lines(&st, &user, q.session_id).await?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CorrectionRequest {
     agent_id: i64,
@@ -40,16 +40,15 @@ pub async fn correct(
     State(st): State<AppState>,
     Authed(user): Authed,
     ApiJson(req): ApiJson<CorrectionRequest>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<Created<Value>> {
     let actual = spend::micros_of(req.actual_usd).ok_or_else(|| {
         hero_backend::Error::Invalid(
             "actual_usd must be the bill's amount in dollars, 0 or more".into(),
         )
     })?;
     let delta = spend::correct(&st, &user, req.agent_id, actual).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({"agent_id": req.agent_id, "actual_micros": actual, "delta_micros": delta})),
+    Ok(Status(
+        json!({"agent_id": req.agent_id, "actual_micros": actual, "delta_micros": delta}),
     ))
 }
 
@@ -65,7 +64,7 @@ pub async fn corrections(
     Ok(Json(json!(list)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpendSettings {
     token_scalar: f64,
