@@ -33,6 +33,15 @@ pub enum Error {
     /// once); the message says which and how many.
     #[error("{0}")]
     Limit(String),
+    /// Past a bound on size or count; the message names the bound.
+    #[error("{0}")]
+    TooLarge(String),
+    /// A kind of file (or of content) Hero does not take here; the message says what it takes.
+    #[error("{0}")]
+    Unsupported(String),
+    /// Input of the right kind that cannot be read (a damaged PDF); the message says why.
+    #[error("{0}")]
+    Unreadable(String),
     #[error(transparent)]
     Crypto(#[from] crate::crypto::CryptoError),
     #[error("database error: {0}")]
@@ -60,6 +69,9 @@ impl Error {
             Error::Unavailable(_) => S::SERVICE_UNAVAILABLE,
             Error::Db(e) if unreachable(e) => S::SERVICE_UNAVAILABLE,
             Error::Limit(_) => S::TOO_MANY_REQUESTS,
+            Error::TooLarge(_) => S::PAYLOAD_TOO_LARGE,
+            Error::Unsupported(_) => S::UNSUPPORTED_MEDIA_TYPE,
+            Error::Unreadable(_) => S::UNPROCESSABLE_ENTITY,
             Error::Crypto(_)
             | Error::Db(_)
             | Error::Sqlite(_)

@@ -44,6 +44,21 @@ pub(crate) fn validate(body: Option<&Value>) -> Result<Request, String> {
         if m.get("content").is_none() {
             return Err(format!("messages.{i}.content: Field required"));
         }
+        // Image blocks as the Messages API takes them: base64 of a known image type.
+        let blocks = m.get("content").and_then(Value::as_array);
+        for (j, b) in blocks.into_iter().flatten().enumerate() {
+            if b.get("type").and_then(Value::as_str) != Some("image") {
+                continue;
+            }
+            let source = &b["source"];
+            let media = source["media_type"].as_str().unwrap_or_default();
+            let known = ["image/png", "image/jpeg", "image/gif", "image/webp"].contains(&media);
+            if source["type"] != "base64" || !known || !crate::request::is_base64(&source["data"]) {
+                return Err(format!(
+                    "messages.{i}.content.{j}.source: an image is {{type: base64, media_type: image/png|jpeg|gif|webp, data}}"
+                ));
+            }
+        }
     }
     // Anthropic keeps the system prompt beside the messages; echo shows it first, as a
     // message with role "system", so a test sees the whole context in one list.

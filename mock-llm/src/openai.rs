@@ -33,6 +33,29 @@ pub(crate) fn validate(body: Option<&Value>) -> Result<Request, String> {
         if m.get("role").and_then(Value::as_str).is_none() {
             return Err(format!("Missing required parameter: 'messages[{i}].role'."));
         }
+        // An image part's URL: a web address or a base64 data URL.
+        let parts = m.get("content").and_then(Value::as_array);
+        for (j, p) in parts.into_iter().flatten().enumerate() {
+            if p.get("type").and_then(Value::as_str) != Some("image_url") {
+                continue;
+            }
+            let url = p
+                .pointer("/image_url/url")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let ok = match url.strip_prefix("data:") {
+                Some(rest) => rest.split_once(";base64,").is_some_and(|(media, data)| {
+                    media.starts_with("image/")
+                        && crate::request::is_base64(&Value::String(data.to_owned()))
+                }),
+                None => url.starts_with("https://") || url.starts_with("http://"),
+            };
+            if !ok {
+                return Err(format!(
+                    "Invalid image URL: 'messages[{i}].content[{j}].image_url.url' is not a web address or a base64 data URL."
+                ));
+            }
+        }
     }
     let include_usage = body
         .pointer("/stream_options/include_usage")

@@ -52,6 +52,17 @@ pub(crate) fn last_user_text(messages: &[Value]) -> String {
         .unwrap_or_default()
 }
 
+/// Whether `v` is a non-empty string of standard base64 (what image data must be).
+pub(crate) fn is_base64(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| {
+        !s.is_empty()
+            && s.len() % 4 == 0
+            && s.trim_end_matches('=')
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+    })
+}
+
 pub(crate) fn text_of(last: &Value) -> String {
     match last.get("content") {
         Some(Value::String(s)) => s.clone(),

@@ -1297,3 +1297,39 @@ async fn embeddings() {
     );
     assert_eq!(server.stats()["embedded_inputs"], 4);
 }
+
+/// Images as each API takes them pass; a block that no API would take is a 400, as there.
+#[tokio::test]
+async fn image_blocks_are_checked_as_the_apis_check_them() {
+    let server = start(Config::default()).await;
+    let png = "iVBORw0KGgo=";
+    let anthropic = |source: Value| {
+        json!({"model": "claude-mock", "max_tokens": 16, "messages": [{"role": "user", "content": [
+            {"type": "image", "source": source}, {"type": "text", "text": "what is this?"}
+        ]}]})
+    };
+    let openai = |url: &str| {
+        json!({"model": "gpt-mock", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": url}}
+        ]}]})
+    };
+    let good = anthropic(json!({"type": "base64", "media_type": "image/png", "data": png}));
+    assert_eq!(send(&server, Wire::Anthropic, &good).await.status(), 200);
+    for bad in [
+        json!({"type": "base64", "media_type": "image/tiff", "data": png}),
+        json!({"type": "base64", "media_type": "image/png", "data": "not base64!"}),
+        json!({"type": "url", "media_type": "image/png", "data": png}),
+    ] {
+        let resp = send(&server, Wire::Anthropic, &anthropic(bad.clone())).await;
+        assert_eq!(resp.status(), 400, "{bad}");
+    }
+    let good = openai(&format!("data:image/png;base64,{png}"));
+    assert_eq!(send(&server, Wire::OpenAi, &good).await.status(), 200);
+    let resp = send(
+        &server,
+        Wire::OpenAi,
+        &openai("data:text/plain;base64,aGk="),
+    )
+    .await;
+    assert_eq!(resp.status(), 400);
+}

@@ -189,6 +189,7 @@ async fn scenario(
             content: "/stream off".into(),
             private: false,
             skill_filter: None,
+            attachments: Vec::new(),
         };
         turn::post(&t, &user, session, post)
             .await
@@ -241,6 +242,7 @@ async fn scenario(
                 content: "and then?".into(),
                 private: false,
                 skill_filter: None,
+                attachments: Vec::new(),
             },
         )
         .await
@@ -301,6 +303,7 @@ async fn first_messages(mock_url: &str, startup: usize, sessions: usize) -> Vec<
                 content: "hello".into(),
                 private: false,
                 skill_filter: None,
+                attachments: Vec::new(),
             },
         )
         .await

@@ -75,6 +75,7 @@ const INNER_HTML_FILES: &[&str] = &[
     "app/src/chat/mod.rs",
     "app/src/chat/client/dom.rs",
     "app/src/chat/client/composer.rs",
+    "app/src/chat/client/attach.rs",
     "app/src/chat/client/header.rs",
     "app/src/chat/client/list.rs",
     "app/src/chat/client/reply.rs",

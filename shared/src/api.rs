@@ -552,6 +552,19 @@ pub struct UpdateAgentRequest {
     pub skill_allow_list: Option<Option<Vec<String>>>,
 }
 
+/// `POST /api/sessions/{id}/attachments`: a file stored for the session's next message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct AttachmentDto {
+    pub attachment_id: String,
+    pub name: String,
+    /// Bytes.
+    pub size: u64,
+    /// `text`, `pdf` or `image`.
+    pub kind: String,
+    pub media_type: String,
+}
+
 /// `POST /api/sessions/{id}/messages[/stream]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
@@ -565,6 +578,9 @@ pub struct PostMessageRequest {
     /// Stored and shown, never sent to the agent (no reply).
     #[serde(default)]
     pub private: bool,
+    /// The attachments the message carries, by the ids their upload answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<String>,
 }
 
 /// The batch answer of `POST /api/sessions/{id}/messages`.

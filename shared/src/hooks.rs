@@ -162,6 +162,12 @@ pub const VERSION: Hook = Hook::Attr("data-version");
 pub const EDITING: Hook = Hook::Attr("data-editing");
 /// The banner above the message box while it holds an edit.
 pub const EDITING_BANNER: Hook = Hook::Class("composer-editing");
+/// The composer's file picker, the chips of the files chosen for the next message, and
+/// each chip (its key; its attachment's id once uploaded, in [`ATTACHMENT_ID`]).
+pub const ATTACH: Hook = Hook::Attr("data-attach");
+pub const ATTACHED: Hook = Hook::Attr("data-attached");
+pub const ATTACHMENT: Hook = Hook::Attr("data-attachment");
+pub const ATTACHMENT_ID: Hook = Hook::Attr("data-attachment-id");
 pub const HIDDEN: Hook = Hook::Attr("data-hidden");
 /// A button whose action is first confirmed: the question asked (letting a dangerous
 /// function run without asking).

@@ -130,6 +130,9 @@ pub fn message_html(m: &CompiledMessage, calls: &[CallView]) -> String {
             marks(&mut out, m, private);
             out.close("div");
             out.leaf("div", &[("class", Some("msg-body plain"))], &m.content);
+            if let Some(Value::Array(files)) = m.payload.get("attachments") {
+                attachments(&mut out, files);
+            }
         }
         Role::System => {
             out.text(&m.content);
@@ -299,6 +302,80 @@ fn marks(out: &mut Out, m: &CompiledMessage, private: bool) {
         "Branch",
     );
     out.close("div");
+}
+
+/// Where a message's attachment is downloaded from, relative to the chat's page
+/// (`…/s/{id}`), so that it holds under any base path.
+pub fn attachment_href(id: &str) -> Option<String> {
+    let plain = !id.is_empty() && id.len() <= 64;
+    (plain && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
+        .then(|| format!("../api/attachments/{id}"))
+}
+
+/// A size in bytes as people read it: "812 B", "12.3 KB", "4.1 MB".
+pub fn size_text(bytes: u64) -> String {
+    match bytes {
+        b if b < 1000 => format!("{b} B"),
+        b if b < 1_000_000 => format!("{:.1} KB", b as f64 / 1e3),
+        b => format!("{:.1} MB", b as f64 / 1e6),
+    }
+}
+
+/// The files a message carries, each a chip that downloads it.
+fn attachments(out: &mut Out, files: &[Value]) {
+    out.open(
+        "div",
+        &[
+            ("class", Some("attachments")),
+            ("data-testid", Some("attachments")),
+        ],
+    );
+    for f in files {
+        let field = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or_default();
+        let label = format!(
+            "{} · {}",
+            field("name"),
+            size_text(f.get("size").and_then(Value::as_u64).unwrap_or(0))
+        );
+        let href = attachment_href(field("id"));
+        out.leaf(
+            "a",
+            &[
+                ("class", Some("attachment-chip")),
+                ("href", href.as_deref()),
+                ("download", Some("")),
+                ("data-kind", Some(field("kind"))),
+            ],
+            &label,
+        );
+    }
+    out.close("div");
+}
+
+/// A file chosen for the next message, above the message box: its name and size, and a
+/// button that takes it off (`hooks::ATTACHMENT`: the chip's key while it uploads).
+pub fn pending_attachment_html(key: &str, name: &str, size: u64) -> String {
+    let mut out = Out::default();
+    out.open(
+        "span",
+        &[
+            ("class", Some("attachment-chip pending")),
+            (hooks::ATTACHMENT.name(), Some(key)),
+            ("aria-busy", Some("true")),
+        ],
+    );
+    out.leaf("span", &[], &format!("{name} · {}", size_text(size)));
+    out.leaf(
+        "button",
+        &[
+            ("type", Some("button")),
+            ("class", Some("remove")),
+            ("aria-label", Some(&format!("Remove {name}"))),
+        ],
+        "×",
+    );
+    out.close("span");
+    out.0
 }
 
 /// The switch between a message's versions: "‹ 2/3 ›", each arrow showing the version
@@ -1361,7 +1438,14 @@ pub fn inert(html: &str) -> Result<(), String> {
         |name, attr, value| match (name, attr, value) {
             (_, a, _) if a.starts_with("data-") || a.starts_with("aria-") => true,
             (_, "class" | "role" | "title", Some(_)) => true,
-            ("a", "href", Some(v)) => safe_link(&v.replace("&amp;", "&")).is_some(),
+            ("a", "href", Some(v)) => {
+                let v = v.replace("&amp;", "&");
+                safe_link(&v).is_some()
+                    || v.strip_prefix("../api/attachments/")
+                        .and_then(attachment_href)
+                        .is_some_and(|h| h == v)
+            }
+            ("a", "download", _) => true,
             ("a", "rel", Some(v)) => v == markdown::LINK_REL,
             ("a", "target", Some("_blank")) => true,
             ("ol", "start", Some(v)) => v.bytes().all(|b| b.is_ascii_digit()),
@@ -1609,6 +1693,29 @@ mod tests {
         for h in [html, first, last] {
             assert_eq!(inert(&h), Ok(()), "{h}");
         }
+    }
+
+    /// A message's attachments are chips that download them (relative to the chat's page);
+    /// a name is text, an id that is no id gets no link, and all of it is inert.
+    #[test]
+    fn attachments_are_chips_that_download_them() {
+        let mut m = agent("see the files");
+        m.role = Role::User;
+        m.payload = serde_json::json!({"role": "user", "attachments": [
+            {"id": "01ab-cd", "name": "<b>plan</b>.md", "kind": "text", "size": 1234},
+            {"id": "../../x", "name": "odd.png", "kind": "image", "size": 10}
+        ]});
+        let html = message_html(&m, &[]);
+        assert!(
+            html.contains(r#"<a class="attachment-chip" href="../api/attachments/01ab-cd" download="" data-kind="text">&lt;b&gt;plan&lt;/b&gt;.md · 1.2 KB</a>"#),
+            "{html}"
+        );
+        assert!(html.contains(r#"<a class="attachment-chip" download="" data-kind="image">odd.png · 10 B</a>"#), "{html}");
+        assert_eq!(inert(&html), Ok(()));
+        let pending = pending_attachment_html("3", "a \"b\".csv", 2_500_000);
+        assert!(pending.contains("a &quot;b&quot;.csv · 2.5 MB"), "{pending}");
+        assert_eq!(inert(&pending), Ok(()));
+        assert!(inert(r#"<a href="../api/attachments/x y">x</a>"#).is_err());
     }
 
     #[test]

@@ -40,6 +40,7 @@ pub async fn post_message(
     session_id: i64,
     content: String,
     private: bool,
+    attachments: Vec<String>,
 ) -> Result<String, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
@@ -47,6 +48,7 @@ pub async fn post_message(
         content,
         private,
         skill_filter: None,
+        attachments,
     };
     let handle = hero_backend::conversation::turn::post(&st, &user, session_id, req)
         .await
@@ -270,7 +272,12 @@ pub fn ChatView(
                         </li>
                     }).collect_view()}
                 </ul>
+                // The files chosen for the next message (`hooks::ATTACHED`), as chips.
+                <div class="attached" data-attached="" hidden></div>
                 <textarea aria-label="Message" placeholder=PLACEHOLDER rows="3" disabled></textarea>
+                <label class="attach-button" title="Attach files: text, Markdown, code, CSV, JSON, PDF or images (or drop them here)">
+                    <input type="file" multiple data-attach="" aria-label="Attach files"/>"Attach"
+                </label>
                 <label class="private-toggle" title="Stored and shown, never sent to the agent">
                     <input type="checkbox" data-chat-private=""/>"Private"
                 </label>

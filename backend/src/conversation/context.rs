@@ -63,6 +63,34 @@ fn said_all(compiled: &[CompiledMessage]) -> Vec<Arc<ChatMessage>> {
     messages
 }
 
+/// The user's message with what it carries ([`crate::conversation::attachments`]): each
+/// text's or PDF's text after the words, in an `<attachment>` block, and each image named
+/// for the call to send.
+fn attached(content: &str, attachments: Option<&Value>) -> ChatMessage {
+    let mut m = ChatMessage::text(Role::User, content.to_owned());
+    for a in attachments.and_then(Value::as_array).into_iter().flatten() {
+        let field = |k: &str| a.get(k).and_then(Value::as_str).unwrap_or_default();
+        match a.get("text").and_then(Value::as_str) {
+            Some(text) => {
+                let name = field("name").replace(['"', '<', '>'], "_");
+                // The block's end is Hero's alone: one inside the file reads as text.
+                let text = text.replace("</attachment", "<\\/attachment");
+                m.content.push_str(&format!(
+                    "\n\n<attachment name=\"{name}\" type=\"{}\">\n{text}\n</attachment>",
+                    field("media_type")
+                ));
+            }
+            None if field("kind") == "image" => m.images.push(providers::Image {
+                attachment_id: field("id").to_owned(),
+                media_type: field("media_type").to_owned(),
+                data: None,
+            }),
+            None => {}
+        }
+    }
+    m
+}
+
 /// What the conditional abilities that apply add after the last input.
 fn injected(compiled: &[&CompiledMessage]) -> Option<Arc<ChatMessage>> {
     let text = crate::agents::conditional::instructions(
@@ -169,7 +197,7 @@ fn said(m: &CompiledMessage) -> Option<ChatMessage> {
         (_, FrameRole::User) => match m.payload.get("queued") {
             // Another agent's message, never the user's words.
             Some(q) => ChatMessage::text(Role::User, from_agent(q, &m.content)),
-            None => ChatMessage::text(Role::User, m.content.clone()),
+            None => attached(&m.content, m.payload.get("attachments")),
         },
         (_, FrameRole::System) => ChatMessage::text(Role::User, format!("[System] {}", m.content)),
     })

@@ -276,6 +276,16 @@ pub fn markdown(frame: &Frame, out: &mut String) {
                         "### You · {when}{mark}\n\n{}\n\n",
                         text("content")
                     ));
+                    let files = p.get("attachments").and_then(Value::as_array);
+                    for f in files.into_iter().flatten() {
+                        let name = f.get("name").and_then(Value::as_str).unwrap_or("a file");
+                        let size = f.get("size").and_then(Value::as_u64).unwrap_or(0);
+                        let size = hero_shared::html::size_text(size);
+                        out.push_str(&format!("> *Attached:* {} ({size})\n", one_line(name)));
+                    }
+                    if files.is_some_and(|f| !f.is_empty()) {
+                        out.push('\n');
+                    }
                 }
                 AuthorType::Agent => {
                     let name = p
@@ -842,6 +852,29 @@ mod tests {
         assert!(md.ends_with("Done."), "{md}");
         // A fence longer than the backticks inside.
         assert_eq!(fenced("", "a ``` b"), "````\na ``` b\n````");
+    }
+
+    /// A message's attachments are named under it, with their sizes.
+    #[test]
+    fn attachments_are_named_in_markdown() {
+        let f = Frame {
+            id: "m".into(),
+            session_id: 1,
+            seq: 1,
+            parent_id: None,
+            target_ids: Vec::new(),
+            timestamp: "2026-11-29T10:00:00.000000Z".into(),
+            frame_type: FrameType::Message,
+            author_type: AuthorType::User,
+            author_id: Some(1),
+            payload: serde_json::json!({"role": "user", "content": "see", "attachments": [
+                {"id": "a", "name": "plan.md", "kind": "text", "size": 1200, "text": "secret body"}
+            ]}),
+        };
+        let mut out = String::new();
+        markdown(&f, &mut out);
+        assert!(out.contains("see\n\n> *Attached:* plan.md (1.2 KB)\n"), "{out}");
+        assert!(!out.contains("secret body"), "{out}");
     }
 
     #[test]

@@ -304,7 +304,7 @@ impl Run<'_> {
                 role: Role::Assistant,
                 content: text,
                 tool_calls,
-                tool_results: Vec::new(),
+                ..ChatMessage::default()
             }));
             messages.push(Arc::new(told));
         }

@@ -14,6 +14,8 @@
 //!   again on `/start` and after a summary.
 //! - [`queue`]: messages agents queue for a session (`@agent(queue, …)`), sent once it is
 //!   idle.
+//! - [`attachments`]: files attached to messages (text, PDFs' text, images), sealed, bounded,
+//!   named in the message's payload; an image's bytes put in the call when it is made.
 //! - [`versions`]: a message's versions: an edit of the user's, a regeneration of the
 //!   agent's, and a switch between them, each a new frame.
 //! - [`export`]: a session exported (Markdown, JSON, streamed), everything as a tar
@@ -36,6 +38,7 @@
 
 pub mod act;
 pub mod answers;
+pub mod attachments;
 pub mod cluster;
 pub mod compact;
 pub mod context;

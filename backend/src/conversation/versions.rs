@@ -37,7 +37,9 @@ pub async fn edit(
     }
     idle(st, session_id)?;
     let of = c.first_version(frame_id).to_owned();
-    let handle = turn::edit(st, user, session_id, of, content).await?;
+    // The files the message carried go with its new version.
+    let carried = m.payload.get("attachments").cloned();
+    let handle = turn::edit(st, user, session_id, of, content, carried).await?;
     Ok(handle.message_id)
 }
 

@@ -78,9 +78,21 @@ enum Content<'a> {
     Blocks(Vec<Block<'a>>),
 }
 
+/// An image's bytes as the Messages API takes them.
+#[derive(Serialize)]
+struct ImageSource<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'a str,
+    data: &'a str,
+}
+
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Block<'a> {
+    Image {
+        source: ImageSource<'a>,
+    },
     ToolResult {
         tool_use_id: &'a str,
         content: &'a str,
@@ -115,7 +127,7 @@ impl<'a> Message<'a> {
         } else {
             "assistant"
         };
-        if m.tool_calls.is_empty() && m.tool_results.is_empty() {
+        if m.tool_calls.is_empty() && m.tool_results.is_empty() && m.images.is_empty() {
             return Message {
                 role,
                 content: Content::Text(&m.content),
@@ -130,6 +142,16 @@ impl<'a> Message<'a> {
                 is_error: r.is_error,
             })
             .collect();
+        // Images before the words about them, as Anthropic advises.
+        blocks.extend(m.images.iter().filter_map(|i| {
+            Some(Block::Image {
+                source: ImageSource {
+                    kind: "base64",
+                    media_type: &i.media_type,
+                    data: i.data.as_deref()?,
+                },
+            })
+        }));
         if !m.content.trim().is_empty() {
             blocks.push(Block::Text { text: &m.content });
         }

@@ -106,6 +106,17 @@ pub struct ChatMessage {
     pub content: String,
     pub tool_calls: Vec<ToolCall>,
     pub tool_results: Vec<ToolOutput>,
+    /// Images the user attached, sent before the text to a provider that reads them.
+    pub images: Vec<Image>,
+}
+
+/// An image attached to a message: its bytes (base64) once the turn read them from its
+/// attachment ([`crate::conversation::attachments::with_images`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Image {
+    pub attachment_id: String,
+    pub media_type: String,
+    pub data: Option<Arc<str>>,
 }
 
 impl ChatMessage {
@@ -118,7 +129,10 @@ impl ChatMessage {
     }
 
     fn is_empty(&self) -> bool {
-        self.content.trim().is_empty() && self.tool_calls.is_empty() && self.tool_results.is_empty()
+        self.content.trim().is_empty()
+            && self.tool_calls.is_empty()
+            && self.tool_results.is_empty()
+            && self.images.is_empty()
     }
 }
 
@@ -366,6 +380,8 @@ pub struct Turned<'a> {
     pub content: Cow<'a, str>,
     pub tool_calls: Vec<&'a ToolCall>,
     pub tool_results: Vec<Cow<'a, ToolOutput>>,
+    /// The images read for this message (those without their bytes are not sent).
+    pub images: Vec<&'a Image>,
 }
 
 impl<'a> Turned<'a> {
@@ -375,6 +391,7 @@ impl<'a> Turned<'a> {
             content: Cow::Borrowed(&m.content),
             tool_calls: m.tool_calls.iter().collect(),
             tool_results: m.tool_results.iter().map(Cow::Borrowed).collect(),
+            images: m.images.iter().filter(|i| i.data.is_some()).collect(),
         }
     }
 
@@ -384,6 +401,7 @@ impl<'a> Turned<'a> {
             content: Cow::Borrowed(content),
             tool_calls: Vec::new(),
             tool_results: Vec::new(),
+            images: Vec::new(),
         }
     }
 }
@@ -403,6 +421,8 @@ pub fn normalize(messages: &[Arc<ChatMessage>]) -> Vec<Turned<'_>> {
                     content.push_str(&m.content);
                 }
                 last.tool_calls.extend(&m.tool_calls);
+                last.images
+                    .extend(m.images.iter().filter(|i| i.data.is_some()));
                 last.tool_results
                     .extend(m.tool_results.iter().map(Cow::Borrowed));
             }

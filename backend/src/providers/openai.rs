@@ -60,6 +60,21 @@ pub fn body(call: &Call<'_>) -> bytes::Bytes {
                 content,
                 tool_calls,
             });
+        } else if !m.images.is_empty() {
+            // Content parts: the text, then each image as a data URL.
+            let mut parts = vec![Part::Text { text: &m.content }];
+            parts.extend(m.images.iter().filter_map(|i| {
+                let data = i.data.as_deref()?;
+                Some(Part::ImageUrl {
+                    image_url: ImageUrl {
+                        url: format!("data:{};base64,{data}", i.media_type),
+                    },
+                })
+            }));
+            messages.push(Message::Parts {
+                role,
+                content: parts,
+            });
         } else if !m.content.trim().is_empty() || m.tool_results.is_empty() {
             messages.push(Message::Text {
                 role,
@@ -135,6 +150,23 @@ enum Message<'a> {
         role: &'static str,
         content: &'a str,
     },
+    /// A user's text with the images attached to it.
+    Parts {
+        role: &'static str,
+        content: Vec<Part<'a>>,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    url: String,
 }
 
 #[derive(Serialize)]

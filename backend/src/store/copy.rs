@@ -288,6 +288,22 @@ const TABLES: &[Table] = &[
         ],
         identity: true,
     },
+    Table {
+        name: "attachments",
+        columns: &[
+            ("id", Text),
+            ("user_id", Int),
+            ("session_id", Int),
+            ("kind", Text),
+            ("media_type", Text),
+            ("size", Int),
+            ("name", Bytes),
+            ("content", Bytes),
+            ("text", Bytes),
+            ("created_at", Text),
+        ],
+        identity: false,
+    },
 ];
 
 /// One column's value of one row.

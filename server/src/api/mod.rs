@@ -19,6 +19,7 @@ use hero_shared::api::{
 mod abilities;
 mod admin;
 mod agents;
+mod attachments;
 mod calls;
 mod chat;
 mod export;
@@ -90,6 +91,22 @@ where
             }),
         )
         .api_route("/sessions/{id}/branch", post(export::branch))
+        .api_route(
+            "/sessions/{id}/attachments",
+            post_with(attachments::upload, |op| {
+                openapi::reads(op, &["multipart/form-data"], "the file, as the form's `file`")
+            })
+            .layer(axum::extract::DefaultBodyLimit::max(
+                attachments::MAX_UPLOAD_BODY,
+            )),
+        )
+        .api_route(
+            "/attachments/{id}",
+            get_with(attachments::download, |op| {
+                let file = openapi::answer_of("application/octet-stream", "the file as it was attached (its own media type)");
+                openapi::answers(op, 200, file)
+            }),
+        )
         .api_route("/sessions/{id}", get(get_session).patch(update_session))
         .api_route("/agents", get(agents::list).post(agents::create))
         .api_route(

@@ -77,6 +77,10 @@ impl Chat {
             if content.trim().is_empty() || busy() {
                 return;
             }
+            let attached = match super::attach::ready(&c.root) {
+                Ok(ids) => ids,
+                Err(why) => return c.error.set(Some(why)),
+            };
             c.near_bottom.set(true);
             c.sending.set(true);
             c.textarea.set_value("");
@@ -103,9 +107,15 @@ impl Chat {
                     )
                     .await
                     .map(|_| ()),
-                    (None, None) => crate::chat::post_message(c.session_id, content, private)
-                        .await
-                        .map(|_| ()),
+                    (None, None) => {
+                        let sent =
+                            crate::chat::post_message(c.session_id, content, private, attached)
+                                .await;
+                        if sent.is_ok() {
+                            super::attach::clear(&c.root);
+                        }
+                        sent.map(|_| ())
+                    }
                 };
                 c.sending.set(false);
                 c.error.set(result.err().map(|e| error_text(&e)));

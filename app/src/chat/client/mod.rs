@@ -10,7 +10,8 @@
 //!   ([`super::slots::plan`]), what was typed in it carried over (`actions::keep`); the
 //!   earlier pages above them; the scroll that follows only a reader near the bottom;
 //! - `reply`: the reply in flight, block by block, and its calls' cards;
-//! - `composer`: send, stop, answering a question that waits.
+//! - `composer`: send, stop, answering a question that waits, an edit;
+//! - `attach`: the files chosen for the next message, uploaded as they are chosen.
 //!
 //! Effects, the feed and timers live under the chat's owner, and its listeners in one list
 //! (`dom`), as long as the session is shown: moving to another session
@@ -31,6 +32,7 @@ use hero_shared::hooks;
 
 use super::{ChatData, PLACEHOLDER, actions};
 
+mod attach;
 mod composer;
 mod dom;
 mod header;
@@ -199,5 +201,6 @@ impl Chat {
         self.list(feed);
         self.reply(feed);
         self.composer(feed.live, feed.conversation, feed.connected);
+        self.attachments();
     }
 }

@@ -75,6 +75,20 @@ pub async fn post(
             "the server is shutting down; send the message again in a moment",
         ));
     }
+    let attached = match (&posted, req.attachments.is_empty()) {
+        (_, true) => Vec::new(),
+        (post::Posted::Message(_), false) => {
+            let dk = frames::session_key(st, user, session_id).await?;
+            let ids = &req.attachments;
+            crate::conversation::attachments::for_message(st, user, &dk, session_id, ids).await?
+        }
+        (_, false) => {
+            return Err(Error::Invalid(
+                "attachments go with a message to the agent, not with a command or a private note"
+                    .into(),
+            ));
+        }
+    };
     let mut events = TurnEvents::new();
     let message_id = frames::new_id();
     let out = out::Out::new(st, user.id(), session_id, events.sink());
@@ -115,7 +129,10 @@ pub async fn post(
         .as_deref()
         .map(crate::agents::checked_skill_names)
         .transpose()?;
-    let input = prepare::Input::user(user, &content, skill_filter);
+    let mut input = prepare::Input::user(user, &content, skill_filter);
+    if !attached.is_empty() {
+        input.payload["attachments"] = serde_json::Value::Array(attached);
+    }
     // Calls in the user's own message run with their authority, before the agent replies.
     start(out, events, message_id, user, input, Some(&content), None).await
 }
@@ -151,14 +168,16 @@ pub(crate) async fn post_queued(
 }
 
 /// Stores an edit of the user's message as a new version of it (`of`: the first version's
-/// frame id, which the caller checked) and starts the agent's reply to it: the conversation
-/// goes on from the edit, as from a message posted there.
+/// frame id, which the caller checked; `attachments`: what the message carried, as its
+/// payload kept them) and starts the agent's reply to it: the conversation goes on from
+/// the edit, as from a message posted there.
 pub(crate) async fn edit(
     st: &AppState,
     user: &AuthUser,
     session_id: i64,
     of: String,
     content: &str,
+    attachments: Option<serde_json::Value>,
 ) -> Result<TurnHandle> {
     let post::Posted::Message(content) = post::read(content, false)? else {
         return Err(Error::Invalid(
@@ -176,6 +195,9 @@ pub(crate) async fn edit(
     let out = out::Out::new(st, user.id(), session_id, events.sink());
     let mut input = prepare::Input::user(user, &content, None);
     input.version_of = Some(of);
+    if let Some(a) = attachments {
+        input.payload["attachments"] = a;
+    }
     start(out, events, message_id, user, input, Some(&content), None).await
 }
 
