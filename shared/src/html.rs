@@ -1710,10 +1710,18 @@ mod tests {
             html.contains(r#"<a class="attachment-chip" href="../api/attachments/01ab-cd" download="" data-kind="text">&lt;b&gt;plan&lt;/b&gt;.md · 1.2 KB</a>"#),
             "{html}"
         );
-        assert!(html.contains(r#"<a class="attachment-chip" download="" data-kind="image">odd.png · 10 B</a>"#), "{html}");
+        assert!(
+            html.contains(
+                r#"<a class="attachment-chip" download="" data-kind="image">odd.png · 10 B</a>"#
+            ),
+            "{html}"
+        );
         assert_eq!(inert(&html), Ok(()));
         let pending = pending_attachment_html("3", "a \"b\".csv", 2_500_000);
-        assert!(pending.contains("a &quot;b&quot;.csv · 2.5 MB"), "{pending}");
+        assert!(
+            pending.contains("a &quot;b&quot;.csv · 2.5 MB"),
+            "{pending}"
+        );
         assert_eq!(inert(&pending), Ok(()));
         assert!(inert(r#"<a href="../api/attachments/x y">x</a>"#).is_err());
     }

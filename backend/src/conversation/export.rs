@@ -873,7 +873,10 @@ mod tests {
         };
         let mut out = String::new();
         markdown(&f, &mut out);
-        assert!(out.contains("see\n\n> *Attached:* plan.md (1.2 KB)\n"), "{out}");
+        assert!(
+            out.contains("see\n\n> *Attached:* plan.md (1.2 KB)\n"),
+            "{out}"
+        );
         assert!(!out.contains("secret body"), "{out}");
     }
 
