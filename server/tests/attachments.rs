@@ -134,6 +134,26 @@ async fn text_pdf_and_image_reach_the_provider_and_only_their_owner_reads_them()
         .collect();
     assert_eq!(carried, ["visits.csv", "report.pdf", "dot.png"]);
 
+    // The page is sent the names alone: the text read from a file stays on the server
+    // (the frames' own route and the export carry it).
+    let (_, v) = h
+        .json(Method::GET, &format!("/api/sessions/{session}/view"), None)
+        .await;
+    let shown = v["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["payload"]["attachments"].is_array())
+        .unwrap()
+        .clone();
+    assert!(shown["payload"]["attachments"][0]["name"].is_string());
+    assert!(
+        shown["payload"]["attachments"][0].get("text").is_none(),
+        "{shown}"
+    );
+    assert!(sent["payload"]["attachments"][0]["text"].is_string());
+
     // A later turn sends the image again: the conversation holds it.
     h.stream(session, "And now? [[mock text=still]]").await;
     let again = last_request(&mock);

@@ -191,10 +191,22 @@ async fn operations_carry_their_parameters_bodies_and_errors() {
         stream["responses"]["200"]["content"]["text/event-stream"].is_object(),
         "{stream}"
     );
+    let upload = op("/api/sessions/{id}/attachments", "post");
+    let form = &upload["requestBody"]["content"]["multipart/form-data"]["schema"];
+    assert_eq!(form["properties"]["file"]["format"], "binary", "{upload}");
     let import = op("/api/sessions/import", "post");
     assert!(
         import["requestBody"]["content"]["multipart/form-data"].is_object(),
         "{import}"
     );
-    let _: &Value = &doc["components"]["securitySchemes"]["bearer"];
+    // Where the server is, and its sign-in cookie by the name its settings give it.
+    assert_eq!(doc["servers"][0]["url"], "/");
+    assert_eq!(
+        doc["components"]["securitySchemes"]["cookie"]["name"],
+        "hero_token"
+    );
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
 }

@@ -338,4 +338,45 @@ async fn bad_version_requests_are_refused_and_change_nothing() {
     assert_eq!(h.frames(session).await.len(), mid);
     slow.text().await.unwrap();
     assert!(h.frames(session).await.len() > count);
+
+    // A regeneration in flight: no message is sent meanwhile (it would be filed in the
+    // answer's first version, out of sight).
+    let v = view(&h, session).await;
+    let slow_reply = v.last().unwrap().0.clone();
+    let (s, _) = h.json(Method::POST, &regenerate(&slow_reply).1, None).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, e) = h
+        .json(
+            Method::POST,
+            &format!("/api/sessions/{session}/messages"),
+            Some(json!({"content": "meanwhile"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{e}");
+    assert!(
+        e["error"].as_str().unwrap().contains("being written"),
+        "{e}"
+    );
+    for _ in 0..500 {
+        if h.st.turns.is_idle(session) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+
+    // A call waiting for approval in the conversation shown: its decision would answer a
+    // version no longer shown, so nothing changes versions until it is decided.
+    h.stream(session, "[[mock text=\"<bash>ls</bash>\"]]").await;
+    let v = view(&h, session).await;
+    let asking = v.iter().rev().nth(1).unwrap().0.clone();
+    let (method, path, body) = edit(&asking);
+    let (s, e) = h.json(method, &path, body).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{e}");
+    assert!(
+        e["error"]
+            .as_str()
+            .unwrap()
+            .contains("waits for your answer or approval"),
+        "{e}"
+    );
 }

@@ -523,6 +523,18 @@ pub fn compile_frames<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<Compil
     out
 }
 
+/// `payload` without the text read from its attachments (each `attachments[].text`): the
+/// agent reads it, a page shows the attachments' names alone, and a message may carry
+/// hundreds of thousands of characters of it. The feed and the view send frames so.
+pub fn without_attached_text(payload: &mut Value) {
+    let files = payload.get_mut("attachments").and_then(Value::as_array_mut);
+    for f in files.into_iter().flatten() {
+        if let Some(o) = f.as_object_mut() {
+            o.remove("text");
+        }
+    }
+}
+
 /// The version an update switches its message to: its payload's only key, `current`.
 pub fn switch_to(payload: &Value) -> Option<usize> {
     let obj = payload.as_object()?;

@@ -23,8 +23,13 @@ use crate::{AppState, Error, Result};
 
 /// The most bytes one attachment holds.
 pub const MAX_ATTACHMENT_BYTES: usize = 10 << 20;
-/// The most bytes one image holds (what Anthropic's API takes).
-pub const MAX_IMAGE_BYTES: usize = 5 << 20;
+/// The most bytes one image holds: Anthropic's API takes 5 MiB of base64, which is four
+/// thirds of the bytes.
+pub const MAX_IMAGE_BYTES: usize = (5 << 20) / 4 * 3;
+/// The most images one call sends: the latest; older ones are named in words instead.
+pub const MAX_IMAGES_PER_CALL: usize = 20;
+/// The most bytes of attachments one user keeps.
+pub const MAX_ATTACHMENT_BYTES_PER_USER: i64 = 1 << 30;
 /// The most attachments one message carries.
 pub const MAX_ATTACHMENTS_PER_MESSAGE: usize = 8;
 /// The most attachments one session holds.
@@ -36,6 +41,8 @@ pub const MAX_ATTACHMENT_TEXT_CHARS: usize = 100_000;
 const MAX_NAME_CHARS: usize = 200;
 /// How long reading a PDF may take.
 const PDF_TIMEOUT: Duration = Duration::from_secs(20);
+/// The PDFs read at once.
+static PDF_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
 
 /// What an attachment is, as the agent reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,9 +134,10 @@ pub async fn upload(
         )));
     }
     let (kind, media_type) = classify(&name, &bytes)?;
+    // Kept as the agent reads it: cut before it is stored.
     let text = match kind {
-        Kind::Text => Some(String::from_utf8_lossy(&bytes).into_owned()),
-        Kind::Pdf => Some(pdf_text(&name, bytes.clone()).await?),
+        Kind::Text => Some(cut(String::from_utf8_lossy(&bytes).into_owned())),
+        Kind::Pdf => Some(cut(pdf_text(&name, bytes.clone()).await?)),
         Kind::Image => {
             if bytes.len() > MAX_IMAGE_BYTES {
                 return Err(Error::TooLarge(format!(
@@ -143,21 +151,23 @@ pub async fn upload(
         }
     };
     let id = super::frames::new_id();
-    let at = |field: &str| aad(&id, user.id(), session_id, field);
-    let row = AttachmentRow {
+    let mut row = AttachmentRow {
         id: id.clone(),
         user_id: user.id(),
         session_id,
         kind: kind.as_str().to_owned(),
         media_type: media_type.to_owned(),
         size: bytes.len() as i64,
-        name: crypto::seal(&dk, &at("name"), name.as_bytes()),
-        content: crypto::seal(&dk, &at("content"), &bytes),
-        text: text
-            .as_ref()
-            .map(|t| crypto::seal(&dk, &at("text"), t.as_bytes())),
+        name: Vec::new(),
+        content: Vec::new(),
+        text: None,
         created_at: crate::now_text(),
     };
+    row.name = crypto::seal(&dk, &aad(&row, "name"), name.as_bytes());
+    row.content = crypto::seal(&dk, &aad(&row, "content"), &bytes);
+    row.text = text
+        .as_ref()
+        .map(|t| crypto::seal(&dk, &aad(&row, "text"), t.as_bytes()));
     st.db
         .write_with(async |tx| {
             crate::store::sessions::lock(tx, session_id).await?;
@@ -165,6 +175,13 @@ pub async fn upload(
             if held >= MAX_ATTACHMENTS_PER_SESSION {
                 return Err(Error::TooLarge(format!(
                     "this session holds {MAX_ATTACHMENTS_PER_SESSION} attachments, as many as a session may: start a new session for more"
+                )));
+            }
+            let used = crate::store::attachments::bytes_of(tx, user.id()).await?;
+            if used + row.size > MAX_ATTACHMENT_BYTES_PER_USER {
+                return Err(Error::TooLarge(format!(
+                    "your attachments would pass {} MiB, as much as one person keeps",
+                    MAX_ATTACHMENT_BYTES_PER_USER >> 20
                 )));
             }
             crate::store::attachments::insert(tx, &row).await
@@ -193,11 +210,7 @@ pub async fn download(
         .ok_or(Error::NotFound("attachment"))?;
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
     let opened = Opened::of(&dk, &row)?;
-    let content = crypto::open(
-        &dk,
-        &aad(&row.id, row.user_id, row.session_id, "content"),
-        &row.content,
-    )?;
+    let content = crypto::open(&dk, &aad(&row, "content"), &row.content)?;
     Ok((opened.name, row.media_type, content))
 }
 
@@ -249,19 +262,30 @@ pub async fn for_message(
 }
 
 /// `messages` with the bytes of the images they name (an image attached to a message is
-/// named there; its bytes stay in its row until a call is made). An image that cannot be
-/// read is left out, with a warning: the call goes on without it.
+/// named there; its bytes stay in its row until a call is made): the latest
+/// [`MAX_IMAGES_PER_CALL`], older ones said in words. An image that cannot be read is left
+/// out, with a warning: the call goes on without it.
 pub async fn with_images(
     st: &AppState,
     user_id: i64,
     dk: &SecretKey,
     mut messages: Vec<Arc<ChatMessage>>,
 ) -> Vec<Arc<ChatMessage>> {
-    for m in messages.iter_mut() {
-        if m.images.iter().all(|i| i.data.is_some()) {
+    let mut sent = 0;
+    for m in messages.iter_mut().rev() {
+        if m.images.is_empty() {
             continue;
         }
         let m = Arc::make_mut(m);
+        let room = MAX_IMAGES_PER_CALL.saturating_sub(sent);
+        if m.images.len() > room {
+            let older = m.images.len() - room;
+            m.images.drain(..older);
+            m.content.push_str(&format!(
+                "\n\n[{older} earlier image(s) of this message are not sent again: a call carries the latest {MAX_IMAGES_PER_CALL}]"
+            ));
+        }
+        sent += m.images.len();
         for image in m.images.iter_mut().filter(|i| i.data.is_none()) {
             match image_bytes(st, user_id, dk, &image.attachment_id).await {
                 Ok(bytes) => image.data = Some(Arc::from(base64_of(&bytes))),
@@ -281,7 +305,7 @@ async fn image_bytes(st: &AppState, user_id: i64, dk: &SecretKey, id: &str) -> R
         .read_with(async |c| crate::store::attachments::get(c, user_id, id).await)
         .await?
         .ok_or(Error::NotFound("attachment"))?;
-    let at = aad(&row.id, row.user_id, row.session_id, "content");
+    let at = aad(&row, "content");
     Ok(crypto::open(dk, &at, &row.content)?)
 }
 
@@ -314,7 +338,16 @@ async fn images_read_by(st: &AppState, user: &AuthUser, session_id: i64) -> Resu
 /// panic, which is caught) within [`PDF_TIMEOUT`]: 422 naming the problem when it cannot
 /// be read or holds no text.
 async fn pdf_text(name: &str, bytes: Vec<u8>) -> Result<String> {
+    // One PDF read at a time: the permit goes with the reading thread, which a timeout
+    // does not stop, so a file that reads for ever holds one thread, never more.
+    let permit = tokio::time::timeout(PDF_TIMEOUT, PDF_READS.acquire())
+        .await
+        .map_err(|_| {
+            Error::Unavailable("another PDF is being read; attach this one again in a moment")
+        })?
+        .map_err(|_| Error::Internal("the PDF readers' semaphore closed".into()))?;
     let read = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
         std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem(&bytes))
     });
     let unreadable =
@@ -348,9 +381,14 @@ fn mib(bytes: usize) -> String {
     format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
 }
 
-/// What binds a sealed field to its attachment.
-fn aad(id: &str, user_id: i64, session_id: i64, field: &str) -> Vec<u8> {
-    format!("hero attachment v1|{id}|{user_id}|{session_id}|{field}").into_bytes()
+/// What binds a sealed field to its attachment: its id, owner, session, kind, media type,
+/// size and time, so that no stored column can be changed under a sealed one.
+fn aad(row: &AttachmentRow, field: &str) -> Vec<u8> {
+    format!(
+        "hero attachment v1|{}|{}|{}|{}|{}|{}|{}|{field}",
+        row.id, row.user_id, row.session_id, row.kind, row.media_type, row.size, row.created_at
+    )
+    .into_bytes()
 }
 
 /// A row's name and text, opened.
@@ -361,7 +399,7 @@ struct Opened {
 
 impl Opened {
     fn of(dk: &SecretKey, row: &AttachmentRow) -> Result<Opened> {
-        let at = |field: &str| aad(&row.id, row.user_id, row.session_id, field);
+        let at = |field: &str| aad(row, field);
         let utf8 = |b: Vec<u8>| String::from_utf8(b).map_err(|e| Error::Internal(e.to_string()));
         let name = utf8(crypto::open(dk, &at("name"), &row.name)?)?;
         let text = match &row.text {

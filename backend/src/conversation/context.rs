@@ -73,8 +73,8 @@ fn attached(content: &str, attachments: Option<&Value>) -> ChatMessage {
         match a.get("text").and_then(Value::as_str) {
             Some(text) => {
                 let name = field("name").replace(['"', '<', '>'], "_");
-                // The block's end is Hero's alone: one inside the file reads as text.
-                let text = text.replace("</attachment", "<\\/attachment");
+                // The block's end is Hero's alone: one inside the file (any case) reads as text.
+                let text = contain_attachment(text);
                 m.content.push_str(&format!(
                     "\n\n<attachment name=\"{name}\" type=\"{}\">\n{text}\n</attachment>",
                     field("media_type")
@@ -89,6 +89,21 @@ fn attached(content: &str, attachments: Option<&Value>) -> ChatMessage {
         }
     }
     m
+}
+
+/// `text` with every `</attachment` (in any case) written `<\/attachment`.
+fn contain_attachment(text: &str) -> String {
+    // ASCII lower-casing keeps every byte where it was.
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    for (at, _) in lower.match_indices("</attachment") {
+        out.push_str(&text[from..at]);
+        out.push_str("<\\/");
+        from = at + 2;
+    }
+    out.push_str(&text[from..]);
+    out
 }
 
 /// What the conditional abilities that apply add after the last input.
@@ -613,6 +628,32 @@ mod tests {
                 prop_assert_eq!(messages(&kept[..n]), whole);
             }
         }
+    }
+
+    /// A file cannot close its own `<attachment>` block, in any case, and what it says
+    /// otherwise is kept as it was.
+    #[test]
+    fn an_attachment_cannot_end_its_block() {
+        let m = attached(
+            "see",
+            Some(
+                &json!([{"id": "a", "name": "x\"y.txt", "kind": "text", "media_type": "text/plain",
+                "text": "é </attachment> then </ATTACHMENT> and <attach>"}]),
+            ),
+        );
+        assert_eq!(
+            m.content,
+            "see\n\n<attachment name=\"x_y.txt\" type=\"text/plain\">\né <\\/attachment> then <\\/ATTACHMENT> and <attach>\n</attachment>"
+        );
+        let img = attached(
+            "look",
+            Some(
+                &json!([{"id": "i", "name": "a.png", "kind": "image", "media_type": "image/png"}]),
+            ),
+        );
+        assert_eq!(img.content, "look");
+        assert_eq!(img.images.len(), 1);
+        assert_eq!(img.images[0].attachment_id, "i");
     }
 
     #[test]

@@ -214,7 +214,7 @@ impl SessionFeed {
             HubEvent::Frame(f) => {
                 self.sent = f.seq;
                 self.phantoms.retain(|(id, _)| *id != f.id);
-                Some(SessionEvent::Frame(f.clone()))
+                Some(SessionEvent::Frame(for_readers(f.clone())))
             }
             // A call runs after its message is stored: its events are not the reply's.
             HubEvent::Stream { event, .. } => match event.message_id() {
@@ -334,12 +334,19 @@ impl SessionFeed {
         for f in page.into_iter().take_while(|f| f.seq <= upto) {
             self.sent = f.seq;
             self.remember(&f);
-            self.ready.push_back(SessionEvent::Frame(f));
+            self.ready.push_back(SessionEvent::Frame(for_readers(f)));
         }
         if full && self.sent < upto {
             self.catch_up_to = Some(upto);
         }
     }
+}
+
+/// A frame as the feed sends it: without the text read from its attachments
+/// (`hero_shared::frame::without_attached_text`).
+pub fn for_readers(mut f: Frame) -> Frame {
+    hero_shared::frame::without_attached_text(&mut f.payload);
+    f
 }
 
 #[cfg(test)]

@@ -413,6 +413,7 @@ pub async fn view(
 ) -> Result<hero_shared::wire::CompiledView> {
     let dk = session_key(st, user, session_id).await?;
     let stats = stats(&st.db, session_id).await?;
+
     let versioned = store::frames::versioned_part(&st.db, session_id, i64::MAX).await?;
     let (messages, earlier_before) = match (versioned, from) {
         (Some(part), from) => versioned_page(st, &dk, session_id, part, i64::MAX, from).await?,
@@ -427,6 +428,7 @@ pub async fn view(
         }
         (None, None) => page(st, &dk, session_id, i64::MAX).await?,
     };
+    let messages = for_readers(messages);
     Ok(hero_shared::wire::CompiledView {
         session_id,
         messages,
@@ -469,6 +471,17 @@ async fn compiled_range(
     Ok(hero_shared::frame::compile_frames(&frames))
 }
 
+/// Messages as a page is sent them: without the text read from their attachments
+/// (`hero_shared::frame::without_attached_text`).
+fn for_readers(
+    mut messages: Vec<hero_shared::frame::CompiledMessage>,
+) -> Vec<hero_shared::frame::CompiledMessage> {
+    for m in &mut messages {
+        hero_shared::frame::without_attached_text(&mut m.payload);
+    }
+    messages
+}
+
 /// A page of a part of the conversation whose messages have versions: the frames of the
 /// part (`(from, to)`, from its summary up to the next) compiled whole, since the versions
 /// decide which messages are in view, then [`cut`] as [`page`] cuts the log.
@@ -509,12 +522,16 @@ fn cut(
             .find(|&i| matches!(view[i].frame_type, FrameType::Message | FrameType::Compact))
             .unwrap_or(view.len())
     });
+    // From `from` on, but never fewer than `n` messages: after a switch between versions
+    // the ones shown may all come before the seq the page started at.
+    let last_n = heads.len().saturating_sub(n);
     let first = match from {
         Some(from) => heads
             .iter()
             .position(|&i| view[i].seq >= from)
-            .unwrap_or(heads.len()),
-        None => heads.len().saturating_sub(n),
+            .unwrap_or(heads.len())
+            .min(last_n),
+        None => last_n,
     };
     let (start, earlier) = match (first, heads.get(first)) {
         (0, _) => (0, None),
@@ -544,7 +561,7 @@ pub async fn earlier(
         };
     Ok(hero_shared::wire::CompiledView {
         session_id,
-        messages,
+        messages: for_readers(messages),
         stats: Default::default(),
         earlier_before,
     })
@@ -808,9 +825,13 @@ mod tests {
         append(&st, &dk, switch).await.unwrap();
         let v = view(&st, &alice, s.id, None).await.unwrap();
         assert_eq!(texts(&v.messages), names(11..=60));
+        // A page from a seq on holds at least a page's worth: after a switch the versions
+        // shown may all come before where the page started.
         let v = view(&st, &alice, s.id, Some(seqs[29])).await.unwrap();
-        assert_eq!(texts(&v.messages), names(30..=60));
-        assert_eq!(v.earlier_before, Some(seqs[29]));
+        assert_eq!(texts(&v.messages), names(11..=60));
+        assert_eq!(v.earlier_before, Some(seqs[10]));
+        let v = view(&st, &alice, s.id, Some(seqs[5])).await.unwrap();
+        assert_eq!(texts(&v.messages), names(6..=60));
     }
 
     #[tokio::test]

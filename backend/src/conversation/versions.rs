@@ -35,10 +35,16 @@ pub async fn edit(
             "only your own messages can be edited (an agent's reply is regenerated instead)".into(),
         ));
     }
-    idle(st, session_id)?;
+    c.idle(st, session_id)?;
     let of = c.first_version(frame_id).to_owned();
-    // The files the message carried go with its new version.
-    let carried = m.payload.get("attachments").cloned();
+    // The files the message carried go with its new version, and the skills it named.
+    let carried = turn::Carried {
+        attachments: m.payload.get("attachments").cloned(),
+        skill_filter: m
+            .payload
+            .get("skill_filter")
+            .and_then(|f| serde_json::from_value(f.clone()).ok()),
+    };
     let handle = turn::edit(st, user, session_id, of, content, carried).await?;
     Ok(handle.message_id)
 }
@@ -58,7 +64,7 @@ pub async fn regenerate(
             "only an agent's reply can be regenerated (your own message is edited instead)".into(),
         ));
     }
-    idle(st, session_id)?;
+    c.idle(st, session_id)?;
     let of = c.first_version(frame_id).to_owned();
     turn::regenerate(st, user, session_id, of, frame_id).await
 }
@@ -91,7 +97,7 @@ pub async fn switch(
             versions.count
         )));
     }
-    idle(st, session_id)?;
+    c.idle(st, session_id)?;
     let payload = json!({ "current": version });
     frames::update_message(st, user, &c.dk, session_id, &versions.of, payload).await
 }
@@ -164,13 +170,28 @@ impl Conversation {
     }
 }
 
-/// 409 while a reply or a call runs for the session.
-fn idle(st: &AppState, session_id: i64) -> Result<()> {
-    if st.turns.is_idle(session_id) {
+impl Conversation {
+    /// 409 while a reply or a call runs for the session, or a call waits for the user in
+    /// the conversation shown: its decision would answer a version no longer shown.
+    fn idle(&self, st: &AppState, session_id: i64) -> Result<()> {
+        if !st.turns.is_idle(session_id) {
+            return Err(Error::Conflict(
+                "a reply is in flight: stop it or wait for it to finish".into(),
+            ));
+        }
+        let waiting = hero_shared::calls::calls(&self.view).into_iter().any(|c| {
+            c.result.is_none()
+                && matches!(
+                    c.request.status,
+                    hero_shared::calls::CallStatus::Pending
+                        | hero_shared::calls::CallStatus::Asking
+                )
+        });
+        if waiting {
+            return Err(Error::Conflict(
+                "a call waits for your answer or approval: decide it, or Stop, first".into(),
+            ));
+        }
         Ok(())
-    } else {
-        Err(Error::Conflict(
-            "a reply is in flight: stop it or wait for it to finish".into(),
-        ))
     }
 }

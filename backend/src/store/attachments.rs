@@ -69,3 +69,9 @@ pub async fn count(c: &mut Conn<'_>, session_id: i64) -> Result<i64> {
     let sql = "SELECT COUNT(*) FROM attachments WHERE session_id = $1";
     Ok(scalar!(c, i64, sql, session_id)?.unwrap_or(0))
 }
+
+/// How many bytes of attachments a user keeps.
+pub async fn bytes_of(c: &mut Conn<'_>, user_id: i64) -> Result<i64> {
+    let sql = "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM attachments WHERE user_id = $1";
+    Ok(scalar!(c, i64, sql, user_id)?.unwrap_or(0))
+}

@@ -216,12 +216,12 @@ where
         ..Default::default()
     };
     let router = routes.finish_api(&mut api);
-    let doc = bytes::Bytes::from(serde_json::to_vec(&openapi::document(api)).unwrap_or_default());
+    let doc = std::sync::Arc::new(openapi::document(api));
     router
         .route(
             "/openapi.json",
-            axum::routing::get(move || async move {
-                ([(header::CONTENT_TYPE, "application/json")], doc.clone())
+            axum::routing::get(move |State(st): State<AppState>| async move {
+                Json(openapi::as_served(&doc, &st.settings))
             }),
         )
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such API route") })

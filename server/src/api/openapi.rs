@@ -237,16 +237,33 @@ pub fn body_of(media: &[&str], description: &str) -> openapi::RequestBody {
         description: Some(description.into()),
         content: media
             .iter()
-            .map(|m| ((*m).to_owned(), MediaType::default()))
+            .map(|m| {
+                // A form's one field: the file.
+                let form = *m == "multipart/form-data";
+                let schema = form.then(|| SchemaObject {
+                    json_schema: schemars::json_schema!({
+                        "type": "object",
+                        "properties": {"file": {"type": "string", "format": "binary"}},
+                        "required": ["file"]
+                    }),
+                    example: None,
+                    external_docs: None,
+                });
+                let media = MediaType {
+                    schema,
+                    ..Default::default()
+                };
+                ((*m).to_owned(), media)
+            })
             .collect(),
         required: true,
         ..Default::default()
     }
 }
 
-/// The document as served: each route under `/api` (axum's `{*rest}` as OpenAPI's
-/// `{rest}`), its path parameters named from the path with the schemas its handler reads,
-/// the two ways to sign in, and this route itself.
+/// The document: each route under `/api` (axum's `{*rest}` as OpenAPI's `{rest}`), its
+/// path parameters named from the path with the schemas its handler reads, and this route
+/// itself ([`as_served`] adds where the server is and how to sign in).
 pub fn document(mut api: OpenApi) -> Value {
     let paths = std::mem::take(&mut api.paths).unwrap_or_default();
     let mut out = openapi::Paths::default();
@@ -282,9 +299,23 @@ pub fn document(mut api: OpenApi) -> Value {
             "responses": {"200": {"description": "the OpenAPI document", "content": {"application/json": {}}}}
         }
     });
+    doc
+}
+
+/// The document as this server serves it: where it is (its base path) and the name of its
+/// sign-in cookie (which its settings choose).
+pub fn as_served(doc: &Value, settings: &hero_backend::Settings) -> Value {
+    let mut doc = doc.clone();
+    let base = settings.base_path.trim_end_matches('/');
+    doc["servers"] = json!([{"url": if base.is_empty() { "/" } else { base }}]);
     doc["components"]["securitySchemes"] = json!({
         "bearer": {"type": "http", "scheme": "bearer", "description": "the token from POST /api/auth/login"},
-        "cookie": {"type": "apiKey", "in": "cookie", "name": "hero_token", "description": "the session cookie a browser's sign-in sets"}
+        "cookie": {
+            "type": "apiKey",
+            "in": "cookie",
+            "name": hero_backend::accounts::auth::cookie_name(settings),
+            "description": "the session cookie a browser's sign-in sets"
+        }
     });
     doc
 }

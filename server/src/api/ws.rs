@@ -66,7 +66,10 @@ pub fn to_ws(ev: &HubEvent) -> Option<WsServerMessage> {
                 level: level.clone(),
             });
         }
-        HubEvent::Frame(f) => (f.session_id, SessionEvent::Frame(f.clone())),
+        HubEvent::Frame(f) => (
+            f.session_id,
+            SessionEvent::Frame(hero_backend::conversation::feed::for_readers(f.clone())),
+        ),
         HubEvent::Stream { session_id, event } => (*session_id, SessionEvent::Reply(event.clone())),
         HubEvent::Chunk {
             session_id,

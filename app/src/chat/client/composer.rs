@@ -77,9 +77,16 @@ impl Chat {
             if content.trim().is_empty() || busy() {
                 return;
             }
-            let attached = match super::attach::ready(&c.root) {
-                Ok(ids) => ids,
-                Err(why) => return c.error.set(Some(why)),
+            // An edit of a message is sent as a new version of it (with the files the
+            // message carried; the chips wait for the next message).
+            let editing = find(&c.root, &hooks::COMPOSER.selector())
+                .and_then(|f| f.get_attribute(hooks::EDITING.name()));
+            let attached = match editing {
+                Some(_) => Vec::new(),
+                None => match super::attach::ready(&c.root) {
+                    Ok(ids) => ids,
+                    Err(why) => return c.error.set(Some(why)),
+                },
             };
             c.near_bottom.set(true);
             c.sending.set(true);
@@ -87,17 +94,19 @@ impl Chat {
             let private = find(&c.root, &hooks::PRIVATE.selector())
                 .and_then(|p| p.dyn_into::<HtmlInputElement>().ok())
                 .is_some_and(|p| p.checked());
-            // An edit of a message is sent as a new version of it.
-            let editing = find(&c.root, &hooks::COMPOSER.selector())
-                .and_then(|f| f.get_attribute(hooks::EDITING.name()));
-            if editing.is_some() {
-                end_edit(false);
-            }
             let (c, q) = (c.clone(), untrack(question));
             leptos::task::spawn_local(async move {
                 let result = match (editing, q) {
                     (Some(frame_id), _) => {
-                        crate::chat::edit_message(c.session_id, frame_id, content).await
+                        let sent =
+                            crate::chat::edit_message(c.session_id, frame_id, content.clone())
+                                .await;
+                        // A refused edit stays in the box, still an edit.
+                        match &sent {
+                            Ok(()) => end_edit(false),
+                            Err(_) => c.textarea.set_value(&content),
+                        }
+                        sent
                     }
                     (None, Some(q)) => actions::answer_prompt(
                         c.session_id,
@@ -130,7 +139,7 @@ impl Chat {
         }
         let menu = find(&self.root, &hooks::COMMAND_MENU.selector());
         let (open_menu, textarea) = (menu.clone(), self.textarea.clone());
-        let stored = self.stored.clone();
+        let (stored, root) = (self.stored.clone(), self.root.clone());
         listen(
             &self.textarea,
             "keydown",
@@ -145,7 +154,11 @@ impl Chat {
                         start_edit(&msg);
                     }
                 }
-                if ev.key() == "Escape" {
+                let editing = || {
+                    find(&root, &hooks::COMPOSER.selector())
+                        .is_some_and(|f| f.has_attribute(hooks::EDITING.name()))
+                };
+                if ev.key() == "Escape" && !ev.is_composing() && editing() {
                     end_edit(true);
                 }
                 if ev.key() == "Enter" && !ev.shift_key() && !ev.is_composing() {

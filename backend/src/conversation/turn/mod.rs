@@ -75,6 +75,18 @@ pub async fn post(
             "the server is shutting down; send the message again in a moment",
         ));
     }
+    // A regeneration in flight files its reply where the answer it replaces was: a
+    // message sent meanwhile would go into that answer's first version, out of sight.
+    if st
+        .turns
+        .in_flight(session_id)
+        .iter()
+        .any(|l| l.version_of.is_some())
+    {
+        return Err(Error::Conflict(
+            "another answer to an earlier message is being written: wait for it, or Stop it".into(),
+        ));
+    }
     let attached = match (&posted, req.attachments.is_empty()) {
         (_, true) => Vec::new(),
         (post::Posted::Message(_), false) => {
@@ -167,18 +179,28 @@ pub(crate) async fn post_queued(
     start(out, events, message_id, user, input, None, Some(slot)).await
 }
 
+/// What an edit keeps of the message it is a version of: its files and the skills it
+/// limited its turn to.
+pub(crate) struct Carried {
+    pub(crate) attachments: Option<serde_json::Value>,
+    pub(crate) skill_filter: Option<Vec<String>>,
+}
+
 /// Stores an edit of the user's message as a new version of it (`of`: the first version's
-/// frame id, which the caller checked; `attachments`: what the message carried, as its
-/// payload kept them) and starts the agent's reply to it: the conversation goes on from
-/// the edit, as from a message posted there.
+/// frame id, which the caller checked) and starts the agent's reply to it: the
+/// conversation goes on from the edit, as from a message posted there.
 pub(crate) async fn edit(
     st: &AppState,
     user: &AuthUser,
     session_id: i64,
     of: String,
     content: &str,
-    attachments: Option<serde_json::Value>,
+    carried: Carried,
 ) -> Result<TurnHandle> {
+    let Carried {
+        attachments,
+        skill_filter,
+    } = carried;
     let post::Posted::Message(content) = post::read(content, false)? else {
         return Err(Error::Invalid(
             "an edit is sent as a message: a command or a private note goes in a message of its own"
@@ -193,7 +215,7 @@ pub(crate) async fn edit(
     let events = TurnEvents::new();
     let message_id = frames::new_id();
     let out = out::Out::new(st, user.id(), session_id, events.sink());
-    let mut input = prepare::Input::user(user, &content, None);
+    let mut input = prepare::Input::user(user, &content, skill_filter);
     input.version_of = Some(of);
     if let Some(a) = attachments {
         input.payload["attachments"] = a;
