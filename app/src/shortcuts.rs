@@ -241,7 +241,9 @@ mod tests {
             Some(Shortcut::Help)
         );
         assert_eq!(key("Escape", "Escape", NONE, true), Some(Shortcut::Close));
-        assert_eq!(SHORTCUTS.len(), 6, "the list names every shortcut");
+        // Each of the six, and the composer's own key (Up edits the last message).
+        assert_eq!(SHORTCUTS.len(), 7, "the list names every shortcut");
+        assert!(SHORTCUTS.iter().any(|(k, _)| k.starts_with('↑')));
     }
 
     #[test]
