@@ -212,6 +212,30 @@ async fn everything_is_one_archive_whose_sessions_import_and_a_form_is_sent_on()
         )
         .await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
+    // A file attached in the session goes in the archive, as it was.
+    let boundary = "hero-test-boundary-a77c";
+    let mut upload = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"Tea Log.md\"\r\n\
+         Content-Type: text/markdown\r\n\r\n"
+    )
+    .into_bytes();
+    upload.extend_from_slice(b"# Tea\n\n- sencha\n");
+    upload.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    let r =
+        h.c.post(h.url(&format!("/api/sessions/{session}/attachments")))
+            .header(
+                "content-type",
+                format!("multipart/form-data; boundary={boundary}"),
+            )
+            .body(upload)
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let attached = r.json::<Value>().await.unwrap()["attachment_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let r = h.c.get(h.url("/api/export")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(r.headers()["content-type"], "application/x-tar");
@@ -255,6 +279,10 @@ async fn everything_is_one_archive_whose_sessions_import_and_a_form_is_sent_on()
     assert_eq!(
         String::from_utf8_lossy(&files["skills/tea-notes/ref/how.md"]),
         "Green, no sugar."
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&files[&format!("attachments/{session}/{attached}-tea-log.md")]),
+        "# Tea\n\n- sencha\n"
     );
     let name = format!("sessions/{session}-chat.json");
     let export: Value = serde_json::from_slice(&files[&name]).unwrap();

@@ -214,6 +214,14 @@ pub async fn download(
     Ok((opened.name, row.media_type, content))
 }
 
+/// The user's attachments, by id and session (their contents not read): what the archive of
+/// everything lists.
+pub async fn all_of(st: &AppState, user: &AuthUser) -> Result<Vec<(String, i64)>> {
+    st.db
+        .read_with(async |c| crate::store::attachments::ids_of(c, user.id()).await)
+        .await
+}
+
 /// The attachments a message of the session carries, by id, as its payload keeps them:
 /// `{id, name, kind, media_type, size}`, and `text` for a text or a PDF (cut at
 /// [`MAX_ATTACHMENT_TEXT_CHARS`]). Each must be the user's, of this session; an image only

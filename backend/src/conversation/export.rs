@@ -144,6 +144,22 @@ fn slug(name: &str, max: usize, fallback: &str) -> String {
     }
 }
 
+/// An attached file's name as a path in the archive: its stem as a [`slug`], and its
+/// extension kept (`Plan B.md` → `plan-b.md`).
+fn file_slug(name: &str) -> String {
+    let (stem, ext) = match name.rsplit_once('.') {
+        Some((stem, ext))
+            if !ext.is_empty()
+                && ext.len() <= 10
+                && ext.bytes().all(|b| b.is_ascii_alphanumeric()) =>
+        {
+            (stem, format!(".{}", ext.to_ascii_lowercase()))
+        }
+        _ => (name, String::new()),
+    };
+    format!("{}{ext}", slug(stem, 60, "file"))
+}
+
 /// A file name made of a session's name: letters, digits and hyphens.
 pub fn file_name(session: &SessionDto, format: Format) -> String {
     format!(
@@ -394,6 +410,8 @@ pub async fn everything(
     let agents_json =
         serde_json::to_vec_pretty(&agents).map_err(|e| Error::Internal(e.to_string()))?;
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
+    // Each attached file is read when its turn comes: one at a time in memory.
+    let files = super::attachments::all_of(st, user).await?;
     let st = st.clone();
     let mut entries = vec![Entry::Bytes("agents.json".into(), agents_json)];
     entries.extend(
@@ -403,6 +421,8 @@ pub async fn everything(
     );
     entries.push(Entry::Skills);
     entries.extend(sessions.into_iter().map(Entry::Session));
+
+    entries.extend(files.into_iter().map(|(id, s)| Entry::Attachment(id, s)));
     entries.push(Entry::End);
     let user = user.clone();
     use futures::TryStreamExt;
@@ -422,6 +442,12 @@ pub async fn everything(
                         let chunks: Vec<Bytes> =
                             stream(st, dk, s, Format::Json).try_collect().await?;
                         Ok(tar_entry(&path, chunks))
+                    }
+                    Entry::Attachment(id, session) => {
+                        let (name, _, bytes) =
+                            super::attachments::download(&st, &user, &id).await?;
+                        let path = format!("attachments/{session}/{id}-{}", file_slug(&name));
+                        Ok(tar_entry(&path, vec![Bytes::from(bytes)]))
                     }
                     Entry::End => Ok(vec![Bytes::from(vec![0u8; 1024])]),
                 }
@@ -444,6 +470,8 @@ enum Entry {
     /// The user's personal skills, a folder each.
     Skills,
     Session(SessionDto),
+    /// A file attached to a message (its id, its session).
+    Attachment(String, i64),
     End,
 }
 
@@ -898,6 +926,14 @@ mod tests {
         );
         assert_eq!(file_name(&s("../../etc"), Format::Json), "7-etc.json");
         assert_eq!(file_name(&s("日本"), Format::Json), "7-session.json");
+    }
+
+    #[test]
+    fn an_attached_files_path_keeps_its_extension() {
+        assert_eq!(file_slug("Plan B.MD"), "plan-b.md");
+        assert_eq!(file_slug("../../etc/passwd"), "etc-passwd");
+        assert_eq!(file_slug("日本.pdf"), "file.pdf");
+        assert_eq!(file_slug("noext"), "noext");
     }
 
     #[test]

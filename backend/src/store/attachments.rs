@@ -75,3 +75,13 @@ pub async fn bytes_of(c: &mut Conn<'_>, user_id: i64) -> Result<i64> {
     let sql = "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM attachments WHERE user_id = $1";
     Ok(scalar!(c, i64, sql, user_id)?.unwrap_or(0))
 }
+
+/// The user's attachments, by id and session, oldest first (their contents not read).
+pub async fn ids_of(c: &mut Conn<'_>, user_id: i64) -> Result<Vec<(String, i64)>> {
+    let sql = "SELECT id, session_id FROM attachments WHERE user_id = $1 ORDER BY created_at, id";
+    rows!(c, read_id, sql, user_id)
+}
+
+fn read_id(r: &impl super::Columns) -> Result<(String, i64)> {
+    Ok((r.get(0)?, r.get(1)?))
+}

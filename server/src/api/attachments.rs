@@ -103,7 +103,7 @@ mod tests {
     fn a_download_is_named_safely() {
         assert_eq!(
             super::disposition("Été \"q\".pdf"),
-            "attachment; filename=\"__t_ __q__.pdf\"; filename*=UTF-8''%C3%89t%C3%A9%20%22q%22.pdf"
+            "attachment; filename=\"_t_ _q_.pdf\"; filename*=UTF-8''%C3%89t%C3%A9%20%22q%22.pdf"
         );
     }
 }
