@@ -41,6 +41,8 @@ pub mod json;
 pub mod memory;
 pub mod navigate;
 pub mod permissions;
+#[cfg(feature = "hydrate")]
+pub mod rpc;
 pub mod search;
 pub mod sessions;
 pub mod shortcuts;

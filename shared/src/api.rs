@@ -441,7 +441,8 @@ pub fn format_cost(micros: i64) -> String {
     let sign = if micros < 0 { "-" } else { "" };
     let m = micros.unsigned_abs();
     if m != 0 && m < 10_000 {
-        format!("{sign}${:.4}", m as f64 / 1e6)
+        // Hundredths of a cent, by integers (no float formatting in the wasm).
+        format!("{sign}$0.{:04}", (m + 50) / 100)
     } else {
         let cents = (m + 5_000) / 10_000;
         format!("{sign}${}.{:02}", cents / 100, cents % 100)

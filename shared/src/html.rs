@@ -314,10 +314,15 @@ pub fn attachment_href(id: &str) -> Option<String> {
 
 /// A size in bytes as people read it: "812 B", "12.3 KB", "4.1 MB".
 pub fn size_text(bytes: u64) -> String {
+    // Tenths by integers: no float formatting in the wasm for this.
+    let tenths = |unit: u64| {
+        let t = (bytes.saturating_mul(10) + unit / 2) / unit;
+        format!("{}.{}", t / 10, t % 10)
+    };
     match bytes {
         b if b < 1000 => format!("{b} B"),
-        b if b < 1_000_000 => format!("{:.1} KB", b as f64 / 1e3),
-        b => format!("{:.1} MB", b as f64 / 1e6),
+        b if b < 1_000_000 => format!("{} KB", tenths(1000)),
+        _ => format!("{} MB", tenths(1_000_000)),
     }
 }
 

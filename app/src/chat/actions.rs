@@ -112,7 +112,7 @@ mod browser {
 
     use hero_shared::hooks::{self, Action};
 
-    use super::{always_allow, answer_prompt, decide_call, prompt_answer};
+    use super::prompt_answer;
     use crate::auth::error_text;
 
     /// What was typed in the fields under each `data-keep` key, and which field had focus.
@@ -313,7 +313,12 @@ mod browser {
         let Some(value) = value else { return };
         send(
             block,
-            answer_prompt(session_id, message_id, element_id, value.to_string()),
+            crate::rpc::call(super::AnswerPrompt {
+                session_id,
+                message_id,
+                element_id,
+                answer: value.to_string(),
+            }),
         );
     }
 
@@ -362,11 +367,22 @@ mod browser {
                     let function = card
                         .get_attribute(hooks::FUNCTION.name())
                         .unwrap_or_default();
-                    send(card, always_allow(session_id, request_id, function));
+                    send(
+                        card,
+                        crate::rpc::call(super::AlwaysAllow {
+                            session_id,
+                            request_id,
+                            function,
+                        }),
+                    );
                 } else {
                     send(
                         card,
-                        decide_call(session_id, request_id, action == Action::Approve),
+                        crate::rpc::call(super::DecideCall {
+                            session_id,
+                            request_id,
+                            approved: action == Action::Approve,
+                        }),
                     );
                 }
             }
@@ -376,7 +392,14 @@ mod browser {
                     .unwrap_or_default();
                 let hidden = button.get_attribute(hooks::HIDDEN.name()).as_deref() == Some("true");
                 if let Some(msg) = closest(&button, &hooks::MESSAGE_ID.selector()) {
-                    send(msg, super::super::set_hidden(session_id, frame_id, !hidden));
+                    send(
+                        msg,
+                        crate::rpc::call(super::super::SetHidden {
+                            session_id,
+                            frame_id,
+                            hidden: !hidden,
+                        }),
+                    );
                 }
             }
             // "Show earlier" and "Edit" are the message list's own (`client`).
@@ -389,14 +412,24 @@ mod browser {
                     return;
                 };
                 if action == Action::Regenerate {
-                    send(msg, super::super::regenerate_reply(session_id, frame_id));
+                    send(
+                        msg,
+                        crate::rpc::call(super::super::RegenerateReply {
+                            session_id,
+                            frame_id,
+                        }),
+                    );
                 } else if let Some(version) = button
                     .get_attribute(hooks::VERSION.name())
                     .and_then(|v| v.parse().ok())
                 {
                     send(
                         msg,
-                        super::super::show_version(session_id, frame_id, version),
+                        crate::rpc::call(super::super::ShowVersion {
+                            session_id,
+                            frame_id,
+                            version,
+                        }),
                     );
                 }
             }
@@ -408,7 +441,12 @@ mod browser {
                     return;
                 };
                 leptos::task::spawn_local(async move {
-                    match super::super::branch_session(session_id, frame_id).await {
+                    match crate::rpc::call(super::super::BranchSession {
+                        session_id,
+                        frame_id,
+                    })
+                    .await
+                    {
                         Ok(id) => {
                             if let Some(w) = web_sys::window() {
                                 let _ = w

@@ -17,8 +17,6 @@ use leptos::prelude::*;
 use super::live::LiveReply;
 #[cfg(feature = "hydrate")]
 use super::reduce::{Do, Feed};
-#[cfg(feature = "hydrate")]
-use super::session_view;
 
 /// What the page shows of the reply in flight (all cheap handles).
 #[derive(Clone, Copy)]
@@ -114,7 +112,11 @@ pub fn use_session_events(
                 loop {
                     // The part shown stays: the view starts where it started.
                     let from = conversation.with_untracked(|c| c.messages.first().map(|m| m.seq));
-                    let fetched = session_view(session_id, from).await;
+                    let fetched = crate::rpc::call(crate::chat::SessionView {
+                        session_id,
+                        from_seq: from,
+                    })
+                    .await;
                     // The chat stopped meanwhile (a move to another session): nothing to do.
                     if fetching.is_disposed() {
                         return;

@@ -98,9 +98,12 @@ impl Chat {
             leptos::task::spawn_local(async move {
                 let result = match (editing, q) {
                     (Some(frame_id), _) => {
-                        let sent =
-                            crate::chat::edit_message(c.session_id, frame_id, content.clone())
-                                .await;
+                        let edit = crate::chat::EditMessage {
+                            session_id: c.session_id,
+                            frame_id,
+                            content: content.clone(),
+                        };
+                        let sent = crate::rpc::call(edit).await;
                         // A refused edit stays in the box, still an edit.
                         match &sent {
                             Ok(()) => end_edit(false),
@@ -108,18 +111,22 @@ impl Chat {
                         }
                         sent
                     }
-                    (None, Some(q)) => actions::answer_prompt(
-                        c.session_id,
-                        q.message_id.clone(),
-                        q.request.origin.element_id(),
-                        serde_json::Value::String(content).to_string(),
-                    )
+                    (None, Some(q)) => crate::rpc::call(actions::AnswerPrompt {
+                        session_id: c.session_id,
+                        message_id: q.message_id.clone(),
+                        element_id: q.request.origin.element_id(),
+                        answer: serde_json::Value::String(content).to_string(),
+                    })
                     .await
                     .map(|_| ()),
                     (None, None) => {
-                        let sent =
-                            crate::chat::post_message(c.session_id, content, private, attached)
-                                .await;
+                        let sent = crate::rpc::call(crate::chat::PostMessage {
+                            session_id: c.session_id,
+                            content,
+                            private,
+                            attachments: attached,
+                        })
+                        .await;
                         if sent.is_ok() {
                             super::attach::clear(&c.root);
                         }
@@ -188,7 +195,7 @@ impl Chat {
         let (session_id, error) = (self.session_id, self.error);
         let stop = move || {
             leptos::task::spawn_local(async move {
-                if let Err(e) = crate::chat::abort_turn(session_id).await {
+                if let Err(e) = crate::rpc::call(crate::chat::AbortTurn { session_id }).await {
                     error.set(Some(format!(
                         "Could not stop the reply: {}",
                         error_text(&e)

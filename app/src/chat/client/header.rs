@@ -24,7 +24,9 @@ impl Chat {
                 if last != Some(replies) {
                     let line = line.clone();
                     leptos::task::spawn_local(async move {
-                        if let Ok(s) = crate::chat::spend_lines(session_id).await {
+                        if let Ok(s) =
+                            crate::rpc::call(crate::chat::SpendLines { session_id }).await
+                        {
                             let (text, tokens) = hero_shared::api::spend_line(&s);
                             line.set_text_content(Some(&text));
                             let _ = line.set_attribute("title", &tokens);
@@ -65,7 +67,12 @@ impl Chat {
                 };
                 let (c, picker, in_force) = (c.clone(), picker.clone(), in_force.clone());
                 leptos::task::spawn_local(async move {
-                    match crate::chat::set_session_agent(session_id, agent_id).await {
+                    match crate::rpc::call(crate::chat::SetSessionAgent {
+                        session_id,
+                        agent_id,
+                    })
+                    .await
+                    {
                         Ok(s) => {
                             *in_force.borrow_mut() = picker.value();
                             c.draw_agent(s.agent_id, None);
@@ -98,7 +105,9 @@ impl Chat {
                     return;
                 };
                 leptos::task::spawn_local(async move {
-                    let html = match crate::chat::system_prompt(session_id).await {
+                    let html = match crate::rpc::call(crate::chat::SystemPrompt { session_id })
+                        .await
+                    {
                         Ok(p) => hero_shared::html::system_prompt_html(Some(Ok(&p))),
                         Err(e) => hero_shared::html::system_prompt_html(Some(Err(&error_text(&e)))),
                     };

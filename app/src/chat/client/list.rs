@@ -268,7 +268,11 @@ impl Chat {
         }
         self.loading.set(true);
         let before = self.messages.scroll_height();
-        let Ok((before_seq, view)) = crate::chat::earlier_messages(self.session_id, seq).await
+        let Ok((before_seq, view)) = crate::rpc::call(crate::chat::EarlierMessages {
+            session_id: self.session_id,
+            before_seq: seq,
+        })
+        .await
         else {
             self.loading.set(false);
             return false;
@@ -372,7 +376,9 @@ fn highlight(root: &Element) {
         let _ = block.set_attribute("data-hl", "pending");
         leptos::task::spawn_local(async move {
             let (lang, text) = key.clone();
-            let Ok(tokens) = crate::chat::highlight_code(lang, text).await else {
+            let Ok(tokens) =
+                crate::rpc::call(crate::chat::HighlightCode { lang, code: text }).await
+            else {
                 let _ = block.set_attribute("data-hl", "failed");
                 return;
             };
