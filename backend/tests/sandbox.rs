@@ -589,9 +589,9 @@ async fn no_setuid_file_reaches_the_host_under_an_ordinary_user_either() {
 }
 
 /// A run that writes past its workspace's quota is ended at it: the workspace holds at
-/// most the quota and a few file-size steps more (the watchdog's lag on a busy machine), the run and the agent are told why, the
-/// next run is refused with the reason until the workspace is emptied, and one file alone
-/// cannot take it past the quota either.
+/// most the quota and a few file-size steps more (the watchdog's lag on a busy machine),
+/// the run and the agent are told why, the next run is refused with the reason until the
+/// workspace is emptied, and one file alone cannot take it past the quota either.
 #[tokio::test]
 async fn a_workspace_is_held_to_its_quota_while_a_command_runs() {
     use hero_backend::execution::sandbox::quota::{mib, used};
