@@ -307,6 +307,27 @@ fn stored_tool_calls(payload: &Value) -> Vec<providers::ToolCall> {
 /// The skills the last message a turn answered (the user's, not a private note, or one an
 /// agent queued, which has none) limited its turn to (`skill_filter`), over the agent's
 /// allow list for it and its follow-ups.
+/// The frames of the versions shown (`hero_shared::frame`'s "Versions"), in the log's
+/// order: what is read of a conversation for what its last input asked (its skills, the
+/// rounds since it). Without versions, the frames as they are.
+pub(crate) fn shown(frames: &[Kept]) -> std::borrow::Cow<'_, [Kept]> {
+    let versioned = frames
+        .iter()
+        .any(|k| k.frame.frame_type == FrameType::Message && k.frame.parent_id.is_some());
+    if !versioned {
+        return std::borrow::Cow::Borrowed(frames);
+    }
+    let view = compile_frames(frames);
+    let ids: HashSet<&str> = view.iter().map(|m| m.frame_id.as_str()).collect();
+    std::borrow::Cow::Owned(
+        frames
+            .iter()
+            .filter(|k| ids.contains(k.frame.id.as_str()))
+            .cloned()
+            .collect(),
+    )
+}
+
 pub(crate) fn skill_filter(frames: &[Kept]) -> Option<Vec<String>> {
     use hero_shared::frame::AuthorType;
     let last = frames.iter().rev().find(|k| {
@@ -654,6 +675,44 @@ mod tests {
         assert_eq!(img.content, "look");
         assert_eq!(img.images.len(), 1);
         assert_eq!(img.images[0].attachment_id, "i");
+    }
+
+    /// What the last input asked is read from the versions shown: an edit's skills, not
+    /// the first version's; without versions, the frames as they are.
+    #[test]
+    fn the_last_input_is_read_from_the_versions_shown() {
+        let mut frames = vec![
+            frame(
+                1,
+                FrameType::Message,
+                AuthorType::User,
+                json!({"role": "user", "content": "a", "skill_filter": ["pdf"]}),
+            ),
+            frame(
+                2,
+                FrameType::Message,
+                AuthorType::Agent,
+                json!({"role": "agent", "content": "b"}),
+            ),
+        ];
+        let plain = kept(&frames);
+        assert!(matches!(shown(&plain), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(skill_filter(&shown(&plain)), Some(vec!["pdf".to_owned()]));
+        let mut edit = frame(
+            3,
+            FrameType::Message,
+            AuthorType::User,
+            json!({"role": "user", "content": "c", "skill_filter": []}),
+        );
+        edit.parent_id = Some("f1".into());
+        frames.push(edit);
+        let edited = kept(&frames);
+        let view = shown(&edited);
+        assert_eq!(
+            view.iter().map(|k| k.frame.id.as_str()).collect::<Vec<_>>(),
+            ["f3"]
+        );
+        assert_eq!(skill_filter(&view), Some(Vec::new()));
     }
 
     #[test]

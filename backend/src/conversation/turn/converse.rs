@@ -390,7 +390,20 @@ async fn again(
     // and so its follow-ups' (the prompt is built once, with them).
     let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?;
     let kept = context::load(st, &dk, session_id).await?;
-    let skill_filter = context::skill_filter(&kept);
+    // What the input answered asked, read from the versions shown (for a regeneration,
+    // those before the reply it replaces).
+    let shown = context::shown(&kept);
+    let before = match &regenerating {
+        Some((_, at)) => {
+            let end = shown
+                .iter()
+                .position(|k| k.frame.id == *at)
+                .unwrap_or(shown.len());
+            &shown[..end]
+        }
+        None => &shown[..],
+    };
+    let skill_filter = context::skill_filter(before);
     let filter = skill_filter.as_deref();
     let (agent, dk) = st
         .db
@@ -400,7 +413,7 @@ async fn again(
         .await?;
     let (round, messages, version_of) = match regenerating {
         Some((of, at)) => (0, context::messages_before(&kept, at), Some(of)),
-        None => (rounds_since_user(&kept), context::messages(&kept), None),
+        None => (rounds_since_user(before), context::messages(&kept), None),
     };
     let after_seq = kept.last().map_or(0, |k| k.frame.seq);
     let mut events = TurnEvents::new();
