@@ -37,11 +37,22 @@ async fn post(path: &str, body: &str) -> Result<String, ServerFnError> {
     let _ = headers.set("Content-Type", "application/json");
     let _ = headers.set("Accept", "application/json");
     init.set_headers(&headers);
-    let window = web_sys::window().ok_or_else(|| refused(0, ""))?;
-    let url = crate::base::href(path);
-    let response: web_sys::Response = JsFuture::from(window.fetch_with_str_and_init(&url, &init))
+    let (ok, status, text) = fetch(&crate::base::href(path), &init)
         .await
-        .map_err(|_| refused(0, ""))?
+        .ok_or_else(|| refused(0, ""))?;
+    match ok {
+        true => Ok(text),
+        false => Err(refused(status, &text)),
+    }
+}
+
+/// Fetches `url` as `init` says: whether it answered 2xx, its status and its text; `None`
+/// when the server could not be reached.
+pub(crate) async fn fetch(url: &str, init: &web_sys::RequestInit) -> Option<(bool, u16, String)> {
+    let window = web_sys::window()?;
+    let response: web_sys::Response = JsFuture::from(window.fetch_with_str_and_init(url, init))
+        .await
+        .ok()?
         .unchecked_into();
     let text = match response.text() {
         Ok(p) => JsFuture::from(p)
@@ -51,8 +62,5 @@ async fn post(path: &str, body: &str) -> Result<String, ServerFnError> {
             .unwrap_or_default(),
         Err(_) => String::new(),
     };
-    match response.ok() {
-        true => Ok(text),
-        false => Err(refused(response.status(), &text)),
-    }
+    Some((response.ok(), response.status(), text))
 }

@@ -4,7 +4,6 @@
 
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::JsFuture;
 use web_sys::{Element, File, FileList};
 
 use super::dom::*;
@@ -125,21 +124,11 @@ async fn upload(session_id: i64, file: &File) -> Result<String, String> {
     init.set_method("POST");
     init.set_body(&form);
     let url = crate::base::href(&format!("/api/sessions/{session_id}/attachments"));
-    let window = web_sys::window().ok_or_else(unreachable)?;
-    let response: web_sys::Response = JsFuture::from(window.fetch_with_str_and_init(&url, &init))
+    let (ok, status, text) = crate::rpc::fetch(&url, &init)
         .await
-        .map_err(|_| unreachable())?
-        .unchecked_into();
-    let text = match response.text() {
-        Ok(p) => JsFuture::from(p)
-            .await
-            .ok()
-            .and_then(|t| t.as_string())
-            .unwrap_or_default(),
-        Err(_) => String::new(),
-    };
-    if !response.ok() {
-        return Err(crate::skills::api_error(response.status(), &text));
+        .ok_or_else(unreachable)?;
+    if !ok {
+        return Err(crate::skills::api_error(status, &text));
     }
     serde_json::from_str::<hero_shared::api::AttachmentDto>(&text)
         .map(|a| a.attachment_id)
