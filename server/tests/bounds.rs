@@ -3,8 +3,10 @@
 //! stays within 10 MB of where it was (after a warm-up round of the same kind, so that
 //! what is allocated once, such as the first connection's buffers, is not counted).
 
+mod support;
+
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
@@ -49,21 +51,8 @@ impl Server {
         use std::io::Write;
         writeln!(add.stdin.take().unwrap(), "{PASSWORD}").unwrap();
         assert!(add.wait().unwrap().success());
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = hero(&["serve", "--addr", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let base = format!("http://127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while reqwest::get(format!("{base}/api/me")).await.is_err() {
-            assert!(Instant::now() < deadline, "hero did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let (child, base, _) =
+            support::process::listening(&mut hero(&["serve", "--addr", "127.0.0.1:0"])).await;
         Server {
             child,
             base,

@@ -7,7 +7,6 @@ mod support;
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// `hero serve` on a free port of `ip`, its data in `data`; answers with its base URL.
 async fn serve(data: &std::path::Path, ip: &str, extra_env: &[(&str, &str)]) -> (Served, String) {
@@ -31,19 +30,14 @@ async fn serve_bin(
     site: Option<&std::path::Path>,
     extra_env: &[(&str, &str)],
 ) -> (Served, String) {
-    let port = std::net::TcpListener::bind(format!("{ip}:0"))
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
     let mut cmd = Command::new(bin);
-    cmd.args(["serve", "--addr", &format!("{ip}:{port}")])
+    cmd.args(["serve", "--addr", &format!("{ip}:0")])
         .env("HERO_DATA_DIR", data)
         .env_remove("HERO_SITE_ROOT")
         .env("HERO_LOG", "warn")
         .env_remove("HERO_MASTER_KEY")
         .env_remove("HERO_CONFIG")
         .env_remove("HERO_PUBLIC_URL")
-        .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if let Some(site) = site {
         cmd.env("HERO_SITE_ROOT", site);
@@ -51,20 +45,14 @@ async fn serve_bin(
     for (k, v) in extra_env {
         cmd.env(k, v);
     }
+    let (child, base, printed) = support::process::listening(&mut cmd).await;
     // Killed if the test fails before it reads the output: no server outlives its test.
-    let child = Served(Some(cmd.spawn().expect("hero starts")));
-    let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while reqwest::get(format!("{base}/api/me")).await.is_err() {
-        assert!(Instant::now() < deadline, "hero did not start listening");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    (child, base)
+    (Served(Some(child), Some(printed)), base)
 }
 
 /// Stops `child` and answers with everything it wrote.
 /// A `hero serve` of a test's, killed when dropped.
-struct Served(Option<Child>);
+struct Served(Option<Child>, Option<support::process::Printed>);
 
 impl Drop for Served {
     fn drop(&mut self) {
@@ -79,13 +67,7 @@ fn output_of(mut served: Served) -> String {
     let mut child = served.0.take().expect("a server");
     let _ = child.kill();
     let _ = child.wait();
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    let mut out = served.1.take().expect("its output").all();
     child
         .stderr
         .take()
@@ -496,8 +478,8 @@ async fn the_operators_endpoints_answer_and_the_metrics_stay_off_the_public_addr
     let label = |s: &support::Metric, k: &str| s.1.get(k).cloned().unwrap_or_default();
     let routes: std::collections::BTreeSet<String> =
         requests.iter().map(|s| label(s, "route")).collect();
-    // The readiness poll and the `/login` refused for its `Host` are counted too.
-    let expected = ["/api/me", "/healthz", "/login", "/readyz", "unmatched"];
+    // The `/login` refused for its `Host` is counted too.
+    let expected = ["/healthz", "/login", "/readyz", "unmatched"];
     assert_eq!(routes, expected.map(String::from).into(), "{text}");
     assert_eq!(
         support::metric(

@@ -1,8 +1,9 @@
 //! `hero serve` as a process of its own, on a free loopback port over a data directory:
 //! for the tests that signal or kill it.
 
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -29,6 +30,61 @@ pub fn add_alice_with(data: &std::path::Path, env: &[(&str, &str)]) {
     assert!(add.wait().unwrap().success());
 }
 
+/// What a started server prints on its standard output, read as it comes.
+pub struct Printed {
+    text: Arc<Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Printed {
+    /// Everything printed, once the server has exited (the pipe then closes).
+    pub fn all(self) -> String {
+        let _ = self.reader.join();
+        Arc::try_unwrap(self.text)
+            .map(|m| m.into_inner().unwrap())
+            .unwrap_or_default()
+    }
+}
+
+/// Starts `cmd`, a `hero serve --addr <ip>:0`, and waits until it prints the address it
+/// listens on: its base URL (without a base path). The kernel picks the port as hero binds
+/// it, so no other server can take it between a test's choice and hero's bind, and a
+/// test never signs in to another test's server.
+pub async fn listening(cmd: &mut Command) -> (Child, String, Printed) {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("hero starts");
+    let out = child.stdout.take().expect("stdout is piped");
+    let text = Arc::new(Mutex::new(String::new()));
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let into = text.clone();
+    // Reads to the end, so hero never blocks on a full pipe.
+    let reader = std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if let Some(url) = line.strip_prefix("Hero is serving on ") {
+                let origin = url.splitn(4, '/').take(3).collect::<Vec<_>>().join("/");
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(origin);
+                }
+            }
+            let mut all = into.lock().unwrap();
+            all.push_str(&line);
+            all.push('\n');
+        }
+    });
+    let base = match tokio::time::timeout(Duration::from_secs(30), rx).await {
+        Ok(Ok(base)) => base,
+        _ => {
+            let _ = child.kill();
+            let status = child.wait();
+            panic!(
+                "hero did not start listening ({status:?}): {}",
+                text.lock().unwrap()
+            )
+        }
+    };
+    (child, base, Printed { text, reader })
+}
+
 /// A running `hero serve`, and alice signed in to it.
 pub struct Served {
     pub child: Child,
@@ -46,12 +102,8 @@ pub async fn serve(data: &std::path::Path, allow: &str) -> Served {
 
 /// [`serve`] with settings of the environment's (`HERO_DATABASE_URL`, …).
 pub async fn serve_with(data: &std::path::Path, allow: &str, env: &[(&str, &str)]) -> Served {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_hero"))
-        .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hero"));
+    cmd.args(["serve", "--addr", "127.0.0.1:0"])
         .env("HERO_DATA_DIR", data)
         .env("HERO_SITE_ROOT", data.join("site"))
         .env("HERO_LOG", "warn")
@@ -59,16 +111,8 @@ pub async fn serve_with(data: &std::path::Path, allow: &str, env: &[(&str, &str)
         .env_remove("HERO_CONFIG")
         .env_remove("HERO_DRAIN_SECS")
         .env("HERO_EGRESS_ALLOW", allow)
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("hero starts");
-    let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while reqwest::get(format!("{base}/api/me")).await.is_err() {
-        assert!(Instant::now() < deadline, "hero did not start listening");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        .envs(env.iter().copied());
+    let (child, base, _) = listening(&mut cmd).await;
     let c = reqwest::Client::builder()
         .cookie_store(true)
         .build()
