@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--no-build" ]; then shift; else
-  scripts/setup.sh; source scripts/env.sh; cargo leptos build --release
+  scripts/setup.sh; source scripts/env.sh; cargo leptos build --release --split
 fi
 scripts/compress-site.sh target/site
 target/release/hero embed-site --site target/site >/dev/null

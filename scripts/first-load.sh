@@ -7,7 +7,7 @@
 # bytes a repeat visit sends (the files answer from cache by their immutable names).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ "${1:-}" = "--no-build" ] || { scripts/setup.sh; source scripts/env.sh; cargo leptos build --release; }
+[ "${1:-}" = "--no-build" ] || { scripts/setup.sh; source scripts/env.sh; cargo leptos build --release --split; }
 scripts/compress-site.sh target/site
 target/release/hero embed-site --site target/site >/dev/null
 
@@ -40,7 +40,13 @@ curl -s -b "$jar" -o "$page" "$base/s/$sid"
 printf '%-34s %9d %9d %9d %9d\n' "/s/$sid (HTML)" "$(wc -c <"$page")" \
   "$(gzip -9 -c "$page" | wc -c)" "$(brotli -q 11 -c "$page" | wc -c)" "$html_sent"
 total=$((total + html_sent))
-for path in $(grep -oE '/pkg/[^"]+\.(wasm|js|css)' "$page" | sort -u); do
+# What the page links, and the modules its scripts import (the split wasm's loader): the
+# parts of the wasm loaded on demand (split_*.wasm) are not part of the first load.
+files="$(grep -oE '/pkg/[^"]+\.(wasm|js|css)' "$page" | sort -u)"
+for js in $(printf '%s\n' $files | grep '\.js$'); do
+  files="$files $(grep -oE 'from ?"\./[^"]+\.js"' "target/site$js" | sed -E 's|.*"\./(.*)"|/pkg/\1|' || true)"
+done
+for path in $(printf '%s\n' $files | sort -u); do
   f="target/site$path"
   s="$(sent "$path")"
   printf '%-34s %9d %9d %9d %9d\n' "$path" "$(wc -c <"$f")" "$(wc -c <"$f.gz")" "$(wc -c <"$f.br")" "$s"

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 source scripts/env.sh
-cargo leptos build --release
+cargo leptos build --release --split
 scripts/compress-site.sh target/site
 # The site goes inside the binary: target/release/hero alone serves it, copied anywhere.
 target/release/hero embed-site --site target/site

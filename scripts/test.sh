@@ -17,12 +17,15 @@ cargo clippy -p frontend --target wasm32-unknown-unknown -- -D warnings
 
 step "build (cargo leptos build: server binary, wasm, site)"
 # cargo-leptos exits 0 even when the build fails (TOOLCHAIN.md), so check what it made.
-cargo leptos build
+# --split: the parts of the wasm loaded on demand (`#[lazy]`, app::markdown) are files of
+# their own; without it the wasm would ask for a module that does not exist.
+cargo leptos build --split
 cargo build -p mock-llm
 # The site's files are named by their content (hero.<hash>.wasm), the hashes in hash.txt.
 test -x target/debug/hero && test -f target/debug/hash.txt &&
   wasm="target/site/pkg/hero.$(sed -n 's/^wasm: //p' target/debug/hash.txt).wasm" && test -f "$wasm" ||
   { echo "build failed"; exit 1; }
+ls target/site/pkg/__wasm_split.*.js >/dev/null || { echo "the wasm was not split"; exit 1; }
 
 step "the shared core builds for the browser"
 cargo build -p hero-shared --target wasm32-unknown-unknown

@@ -331,7 +331,10 @@ mod browser {
             return;
         };
         if let Some(out) = document().and_then(|d| d.get_element_by_id(&target)) {
-            out.set_inner_html(&hero_shared::markdown::to_html(&area.value()));
+            // The parser is loaded on demand: the preview is drawn once it is in.
+            leptos::task::spawn_local(crate::markdown::with_parser(move || {
+                out.set_inner_html(&hero_shared::markdown::to_html(&area.value()));
+            }));
         }
     }
 

@@ -21,6 +21,7 @@
 //! - [`enhance`]: the forms of the server-rendered pages, in the browser.
 //! - `guard` (ssr only): `require_user()` and the error mapping every server function uses.
 //! - [`json`]: the codec of the pages' resources.
+//! - `markdown` (hydrate only): the markdown parser, loaded in the browser when first needed.
 //! - `csp` (ssr only): the pages' Content-Security-Policy, with each response's nonce.
 
 #![recursion_limit = "256"]
@@ -38,6 +39,8 @@ pub mod files;
 #[cfg(feature = "ssr")]
 pub mod guard;
 pub mod json;
+#[cfg(feature = "hydrate")]
+pub mod markdown;
 pub mod memory;
 pub mod navigate;
 pub mod permissions;

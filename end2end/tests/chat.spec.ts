@@ -148,3 +148,29 @@ test("agents are managed on their page and their keys never come back", async ({
   await card.getByRole("button", { name: "Delete" }).click();
   await expect(page.locator(".agent-card", { hasText: "My Claude" })).toHaveCount(0);
 });
+
+test("the markdown parser is fetched when a text first needs it, not with the page", async ({ page }) => {
+  await signIn(page, "carol", "carol-password");
+  const id = await mockSession(page, "Parsed on demand");
+  await send(page, slowly("First **bold** and `code`", 1, 50));
+  const first = page.locator(".msg-agent:not(.live)").last();
+  await expect(first.locator("strong")).toHaveText("bold");
+  // A fresh load of the conversation: the server drew it, the parser's part of the wasm
+  // stays on the server until a new text must be drawn.
+  const parts: string[] = [];
+  page.on("request", (r) => {
+    if (/\/pkg\/split_[^/]+\.wasm$/.test(r.url())) parts.push(r.url());
+  });
+  await page.goto(`/s/${id}`);
+  await connected(page);
+  await expect(page.locator(".msg-agent").last().locator("strong")).toHaveText("bold");
+  await page.waitForTimeout(300);
+  expect(parts).toEqual([]);
+  // A reply streams: the parser comes (once) and the text is drawn parsed, live and stored.
+  await send(page, slowly("Then *more* and\n\n```\nfn main() {}\n```\n", 40, 4));
+  await expect(page.locator(".msg-agent.live em")).toHaveText("more");
+  const reply = page.locator(".msg-agent:not(.live)").last();
+  await expect(reply.locator("em")).toHaveText("more");
+  await expect(reply.locator(".code-block")).toContainText("fn main() {}");
+  expect(parts.length).toBe(1);
+});

@@ -196,6 +196,16 @@ pub fn embed(exe: &Path, site: &Path, hashes: &Path, out: &Path) -> anyhow::Resu
             hashes.display()
         )
     })?;
+    // The wasm of a build without `--split` asks for a module no file provides.
+    if !String::from_utf8_lossy(&hash_text)
+        .lines()
+        .any(|l| l.starts_with("split:"))
+    {
+        bail!(
+            "{} names no split loader: the site was built without --split; build it with `cargo leptos build --release --split`",
+            hashes.display()
+        );
+    }
     let mut program =
         std::fs::File::open(exe).with_context(|| format!("cannot open {}", exe.display()))?;
     let program_len = match payload(&mut program)? {

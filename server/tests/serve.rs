@@ -733,7 +733,7 @@ fn built_site(dir: &std::path::Path, marker: &str) {
     .unwrap();
     std::fs::write(
         dir.join("hash.txt"),
-        "js: Js0123456789abcdefXY\nwasm: Wa0123456789abcdefXY\ncss: Cs0123456789abcdefXY\n",
+        "js: Js0123456789abcdefXY\nwasm: Wa0123456789abcdefXY\ncss: Cs0123456789abcdefXY\nsplit: Sp0123456789abcdefXY\n",
     )
     .unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/compress-site.sh");
@@ -860,23 +860,31 @@ async fn a_binary_with_its_site_inside_serves_it_alone() {
 }
 
 #[test]
-fn embedding_a_directory_with_no_site_says_so() {
+fn embedding_a_directory_with_no_site_or_an_unsplit_one_says_so() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("hash.txt"), "js: x\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hero"))
-        .args(["embed-site", "--site"])
-        .arg(dir.path())
-        .arg("--hashes")
-        .arg(dir.path().join("hash.txt"))
-        .arg("--out")
-        .arg(dir.path().join("hero"))
-        .env_remove("HERO_CONFIG")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    // What `embed-site` says of the directory, which must be a refusal that writes nothing.
+    let refusal = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_hero"))
+            .args(["embed-site", "--site"])
+            .arg(dir.path())
+            .arg("--hashes")
+            .arg(dir.path().join("hash.txt"))
+            .arg("--out")
+            .arg(dir.path().join("hero"))
+            .env_remove("HERO_CONFIG")
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(!dir.path().join("hero").exists(), "nothing is written");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refusal();
     assert!(err.contains("holds no built site"), "{err}");
-    assert!(!dir.path().join("hero").exists(), "nothing is written");
+    // A site built without --split: its wasm would ask for a module no file provides.
+    std::fs::create_dir_all(dir.path().join("pkg")).unwrap();
+    let err = refusal();
+    assert!(err.contains("built without --split"), "{err}");
 }
 
 /// `hero serve` on PostgreSQL: migrated at start, the first run's account made there, found

@@ -32,7 +32,69 @@ pub const LINK_SCHEMES: &[&str] = &["http://", "https://", "mailto:"];
 pub const LINK_REL: &str = "noopener noreferrer nofollow";
 
 /// Renders `src`; code blocks come out as their own parts.
+///
+/// In the browser (wasm) the parser is loaded on demand, as a part of the wasm of its own
+/// (`app::markdown`): until it is [`install`]ed, and always inside [`plain`], the text comes
+/// out escaped as it is, in one paragraph.
 pub fn render(src: &str) -> Vec<MdPart> {
+    #[cfg(target_arch = "wasm32")]
+    return browser::render(src);
+    #[cfg(not(target_arch = "wasm32"))]
+    parse(src)
+}
+
+#[cfg(target_arch = "wasm32")]
+pub use browser::{install, installed, plain};
+
+/// The browser's side of [`render`]: the parser as a hook, filled when it has loaded.
+#[cfg(target_arch = "wasm32")]
+mod browser {
+    use super::MdPart;
+    use std::cell::Cell;
+
+    /// A markdown parser: [`super::parse`].
+    type Parser = fn(&str) -> Vec<MdPart>;
+
+    thread_local! {
+        static PARSER: Cell<Option<Parser>> = const { Cell::new(None) };
+        static PLAIN: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// [`super::render`] from now on parses with `parser` ([`super::parse`], loaded).
+    pub fn install(parser: Parser) {
+        PARSER.with(|p| p.set(Some(parser)));
+    }
+
+    /// Whether [`install`] has been called.
+    pub fn installed() -> bool {
+        PARSER.with(|p| p.get().is_some())
+    }
+
+    /// `f`'s result with every markdown text escaped as it is, the parser installed or not:
+    /// HTML that changes exactly when a text does, to tell what needs drawing again without
+    /// parsing.
+    pub fn plain<T>(f: impl FnOnce() -> T) -> T {
+        let was = PLAIN.with(|p| p.replace(true));
+        let out = f();
+        PLAIN.with(|p| p.set(was));
+        out
+    }
+
+    pub(super) fn render(src: &str) -> Vec<MdPart> {
+        match PARSER.with(|p| p.get()) {
+            Some(parse) if !PLAIN.with(|p| p.get()) => parse(src),
+            _ => {
+                let mut html = String::from("<p>");
+                super::escape(&mut html, src);
+                html.push_str("</p>");
+                vec![MdPart::Html(html)]
+            }
+        }
+    }
+}
+
+/// Parses `src` and writes its HTML: [`render`]'s work, in the browser once loaded.
+pub fn parse(src: &str) -> Vec<MdPart> {
     let mut opts = Options::empty();
     opts.insert(Options::ENABLE_TABLES);
     opts.insert(Options::ENABLE_STRIKETHROUGH);

@@ -1,7 +1,8 @@
 //! The plan of a redraw of the stored messages, as plain Rust (tested natively): from the
-//! slots the list holds (in order, each with the HTML it shows) and the messages to show
-//! now, which slots to make, redraw, take away and move. The client applies it to the DOM
-//! (`client::Chat::draw_stored`) and nothing else: a slot is redrawn only when its HTML
+//! slots the list holds (in order, each with the key of the HTML it shows: that HTML with
+//! its texts unparsed, `hero_shared::markdown::plain`) and the messages to show now, which
+//! slots to make, redraw, take away and move. The client applies it to the DOM
+//! (`client::Chat::draw_stored`) and nothing else: a slot is redrawn only when its key
 //! changed (a redraw loses what was typed in it and its focus), and only a slot out of
 //! order moves (a moved node loses its focus too).
 

@@ -21,10 +21,11 @@ impl Chat {
         Effect::new(move |_| {
             let show = c.show_hidden.get();
             let loaded: Vec<i64> = c.pages.with(|p| p.iter().map(|(s, _)| *s).collect());
-            let drawn = conversation.with(|v| {
+            let html = |v: &CompiledView| {
                 hero_shared::html::messages_html(&v.messages, show, |seq| loaded.contains(&seq))
-            });
-            c.draw_stored(drawn);
+            };
+            let keys = conversation.with(|v| hero_shared::markdown::plain(|| html(v)));
+            c.draw_stored(keys, || conversation.with(html));
             actions::countdowns(&c.messages);
         });
         let c = self.clone();
@@ -32,6 +33,10 @@ impl Chat {
         Effect::new(move |_| {
             let show = c.show_hidden.get();
             let mut pages = c.pages.get();
+            // Pages the server did not draw: drawn once the parser is in.
+            if !pages.is_empty() && !crate::markdown::ready() {
+                return;
+            }
             pages.sort_by_key(|(seq, _)| *seq);
             let loaded: Vec<i64> = pages.iter().map(|(s, _)| *s).collect();
             let drawn: Vec<_> = pages
@@ -153,10 +158,17 @@ impl Chat {
 
     /// Puts the stored messages' slots in order, redrawing only those whose HTML changed
     /// and moving only those out of order ([`crate::chat::slots::plan`]).
-    fn draw_stored(&self, drawn: Vec<(String, String)>) {
+    /// Brings the slots to `keys` (each message's id and key, in order), drawing what
+    /// changed with the HTML of `html` (the same messages, parsed). A change waits for the
+    /// markdown parser (the effect calling this runs again once it is in).
+    fn draw_stored(
+        &self,
+        keys: Vec<(String, String)>,
+        html: impl FnOnce() -> Vec<(String, String)>,
+    ) {
         use crate::chat::slots::{SlotOp, plan};
         let mut slots = self.slots.borrow_mut();
-        if drawn.is_empty() {
+        if keys.is_empty() {
             slots.clear();
             self.stored.set_inner_html(hero_shared::html::EMPTY);
             return;
@@ -167,9 +179,22 @@ impl Chat {
         let ops = {
             let held: Vec<(&str, &str)> = slots
                 .iter()
-                .map(|s| (s.id.as_str(), s.html.as_str()))
+                .map(|s| (s.id.as_str(), s.key.as_str()))
                 .collect();
-            plan(&held, &drawn)
+            plan(&held, &keys)
+        };
+        let draws = ops
+            .iter()
+            .any(|op| matches!(op, SlotOp::Make { .. } | SlotOp::Redraw { .. }));
+        if draws && !crate::markdown::ready() {
+            return;
+        }
+        let drawn = if draws { html() } else { Vec::new() };
+        let html_of = |id: &str| {
+            drawn
+                .iter()
+                .find(|(d, _)| d == id)
+                .map_or("", |(_, h)| h.as_str())
         };
         let kept = actions::keep(&self.stored);
         let at = |slots: &[Slot], id: &str| slots.iter().position(|s| s.id == id);
@@ -177,19 +202,19 @@ impl Chat {
         let mut redrawn = false;
         for op in ops {
             match op {
-                SlotOp::Make { id, html } => {
+                SlotOp::Make { id, html: key } => {
                     let Ok(el) = document().create_element("div") else {
                         continue;
                     };
                     let _ = el.set_attribute("class", "msg-slot");
                     let _ = el.set_attribute(hooks::SLOT.name(), &id);
-                    el.set_inner_html(&html);
-                    made.push(Slot { id, el, html });
+                    el.set_inner_html(html_of(&id));
+                    made.push(Slot { id, el, key });
                 }
-                SlotOp::Redraw { id, html } => {
+                SlotOp::Redraw { id, html: key } => {
                     if let Some(i) = at(&slots, &id) {
-                        slots[i].el.set_inner_html(&html);
-                        slots[i].html = html;
+                        slots[i].el.set_inner_html(html_of(&id));
+                        slots[i].key = key;
                         redrawn = true;
                     }
                 }

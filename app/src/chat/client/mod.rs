@@ -106,7 +106,9 @@ fn cannot_start(root: &Element, why: &str) {
 struct Slot {
     id: String,
     el: Element,
-    html: String,
+    /// Its HTML with every text unparsed (`hero_shared::markdown::plain`): it changes
+    /// exactly when the slot's HTML does, and is had without the parser.
+    key: String,
 }
 
 /// The chat's elements and state (all cheap handles).
@@ -167,9 +169,12 @@ impl Chat {
             sending: RwSignal::new(false),
             error: RwSignal::new(None),
         };
-        // The slots the server rendered hold the HTML this renderer makes of the same view.
+        // The slots the server rendered hold the HTML this renderer makes of the same view;
+        // each is known by its key (its HTML with the texts unparsed: no parser needed yet).
         if let Ok(list) = chat.stored.query_selector_all(&hooks::SLOT.selector()) {
-            let drawn = hero_shared::html::messages_html(&data.initial.messages, false, |_| false);
+            let drawn = hero_shared::markdown::plain(|| {
+                hero_shared::html::messages_html(&data.initial.messages, false, |_| false)
+            });
             let mut slots = chat.slots.borrow_mut();
             for i in 0..list.length() {
                 if let Some(el) = list.item(i).and_then(|n| n.dyn_into::<Element>().ok())
@@ -179,7 +184,7 @@ impl Chat {
                     slots.push(Slot {
                         id,
                         el,
-                        html: html.clone(),
+                        key: html.clone(),
                     });
                 }
             }

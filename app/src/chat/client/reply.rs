@@ -65,7 +65,11 @@ impl Chat {
                 })
             })
         };
-        Effect::new(move |_| cards.set_inner_html(&hero_shared::html::calls_html(&calls(), &id)));
+        Effect::new(move |_| {
+            // Drawn with texts unparsed until the markdown parser is in, then again.
+            crate::markdown::ready();
+            cards.set_inner_html(&hero_shared::html::calls_html(&calls(), &id))
+        });
         if self.streaming.get_untracked() {
             // One element per block, each redrawn by an effect of its own as it grows, owned
             // by the reply (not by this effect, which runs again at each new block).
@@ -82,6 +86,7 @@ impl Chat {
                     let draw = move || {
                         // Only an element shows a call: only it follows the calls.
                         Effect::new(move |_| {
+                            crate::markdown::ready();
                             let html = match b {
                                 LiveBlock::Text(_) => crate::chat::live::block_html(b, &[]),
                                 LiveBlock::Element { .. } => {
