@@ -189,12 +189,14 @@ impl Chat {
         if draws && !crate::markdown::ready() {
             return;
         }
-        let drawn = if draws { html() } else { Vec::new() };
-        let html_of = |id: &str| {
+        let mut drawn = if draws { html() } else { Vec::new() };
+        // The HTML of message `id` (each is drawn once).
+        let mut html_of = |id: &str| {
             drawn
                 .iter()
-                .find(|(d, _)| d == id)
-                .map_or("", |(_, h)| h.as_str())
+                .position(|(d, _)| d == id)
+                .map(|i| drawn.swap_remove(i).1)
+                .unwrap_or_default()
         };
         let kept = actions::keep(&self.stored);
         let at = |slots: &[Slot], id: &str| slots.iter().position(|s| s.id == id);
@@ -208,12 +210,14 @@ impl Chat {
                     };
                     let _ = el.set_attribute("class", "msg-slot");
                     let _ = el.set_attribute(hooks::SLOT.name(), &id);
-                    el.set_inner_html(html_of(&id));
+                    let html = html_of(&id);
+                    el.set_inner_html(&html);
                     made.push(Slot { id, el, key });
                 }
                 SlotOp::Redraw { id, html: key } => {
                     if let Some(i) = at(&slots, &id) {
-                        slots[i].el.set_inner_html(html_of(&id));
+                        let html = html_of(&id);
+                        slots[i].el.set_inner_html(&html);
                         slots[i].key = key;
                         redrawn = true;
                     }
