@@ -17,7 +17,7 @@ cargo clippy -p frontend --target wasm32-unknown-unknown -- -D warnings
 
 step "build (cargo leptos build: server binary, wasm, site)"
 # cargo-leptos exits 0 even when the build fails (TOOLCHAIN.md), so check what it made.
-# --split: the parts of the wasm loaded on demand (`#[lazy]`, app::markdown) are files of
+# --split: the parts of the wasm loaded on demand (`wasm_split`, app::markdown) are files of
 # their own; without it the wasm would ask for a module that does not exist.
 cargo leptos build --split
 cargo build -p mock-llm

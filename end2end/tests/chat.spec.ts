@@ -174,3 +174,27 @@ test("the markdown parser is fetched when a text first needs it, not with the pa
   await expect(reply.locator(".code-block")).toContainText("fn main() {}");
   expect(parts.length).toBe(1);
 });
+
+test("a parser that cannot be fetched leaves texts unparsed and the chat working, and comes later", async ({ page }) => {
+  await signIn(page, "carol", "carol-password");
+  await mockSession(page, "Parser offline");
+  // The parser's part of the wasm cannot be had, for now.
+  let refused = 0;
+  await page.route(/\/pkg\/split_[^/]+\.wasm$/, (route) => {
+    refused += 1;
+    return route.abort();
+  });
+  await page.reload();
+  await connected(page);
+  await send(page, slowly("Still **here**", 1, 50));
+  const first = page.locator(".msg-agent:not(.live)", { hasText: "Still" });
+  await expect(first).toContainText("Still **here**");
+  expect(refused).toBeGreaterThan(0);
+  // The chat still works, and once the parser can be had (and the wait after a failed
+  // fetch, 5 s, is over) the next text is parsed, and the earlier one with it.
+  await page.unroute(/\/pkg\/split_[^/]+\.wasm$/);
+  await page.waitForTimeout(5_500);
+  await send(page, slowly("Now **parsed**", 1, 50));
+  await expect(page.locator(".msg-agent:not(.live)").last().locator("strong")).toHaveText("parsed");
+  await expect(first.locator("strong")).toHaveText("here");
+});

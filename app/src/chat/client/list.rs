@@ -190,6 +190,10 @@ impl Chat {
             return;
         }
         let mut drawn = if draws { html() } else { Vec::new() };
+        // Drawn without the parser (it could not be fetched): a key no view has, so the
+        // slot is drawn again, parsed, once the parser is in.
+        let parsed = crate::markdown::installed();
+        let key_of = |key: String| if parsed { key } else { String::new() };
         // The HTML of message `id` (each is drawn once).
         let mut html_of = |id: &str| {
             drawn
@@ -212,13 +216,17 @@ impl Chat {
                     let _ = el.set_attribute(hooks::SLOT.name(), &id);
                     let html = html_of(&id);
                     el.set_inner_html(&html);
-                    made.push(Slot { id, el, key });
+                    made.push(Slot {
+                        id,
+                        el,
+                        key: key_of(key),
+                    });
                 }
                 SlotOp::Redraw { id, html: key } => {
                     if let Some(i) = at(&slots, &id) {
                         let html = html_of(&id);
                         slots[i].el.set_inner_html(&html);
-                        slots[i].key = key;
+                        slots[i].key = key_of(key);
                         redrawn = true;
                     }
                 }
