@@ -187,6 +187,20 @@ async fn an_edit_and_a_regeneration_are_versions_and_a_switch_goes_back() {
         .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
     assert_eq!(view(&h, session).await, regenerated);
+    // The Markdown export writes the versions shown, as the chat shows them; the JSON
+    // export keeps every frame.
+    let md = h
+        .page(&format!("/api/sessions/{session}/export?format=markdown"))
+        .await;
+    assert!(md.contains("a word") && md.contains("fine"), "{md}");
+    assert!(
+        !md.contains("wrod") && !md.contains("what?") && !md.contains("and then"),
+        "{md}"
+    );
+    let all = h
+        .page(&format!("/api/sessions/{session}/export?format=json"))
+        .await;
+    assert!(all.contains("wrod") && all.contains("a word") && all.contains("and then"));
     // A branch from the regenerated answer, while the typo's version is shown again: the
     // new session holds the conversation up to the answer, as it was when written.
     let (s, _) = h

@@ -4,7 +4,8 @@
 //! session; and a branch, a new session copied from one up to a message.
 //!
 //! An export streams: the frames are read a page at a time and written as they come, so a
-//! session of any length costs one page of memory. An import is read whole (its body is
+//! session of any length costs one page of memory (and, for Markdown, which writes the
+//! versions shown, one part of the conversation that holds versions: [`Shown`]). An import is read whole (its body is
 //! bounded by the route), checked before anything is stored, and stored in one
 //! transaction: a bad file stores nothing. It never runs anything it carries: a call
 //! without its result gets one saying it came in an import and was not run, so no
@@ -192,49 +193,107 @@ enum Stage {
     Done,
 }
 
+/// What a Markdown export writes of the parts of the conversation that hold versions (an
+/// edit, a regeneration): the versions shown, as the chat shows them, not every version in
+/// the log's order. The JSON export keeps every frame.
+#[derive(Default)]
+struct Shown {
+    /// The parts holding versions, `(from, to)`, in order.
+    parts: Vec<(i64, i64)>,
+    /// The part read last and the ids of the frames its view shows (one part in memory).
+    part: Option<((i64, i64), HashSet<String>)>,
+}
+
+impl Shown {
+    /// Whether the frame at `seq` with `id` is written.
+    async fn writes(
+        &mut self,
+        st: &AppState,
+        dk: &SecretKey,
+        sid: i64,
+        seq: i64,
+        id: &str,
+    ) -> Result<bool> {
+        let Some(&part) = self
+            .parts
+            .iter()
+            .find(|(from, to)| *from <= seq && seq < *to)
+        else {
+            return Ok(true);
+        };
+        if self.part.as_ref().map(|(p, _)| *p) != Some(part) {
+            let frames: Vec<Frame> = store::frames::range(&st.db, sid, part.0, part.1)
+                .await?
+                .into_iter()
+                .map(|r| r.open(dk))
+                .collect::<Result<_>>()?;
+            let ids = hero_shared::frame::compile_frames(&frames)
+                .into_iter()
+                .map(|m| m.frame_id)
+                .collect();
+            self.part = Some((part, ids));
+        }
+        Ok(self.part.as_ref().is_some_and(|(_, ids)| ids.contains(id)))
+    }
+}
+
 fn stream(
     st: AppState,
     dk: SecretKey,
     session: SessionDto,
     format: Format,
 ) -> impl Stream<Item = Result<Bytes>> + Send + 'static {
-    futures::stream::try_unfold(Stage::Head, move |stage| {
-        let (st, dk, session) = (st.clone(), dk.clone(), session.clone());
-        async move {
-            let after = match stage {
-                Stage::Done => return Ok(None),
-                Stage::Head => {
-                    return Ok(Some((
-                        Bytes::from(head(&session, format)?),
-                        Stage::After(0),
-                    )));
-                }
-                Stage::After(after) => after,
-            };
-            let rows = store::frames::list(&st.db, session.id, after, None, PAGE).await?;
-            let Some(last) = rows.last().map(|r| r.seq) else {
-                return Ok(Some((Bytes::from(tail(format)), Stage::Done)));
-            };
-            let first = after == 0;
-            let mut out = String::new();
-            for (i, row) in rows.into_iter().enumerate() {
-                let frame = row.open(&dk)?;
-                match format {
-                    Format::Json => {
-                        if !(first && i == 0) {
-                            out.push(',');
+    futures::stream::try_unfold(
+        (Stage::Head, Shown::default()),
+        move |(stage, mut shown)| {
+            let (st, dk, session) = (st.clone(), dk.clone(), session.clone());
+            async move {
+                let after = match stage {
+                    Stage::Done => return Ok(None),
+                    Stage::Head => {
+                        if format == Format::Markdown {
+                            shown.parts =
+                                store::frames::versioned_parts(&st.db, session.id).await?;
                         }
-                        out.push_str(
-                            &serde_json::to_string(&ExportedFrame::from(frame))
-                                .map_err(|e| Error::Internal(e.to_string()))?,
-                        );
+                        return Ok(Some((
+                            Bytes::from(head(&session, format)?),
+                            (Stage::After(0), shown),
+                        )));
                     }
-                    Format::Markdown => markdown(&frame, &mut out),
+                    Stage::After(after) => after,
+                };
+                let rows = store::frames::list(&st.db, session.id, after, None, PAGE).await?;
+                let Some(last) = rows.last().map(|r| r.seq) else {
+                    return Ok(Some((Bytes::from(tail(format)), (Stage::Done, shown))));
+                };
+                let first = after == 0;
+                let mut out = String::new();
+                for (i, row) in rows.into_iter().enumerate() {
+                    let frame = row.open(&dk)?;
+                    match format {
+                        Format::Json => {
+                            if !(first && i == 0) {
+                                out.push(',');
+                            }
+                            out.push_str(
+                                &serde_json::to_string(&ExportedFrame::from(frame))
+                                    .map_err(|e| Error::Internal(e.to_string()))?,
+                            );
+                        }
+                        Format::Markdown => {
+                            if shown
+                                .writes(&st, &dk, session.id, frame.seq, &frame.id)
+                                .await?
+                            {
+                                markdown(&frame, &mut out);
+                            }
+                        }
+                    }
                 }
+                Ok(Some((Bytes::from(out), (Stage::After(last), shown))))
             }
-            Ok(Some((Bytes::from(out), Stage::After(last))))
-        }
-    })
+        },
+    )
 }
 
 fn head(session: &SessionDto, format: Format) -> Result<String> {

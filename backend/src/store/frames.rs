@@ -319,6 +319,23 @@ pub async fn versioned_part(
         .await?))
 }
 
+/// Every part of the conversation (from a summary up to the next, `(from, to)` as
+/// [`range`] reads it) in which a message is a version of another, in order.
+pub async fn versioned_parts(db: &super::Db, session_id: i64) -> Result<Vec<(i64, i64)>> {
+    let sql = "SELECT DISTINCT \
+         COALESCE((SELECT MAX(c.seq) FROM frames c \
+          WHERE c.session_id = $1 AND c.type = 'compact' AND c.seq < m.seq), 0) AS lo, \
+         COALESCE((SELECT MIN(c.seq) FROM frames c \
+          WHERE c.session_id = $1 AND c.type = 'compact' AND c.seq > m.seq), $2) AS hi \
+         FROM frames m WHERE m.session_id = $1 AND m.type = 'message' AND m.parent_id IS NOT NULL \
+         ORDER BY lo";
+    Ok(on_pool!(db, |p| sqlx::query_as(sql)
+        .bind(session_id)
+        .bind(i64::MAX)
+        .fetch_all(p)
+        .await?))
+}
+
 /// Every frame of the session, in order.
 pub async fn all(db: &super::Db, session_id: i64) -> Result<Vec<FrameRow>> {
     range(db, session_id, i64::MIN, i64::MAX).await
