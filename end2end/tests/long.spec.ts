@@ -65,6 +65,9 @@ test("/compact leaves a summary divider, and show earlier brings back what it co
   await page.getByTestId("summarised").getByRole("button", { name: "Show earlier" }).click();
   await expect(page.locator(".earlier .msg-agent")).toHaveCount(2);
   await expect(page.locator(".earlier .msg-agent").first()).toContainText("apples are red");
+  // What the summary covers can be read and branched from, no longer edited or regenerated.
+  await expect(page.locator(".earlier .msg").first().getByRole("button", { name: "Branch" })).toBeVisible();
+  await expect(page.locator(".earlier").getByRole("button", { name: /^(Edit|Regenerate)$/ })).toHaveCount(0);
 });
 
 test("a long session renders its latest 50 messages, and scrolling up pages in the rest", async ({ page }) => {

@@ -100,6 +100,12 @@ pub fn nodes_html(nodes: &[Node], place: Place<'_>) -> String {
 /// A stored message (not a summary: the page draws those itself), and the cards of its
 /// calls. `stored`: the reader may hide it or show it again.
 pub fn message_html(m: &CompiledMessage, calls: &[CallView]) -> String {
+    message_html_in(m, calls, true)
+}
+
+/// [`message_html`]; `rewritable`: whether Edit or Regenerate is offered (not before the
+/// conversation's last summary, where the server refuses both).
+fn message_html_in(m: &CompiledMessage, calls: &[CallView], rewritable: bool) -> String {
     let mut out = Out::default();
     let private = m.payload.get("private").and_then(Value::as_bool) == Some(true);
     let class = format!(
@@ -127,7 +133,7 @@ pub fn message_html(m: &CompiledMessage, calls: &[CallView]) -> String {
                 Some(q) => out.text(&queued_by(q)),
                 None => out.text("You "),
             }
-            marks(&mut out, m, private);
+            marks(&mut out, m, private, rewritable);
             out.close("div");
             out.leaf("div", &[("class", Some("msg-body plain"))], &m.content);
             if let Some(Value::Array(files)) = m.payload.get("attachments") {
@@ -137,7 +143,7 @@ pub fn message_html(m: &CompiledMessage, calls: &[CallView]) -> String {
         Role::System => {
             out.text(&m.content);
             out.text(" ");
-            marks(&mut out, m, private);
+            marks(&mut out, m, private, rewritable);
         }
         Role::Agent => {
             let name = m
@@ -148,7 +154,7 @@ pub fn message_html(m: &CompiledMessage, calls: &[CallView]) -> String {
             out.open("div", &[("class", Some("msg-who"))]);
             out.leaf("span", &[("data-testid", Some("agent-name"))], name);
             out.text(" ");
-            marks(&mut out, m, private);
+            marks(&mut out, m, private, rewritable);
             out.close("div");
             out.open("div", &[("class", Some("msg-body"))]);
             let doc = crate::hml::parse(&m.content);
@@ -232,7 +238,7 @@ fn in_place(c: &CallView) -> bool {
 
 /// A message's marks (private, hidden), its versions (‹ 2/3 ›) and its menu (hide or show
 /// again, edit or regenerate, branch).
-fn marks(out: &mut Out, m: &CompiledMessage, private: bool) {
+fn marks(out: &mut Out, m: &CompiledMessage, private: bool, rewritable: bool) {
     out.open("div", &[("class", Some("msg-marks"))]);
     if let Some(v) = &m.versions {
         versions(out, v);
@@ -266,6 +272,7 @@ fn marks(out: &mut Out, m: &CompiledMessage, private: bool) {
     );
     // The user's own words are edited; an agent's reply is asked for again.
     let again = match m.role {
+        _ if !rewritable => None,
         Role::User if !private && m.payload.get("queued").is_none() => Some((
             Action::Edit,
             "Edit",
@@ -1326,6 +1333,18 @@ pub fn messages_html(
     show_hidden: bool,
     earlier_shown: impl Fn(i64) -> bool,
 ) -> Vec<(String, String)> {
+    earlier_messages_html(messages, show_hidden, earlier_shown, i64::MIN)
+}
+
+/// [`messages_html`] of a page shown above the view: a message before `summary_seq` (the
+/// conversation's last summary) offers neither Edit nor Regenerate, which the server
+/// refuses there.
+pub fn earlier_messages_html(
+    messages: &[CompiledMessage],
+    show_hidden: bool,
+    earlier_shown: impl Fn(i64) -> bool,
+    summary_seq: i64,
+) -> Vec<(String, String)> {
     let all = crate::calls::calls(messages);
     messages
         .iter()
@@ -1341,7 +1360,7 @@ pub fn messages_html(
                     .filter(|c| c.message_id == m.frame_id)
                     .cloned()
                     .collect();
-                message_html(m, &mine)
+                message_html_in(m, &mine, m.seq >= summary_seq)
             };
             (m.frame_id.clone(), html)
         })
@@ -1475,6 +1494,28 @@ pub fn inert(html: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A page shown above the view: what lies before the last summary offers neither Edit
+    /// nor Regenerate (the server refuses both there); what comes after it does.
+    #[test]
+    fn before_the_summary_nothing_is_offered_to_rewrite() {
+        let at = |seq: i64, role: Role| CompiledMessage {
+            frame_id: format!("m{seq}"),
+            seq,
+            role,
+            ..agent("text")
+        };
+        let page = [at(3, Role::User), at(4, Role::Agent), at(9, Role::Agent)];
+        let drawn = earlier_messages_html(&page, false, |_| false, 5);
+        let offers = |html: &str| {
+            html.contains("data-action=\"edit\"") || html.contains("data-action=\"regenerate\"")
+        };
+        assert!(!offers(&drawn[0].1) && !offers(&drawn[1].1), "{drawn:?}");
+        assert!(offers(&drawn[2].1), "{drawn:?}");
+        // Without a summary, every message offers its own.
+        let all = messages_html(&page, false, |_| false);
+        assert!(all.iter().all(|(_, h)| offers(h)), "{all:?}");
+    }
 
     fn agent(content: &str) -> CompiledMessage {
         CompiledMessage {

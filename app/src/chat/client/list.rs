@@ -39,10 +39,24 @@ impl Chat {
             }
             pages.sort_by_key(|(seq, _)| *seq);
             let loaded: Vec<i64> = pages.iter().map(|(s, _)| *s).collect();
+            // What lies before the view's summary can no longer be edited or regenerated.
+            let summary = conversation.with_untracked(|v| {
+                v.messages
+                    .iter()
+                    .filter(|m| m.frame_type == hero_shared::frame::FrameType::Compact)
+                    .map(|m| m.seq)
+                    .max()
+                    .unwrap_or(i64::MIN)
+            });
             let drawn: Vec<_> = pages
                 .iter()
                 .map(|(_, v)| {
-                    hero_shared::html::messages_html(&v.messages, show, |seq| loaded.contains(&seq))
+                    hero_shared::html::earlier_messages_html(
+                        &v.messages,
+                        show,
+                        |seq| loaded.contains(&seq),
+                        summary,
+                    )
                 })
                 .collect();
             let html = hero_shared::html::earlier_pages_html(&drawn);
