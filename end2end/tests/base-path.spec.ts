@@ -38,11 +38,19 @@ for (const [[how, origin], user] of proxies.map((p, i) => [p, ["alice", "bob"][i
     await connected(page);
 
     // The offline demo's reply streams in, and its calls are decided through the prefix.
+    const parts: string[] = [];
+    page.on("response", (r) => {
+      if (/\/pkg\/split_[^/]+\.wasm$/.test(r.url()) && r.ok()) parts.push(r.url());
+    });
     await send(page, "Hello from behind the proxy");
     await expect(page.locator(".msg-user").last()).toHaveText(/Hello from behind the proxy/);
     await expect(card(page, "websearch").getByTestId("call-state")).toHaveText("waiting for your approval", { timeout: 20_000 });
     await card(page, "websearch").getByRole("button", { name: "Approve" }).click();
     await expect(card(page, "websearch").getByTestId("call-state")).toHaveText("done", { timeout: 20_000 });
+    // The markdown parser's part of the wasm came from under /hero too: the reply is parsed.
+    await expect(page.locator(".msg-agent").last().locator(".code-block").first()).toBeVisible();
+    expect(parts.length).toBeGreaterThan(0);
+    expect(parts.every((u) => u.startsWith(`${hero}/pkg/`))).toBe(true);
 
     // Moving between sessions swaps the page in place, the address bar under /hero.
     const b = await createSession(page, `Second ${user}`);
