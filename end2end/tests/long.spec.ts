@@ -1,5 +1,5 @@
 import { test, expect } from "@playwright/test";
-import { connected, mockSays, mockSession, send, signIn } from "./helpers";
+import { connected, mockSays, mockSession, ready, send, signIn } from "./helpers";
 
 // Long sessions (Grace's): private messages, hiding, the summary divider with "show
 // earlier", and a long session paged in as the reader scrolls up.
@@ -45,7 +45,7 @@ test("a hidden message leaves the view, and comes back on request", async ({ pag
 
 test("/compact leaves a summary divider, and show earlier brings back what it covers", async ({ page }) => {
   await signIn(page, "grace", "grace-password");
-  await mockSession(page, "Compact");
+  const id = await mockSession(page, "Compact");
   await send(page, mockSays("apples are red"));
   await expect(agentMessages(page).last()).toHaveText(/apples are red/, { timeout: 15_000 });
   // The summary call comes one reply after this directive: its `then` is the summary.
@@ -68,6 +68,23 @@ test("/compact leaves a summary divider, and show earlier brings back what it co
   // What the summary covers can be read and branched from, no longer edited or regenerated.
   await expect(page.locator(".earlier .msg").first().getByRole("button", { name: "Branch" })).toBeVisible();
   await expect(page.locator(".earlier").getByRole("button", { name: /^(Edit|Regenerate)$/ })).toHaveCount(0);
+
+  // A link to a message the summary covers (a search result's), on a fresh page whose
+  // markdown parser is not in yet: the part is paged in, drawn, and the message marked.
+  const apples = await page.locator(".earlier .msg-agent").first().getAttribute("data-message-id");
+  await page.goto("/");
+  await ready(page);
+  const parts: string[] = [];
+  page.on("request", (r) => {
+    if (/\/pkg\/split_[^/]+\.wasm$/.test(r.url())) parts.push(r.url());
+  });
+  await page.goto(`/s/${id}#m-${apples}`);
+  await connected(page);
+  const found = page.locator(".msg.found");
+  await expect(found).toHaveCount(1);
+  await expect(found).toContainText("apples are red");
+  await expect(found).toBeInViewport();
+  expect(parts.length).toBe(1);
 });
 
 test("a long session renders its latest 50 messages, and scrolling up pages in the rest", async ({ page }) => {

@@ -1,5 +1,5 @@
-//! The message list's binding: the stored messages (each slot redrawn only when its HTML
-//! changed, [`super::crate::chat::slots::plan`]), the earlier pages above them and the way up,
+//! The message list's binding: the stored messages (each slot redrawn only when its key
+//! changed, [`crate::chat::slots::plan`]), the earlier pages above them and the way up,
 //! the scroll that follows a reader near the bottom and the way down, the messages' own
 //! buttons (one delegated listener, `actions`), and the timed questions' countdown.
 
@@ -39,15 +39,22 @@ impl Chat {
             }
             pages.sort_by_key(|(seq, _)| *seq);
             let loaded: Vec<i64> = pages.iter().map(|(s, _)| *s).collect();
-            // What lies before the view's summary can no longer be edited or regenerated.
-            let summary = conversation.with_untracked(|v| {
+            // What lies before the last summary can no longer be edited or regenerated. The
+            // summary is in the view, or in a page when many messages followed it.
+            let last_summary = |v: &CompiledView| {
                 v.messages
                     .iter()
                     .filter(|m| m.frame_type == hero_shared::frame::FrameType::Compact)
                     .map(|m| m.seq)
                     .max()
-                    .unwrap_or(i64::MIN)
-            });
+            };
+            // (Untracked: the pages are not drawn again at every frame that arrives.)
+            let summary = conversation
+                .with_untracked(last_summary)
+                .into_iter()
+                .chain(pages.iter().filter_map(|(_, v)| last_summary(v)))
+                .max()
+                .unwrap_or(i64::MIN);
             let drawn: Vec<_> = pages
                 .iter()
                 .map(|(_, v)| {
@@ -170,11 +177,11 @@ impl Chat {
         self.seek_from_address();
     }
 
-    /// Puts the stored messages' slots in order, redrawing only those whose HTML changed
-    /// and moving only those out of order ([`crate::chat::slots::plan`]).
-    /// Brings the slots to `keys` (each message's id and key, in order), drawing what
-    /// changed with the HTML of `html` (the same messages, parsed). A change waits for the
-    /// markdown parser (the effect calling this runs again once it is in).
+    /// Brings the slots to `keys` (each message's id and key, in order): redraws only those
+    /// whose key changed and moves only those out of order ([`crate::chat::slots::plan`]),
+    /// drawing with the HTML of `html` (the same messages, parsed). A slot to draw waits
+    /// for the markdown parser, or for a fetch of it to fail (the effect calling this runs
+    /// again when the fetch ends).
     fn draw_stored(
         &self,
         keys: Vec<(String, String)>,
@@ -204,10 +211,10 @@ impl Chat {
             return;
         }
         let mut drawn = if draws { html() } else { Vec::new() };
-        // Drawn without the parser (it could not be fetched): a key no view has, so the
-        // slot is drawn again, parsed, once the parser is in.
+        // Drawn without the parser (it could not be fetched): the key marked, so the slot
+        // is drawn again, parsed, once the parser is in (and not before).
         let parsed = crate::markdown::installed();
-        let key_of = |key: String| if parsed { key } else { String::new() };
+        let key_of = |key: String| if parsed { key } else { format!("\0{key}") };
         // The HTML of message `id` (each is drawn once).
         let mut html_of = |id: &str| {
             drawn
@@ -328,6 +335,8 @@ impl Chat {
             self.loading.set(false);
             return false;
         };
+        // The page is drawn in the next frame only with the parser in (or given up on).
+        crate::markdown::with_parser(|| ()).await;
         self.pages.update(|p| {
             if !p.iter().any(|(s, _)| *s == before_seq) {
                 p.push((before_seq, view));

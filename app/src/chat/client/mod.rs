@@ -107,7 +107,8 @@ struct Slot {
     id: String,
     el: Element,
     /// Its HTML with every text unparsed (`hero_shared::markdown::plain`): it changes
-    /// exactly when the slot's HTML does, and is had without the parser.
+    /// exactly when the slot's HTML does, and is had without the parser. Marked (a leading
+    /// NUL) when the slot was drawn without the parser, so that it is drawn again with it.
     key: String,
 }
 
