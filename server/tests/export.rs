@@ -171,6 +171,24 @@ async fn a_session_is_exported_and_imported_back_and_its_waiting_call_never_runs
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
+
+    // A message hidden later is left out, as the chat leaves it out; shown again, it is in.
+    let note = &h.frames(session).await[0];
+    assert!(note["payload"]["content"].as_str().unwrap().contains("tea"));
+    let hide_at = format!(
+        "/api/sessions/{session}/frames/{}/hidden",
+        note["id"].as_str().unwrap()
+    );
+    let hide = |hidden: bool| h.json(Method::PUT, &hide_at, Some(json!({ "hidden": hidden })));
+    assert_eq!(hide(true).await.0, StatusCode::NO_CONTENT);
+    let export = format!("/api/sessions/{session}/export?format=markdown");
+    let (_, _, hidden) = get_text(&h, &export).await;
+    assert!(
+        !hidden.contains("tea") && hidden.contains("ls -la"),
+        "{hidden}"
+    );
+    assert_eq!(hide(false).await.0, StatusCode::NO_CONTENT);
+    assert_eq!(get_text(&h, &export).await.2.matches("tea").count(), 1);
 }
 
 #[tokio::test]

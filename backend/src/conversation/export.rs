@@ -5,7 +5,8 @@
 //!
 //! An export streams: the frames are read a page at a time and written as they come, so a
 //! session of any length costs one page of memory (and, for Markdown, which writes the
-//! versions shown, one part of the conversation that holds versions: [`Shown`]). An import is read whole (its body is
+//! versions shown, one part of the conversation that holds versions, and the updates that
+//! change messages: [`Shown`]). An import is read whole (its body is
 //! bounded by the route), checked before anything is stored, and stored in one
 //! transaction: a bad file stores nothing. It never runs anything it carries: a call
 //! without its result gets one saying it came in an import and was not run, so no
@@ -193,18 +194,78 @@ enum Stage {
     Done,
 }
 
-/// What a Markdown export writes of the parts of the conversation that hold versions (an
-/// edit, a regeneration): the versions shown, as the chat shows them, not every version in
-/// the log's order. The JSON export keeps every frame.
+/// What a Markdown export writes, as the chat shows the conversation: of the parts that
+/// hold versions (an edit, a regeneration) the versions shown, not every version in the
+/// log's order; a message as its later updates left it (hidden, or changed in place). The
+/// JSON export keeps every frame as it is.
 #[derive(Default)]
 struct Shown {
     /// The parts holding versions, `(from, to)`, in order.
     parts: Vec<(i64, i64)>,
     /// The part read last and the ids of the frames its view shows (one part in memory).
     part: Option<((i64, i64), HashSet<String>)>,
+    /// The updates of each frame that one changed (hidden or shown again, or replaced), in
+    /// order: not an answer, not a switch of versions.
+    updates: HashMap<String, Vec<Value>>,
 }
 
 impl Shown {
+    /// What Markdown needs to know before its first frame.
+    async fn read(st: &AppState, dk: &SecretKey, sid: i64) -> Result<Shown> {
+        let mut updates: HashMap<String, Vec<Value>> = HashMap::new();
+        let mut after = 0;
+        loop {
+            let rows = store::frames::list(&st.db, sid, after, Some("update"), PAGE).await?;
+            let Some(last) = rows.last().map(|r| r.seq) else {
+                break;
+            };
+            for row in rows {
+                let f = row.open(dk)?;
+                let answers = f.payload.get("answer").is_some()
+                    && f.target_ids
+                        .iter()
+                        .any(|t| matches!(t, TargetId::Element(_)));
+                if answers || hero_shared::frame::switch_to(&f.payload).is_some() {
+                    continue;
+                }
+                for t in &f.target_ids {
+                    if let TargetId::Frame(id) = t {
+                        updates
+                            .entry(id.clone())
+                            .or_default()
+                            .push(f.payload.clone());
+                    }
+                }
+            }
+            after = last;
+        }
+        Ok(Shown {
+            parts: store::frames::versioned_parts(&st.db, sid).await?,
+            part: None,
+            updates,
+        })
+    }
+
+    /// `frame` as its updates left it, as `hero_shared::frame::compile_frames` applies them:
+    /// an update whose only key is `hidden` hides or shows; any other replaces the payload.
+    fn updated(&self, mut frame: Frame) -> Frame {
+        for u in self.updates.get(&frame.id).into_iter().flatten() {
+            let toggle = u
+                .as_object()
+                .filter(|o| o.len() == 1)
+                .and_then(|o| o.get("hidden"))
+                .and_then(Value::as_bool);
+            match (toggle, frame.payload.as_object_mut()) {
+                (Some(h), Some(p)) => {
+                    p.insert("hidden".into(), Value::Bool(h));
+                }
+                (Some(_), None) => {}
+                (None, _) => frame.payload = u.clone(),
+            }
+        }
+        frame
+    }
+
     /// Whether the frame at `seq` with `id` is written.
     async fn writes(
         &mut self,
@@ -252,8 +313,7 @@ fn stream(
                     Stage::Done => return Ok(None),
                     Stage::Head => {
                         if format == Format::Markdown {
-                            shown.parts =
-                                store::frames::versioned_parts(&st.db, session.id).await?;
+                            shown = Shown::read(&st, &dk, session.id).await?;
                         }
                         return Ok(Some((
                             Bytes::from(head(&session, format)?),
@@ -285,7 +345,7 @@ fn stream(
                                 .writes(&st, &dk, session.id, frame.seq, &frame.id)
                                 .await?
                             {
-                                markdown(&frame, &mut out);
+                                markdown(&shown.updated(frame), &mut out);
                             }
                         }
                     }
