@@ -2,13 +2,17 @@ import { test, expect } from "@playwright/test";
 import { connected, mockSays, mockSession, send, signIn } from "./helpers";
 
 // A message's versions: the user's message edited from its menu (and from Up in the empty
-// box), the agent answering the edit, the "‹ 2/2 ›" switch going back and forth and kept
-// after a reload; an agent's reply regenerated, its versions browsable the same way.
+// box), the agent answering the edit, the "‹ 2/2 ›" switch going back and forth, followed
+// by another tab and kept after a reload; an agent's reply regenerated, its versions browsable the same way.
 test.describe.configure({ mode: "serial" });
 
-test("an edit is answered again, and its versions switch, after a reload too", async ({ page }) => {
+test("an edit is answered again, and its versions switch, in another tab and after a reload too", async ({ page, context }) => {
   await signIn(page, "carol", "carol-password");
-  await mockSession(page, `Versions ${Date.now()}`);
+  const id = await mockSession(page, `Versions ${Date.now()}`);
+  // A second tab on the same session follows every version live.
+  const other = await context.newPage();
+  await other.goto(`/s/${id}`);
+  await connected(other);
   await send(page, `Plan a trip to Pairs ${mockSays("Paris is lovely in spring.")}`);
   const replies = page.locator(".msg-agent:not(.live)");
   await expect(replies.last()).toContainText("Paris is lovely in spring.");
@@ -28,12 +32,19 @@ test("an edit is answered again, and its versions switch, after a reload too", a
   await expect(page.getByText("Paris is lovely in spring.")).toHaveCount(0);
   const versions = page.locator(".msg-user").getByTestId("versions");
   await expect(versions).toContainText("2/2");
+  await expect(other.locator(".msg-user")).toContainText("Plan a trip to Rome");
+  await expect(other.locator(".msg-user").getByTestId("versions")).toContainText("2/2");
+  await expect(other.locator(".msg-agent:not(.live)").last()).toContainText("Rome it is: the Forum first.");
 
   // Back to the first version: the typo and its answer return.
   await versions.getByRole("button", { name: "Previous version" }).click();
   await expect(page.locator(".msg-user")).toContainText("Plan a trip to Pairs");
   await expect(replies.last()).toContainText("Paris is lovely in spring.");
   await expect(page.locator(".msg-user").getByTestId("versions")).toContainText("1/2");
+  await expect(other.locator(".msg-user")).toContainText("Plan a trip to Pairs");
+  await expect(other.locator(".msg-user").getByTestId("versions")).toContainText("1/2");
+  await expect(other.locator(".msg-agent:not(.live)").last()).toContainText("Paris is lovely in spring.");
+  await other.close();
 
   // After a reload, the version shown is the one chosen; forward again.
   await page.reload();
