@@ -188,24 +188,13 @@ mod browser {
         let headers = web_sys::Headers::new().map_err(|_| unreachable())?;
         let _ = headers.set("Accept", "application/json");
         init.set_headers(&headers);
-        let window = web_sys::window().ok_or_else(unreachable)?;
-        let response: web_sys::Response =
-            JsFuture::from(window.fetch_with_str_and_init(&form.action(), &init))
-                .await
-                .map_err(|_| unreachable())?
-                .unchecked_into();
-        let text = match response.text() {
-            Ok(p) => JsFuture::from(p)
-                .await
-                .ok()
-                .and_then(|t| t.as_string())
-                .unwrap_or_default(),
-            Err(_) => String::new(),
-        };
-        if response.ok() {
+        let (ok, status, text) = crate::http::fetch(&form.action(), &init)
+            .await
+            .ok_or_else(unreachable)?;
+        if ok {
             Ok(text)
         } else {
-            Err(error_sentence(response.status(), &text))
+            Err(error_sentence(status, &text))
         }
     }
 

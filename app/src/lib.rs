@@ -20,6 +20,7 @@
 //!   text and files; personal skills made, edited, deleted and imported from a folder).
 //! - [`enhance`]: the forms of the server-rendered pages, in the browser.
 //! - `guard` (ssr only): `require_user()` and the error mapping every server function uses.
+//! - `http` (hydrate only): the browser's one `fetch`, its answer read as text.
 //! - [`json`]: the codec of the pages' resources.
 //! - `markdown` (hydrate only): the markdown parser, loaded in the browser when first needed.
 //! - `csp` (ssr only): the pages' Content-Security-Policy, with each response's nonce.
@@ -38,6 +39,8 @@ pub mod enhance;
 pub mod files;
 #[cfg(feature = "ssr")]
 pub mod guard;
+#[cfg(feature = "hydrate")]
+pub mod http;
 pub mod json;
 #[cfg(feature = "hydrate")]
 pub mod markdown;

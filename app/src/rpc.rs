@@ -8,8 +8,7 @@ use leptos::server_fn::ServerFn;
 use leptos::server_fn::error::ServerFnError;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen::JsValue;
 
 /// Calls the server function `F` with `args` (its arguments' struct).
 pub async fn call<F>(args: F) -> Result<F::Output, ServerFnError>
@@ -37,30 +36,11 @@ async fn post(path: &str, body: &str) -> Result<String, ServerFnError> {
     let _ = headers.set("Content-Type", "application/json");
     let _ = headers.set("Accept", "application/json");
     init.set_headers(&headers);
-    let (ok, status, text) = fetch(&crate::base::href(path), &init)
+    let (ok, status, text) = crate::http::fetch(&crate::base::href(path), &init)
         .await
         .ok_or_else(|| refused(0, ""))?;
     match ok {
         true => Ok(text),
         false => Err(refused(status, &text)),
     }
-}
-
-/// Fetches `url` as `init` says: whether it answered 2xx, its status and its text; `None`
-/// when the server could not be reached.
-pub(crate) async fn fetch(url: &str, init: &web_sys::RequestInit) -> Option<(bool, u16, String)> {
-    let window = web_sys::window()?;
-    let response: web_sys::Response = JsFuture::from(window.fetch_with_str_and_init(url, init))
-        .await
-        .ok()?
-        .unchecked_into();
-    let text = match response.text() {
-        Ok(p) => JsFuture::from(p)
-            .await
-            .ok()
-            .and_then(|t| t.as_string())
-            .unwrap_or_default(),
-        Err(_) => String::new(),
-    };
-    Some((response.ok(), response.status(), text))
 }

@@ -970,24 +970,11 @@ mod browser {
         init.set_headers(&headers);
         let name = String::from(js_sys::encode_uri_component(&import.name));
         let url = crate::base::href(&format!("/api/skills/{name}"));
-        let window = web_sys::window().ok_or_else(unreachable)?;
-        let response: web_sys::Response =
-            JsFuture::from(window.fetch_with_str_and_init(&url, &init))
-                .await
-                .map_err(|_| unreachable())?
-                .unchecked_into();
-        if response.ok() {
-            return Ok(());
+        match crate::http::fetch(&url, &init).await {
+            Some((true, _, _)) => Ok(()),
+            Some((false, status, text)) => Err(api_error(status, &text)),
+            None => Err(unreachable()),
         }
-        let text = match response.text() {
-            Ok(p) => JsFuture::from(p)
-                .await
-                .ok()
-                .and_then(|t| t.as_string())
-                .unwrap_or_default(),
-            Err(_) => String::new(),
-        };
-        Err(api_error(response.status(), &text))
     }
 }
 

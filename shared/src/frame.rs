@@ -395,6 +395,19 @@ fn content_of(frame_type: FrameType, payload: &Value) -> String {
     }
 }
 
+/// A message's payload after an `update` of it (`update`: that frame's payload): one whose
+/// only key is `hidden` hides or shows the message, any other replaces the payload.
+pub fn apply_update(payload: &mut Value, update: &Value) {
+    match is_hide_toggle(update) {
+        Some(h) => {
+            if let Some(obj) = payload.as_object_mut() {
+                obj.insert("hidden".into(), Value::Bool(h));
+            }
+        }
+        None => *payload = update.clone(),
+    }
+}
+
 fn is_hide_toggle(payload: &Value) -> Option<bool> {
     let obj = payload.as_object()?;
     if obj.len() == 1 {
@@ -480,14 +493,7 @@ pub fn compile_frames<F: std::borrow::Borrow<Frame>>(frames: &[F]) -> Vec<Compil
                     continue;
                 };
                 let m = &mut out[i];
-                match is_hide_toggle(&f.payload) {
-                    Some(h) => {
-                        if let Some(obj) = m.payload.as_object_mut() {
-                            obj.insert("hidden".into(), Value::Bool(h));
-                        }
-                    }
-                    None => m.payload = f.payload.clone(),
-                }
+                apply_update(&mut m.payload, &f.payload);
                 m.edited = true;
             }
             continue;

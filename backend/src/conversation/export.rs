@@ -246,22 +246,11 @@ impl Shown {
         })
     }
 
-    /// `frame` as its updates left it, as `hero_shared::frame::compile_frames` applies them:
-    /// an update whose only key is `hidden` hides or shows; any other replaces the payload.
+    /// `frame` as its updates left it, as the chat's view applies them
+    /// (`hero_shared::frame::apply_update`).
     fn updated(&self, mut frame: Frame) -> Frame {
         for u in self.updates.get(&frame.id).into_iter().flatten() {
-            let toggle = u
-                .as_object()
-                .filter(|o| o.len() == 1)
-                .and_then(|o| o.get("hidden"))
-                .and_then(Value::as_bool);
-            match (toggle, frame.payload.as_object_mut()) {
-                (Some(h), Some(p)) => {
-                    p.insert("hidden".into(), Value::Bool(h));
-                }
-                (Some(_), None) => {}
-                (None, _) => frame.payload = u.clone(),
-            }
+            hero_shared::frame::apply_update(&mut frame.payload, u);
         }
         frame
     }

@@ -124,7 +124,7 @@ async fn upload(session_id: i64, file: &File) -> Result<String, String> {
     init.set_method("POST");
     init.set_body(&form);
     let url = crate::base::href(&format!("/api/sessions/{session_id}/attachments"));
-    let (ok, status, text) = crate::rpc::fetch(&url, &init)
+    let (ok, status, text) = crate::http::fetch(&url, &init)
         .await
         .ok_or_else(unreachable)?;
     if !ok {
