@@ -3,7 +3,7 @@
 //! the server did not draw, so the page's first load does without it (docs/perf.md).
 //!
 //! Until it is in, `hero_shared::markdown::render` writes a text escaped as it is; whoever
-//! draws markdown reads [`ready`] inside its effect, which asks for the parser and runs the
+//! draws markdown calls [`track`] inside its effect, which asks for the parser and runs the
 //! effect again when a fetch of it ends. A fetch that fails leaves texts drawn unparsed,
 //! never the chat stopped; it is tried again after [`RETRY_MS`] (doubling up to
 //! [`RETRY_MAX_MS`]), and what was drawn unparsed is drawn again once the parser is in.
@@ -24,7 +24,7 @@ pub const RETRY_MAX_MS: u64 = 60_000;
 
 thread_local! {
     /// Bumped each time a fetch of the parser ends, the parser in or not: effects that
-    /// read [`ready`] run again, and [`with_parser`]'s waits end.
+    /// called [`track`] run again, and [`with_parser`]'s waits end.
     static SETTLED: ArcRwSignal<u32> = ArcRwSignal::new(0);
     /// Those waiting in [`with_parser`] for the fetch under way.
     static WAITING: RefCell<Vec<Waker>> = const { RefCell::new(Vec::new()) };
@@ -46,16 +46,11 @@ fn parser() -> Result<Parser, SplitLoaderError> {
 
 type Parser = fn(&str) -> Vec<MdPart>;
 
-/// Whether texts may be drawn now: the parser is in, or the last fetch of it failed (they
-/// are then drawn unparsed: see [`installed`]). Asks for the parser when it is not in. Read
-/// in an effect, it runs the effect again when a fetch ends.
-pub fn ready() -> bool {
+/// Asks for the parser when it is not in. Read in an effect, it runs the effect again when
+/// a fetch of the parser ends (what was drawn unparsed is then drawn again).
+pub fn track() {
     SETTLED.with(|s| s.track());
-    if installed() {
-        return true;
-    }
     want();
-    FAILURES.with(Cell::get) > 0
 }
 
 /// Whether the parser is in: what is drawn without it is drawn again once it is.

@@ -33,9 +33,10 @@ impl Chat {
         Effect::new(move |_| {
             let show = c.show_hidden.get();
             let mut pages = c.pages.get();
-            // Pages the server did not draw: drawn once the parser is in.
-            if !pages.is_empty() && !crate::markdown::ready() {
-                return;
+            // Pages the server did not draw: with the parser when it is in (a page paged in
+            // waits for it), else unparsed, and again once it comes.
+            if !pages.is_empty() {
+                crate::markdown::track();
             }
             pages.sort_by_key(|(seq, _)| *seq);
             let loaded: Vec<i64> = pages.iter().map(|(s, _)| *s).collect();
@@ -179,9 +180,10 @@ impl Chat {
 
     /// Brings the slots to `keys` (each message's id and key, in order): redraws only those
     /// whose key changed and moves only those out of order ([`crate::chat::slots::plan`]),
-    /// drawing with the HTML of `html` (the same messages, parsed). A slot to draw waits
-    /// for the markdown parser, or for a fetch of it to fail (the effect calling this runs
-    /// again when the fetch ends).
+    /// drawing with the HTML of `html` (the same messages, parsed). Before the markdown
+    /// parser is in, a slot is drawn with its texts unparsed and asks for the parser (the
+    /// effect calling this runs again when a fetch of it ends): a new message is never
+    /// kept waiting.
     fn draw_stored(
         &self,
         keys: Vec<(String, String)>,
@@ -207,12 +209,12 @@ impl Chat {
         let draws = ops
             .iter()
             .any(|op| matches!(op, SlotOp::Make { .. } | SlotOp::Redraw { .. }));
-        if draws && !crate::markdown::ready() {
-            return;
+        if draws {
+            crate::markdown::track();
         }
         let mut drawn = if draws { html() } else { Vec::new() };
-        // Drawn without the parser (it could not be fetched): the key marked, so the slot
-        // is drawn again, parsed, once the parser is in (and not before).
+        // Drawn without the parser (not in yet, or not to be had): the key marked, so the
+        // slot is drawn again, parsed, once the parser is in (and not before).
         let parsed = crate::markdown::installed();
         let key_of = |key: String| if parsed { key } else { format!("\0{key}") };
         // The HTML of message `id` (each is drawn once).

@@ -67,7 +67,7 @@ impl Chat {
         };
         Effect::new(move |_| {
             // Drawn with texts unparsed until the markdown parser is in, then again.
-            crate::markdown::ready();
+            crate::markdown::track();
             cards.set_inner_html(&hero_shared::html::calls_html(&calls(), &id))
         });
         if self.streaming.get_untracked() {
@@ -86,7 +86,7 @@ impl Chat {
                     let draw = move || {
                         // Only an element shows a call: only it follows the calls.
                         Effect::new(move |_| {
-                            crate::markdown::ready();
+                            crate::markdown::track();
                             let html = match b {
                                 LiveBlock::Text(_) => crate::chat::live::block_html(b, &[]),
                                 LiveBlock::Element { .. } => {
