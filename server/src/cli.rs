@@ -164,10 +164,12 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         () = signalled.notified() => {}
     }
     // The drain is bounded: connections still open and turns not yet stored when it ends are
-    // cut. Turns whose posters left finish in tasks of their own, so they are waited for too.
+    // cut. Turns whose posters left finish in tasks of their own, so they are waited for too,
+    // and so are WebSockets: an upgraded connection is no longer the server's to wait for, and
+    // each must still send its close frame (1012) before the process ends.
     let drained = async {
         server.await.context("server stopped with an error")?;
-        while state.turns.count_all() > 0 {
+        while state.turns.count_all() > 0 || state.hub.streams_open() > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         anyhow::Ok(())
