@@ -14,6 +14,9 @@ pub enum Error {
     /// missing ones, so their existence does not leak.
     #[error("{0} not found")]
     NotFound(&'static str),
+    /// A name that names nothing (a config key): the message says which names there are.
+    #[error("{0}")]
+    Missing(String),
     /// Missing, expired, revoked or malformed credentials.
     #[error("{0}")]
     Unauthorized(&'static str),
@@ -61,7 +64,7 @@ impl Error {
         use http::StatusCode as S;
         match self {
             Error::Invalid(_) => S::BAD_REQUEST,
-            Error::NotFound(_) => S::NOT_FOUND,
+            Error::NotFound(_) | Error::Missing(_) => S::NOT_FOUND,
             Error::Unauthorized(_) => S::UNAUTHORIZED,
             Error::Forbidden(_) => S::FORBIDDEN,
             Error::Conflict(_) => S::CONFLICT,

@@ -990,6 +990,7 @@ async fn websearch_backends_pages_and_bounds() {
             session_id: 1,
             agent_id: None,
             registry: &t.st.functions,
+            request_id: "r",
         };
         f.run(&cx, &args).await
     }

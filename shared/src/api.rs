@@ -1080,3 +1080,109 @@ pub struct MemorySearchDto {
     pub note: Option<String>,
     pub results: Vec<MemoryHitDto>,
 }
+
+/// One capability of `GET /api/capabilities` (reference 004): where it comes from, its
+/// tools, and the config key of its instructions with that key's current version (none for
+/// Hero's functions, whose instructions are the prompt's Tooling).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct CapabilityDto {
+    pub name: String,
+    /// `builtin`, `mcp` or `plugin`.
+    pub source: String,
+    pub tools: Vec<String>,
+    pub prompt_key: Option<String>,
+    pub version: Option<i64>,
+}
+
+/// One key of `GET /api/configs`: what it holds and its current version (0: never written).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct ConfigKeyDto {
+    pub key: String,
+    pub description: String,
+    /// Whether it is an agent's (`soul`, `agents`: `agent_id` names which).
+    pub agent: bool,
+    pub version: i64,
+    pub updated_at: Option<String>,
+}
+
+/// A key's content at a version (`GET /api/configs/{key}`, and each version of its history).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct ConfigDto {
+    pub key: String,
+    pub version: i64,
+    pub content: String,
+}
+
+/// One version of a key (`GET /api/configs/{key}/versions`, newest first): who wrote it
+/// (`hero`: the shipped default or the file as first read; `user`; `agent`), why, and the
+/// change that made it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct ConfigVersionDto {
+    pub version: i64,
+    pub author: String,
+    pub reason: String,
+    pub change_id: Option<String>,
+    pub created_at: String,
+    /// The lines changed from the version before (the first version: all inserted).
+    pub diff: Vec<DiffOp>,
+}
+
+/// `PUT /api/configs/{key}`: a new version written by the user, made against `base_version`
+/// (a key changed since answers 409).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct PutConfigRequest {
+    pub content: String,
+    pub base_version: i64,
+    #[serde(default)]
+    pub agent_id: Option<i64>,
+    /// Why (shown in the key's history).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// One run of lines of a diff, by line: kept, added or removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct DiffOp {
+    /// `equal`, `insert` or `delete`.
+    pub op: String,
+    pub text: String,
+}
+
+/// A change an agent proposed (`GET /api/configs/changes/{id}`): by its call's request id,
+/// the key and agent, the version it was made against, why, what the user decided
+/// (`pending`, `approved`, `rejected`, `stale`) and the version an approval wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct ConfigChangeDto {
+    pub id: String,
+    pub session_id: i64,
+    pub key: String,
+    pub agent_id: Option<i64>,
+    pub base_version: i64,
+    pub reason: String,
+    pub status: String,
+    pub version: Option<i64>,
+    pub created_at: String,
+    pub diff: Vec<DiffOp>,
+}
+
+/// `POST /api/configs/changes/{id}`: the user's decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct DecideChangeRequest {
+    pub approved: bool,
+}
+
+/// What a decision did: the change's status and, approved, the version it wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct DecidedChangeDto {
+    pub status: String,
+    pub version: Option<i64>,
+}

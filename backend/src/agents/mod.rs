@@ -11,6 +11,9 @@
 //! - [`conditional`]: instructions given only when they apply (conditional abilities,
 //!   `prompt_response_handler`).
 //! - [`summon`]: an agent's persona files written from a one-line description.
+//! - [`config`]: reference 004's configuration keys, their versions and the changes an
+//!   agent proposes (SOUL.md and AGENTS.md, the user's standing instructions, each
+//!   capability's instructions).
 //!
 //! May use the leaves, [`crate::store`], [`crate::accounts`], [`crate::providers`] and
 //! [`crate::execution`]'s function specs; summoning streams through the conversation's hub.
@@ -23,6 +26,7 @@
 
 pub mod abilities;
 pub mod conditional;
+pub mod config;
 pub mod context_files;
 pub mod persona;
 pub mod prompt;

@@ -157,6 +157,15 @@ pub(crate) async fn system_prompt(
     }
     let default_processes: Vec<(&str, &str)> = defaults.iter().map(pair).collect();
     let other_processes: Vec<(&str, &str)> = others.iter().map(pair).collect();
+    // Reference 004: each capability's instructions in the user's own version, and the
+    // user's standing instructions as the extra context.
+    let capability_prompts =
+        crate::agents::config::capability_prompts(c, &st.functions, dk, user_id).await?;
+    let capabilities: Vec<(&str, &str)> = capability_prompts
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    let standing = crate::agents::config::standing_instructions(c, dk, user_id).await?;
     let runtime = format!(
         "Hero {}; provider {}; model {}",
         env!("CARGO_PKG_VERSION"),
@@ -179,7 +188,8 @@ pub(crate) async fn system_prompt(
         sandbox: bash.then_some(SANDBOX),
         user: username,
         today: &today,
-        extra: None,
+        extra: standing.as_deref(),
+        capabilities: &capabilities,
         files: &pairs,
         virtual_files: &virtual_files,
         runtime: &runtime,
@@ -231,6 +241,11 @@ pub(crate) async fn prepared(
     agent.system = match st.prompts.get(key, generation, &stamp) {
         Some(kept) => kept,
         None => {
+            // Each capability's instructions are stored as their first version the first
+            // time a prompt of the user's is built to be sent (reference 004).
+            if seed {
+                crate::agents::config::ensure_seeded(c, &st.functions, &dk, user.id()).await?;
+            }
             roots.push(crate::skills::personal::read(c, &dk, user.id()).await?);
             let skills = crate::skills::View::of(roots).allowed(allow);
             let section = crate::skills::prompt_section(&skills);

@@ -342,14 +342,15 @@ impl Run<'_> {
         let Some((_, f)) = st.functions.get(&a.function) else {
             return Err(format!("there is no function `{}`", a.function));
         };
+        let id = frames::new_id();
         let cx = Ctx {
             st,
             user_id: self.user_id,
             session_id: self.session_id,
             agent_id: Some(self.agent.id),
             registry: &st.functions,
+            request_id: &id,
         };
-        let id = frames::new_id();
         // As a turn's calls are run (`act::settle`): past the bus, whose handlers may change
         // the arguments (checked again) or answer; a panic is a failed call.
         let routed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

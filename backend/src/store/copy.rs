@@ -304,6 +304,38 @@ const TABLES: &[Table] = &[
         ],
         identity: false,
     },
+    Table {
+        name: "config_versions",
+        columns: &[
+            ("id", Int),
+            ("user_id", Int),
+            ("key", Text),
+            ("agent_id", Int),
+            ("version", Int),
+            ("sealed", Bytes),
+            ("author", Text),
+            ("change_id", Text),
+            ("created_at", Text),
+        ],
+        identity: true,
+    },
+    Table {
+        name: "config_changes",
+        columns: &[
+            ("id", Text),
+            ("user_id", Int),
+            ("session_id", Int),
+            ("key", Text),
+            ("agent_id", Int),
+            ("base_version", Int),
+            ("sealed", Bytes),
+            ("status", Text),
+            ("version", Int),
+            ("created_at", Text),
+            ("decided_at", Text),
+        ],
+        identity: false,
+    },
 ];
 
 /// One column's value of one row.

@@ -145,6 +145,7 @@ pub async fn rows_in(db: &Db, table: &str) -> crate::Result<i64> {
 pub mod agents;
 pub mod attachments;
 pub mod cluster;
+pub mod configs;
 mod conn;
 pub mod context_files;
 pub mod copy;

@@ -22,6 +22,7 @@ mod agents;
 mod attachments;
 mod calls;
 mod chat;
+mod configs;
 mod export;
 mod memory;
 pub mod openapi;
@@ -158,6 +159,16 @@ where
         )
         .api_route("/sessions/{id}/answers", post(calls::answer))
         .api_route("/permissions", get(calls::list))
+        .api_route("/capabilities", get(configs::capabilities))
+        .api_route("/configs", get(configs::list))
+        .api_route("/configs/changes", get(configs::changes))
+        .api_route(
+            "/configs/changes/{id}",
+            get(configs::change).post(configs::decide),
+        )
+        .api_route("/configs/{key}", get(configs::get).put(configs::put))
+        .api_route("/configs/{key}/versions", get(configs::versions))
+        .api_route("/configs/{key}/versions/{n}", get(configs::version))
         .api_route(
             "/workspace",
             get(calls::workspace).delete(calls::empty_workspace),

@@ -44,6 +44,18 @@ pub(crate) async fn decide(
             if decided || req.status != CallStatus::Pending {
                 return Err(Error::Conflict("this call was already decided".into()));
             }
+            // A proposed change is decided with its call, in this transaction.
+            if req.function == crate::agents::config::PROPOSE {
+                crate::agents::config::decide_in(
+                    tx,
+                    &st.functions,
+                    &dk,
+                    user.id(),
+                    request_id,
+                    approved,
+                )
+                .await?;
+            }
             req.status = status;
             req.decided_by = Some("user".into());
             let f = NewFrame {

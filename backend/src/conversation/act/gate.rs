@@ -65,9 +65,22 @@ pub async fn open(
                         "only the agent asks the user questions; a message of the user's own cannot".into()
                     });
                 }
-                let a = &*a;
                 let lv = crate::execution::permissions::level(tx, &st.functions, user_id, &a.function).await?;
-                let (status, by) = gate(a, lv, authority, answers);
+                let (mut status, mut by) = gate(a, lv, authority, answers);
+                let id = frames::new_id();
+                // A proposed change is kept with its request, against the version current
+                // now; one that cannot be is an invalid call, told why.
+                if status == CallStatus::Pending && a.function == crate::agents::config::PROPOSE {
+                    let kept = crate::agents::config::propose_in(
+                        tx, &st.functions, &sc.dk, user_id, sc.session_id, sc.agent_id, &id, &a.args,
+                    )
+                    .await?;
+                    if let Err(why) = kept {
+                        a.problem = Some(why);
+                        (status, by) = (CallStatus::Invalid, Some("schema"));
+                    }
+                }
+                let a = &*a;
                 let expires_at = (status == CallStatus::Asking)
                     .then(|| a.args.get("timeout").and_then(Value::as_u64))
                     .flatten()
@@ -91,7 +104,7 @@ pub async fn open(
                     permissions: spec.map(|s| s.permissions),
                 };
                 let f = NewFrame {
-                    id: frames::new_id(),
+                    id,
                     session_id: sc.session_id,
                     parent_id: Some(sc.message_id.clone()),
                     target_ids: vec![TargetId::System(a.function.clone())],

@@ -71,6 +71,7 @@ pub async fn settle_one(
                 session_id: sc.session_id,
                 agent_id: sc.agent_id,
                 registry: &st.functions,
+                request_id: &o.request_id,
             };
             let run = async {
                 use futures::FutureExt;
@@ -468,6 +469,15 @@ pub async fn stop_open(st: &AppState, user: &AuthUser, session_id: i64) -> Resul
             continue;
         }
         req.status = CallStatus::Stopped;
+        // A change it proposed is rejected: Stop decides it.
+        if req.function == crate::agents::config::PROPOSE {
+            let ids = [f.id.clone()];
+            st.db
+                .write_with(async |tx| {
+                    crate::agents::config::reject_stopped(tx, user.id(), &ids).await
+                })
+                .await?;
+        }
         let emit = readers(st, user.id(), session_id);
         settle_one(
             st,

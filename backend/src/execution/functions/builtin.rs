@@ -1,9 +1,11 @@
-//! The functions Hero ships with, one line each, and the bus they are routed through: taken by the composition root
+//! The functions and capabilities Hero ships with, one line each, and the bus they are routed through: taken by the composition root
 //! ([`crate::AppState::new`]) and by tests; nothing in the layers below names a handler.
 
+use std::sync::Arc;
+
 use super::{
-    Registry, agent_queue, ask, bash, bus, commands, context_file, help, memory, process, skills,
-    update_prompt, user_notify, websearch,
+    Registry, agent_queue, ask, bash, bus, commands, config, context_file, help, memory, process,
+    skills, update_prompt, user_notify, websearch,
 };
 
 /// A registry of every builtin function.
@@ -24,6 +26,8 @@ pub fn registry() -> Registry {
     r.register(memory::MemoryGet);
     r.register(memory::MemoryWrite);
     commands::register(&mut r);
+    // The capabilities (reference 004), after Hero's functions in the chain.
+    r.add_capability(Arc::new(config::Config));
     r.bus = bus::builtin();
     r
 }
