@@ -6,9 +6,31 @@
 
 mod support;
 
+use std::time::Duration;
+
+use futures::StreamExt;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use support::*;
+use tokio_tungstenite::tungstenite::Message;
+
+/// The next `config_change` the socket hears.
+async fn config_change<S>(ws: &mut S) -> Value
+where
+    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("config_change on the socket");
+        if let Some(Ok(Message::Text(t))) = m {
+            let v: Value = serde_json::from_str(&t).unwrap();
+            if v["type"] == "config_change" {
+                return v;
+            }
+        }
+    }
+}
 
 /// The agent proposes `content` for `key` and the call waits: its request frame.
 async fn propose(h: &Hero, session: i64, key: &str, content: &str) -> Value {
@@ -93,11 +115,35 @@ async fn a_proposed_change_waits_for_the_user_and_an_approved_one_is_the_next_pr
     let safety = prompt.find("## Safety").unwrap();
     assert!(prompt.find("## Available Capabilities").unwrap() > safety);
 
-    // The agent proposes; the call waits, and the change is listed with its diff.
+    // The agent proposes; the call waits, its card shows the change, the user's sockets
+    // hear of it, and it is listed with its diff.
+    let (_, mut ws) = h.ws().await;
     let wanted = "Always put my personal tasks in Personal.\n";
     let request = propose(&h, session, "capability:config", wanted).await;
     assert_eq!(request["payload"]["status"], "pending", "{request}");
     let id = request["id"].as_str().unwrap().to_owned();
+    let shown = &request["payload"]["change"];
+    assert_eq!(
+        (&shown["key"], &shown["base_version"], &shown["reason"]),
+        (
+            &json!("capability:config"),
+            &json!(1),
+            &json!("the user asked")
+        )
+    );
+    let heard = config_change(&mut ws).await;
+    assert_eq!(
+        (&heard["changeId"], &heard["status"], &heard["sessionId"]),
+        (&json!(id), &json!("pending"), &json!(session))
+    );
+    let page = h.page(&format!("/s/{session}")).await;
+    assert!(
+        page.contains("call-waiting call-proposal")
+            && page.contains("Proposed change to capability:config (from v1)")
+            && page.contains(">Reject</button>")
+            && !page.contains("Always allow propose_config_change"),
+        "{page}"
+    );
     let (s, pending) = h
         .json(Method::GET, "/api/configs/changes?status=pending", None)
         .await;
@@ -128,6 +174,11 @@ async fn a_proposed_change_waits_for_the_user_and_an_approved_one_is_the_next_pr
         .await;
     assert_eq!(s, StatusCode::OK, "{decided}");
     assert_eq!(decided, json!({"status": "approved", "version": 2}));
+    let heard = config_change(&mut ws).await;
+    assert_eq!(
+        (&heard["changeId"], &heard["status"], &heard["version"]),
+        (&json!(id), &json!("approved"), &json!(2))
+    );
     let (s, again) = h
         .json(
             Method::POST,
@@ -459,4 +510,69 @@ async fn stop_rejects_a_waiting_change() {
         )
         .await;
     assert_eq!(s, StatusCode::CONFLICT);
+}
+
+/// A change waiting for the user outlives a restart of the server, and is decided after it.
+#[tokio::test]
+async fn a_waiting_change_outlives_a_restart() {
+    use support::process::{add_alice, serve};
+    let data = tempfile::tempdir().unwrap();
+    add_alice(data.path());
+    let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
+    let mut hero = serve(data.path(), &mock.addr().to_string()).await;
+    let session = hero.mock_session(&mock).await;
+    let input = json!({"key": "system_prompt", "content": "Be brief.", "reason": "asked"});
+    let sent = hero
+        .post(
+            &format!("/api/sessions/{session}/messages"),
+            json!({"content": format!("[[mock tool=propose_config_change input={input} then=\"Ok.\"]]")}),
+        )
+        .await;
+    assert!(sent["error"].is_null(), "{sent}");
+    let frames = hero
+        .frames_when(session, |f| f.iter().any(|x| x["type"] == "request"))
+        .await;
+    let id = frames.iter().find(|x| x["type"] == "request").unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &hero.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(hero.child.wait().unwrap().success());
+
+    let again = serve(data.path(), &mock.addr().to_string()).await;
+    let pending: Value = again
+        .c
+        .get(format!("{}/api/configs/changes?status=pending", again.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(pending[0]["id"], id.as_str(), "{pending}");
+    let decided = again
+        .post(
+            &format!("/api/configs/changes/{id}"),
+            json!({"approved": true}),
+        )
+        .await;
+    assert_eq!(decided, json!({"status": "approved", "version": 1}));
+    let frames = again
+        .frames_when(session, |f| {
+            f.iter()
+                .any(|x| x["type"] == "result" && x["parent_id"] == id.as_str())
+        })
+        .await;
+    let result = frames
+        .iter()
+        .find(|x| x["type"] == "result" && x["parent_id"] == id.as_str())
+        .unwrap();
+    assert_eq!(
+        result["payload"]["output"],
+        "approved: system_prompt is now v1"
+    );
 }

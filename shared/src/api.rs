@@ -1145,14 +1145,7 @@ pub struct PutConfigRequest {
     pub reason: Option<String>,
 }
 
-/// One run of lines of a diff, by line: kept, added or removed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
-pub struct DiffOp {
-    /// `equal`, `insert` or `delete`.
-    pub op: String,
-    pub text: String,
-}
+pub use crate::calls::DiffOp;
 
 /// A change an agent proposed (`GET /api/configs/changes/{id}`): by its call's request id,
 /// the key and agent, the version it was made against, why, what the user decided

@@ -171,6 +171,30 @@ pub struct CallRequest {
     /// stored before it was kept, or for a function that does not exist).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permissions: Option<FunctionPermissions>,
+    /// The configuration change it proposes (`propose_config_change`), as its card shows
+    /// it for the user's decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<ProposedChange>,
+}
+
+/// A configuration change a call proposes (reference 004): the key, the version it was
+/// made against, why, and the lines it changes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProposedChange {
+    pub key: String,
+    pub base_version: i64,
+    pub reason: String,
+    pub diff: Vec<DiffOp>,
+}
+
+/// One run of lines of a diff, by line: kept, added or removed. Joining the texts of the
+/// `equal` and `insert` runs gives the new text; of `equal` and `delete`, the old.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct DiffOp {
+    /// `equal`, `insert` or `delete`.
+    pub op: String,
+    pub text: String,
 }
 
 impl CallRequest {
@@ -219,6 +243,9 @@ pub fn call_words(function: &str, args: &Value) -> Option<(&'static str, String,
         "context_file" => ("Reads", arg("name")?, false),
         "user_notify" => ("Tells you", arg("message")?, false),
         "agent_queue" => ("Queues the message", arg("message")?, false),
+        "list_configs" => ("Lists", "its configuration".into(), false),
+        "read_config" => ("Reads its configuration", arg("key")?, true),
+        "propose_config_change" => ("Proposes a change to", arg("key")?, true),
         _ => return None,
     };
     Some(words)
@@ -454,6 +481,7 @@ mod tests {
             content: "websearch".into(),
             expires_at: None,
             permissions: None,
+            change: None,
         };
         let mut frames = vec![
             frame(

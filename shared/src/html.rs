@@ -1009,8 +1009,13 @@ fn executable(out: &mut Out, e: &Element, place: Place<'_>) {
 fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
     let state = c.state();
     let class = format!(
-        "call call-{}",
-        state.split([' ', ':']).next().unwrap_or_default()
+        "call call-{}{}",
+        state.split([' ', ':']).next().unwrap_or_default(),
+        if c.request.change.is_some() {
+            " call-proposal"
+        } else {
+            ""
+        }
     );
     let function = c.request.function.as_str();
     out.open(
@@ -1061,6 +1066,9 @@ fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
         state,
     );
     out.close("div");
+    if let Some(change) = &c.request.change {
+        proposed_change(out, change, c.is_pending());
+    }
     if c.is_pending() {
         out.open("div", &[("class", Some("call-actions"))]);
         // One that asks every time has no "Always allow"; a dangerous one's is confirmed.
@@ -1072,9 +1080,15 @@ fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
                     "{function} is dangerous. Let your agents run it from now on without asking?"
                 )
             });
+        // A proposed change is approved or rejected (reference 004's words).
+        let deny = if c.request.change.is_some() {
+            "Reject"
+        } else {
+            "Deny"
+        };
         for (class, action, label) in [
             ("approve", Action::Approve.as_str(), "Approve".to_owned()),
-            ("deny", Action::Deny.as_str(), "Deny".to_owned()),
+            ("deny", Action::Deny.as_str(), deny.to_owned()),
             (
                 "always",
                 Action::Always.as_str(),
@@ -1117,6 +1131,44 @@ fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
         out.close("details");
     }
     out.close("div");
+}
+
+/// A proposed configuration change on its call's card: the key, the version it was made
+/// against, the reason, and the diff by line. While it waits, the stylesheet slides it in
+/// beside the chat (`.call-pending .change`); once decided, it stays folded in the card.
+fn proposed_change(out: &mut Out, change: &crate::calls::ProposedChange, pending: bool) {
+    out.open(
+        if pending { "div" } else { "details" },
+        &[
+            ("class", Some("change")),
+            ("data-testid", Some("config-change")),
+            ("role", pending.then_some("region")),
+            ("aria-label", pending.then_some("Proposed change")),
+        ],
+    );
+    let head = format!(
+        "Proposed change to {} (from v{})",
+        change.key, change.base_version
+    );
+    out.leaf(
+        if pending { "div" } else { "summary" },
+        &[("class", Some("change-head"))],
+        &head,
+    );
+    out.leaf("p", &[("class", Some("change-reason"))], &change.reason);
+    out.open("div", &[("class", Some("diff"))]);
+    for op in &change.diff {
+        let (class, mark) = match op.op.as_str() {
+            "insert" => ("diff-line diff-insert", "+ "),
+            "delete" => ("diff-line diff-delete", "- "),
+            _ => ("diff-line diff-equal", "  "),
+        };
+        for line in op.text.lines() {
+            out.leaf("div", &[("class", Some(class))], &format!("{mark}{line}"));
+        }
+    }
+    out.close("div");
+    out.close(if pending { "div" } else { "details" });
 }
 
 /// Where a summary stands in for what came before it: the summary, folded, and (until the
@@ -1655,6 +1707,7 @@ mod tests {
                 permissions: Some(crate::calls::FunctionPermissions::allowed(
                     crate::calls::DangerLevel::Dangerous,
                 )),
+                change: None,
             },
             result: None,
         };
@@ -1823,6 +1876,7 @@ mod tests {
                 content: function.into(),
                 expires_at: None,
                 permissions: None,
+                change: None,
             },
             result: None,
         };
@@ -1892,6 +1946,76 @@ mod tests {
         );
     }
 
+    /// A proposed change's card shows its key, reason and diff while it waits (with Approve
+    /// and Reject), folded once decided; what it holds is escaped.
+    #[test]
+    fn a_proposed_changes_card_shows_its_diff() {
+        use crate::calls::{CallRequest, CallStatus, DiffOp, ProposedChange};
+        let card = |status: CallStatus| {
+            let call = CallView {
+                request_id: "r".into(),
+                message_id: "m1".into(),
+                request: CallRequest {
+                    function: "propose_config_change".into(),
+                    args: serde_json::json!({}),
+                    origin: CallOrigin::Tool {
+                        tool_use_id: "t".into(),
+                    },
+                    status,
+                    decided_by: None,
+                    sender_id: None,
+                    problem: None,
+                    content: "propose".into(),
+                    expires_at: None,
+                    permissions: None,
+                    change: Some(ProposedChange {
+                        key: "capability:tasks".into(),
+                        base_version: 3,
+                        reason: "the user <asked>".into(),
+                        diff: vec![
+                            DiffOp {
+                                op: "equal".into(),
+                                text: "keep\n".into(),
+                            },
+                            DiffOp {
+                                op: "delete".into(),
+                                text: "old\n".into(),
+                            },
+                            DiffOp {
+                                op: "insert".into(),
+                                text: "new <b>\nmore\n".into(),
+                            },
+                        ],
+                    }),
+                },
+                result: None,
+            };
+            let mut out = Out::default();
+            call_card(&mut out, &call, "m1");
+            out.0
+        };
+        let waiting = card(CallStatus::Pending);
+        assert_eq!(inert(&waiting), Ok(()));
+        assert!(waiting.contains("call-waiting call-proposal"), "{waiting}");
+        for part in [
+            "Proposed change to capability:tasks (from v3)",
+            "the user &lt;asked&gt;",
+            r#"<div class="diff-line diff-equal">  keep</div>"#,
+            r#"<div class="diff-line diff-delete">- old</div>"#,
+            r#"<div class="diff-line diff-insert">+ new &lt;b&gt;</div>"#,
+            r#"<div class="diff-line diff-insert">+ more</div>"#,
+            ">Approve</button>",
+            ">Reject</button>",
+        ] {
+            assert!(waiting.contains(part), "{part}: {waiting}");
+        }
+        let decided = card(CallStatus::Denied);
+        assert!(
+            decided.contains(r#"<details class="change""#) && !decided.contains(">Reject<"),
+            "{decided}"
+        );
+    }
+
     /// A card waiting for approval shows how dangerous its function is; "Always allow" is
     /// confirmed for a dangerous one and absent for one that asks every time.
     #[test]
@@ -1916,6 +2040,7 @@ mod tests {
                     content: function.into(),
                     expires_at: None,
                     permissions,
+                    change: None,
                 },
                 result: None,
             };

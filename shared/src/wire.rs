@@ -730,6 +730,17 @@ pub enum WsServerMessage {
         message: String,
         level: String,
     },
+    /// A configuration change an agent proposed (reference 004) was proposed (`pending`) or
+    /// decided (`approved` with the version it wrote, `rejected`, `stale`), on every
+    /// socket of the user's.
+    ConfigChange {
+        change_id: String,
+        session_id: SessionId,
+        key: String,
+        status: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version: Option<i64>,
+    },
     /// An execution waits for the user's approval (answered by `ability_approval_response`).
     AbilityApprovalRequest {
         session_id: SessionId,

@@ -258,6 +258,7 @@ fn calls(p: &str) -> Vec<CallView> {
         content: p.to_owned(),
         expires_at: Some(1),
         permissions: None,
+        change: None,
     };
     let tool = || CallOrigin::Tool {
         tool_use_id: p.to_owned(),

@@ -218,6 +218,7 @@ mod tests {
                 content: "websearch(rust)".into(),
                 expires_at: None,
                 permissions: None,
+                change: None,
             },
             result: None,
         };

@@ -22,6 +22,7 @@
 //! is `stale`). At most [`MAX_PENDING`] wait per user.
 
 use hero_shared::api::{AgentKind, DiffOp};
+use hero_shared::calls::ProposedChange;
 use serde::{Deserialize, Serialize};
 
 use crate::crypto::{self, SecretKey};
@@ -430,9 +431,9 @@ struct Proposal {
 }
 
 /// Keeps the change a `propose_config_change` call proposes, in the transaction that stores
-/// its request (`request_id`), against the version current now: `Ok(Err(why))` when the
-/// call cannot be (an unknown key, content too large, too many waiting), which the agent is
-/// told.
+/// its request (`request_id`), against the version current now, and answers it as its card
+/// shows it; `Ok(Err(why))` when the call cannot be (an unknown key, content too large, too
+/// many waiting), which the agent is told.
 #[allow(clippy::too_many_arguments)]
 pub async fn propose_in(
     tx: &mut Write<'_>,
@@ -443,7 +444,7 @@ pub async fn propose_in(
     agent_id: Option<i64>,
     request_id: &str,
     args: &serde_json::Value,
-) -> Result<std::result::Result<(), String>> {
+) -> Result<std::result::Result<ProposedChange, String>> {
     let Ok(p) = serde_json::from_value::<Proposal>(args.clone()) else {
         return Ok(Err(
             "propose_config_change needs key, content and reason".into()
@@ -484,7 +485,12 @@ pub async fn propose_in(
         &now_text(),
     )
     .await?;
-    Ok(Ok(()))
+    Ok(Ok(ProposedChange {
+        key: key.name(),
+        base_version: base.version,
+        reason: p.reason,
+        diff: diff(&base.content, &p.content),
+    }))
 }
 
 /// A proposed change, opened.
@@ -512,10 +518,18 @@ pub async fn change(
     }))
 }
 
+/// How a change was decided: its key, status and the version an approval wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decided {
+    pub key: String,
+    pub status: &'static str,
+    pub version: Option<i64>,
+}
+
 /// Decides the change proposed by the call `request_id`, in the transaction that records
 /// the user's decision on the call: a rejection is recorded; an approval writes the next
 /// version if the change's base is still current, and is `stale` otherwise. A call that
-/// proposed nothing (it was not valid) has nothing to decide.
+/// proposed nothing (it was not valid) has nothing to decide: `None`.
 pub async fn decide_in(
     tx: &mut Write<'_>,
     registry: &Registry,
@@ -523,17 +537,22 @@ pub async fn decide_in(
     user_id: i64,
     request_id: &str,
     approved: bool,
-) -> Result<()> {
+) -> Result<Option<Decided>> {
     let Some(ch) = change(tx, dk, user_id, request_id).await? else {
-        return Ok(());
+        return Ok(None);
     };
     if ch.row.status != "pending" {
-        return Ok(());
+        return Ok(None);
     }
     let now = now_text();
+    let decided = |status, version| Decided {
+        key: ch.row.key.clone(),
+        status,
+        version,
+    };
     if !approved {
         store::configs::decide(tx, user_id, request_id, "rejected", None, &now).await?;
-        return Ok(());
+        return Ok(Some(decided("rejected", None)));
     }
     let key = parse(registry, &ch.row.key)?;
     let agent = (ch.row.agent_id != 0).then_some(ch.row.agent_id);
@@ -541,7 +560,7 @@ pub async fn decide_in(
     let current = current(tx, registry, dk, s, &key).await?;
     if current.version != ch.row.base_version {
         store::configs::decide(tx, user_id, request_id, "stale", None, &now).await?;
-        return Ok(());
+        return Ok(Some(decided("stale", None)));
     }
     let v = write(
         tx,
@@ -556,7 +575,7 @@ pub async fn decide_in(
     )
     .await?;
     store::configs::decide(tx, user_id, request_id, "approved", Some(v), &now).await?;
-    Ok(())
+    Ok(Some(decided("approved", Some(v))))
 }
 
 /// What the agent is told once its change is decided (its call's output, or its error).

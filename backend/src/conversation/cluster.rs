@@ -801,6 +801,9 @@ fn apply(st: &AppState, from: &str, w: Wire) {
                 detail,
             },
         ),
+        Wire::ConfigChange { user_id, change } => {
+            hub.publish_user_here(user_id, HubEvent::ConfigChange(change))
+        }
         Wire::Stop { session_id } => {
             st.turns.abort(session_id);
         }

@@ -261,7 +261,9 @@ impl SessionFeed {
             HubEvent::Approval(a) => Some(SessionEvent::Approval(a.clone())),
             HubEvent::Question(q) => Some(SessionEvent::Question(q.clone())),
             HubEvent::Assertion(a) => Some(SessionEvent::Assertion(a.clone())),
-            HubEvent::AgentStatus { .. } | HubEvent::Notification { .. } => None,
+            HubEvent::AgentStatus { .. }
+            | HubEvent::Notification { .. }
+            | HubEvent::ConfigChange(_) => None,
         }
     }
 

@@ -61,6 +61,18 @@ pub enum HubEvent {
         status: String,
         detail: String,
     },
+    /// A configuration change was proposed or decided: for the user's sockets.
+    ConfigChange(ConfigChanged),
+}
+
+/// A configuration change as the user's sockets hear of it (`config_change`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigChanged {
+    pub change_id: String,
+    pub session_id: i64,
+    pub key: String,
+    pub status: String,
+    pub version: Option<i64>,
 }
 
 /// An event as it travels between instances: a [`HubEvent`] with its user, or a request
@@ -116,6 +128,10 @@ pub enum Wire {
         agent_id: i64,
         status: String,
         detail: String,
+    },
+    ConfigChange {
+        user_id: i64,
+        change: ConfigChanged,
     },
     /// Stop the session's turns and calls running here.
     Stop {
@@ -194,6 +210,10 @@ impl Wire {
                 agent_id: *agent_id,
                 status: status.clone(),
                 detail: detail.clone(),
+            },
+            HubEvent::ConfigChange(change) => Wire::ConfigChange {
+                user_id,
+                change: change.clone(),
             },
         }
     }

@@ -44,6 +44,15 @@ pub async fn ws(
 /// same message a session's feed would send for it.
 pub fn to_ws(ev: &HubEvent) -> Option<WsServerMessage> {
     let (session_id, ev) = match ev {
+        HubEvent::ConfigChange(c) => {
+            return Some(WsServerMessage::ConfigChange {
+                change_id: c.change_id.clone(),
+                session_id: c.session_id,
+                key: c.key.clone(),
+                status: c.status.clone(),
+                version: c.version,
+            });
+        }
         HubEvent::AgentStatus {
             agent_id,
             status,
@@ -103,7 +112,9 @@ fn session_of(ev: &HubEvent) -> Option<i64> {
         HubEvent::Approval(a) => a.session_id,
         HubEvent::Question(q) => q.session_id,
         HubEvent::Assertion(a) => a.session_id,
-        HubEvent::AgentStatus { .. } | HubEvent::Notification { .. } => return None,
+        HubEvent::AgentStatus { .. }
+        | HubEvent::Notification { .. }
+        | HubEvent::ConfigChange(_) => return None,
     })
 }
 

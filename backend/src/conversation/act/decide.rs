@@ -45,17 +45,20 @@ pub(crate) async fn decide(
                 return Err(Error::Conflict("this call was already decided".into()));
             }
             // A proposed change is decided with its call, in this transaction.
-            if req.function == crate::agents::config::PROPOSE {
-                crate::agents::config::decide_in(
-                    tx,
-                    &st.functions,
-                    &dk,
-                    user.id(),
-                    request_id,
-                    approved,
-                )
-                .await?;
-            }
+            let change = match req.function == crate::agents::config::PROPOSE {
+                true => {
+                    crate::agents::config::decide_in(
+                        tx,
+                        &st.functions,
+                        &dk,
+                        user.id(),
+                        request_id,
+                        approved,
+                    )
+                    .await?
+                }
+                false => None,
+            };
             req.status = status;
             req.decided_by = Some("user".into());
             let f = NewFrame {
@@ -73,12 +76,23 @@ pub(crate) async fn decide(
             crate::conversation::frames::full_session(st, seq)?;
             Ok((
                 sealed.kept(seq),
-                (req, request.parent_id.unwrap_or_default()),
+                (req, request.parent_id.unwrap_or_default(), change),
             ))
         })
         .await?;
     publish(st, user.id(), kept);
-    let (req, message_id) = req;
+    let (req, message_id, change) = req;
+    if let Some(c) = change {
+        config_changed(
+            st,
+            user.id(),
+            session_id,
+            request_id,
+            &c.key,
+            c.status,
+            c.version,
+        );
+    }
     Ok(Decided {
         status,
         session_id,
@@ -89,6 +103,28 @@ pub(crate) async fn decide(
             req,
         },
     })
+}
+
+/// The user's sockets hear that a proposed configuration change was proposed or decided.
+pub(super) fn config_changed(
+    st: &AppState,
+    user_id: i64,
+    session_id: i64,
+    change_id: &str,
+    key: &str,
+    status: &str,
+    version: Option<i64>,
+) {
+    st.hub.publish_user(
+        user_id,
+        crate::conversation::hub::HubEvent::ConfigChange(crate::conversation::hub::ConfigChanged {
+            change_id: change_id.to_owned(),
+            session_id,
+            key: key.to_owned(),
+            status: status.to_owned(),
+            version,
+        }),
+    );
 }
 
 /// A decision recorded, its call not yet run or refused.

@@ -69,15 +69,19 @@ pub async fn open(
                 let (mut status, mut by) = gate(a, lv, authority, answers);
                 let id = frames::new_id();
                 // A proposed change is kept with its request, against the version current
-                // now; one that cannot be is an invalid call, told why.
+                // now, and shown on its card; one that cannot be is an invalid call, told why.
+                let mut change = None;
                 if status == CallStatus::Pending && a.function == crate::agents::config::PROPOSE {
-                    let kept = crate::agents::config::propose_in(
+                    match crate::agents::config::propose_in(
                         tx, &st.functions, &sc.dk, user_id, sc.session_id, sc.agent_id, &id, &a.args,
                     )
-                    .await?;
-                    if let Err(why) = kept {
-                        a.problem = Some(why);
-                        (status, by) = (CallStatus::Invalid, Some("schema"));
+                    .await?
+                    {
+                        Ok(proposed) => change = Some(proposed),
+                        Err(why) => {
+                            a.problem = Some(why);
+                            (status, by) = (CallStatus::Invalid, Some("schema"));
+                        }
                     }
                 }
                 let a = &*a;
@@ -102,6 +106,7 @@ pub async fn open(
                     },
                     expires_at,
                     permissions: spec.map(|s| s.permissions),
+                    change,
                 };
                 let f = NewFrame {
                     id,
@@ -147,6 +152,17 @@ pub async fn open(
                     details: req.args.clone(),
                     permissions: req.permissions,
                 }),
+            );
+        }
+        if let (CallStatus::Pending, Some(change)) = (req.status, &req.change) {
+            super::decide::config_changed(
+                st,
+                user_id,
+                sc.session_id,
+                &request_id,
+                &change.key,
+                "pending",
+                None,
             );
         }
         if req.status == CallStatus::Asking {

@@ -470,13 +470,22 @@ pub async fn stop_open(st: &AppState, user: &AuthUser, session_id: i64) -> Resul
         }
         req.status = CallStatus::Stopped;
         // A change it proposed is rejected: Stop decides it.
-        if req.function == crate::agents::config::PROPOSE {
+        if let Some(change) = &req.change {
             let ids = [f.id.clone()];
             st.db
                 .write_with(async |tx| {
                     crate::agents::config::reject_stopped(tx, user.id(), &ids).await
                 })
                 .await?;
+            super::decide::config_changed(
+                st,
+                user.id(),
+                session_id,
+                &f.id,
+                &change.key,
+                "rejected",
+                None,
+            );
         }
         let emit = readers(st, user.id(), session_id);
         settle_one(

@@ -197,7 +197,7 @@ async fn decided(cx: &Ctx<'_>, input: &Value) -> Result<String, String> {
                 if kept.is_ok() {
                     config::decide_in(tx, cx.registry, &dk, cx.user_id, id, true).await?;
                 }
-                Ok(kept)
+                Ok(kept.map(|_| ()))
             })
             .await
             .map_err(told)??;
