@@ -37,9 +37,15 @@ pub async fn write_file(
 ) -> Result<ContextFileContent, ServerFnError> {
     use crate::guard::{fail, require_user};
     let (st, user) = require_user().await?;
-    hero_backend::agents::context_files::write_file(&st, &user, agent_id, &name, &content)
+    let written =
+        hero_backend::agents::context_files::write_file(&st, &user, agent_id, &name, &content)
+            .await
+            .map_err(fail)?;
+    // SOUL.md and AGENTS.md are configuration keys too: the edit is their next version.
+    hero_backend::agents::config::api::file_written(&st, &user, agent_id, &name)
         .await
-        .map_err(fail)
+        .map_err(fail)?;
+    Ok(written)
 }
 
 fn level_note(level: &str) -> &'static str {

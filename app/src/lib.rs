@@ -33,6 +33,7 @@ pub mod agents;
 pub mod auth;
 pub mod base;
 pub mod chat;
+pub mod config;
 #[cfg(feature = "ssr")]
 pub mod csp;
 pub mod enhance;
@@ -215,6 +216,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/agents/:id/files") view=files::FilesPage ssr=SsrMode::Async/>
                 <Route path=path!("/agents/:id/memory") view=memory::MemoryPage ssr=SsrMode::Async/>
                 <Route path=path!("/permissions") view=permissions::PermissionsPage ssr=SsrMode::Async/>
+                <Route path=path!("/config") view=config::ConfigPage ssr=SsrMode::Async/>
                 <Route path=path!("/abilities") view=abilities::AbilitiesPage ssr=SsrMode::Async/>
                 <Route path=path!("/skills") view=skills::SkillsPage ssr=SsrMode::Async/>
                 <Route path=path!("/admin") view=admin::AdminPage ssr=SsrMode::Async/>

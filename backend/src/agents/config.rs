@@ -824,6 +824,49 @@ pub mod api {
         })
     }
 
+    /// "Restore this version": version `n`'s content written again as the next version.
+    pub async fn restore(
+        st: &AppState,
+        user: &AuthUser,
+        key: &str,
+        agent_id: Option<i64>,
+        n: i64,
+    ) -> Result<ConfigDto> {
+        let old = version(st, user, key, n, agent_id).await?;
+        let now = get(st, user, key, agent_id).await?;
+        let req = PutConfigRequest {
+            content: old.content,
+            base_version: now.version,
+            agent_id,
+            reason: Some(format!("restored v{n}")),
+        };
+        put(st, user, key, req).await
+    }
+
+    /// A context file written on the Files page: when it is an agent's key (SOUL.md,
+    /// AGENTS.md), its new content is recorded as that key's next version.
+    pub async fn file_written(
+        st: &AppState,
+        user: &AuthUser,
+        agent_id: i64,
+        file: &str,
+    ) -> Result<()> {
+        let Some(key) = [Key::Soul, Key::Agents]
+            .into_iter()
+            .find(|k| k.file() == Some(file))
+        else {
+            return Ok(());
+        };
+        let dk = key_of(st, user).await?;
+        st.db
+            .write_with(async |tx| {
+                let s = scope(tx, user.id(), &key, Some(agent_id)).await?;
+                current(tx, &st.functions, &dk, s, &key).await
+            })
+            .await
+            .map(|_| ())
+    }
+
     /// `GET /api/configs/{key}/versions`: every version, newest first, each with its diff
     /// from the one before.
     pub async fn versions(

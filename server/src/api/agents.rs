@@ -84,10 +84,12 @@ pub async fn write_file(
     ApiPath((id, name)): ApiPath<(i64, String)>,
     ApiJson(req): ApiJson<PutContextFileRequest>,
 ) -> ApiResult<Json<ContextFileContent>> {
-    Ok(Json(
+    let written =
         hero_backend::agents::context_files::write_file(&st, &user, id, &name, &req.content)
-            .await?,
-    ))
+            .await?;
+    // SOUL.md and AGENTS.md are configuration keys too: the edit is their next version.
+    hero_backend::agents::config::api::file_written(&st, &user, id, &name).await?;
+    Ok(Json(written))
 }
 
 /// What the session's next call would send as its system prompt.
