@@ -78,6 +78,16 @@ pub async fn restore_config(
         .map_err(fail)
 }
 
+/// Writes a capability's newer shipped instructions as its next version.
+#[server(prefix = "/_fn")]
+pub async fn adopt_default(key: String) -> Result<ConfigDto, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    hero_backend::agents::config::api::adopt(&st, &user, &key)
+        .await
+        .map_err(fail)
+}
+
 #[component]
 pub fn ConfigPage() -> impl IntoView {
     let user = resource(|| (), |_| current_user());
@@ -178,7 +188,21 @@ fn Config(key: String, agent: Option<i64>) -> impl IntoView {
         current.get().map(|r| match r {
             Ok(c) => {
                 let label = format!("Content of {}", c.key);
+                let offered = c.offered.clone().map(|ops| {
+                    let key = c.key.clone();
+                    view! {
+                        <div class="offered" data-testid="offered">
+                            <p>"Hero ships newer instructions for this key. What they would change:"</p>
+                            <div class="diff">{diff_lines(ops)}</div>
+                            <FnForm action=AdoptDefault::PATH then="refresh" class="adopt-form" done="Hero's newer default is the current version".to_owned()>
+                                <input type="hidden" name="key" value=key/>
+                                <button type="submit">"Use Hero's newer instructions"</button>
+                            </FnForm>
+                        </div>
+                    }
+                });
                 view! {
+                    {offered}
                     <p class="muted" data-testid="config-version">{format!("Version {}", c.version)}</p>
                     <FnForm action=PutConfig::PATH then="refresh" class="config-form" done=format!("Saved {}", c.key)>
                         <input type="hidden" name="key" value=key_for_editor/>

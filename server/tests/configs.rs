@@ -323,7 +323,7 @@ async fn bad_changes_are_refused_in_words_and_no_change_crosses_users() {
     let problem = request["payload"]["problem"].as_str().unwrap();
     assert!(
         problem.contains("no config key `mood`")
-            && problem.contains("soul, agents, system_prompt, capability:config"),
+            && problem.contains("soul, agents, processes, system_prompt, capability:config"),
         "{problem}"
     );
     let (_, none) = h.json(Method::GET, "/api/configs/changes", None).await;
@@ -436,6 +436,36 @@ async fn bad_changes_are_refused_in_words_and_no_change_crosses_users() {
     assert_eq!(
         (&now["version"], &now["content"]),
         (&json!(3), &json!("# Soul\nEdited on the page.\n"))
+    );
+
+    // `processes` is the agent's default processes, one id a line; an unknown one is named.
+    let processes = format!("/api/configs/processes?agent_id={agent}");
+    let (s, first) = h.json(Method::GET, &processes, None).await;
+    assert_eq!(s, StatusCode::OK, "{first}");
+    let (s, b) = h
+        .json(
+            Method::PUT,
+            "/api/configs/processes",
+            Some(json!({"content": "system:__onstart_\nuser:999\n", "base_version": first["version"], "agent_id": agent})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert!(b["error"].as_str().unwrap().contains("\"user:999\""), "{b}");
+    let (s, b) = h
+        .json(
+            Method::PUT,
+            "/api/configs/processes",
+            Some(json!({"content": "system:__onstart_\n", "base_version": first["version"], "agent_id": agent})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (_, row) = h
+        .json(Method::GET, &format!("/api/agents/{agent}"), None)
+        .await;
+    assert_eq!(
+        row["default_processes"],
+        json!(["system:__onstart_"]),
+        "{row}"
     );
 
     // Alice's pending change: bob cannot see or decide it, and his prompt keeps the default.

@@ -1114,6 +1114,10 @@ pub struct ConfigDto {
     pub key: String,
     pub version: i64,
     pub content: String,
+    /// A capability whose shipped instructions are newer than those it started from: the
+    /// change they would make to the current version, offered, never applied by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered: Option<Vec<DiffOp>>,
 }
 
 /// One version of a key (`GET /api/configs/{key}/versions`, newest first): who wrote it

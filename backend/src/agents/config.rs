@@ -4,6 +4,7 @@
 //! | key                 | holds                                          | of        |
 //! |---------------------|------------------------------------------------|-----------|
 //! | `soul`, `agents`    | the session agent's SOUL.md and AGENTS.md      | an agent  |
+//! | `processes`         | the agent's default processes, one id a line   | an agent  |
 //! | `system_prompt`     | the user's standing instructions (Extra context) | the user |
 //! | `capability:<name>` | a capability's instructions (`## Available Capabilities`) | the user |
 //!
@@ -47,6 +48,8 @@ pub const PROPOSE: &str = "propose_config_change";
 pub enum Key {
     Soul,
     Agents,
+    /// The agent's default processes (reference 000's abilities), one id a line.
+    Processes,
     SystemPrompt,
     Capability(String),
 }
@@ -56,6 +59,7 @@ impl Key {
         match self {
             Key::Soul => "soul".into(),
             Key::Agents => "agents".into(),
+            Key::Processes => "processes".into(),
             Key::SystemPrompt => "system_prompt".into(),
             Key::Capability(c) => format!("capability:{c}"),
         }
@@ -70,6 +74,11 @@ impl Key {
         }
     }
 
+    /// Whether it is an agent's (its versions are the agent's, for the user).
+    pub fn of_agent(&self) -> bool {
+        matches!(self, Key::Soul | Key::Agents | Key::Processes)
+    }
+
     pub fn max_bytes(&self) -> usize {
         match self.file() {
             Some(_) => context_files::MAX_FILE_BYTES,
@@ -81,6 +90,7 @@ impl Key {
         match self {
             Key::Soul => "The agent's SOUL.md: who it is, its voice and values.".into(),
             Key::Agents => "The agent's AGENTS.md: how it works and the rules it keeps.".into(),
+            Key::Processes => "The agent's default processes, given in full in its prompt: one id a line (system:NAME or user:N).".into(),
             Key::SystemPrompt => {
                 "The user's standing instructions, given to every agent in the system prompt's extra context.".into()
             }
@@ -91,7 +101,7 @@ impl Key {
 
 /// The keys there are: the fixed ones, then one per capability with instructions.
 pub fn keys(registry: &Registry) -> Vec<Key> {
-    let mut keys = vec![Key::Soul, Key::Agents, Key::SystemPrompt];
+    let mut keys = vec![Key::Soul, Key::Agents, Key::Processes, Key::SystemPrompt];
     keys.extend(
         registry
             .prompts()
@@ -141,7 +151,7 @@ pub async fn scope(
     key: &Key,
     agent_id: Option<i64>,
 ) -> Result<Scope> {
-    if key.file().is_none() {
+    if !key.of_agent() {
         return Ok(Scope {
             user_id,
             agent_id: 0,
@@ -276,6 +286,21 @@ pub async fn current(
 ) -> Result<Current> {
     let now = stored(tx, dk, s, key).await?;
     let seed = match (key.file(), default_of(registry, key)) {
+        // The agent's row is the truth: a change made elsewhere (the agents page) is
+        // recorded as a version when next read.
+        _ if *key == Key::Processes => {
+            let ids = processes_of(tx, s).await?;
+            (now.version == 0 || ids != now.content).then(|| {
+                let (author, why) = match now.version {
+                    0 => ("hero", "the default processes as first read"),
+                    _ => (
+                        "user",
+                        "the default processes as changed outside this history",
+                    ),
+                };
+                (ids, author, why)
+            })
+        }
         (Some(file), _) => {
             context_files::ensure_seeded(
                 tx,
@@ -319,6 +344,52 @@ pub async fn current(
     stored(tx, dk, s, key).await
 }
 
+/// A capability's shipped instructions when they are newer than the ones the user's key
+/// started from (its newest version by `hero`): the change they would make to the current
+/// version. They are only offered; [`adopt_default`] writes them.
+pub async fn offered(
+    c: &mut Conn<'_>,
+    registry: &Registry,
+    dk: &SecretKey,
+    s: Scope,
+    key: &Key,
+) -> Result<Option<Vec<DiffOp>>> {
+    let Some(shipped) = default_of(registry, key) else {
+        return Ok(None);
+    };
+    let all = versions(c, dk, s, key).await?;
+    let Some(from) = all.iter().find(|v| v.author == "hero") else {
+        return Ok(None);
+    };
+    let current = all.first().map_or("", |v| v.content.as_str());
+    Ok((from.content != shipped && current != shipped).then(|| diff(current, shipped)))
+}
+
+/// Writes the shipped instructions of a capability as its next version (by `hero`).
+pub async fn adopt_default(
+    tx: &mut Write<'_>,
+    registry: &Registry,
+    dk: &SecretKey,
+    s: Scope,
+    key: &Key,
+) -> Result<i64> {
+    let shipped = default_of(registry, key)
+        .ok_or_else(|| Error::Invalid(format!("{} has no shipped default", key.name())))?
+        .to_owned();
+    write(
+        tx,
+        registry,
+        dk,
+        s,
+        key,
+        &shipped,
+        "hero",
+        "Hero's newer default",
+        None,
+    )
+    .await
+}
+
 /// Writes the next version of a key (a file key's file too, in the same transaction):
 /// answers its number. `base`, when given, must be the current version (else `stale`).
 #[allow(clippy::too_many_arguments)]
@@ -336,6 +407,11 @@ pub async fn write(
     check_content(key, content)?;
     let now = current(tx, registry, dk, s, key).await?;
     let next = now.version + 1;
+    if *key == Key::Processes {
+        let ids = check_processes(tx, s.user_id, content).await?;
+        let json = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
+        store::agents::set_default_processes(tx, s.agent_id, &json).await?;
+    }
     if let (Some(file), Some(kind)) = (key.file(), s.kind) {
         let of = context_files::Of {
             agent_id: s.agent_id,
@@ -351,6 +427,27 @@ pub async fn write(
         )));
     }
     Ok(next)
+}
+
+/// The agent's default processes as the key holds them: one id a line.
+async fn processes_of(c: &mut Conn<'_>, s: Scope) -> Result<String> {
+    let row = store::agents::get(c, s.user_id, s.agent_id)
+        .await?
+        .ok_or(Error::NotFound("agent"))?;
+    let ids: Vec<String> = serde_json::from_str(&row.default_processes).unwrap_or_default();
+    Ok(ids.iter().map(|id| format!("{id}\n")).collect())
+}
+
+/// The ids a `processes` content names, each a process of the user's (an unknown one is
+/// refused, named).
+async fn check_processes(c: &mut Conn<'_>, user_id: i64, content: &str) -> Result<Vec<String>> {
+    let ids: Vec<String> = content
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect();
+    crate::agents::abilities::check_defaults(c, user_id, &ids).await
 }
 
 fn check_content(key: &Key, content: &str) -> Result<()> {
@@ -454,6 +551,11 @@ pub async fn propose_in(
         return Ok(Err(unknown(registry, &p.key)));
     };
     if let Err(e) = check_content(&key, &p.content) {
+        return Ok(Err(e.public_message()));
+    }
+    if key == Key::Processes
+        && let Err(e) = check_processes(tx, user_id, &p.content).await
+    {
         return Ok(Err(e.public_message()));
     }
     if p.reason.chars().count() > MAX_REASON_CHARS {
@@ -735,7 +837,7 @@ pub mod api {
             .into_iter()
             .map(|k| {
                 let name = k.name();
-                let agent = k.file().is_some();
+                let agent = k.of_agent();
                 let head = heads
                     .iter()
                     .find(|h| h.key == name && (h.agent_id != 0) == agent);
@@ -759,18 +861,33 @@ pub mod api {
     ) -> Result<ConfigDto> {
         let k = parse(&st.functions, key)?;
         let dk = key_of(st, user).await?;
-        let now = st
+        let (now, offered) = st
             .db
             .write_with(async |tx| {
                 let s = scope(tx, user.id(), &k, agent_id).await?;
-                current(tx, &st.functions, &dk, s, &k).await
+                let now = current(tx, &st.functions, &dk, s, &k).await?;
+                Ok((now, super::offered(tx, &st.functions, &dk, s, &k).await?))
             })
             .await?;
         Ok(ConfigDto {
             key: k.name(),
             version: now.version,
             content: now.content,
+            offered,
         })
+    }
+
+    /// Writes a capability's newer shipped instructions as its next version.
+    pub async fn adopt(st: &AppState, user: &AuthUser, key: &str) -> Result<ConfigDto> {
+        let k = parse(&st.functions, key)?;
+        let dk = key_of(st, user).await?;
+        st.db
+            .write_with(async |tx| {
+                let s = scope(tx, user.id(), &k, None).await?;
+                adopt_default(tx, &st.functions, &dk, s, &k).await
+            })
+            .await?;
+        get(st, user, key, None).await
     }
 
     /// `PUT /api/configs/{key}`: the user writes the next version, made against
@@ -821,6 +938,7 @@ pub mod api {
             key: k.name(),
             version,
             content: req.content,
+            offered: None,
         })
     }
 
@@ -928,6 +1046,7 @@ pub mod api {
             key: name.clone(),
             version: row.version,
             content: open(&dk, &version_aad(s, &name, row.version), &row.sealed)?.0,
+            offered: None,
         })
     }
 
@@ -1057,6 +1176,77 @@ mod tests {
             crate::test_support::rows_in(&st, "config_versions").await,
             1
         );
+    }
+
+    /// A newer shipped default is offered as a diff, not applied; adopted, it is not
+    /// offered again.
+    #[tokio::test]
+    async fn a_newer_shipped_default_is_only_offered() {
+        use crate::execution::functions::{Capability, Ctx, Spec, ToolResult};
+        struct Shipped(&'static str);
+        impl Capability for Shipped {
+            fn name(&self) -> &str {
+                "notes"
+            }
+            fn tools(&self) -> Vec<Spec> {
+                Vec::new()
+            }
+            fn prompt(&self) -> &str {
+                self.0
+            }
+            fn handle<'a>(
+                &'a self,
+                _: &'a Ctx<'a>,
+                _: &'a str,
+                _: &'a serde_json::Value,
+            ) -> futures::future::BoxFuture<'a, Option<std::result::Result<ToolResult, String>>>
+            {
+                Box::pin(async { None })
+            }
+        }
+        let registry = |text| {
+            let mut r = Registry::empty();
+            r.add_capability(std::sync::Arc::new(Shipped(text)));
+            r
+        };
+        let (old, new) = (registry("old line\n"), registry("new line\n"));
+        let (_dir, st) = crate::test_support::state().await;
+        let user = crate::test_support::signed_in(&st, "alice").await;
+        let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id())
+            .await
+            .unwrap();
+        let s = Scope {
+            user_id: user.id(),
+            agent_id: 0,
+            kind: None,
+        };
+        let key = Key::Capability("notes".into());
+        st.db
+            .write_with(async |tx| {
+                assert_eq!(current(tx, &old, &dk, s, &key).await?.version, 1);
+                assert_eq!(offered(tx, &old, &dk, s, &key).await?, None);
+                let ops = offered(tx, &new, &dk, s, &key).await?.expect("offered");
+                assert_eq!(
+                    ops,
+                    [
+                        DiffOp {
+                            op: "delete".into(),
+                            text: "old line\n".into()
+                        },
+                        DiffOp {
+                            op: "insert".into(),
+                            text: "new line\n".into()
+                        },
+                    ]
+                );
+                // Offered only: the current version is still the user's.
+                assert_eq!(current(tx, &new, &dk, s, &key).await?.content, "old line\n");
+                assert_eq!(adopt_default(tx, &new, &dk, s, &key).await?, 2);
+                assert_eq!(offered(tx, &new, &dk, s, &key).await?, None);
+                Ok(())
+            })
+            .await
+            .unwrap();
     }
 
     proptest! {

@@ -65,6 +65,16 @@ pub async fn put(
     Ok(Json(api::put(&st, &user, &key, req).await?))
 }
 
+/// `POST /api/configs/{key}/default`: a capability's newer shipped instructions (the
+/// `offered` diff) written as its next version.
+pub async fn adopt(
+    State(st): State<AppState>,
+    Authed(user): Authed,
+    ApiPath(key): ApiPath<String>,
+) -> ApiResult<Json<ConfigDto>> {
+    Ok(Json(api::adopt(&st, &user, &key).await?))
+}
+
 /// `GET /api/configs/{key}/versions?agent_id=`: newest first, each with its diff.
 pub async fn versions(
     State(st): State<AppState>,

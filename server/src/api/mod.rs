@@ -168,6 +168,7 @@ where
         )
         .api_route("/configs/{key}", get(configs::get).put(configs::put))
         .api_route("/configs/{key}/versions", get(configs::versions))
+        .api_route("/configs/{key}/default", post(configs::adopt))
         .api_route("/configs/{key}/versions/{n}", get(configs::version))
         .api_route(
             "/workspace",
