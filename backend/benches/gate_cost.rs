@@ -5,8 +5,10 @@
 //! an `ask` one from the user's decision to its stored result. The `always` path is run
 //! twice: through the server's bus (its subscribers) with four pass-through handlers
 //! added, and through a bus with none, so what the bus adds is the difference (reference
-//! 000's "Middleware Pipeline"; the goal: at most 1 ms at p99). Prints p50 and p99; asserts
-//! nothing.
+//! 000's "Middleware Pipeline"; the goal: at most 1 ms at p99). Then the capability chain
+//! (reference 004): an `always` no-op that is the last of 12 capabilities' tools, whose call
+//! walks the chain past 11 that answer `None`, against Hero's own no-op (the goal: at most
+//! 1 ms more at p99). Prints p50 and p99; asserts nothing.
 //!
 //! `cargo bench -p hero-backend --features test-support --bench gate_cost`
 
@@ -16,7 +18,9 @@ use futures::future::BoxFuture;
 use hero_backend::conversation::act::{self, Authority, Scene};
 use hero_backend::conversation::hub::HubEvent;
 use hero_backend::execution::functions::bus::{self, Bus, Handled, Handler, Routed};
-use hero_backend::execution::functions::{Ctx, Function, Registry, Spec, builtin};
+use hero_backend::execution::functions::{
+    Capability, Ctx, Function, Registry, Spec, ToolResult, builtin,
+};
 use hero_backend::{Settings, conversation::frames, test_support};
 use hero_shared::calls::{DangerLevel, FunctionPermissions, Permission};
 use hero_shared::frame::FrameType;
@@ -59,6 +63,41 @@ impl Handler for Pass {
     fn handle(&self, _cx: &Ctx<'_>, call: &Routed<'_>) -> Handled {
         std::hint::black_box(call.args.get("n"));
         Handled::Pass
+    }
+}
+
+/// A capability with one tool, `<name>_tool`, that answers only its own.
+struct Cap(String);
+
+impl Capability for Cap {
+    fn name(&self) -> &str {
+        &self.0
+    }
+
+    fn tools(&self) -> Vec<Spec> {
+        let mut spec = Noop("", Permission::Always).spec();
+        spec.name = format!("{}_tool", self.0).into();
+        vec![spec]
+    }
+
+    fn prompt(&self) -> &str {
+        "Instructions."
+    }
+
+    fn handle<'a>(
+        &'a self,
+        _cx: &'a Ctx<'a>,
+        tool: &'a str,
+        _input: &'a Value,
+    ) -> BoxFuture<'a, Option<Result<ToolResult, String>>> {
+        Box::pin(async move {
+            (tool.strip_suffix("_tool") == Some(self.0.as_str())).then(|| {
+                Ok(ToolResult {
+                    result: "ok".to_owned(),
+                    pending_change_id: None,
+                })
+            })
+        })
     }
 }
 
@@ -222,6 +261,29 @@ async fn main() {
         p99_with - p99_without
     );
     drop((bare, full));
+
+    // The capability chain: 12 capabilities after Hero's own (`config` among them), the
+    // last one's tool against Hero's own no-op, on one state, in turns.
+    let mut chained = registry(bus::builtin());
+    for i in 1..=11 {
+        chained.add_capability(std::sync::Arc::new(Cap(format!("cap{i}"))));
+    }
+    chained.add_capability(std::sync::Arc::new(Cap("last".into())));
+    let links = chained.chain().len() - 1;
+    let c = test_support::state_with_functions(Settings::default(), chained).await;
+    always(&c.st, "warm-chain", 200, "last_tool").await;
+    let (mut own, mut last) = (Vec::new(), Vec::new());
+    for round in 0..4 {
+        own.extend(always(&c.st, &format!("own-{round}"), N / 4, "noop_always").await);
+        last.extend(always(&c.st, &format!("last-{round}"), N / 4, "last_tool").await);
+    }
+    let (p50_own, p99_own) = quantiles(own);
+    let (p50_last, p99_last) = quantiles(last);
+    println!(
+        "capabilities: Hero's own always no-op p50 {p50_own:.3} ms, p99 {p99_own:.3} ms; the last of {links} capabilities' no-op p50 {p50_last:.3} ms, p99 {p99_last:.3} ms; the chain adds {:.3} ms at p99 ({N} calls each)",
+        p99_last - p99_own
+    );
+    drop(c);
 
     let reg = registry(bus::builtin());
     // Every layer, as the server runs bash: this crate's Landlock helper included.
