@@ -19,6 +19,7 @@
 //!   conditional abilities.
 //! - [`conversation`]: a session's log and what moves it: sessions, frames, the turn, acting
 //!   on calls, answers, compaction, the feed, history, replies in flight, the hub.
+//! - [`tasks`]: reference 004's tasks, per user: teams, tasks and their history.
 //! - [`fuzz`]: the bodies of the backend's fuzz targets; `test_support` (feature
 //!   `test-support`): the harness of tests and benchmarks.
 //!
@@ -42,6 +43,7 @@ pub mod providers;
 pub mod search;
 pub mod skills;
 pub mod store;
+pub mod tasks;
 
 use std::sync::Arc;
 

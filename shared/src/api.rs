@@ -1183,3 +1183,122 @@ pub struct DecidedChangeDto {
     pub status: String,
     pub version: Option<i64>,
 }
+
+/// A task's statuses (reference 004), in the board's order.
+pub const TASK_STATUSES: [&str; 6] = [
+    "triage",
+    "backlog",
+    "todo",
+    "in_progress",
+    "done",
+    "canceled",
+];
+
+/// A task's priorities, 0 to 4.
+pub const TASK_PRIORITIES: [&str; 5] = ["none", "urgent", "high", "medium", "low"];
+
+/// A team of the user's tasks: its key (an identifier's prefix, `PER`) and name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct TeamDto {
+    pub id: i64,
+    pub key: String,
+    pub name: String,
+    /// How many tasks it holds.
+    pub tasks: i64,
+}
+
+/// `POST /api/tasks/teams`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct CreateTeamRequest {
+    pub name: String,
+    pub key: String,
+}
+
+/// A task (reference 004): `identifier` is `KEY-n`, rising in its team.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct TaskDto {
+    pub id: i64,
+    pub identifier: String,
+    pub team: String,
+    pub title: String,
+    pub description: String,
+    /// `triage`, `backlog`, `todo`, `in_progress`, `done` or `canceled`.
+    pub status: String,
+    /// 0 none, 1 urgent, 2 high, 3 medium, 4 low.
+    pub priority: i64,
+    pub project: Option<String>,
+    pub labels: Vec<String>,
+    /// `YYYY-MM-DD`.
+    pub due: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// `POST /api/tasks`: only the title is needed (the team: Personal, made on first use;
+/// the status `todo`; no priority).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct CreateTaskRequest {
+    pub title: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// A team's key or name.
+    #[serde(default)]
+    pub team: Option<String>,
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub priority: Option<i64>,
+    #[serde(default)]
+    pub project: Option<String>,
+    #[serde(default)]
+    pub labels: Option<Vec<String>>,
+    #[serde(default)]
+    pub due: Option<String>,
+}
+
+/// `PATCH /api/tasks/{id}`: the fields to change (`project` or `due` `""` clears it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct UpdateTaskRequest {
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub team: Option<String>,
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub priority: Option<i64>,
+    #[serde(default)]
+    pub project: Option<String>,
+    #[serde(default)]
+    pub labels: Option<Vec<String>>,
+    #[serde(default)]
+    pub due: Option<String>,
+}
+
+/// One change of a task's history: who made it (`user`, or `agent` with its agent and
+/// session) and each field's value before and after (`created` for its making).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct TaskEventDto {
+    pub actor: String,
+    pub agent_id: Option<i64>,
+    pub session_id: Option<i64>,
+    pub changes: Vec<FieldChange>,
+    pub created_at: String,
+}
+
+/// A field's value before and after a change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct FieldChange {
+    pub field: String,
+    pub from: Option<String>,
+    pub to: Option<String>,
+}

@@ -730,6 +730,12 @@ pub enum WsServerMessage {
         message: String,
         level: String,
     },
+    /// A task of the user's was made or changed (reference 004), by them or an agent.
+    TaskChanged {
+        task_id: i64,
+        identifier: String,
+        status: String,
+    },
     /// A configuration change an agent proposed (reference 004) was proposed (`pending`) or
     /// decided (`approved` with the version it wrote, `rejected`, `stale`), on every
     /// socket of the user's.

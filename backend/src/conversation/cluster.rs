@@ -804,6 +804,19 @@ fn apply(st: &AppState, from: &str, w: Wire) {
         Wire::ConfigChange { user_id, change } => {
             hub.publish_user_here(user_id, HubEvent::ConfigChange(change))
         }
+        Wire::TaskChanged {
+            user_id,
+            task_id,
+            identifier,
+            status,
+        } => hub.publish_user_here(
+            user_id,
+            HubEvent::TaskChanged {
+                task_id,
+                identifier,
+                status,
+            },
+        ),
         Wire::Stop { session_id } => {
             st.turns.abort(session_id);
         }

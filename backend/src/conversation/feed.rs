@@ -263,7 +263,8 @@ impl SessionFeed {
             HubEvent::Assertion(a) => Some(SessionEvent::Assertion(a.clone())),
             HubEvent::AgentStatus { .. }
             | HubEvent::Notification { .. }
-            | HubEvent::ConfigChange(_) => None,
+            | HubEvent::ConfigChange(_)
+            | HubEvent::TaskChanged { .. } => None,
         }
     }
 

@@ -63,6 +63,12 @@ pub enum HubEvent {
     },
     /// A configuration change was proposed or decided: for the user's sockets.
     ConfigChange(ConfigChanged),
+    /// A task was made or changed: for the user's sockets.
+    TaskChanged {
+        task_id: i64,
+        identifier: String,
+        status: String,
+    },
 }
 
 /// A configuration change as the user's sockets hear of it (`config_change`).
@@ -132,6 +138,12 @@ pub enum Wire {
     ConfigChange {
         user_id: i64,
         change: ConfigChanged,
+    },
+    TaskChanged {
+        user_id: i64,
+        task_id: i64,
+        identifier: String,
+        status: String,
     },
     /// Stop the session's turns and calls running here.
     Stop {
@@ -214,6 +226,16 @@ impl Wire {
             HubEvent::ConfigChange(change) => Wire::ConfigChange {
                 user_id,
                 change: change.clone(),
+            },
+            HubEvent::TaskChanged {
+                task_id,
+                identifier,
+                status,
+            } => Wire::TaskChanged {
+                user_id,
+                task_id: *task_id,
+                identifier: identifier.clone(),
+                status: status.clone(),
             },
         }
     }

@@ -336,6 +336,49 @@ const TABLES: &[Table] = &[
         ],
         identity: false,
     },
+    Table {
+        name: "task_teams",
+        columns: &[
+            ("id", Int),
+            ("user_id", Int),
+            ("key", Text),
+            ("sealed", Bytes),
+            ("next_number", Int),
+            ("created_at", Text),
+        ],
+        identity: true,
+    },
+    Table {
+        name: "tasks",
+        columns: &[
+            ("id", Int),
+            ("user_id", Int),
+            ("team_id", Int),
+            ("number", Int),
+            ("status", Text),
+            ("priority", Int),
+            ("due", Text),
+            ("sealed", Bytes),
+            ("created_at", Text),
+            ("updated_at", Text),
+        ],
+        identity: true,
+    },
+    Table {
+        name: "task_events",
+        columns: &[
+            ("id", Int),
+            ("task_id", Int),
+            ("user_id", Int),
+            ("n", Int),
+            ("actor", Text),
+            ("agent_id", Int),
+            ("session_id", Int),
+            ("sealed", Bytes),
+            ("created_at", Text),
+        ],
+        identity: true,
+    },
 ];
 
 /// One column's value of one row.

@@ -157,6 +157,7 @@ pub mod permissions;
 pub mod processes;
 pub mod sessions;
 pub mod skills;
+pub mod tasks;
 pub mod tokens;
 pub mod usage;
 pub mod users;

@@ -31,6 +31,7 @@ pub use openapi::{Created, Put, Status};
 mod skills;
 mod spend;
 mod sse;
+mod tasks;
 pub mod ws;
 
 pub fn router<S>() -> Router<S>
@@ -159,6 +160,10 @@ where
         )
         .api_route("/sessions/{id}/answers", post(calls::answer))
         .api_route("/permissions", get(calls::list))
+        .api_route("/tasks", get(tasks::list).post(tasks::create))
+        .api_route("/tasks/teams", get(tasks::teams).post(tasks::create_team))
+        .api_route("/tasks/{id}", get(tasks::get).patch(tasks::update))
+        .api_route("/tasks/{id}/history", get(tasks::history))
         .api_route("/capabilities", get(configs::capabilities))
         .api_route("/configs", get(configs::list))
         .api_route("/configs/changes", get(configs::changes))

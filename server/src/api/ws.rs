@@ -44,6 +44,17 @@ pub async fn ws(
 /// same message a session's feed would send for it.
 pub fn to_ws(ev: &HubEvent) -> Option<WsServerMessage> {
     let (session_id, ev) = match ev {
+        HubEvent::TaskChanged {
+            task_id,
+            identifier,
+            status,
+        } => {
+            return Some(WsServerMessage::TaskChanged {
+                task_id: *task_id,
+                identifier: identifier.clone(),
+                status: status.clone(),
+            });
+        }
         HubEvent::ConfigChange(c) => {
             return Some(WsServerMessage::ConfigChange {
                 change_id: c.change_id.clone(),
@@ -114,7 +125,8 @@ fn session_of(ev: &HubEvent) -> Option<i64> {
         HubEvent::Assertion(a) => a.session_id,
         HubEvent::AgentStatus { .. }
         | HubEvent::Notification { .. }
-        | HubEvent::ConfigChange(_) => return None,
+        | HubEvent::ConfigChange(_)
+        | HubEvent::TaskChanged { .. } => return None,
     })
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::{
     Registry, agent_queue, ask, bash, bus, commands, config, context_file, help, memory, process,
-    skills, update_prompt, user_notify, websearch,
+    skills, tasks, update_prompt, user_notify, websearch,
 };
 
 /// A registry of every builtin function.
@@ -28,6 +28,7 @@ pub fn registry() -> Registry {
     commands::register(&mut r);
     // The capabilities (reference 004), after Hero's functions in the chain.
     r.add_capability(Arc::new(config::Config));
+    r.add_capability(Arc::new(tasks::Tasks));
     r.bus = bus::builtin();
     r
 }

@@ -12,8 +12,8 @@
 //! them, and providers are offered them as tools.
 //!
 //! Capabilities (reference 004) are the registry's chain: Hero's functions first, then each
-//! [`Capability`] added with [`Registry::add_capability`] (`config`, then plugins' and MCP
-//! servers' tools), each with tools, default instructions (kept per user as the config key
+//! [`Capability`] added with [`Registry::add_capability`] (`config`, `tasks`, then plugins' and
+//! MCP servers' tools), each with tools, default instructions (kept per user as the config key
 //! `capability:<name>`) and a handler that answers `None` for a tool not its own.
 //! [`Registry::handle_tool_call`] walks the chain, the first `Some` winning; a tool name
 //! claimed twice is the first claimant's.
@@ -32,6 +32,7 @@ pub mod plugin;
 pub mod process;
 pub mod schema;
 pub mod skills;
+pub mod tasks;
 pub mod update_prompt;
 pub mod user_notify;
 pub mod websearch;
