@@ -33,6 +33,7 @@ printf 'kim-password\n' | "$bin" user add kim
 printf 'liam-password\n' | "$bin" user add liam
 printf 'mia-password\n' | "$bin" user add mia
 printf 'nora-password\n' | "$bin" user add nora
+printf 'olive-password\n' | "$bin" user add olive
 # Where this run keeps its data: a test that must damage a stored row finds the database here.
 printf '%s\n' "$data" > "$root/target/e2e-data-dir"
 exec "$bin" serve --addr "127.0.0.1:$port" --site-root "$root/target/site"

@@ -135,6 +135,7 @@ mod browser {
         // They live as long as the page.
         on_submit.forget();
         on_input.forget();
+        drag_and_drop(&doc);
         // Any page but the sign-in page: the user's socket, for the Agents page's statuses
         // and the toasts of `@user(notify, …)` on every page.
         let path = web_sys::window()
@@ -376,6 +377,16 @@ mod browser {
                 let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
                     return;
                 };
+                // The Tasks board is read again when a task changed (an agent's change too).
+                if v["type"] == "task_changed" {
+                    if document()
+                        .and_then(|d| d.query_selector("[data-board]").ok().flatten())
+                        .is_some()
+                    {
+                        leptos::task::spawn_local(refresh());
+                    }
+                    return;
+                }
                 if v["type"] == "notification" {
                     toast(
                         v["message"].as_str().unwrap_or_default(),
@@ -401,6 +412,78 @@ mod browser {
             });
         ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         on_message.forget();
+    }
+
+    /// The Tasks board's cards dragged onto a column: the card's own move form
+    /// (`.task-move`) is sent with the column's status, as a keyboard would send it.
+    fn drag_and_drop(doc: &Document) {
+        let on_start = Closure::<dyn FnMut(web_sys::DragEvent)>::new(|e: web_sys::DragEvent| {
+            let card = e
+                .target()
+                .and_then(|t| t.dyn_into::<Element>().ok())
+                .and_then(|t| t.closest("[data-task]").ok().flatten());
+            if let (Some(card), Some(dt)) = (card, e.data_transfer())
+                && let Some(id) = card.get_attribute("data-task")
+            {
+                let _ = dt.set_data("text/plain", &id);
+                dt.set_effect_allowed("move");
+            }
+        });
+        let column_of = |e: &web_sys::DragEvent| {
+            e.target()
+                .and_then(|t| t.dyn_into::<Element>().ok())
+                .and_then(|t| t.closest("[data-column]").ok().flatten())
+        };
+        let on_over =
+            Closure::<dyn FnMut(web_sys::DragEvent)>::new(move |e: web_sys::DragEvent| {
+                if column_of(&e).is_some() {
+                    e.prevent_default();
+                }
+            });
+        let on_drop =
+            Closure::<dyn FnMut(web_sys::DragEvent)>::new(move |e: web_sys::DragEvent| {
+                let Some(column) = column_of(&e) else { return };
+                e.prevent_default();
+                let id = e
+                    .data_transfer()
+                    .and_then(|dt| dt.get_data("text/plain").ok())
+                    .unwrap_or_default();
+                let (Some(status), Some(doc)) = (column.get_attribute("data-column"), document())
+                else {
+                    return;
+                };
+                let selector = format!("[data-task=\"{}\"] form.task-move", id.replace('"', ""));
+                let Some(form) = doc
+                    .query_selector(&selector)
+                    .ok()
+                    .flatten()
+                    .and_then(|f| f.dyn_into::<HtmlFormElement>().ok())
+                else {
+                    return;
+                };
+                if let Some(select) = form
+                    .query_selector("select[name=status]")
+                    .ok()
+                    .flatten()
+                    .and_then(|s| s.dyn_into::<web_sys::HtmlSelectElement>().ok())
+                {
+                    if select.value() == status {
+                        return;
+                    }
+                    select.set_value(&status);
+                    let _ = form.request_submit();
+                }
+            });
+        for (name, f) in [
+            ("dragstart", on_start.as_ref()),
+            ("dragover", on_over.as_ref()),
+            ("drop", on_drop.as_ref()),
+        ] {
+            let _ = doc.add_event_listener_with_callback(name, f.unchecked_ref());
+        }
+        on_start.forget();
+        on_over.forget();
+        on_drop.forget();
     }
 
     /// How long a toast stays (ms).

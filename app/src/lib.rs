@@ -54,6 +54,7 @@ pub mod search;
 pub mod sessions;
 pub mod shortcuts;
 pub mod skills;
+pub mod tasks;
 pub mod theme;
 
 use leptos::prelude::*;
@@ -217,6 +218,8 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/agents/:id/memory") view=memory::MemoryPage ssr=SsrMode::Async/>
                 <Route path=path!("/permissions") view=permissions::PermissionsPage ssr=SsrMode::Async/>
                 <Route path=path!("/config") view=config::ConfigPage ssr=SsrMode::Async/>
+                <Route path=path!("/tasks") view=tasks::TasksPage ssr=SsrMode::Async/>
+                <Route path=path!("/tasks/:id") view=tasks::TaskPage ssr=SsrMode::Async/>
                 <Route path=path!("/abilities") view=abilities::AbilitiesPage ssr=SsrMode::Async/>
                 <Route path=path!("/skills") view=skills::SkillsPage ssr=SsrMode::Async/>
                 <Route path=path!("/admin") view=admin::AdminPage ssr=SsrMode::Async/>
