@@ -223,6 +223,16 @@ async fn never_and_always_settle_in_the_same_turn() {
             "command_compact always always autoApprove=always safe",
             "command_stream always always autoApprove=always safe",
             "command_update_usage ask ask autoApprove=never moderate",
+            // Reference 004's capabilities: config (a proposal asks every time), tasks.
+            "list_configs always always autoApprove=always safe",
+            "read_config always always autoApprove=always safe",
+            "propose_config_change ask ask autoApprove=never moderate",
+            "list_tasks always always autoApprove=always safe",
+            "create_task always always autoApprove=always moderate",
+            "update_task always always autoApprove=always moderate",
+            "get_task always always autoApprove=always safe",
+            "get_team_context always always autoApprove=always safe",
+            "get_suggested_tasks always always autoApprove=always safe",
         ]
     );
     let (s, p) = h

@@ -34,7 +34,7 @@ impl Out {
             let Some(v) = value else { continue };
             self.0.push(' ');
             self.0.push_str(name);
-            if !matches!(*name, "checked" | "disabled") {
+            if !matches!(*name, "checked" | "disabled" | "open") {
                 self.0.push_str("=\"");
                 escape(&mut self.0, v);
                 self.0.push('"');
@@ -1116,7 +1116,25 @@ fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
         let question = c.request.arg("question").unwrap_or_default();
         waiting(out, c, message_id, &c.request.origin.element_id(), question);
     }
-    if let Some(r) = &c.result {
+    // What the agent read of its configuration is shown open, for the user to see what
+    // it goes by (reference 004's read-only panel).
+    if let Some(r) = c
+        .result
+        .as_ref()
+        .filter(|r| c.request.function == "read_config" && r.outcome == Outcome::Ok)
+    {
+        out.open(
+            "details",
+            &[
+                ("class", Some("call-result config-read")),
+                ("data-testid", Some("config-read")),
+                ("open", Some("")),
+            ],
+        );
+        out.leaf("summary", &[], "What it read");
+        out.leaf("pre", &[], &r.output);
+        out.close("details");
+    } else if let Some(r) = &c.result {
         out.open("details", &[("class", Some("call-result"))]);
         out.leaf(
             "summary",
@@ -1536,6 +1554,7 @@ pub fn inert(html: &str) -> Result<(), String> {
             ("input", "name" | "value" | "placeholder" | "min" | "max" | "step", Some(_)) => true,
             ("input", "disabled" | "checked", None) => true,
             ("option" | "progress", "value", Some(_)) => true,
+            ("details", "open", _) => true,
             ("progress", "max", Some(_)) => true,
             _ => false,
         },
@@ -2013,6 +2032,49 @@ mod tests {
         assert!(
             decided.contains(r#"<details class="change""#) && !decided.contains(">Reject<"),
             "{decided}"
+        );
+    }
+
+    /// What the agent read of its configuration is shown open, escaped.
+    #[test]
+    fn a_config_read_shows_open() {
+        use crate::calls::{CallRequest, CallResult, CallStatus};
+        let call = CallView {
+            request_id: "r".into(),
+            message_id: "m1".into(),
+            request: CallRequest {
+                function: "read_config".into(),
+                args: serde_json::json!({"key": "capability:tasks"}),
+                origin: CallOrigin::Tool {
+                    tool_use_id: "t".into(),
+                },
+                status: CallStatus::Approved,
+                decided_by: None,
+                sender_id: None,
+                problem: None,
+                content: "read".into(),
+                expires_at: None,
+                permissions: None,
+                change: None,
+            },
+            result: Some(CallResult {
+                function: "read_config".into(),
+                outcome: Outcome::Ok,
+                content: String::new(),
+                output: "capability:tasks (v2):\nPut <b>personal</b> tasks in Personal.".into(),
+                tool_use_id: None,
+            }),
+        };
+        let mut out = Out::default();
+        call_card(&mut out, &call, "m1");
+        let html = out.0;
+        assert_eq!(inert(&html), Ok(()));
+        assert!(
+            html.contains(
+                r#"<details class="call-result config-read" data-testid="config-read" open>"#
+            ) && html.contains("Reads its configuration: <code>capability:tasks</code>")
+                && html.contains("Put &lt;b&gt;personal&lt;/b&gt; tasks"),
+            "{html}"
         );
     }
 
