@@ -115,6 +115,36 @@ async fn a_proposed_change_waits_for_the_user_and_an_approved_one_is_the_next_pr
     let safety = prompt.find("## Safety").unwrap();
     assert!(prompt.find("## Available Capabilities").unwrap() > safety);
 
+    // The agent reads a key: told its content and version, shown open on its card.
+    h.stream(
+        session,
+        r#"[[mock tool=read_config input={"key": "capability:config"} then="Read it."]]"#,
+    )
+    .await;
+    let frames = frames_when(&h, session, |f| {
+        of_type(f, "result")
+            .iter()
+            .any(|r| r["payload"]["function"] == "read_config")
+    })
+    .await;
+    let read = of_type(&frames, "result")
+        .into_iter()
+        .find(|r| r["payload"]["function"] == "read_config")
+        .unwrap();
+    let told = read["payload"]["output"].as_str().unwrap();
+    assert!(
+        told.starts_with("capability:config (v1):\n") && told.contains("read_config"),
+        "{told}"
+    );
+    let page = h.page(&format!("/s/{session}")).await;
+    assert!(page.contains(r#"data-testid="config-read" open"#), "{page}");
+    frames_when(&h, session, |f| {
+        agent_messages(f)
+            .last()
+            .is_some_and(|m| m["payload"]["content"] == "Read it.")
+    })
+    .await;
+
     // The agent proposes; the call waits, its card shows the change, the user's sockets
     // hear of it, and it is listed with its diff.
     let (_, mut ws) = h.ws().await;
