@@ -65,6 +65,17 @@ pub async fn new_task(
         .map_err(fail)
 }
 
+/// Makes a team (its key the prefix of its tasks' identifiers).
+#[server(prefix = "/_fn")]
+pub async fn new_team(name: String, key: String) -> Result<TeamDto, ServerFnError> {
+    use crate::guard::{fail, require_user};
+    let (st, user) = require_user().await?;
+    let req = hero_shared::api::CreateTeamRequest { name, key };
+    hero_backend::tasks::create_team(&st, user.id(), req)
+        .await
+        .map_err(fail)
+}
+
 /// Moves a task to another column.
 #[server(prefix = "/_fn")]
 pub async fn move_task(id: i64, status: String) -> Result<TaskDto, ServerFnError> {
@@ -220,6 +231,14 @@ fn Board(team: String, canceled: bool) -> impl IntoView {
                 <button type="submit">"Add"</button>
             </FnForm>
             <Suspense>{board}</Suspense>
+            <details class="new-team">
+                <summary>"New team"</summary>
+                <FnForm action=NewTeam::PATH then="refresh" class="new-team-form" done="Team made".to_owned()>
+                    <input type="text" name="name" required placeholder="Work" aria-label="Team name"/>
+                    <input type="text" name="key" required placeholder="WRK" aria-label="Team key" pattern="[A-Z][A-Z0-9]{1,9}"/>
+                    <button type="submit">"Make the team"</button>
+                </FnForm>
+            </details>
         </main>
     }
 }

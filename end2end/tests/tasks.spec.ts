@@ -62,6 +62,18 @@ test("a card is made, dragged, moved by keyboard, opened and canceled", async ({
   await page.getByLabel("Show canceled").check();
   await page.getByRole("button", { name: "Show" }).click();
   await expect(column(page, "canceled").getByTestId("task-PER-1")).toBeVisible();
+
+  // A team of her own, chosen in the picker: its own identifiers.
+  await page.locator(".new-team summary").click();
+  await page.getByLabel("Team name").fill("Work");
+  await page.getByLabel("Team key").fill("WRK");
+  await page.getByRole("button", { name: "Make the team" }).click();
+  await expect(page.getByRole("status")).toHaveText("Team made");
+  await page.getByLabel("Team", { exact: true }).selectOption("WRK");
+  await page.getByRole("button", { name: "Show" }).click();
+  await page.getByLabel("New task").fill("Ship it");
+  await page.getByRole("button", { name: "Add" }).click();
+  await expect(column(page, "todo").getByTestId("task-WRK-1")).toContainText("Ship it");
 });
 
 test("a task the agent makes appears on the open board by itself", async ({ page, context }) => {
