@@ -32,7 +32,7 @@ printf 'judy-password\n' | "$bin" user add judy
 printf 'kim-password\n' | "$bin" user add kim
 printf 'liam-password\n' | "$bin" user add liam
 printf 'mia-password\n' | "$bin" user add mia
-printf 'nora-password\n' | "$bin" user add nora
+printf 'pia-password\n' | "$bin" user add pia
 printf 'olive-password\n' | "$bin" user add olive
 # Where this run keeps its data: a test that must damage a stored row finds the database here.
 printf '%s\n' "$data" > "$root/target/e2e-data-dir"

@@ -1,7 +1,7 @@
 import { test, expect, type Page } from "@playwright/test";
 import { connected, mockSession, send, signIn } from "./helpers";
 
-// Nora's agent changes its own instructions (reference 004): it proposes a change, whose
+// Pia's agent changes its own instructions (reference 004): it proposes a change, whose
 // card slides in beside the chat with the diff; approved in one tab, every tab follows and
 // the agent is told; another is rejected. The Config page shows each key's history, edits
 // it and restores an old version.
@@ -18,7 +18,7 @@ function proposes(key: string, content: string, reason: string) {
 }
 
 test("a proposed change slides in with its diff; approved in one tab, both follow", async ({ page, context }) => {
-  await signIn(page, "nora", "nora-password");
+  await signIn(page, "pia", "pia-password");
   const id = await mockSession(page, "Self-modification");
   await send(page, proposes("capability:config", "Always put my personal tasks in Personal.\n", "you asked me to"));
   const card = proposal(page);
@@ -58,7 +58,7 @@ test("a proposed change slides in with its diff; approved in one tab, both follo
 });
 
 test("the Config page shows a key's history, edits it and restores an old version", async ({ page }) => {
-  await signIn(page, "nora", "nora-password");
+  await signIn(page, "pia", "pia-password");
   await page.goto("/config?key=capability:config");
   await expect(page.getByTestId("config-key")).toHaveText("capability:config");
   await expect(page.getByTestId("config-version")).toHaveText("Version 2");
