@@ -33,6 +33,9 @@ pub const MAX_LABELS: usize = 20;
 /// The most tasks a user may have, and teams.
 pub const MAX_TASKS: i64 = 10_000;
 pub const MAX_TEAMS: i64 = 50;
+/// The most events one task's history may hold: past it, the task takes no more changes
+/// (make a new one).
+pub const MAX_EVENTS: i64 = 1_000;
 /// The team every user has, made on first use.
 pub const PERSONAL: (&str, &str) = ("Personal", "PER");
 
@@ -429,6 +432,8 @@ pub async fn create(
     let task =
         st.db
             .write_with(async |tx| {
+                // One user's task changes take turns (PostgreSQL; SQLite has one writer).
+                store::users::lock(tx, user_id).await?;
                 if store::tasks::count(tx, user_id).await? >= MAX_TASKS {
                     return Err(Error::Limit(format!(
                         "a user has at most {MAX_TASKS} tasks"
@@ -454,6 +459,7 @@ pub async fn create(
                     user_id,
                     id,
                     team.id,
+                    number,
                     status,
                     priority,
                     due.as_deref(),
@@ -501,7 +507,14 @@ pub async fn update(
     let task = st
         .db
         .write_with(async |tx| {
+            store::users::lock(tx, user_id).await?;
             let before = find(tx, &dk, user_id, id).await?;
+            if store::tasks::count_events(tx, before.row.id).await? >= MAX_EVENTS {
+                return Err(Error::Limit(format!(
+                    "{} has had {MAX_EVENTS} changes, the most a task's history keeps; make a new task",
+                    before.identifier()
+                )));
+            }
             let mut body = before.body.clone();
             if let Some(t) = &req.title {
                 body.title = check_title(t)?;
@@ -571,14 +584,12 @@ pub async fn update(
             }
             let now = now_text();
             let sealed = seal_json(&dk, &task_aad(user_id, before.row.id), &body)?;
-            if number != before.row.number {
-                store::tasks::renumber(tx, before.row.id, number).await?;
-            }
             store::tasks::set(
                 tx,
                 user_id,
                 before.row.id,
                 team.id,
+                number,
                 &row.status,
                 priority,
                 row.due.as_deref(),
@@ -626,6 +637,12 @@ pub async fn list(
                         .find(|x| x.key.eq_ignore_ascii_case(t) || x.name.eq_ignore_ascii_case(t));
                     match found {
                         Some(x) => Some(x.id),
+                        // Personal is made on first use: before it, it holds nothing.
+                        None if t.eq_ignore_ascii_case(PERSONAL.1)
+                            || t.eq_ignore_ascii_case(PERSONAL.0) =>
+                        {
+                            return Ok(Vec::new());
+                        }
                         None => {
                             let names: Vec<String> = teams
                                 .iter()
@@ -679,18 +696,21 @@ pub async fn history(st: &AppState, user_id: i64, id: &str) -> Result<Vec<TaskEv
 /// The user's teams, each with how many tasks it holds (Personal made on first use).
 pub async fn teams(st: &AppState, user_id: i64) -> Result<Vec<TeamDto>> {
     let dk = key_of(st, user_id).await?;
-    let (teams, tasks) = st
+    let (teams, counts) = st
         .db
         .write_with(async |tx| {
             team_for(tx, &dk, user_id, None).await?;
             let teams = teams_of(tx, &dk, user_id).await?;
-            Ok((teams, store::tasks::list(tx, user_id, None, None).await?))
+            Ok((teams, store::tasks::per_team(tx, user_id).await?))
         })
         .await?;
     Ok(teams
         .into_iter()
         .map(|t| TeamDto {
-            tasks: tasks.iter().filter(|r| r.team_id == t.id).count() as i64,
+            tasks: counts
+                .iter()
+                .find(|(id, _)| *id == t.id)
+                .map_or(0, |(_, n)| *n),
             id: t.id,
             key: t.key,
             name: t.name,
@@ -706,7 +726,10 @@ pub async fn create_team(st: &AppState, user_id: i64, req: CreateTeamRequest) ->
     let dk = key_of(st, user_id).await?;
     let team = st
         .db
-        .write_with(async |tx| make_team(tx, &dk, user_id, &name, &key).await)
+        .write_with(async |tx| {
+            store::users::lock(tx, user_id).await?;
+            make_team(tx, &dk, user_id, &name, &key).await
+        })
         .await?
         .ok_or_else(|| Error::Conflict(format!("you have a team of key {key} already")))?;
     Ok(TeamDto {
@@ -743,6 +766,47 @@ pub async fn context(st: &AppState, user_id: i64) -> Result<Context> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A task's history keeps at most MAX_EVENTS events: past it, a change is refused in
+    /// words and nothing is written.
+    #[tokio::test]
+    async fn a_tasks_history_is_bounded() {
+        let (_dir, st) = crate::test_support::state().await;
+        let user = crate::test_support::signed_in(&st, "alice").await;
+        let made = create(
+            &st,
+            user.id(),
+            Actor::User,
+            CreateTaskRequest {
+                title: "t".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        for i in 1..MAX_EVENTS {
+            let req = UpdateTaskRequest {
+                priority: Some(i % 2 + 1),
+                ..Default::default()
+            };
+            update(&st, user.id(), Actor::User, &made.identifier, req)
+                .await
+                .unwrap();
+        }
+        let req = UpdateTaskRequest {
+            title: Some("changed".into()),
+            ..Default::default()
+        };
+        let past = update(&st, user.id(), Actor::User, &made.identifier, req)
+            .await
+            .unwrap_err();
+        assert!(matches!(past, Error::Limit(_)), "{past}");
+        assert_eq!(get(&st, user.id(), "PER-1").await.unwrap().title, "t");
+        assert_eq!(
+            history(&st, user.id(), "PER-1").await.unwrap().len() as i64,
+            MAX_EVENTS
+        );
+    }
 
     #[test]
     fn team_keys_and_statuses_are_checked_in_words() {

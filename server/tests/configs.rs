@@ -497,6 +497,20 @@ async fn bad_changes_are_refused_in_words_and_no_change_crosses_users() {
         json!(["system:__onstart_"]),
         "{row}"
     );
+    // Written without its last newline, it reads back as the same version.
+    let (s, b) = h
+        .json(
+            Method::PUT,
+            "/api/configs/processes",
+            Some(json!({"content": "  system:__onstart_", "base_version": b["version"], "agent_id": agent})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (_, read) = h.json(Method::GET, &processes, None).await;
+    assert_eq!(
+        (&read["version"], &read["content"]),
+        (&b["version"], &json!("system:__onstart_\n"))
+    );
 
     // Alice's pending change: bob cannot see or decide it, and his prompt keeps the default.
     let request = propose(&h, session, "capability:config", "Alice's way.\n").await;

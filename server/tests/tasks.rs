@@ -271,6 +271,32 @@ async fn identifiers_rise_under_concurrent_creates_and_bad_input_is_told() {
         )
         .await;
     assert_eq!(t["identifier"], "WRK-1");
+    // Moved to another team, a task takes its next number there.
+    let (s, moved) = h
+        .json(
+            Method::PATCH,
+            "/api/tasks/PER-3",
+            Some(json!({"team": "WRK"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{moved}");
+    assert_eq!(moved["identifier"], "WRK-2");
+    let (_, history) = h.json(Method::GET, "/api/tasks/WRK-2/history", None).await;
+    assert_eq!(
+        history[1]["changes"][0],
+        json!({"field": "team", "from": "PER", "to": "WRK"})
+    );
+    let (s, _) = h.json(Method::GET, "/api/tasks/PER-3", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, back) = h
+        .json(
+            Method::PATCH,
+            "/api/tasks/WRK-2",
+            Some(json!({"team": "PER"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{back}");
+    assert_eq!(back["identifier"], "PER-51");
     let (_, teams) = h.json(Method::GET, "/api/tasks/teams", None).await;
     assert_eq!(
         teams

@@ -40,6 +40,12 @@ pub const MAX_REASON_CHARS: usize = 1_000;
 /// The most changes that may wait for a user's decision at once.
 pub const MAX_PENDING: i64 = 20;
 
+/// The longest a diff may take; past it, it is coarser ([`diff`]).
+pub const DIFF_DEADLINE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The most versions one key keeps for a user: past it, writing it is refused.
+pub const MAX_VERSIONS: i64 = 1_000;
+
 /// The function that proposes a change ([`propose_in`] keeps its proposal).
 pub const PROPOSE: &str = "propose_config_change";
 
@@ -406,12 +412,30 @@ pub async fn write(
 ) -> Result<i64> {
     check_content(key, content)?;
     let now = current(tx, registry, dk, s, key).await?;
+    if now.version >= MAX_VERSIONS {
+        return Err(Error::Limit(format!(
+            "{} has {MAX_VERSIONS} versions, the most a key keeps",
+            key.name()
+        )));
+    }
     let next = now.version + 1;
+    // The version holds what the key then reads as (the ids as the agent's row keeps them;
+    // a file emptied is deleted), so that reading it next records no version of its own.
+    let mut content = std::borrow::Cow::Borrowed(content);
     if *key == Key::Processes {
-        let ids = check_processes(tx, s.user_id, content).await?;
+        let ids = check_processes(tx, s.user_id, &content).await?;
         let json = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
         store::agents::set_default_processes(tx, s.agent_id, &json).await?;
+        content = ids
+            .iter()
+            .map(|id| format!("{id}\n"))
+            .collect::<String>()
+            .into();
     }
+    if key.file().is_some() && content.trim().is_empty() {
+        content = "".into();
+    }
+    let content = content.as_ref();
     if let (Some(file), Some(kind)) = (key.file(), s.kind) {
         let of = context_files::Of {
             agent_id: s.agent_id,
@@ -501,7 +525,12 @@ pub async fn versions(
 pub fn diff(old: &str, new: &str) -> Vec<DiffOp> {
     use similar::{ChangeTag, TextDiff};
     let mut ops: Vec<DiffOp> = Vec::new();
-    for change in TextDiff::from_lines(old, new).iter_all_changes() {
+    // Bounded: past its deadline the diff is coarser, never slower (a key of many short
+    // lines would otherwise cost seconds, inside the gate's transaction).
+    let diff = TextDiff::configure()
+        .timeout(DIFF_DEADLINE)
+        .diff_lines(old, new);
+    for change in diff.iter_all_changes() {
         let op = match change.tag() {
             ChangeTag::Equal => "equal",
             ChangeTag::Insert => "insert",
@@ -652,8 +681,14 @@ pub async fn decide_in(
         status,
         version,
     };
+    // The change is decided here only while it still waits (the decision's transaction
+    // holds the session's lock, as a Stop's does): otherwise nothing is written.
+    let settled = |done: bool| match done {
+        true => Ok(()),
+        false => Err(Error::Conflict("this change was already decided".into())),
+    };
     if !approved {
-        store::configs::decide(tx, user_id, request_id, "rejected", None, &now).await?;
+        settled(store::configs::decide(tx, user_id, request_id, "rejected", None, &now).await?)?;
         return Ok(Some(decided("rejected", None)));
     }
     let key = parse(registry, &ch.row.key)?;
@@ -661,7 +696,7 @@ pub async fn decide_in(
     let s = scope(tx, user_id, &key, agent).await?;
     let current = current(tx, registry, dk, s, &key).await?;
     if current.version != ch.row.base_version {
-        store::configs::decide(tx, user_id, request_id, "stale", None, &now).await?;
+        settled(store::configs::decide(tx, user_id, request_id, "stale", None, &now).await?)?;
         return Ok(Some(decided("stale", None)));
     }
     let v = write(
@@ -676,7 +711,7 @@ pub async fn decide_in(
         Some(request_id),
     )
     .await?;
-    store::configs::decide(tx, user_id, request_id, "approved", Some(v), &now).await?;
+    settled(store::configs::decide(tx, user_id, request_id, "approved", Some(v), &now).await?)?;
     Ok(Some(decided("approved", Some(v))))
 }
 
@@ -700,17 +735,10 @@ pub async fn outcome(
     })
 }
 
-/// The changes of calls a Stop ended, still pending, are rejected.
-pub async fn reject_stopped(
-    tx: &mut Write<'_>,
-    user_id: i64,
-    request_ids: &[String],
-) -> Result<()> {
-    let now = now_text();
-    for id in request_ids {
-        store::configs::decide(tx, user_id, id, "rejected", None, &now).await?;
-    }
-    Ok(())
+/// The change the call `request_id` proposed is rejected if it still waits (its call
+/// ended without an approval: stopped, or refused); answers whether it did.
+pub async fn reject_pending(tx: &mut Write<'_>, user_id: i64, request_id: &str) -> Result<bool> {
+    store::configs::decide(tx, user_id, request_id, "rejected", None, &now_text()).await
 }
 
 /// The capabilities' instructions for the user, in the chain's order, as the prompt gives
@@ -1247,6 +1275,67 @@ mod tests {
             })
             .await
             .unwrap();
+    }
+
+    /// A key keeps at most MAX_VERSIONS versions: past it, a write is refused in words.
+    #[tokio::test]
+    async fn a_key_keeps_a_bounded_number_of_versions() {
+        let (_dir, st) = crate::test_support::state().await;
+        let user = crate::test_support::signed_in(&st, "alice").await;
+        let dk = crate::accounts::users::data_key(&st.db, &st.keys, user.id())
+            .await
+            .unwrap();
+        let s = Scope {
+            user_id: user.id(),
+            agent_id: 0,
+            kind: None,
+        };
+        let key = Key::SystemPrompt;
+        for i in 1..=MAX_VERSIONS {
+            let v = st
+                .db
+                .write_with(async |tx| {
+                    write(
+                        tx,
+                        &st.functions,
+                        &dk,
+                        s,
+                        &key,
+                        &format!("v{i}"),
+                        "user",
+                        "",
+                        None,
+                    )
+                    .await
+                })
+                .await
+                .unwrap();
+            assert_eq!(v, i);
+        }
+        let past = st
+            .db
+            .write_with(async |tx| {
+                write(
+                    tx,
+                    &st.functions,
+                    &dk,
+                    s,
+                    &key,
+                    "one more",
+                    "user",
+                    "",
+                    None,
+                )
+                .await
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(past, Error::Limit(_)), "{past}");
+        assert!(past.to_string().contains("1000 versions"), "{past}");
+        assert_eq!(
+            crate::test_support::rows_in(&st, "config_versions").await,
+            MAX_VERSIONS
+        );
     }
 
     proptest! {

@@ -369,6 +369,16 @@ pub fn build(i: &Input<'_>) -> String {
     }
     // 10. Extra context
     if let Some(extra) = i.extra.filter(|e| !e.trim().is_empty()) {
+        // The user's standing instructions, which an agent may propose: contained as files are.
+        let extra = crate::contain::escape_tags(
+            extra,
+            &[
+                "extra_context",
+                "context_file",
+                "system_context",
+                "capability",
+            ],
+        );
         let _ = writeln!(p, "\n<extra_context>\n{extra}\n</extra_context>");
     }
     // 11. Project context

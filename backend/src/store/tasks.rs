@@ -132,6 +132,22 @@ pub async fn by_identifier(
     row!(c, read_task, &sql, user_id, key, number)
 }
 
+/// How many tasks each of the user's teams holds: (team, count).
+pub async fn per_team(c: &mut Conn<'_>, user_id: i64) -> Result<Vec<(i64, i64)>> {
+    let sql = "SELECT team_id, COUNT(*) FROM tasks WHERE user_id = $1 GROUP BY team_id";
+    rows!(c, read_pair, sql, user_id)
+}
+
+fn read_pair(r: &impl super::Columns) -> Result<(i64, i64)> {
+    Ok((r.get(0)?, r.get(1)?))
+}
+
+/// How many events a task's history holds.
+pub async fn count_events(c: &mut Conn<'_>, task_id: i64) -> Result<i64> {
+    let sql = "SELECT COUNT(*) FROM task_events WHERE task_id = $1";
+    Ok(scalar!(c, i64, sql, task_id)?.unwrap_or(0))
+}
+
 /// How many tasks the user has.
 pub async fn count(c: &mut Conn<'_>, user_id: i64) -> Result<i64> {
     let sql = "SELECT COUNT(*) FROM tasks WHERE user_id = $1";
@@ -159,30 +175,26 @@ pub async fn insert(
     .ok_or_else(|| crate::Error::Internal("an inserted task came back empty".into()))
 }
 
-/// Sets every field of the user's task `id`.
+/// Sets every field of the user's task `id` (its team and number together: a task moved
+/// to another team takes its number there).
 #[allow(clippy::too_many_arguments)]
 pub async fn set(
     c: &mut Write<'_>,
     user_id: i64,
     id: i64,
     team_id: i64,
+    number: i64,
     status: &str,
     priority: i64,
     due: Option<&str>,
     sealed: &[u8],
     now: &str,
 ) -> Result<()> {
-    let sql = "UPDATE tasks SET team_id = $1, status = $2, priority = $3, due = $4, sealed = $5, \
-         updated_at = $6 WHERE id = $7 AND user_id = $8";
+    let sql = "UPDATE tasks SET team_id = $1, number = $2, status = $3, priority = $4, due = $5, \
+         sealed = $6, updated_at = $7 WHERE id = $8 AND user_id = $9";
     execute!(
-        c, sql, team_id, status, priority, due, sealed, now, id, user_id
+        c, sql, team_id, number, status, priority, due, sealed, now, id, user_id
     )?;
-    Ok(())
-}
-
-/// Gives a task moved to another team its number there.
-pub async fn renumber(c: &mut Write<'_>, id: i64, number: i64) -> Result<()> {
-    execute!(c, "UPDATE tasks SET number = $1 WHERE id = $2", number, id)?;
     Ok(())
 }
 

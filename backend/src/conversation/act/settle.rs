@@ -185,7 +185,33 @@ pub(super) async fn record(
         payload: serde_json::to_value(&result).map_err(|e| Error::Internal(e.to_string()))?,
     };
     let sealed = frames::seal(&sc.dk, f)?;
-    let seq = st.db.write_with(async |tx| sealed.insert(tx).await).await?;
+    // A proposed change whose call ends any way but approved (stopped, refused, a Stop
+    // while it ran) is rejected with the result, under the session's lock a decision takes
+    // too: no change stays pending once its call is settled.
+    let proposal = o.req.function == crate::agents::config::PROPOSE && outcome != Outcome::Ok;
+    let (seq, rejected) = st
+        .db
+        .write_with(async |tx| {
+            let mut rejected = false;
+            if proposal {
+                store::sessions::lock(tx, sc.session_id).await?;
+                rejected =
+                    crate::agents::config::reject_pending(tx, sc.user_id, &o.request_id).await?;
+            }
+            Ok((sealed.insert(tx).await?, rejected))
+        })
+        .await?;
+    if let (true, Some(change)) = (rejected, &o.req.change) {
+        super::decide::config_changed(
+            st,
+            sc.user_id,
+            sc.session_id,
+            &o.request_id,
+            &change.key,
+            "rejected",
+            None,
+        );
+    }
     publish(st, sc.user_id, sealed.kept(seq));
     let skipped = skip_reason(&o.req, outcome);
     let status = match (skipped, outcome) {
@@ -469,24 +495,6 @@ pub async fn stop_open(st: &AppState, user: &AuthUser, session_id: i64) -> Resul
             continue;
         }
         req.status = CallStatus::Stopped;
-        // A change it proposed is rejected: Stop decides it.
-        if let Some(change) = &req.change {
-            let ids = [f.id.clone()];
-            st.db
-                .write_with(async |tx| {
-                    crate::agents::config::reject_stopped(tx, user.id(), &ids).await
-                })
-                .await?;
-            super::decide::config_changed(
-                st,
-                user.id(),
-                session_id,
-                &f.id,
-                &change.key,
-                "rejected",
-                None,
-            );
-        }
         let emit = readers(st, user.id(), session_id);
         settle_one(
             st,
