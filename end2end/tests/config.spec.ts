@@ -20,6 +20,21 @@ function proposes(key: string, content: string, reason: string) {
 test("a proposed change slides in with its diff; approved in one tab, both follow", async ({ page, context }) => {
   await signIn(page, "pia", "pia-password");
   const id = await mockSession(page, "Self-modification");
+  // The agent reads a key: what it read opens beside the chat, until closed; a reload
+  // shows it in its card only.
+  await send(page, `[[mock tool=read_config input={"key": "capability:config"} then="I see."]]`);
+  const read = page.locator('.call[data-function="read_config"] .config-read');
+  await expect(read).toHaveAttribute("data-panel", "", { timeout: 20_000 });
+  await expect(read).toContainText("capability:config (v1):");
+  await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("I see.", { timeout: 20_000 });
+  await expect(read).toHaveAttribute("data-panel", "");
+  await read.getByRole("button", { name: "Close" }).click();
+  await expect(read).not.toHaveAttribute("data-panel");
+  await page.reload();
+  await connected(page);
+  await expect(read).toBeVisible();
+  await expect(read).not.toHaveAttribute("data-panel");
+  await expect(read.getByRole("button", { name: "Close" })).toBeHidden();
   await send(page, proposes("capability:config", "Always put my personal tasks in Personal.\n", "you asked me to"));
   const card = proposal(page);
   await expect(card).toHaveClass(/call-waiting/, { timeout: 20_000 });

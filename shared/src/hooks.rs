@@ -177,6 +177,9 @@ pub const LABEL: Hook = Hook::Attr("data-label");
 /// A code block, and a `<copy>` element: what a copy button copies from.
 pub const CODE_BLOCK: Hook = Hook::Class("code-block");
 pub const HML_COPY: Hook = Hook::Class("hml-copy");
+/// What the agent read of its configuration, on its call's card: the panel the chat opens
+/// beside it when the read arrives.
+pub const CONFIG_READ: Hook = Hook::Class("config-read");
 /// A code block's language (as its fence named it): what it is highlighted as.
 pub const CODE_LANG: Hook = Hook::Class("code-lang");
 
@@ -214,10 +217,12 @@ pub enum Action {
     Regenerate,
     /// Shows another version of a message.
     Version,
+    /// Closes the panel beside the chat (what the agent read of its configuration).
+    ClosePanel,
 }
 
 impl Action {
-    pub const ALL: [Action; 12] = [
+    pub const ALL: [Action; 13] = [
         Action::Copy,
         Action::Prompt,
         Action::Ask,
@@ -230,6 +235,7 @@ impl Action {
         Action::Edit,
         Action::Regenerate,
         Action::Version,
+        Action::ClosePanel,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -246,6 +252,7 @@ impl Action {
             Action::Edit => "edit",
             Action::Regenerate => "regenerate",
             Action::Version => "version",
+            Action::ClosePanel => "close-panel",
         }
     }
 

@@ -1126,12 +1126,24 @@ fn call_card(out: &mut Out, c: &CallView, message_id: &str) {
         out.open(
             "details",
             &[
-                ("class", Some("call-result config-read")),
+                (
+                    "class",
+                    Some(&format!("call-result {}", hooks::CONFIG_READ.name())),
+                ),
                 ("data-testid", Some("config-read")),
                 ("open", Some("")),
             ],
         );
         out.leaf("summary", &[], "What it read");
+        out.leaf(
+            "button",
+            &[
+                ("type", Some("button")),
+                ("class", Some("panel-close")),
+                (hooks::ACTION.name(), Some(Action::ClosePanel.as_str())),
+            ],
+            "Close",
+        );
         out.leaf("pre", &[], &r.output);
         out.close("details");
     } else if let Some(r) = &c.result {
@@ -1730,7 +1742,26 @@ mod tests {
             },
             result: None,
         };
-        let mut html = message_html(&agent(src), &[call]);
+        // What the agent read of its configuration: its panel's Close.
+        let read = CallView {
+            request_id: "r2".into(),
+            request: CallRequest {
+                function: "read_config".into(),
+                args: serde_json::json!({"key": "soul"}),
+                status: CallStatus::Approved,
+                permissions: None,
+                ..call.request.clone()
+            },
+            result: Some(crate::calls::CallResult {
+                function: "read_config".into(),
+                outcome: crate::calls::Outcome::Ok,
+                content: String::new(),
+                output: "soul (v1):\nCalm.".into(),
+                tool_use_id: None,
+            }),
+            ..call.clone()
+        };
+        let mut html = message_html(&agent(src), &[call, read]);
         let summary = CompiledMessage {
             frame_type: FrameType::Compact,
             ..agent("Summary.")

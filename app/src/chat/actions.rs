@@ -402,8 +402,9 @@ mod browser {
                     );
                 }
             }
-            // "Show earlier" and "Edit" are the message list's own (`client`).
-            Action::Earlier | Action::Edit => {}
+            // "Show earlier", "Edit" and the panel's "Close" are the message list's own
+            // (`client`).
+            Action::Earlier | Action::Edit | Action::ClosePanel => {}
             Action::Regenerate | Action::Version => {
                 let frame_id = button
                     .get_attribute(hooks::FRAME.name())

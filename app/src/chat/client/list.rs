@@ -105,6 +105,7 @@ impl Chat {
         let c = self.clone();
         let of = |a: hooks::Action| format!("[{}={}]", hooks::ACTION.name(), a.as_str());
         let (earlier, edit) = (of(hooks::Action::Earlier), of(hooks::Action::Edit));
+        let close = of(hooks::Action::ClosePanel);
         listen(&self.messages, "click", move |ev: web_sys::MouseEvent| {
             let target = ev.target().and_then(|t| t.dyn_into::<Element>().ok());
             let on = |selector: &str| {
@@ -118,6 +119,11 @@ impl Chat {
                     .and_then(|s| s.parse().ok())
                 {
                     c.load_earlier(seq);
+                }
+            } else if let Some(b) = on(&close) {
+                c.reads.borrow_mut().1 = None;
+                if let Some(panel) = b.closest(&hooks::CONFIG_READ.selector()).ok().flatten() {
+                    let _ = panel.remove_attribute("data-panel");
                 }
             } else if let Some(b) = on(&edit) {
                 if let Some(msg) = b.closest(&hooks::MESSAGE_ID.selector()).ok().flatten() {
@@ -281,6 +287,29 @@ impl Chat {
         }
         drop(slots);
         highlight(&self.stored);
+        self.show_read();
+    }
+
+    /// A read of its configuration the agent made while the page is open is shown in the
+    /// panel beside the chat, until closed (a redraw of its message keeps it shown).
+    fn show_read(&self) {
+        let mut reads = self.reads.borrow_mut();
+        for id in read_calls(&self.stored) {
+            if reads.0.insert(id.clone()) {
+                reads.1 = Some(id);
+            }
+        }
+        if let Some(id) = &reads.1 {
+            let selector = format!(
+                "[{}=\"{}\"] {}",
+                hooks::CALL.name(),
+                id.replace('"', ""),
+                hooks::CONFIG_READ.selector()
+            );
+            if let Some(panel) = find(&self.stored, &selector) {
+                let _ = panel.set_attribute("data-panel", "");
+            }
+        }
     }
 
     /// The way further up: before the topmost page shown, if that has one before it.

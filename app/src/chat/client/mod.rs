@@ -92,6 +92,24 @@ fn start_here() {
     }
 }
 
+/// The calls (their ids) whose card shows what the agent read of its configuration.
+fn read_calls(root: &Element) -> std::collections::HashSet<String> {
+    let mut out = std::collections::HashSet::new();
+    if let Ok(list) = root.query_selector_all(&hooks::CONFIG_READ.selector()) {
+        for i in 0..list.length() {
+            if let Some(id) = list
+                .item(i)
+                .and_then(|n| n.dyn_into::<Element>().ok())
+                .and_then(|e| e.closest(&hooks::CALL.selector()).ok().flatten())
+                .and_then(|c| c.get_attribute(hooks::CALL.name()))
+            {
+                out.insert(id);
+            }
+        }
+    }
+    out
+}
+
 /// A chat that cannot start says so on the page and in the console, instead of a message
 /// box that never writes.
 fn cannot_start(root: &Element, why: &str) {
@@ -139,6 +157,9 @@ struct Chat {
     sending: RwSignal<bool>,
     /// The composer's error line.
     error: RwSignal<Option<String>>,
+    /// The reads of its configuration the agent made (their calls' ids), and the one shown
+    /// in the panel beside the chat: a read that arrives while the page is open opens it.
+    reads: Rc<RefCell<(std::collections::HashSet<String>, Option<String>)>>,
 }
 
 impl Chat {
@@ -169,7 +190,10 @@ impl Chat {
             near_bottom: RwSignal::new(true),
             sending: RwSignal::new(false),
             error: RwSignal::new(None),
+            reads: Rc::default(),
         };
+        // The reads the page came with are not opened.
+        chat.reads.borrow_mut().0 = read_calls(&chat.stored);
         // The slots the server rendered hold the HTML this renderer makes of the same view;
         // each is known by its key (its HTML with the texts unparsed: no parser needed yet).
         if let Ok(list) = chat.stored.query_selector_all(&hooks::SLOT.selector()) {
