@@ -202,10 +202,13 @@ fn log_of(ops: Vec<(u8, usize, bool)>) -> Vec<Frame> {
             ),
         };
         // A request's parent: the next frame (as for a call begun while its reply
-        // streamed, stored before the reply), or any frame, before or after.
+        // streamed, stored before the reply), or any frame, before or after. A version's:
+        // a frame before it (an edit or a regeneration is made of a message shown, so it
+        // is always stored after it).
         let parent_id = match op {
             6 if flag => Some(format!("f{}", seq + 1)),
-            6 | 8 => Some(format!("f{}", target + 1)),
+            6 => Some(format!("f{}", target + 1)),
+            8 if seq > 1 => Some(format!("f{}", target as i64 % (seq - 1) + 1)),
             _ => None,
         };
         frames.push(Frame {
