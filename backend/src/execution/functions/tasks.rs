@@ -203,26 +203,22 @@ async fn list(cx: &Ctx<'_>, input: &Value) -> Result<String, String> {
     Ok(lines(&shown, "No tasks."))
 }
 
-fn labels(input: &Value) -> Option<Vec<String>> {
-    input.get("labels").and_then(Value::as_array).map(|a| {
-        a.iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect()
-    })
+/// The tool's arguments as the request they spell (the schema checked them; the names are
+/// the API's).
+fn request<T: serde::de::DeserializeOwned>(input: &Value) -> Result<T, String> {
+    serde_json::from_value(input.clone()).map_err(|e| format!("the arguments do not fit: {e}"))
+}
+
+/// A task that is not the user's is told by the name the agent gave.
+fn missing(id: &str) -> impl Fn(crate::Error) -> String + '_ {
+    move |e| match e {
+        crate::Error::NotFound(_) => format!("there is no task {id:?}"),
+        e => told(e),
+    }
 }
 
 async fn create(cx: &Ctx<'_>, input: &Value) -> Result<String, String> {
-    let req = CreateTaskRequest {
-        title: arg(input, "title").unwrap_or_default().to_owned(),
-        description: arg(input, "description").map(str::to_owned),
-        team: arg(input, "team").map(str::to_owned),
-        status: arg(input, "status").map(str::to_owned),
-        priority: input.get("priority").and_then(Value::as_i64),
-        project: arg(input, "project").map(str::to_owned),
-        labels: labels(input),
-        due: arg(input, "due").map(str::to_owned),
-    };
+    let req: CreateTaskRequest = request(input)?;
     let t = tasks::create(cx.st, cx.user_id, actor(cx), req)
         .await
         .map_err(told)?;
@@ -231,35 +227,21 @@ async fn create(cx: &Ctx<'_>, input: &Value) -> Result<String, String> {
 
 async fn update(cx: &Ctx<'_>, input: &Value) -> Result<String, String> {
     let id = arg(input, "id").unwrap_or_default();
-    let req = UpdateTaskRequest {
-        title: arg(input, "title").map(str::to_owned),
-        description: arg(input, "description").map(str::to_owned),
-        team: arg(input, "team").map(str::to_owned),
-        status: arg(input, "status").map(str::to_owned),
-        priority: input.get("priority").and_then(Value::as_i64),
-        project: arg(input, "project").map(str::to_owned),
-        labels: labels(input),
-        due: arg(input, "due").map(str::to_owned),
-    };
+    let req: UpdateTaskRequest = request(input)?;
     let t = tasks::update(cx.st, cx.user_id, actor(cx), id, req)
         .await
-        .map_err(|e| match e {
-            crate::Error::NotFound(_) => format!("there is no task {id:?}"),
-            e => told(e),
-        })?;
+        .map_err(missing(id))?;
     Ok(format!("Changed {}:\n{}", t.identifier, line(&t)))
 }
 
 async fn get(cx: &Ctx<'_>, input: &Value) -> Result<String, String> {
     let id = arg(input, "id").unwrap_or_default();
-    let missing = |e: crate::Error| match e {
-        crate::Error::NotFound(_) => format!("there is no task {id:?}"),
-        e => told(e),
-    };
-    let t = tasks::get(cx.st, cx.user_id, id).await.map_err(missing)?;
+    let t = tasks::get(cx.st, cx.user_id, id)
+        .await
+        .map_err(missing(id))?;
     let history = tasks::history(cx.st, cx.user_id, id)
         .await
-        .map_err(missing)?;
+        .map_err(missing(id))?;
     let mut out = line(&t);
     if !t.description.is_empty() {
         out.push_str(&format!("\n{}\n", t.description));
