@@ -45,6 +45,7 @@ pub mod http;
 pub mod json;
 #[cfg(feature = "hydrate")]
 pub mod markdown;
+pub mod mcp;
 pub mod memory;
 pub mod navigate;
 pub mod permissions;
@@ -219,6 +220,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/permissions") view=permissions::PermissionsPage ssr=SsrMode::Async/>
                 <Route path=path!("/config") view=config::ConfigPage ssr=SsrMode::Async/>
                 <Route path=path!("/tasks") view=tasks::TasksPage ssr=SsrMode::Async/>
+                <Route path=path!("/mcp") view=mcp::McpPage ssr=SsrMode::Async/>
                 <Route path=path!("/tasks/:id") view=tasks::TaskPage ssr=SsrMode::Async/>
                 <Route path=path!("/abilities") view=abilities::AbilitiesPage ssr=SsrMode::Async/>
                 <Route path=path!("/skills") view=skills::SkillsPage ssr=SsrMode::Async/>

@@ -129,6 +129,7 @@ fn PermissionRow(p: PermissionDto) -> impl IntoView {
         auto_approve,
         danger_level,
         level,
+        capability,
     } = p;
     // One that asks every time (reference 003's "Ask Always") cannot be set to always.
     let levels: &[&str] = match auto_approve {
@@ -141,7 +142,11 @@ fn PermissionRow(p: PermissionDto) -> impl IntoView {
     let (row, name) = (function.clone(), function.clone());
     view! {
         <tr data-function=row>
-            <td><strong>{name}</strong><div class="muted">{description}</div></td>
+            <td>
+                <strong>{name}</strong>
+                {capability.map(|c| view! { <span class="capability-tag">{c}</span> })}
+                <div class="muted">{description}</div>
+            </td>
             <td class=format!("danger danger-{danger}")>{danger}</td>
             <td class="level-default">{default.as_str()}</td>
             <td>

@@ -106,7 +106,7 @@ fn registry(bus: Bus) -> Registry {
     let mut reg = builtin::registry();
     reg.register(Noop("noop_always", Permission::Always));
     reg.register(Noop("noop_ask", Permission::Ask));
-    reg.bus = bus;
+    *reg.bus_mut() = bus;
     reg
 }
 
@@ -130,6 +130,7 @@ async fn always(
             dk: dk.clone(),
             message_id: format!("reply-{i}"),
             agent_id: None,
+            tools: st.functions.clone(),
         };
         let asked = act::find(&st.functions, &text, &[]);
         let opened = act::open(st, &sc, Authority::Agent(1), asked, None)
@@ -318,6 +319,7 @@ async fn main() {
         dk: dk.clone(),
         message_id: format!("reply-{i}"),
         agent_id: None,
+        tools: st.functions.clone(),
     };
 
     let (p50, p99) = quantiles(always(&st, "always", N, "noop_always").await);

@@ -98,6 +98,9 @@ pub struct Settings {
     pub plugins: execution::plugins::PluginSettings,
     /// The server's `[prices]`, over Hero's table ([`agents::spend`]).
     pub prices: Vec<agents::spend::PriceRule>,
+    /// How long a user's MCP server waits for a call before it is stopped
+    /// ([`execution::mcp::IDLE`]; tests make it short).
+    pub mcp_idle: std::time::Duration,
 }
 
 impl Default for Settings {
@@ -125,6 +128,7 @@ impl Default for Settings {
             index_cache_bytes: search::cache::DEFAULT_BYTES,
             plugins: Default::default(),
             prices: Vec::new(),
+            mcp_idle: execution::mcp::IDLE,
         }
     }
 }
@@ -167,6 +171,8 @@ pub struct Services {
     pub sandbox: execution::sandbox::Sandbox,
     /// The plugins start-up found ([`execution::plugins`]).
     pub plugins: Arc<execution::plugins::Plugins>,
+    /// Users' MCP servers running, and each user's chain as last built ([`execution::mcp`]).
+    pub mcp: Arc<execution::mcp::Mcp>,
     /// Hero's and the administrator's skills, and where the users' are ([`skills`]).
     pub skills: Arc<skills::Library>,
     /// The vectors of texts and the memories' indexes, kept open ([`search::IndexCache`]).
@@ -225,6 +231,7 @@ impl AppState {
             tracing::warn!("the administrator's skills are read at start-up only: {why}");
         }
         execution::functions::plugin::register(&mut functions, &plugins);
+        let (changed, relist) = tokio::sync::mpsc::channel(64);
         let st = AppState(Arc::new(Services {
             db,
             keys: Arc::new(keys),
@@ -239,6 +246,7 @@ impl AppState {
             call_options: Arc::new(settings.call_options.clone()),
             sandbox,
             plugins: Arc::new(plugins),
+            mcp: Arc::new(execution::mcp::Mcp::new(settings.mcp_idle, Some(changed))),
             skills,
             skill_access: Default::default(),
             index_cache: search::IndexCache::new(settings.index_cache_bytes),
@@ -252,6 +260,7 @@ impl AppState {
             instance: Default::default(),
         }));
         skills::vectors::backfill(&st);
+        execution::mcp::watch_changes(&st, relist);
         Ok(st)
     }
 }
@@ -279,6 +288,7 @@ impl AppState {
                 settings.sandbox.clone(),
             ),
             plugins: self.plugins.clone(),
+            mcp: Arc::new(execution::mcp::Mcp::new(settings.mcp_idle, None)),
             skills: self.skills.clone(),
             skill_access: Default::default(),
             index_cache: search::IndexCache::new(settings.index_cache_bytes),
@@ -300,6 +310,17 @@ impl AppState {
     pub fn shutdown(&self) {
         self.hub.close();
         self.turns.stop_all();
+    }
+}
+
+impl AppState {
+    /// A reference that does not keep the services alive (a task that should end with them).
+    pub fn downgrade(&self) -> std::sync::Weak<Services> {
+        Arc::downgrade(&self.0)
+    }
+
+    pub fn upgrade(weak: &std::sync::Weak<Services>) -> Option<AppState> {
+        weak.upgrade().map(AppState)
     }
 }
 

@@ -609,6 +609,10 @@ pub struct PermissionDto {
     pub danger_level: crate::calls::DangerLevel,
     /// The user's own level: their override, else the default.
     pub level: crate::calls::Permission,
+    /// The capability it belongs to when it is not one of Hero's own functions (`config`,
+    /// `tasks`, `mcp-<server>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capability: Option<String>,
 }
 
 /// What an ability is (reference 000, "Abilities").
@@ -1301,4 +1305,122 @@ pub struct FieldChange {
     pub field: String,
     pub from: Option<String>,
     pub to: Option<String>,
+}
+
+/// How Hero reaches an MCP server: a program it runs in the user's sandbox (`stdio`), or a
+/// URL it posts to (`http`, streamable HTTP), under the egress policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase", tag = "transport")]
+pub enum McpTransport {
+    Stdio {
+        /// An absolute path under `/usr` or `/workspace` (the user's workspace).
+        command: String,
+        #[serde(default)]
+        args: Vec<String>,
+        /// Its environment: values are sealed and never shown back.
+        #[serde(default)]
+        env: std::collections::BTreeMap<String, String>,
+    },
+    Http {
+        url: String,
+        /// Sent with every request: values are sealed and never shown back.
+        #[serde(default)]
+        headers: std::collections::BTreeMap<String, String>,
+    },
+}
+
+/// `POST /api/mcp/servers`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct CreateMcpServerRequest {
+    /// `[a-z0-9-]{1,24}`: its tools are `mcp__<name>__<tool>`.
+    pub name: String,
+    #[serde(flatten)]
+    pub transport: McpTransport,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// The longest one call may take, in seconds (1 to 600; 60 when not given).
+    #[serde(default)]
+    pub timeout_secs: Option<u32>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `PATCH /api/mcp/servers/{id}`: the fields given. A new transport replaces the old one
+/// whole, its environment or headers included.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct UpdateMcpServerRequest {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    pub timeout_secs: Option<u32>,
+    #[serde(default)]
+    pub transport: Option<McpTransport>,
+}
+
+/// One tool of an MCP server, as Hero offers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct McpToolDto {
+    /// Its name on the server.
+    pub name: String,
+    /// Its function's name (`mcp__<server>__<tool>`).
+    pub function: String,
+    pub description: String,
+    #[serde(rename = "dangerLevel")]
+    pub danger_level: crate::calls::DangerLevel,
+}
+
+/// An MCP server as `GET /api/mcp/servers` shows it: the names of its environment variables
+/// or headers, never their values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct McpServerDto {
+    pub id: i64,
+    pub name: String,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// Stdio: its command and arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// HTTP: its URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The names of its environment variables (stdio) or headers (HTTP).
+    pub secret_names: Vec<String>,
+    pub enabled: bool,
+    pub timeout_secs: u32,
+    /// `untested` (never listed), `ready` (its tools listed), `running` (a process or
+    /// session open), `failed` (with the reason), `disabled`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub tools: Vec<McpToolDto>,
+    /// Tools it lists that Hero cannot offer, each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    pub updated_at: String,
+}
+
+/// `POST /api/mcp/servers/{id}/test`: a server that cannot be reached is a result too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct McpTestResult {
+    pub ok: bool,
+    pub tools: Vec<McpToolDto>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+    pub instructions: Option<String>,
+    pub error: Option<String>,
 }

@@ -248,6 +248,7 @@ pub fn ChatView(
                 <a href=crate::base::href("/abilities") class="manage-abilities">"Abilities"</a>
                 <a href=crate::base::href("/config") class="manage-config">"Config"</a>
                 <a href=crate::base::href("/tasks") class="manage-tasks">"Tasks"</a>
+                <a href=crate::base::href("/mcp") class="manage-mcp">"MCP"</a>
                 // Both always here, hidden when they do not apply: the client only shows them.
                 <a href=crate::base::href(&current.map_or_else(|| "/agents".to_owned(), |a| format!("/agents/{a}/files"))) class="agent-files" hidden=current.is_none()>"Files"</a>
                 <span class="badge batch" hidden=session.streaming>"batch mode"</span>

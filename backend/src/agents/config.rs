@@ -744,6 +744,16 @@ pub async fn reject_pending(tx: &mut Write<'_>, user_id: i64, request_id: &str) 
 /// The capabilities' instructions for the user, in the chain's order, as the prompt gives
 /// them: the current version of each, else its default (stored as v1 by the first write
 /// path that reads it, [`current`]).
+/// The user's chain, whose capabilities' keys are theirs ([`crate::execution::mcp::registry`]).
+pub(crate) async fn tools_of(
+    st: &crate::AppState,
+    user_id: i64,
+) -> Result<std::sync::Arc<Registry>> {
+    st.db
+        .read_with(async |c| crate::execution::mcp::registry(st, c, user_id).await)
+        .await
+}
+
 pub async fn capability_prompts(
     c: &mut Conn<'_>,
     registry: &Registry,
@@ -819,12 +829,12 @@ pub mod api {
 
     /// `GET /api/capabilities`: the chain, each with its prompt key's current version.
     pub async fn capabilities(st: &AppState, user: &AuthUser) -> Result<Vec<CapabilityDto>> {
+        let tools = super::tools_of(st, user.id()).await?;
         let heads = st
             .db
             .read_with(async |c| store::configs::heads(c, user.id(), 0).await)
             .await?;
-        Ok(st
-            .functions
+        Ok(tools
             .chain()
             .iter()
             .map(|l| {
@@ -850,6 +860,7 @@ pub mod api {
         user: &AuthUser,
         agent_id: Option<i64>,
     ) -> Result<Vec<ConfigKeyDto>> {
+        let tools = super::tools_of(st, user.id()).await?;
         let heads = st
             .db
             .read_with(async |c| {
@@ -861,7 +872,7 @@ pub mod api {
                 store::configs::heads(c, user.id(), agent_id.unwrap_or(0)).await
             })
             .await?;
-        Ok(keys(&st.functions)
+        Ok(keys(&tools)
             .into_iter()
             .map(|k| {
                 let name = k.name();
@@ -887,14 +898,15 @@ pub mod api {
         key: &str,
         agent_id: Option<i64>,
     ) -> Result<ConfigDto> {
-        let k = parse(&st.functions, key)?;
+        let tools = super::tools_of(st, user.id()).await?;
+        let k = parse(&tools, key)?;
         let dk = key_of(st, user).await?;
         let (now, offered) = st
             .db
             .write_with(async |tx| {
                 let s = scope(tx, user.id(), &k, agent_id).await?;
-                let now = current(tx, &st.functions, &dk, s, &k).await?;
-                Ok((now, super::offered(tx, &st.functions, &dk, s, &k).await?))
+                let now = current(tx, &tools, &dk, s, &k).await?;
+                Ok((now, super::offered(tx, &tools, &dk, s, &k).await?))
             })
             .await?;
         Ok(ConfigDto {
@@ -907,12 +919,13 @@ pub mod api {
 
     /// Writes a capability's newer shipped instructions as its next version.
     pub async fn adopt(st: &AppState, user: &AuthUser, key: &str) -> Result<ConfigDto> {
-        let k = parse(&st.functions, key)?;
+        let tools = super::tools_of(st, user.id()).await?;
+        let k = parse(&tools, key)?;
         let dk = key_of(st, user).await?;
         st.db
             .write_with(async |tx| {
                 let s = scope(tx, user.id(), &k, None).await?;
-                adopt_default(tx, &st.functions, &dk, s, &k).await
+                adopt_default(tx, &tools, &dk, s, &k).await
             })
             .await?;
         get(st, user, key, None).await
@@ -926,7 +939,8 @@ pub mod api {
         key: &str,
         req: PutConfigRequest,
     ) -> Result<ConfigDto> {
-        let k = parse(&st.functions, key)?;
+        let tools = super::tools_of(st, user.id()).await?;
+        let k = parse(&tools, key)?;
         check_content(&k, &req.content)?;
         let reason = req.reason.unwrap_or_default();
         if reason.chars().count() > MAX_REASON_CHARS {
@@ -939,7 +953,7 @@ pub mod api {
             .db
             .write_with(async |tx| {
                 let s = scope(tx, user.id(), &k, req.agent_id).await?;
-                let now = current(tx, &st.functions, &dk, s, &k).await?;
+                let now = current(tx, &tools, &dk, s, &k).await?;
                 if now.version != req.base_version {
                     return Err(Error::Conflict(format!(
                         "{} changed since version {} (it is now v{}); read it again",
@@ -948,18 +962,7 @@ pub mod api {
                         now.version
                     )));
                 }
-                write(
-                    tx,
-                    &st.functions,
-                    &dk,
-                    s,
-                    &k,
-                    &req.content,
-                    "user",
-                    &reason,
-                    None,
-                )
-                .await
+                write(tx, &tools, &dk, s, &k, &req.content, "user", &reason, None).await
             })
             .await?;
         Ok(ConfigDto {
@@ -997,6 +1000,7 @@ pub mod api {
         agent_id: i64,
         file: &str,
     ) -> Result<()> {
+        let tools = super::tools_of(st, user.id()).await?;
         let Some(key) = [Key::Soul, Key::Agents]
             .into_iter()
             .find(|k| k.file() == Some(file))
@@ -1007,7 +1011,7 @@ pub mod api {
         st.db
             .write_with(async |tx| {
                 let s = scope(tx, user.id(), &key, Some(agent_id)).await?;
-                current(tx, &st.functions, &dk, s, &key).await
+                current(tx, &tools, &dk, s, &key).await
             })
             .await
             .map(|_| ())
@@ -1021,13 +1025,14 @@ pub mod api {
         key: &str,
         agent_id: Option<i64>,
     ) -> Result<Vec<ConfigVersionDto>> {
-        let k = parse(&st.functions, key)?;
+        let tools = super::tools_of(st, user.id()).await?;
+        let k = parse(&tools, key)?;
         let dk = key_of(st, user).await?;
         let all = st
             .db
             .write_with(async |tx| {
                 let s = scope(tx, user.id(), &k, agent_id).await?;
-                current(tx, &st.functions, &dk, s, &k).await?;
+                current(tx, &tools, &dk, s, &k).await?;
                 super::versions(tx, &dk, s, &k).await
             })
             .await?;
@@ -1056,7 +1061,8 @@ pub mod api {
         n: i64,
         agent_id: Option<i64>,
     ) -> Result<ConfigDto> {
-        let k = parse(&st.functions, key)?;
+        let tools = super::tools_of(st, user.id()).await?;
+        let k = parse(&tools, key)?;
         let dk = key_of(st, user).await?;
         let name = k.name();
         let row = st

@@ -3,6 +3,9 @@
 //! it call, and the session (a sub-session's prompt is minimal). A turn builds it in the
 //! transaction that starts it; `GET /api/sessions/{id}/system-prompt` shows the same.
 
+use std::sync::Arc;
+
+use crate::execution::functions::Registry;
 use crate::store::Conn;
 
 use crate::accounts::auth::AuthUser;
@@ -103,10 +106,11 @@ impl PromptCache {
 }
 
 /// What a call's prompt holds besides what is read for it: whether it is a sub-session's
-/// (minimal), and the `## Skills` section.
+/// (minimal), the `## Skills` section, and the user's chain (its functions and capabilities).
 pub(crate) struct Shape<'a> {
     pub sub_session: bool,
     pub skills: Option<&'a str>,
+    pub tools: &'a Registry,
 }
 
 /// The system prompt of a call by `agent` for user `user_id`, read on `c`.
@@ -122,9 +126,10 @@ pub(crate) async fn system_prompt(
     let Shape {
         sub_session,
         skills,
+        tools,
     } = shape;
     let files = context_files::merged(c, dk, agent.id, user_id).await?;
-    let specs = crate::execution::permissions::allowed_specs(c, &st.functions, user_id).await?;
+    let specs = crate::execution::permissions::allowed_specs(c, tools, user_id).await?;
     let listed = functions::help::describe(&specs);
     let bash = specs.iter().any(|s| s.name == "bash");
     let pairs: Vec<(&str, &str)> = files
@@ -160,7 +165,7 @@ pub(crate) async fn system_prompt(
     // Reference 004: each capability's instructions in the user's own version, and the
     // user's standing instructions as the extra context.
     let capability_prompts =
-        crate::agents::config::capability_prompts(c, &st.functions, dk, user_id).await?;
+        crate::agents::config::capability_prompts(c, tools, dk, user_id).await?;
     let capabilities: Vec<(&str, &str)> = capability_prompts
         .iter()
         .map(|(n, t)| (n.as_str(), t.as_str()))
@@ -220,10 +225,12 @@ pub(crate) async fn prepared(
     session_id: i64,
     seed: bool,
     skill_filter: Option<&[String]>,
-) -> Result<(AgentRuntime, SecretKey)> {
+) -> Result<(AgentRuntime, SecretKey, Arc<Registry>)> {
     let setup = agents::turn_setup(c, &st.keys, user, session_id).await?;
     let (username, sub, generation) = (setup.username.clone(), setup.sub_session, setup.prompt_gen);
     let dk = setup.dk.clone();
+    // The user's chain: Hero's functions and capabilities, then their MCP servers.
+    let tools = crate::execution::mcp::registry_at(st, c, &dk, user.id(), generation).await?;
     let mut agent = setup.agent()?;
     if seed {
         context_files::ensure_seeded(c, &dk, agent.id, user.id(), agent.kind).await?;
@@ -244,7 +251,7 @@ pub(crate) async fn prepared(
             // Each capability's instructions are stored as their first version the first
             // time a prompt of the user's is built to be sent (reference 004).
             if seed {
-                crate::agents::config::ensure_seeded(c, &st.functions, &dk, user.id()).await?;
+                crate::agents::config::ensure_seeded(c, &tools, &dk, user.id()).await?;
             }
             roots.push(crate::skills::personal::read(c, &dk, user.id()).await?);
             let skills = crate::skills::View::of(roots).allowed(allow);
@@ -259,6 +266,7 @@ pub(crate) async fn prepared(
                 Shape {
                     sub_session: sub,
                     skills: section.as_deref(),
+                    tools: &tools,
                 },
             )
             .await?;
@@ -266,7 +274,7 @@ pub(crate) async fn prepared(
             built
         }
     };
-    Ok((agent, dk))
+    Ok((agent, dk, tools))
 }
 
 /// The system prompt the session's next call would send (its agent's files seeded first,

@@ -84,7 +84,7 @@ pub async fn compact(
     abort: Option<&Abort>,
 ) -> Result<Frame> {
     crate::skills::grants::ready(st).await?;
-    let (agent, dk) = st
+    let (agent, dk, _) = st
         .db
         .read_with(async |c| {
             crate::agents::persona::prepared(c, st, user, session_id, false, None).await

@@ -166,7 +166,7 @@ async fn flush_alone(
     abort: Option<&Abort>,
 ) -> Result<Flushed> {
     crate::skills::grants::ready(st).await?;
-    let (agent, dk) = st
+    let (agent, dk, _) = st
         .db
         .read_with(async |c| {
             crate::agents::persona::prepared(c, st, user, session_id, false, None).await

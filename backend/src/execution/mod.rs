@@ -7,6 +7,8 @@
 //!   handlers, and the builtin set.
 //! - [`plugins`]: the plugins an administrator installed: their manifests, their state and
 //!   the abilities they export.
+//! - [`mcp`]: each user's MCP servers (a stdio program in their sandbox, or a URL behind
+//!   the egress policy) as capabilities of their own chain ([`mcp::registry`]).
 //! - [`permissions`]: each user's level for each function, over its default, and the list of
 //!   functions a user's agents are offered.
 //!
@@ -17,6 +19,7 @@
 
 pub mod egress;
 pub mod functions;
+pub mod mcp;
 pub mod permissions;
 pub mod plugins;
 pub mod sandbox;

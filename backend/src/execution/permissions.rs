@@ -14,10 +14,11 @@ use crate::{AppState, Error, Result, now_text, store};
 /// Every registered function, its default and the user's level.
 pub async fn list(st: &AppState, user: &AuthUser) -> Result<Vec<PermissionDto>> {
     let own = store::permissions::list(&st.db, user.id()).await?;
-    Ok(st
-        .functions
+    let tools = registry(st, user.id()).await?;
+    Ok(tools
         .specs()
         .map(|s| PermissionDto {
+            capability: tools.capability_of(&s.name).map(str::to_owned),
             function: s.name.to_string(),
             description: s.description.to_string(),
             default: s.default,
@@ -43,7 +44,8 @@ pub async fn set(
     function: &str,
     level: Permission,
 ) -> Result<PermissionDto> {
-    let Some((spec, _)) = st.functions.get(function) else {
+    let tools = registry(st, user.id()).await?;
+    let Some((spec, _)) = tools.get(function) else {
         return Err(Error::NotFound("function"));
     };
     if level == Permission::Always && !spec.permissions.may_be_always() {
@@ -53,6 +55,7 @@ pub async fn set(
     }
     store::permissions::set(&st.db, user.id(), &spec.name, level.as_str(), &now_text()).await?;
     Ok(PermissionDto {
+        capability: tools.capability_of(&spec.name).map(str::to_owned),
         function: spec.name.to_string(),
         description: spec.description.to_string(),
         default: spec.default,
@@ -60,6 +63,13 @@ pub async fn set(
         danger_level: spec.permissions.danger_level,
         level,
     })
+}
+
+/// The user's chain ([`crate::execution::mcp::registry`]).
+async fn registry(st: &AppState, user_id: i64) -> Result<Arc<functions::Registry>> {
+    st.db
+        .read_with(async |c| crate::execution::mcp::registry(st, c, user_id).await)
+        .await
 }
 
 /// The level a function has for a user: their own, else the function's default; never
@@ -118,10 +128,14 @@ pub(crate) async fn allowed_specs<'r>(
 }
 
 /// The registry's functions as native tools, but those the user has set to never.
-pub async fn offered(st: &AppState, user_id: i64) -> Result<Vec<Arc<crate::providers::Tool>>> {
+pub async fn offered(
+    st: &AppState,
+    tools: &functions::Registry,
+    user_id: i64,
+) -> Result<Vec<Arc<crate::providers::Tool>>> {
     st.db
         .read_with(async |c| {
-            Ok(allowed(c, &st.functions, user_id)
+            Ok(allowed(c, tools, user_id)
                 .await?
                 .into_iter()
                 .map(|(_, t)| t.clone())

@@ -379,6 +379,23 @@ const TABLES: &[Table] = &[
         ],
         identity: true,
     },
+    Table {
+        name: "mcp_servers",
+        columns: &[
+            ("id", Int),
+            ("user_id", Int),
+            ("name", Text),
+            ("transport", Text),
+            ("enabled", Bool),
+            ("timeout_secs", Int),
+            ("status", Text),
+            ("config", Bytes),
+            ("listing", Bytes),
+            ("created_at", Text),
+            ("updated_at", Text),
+        ],
+        identity: true,
+    },
 ];
 
 /// One column's value of one row.

@@ -151,6 +151,7 @@ pub mod context_files;
 pub mod copy;
 pub mod frames;
 mod hot;
+pub mod mcp;
 pub mod memory;
 pub mod meta;
 pub mod permissions;

@@ -24,6 +24,7 @@ mod calls;
 mod chat;
 mod configs;
 mod export;
+mod mcp;
 mod memory;
 pub mod openapi;
 use axum::response::NoContent;
@@ -164,6 +165,12 @@ where
         .api_route("/tasks/teams", get(tasks::teams).post(tasks::create_team))
         .api_route("/tasks/{id}", get(tasks::get).patch(tasks::update))
         .api_route("/tasks/{id}/history", get(tasks::history))
+        .api_route("/mcp/servers", get(mcp::list).post(mcp::create))
+        .api_route(
+            "/mcp/servers/{id}",
+            get(mcp::get).patch(mcp::update).delete(mcp::delete),
+        )
+        .api_route("/mcp/servers/{id}/test", post(mcp::test))
         .api_route("/capabilities", get(configs::capabilities))
         .api_route("/configs", get(configs::list))
         .api_route("/configs/changes", get(configs::changes))

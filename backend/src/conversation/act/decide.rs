@@ -47,9 +47,10 @@ pub(crate) async fn decide(
             // A proposed change is decided with its call, in this transaction.
             let change = match req.function == crate::agents::config::PROPOSE {
                 true => {
+                    let tools = crate::execution::mcp::registry(st, tx, user.id()).await?;
                     crate::agents::config::decide_in(
                         tx,
-                        &st.functions,
+                        &tools,
                         &dk,
                         user.id(),
                         request_id,
@@ -145,9 +146,15 @@ pub(crate) async fn carry_out(
     d: Decided,
     abort: &Abort,
 ) -> Result<bool> {
-    let agent_id = st
+    let (agent_id, tools) = st
         .db
-        .read_with(async |c| store::sessions::agent_of(c, user.id(), d.session_id).await)
+        .read_with(async |c| {
+            let agent = store::sessions::agent_of(c, user.id(), d.session_id).await?;
+            Ok((
+                agent,
+                crate::execution::mcp::registry(st, c, user.id()).await?,
+            ))
+        })
         .await?;
     let sc = Scene {
         user_id: user.id(),
@@ -155,6 +162,7 @@ pub(crate) async fn carry_out(
         dk: d.dk,
         message_id: d.message_id,
         agent_id,
+        tools: tools.clone(),
     };
     let emit = readers(st, user.id(), d.session_id);
     let settled = settle(st, &sc, std::slice::from_ref(&d.opened), &emit, Some(abort)).await?;

@@ -58,14 +58,14 @@ pub async fn open(
         .write_with(async |tx| {
             let mut out = Vec::with_capacity(asked.len());
             for a in &mut asked {
-                let spec = st.functions.get(&a.function).map(|(s, _)| s);
+                let spec = sc.tools.get(&a.function).map(|(s, _)| s);
                 let answers = spec.is_some_and(|s| s.answered_by_user);
                 if answers && matches!(authority, Authority::User(_)) {
                     a.problem.get_or_insert_with(|| {
                         "only the agent asks the user questions; a message of the user's own cannot".into()
                     });
                 }
-                let lv = crate::execution::permissions::level(tx, &st.functions, user_id, &a.function).await?;
+                let lv = crate::execution::permissions::level(tx, &sc.tools, user_id, &a.function).await?;
                 let (mut status, mut by) = gate(a, lv, authority, answers);
                 let id = frames::new_id();
                 // A proposed change is kept with its request, against the version current
@@ -73,7 +73,7 @@ pub async fn open(
                 let mut change = None;
                 if status == CallStatus::Pending && a.function == crate::agents::config::PROPOSE {
                     match crate::agents::config::propose_in(
-                        tx, &st.functions, &sc.dk, user_id, sc.session_id, sc.agent_id, &id, &a.args,
+                        tx, &sc.tools, &sc.dk, user_id, sc.session_id, sc.agent_id, &id, &a.args,
                     )
                     .await?
                     {

@@ -94,6 +94,8 @@ pub struct Scene {
     pub message_id: String,
     /// The agent the results are for (the session's), if known.
     pub agent_id: Option<i64>,
+    /// The user's chain of tools: what the calls are found, gated and run in.
+    pub tools: std::sync::Arc<crate::execution::functions::Registry>,
 }
 
 /// A request as stored.

@@ -70,9 +70,15 @@ pub(crate) async fn answer_question(
     {
         return Err(Error::Conflict("this question was already answered".into()));
     }
-    let agent_id = st
+    let (agent_id, tools) = st
         .db
-        .read_with(async |c| store::sessions::agent_of(c, user.id(), session_id).await)
+        .read_with(async |c| {
+            let agent = store::sessions::agent_of(c, user.id(), session_id).await?;
+            Ok((
+                agent,
+                crate::execution::mcp::registry(st, c, user.id()).await?,
+            ))
+        })
         .await?;
     let sc = Scene {
         user_id: user.id(),
@@ -80,6 +86,7 @@ pub(crate) async fn answer_question(
         dk,
         message_id: message_id.clone(),
         agent_id,
+        tools: tools.clone(),
     };
     let emit = readers(st, user.id(), session_id);
     let o = Opened {

@@ -133,9 +133,15 @@ async fn recover_one(
     {
         return Ok(None);
     }
-    let agent_id = st
+    let (agent_id, tools) = st
         .db
-        .read_with(async |c| store::sessions::agent_of(c, user_id, session_id).await)
+        .read_with(async |c| {
+            let agent = store::sessions::agent_of(c, user_id, session_id).await?;
+            Ok((
+                agent,
+                crate::execution::mcp::registry(st, c, user_id).await?,
+            ))
+        })
         .await?;
     let sc = Scene {
         user_id,
@@ -143,6 +149,7 @@ async fn recover_one(
         dk,
         message_id,
         agent_id,
+        tools: tools.clone(),
     };
     let o = Opened { request_id, req };
     record(

@@ -70,18 +70,18 @@ pub async fn settle_one(
                 user_id: sc.user_id,
                 session_id: sc.session_id,
                 agent_id: sc.agent_id,
-                registry: &st.functions,
+                registry: &sc.tools,
                 request_id: &o.request_id,
             };
             let run = async {
                 use futures::FutureExt;
-                let Some((spec, f)) = st.functions.get(&o.req.function) else {
+                let Some((spec, f)) = sc.tools.get(&o.req.function) else {
                     return Err(format!("there is no function `{}`", o.req.function));
                 };
                 // Past the bus's subscribers and handlers (`functions::bus`), which may
                 // change its arguments or answer it themselves.
                 let routed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    st.functions
+                    sc.tools
                         .bus
                         .route(&cx, &o.req.function, &o.req.args, &o.request_id)
                 }));
@@ -467,9 +467,15 @@ pub async fn open_calls(st: &AppState, session_id: i64, message_id: &str) -> Res
 pub async fn stop_open(st: &AppState, user: &AuthUser, session_id: i64) -> Result<usize> {
     let dk = frames::session_key(st, user, session_id).await?;
     let rows = store::frames::open_requests(&st.db, session_id).await?;
-    let agent_id = st
+    let (agent_id, tools) = st
         .db
-        .read_with(async |c| store::sessions::agent_of(c, user.id(), session_id).await)
+        .read_with(async |c| {
+            let agent = store::sessions::agent_of(c, user.id(), session_id).await?;
+            Ok((
+                agent,
+                crate::execution::mcp::registry(st, c, user.id()).await?,
+            ))
+        })
         .await?;
     let mut n = 0;
     for row in rows {
@@ -486,6 +492,7 @@ pub async fn stop_open(st: &AppState, user: &AuthUser, session_id: i64) -> Resul
             dk: dk.clone(),
             message_id: message_id.clone(),
             agent_id,
+            tools: tools.clone(),
         };
         let _lock = st.message_locks.lock(st, &message_id).await?;
         if !open_calls(st, session_id, &message_id)

@@ -196,6 +196,7 @@ async fn an_answer_during_the_turns_settling_waits_for_it() {
             dk: dk.clone(),
             message_id: format!("asking-{i}"),
             agent_id: None,
+            tools: st.functions.clone(),
         };
         let mut live = st.hub.subscribe_session(session.id);
         let answering = {
@@ -244,6 +245,7 @@ async fn recovery_goes_past_a_row_it_cannot_read() {
             dk: frames::session_key(&st, &user, session.id).await.unwrap(),
             message_id: format!("message-{name}"),
             agent_id: None,
+            tools: st.functions.clone(),
         };
         let asked = find(&st.functions, "@system(help)", &[]);
         // Approved, and never settled: the server stopped while it ran.
@@ -310,6 +312,7 @@ async fn no_model_output_passes_for_the_user() {
                 dk: dk.clone(),
                 message_id: format!("agent-message-{i}"),
                 agent_id: None,
+                tools: st.functions.clone(),
             };
             let opened = open(&st, &sc, Authority::Agent(1), asked, None)
                 .await
@@ -371,6 +374,7 @@ async fn a_call_settled_while_its_reply_streams_is_followed_up_once() {
             dk: dk.clone(),
             message_id: format!("streaming-{i}"),
             agent_id: None,
+            tools: st.functions.clone(),
         };
         // The question closes while the reply streams: its call begins at once.
         st.message_locks.begin_streaming(&sc.message_id);
@@ -459,9 +463,9 @@ async fn the_bus_routes_each_call_past_its_handlers_in_order() {
     let log: Log = Arc::default();
     let mut reg = functions::builtin::registry();
     for name in ["d-last", "b-shout", "a-first", "c-guard"] {
-        reg.bus.handle(Step(name, log.clone()));
+        reg.bus_mut().handle(Step(name, log.clone()));
     }
-    reg.bus.subscribe(Seen(log.clone()));
+    reg.bus_mut().subscribe(Seen(log.clone()));
     assert_eq!(
         reg.bus.handlers().collect::<Vec<_>>(),
         ["a-first", "b-shout", "c-guard", "d-last"]
@@ -477,6 +481,7 @@ async fn the_bus_routes_each_call_past_its_handlers_in_order() {
         dk,
         message_id: "bus".into(),
         agent_id: None,
+        tools: st.functions.clone(),
     };
     crate::execution::permissions::set(&st, &user, "websearch", Permission::Never)
         .await

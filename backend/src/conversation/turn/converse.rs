@@ -30,6 +30,8 @@ use crate::{AppState, Result};
 pub(super) struct Turn {
     pub(super) user: AuthUser,
     pub(super) agent: AgentRuntime,
+    /// The user's chain of tools, as the round's prompt was built with.
+    pub(super) tools: Arc<crate::execution::functions::Registry>,
     pub(super) dk: SecretKey,
     /// The skills the user's message limited its turn to, over the agent's allow list.
     pub(super) skill_filter: Option<Vec<String>>,
@@ -156,7 +158,7 @@ async fn converse(
 async fn offered(st: &AppState, t: &Turn) -> Vec<Arc<providers::Tool>> {
     match t.agent.endpoint.provider {
         ProviderKind::OpenAiCompatible | ProviderKind::Scripted => Vec::new(),
-        _ => crate::execution::permissions::offered(st, t.user.id())
+        _ => crate::execution::permissions::offered(st, &t.tools, t.user.id())
             .await
             .unwrap_or_default(),
     }
@@ -188,6 +190,7 @@ fn scene(out: &Out, t: &Turn, message_id: String) -> act::Scene {
         dk: t.dk.clone(),
         message_id,
         agent_id: Some(t.agent.id),
+        tools: t.tools.clone(),
     }
 }
 
@@ -229,7 +232,7 @@ async fn act_on_reply(
 ) -> (Vec<ExecutedElement>, bool) {
     let st = &out.st;
     let asked = match r.clean {
-        true => later_calls(act::find(&st.functions, &r.text, &r.tool_calls), &begun.ids),
+        true => later_calls(act::find(&t.tools, &r.text, &r.tool_calls), &begun.ids),
         false => Vec::new(),
     };
     let mut executed = begun.executed;
@@ -293,7 +296,10 @@ async fn next_round(
         crate::agents::persona::prepared(c, st, user, session_id, false, filter).await
     });
     match fresh.await {
-        Ok((fresh, _)) => t.agent.system = fresh.system,
+        Ok((fresh, _, tools)) => {
+            t.agent.system = fresh.system;
+            t.tools = tools;
+        }
         Err(e) => tracing::warn!(error = %e, "the system prompt could not be built again"),
     }
     let after_seq = kept.last().map_or(0, |k| k.frame.seq);
@@ -405,7 +411,7 @@ async fn again(
     };
     let skill_filter = context::skill_filter(before);
     let filter = skill_filter.as_deref();
-    let (agent, dk) = st
+    let (agent, dk, tools) = st
         .db
         .read_with(async |c| {
             crate::agents::persona::prepared(c, st, user, session_id, false, filter).await
@@ -427,6 +433,7 @@ async fn again(
     let turn = Turn {
         user,
         agent,
+        tools,
         dk,
         skill_filter,
         user_calls: None,

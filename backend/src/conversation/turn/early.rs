@@ -116,7 +116,7 @@ impl Early {
                     error: None,
                     span,
                 };
-                if let Some(asked) = act::closed(&self.out.st.functions, &e) {
+                if let Some(asked) = act::closed(&self.sc.tools, &e) {
                     self.begin(id, asked);
                 }
             }

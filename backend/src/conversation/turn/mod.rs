@@ -254,6 +254,7 @@ async fn start(
     let prepare::Started {
         agent,
         dk,
+        tools,
         history,
         user_frame,
         startup,
@@ -268,12 +269,13 @@ async fn start(
     st.hub
         .publish(user.id(), session_id, HubEvent::Frame(user_frame));
     let (live, cancel) = out.begin_reply(&message_id, &agent, after_seq, None);
-    let asked = calls_of.map_or_else(Vec::new, |text| act::find(&st.functions, text, &[]));
+    let asked = calls_of.map_or_else(Vec::new, |text| act::find(&tools, text, &[]));
     let user_calls = (!asked.is_empty()).then_some((user_frame_id, asked));
     let user = user.clone();
     let turn = converse::Turn {
         user,
         agent,
+        tools,
         dk,
         skill_filter: input.skill_filter,
         user_calls,

@@ -100,9 +100,15 @@ pub(super) async fn run_command(
     use crate::conversation::act;
     let (st, session_id) = (&out.st, out.session_id);
     shown(out, user, message_id, AuthorType::User, private_text(text)).await?;
-    let agent_id = st
+    let (agent_id, tools) = st
         .db
-        .read_with(async |c| crate::store::sessions::agent_of(c, user.id(), session_id).await)
+        .read_with(async |c| {
+            let agent = crate::store::sessions::agent_of(c, user.id(), session_id).await?;
+            Ok((
+                agent,
+                crate::execution::mcp::registry(st, c, user.id()).await?,
+            ))
+        })
         .await?;
     let sc = act::Scene {
         user_id: user.id(),
@@ -110,6 +116,7 @@ pub(super) async fn run_command(
         dk: crate::accounts::users::data_key(&st.db, &st.keys, user.id()).await?,
         message_id: message_id.to_owned(),
         agent_id,
+        tools: tools.clone(),
     };
     let mut asked = act::Asked {
         function: function.to_owned(),
@@ -119,7 +126,7 @@ pub(super) async fn run_command(
         bound: false,
     };
     // Checked against its function's schema, as the agent's calls are.
-    act::check(&st.functions, &mut asked);
+    act::check(&sc.tools, &mut asked);
     let asked = vec![asked];
     let acting = st.turns.acting(session_id);
     let emit = |ev: SseEvent| out.emit(ev);

@@ -15,6 +15,8 @@ use crate::{AppState, Result};
 pub(super) struct Started {
     pub(super) agent: AgentRuntime,
     pub(super) dk: SecretKey,
+    /// The user's chain of tools ([`crate::execution::mcp::registry`]).
+    pub(super) tools: std::sync::Arc<crate::execution::functions::Registry>,
     /// The conversation since the last compact, the user's message last.
     pub(super) history: Vec<Kept>,
     pub(super) user_frame: hero_shared::frame::Frame,
@@ -81,7 +83,7 @@ pub(super) async fn prepare(
         .db
         .write_with(async |tx| {
             // The agent's files, seeded on its first use, make its system prompt.
-            let (agent, dk) = crate::agents::persona::prepared(
+            let (agent, dk, tools) = crate::agents::persona::prepared(
                 tx,
                 st,
                 user,
@@ -119,7 +121,7 @@ pub(super) async fn prepare(
                 None => Some(frames::since_last_compact(tx, session_id, seq).await?),
             };
             Ok(Ok((
-                agent,
+                (agent, tools),
                 dk,
                 kept,
                 rows,
@@ -129,7 +131,7 @@ pub(super) async fn prepare(
             )))
         })
         .await?;
-    let (agent, dk, kept, rows, user_frame, startup, queued) = match prepared {
+    let ((agent, tools), dk, kept, rows, user_frame, startup, queued) = match prepared {
         Ok(p) => p,
         Err(queue) => return Ok(Prepared::Queued(queue)),
     };
@@ -153,6 +155,7 @@ pub(super) async fn prepare(
     Ok(Prepared::Started(Box::new(Started {
         agent,
         dk,
+        tools,
         history,
         user_frame: (*user_frame.frame).clone(),
         startup: startup.iter().map(|k| (*k.frame).clone()).collect(),

@@ -580,6 +580,30 @@ impl Outbound {
         self.client_for(url).get(url.url.clone())
     }
 
+    pub fn delete(&self, url: &PublicUrl) -> reqwest::RequestBuilder {
+        self.client_for(url).delete(url.url.clone())
+    }
+
+    /// [`Outbound::check`], and for a name not allowed, what it resolves to now screened as
+    /// the resolver will screen it at each connect: an address a user gives Hero to keep
+    /// (an MCP server's) is refused when it is given, not only when it is first called. A
+    /// name that does not resolve now passes (its calls will fail, saying why).
+    pub async fn check_now(&self, url: &str) -> Result<PublicUrl, String> {
+        let checked = self.check(url).map_err(|e| e.to_string())?;
+        if checked.allowed {
+            return Ok(checked);
+        }
+        if let (Some(name), Some(port)) =
+            (checked.url.host_str(), checked.url.port_or_known_default())
+            && !name.starts_with('[')
+            && name.parse::<IpAddr>().is_err()
+            && let Ok(addrs) = tokio::net::lookup_host((name, port)).await
+        {
+            screen(name, addrs, false).map_err(|e| e.to_string())?;
+        }
+        Ok(checked)
+    }
+
     fn client_for(&self, url: &PublicUrl) -> &reqwest::Client {
         if url.allowed {
             &self.allowed

@@ -29,6 +29,6 @@ pub fn registry() -> Registry {
     // The capabilities (reference 004), after Hero's functions in the chain.
     r.add_capability(Arc::new(config::Config));
     r.add_capability(Arc::new(tasks::Tasks));
-    r.bus = bus::builtin();
+    r.bus = Arc::new(bus::builtin());
     r
 }

@@ -132,6 +132,7 @@ pub trait Capability: Send + Sync + 'static {
 }
 
 /// One capability of the chain, as the registry lists it.
+#[derive(Clone)]
 pub struct Link {
     pub name: String,
     pub source: &'static str,
@@ -157,11 +158,15 @@ pub const FUNCTIONS: &str = "functions";
 /// Every registered function, by name, in registration order, each with its spec as a
 /// native tool (built once, shared by every request that offers it), and the chain of
 /// capabilities they belong to.
+///
+/// A user's registry is Hero's with the user's own capabilities added ([`Registry::with`]:
+/// their MCP servers); it shares Hero's functions and bus.
+#[derive(Clone)]
 pub struct Registry {
-    functions: Vec<(Spec, Box<dyn Function>, Arc<crate::providers::Tool>)>,
+    functions: Vec<(Spec, Arc<dyn Function>, Arc<crate::providers::Tool>)>,
     chain: Vec<Link>,
     /// What every call the gate lets through is routed past ([`bus`]).
-    pub bus: bus::Bus,
+    pub bus: Arc<bus::Bus>,
 }
 
 /// A capability's tool as a function of the registry: its call walks the chain.
@@ -198,8 +203,26 @@ impl Registry {
                 prompt: None,
                 capability: None,
             }],
-            bus: bus::Bus::default(),
+            bus: Arc::default(),
         }
+    }
+
+    /// The bus, to add handlers and subscribers to before the registry is shared.
+    ///
+    /// # Panics
+    /// Once a copy of the registry has been made ([`Registry::with`]).
+    pub fn bus_mut(&mut self) -> &mut bus::Bus {
+        Arc::get_mut(&mut self.bus).expect("the bus is changed before the registry is shared")
+    }
+
+    /// This registry with `capabilities` added at the end of its chain (a user's own: their
+    /// MCP servers). Hero's functions and the bus are shared, not copied.
+    pub fn with(&self, capabilities: impl IntoIterator<Item = Arc<dyn Capability>>) -> Registry {
+        let mut r = self.clone();
+        for c in capabilities {
+            r.add_capability(c);
+        }
+        r
     }
 
     /// Adds a function of Hero's own; a second one of the same name replaces the first.
@@ -211,7 +234,7 @@ impl Registry {
         }
         self.chain[0].tools.push(spec.name.to_string());
         let tool = crate::providers::Tool::new(&spec.name, &spec.description, &spec.schema);
-        self.functions.push((spec, Box::new(f), Arc::new(tool)));
+        self.functions.push((spec, Arc::new(f), Arc::new(tool)));
     }
 
     /// Adds a capability at the end of the chain: its tools become the registry's, but a
@@ -226,13 +249,15 @@ impl Registry {
             claimed.push(spec.name.to_string());
             let tool = crate::providers::Tool::new(&spec.name, &spec.description, &spec.schema);
             self.functions
-                .push((spec.clone(), Box::new(Chained(spec)), Arc::new(tool)));
+                .push((spec.clone(), Arc::new(Chained(spec)), Arc::new(tool)));
         }
+        // A capability with no instructions (an MCP server that sends none) has no key.
+        let prompt = Some(c.prompt().to_owned()).filter(|p| !p.trim().is_empty());
         self.chain.push(Link {
             name: c.name().to_owned(),
             source: c.source(),
             tools: claimed,
-            prompt: Some(c.prompt().to_owned()),
+            prompt,
             capability: Some(c),
         });
     }
@@ -251,6 +276,15 @@ impl Registry {
     /// Each spec with itself as a native tool (004's `getAllTools`).
     pub fn tools(&self) -> impl Iterator<Item = (&Spec, &Arc<crate::providers::Tool>)> {
         self.functions.iter().map(|(s, _, t)| (s, t))
+    }
+
+    /// The capability a tool belongs to, when it is not one of Hero's own functions.
+    pub fn capability_of(&self, tool: &str) -> Option<&str> {
+        self.chain
+            .iter()
+            .skip(1)
+            .find(|l| l.tools.iter().any(|t| t == tool))
+            .map(|l| l.name.as_str())
     }
 
     /// The chain: Hero's functions, then each capability in the order added.

@@ -99,11 +99,11 @@ impl Drop for Connection {
 
 /// One place among the live processes, taken before a process starts (so two starts at
 /// once cannot both pass the limit) and given back when it is dropped.
-struct Counted(Arc<AtomicUsize>);
+pub(crate) struct Counted(Arc<AtomicUsize>);
 
 impl Counted {
     /// A place, if fewer than `max` are taken.
-    fn take(count: &Arc<AtomicUsize>, max: usize) -> Option<Counted> {
+    pub(crate) fn take(count: &Arc<AtomicUsize>, max: usize) -> Option<Counted> {
         count
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < max).then_some(n + 1)
@@ -167,7 +167,7 @@ async fn connect(
         return Err("its pipes could not be opened".into());
     };
     let fault = Arc::new(Mutex::new(None));
-    let stderr = tokio::spawn(log_stderr(plugin.name.clone(), stderr));
+    let stderr = tokio::spawn(log_stderr(plugin.name.clone(), stderr, None));
     let sink = Box::pin(futures::sink::unfold(
         stdin,
         |mut w, message: ClientJsonRpcMessage| async move {
@@ -253,7 +253,7 @@ async fn read_line<R: AsyncRead + Unpin>(
 
 /// The messages a process writes, a line each: the stream ends, with the reason in
 /// `fault`, at the first line too long or not JSON-RPC (and the process is then killed).
-fn messages<R: AsyncRead + Unpin + Send + 'static>(
+pub(crate) fn messages<R: AsyncRead + Unpin + Send + 'static>(
     out: R,
     fault: Arc<Mutex<Option<String>>>,
 ) -> impl Stream<Item = ServerJsonRpcMessage> + Send + Unpin + 'static {
@@ -289,9 +289,13 @@ fn messages<R: AsyncRead + Unpin + Send + 'static>(
 }
 
 /// Logs a process's stderr a line at a time (4 KiB of a line at most), the first
-/// [`MAX_STDERR_LOGGED`] bytes of it; the rest is read and dropped. Answers how much it
-/// logged.
-async fn log_stderr<R: AsyncRead + Unpin>(plugin: String, err: R) -> usize {
+/// [`MAX_STDERR_LOGGED`] bytes of it; the rest is read and dropped; its last line kept in
+/// `last` (cut to 500 bytes), when given. Answers how much it logged.
+pub(crate) async fn log_stderr<R: AsyncRead + Unpin>(
+    plugin: String,
+    err: R,
+    last: Option<Arc<Mutex<String>>>,
+) -> usize {
     let mut r = BufReader::new(err);
     let mut buf = Vec::new();
     let mut logged = 0usize;
@@ -302,6 +306,12 @@ async fn log_stderr<R: AsyncRead + Unpin>(plugin: String, err: R) -> usize {
             // A line over the bound is logged cut; a read that fails ends the log.
             Err(_) if buf.len() > MAX_LINE_BYTES => {}
             Err(_) => return logged,
+        }
+        if let Some(last) = &last
+            && !buf.iter().all(u8::is_ascii_whitespace)
+        {
+            let line = String::from_utf8_lossy(&buf[..buf.len().min(500)]);
+            *last.lock().unwrap_or_else(|p| p.into_inner()) = line.trim().to_owned();
         }
         if logged >= MAX_STDERR_LOGGED {
             continue;
@@ -547,7 +557,7 @@ pub async fn call(
 
 /// A result's text: its text blocks, one after another, and a line naming each other block;
 /// its structured content when it has no text.
-fn text_of(content: &[ContentBlock], structured: Option<&Value>) -> String {
+pub(crate) fn text_of(content: &[ContentBlock], structured: Option<&Value>) -> String {
     let mut out = String::new();
     for block in content {
         if !out.is_empty() {
@@ -612,11 +622,18 @@ mod tests {
         }
         flood.extend(std::iter::repeat_n(b'x', 2 << 20));
         flood.push(b'\n');
-        let logged = log_stderr("kit".into(), flood.as_slice()).await;
+        let logged = log_stderr("kit".into(), flood.as_slice(), None).await;
         assert!(
             (MAX_STDERR_LOGGED..MAX_STDERR_LOGGED + 4096).contains(&logged),
             "{logged}"
         );
-        assert_eq!(log_stderr("kit".into(), &b"one\ntwo\n"[..]).await, 6);
+        let last = Arc::new(Mutex::new(String::new()));
+        let logged = log_stderr("kit".into(), &b"one\ntwo\n\n"[..], Some(last.clone())).await;
+        assert_eq!(logged, 6);
+        assert_eq!(
+            *last.lock().unwrap(),
+            "two",
+            "the last line that says something"
+        );
     }
 }

@@ -727,9 +727,6 @@ impl Sandbox {
         cpu_seconds: u64,
     ) -> Result<Program, String> {
         let layers = self.usable("plugins")?;
-        if argv.iter().any(|a| a.contains('\0')) {
-            return Err("the command holds a NUL character".into());
-        }
         let (parent, user) = match (state.parent(), state.file_name()) {
             (Some(p), Some(u)) => (p.to_path_buf(), u.to_string_lossy().into_owned()),
             _ => return Err(format!("{} is no state directory", state.display())),
@@ -753,26 +750,6 @@ impl Sandbox {
         .map_err(std::io::Error::other)
         .and_then(|r| r)
         .map_err(|e| format!("the plugin's state directory could not be made: {e}"))?;
-        let used = prepared.used();
-        if used >= quota {
-            return Err(format!(
-                "its state directory holds {} and the quota is {}",
-                quota::mib(used),
-                quota::mib(quota)
-            ));
-        }
-        let limits = self.ulimits(
-            &layers,
-            self.limits.file_bytes.min(quota - used),
-            cpu_seconds,
-        ) + "exec \"$@\"";
-        let mut inner = vec![
-            "/usr/bin/bash".into(),
-            "-c".into(),
-            limits,
-            "hero-plugin".into(),
-        ];
-        inner.extend(argv);
         let mounts = [
             Mount {
                 host: code,
@@ -785,12 +762,115 @@ impl Sandbox {
                 writable: true,
             },
         ];
+        let launch = Launch {
+            mounts: &mounts,
+            home: "/state",
+            argv,
+            env: &[],
+            cpu_seconds,
+        };
+        self.launch(&layers, prepared, launch).await
+    }
+
+    /// Starts a program of the user's that runs until it is dropped (an MCP server of
+    /// theirs, talking on its stdin and stdout) as `bash` runs: the user's workspace
+    /// writable at `/workspace` (its working directory and `HOME`, held to its quota), `/usr`
+    /// read-only, nothing else of the host, no network. `env` reaches it through its stdin
+    /// before anything else, never on a command line (where the host's other users could
+    /// read it): each name `[A-Za-z_][A-Za-z0-9_]*`, no value holding a line's end.
+    pub async fn start_in_workspace(
+        &self,
+        user_id: i64,
+        argv: Vec<String>,
+        env: &[(String, String)],
+        cpu_seconds: u64,
+    ) -> Result<Program, String> {
+        let layers = self.usable("MCP servers")?;
+        if let Some((k, _)) = env
+            .iter()
+            .find(|(k, v)| !valid_env_name(k) || v.contains(['\n', '\r', '\0']))
+        {
+            return Err(format!("the environment variable {k:?} cannot be passed"));
+        }
+        let (root, outer) = (self.workspaces.clone(), self.outer_uid);
+        let quota = self.limits.quota_bytes;
+        let prepared = tokio::task::spawn_blocking(move || {
+            let ws = make_workspace(&root, outer, user_id)?;
+            quota::Watchdog::prepare(&ws, quota).map(|p| (ws, p))
+        })
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|r| r)
+        .map_err(|e| format!("the workspace could not be made: {e}"))?;
+        let (workspace, prepared) = prepared;
+        let mounts = [Mount {
+            host: &workspace,
+            inside: "/workspace",
+            writable: true,
+        }];
+        let launch = Launch {
+            mounts: &mounts,
+            home: "/workspace",
+            argv,
+            env,
+            cpu_seconds,
+        };
+        self.launch(&layers, prepared, launch).await
+    }
+
+    /// Starts what `launch` describes, its first mount's directory watched for its quota
+    /// (`prepared`), its environment written to its stdin first.
+    async fn launch(
+        &self,
+        layers: &Layers,
+        prepared: quota::Prepared,
+        launch: Launch<'_>,
+    ) -> Result<Program, String> {
+        let Launch {
+            mounts,
+            home,
+            argv,
+            env,
+            cpu_seconds,
+        } = launch;
+        if argv.iter().any(|a| a.contains('\0')) {
+            return Err("the command holds a NUL character".into());
+        }
+        let quota = self.limits.quota_bytes;
+        let used = prepared.used();
+        if used >= quota {
+            return Err(format!(
+                "its directory holds {} and the quota is {}",
+                quota::mib(used),
+                quota::mib(quota)
+            ));
+        }
+        // Inside: the rlimits, then the environment read from stdin up to an empty line (a
+        // byte at a time: nothing after it is taken from the program), then the program.
+        let read_env = if env.is_empty() {
+            ""
+        } else {
+            "while IFS= read -r l && [ -n \"$l\" ]; do export \"$l\"; done; "
+        };
+        let limits = self.ulimits(
+            layers,
+            self.limits.file_bytes.min(quota - used),
+            cpu_seconds,
+        ) + read_env
+            + "exec \"$@\"";
+        let mut inner = vec![
+            "/usr/bin/bash".into(),
+            "-c".into(),
+            limits,
+            "hero-plugin".into(),
+        ];
+        inner.extend(argv);
         let mut running = self
-            .spawn_in(&layers, &mounts, "/state", "/state", inner, true)
+            .spawn_in(layers, mounts, home, home, inner, true)
             .await?;
         let dog = prepared
             .start(&running.child)
-            .map_err(|e| format!("the plugin's state cannot be watched here: {e}"))?;
+            .map_err(|e| format!("its directory cannot be watched here: {e}"))?;
         let c = &mut running.child;
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (c.stdin.take(), c.stdout.take(), c.stderr.take())
@@ -798,8 +878,21 @@ impl Sandbox {
             return Err("the sandbox's pipes could not be opened".into());
         };
         let io = |e: std::io::Error| format!("the sandbox's pipes could not be opened: {e}");
+        let mut stdin = tokio::process::ChildStdin::from_std(stdin).map_err(io)?;
+        if !env.is_empty() {
+            use tokio::io::AsyncWriteExt;
+            let mut lines = String::new();
+            for (k, v) in env {
+                lines.push_str(&format!("{k}={v}\n"));
+            }
+            lines.push('\n');
+            stdin
+                .write_all(lines.as_bytes())
+                .await
+                .map_err(|e| format!("its environment could not be given: {e}"))?;
+        }
         Ok(Program {
-            stdin: Some(tokio::process::ChildStdin::from_std(stdin).map_err(io)?),
+            stdin: Some(stdin),
             stdout: Some(tokio::process::ChildStdout::from_std(stdout).map_err(io)?),
             stderr: Some(tokio::process::ChildStderr::from_std(stderr).map_err(io)?),
             dog: Some(dog),
@@ -985,6 +1078,24 @@ async fn read_capped<R: tokio::io::AsyncRead + Unpin>(
             }
         }
     }
+}
+
+/// What [`Sandbox::launch`] starts: what it sees, its home, its command, its environment
+/// and its CPU time in all.
+struct Launch<'a> {
+    mounts: &'a [Mount<'a>],
+    home: &'a str,
+    argv: Vec<String>,
+    env: &'a [(String, String)],
+    cpu_seconds: u64,
+}
+
+/// Whether `name` may name an environment variable: `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn valid_env_name(name: &str) -> bool {
+    let mut b = name.bytes();
+    b.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
 }
 
 /// A program [`Sandbox::start`] started, with its pipes (taken by whoever talks to it):
