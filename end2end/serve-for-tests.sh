@@ -34,6 +34,13 @@ printf 'liam-password\n' | "$bin" user add liam
 printf 'mia-password\n' | "$bin" user add mia
 printf 'pia-password\n' | "$bin" user add pia
 printf 'olive-password\n' | "$bin" user add olive
+printf 'quinn-password\n' | "$bin" user add quinn
+# Quinn (user 16) keeps an MCP server in her workspace (mcp.spec.ts), as she would put it
+# there with bash: the test server the Rust tests built.
+if [ -x "$root/target/debug/hero-test-plugin" ]; then
+  mkdir -m 700 -p "$data/workspaces/16"
+  cp "$root/target/debug/hero-test-plugin" "$data/workspaces/16/mcp-server"
+fi
 # Where this run keeps its data: a test that must damage a stored row finds the database here.
 printf '%s\n' "$data" > "$root/target/e2e-data-dir"
 exec "$bin" serve --addr "127.0.0.1:$port" --site-root "$root/target/site"

@@ -130,6 +130,7 @@ fn Servers() -> impl IntoView {
         <main class="mcp-page">
             <p><a href=crate::base::href("/")>"← Back to sessions"</a></p>
             <h1>"MCP servers"</h1>
+            <p role="status" class="muted"></p>
             <p class="muted">
                 "Servers whose tools your agents may call, each asking you first (the Permissions page changes that). "
                 "A stdio server runs in your sandbox, as bash does: it sees your workspace at /workspace and /usr, and no network. "
@@ -211,16 +212,16 @@ fn Server(s: McpServerDto) -> impl IntoView {
             </ul>
             {skipped.map(|t| view! { <p class="muted mcp-skipped">"Not offered: " {t}</p> })}
             <div class="mcp-actions">
-                <FnForm action=TestMcpServer::PATH then="refresh" class="mcp-test">
+                <FnForm action=TestMcpServer::PATH then="refresh" class="mcp-test" done=format!("Tested {}.", s.name)>
                     <input type="hidden" name="id" value=test_id/>
                     <button type="submit">"Test"</button>
                 </FnForm>
-                <FnForm action=EnableMcpServer::PATH then="refresh" class="mcp-enable">
+                <FnForm action=EnableMcpServer::PATH then="refresh" class="mcp-enable" done=format!("{} {}.", if s.enabled { "Disabled" } else { "Enabled" }, s.name)>
                     <input type="hidden" name="id" value=toggle_id/>
                     <input type="hidden" name="enabled" value=enable/>
                     <button type="submit">{toggle}</button>
                 </FnForm>
-                <FnForm action=RemoveMcpServer::PATH then="refresh" class="mcp-remove">
+                <FnForm action=RemoveMcpServer::PATH then="refresh" class="mcp-remove" done=format!("Removed {}.", s.name)>
                     <input type="hidden" name="id" value=remove_id/>
                     <button type="submit">"Remove"</button>
                 </FnForm>

@@ -254,6 +254,35 @@ async fn a_users_mcp_server_is_a_capability_of_their_own_chain() {
         "{result}"
     );
 
+    // At most 20 servers a user.
+    for i in 1..20 {
+        let body = json!({"name": format!("off-{i}"), "transport": "stdio", "command": "/usr/bin/true", "enabled": false});
+        let (s, b) = h.json(Method::POST, "/api/mcp/servers", Some(body)).await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+        assert_eq!(b["status"], "disabled");
+    }
+    let (s, b) = h
+        .json(Method::POST, "/api/mcp/servers", Some(stdio("one-more")))
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert!(b.to_string().contains("20 MCP servers"), "{b}");
+    let (_, list) = h.json(Method::GET, "/api/mcp/servers", None).await;
+    for s in list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["name"] != "kit")
+    {
+        let (status, _) = h
+            .json(
+                Method::DELETE,
+                &format!("/api/mcp/servers/{}", s["id"]),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+    }
+
     // Disabled, it leaves the chain; deleted, it is gone.
     let id = kit["id"].as_i64().unwrap();
     let (s, off) = h

@@ -220,5 +220,10 @@ async fn serve_http(addr: &str) {
         println!("{bound}");
         let _ = std::io::stdout().flush();
     }
+    // As Hero's own listener: an answer is not held back for the client's ACK.
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let _ = axum::serve(listener, app).await;
 }

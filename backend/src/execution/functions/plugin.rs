@@ -1,12 +1,13 @@
 //! A plugin's tools as functions ([`crate::execution::plugins`]): `<plugin>__<tool>`, source
 //! `plugin`, asking by default at a moderate danger unless its manifest says otherwise, run
-//! in the calling user's process of the plugin.
+//! in the calling user's process of the plugin. Each plugin with tools is a capability of the
+//! chain (reference 004), after Hero's own.
 
 use futures::future::BoxFuture;
 use hero_shared::calls::{AutoApprove, DangerLevel, FunctionPermissions, Permission};
 use serde_json::Value;
 
-use super::{Ctx, Function, Registry, Spec};
+use super::{Capability, Ctx, Function, Registry, Spec, ToolResult};
 use crate::execution::plugins::{Plugin, Plugins, ToolDef};
 
 /// The longest name a function may have (the providers' bound on a tool's name).
@@ -108,22 +109,67 @@ pub fn function(plugin: &Plugin, tool: &ToolDef) -> Result<PluginTool, String> {
     })
 }
 
-/// Registers every tool of every plugin with tools as a function; one that cannot be (see
-/// [`function`]), or whose name a function has already, is skipped and logged.
+/// A plugin with tools as a capability of the chain (reference 004, source `plugin`): its
+/// tools, and no instructions of its own.
+struct PluginCapability {
+    name: String,
+    tools: Vec<PluginTool>,
+}
+
+impl Capability for PluginCapability {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn source(&self) -> &'static str {
+        "plugin"
+    }
+
+    fn tools(&self) -> Vec<Spec> {
+        self.tools.iter().map(|t| t.spec.clone()).collect()
+    }
+
+    fn prompt(&self) -> &str {
+        ""
+    }
+
+    fn handle<'a>(
+        &'a self,
+        cx: &'a Ctx<'a>,
+        tool: &'a str,
+        input: &'a Value,
+    ) -> BoxFuture<'a, Option<Result<ToolResult, String>>> {
+        Box::pin(async move {
+            let t = self.tools.iter().find(|t| t.spec.name == tool)?;
+            Some(t.run(cx, input).await.map(|result| ToolResult {
+                result,
+                pending_change_id: None,
+            }))
+        })
+    }
+}
+
+/// Adds each plugin with tools to the chain as a capability; a tool that cannot be a
+/// function (see [`function`]) is skipped and logged, and one whose name another has already
+/// is left to its first claimant (logged by the registry).
 pub fn register(registry: &mut Registry, plugins: &Plugins) {
     for plugin in plugins.list() {
-        for tool in &plugin.tools {
-            match function(plugin, tool) {
-                Ok(f) if registry.get(&f.spec.name).is_some() => tracing::warn!(
-                    plugin = %plugin.name,
-                    tool = %tool.name,
-                    "skipped: a function has its name already"
-                ),
-                Ok(f) => registry.register(f),
-                Err(why) => {
-                    tracing::warn!(plugin = %plugin.name, tool = %tool.name, "skipped: {why}")
-                }
-            }
+        let tools: Vec<PluginTool> = plugin
+            .tools
+            .iter()
+            .filter_map(|tool| {
+                function(plugin, tool)
+                    .inspect_err(|why| {
+                        tracing::warn!(plugin = %plugin.name, tool = %tool.name, "skipped: {why}")
+                    })
+                    .ok()
+            })
+            .collect();
+        if !tools.is_empty() {
+            registry.add_capability(std::sync::Arc::new(PluginCapability {
+                name: plugin.name.clone(),
+                tools,
+            }));
         }
     }
 }

@@ -267,3 +267,37 @@ impl StreamableHttpClient for EgressClient {
         Ok(bounded_events(r.bytes_stream()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Events within the bound arrive, however the bytes are cut; one past it ends the
+    /// stream in an error, without waiting for its end.
+    #[tokio::test]
+    async fn an_event_past_the_bound_is_refused() {
+        let small = "data: {\"a\":1}\n\ndata: {\"b\":2}\r\n\r\n";
+        let chunks: Vec<reqwest::Result<Bytes>> = small
+            .as_bytes()
+            .chunks(3)
+            .map(|c| Ok(Bytes::copy_from_slice(c)))
+            .collect();
+        let got: Vec<_> = bounded_events(futures::stream::iter(chunks))
+            .collect()
+            .await;
+        let data: Vec<String> = got
+            .into_iter()
+            .map(|e| e.unwrap().data.unwrap_or_default())
+            .collect();
+        assert_eq!(data, ["{\"a\":1}", "{\"b\":2}"]);
+
+        let line = Bytes::from(vec![b'x'; 64 << 10]);
+        let endless = futures::stream::iter(
+            std::iter::once(Ok(Bytes::from_static(b"data: ")))
+                .chain(std::iter::repeat_with(move || Ok(line.clone())).take(100)),
+        );
+        let mut events = bounded_events(endless);
+        let first = events.next().await.expect("an answer");
+        assert!(first.is_err(), "an event over 1 MiB was taken");
+    }
+}
