@@ -73,7 +73,10 @@ test("a tab opened mid-reply shows the reply so far at once, then the rest", asy
   await signIn(page, "carol", "carol-password");
   const id = await mockSession(page, "Joined late");
   const words = Array.from({ length: 60 }, (_, i) => `w${i}`).join(" ");
-  await send(page, slowly(`EARLY-PART ${words} LATE-PART`, 40, 6));
+  // Slow enough (about 3.5 s in all) that a tab opened after w20 joins while it streams: a
+  // new tab's load and socket take 0.6-0.8 s on two busy cores, which at 40 ms a chunk left
+  // no reply to join in some runs.
+  await send(page, slowly(`EARLY-PART ${words} LATE-PART`, 80, 6));
   // Well into the reply, a new tab opens the session.
   await expect(page.locator(".msg-agent.live")).toContainText("w20", { timeout: 10_000 });
   const other = await context.newPage();
