@@ -107,6 +107,11 @@ async fn a_users_mcp_server_is_a_capability_of_their_own_chain() {
             422,
             "expected `stdio` or `http`",
         ),
+        (
+            json!({"name": "ok", "transport": "http", "url": "https://mcp.example.com/mcp", "headers": {"Host": "elsewhere"}}),
+            400,
+            "Hero's to set",
+        ),
     ] {
         let (s, b) = h
             .json(Method::POST, "/api/mcp/servers", Some(body.clone()))
@@ -283,6 +288,17 @@ async fn a_users_mcp_server_is_a_capability_of_their_own_chain() {
         assert_eq!(status, StatusCode::NO_CONTENT);
     }
 
+    // A level the user chose is forgotten with the server: one added again of the same name
+    // asks again.
+    let (s, b) = h
+        .json(
+            Method::PUT,
+            "/api/permissions/mcp__kit__echo",
+            Some(json!({"level": "always"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+
     // Disabled, it leaves the chain; deleted, it is gone.
     let id = kit["id"].as_i64().unwrap();
     let (s, off) = h
@@ -302,6 +318,16 @@ async fn a_users_mcp_server_is_a_capability_of_their_own_chain() {
     assert_eq!(s, StatusCode::NO_CONTENT);
     let (_, list) = h.json(Method::GET, "/api/mcp/servers", None).await;
     assert_eq!(list, json!([]));
+    let (s, again) = h.json(Method::POST, "/api/mcp/servers", Some(stdio("kit"))).await;
+    assert_eq!(s, StatusCode::CREATED, "{again}");
+    let (_, perms) = h.json(Method::GET, "/api/permissions", None).await;
+    let echo = perms
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["function"] == "mcp__kit__echo")
+        .unwrap_or_else(|| panic!("{perms}"));
+    assert_eq!(echo["level"], "ask", "the old server's level went with it");
     for seen in h.seen.lock().unwrap().iter() {
         assert!(
             !seen.contains("s3cret"),
@@ -380,6 +406,7 @@ async fn a_stdio_server_is_held_in_the_sandbox_and_restarted_within_its_budget()
     // Hung: killed at its timeout; the next call works in a fresh process.
     let err = call("sleep", json!({"ms": 10_000})).await.unwrap_err();
     assert!(err.contains("did not answer within 2 s"), "{err}");
+    assert_eq!(st.mcp.hosts.count(), 0, "the hung server is gone");
     assert_eq!(call("echo", json!({"text": "a"})).await.unwrap(), "a");
 
     // Given up (Stop drops the call): the server is told, and goes on.
@@ -398,6 +425,16 @@ async fn a_stdio_server_is_held_in_the_sandbox_and_restarted_within_its_budget()
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(told, "the server never heard notifications/cancelled");
+    // A call given up is counted out: the server is stopped when idle all the same.
+    let mut stopped = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if st.mcp.hosts.count() == 0 {
+            stopped = true;
+            break;
+        }
+    }
+    assert!(stopped, "a server whose call was given up was never stopped when idle");
     assert_eq!(call("echo", json!({"text": "b"})).await.unwrap(), "b");
 
     // Its tools changed: listed again and stored, in the user's chain.
@@ -425,20 +462,71 @@ async fn a_stdio_server_is_held_in_the_sandbox_and_restarted_within_its_budget()
     assert!(err.contains("longer than 1 MiB"), "{err}");
     let err = call("crash", json!({})).await.unwrap_err();
     assert!(err.contains("crashing as asked"), "its last words: {err}");
+    assert!(
+        err.contains("SECRET_TOKEN=[hidden]") && !err.contains("s3cret"),
+        "a secret it said is hidden: {err}"
+    );
     // The timeout above, garbage, flood and crash: four restarts in a minute, one past its
     // budget: failed, saying why, until tested again.
     let err = call("echo", json!({"text": "c"})).await.unwrap_err();
     assert!(err.contains("failed until it is tested again"), "{err}");
+    assert!(err.contains("crashing as asked"), "with its last words: {err}");
+    assert!(!err.contains("s3cret"), "{err}");
     let (_, s) = h
         .json(Method::GET, &format!("/api/mcp/servers/{id}"), None)
         .await;
     assert_eq!(s["status"], "failed", "{s}");
+    assert!(!s.to_string().contains("s3cret"), "{s}");
     let (status, tested) = h
         .json(Method::POST, &format!("/api/mcp/servers/{id}/test"), None)
         .await;
     assert_eq!(status, StatusCode::OK, "{tested}");
     assert_eq!(tested["ok"], true, "{tested}");
     assert_eq!(call("echo", json!({"text": "d"})).await.unwrap(), "d");
+
+    // A chain built before the server changed does not call it as it was.
+    let before = st
+        .db
+        .read_with(async |c| hero_backend::execution::mcp::registry(st, c, alice).await)
+        .await
+        .unwrap();
+    let (status, changed) = h
+        .json(
+            Method::PATCH,
+            &format!("/api/mcp/servers/{id}"),
+            Some(json!({"transport": {"transport": "stdio", "command": "/workspace/mcp-server", "env": {"SECRET_TOKEN": "a-new-s3cret"}}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    let cx = hero_backend::execution::functions::Ctx {
+        st,
+        user_id: alice,
+        session_id: 0,
+        agent_id: None,
+        registry: &before,
+        request_id: "r",
+    };
+    let stale = before
+        .handle_tool_call(&cx, "mcp__kit__env", &json!({"name": "SECRET_TOKEN"}))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(stale.contains("was changed, disabled or removed"), "{stale}");
+    let now = st
+        .db
+        .read_with(async |c| hero_backend::execution::mcp::registry(st, c, alice).await)
+        .await
+        .unwrap();
+    let cx = hero_backend::execution::functions::Ctx {
+        registry: &now,
+        ..cx
+    };
+    let fresh = now
+        .handle_tool_call(&cx, "mcp__kit__env", &json!({"name": "SECRET_TOKEN"}))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(fresh, "a-new-s3cret", "the new configuration's process");
 
     // Idle past its time, it is stopped.
     let mut status = String::new();

@@ -53,3 +53,11 @@ pub async fn get_hot(
     let sql = "SELECT level FROM permissions WHERE user_id = $1 AND function = $2";
     scalar!(c, String, sql, user_id, function)
 }
+
+/// Forgets the user's levels for every function whose name begins with `prefix` (an MCP
+/// server's tools, when it is removed or renamed: a later server of that name starts at its
+/// tools' defaults).
+pub async fn forget_prefix(c: &mut super::Write<'_>, user_id: i64, prefix: &str) -> Result<u64> {
+    let sql = "DELETE FROM permissions WHERE user_id = $1 AND substr(function, 1, length($2)) = $2";
+    execute!(c, sql, user_id, prefix)
+}

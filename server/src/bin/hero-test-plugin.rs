@@ -172,7 +172,9 @@ impl ServerHandler for TestPlugin {
                 text("written")
             }
             "crash" => {
-                eprintln!("hero-test-plugin: crashing as asked");
+                // What it knows goes with it: Hero hides a secret a server says.
+                let token = std::env::var("SECRET_TOKEN").unwrap_or_default();
+                eprintln!("hero-test-plugin: crashing as asked (SECRET_TOKEN={token})");
                 std::process::exit(3)
             }
             "env" => text(std::env::var(arg(a, "name")).unwrap_or_default()),

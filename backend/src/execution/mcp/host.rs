@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
 use rmcp::handler::client::ClientHandler;
-use rmcp::model::{CallToolRequestParams, ClientJsonRpcMessage, Tool};
+use rmcp::model::{CallToolRequestParams, ClientJsonRpcMessage, PaginatedRequestParams, Tool};
 use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -44,9 +44,14 @@ pub const RESTARTS_PER_MINUTE: usize = 3;
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// The CPU time a stdio server's process may use in all.
 pub const CPU_SECONDS: u64 = 3600;
+/// The most tools read of a server's listing, and the most pages it is read in.
+pub const MAX_LISTED: usize = 256;
+pub const MAX_PAGES: usize = 8;
+/// A server's `tools/list_changed` is passed on at most once in so long.
+pub const RELIST_EVERY: Duration = Duration::from_secs(1);
 
 /// Where a server is and how it is reached.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub enum Target {
     /// A program of the user's sandbox: its command line and environment.
     Stdio {
@@ -71,6 +76,43 @@ pub struct Spec {
     pub timeout: Duration,
 }
 
+impl Spec {
+    /// What a connection was opened for: one opened for another configuration (the server
+    /// changed since) is not used for this one.
+    fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&self.name, &self.target).hash(&mut h);
+        h.finish()
+    }
+
+    /// `text` with each secret of the configuration (an environment value or a header of
+    /// four bytes or more) hidden and its line ends and other control characters made
+    /// spaces: an error a server echoed (its stderr, an HTTP page) never carries a secret
+    /// out, and is one line.
+    pub fn scrub(&self, text: &str) -> String {
+        self.hide(text)
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect()
+    }
+
+    /// `text` with each secret of the configuration hidden, its lines kept.
+    pub fn hide(&self, text: &str) -> String {
+        let secrets = match &self.target {
+            Target::Stdio { env, .. } => env,
+            Target::Http { headers, .. } => headers,
+        };
+        let mut out = text.to_owned();
+        for (_, v) in secrets {
+            if v.len() >= 4 {
+                out = out.replace(v.as_str(), "[hidden]");
+            }
+        }
+        out
+    }
+}
+
 /// What a server told of itself when it was started.
 #[derive(Debug, Clone, Default)]
 pub struct Listed {
@@ -86,14 +128,23 @@ struct Watcher {
     user_id: i64,
     server_id: i64,
     changed: Option<Changed>,
+    /// When it last passed one on: at most one each [`RELIST_EVERY`].
+    last: Mutex<Option<std::time::Instant>>,
 }
 
 impl ClientHandler for Watcher {
     async fn on_tool_list_changed(&self, _cx: NotificationContext<RoleClient>) {
-        if let Some(tx) = &self.changed {
-            // A full queue loses nothing: a listing already waits for this server.
-            let _ = tx.try_send((self.user_id, self.server_id));
+        let Some(tx) = &self.changed else { return };
+        {
+            let mut last = lock(&self.last);
+            if last.is_some_and(|t| t.elapsed() < RELIST_EVERY) {
+                return;
+            }
+            *last = Some(Instant::now());
         }
+        // A full queue drops it: the servers of every user share it, and one spamming
+        // cannot make it grow.
+        let _ = tx.try_send((self.user_id, self.server_id));
     }
 }
 
@@ -107,6 +158,8 @@ struct Connection {
     /// The last line its stderr said something on.
     last_line: Arc<Mutex<String>>,
     listed: Listed,
+    /// The configuration it was opened for ([`Spec::fingerprint`]).
+    fingerprint: u64,
     _counted: Counted,
 }
 
@@ -164,6 +217,7 @@ async fn connect(
         user_id: spec.user_id,
         server_id: spec.id,
         changed,
+        last: Mutex::new(None),
     };
     let fault = Arc::new(Mutex::new(None));
     let last_line = Arc::new(Mutex::new(String::new()));
@@ -257,6 +311,7 @@ async fn connect(
         stderr,
         last_line,
         listed: Listed::default(),
+        fingerprint: spec.fingerprint(),
         _counted: counted,
     };
     c.listed = Listed {
@@ -266,15 +321,48 @@ async fn connect(
     Ok(c)
 }
 
-/// The server's tools, as it lists them now.
+/// The server's tools, as it lists them now: [`MAX_LISTED`] at most, in [`MAX_PAGES`] pages
+/// at most, within [`START_TIMEOUT`].
 async fn list(c: &Connection) -> Result<Vec<Tool>, String> {
-    match tokio::time::timeout(START_TIMEOUT, c.client.peer().list_all_tools()).await {
+    let peer = c.client.peer();
+    let pages = async {
+        let mut tools = Vec::new();
+        let mut cursor = None;
+        for _ in 0..MAX_PAGES {
+            let params = PaginatedRequestParams::default().with_cursor(cursor);
+            let page = peer.list_tools(Some(params)).await?;
+            tools.extend(page.tools);
+            cursor = page.next_cursor;
+            if cursor.is_none() || tools.len() >= MAX_LISTED {
+                break;
+            }
+        }
+        tools.truncate(MAX_LISTED);
+        Ok::<_, ServiceError>(tools)
+    };
+    match tokio::time::timeout(START_TIMEOUT, pages).await {
         Err(_) => Err(c.reason(&format!(
             "it did not list its tools within {} s",
             START_TIMEOUT.as_secs()
         ))),
         Ok(Err(e)) => Err(c.reason(&format!("its tools could not be listed: {e}"))),
         Ok(Ok(tools)) => Ok(tools),
+    }
+}
+
+/// Counts a call in progress while it lives: a call dropped (Stop) is counted out too.
+struct InCall<'a>(&'a AtomicUsize);
+
+impl<'a> InCall<'a> {
+    fn new(calls: &'a AtomicUsize) -> InCall<'a> {
+        calls.fetch_add(1, Ordering::SeqCst);
+        InCall(calls)
+    }
+}
+
+impl Drop for InCall<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -287,8 +375,11 @@ struct Slot {
     last_used: AtomicU64,
     /// Calls in progress (a connection with one is not idle).
     calls: AtomicUsize,
-    /// Its last connection was stopped for breaking: the next start is a restart.
+    /// Its last connection was stopped for breaking, or its last start failed: the next
+    /// start is a restart.
     broke: std::sync::atomic::AtomicBool,
+    /// Why it broke or failed to start, the last time.
+    last_reason: Mutex<Option<String>>,
     /// When it was started again after breaking, within the last minute.
     restarts: Mutex<VecDeque<Instant>>,
     /// Why it is failed, when it spent its restarts: until it is tested again.
@@ -426,9 +517,12 @@ impl Hosts {
         let mut restart = slot.broke.swap(false, Ordering::SeqCst);
         if let Some(c) = held.as_ref() {
             match c.broken() {
+                // One opened for the server as it was before a change is not used.
+                None if c.fingerprint != spec.fingerprint() => *held = None,
                 None => return Ok(c.clone()),
                 Some(why) => {
-                    tracing::info!(server = %spec.name, user = spec.user_id, "the MCP server {why}; starting it again");
+                    tracing::info!(server = %spec.name, user = spec.user_id, "the MCP server {}; starting it again", spec.scrub(&why));
+                    *lock(&slot.last_reason) = Some(c.reason(&why));
                     restart = true;
                     *held = None;
                 }
@@ -438,18 +532,30 @@ impl Hosts {
             let mut r = lock(&slot.restarts);
             r.retain(|t| t.elapsed() < Duration::from_secs(60));
             if r.len() >= RESTARTS_PER_MINUTE {
-                let why = format!(
-                    "it broke {} times within a minute and is failed until it is tested again",
+                let last = lock(&slot.last_reason).clone().unwrap_or_default();
+                let why = spec.scrub(&format!(
+                    "it broke {} times within a minute and is failed until it is tested again; the last time: {last}",
                     RESTARTS_PER_MINUTE + 1
-                );
+                ));
                 *lock(&slot.failed) = Some(why.clone());
                 return Err(why);
             }
             r.push_back(Instant::now());
         }
-        let c = Arc::new(connect(sandbox, http, spec, self.changed.clone(), self.place()?).await?);
-        *held = Some(c.clone());
-        Ok(c)
+        match connect(sandbox, http, spec, self.changed.clone(), self.place()?).await {
+            Ok(c) => {
+                let c = Arc::new(c);
+                *held = Some(c.clone());
+                Ok(c)
+            }
+            // A start that fails counts as a break: the next is a restart, within the budget.
+            Err(why) => {
+                let why = spec.scrub(&why);
+                slot.broke.store(true, Ordering::SeqCst);
+                *lock(&slot.last_reason) = Some(why.clone());
+                Err(why)
+            }
+        }
     }
 
     /// Starts the server afresh (its failure and restarts forgotten) and answers what it
@@ -464,7 +570,9 @@ impl Hosts {
         let slot = self.slot(spec.id);
         slot.last_used.store(self.now(), Ordering::SeqCst);
         let c = self.open(sandbox, http, spec, &slot).await?;
-        Ok(c.listed.clone())
+        let mut listed = c.listed.clone();
+        listed.instructions = listed.instructions.map(|i| spec.hide(&i));
+        Ok(listed)
     }
 
     /// The server's tools listed again on its open connection (after it said they changed);
@@ -490,23 +598,40 @@ impl Hosts {
     ) -> Result<String, String> {
         let slot = self.slot(spec.id);
         slot.last_used.store(self.now(), Ordering::SeqCst);
+        // Counted as in progress from here (the idle reaper leaves it alone), and counted out
+        // however it ends, dropped by a Stop included.
+        let _in_call = InCall::new(&slot.calls);
         let function = format!("mcp__{}__{tool}", spec.name);
-        let c = self
-            .open(sandbox, http, spec, &slot)
-            .await
-            .map_err(|why| format!("the MCP server {} cannot be reached: {why}", spec.name))?;
+        let deadline = Instant::now() + spec.timeout;
+        // Waiting for the server to start is within the call's time too.
+        let c = match tokio::time::timeout(spec.timeout, self.open(sandbox, http, spec, &slot)).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(why)) => {
+                return Err(format!("the MCP server {} cannot be reached: {why}", spec.name));
+            }
+            Err(_) => {
+                return Err(format!(
+                    "the MCP server {} did not start within {} s",
+                    spec.name,
+                    spec.timeout.as_secs()
+                ));
+            }
+        };
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = match args {
             Value::Object(o) => Some(o.clone()),
             _ => Some(serde_json::Map::new()),
         };
-        slot.calls.fetch_add(1, Ordering::SeqCst);
+        let left = deadline.saturating_duration_since(Instant::now());
         // Dropped (Stop), the request is cancelled by rmcp (`notifications/cancelled`).
-        let answered = tokio::time::timeout(spec.timeout, c.client.peer().call_tool(params)).await;
-        slot.calls.fetch_sub(1, Ordering::SeqCst);
+        let answered = tokio::time::timeout(left, c.client.peer().call_tool(params)).await;
         slot.last_used.store(self.now(), Ordering::SeqCst);
-        let stop = || {
+        // A connection stopped for what it did: marked broken first, so that whoever holds
+        // the slot's lock now does not use it again.
+        let stop = |why: &str| {
+            lock(&c.fault).get_or_insert_with(|| why.to_owned());
             slot.broke.store(true, Ordering::SeqCst);
+            *lock(&slot.last_reason) = Some(c.reason(why));
             if let Ok(mut held) = slot.conn.try_lock()
                 && held.as_ref().is_some_and(|h| Arc::ptr_eq(h, &c))
             {
@@ -515,20 +640,21 @@ impl Hosts {
         };
         let result = match answered {
             Err(_) => {
-                stop();
+                let why = format!("it did not answer within {} s", spec.timeout.as_secs());
+                stop(&why);
                 return Err(format!(
                     "{function} did not answer within {} s; the server was stopped",
                     spec.timeout.as_secs()
                 ));
             }
             Ok(Err(ServiceError::McpError(e))) => {
-                return Err(format!("{function} refused the call: {}", e.message));
+                return Err(spec.scrub(&format!("{function} refused the call: {}", e.message)));
             }
             Ok(Err(e)) => {
                 let why = c.broken().unwrap_or_else(|| e.to_string());
-                let why = c.reason(&why);
-                stop();
-                return Err(format!("{function} failed: {why}"));
+                let said = c.reason(&why);
+                stop(&why);
+                return Err(spec.scrub(&format!("{function} failed: {said}")));
             }
             Ok(Ok(r)) => r,
         };

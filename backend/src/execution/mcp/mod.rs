@@ -53,6 +53,29 @@ pub const MAX_ARGS: usize = 64;
 pub const MAX_COMMAND_BYTES: usize = 16 << 10;
 /// The most users whose chains are kept at once (past it the kept ones are dropped).
 pub const MAX_KEPT: usize = 1_000;
+/// The longest instructions of a server's kept (they are in every prompt of its user's).
+pub const MAX_INSTRUCTIONS_BYTES: usize = 64 << 10;
+/// The most tools a listing names as skipped, and the most characters of each name shown.
+pub const MAX_SKIPPED: usize = 64;
+/// The most relistings of servers' tools at once, every user's together.
+pub const RELISTS_AT_ONCE: usize = 4;
+/// Headers Hero sets itself, which a server's configuration may not.
+const RESERVED_HEADERS: &[&str] = &[
+    "accept",
+    "connection",
+    "content-length",
+    "content-type",
+    "host",
+    "keep-alive",
+    "last-event-id",
+    "mcp-protocol-version",
+    "mcp-session-id",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
 
 /// A tool of a server's listing, as Hero offers it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -134,12 +157,21 @@ pub fn function_name(server: &str, tool: &str) -> String {
 
 /// What of `listed` can be offered, and each tool that cannot, with why.
 fn listing_of(server: &str, listed: &host::Listed) -> Listing {
+    let instructions = listed.instructions.as_deref().map(|i| {
+        let mut end = i.len().min(MAX_INSTRUCTIONS_BYTES);
+        while !i.is_char_boundary(end) {
+            end -= 1;
+        }
+        i[..end].to_owned()
+    });
     let mut out = Listing {
-        instructions: listed.instructions.clone(),
+        instructions,
         ..Listing::default()
     };
+    let mut more_skipped = 0usize;
     for t in &listed.tools {
-        let name = function_name(server, &t.name);
+        let shown: String = t.name.chars().take(80).collect();
+        let name = function_name(server, &shown);
         let schema = Value::Object((*t.input_schema).clone());
         let size = serde_json::to_vec(&schema).map_or(usize::MAX, |v| v.len());
         let description = t.description.as_deref().unwrap_or("").trim();
@@ -172,6 +204,7 @@ fn listing_of(server: &str, listed: &host::Listed) -> Listing {
             None
         };
         match why {
+            Some(_) if out.skipped.len() >= MAX_SKIPPED => more_skipped += 1,
             Some(why) => out.skipped.push(why),
             None => out.tools.push(ToolEntry {
                 name: t.name.to_string(),
@@ -184,12 +217,18 @@ fn listing_of(server: &str, listed: &host::Listed) -> Listing {
             }),
         }
     }
+    if more_skipped > 0 {
+        out.skipped.push(format!("and {more_skipped} more"));
+    }
     out
 }
 
 /// One enabled server of a user's, as a capability of their chain.
 struct Server {
     spec: host::Spec,
+    /// Its configuration as sealed when the chain was built: a call made after the server
+    /// was changed, disabled or removed is refused, not run as it was.
+    sealed: Vec<u8>,
     tools: Vec<ToolEntry>,
     instructions: String,
     capability: String,
@@ -238,6 +277,22 @@ impl Capability for Server {
             let prefix = format!("mcp__{}__", self.spec.name);
             let own = tool.strip_prefix(&prefix)?;
             self.tools.iter().find(|t| t.name == own)?;
+            let (user_id, id) = (self.spec.user_id, self.spec.id);
+            let now = cx
+                .st
+                .db
+                .read_with(async |c| store::mcp::get(c, user_id, id).await)
+                .await;
+            match now {
+                Ok(Some(row)) if row.enabled && row.config == self.sealed => {}
+                Ok(_) => {
+                    return Some(Err(format!(
+                        "the MCP server {} was changed, disabled or removed since this call was made",
+                        self.spec.name
+                    )));
+                }
+                Err(e) => return Some(Err(e.public_message())),
+            }
             let answer = self
                 .hosts
                 .call(&cx.st.sandbox, &cx.st.http, &self.spec, own, input)
@@ -429,6 +484,7 @@ async fn build(
             let o = Opened::open(dk, row)?;
             caps.push(Arc::new(Server {
                 spec: o.spec(),
+                sealed: o.row.config.clone(),
                 capability: format!("mcp-{}", o.row.name),
                 instructions: o.listing.instructions.clone().unwrap_or_default(),
                 tools: o.listing.tools,
@@ -522,16 +578,15 @@ async fn check_transport(st: &AppState, t: &McpTransport) -> Result<()> {
             }
         }
         McpTransport::Http { url, headers } => {
-            st.http.check_now(url).await.map_err(|why| {
-                Error::Invalid(format!(
-                    "{}: {why} (egress_allow in hero.toml)",
-                    url.chars().take(200).collect::<String>()
-                ))
-            })?;
             if headers.len() > MAX_SECRETS {
                 return Err(Error::Invalid(format!("more than {MAX_SECRETS} headers")));
             }
             for (k, v) in headers {
+                if RESERVED_HEADERS.contains(&k.to_ascii_lowercase().as_str()) {
+                    return Err(Error::Invalid(format!(
+                        "the header {k} is Hero's to set, not a server's configuration"
+                    )));
+                }
                 let ok = ::http::HeaderName::try_from(k.as_str()).is_ok()
                     && ::http::HeaderValue::try_from(v.as_str()).is_ok();
                 if !ok {
@@ -541,6 +596,12 @@ async fn check_transport(st: &AppState, t: &McpTransport) -> Result<()> {
                     return Err(too_long(&format!("the header {k}")));
                 }
             }
+            st.http.check_now(url).await.map_err(|why| {
+                Error::Invalid(format!(
+                    "{}: {why} (egress_allow in hero.toml)",
+                    url.chars().take(200).collect::<String>()
+                ))
+            })?;
         }
     }
     Ok(())
@@ -599,6 +660,8 @@ pub async fn create(
     let id = st
         .db
         .write_with(async |tx| {
+            // Two creates at once take turns (PostgreSQL): the count holds.
+            store::users::lock(tx, user_id).await?;
             if store::mcp::count(tx, user_id).await? >= MAX_SERVERS {
                 return Err(Error::Invalid(format!(
                     "you have {MAX_SERVERS} MCP servers, the most one may: remove one first"
@@ -670,6 +733,10 @@ pub async fn update(
                 .ok_or(Error::NotFound("MCP server"))?;
             let mut row = row;
             let renamed = req.name.as_ref().is_some_and(|n| *n != row.name);
+            if renamed {
+                let old = format!("mcp__{}__", row.name);
+                store::permissions::forget_prefix(tx, user_id, &old).await?;
+            }
             let enabled_now = req.enabled == Some(true) && !row.enabled;
             if let Some(n) = &req.name {
                 row.name = n.clone();
@@ -706,7 +773,14 @@ pub async fn update(
 pub async fn delete(st: &AppState, user_id: i64, id: i64) -> Result<()> {
     let gone = st
         .db
-        .write_with(async |tx| store::mcp::delete(tx, user_id, id).await)
+        .write_with(async |tx| {
+            let Some(row) = store::mcp::get(tx, user_id, id).await? else {
+                return Ok(false);
+            };
+            let tools = format!("mcp__{}__", row.name);
+            store::permissions::forget_prefix(tx, user_id, &tools).await?;
+            store::mcp::delete(tx, user_id, id).await
+        })
         .await?;
     if !gone {
         return Err(Error::NotFound("MCP server"));
@@ -723,6 +797,10 @@ pub async fn test(st: &AppState, user_id: i64, id: i64) -> Result<McpTestResult>
     let began = std::time::Instant::now();
     let tested = st.mcp.hosts.test(&st.sandbox, &st.http, &o.spec()).await;
     tracing::info!(server = %o.row.name, user = user_id, ok = tested.is_ok(), took_ms = began.elapsed().as_millis() as u64, "MCP server tested");
+    // A disabled server is only tried: nothing calls it, so it is not kept running.
+    if !o.row.enabled {
+        st.mcp.hosts.stop(id);
+    }
     let (status, listing) = match &tested {
         Ok(listed) => ("ready", listing_of(&o.row.name, listed)),
         Err(why) => (
@@ -775,6 +853,7 @@ pub async fn relist(st: &AppState, user_id: i64, id: i64) -> Result<()> {
             store_listing(st, &dk, user_id, id, "ready", &listing).await
         }
         Err(why) => {
+            let why = o.spec().scrub(&why);
             tracing::warn!(server = %o.row.name, user = user_id, "an MCP server's changed tools could not be listed: {why}");
             Ok(())
         }
@@ -784,17 +863,22 @@ pub async fn relist(st: &AppState, user_id: i64, id: i64) -> Result<()> {
 /// Passes each server's `tools/list_changed` on to [`relist`] while `st` lives.
 pub fn watch_changes(st: &AppState, mut rx: tokio::sync::mpsc::Receiver<(i64, i64)>) {
     let weak = st.downgrade();
+    let at_once = Arc::new(tokio::sync::Semaphore::new(RELISTS_AT_ONCE));
     tokio::spawn(async move {
         while let Some((user_id, id)) = rx.recv().await {
             let Some(st) = AppState::upgrade(&weak) else {
                 return;
             };
-            if let Err(e) = relist(&st, user_id, id).await {
-                tracing::warn!(
-                    server = id,
-                    "an MCP server's tools could not be stored: {e}"
-                );
-            }
+            // A few at once: one server slow to list does not hold up another's.
+            let Ok(turn) = at_once.clone().acquire_owned().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let _turn = turn;
+                if let Err(e) = relist(&st, user_id, id).await {
+                    tracing::warn!(server = id, "an MCP server's tools could not be stored: {e}");
+                }
+            });
         }
     });
 }
