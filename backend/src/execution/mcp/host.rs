@@ -31,7 +31,7 @@ use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
 use crate::execution::egress::Outbound;
-use crate::execution::plugins::host::{Counted, log_stderr, messages};
+use crate::execution::plugins::host::{Counted, Said, log_stderr, messages};
 use crate::execution::sandbox::{Program, Sandbox};
 
 pub use crate::execution::plugins::host::MAX_LINE_BYTES;
@@ -233,11 +233,11 @@ async fn connect(
             ) else {
                 return Err("its pipes could not be opened".into());
             };
-            let stderr = tokio::spawn(log_stderr(
-                format!("mcp-{}", spec.name),
-                err,
-                Some(last_line.clone()),
-            ));
+            let said = Said {
+                last: last_line.clone(),
+                secrets: env.iter().map(|(_, v)| v.clone()).collect(),
+            };
+            let stderr = tokio::spawn(log_stderr(format!("mcp-{}", spec.name), err, Some(said)));
             let sink = Box::pin(futures::sink::unfold(
                 stdin,
                 |mut w, message: ClientJsonRpcMessage| async move {

@@ -294,7 +294,7 @@ pub(crate) fn messages<R: AsyncRead + Unpin + Send + 'static>(
 pub(crate) async fn log_stderr<R: AsyncRead + Unpin>(
     plugin: String,
     err: R,
-    last: Option<Arc<Mutex<String>>>,
+    last: Option<Said>,
 ) -> usize {
     let mut r = BufReader::new(err);
     let mut buf = Vec::new();
@@ -307,21 +307,42 @@ pub(crate) async fn log_stderr<R: AsyncRead + Unpin>(
             Err(_) if buf.len() > MAX_LINE_BYTES => {}
             Err(_) => return logged,
         }
-        if let Some(last) = &last
+        let hide = |text: std::borrow::Cow<'_, str>| match &last {
+            Some(said) => said.hide(&text),
+            None => text.into_owned(),
+        };
+        if let Some(said) = &last
             && !buf.iter().all(u8::is_ascii_whitespace)
         {
-            let line = String::from_utf8_lossy(&buf[..buf.len().min(500)]);
-            *last.lock().unwrap_or_else(|p| p.into_inner()) = line.trim().to_owned();
+            let line = hide(String::from_utf8_lossy(&buf[..buf.len().min(500)]));
+            *said.last.lock().unwrap_or_else(|p| p.into_inner()) = line.trim().to_owned();
         }
         if logged >= MAX_STDERR_LOGGED {
             continue;
         }
         let shown = &buf[..buf.len().min(4096)];
         logged += shown.len();
-        tracing::info!(plugin = %plugin, "stderr: {}", String::from_utf8_lossy(shown));
+        tracing::info!(plugin = %plugin, "stderr: {}", hide(String::from_utf8_lossy(shown)));
         if logged >= MAX_STDERR_LOGGED {
             tracing::warn!(plugin = %plugin, "the rest of this process's stderr is not logged");
         }
+    }
+}
+
+/// Where a process's stderr's last line is kept, and the secrets hidden in what is kept and
+/// logged of it (each of four bytes or more).
+pub(crate) struct Said {
+    pub last: Arc<Mutex<String>>,
+    pub secrets: Vec<String>,
+}
+
+impl Said {
+    fn hide(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for s in self.secrets.iter().filter(|s| s.len() >= 4) {
+            out = out.replace(s.as_str(), "[hidden]");
+        }
+        out
     }
 }
 
@@ -628,12 +649,16 @@ mod tests {
             "{logged}"
         );
         let last = Arc::new(Mutex::new(String::new()));
-        let logged = log_stderr("kit".into(), &b"one\ntwo\n\n"[..], Some(last.clone())).await;
-        assert_eq!(logged, 6);
+        let said = Said {
+            last: last.clone(),
+            secrets: vec!["s3cret".into()],
+        };
+        let logged = log_stderr("kit".into(), &b"one\ntwo s3cret\n\n"[..], Some(said)).await;
+        assert_eq!(logged, 13);
         assert_eq!(
             *last.lock().unwrap(),
-            "two",
-            "the last line that says something"
+            "two [hidden]",
+            "the last line that says something, its secret hidden"
         );
     }
 }
