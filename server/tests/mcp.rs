@@ -318,7 +318,9 @@ async fn a_users_mcp_server_is_a_capability_of_their_own_chain() {
     assert_eq!(s, StatusCode::NO_CONTENT);
     let (_, list) = h.json(Method::GET, "/api/mcp/servers", None).await;
     assert_eq!(list, json!([]));
-    let (s, again) = h.json(Method::POST, "/api/mcp/servers", Some(stdio("kit"))).await;
+    let (s, again) = h
+        .json(Method::POST, "/api/mcp/servers", Some(stdio("kit")))
+        .await;
     assert_eq!(s, StatusCode::CREATED, "{again}");
     let (_, perms) = h.json(Method::GET, "/api/permissions", None).await;
     let echo = perms
@@ -434,7 +436,10 @@ async fn a_stdio_server_is_held_in_the_sandbox_and_restarted_within_its_budget()
             break;
         }
     }
-    assert!(stopped, "a server whose call was given up was never stopped when idle");
+    assert!(
+        stopped,
+        "a server whose call was given up was never stopped when idle"
+    );
     assert_eq!(call("echo", json!({"text": "b"})).await.unwrap(), "b");
 
     // Its tools changed: listed again and stored, in the user's chain.
@@ -470,7 +475,10 @@ async fn a_stdio_server_is_held_in_the_sandbox_and_restarted_within_its_budget()
     // budget: failed, saying why, until tested again.
     let err = call("echo", json!({"text": "c"})).await.unwrap_err();
     assert!(err.contains("failed until it is tested again"), "{err}");
-    assert!(err.contains("crashing as asked"), "with its last words: {err}");
+    assert!(
+        err.contains("crashing as asked"),
+        "with its last words: {err}"
+    );
     assert!(!err.contains("s3cret"), "{err}");
     let (_, s) = h
         .json(Method::GET, &format!("/api/mcp/servers/{id}"), None)
@@ -511,7 +519,10 @@ async fn a_stdio_server_is_held_in_the_sandbox_and_restarted_within_its_budget()
         .await
         .unwrap()
         .unwrap_err();
-    assert!(stale.contains("was changed, disabled or removed"), "{stale}");
+    assert!(
+        stale.contains("was changed, disabled or removed"),
+        "{stale}"
+    );
     let now = st
         .db
         .read_with(async |c| hero_backend::execution::mcp::registry(st, c, alice).await)
@@ -526,7 +537,10 @@ async fn a_stdio_server_is_held_in_the_sandbox_and_restarted_within_its_budget()
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(fresh, "a-new-s3cret", "the new configuration's process");
+    assert_eq!(
+        fresh.result, "a-new-s3cret",
+        "the new configuration's process"
+    );
 
     // Idle past its time, it is stopped.
     let mut status = String::new();

@@ -604,19 +604,23 @@ impl Hosts {
         let function = format!("mcp__{}__{tool}", spec.name);
         let deadline = Instant::now() + spec.timeout;
         // Waiting for the server to start is within the call's time too.
-        let c = match tokio::time::timeout(spec.timeout, self.open(sandbox, http, spec, &slot)).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(why)) => {
-                return Err(format!("the MCP server {} cannot be reached: {why}", spec.name));
-            }
-            Err(_) => {
-                return Err(format!(
-                    "the MCP server {} did not start within {} s",
-                    spec.name,
-                    spec.timeout.as_secs()
-                ));
-            }
-        };
+        let c =
+            match tokio::time::timeout(spec.timeout, self.open(sandbox, http, spec, &slot)).await {
+                Ok(Ok(c)) => c,
+                Ok(Err(why)) => {
+                    return Err(format!(
+                        "the MCP server {} cannot be reached: {why}",
+                        spec.name
+                    ));
+                }
+                Err(_) => {
+                    return Err(format!(
+                        "the MCP server {} did not start within {} s",
+                        spec.name,
+                        spec.timeout.as_secs()
+                    ));
+                }
+            };
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = match args {
             Value::Object(o) => Some(o.clone()),

@@ -876,7 +876,10 @@ pub fn watch_changes(st: &AppState, mut rx: tokio::sync::mpsc::Receiver<(i64, i6
             tokio::spawn(async move {
                 let _turn = turn;
                 if let Err(e) = relist(&st, user_id, id).await {
-                    tracing::warn!(server = id, "an MCP server's tools could not be stored: {e}");
+                    tracing::warn!(
+                        server = id,
+                        "an MCP server's tools could not be stored: {e}"
+                    );
                 }
             });
         }
