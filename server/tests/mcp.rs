@@ -68,7 +68,7 @@ async fn a_users_mcp_server_is_a_capability_of_their_own_chain() {
     let mock = mock_llm::spawn(mock_llm::Config::default()).await.unwrap();
     let h = hero(&[mock.addr()]).await;
     let alice = me(&h).await;
-    install(&h, alice);
+    let ws = install(&h, alice);
 
     // Bad input: each refused, saying what to change.
     for (body, status, says) in [
@@ -287,6 +287,52 @@ async fn a_users_mcp_server_is_a_capability_of_their_own_chain() {
             .await;
         assert_eq!(status, StatusCode::NO_CONTENT);
     }
+
+    // Stop while an approved call runs: the call ends as stopped, and the server is told
+    // (`notifications/cancelled`: the test server notes it in its working directory).
+    h.stream(
+        session,
+        r#"[[mock tool=mcp__kit__sleep input={"ms": 10000} then="Slept."]]"#,
+    )
+    .await;
+    let frames = h.frames(session).await;
+    let request = of_type(&frames, "request").last().copied().unwrap().clone();
+    assert_eq!(request["payload"]["function"], "mcp__kit__sleep");
+    let rid = request["id"].as_str().unwrap().to_owned();
+    let user = hero_backend::accounts::auth::login(&h.st, "alice", "alice-password")
+        .await
+        .unwrap()
+        .user;
+    let began = std::time::Instant::now();
+    let (decided, _) = tokio::join!(decide(&h, session, &rid, true), async {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        hero_backend::conversation::turn::stop(&h.st, &user, session)
+            .await
+            .unwrap();
+    });
+    assert_eq!(decided.0, StatusCode::OK, "{}", decided.1);
+    let frames = frames_when(&h, session, |f| {
+        of_type(f, "result").iter().any(|r| r["parent_id"] == rid)
+    })
+    .await;
+    assert!(
+        began.elapsed() < Duration::from_secs(8),
+        "the call was not stopped"
+    );
+    let result = of_type(&frames, "result").last().copied().unwrap();
+    assert_ne!(result["payload"]["outcome"], "ok", "{result}");
+    let mut told = false;
+    for _ in 0..100 {
+        if ws.join("cancelled").exists() {
+            told = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        told,
+        "Stop did not reach the server as notifications/cancelled"
+    );
 
     // A level the user chose is forgotten with the server: one added again of the same name
     // asks again.
