@@ -153,6 +153,7 @@ async fn a_proposed_change_waits_for_the_user_and_an_approved_one_is_the_next_pr
     assert_eq!(request["payload"]["status"], "pending", "{request}");
     let id = request["id"].as_str().unwrap().to_owned();
     let shown = &request["payload"]["change"];
+    assert_eq!(shown["pendingChangeId"], json!(id), "{request}");
     assert_eq!(
         (&shown["key"], &shown["base_version"], &shown["reason"]),
         (
@@ -169,6 +170,7 @@ async fn a_proposed_change_waits_for_the_user_and_an_approved_one_is_the_next_pr
     let page = h.page(&format!("/s/{session}")).await;
     assert!(
         page.contains("call-waiting call-proposal")
+            && page.contains(&format!("data-change-id=\"{id}\""))
             && page.contains("Proposed change to capability:config (from v1)")
             && page.contains(">Reject</button>")
             && !page.contains("Always allow propose_config_change"),

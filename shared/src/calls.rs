@@ -181,6 +181,10 @@ pub struct CallRequest {
 /// made against, why, and the lines it changes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProposedChange {
+    /// 004's `pendingChangeId`: the change's id, which is its call's request frame's
+    /// (`/api/configs/changes/{id}`). Empty in requests stored before it was kept here.
+    #[serde(rename = "pendingChangeId", default)]
+    pub pending_change_id: String,
     pub key: String,
     pub base_version: i64,
     pub reason: String,

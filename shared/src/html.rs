@@ -1172,6 +1172,10 @@ fn proposed_change(out: &mut Out, change: &crate::calls::ProposedChange, pending
         &[
             ("class", Some("change")),
             ("data-testid", Some("config-change")),
+            (
+                "data-change-id",
+                Some(change.pending_change_id.as_str()).filter(|id| !id.is_empty()),
+            ),
             ("role", pending.then_some("region")),
             ("aria-label", pending.then_some("Proposed change")),
         ],
@@ -2019,6 +2023,7 @@ mod tests {
                     expires_at: None,
                     permissions: None,
                     change: Some(ProposedChange {
+                        pending_change_id: "req-1".into(),
                         key: "capability:tasks".into(),
                         base_version: 3,
                         reason: "the user <asked>".into(),
@@ -2047,6 +2052,7 @@ mod tests {
         let waiting = card(CallStatus::Pending);
         assert_eq!(inert(&waiting), Ok(()));
         assert!(waiting.contains("call-waiting call-proposal"), "{waiting}");
+        assert!(waiting.contains(r#"data-change-id="req-1""#), "{waiting}");
         for part in [
             "Proposed change to capability:tasks (from v3)",
             "the user &lt;asked&gt;",

@@ -617,6 +617,7 @@ pub async fn propose_in(
     )
     .await?;
     Ok(Ok(ProposedChange {
+        pending_change_id: request_id.to_owned(),
         key: key.name(),
         base_version: base.version,
         reason: p.reason,

@@ -108,9 +108,11 @@ impl Capability for Config {
                 config::PROPOSE => decided(cx, input).await,
                 _ => return None,
             };
+            // A proposal's change is named by its call's request (004's `pendingChangeId`).
+            let change = (tool == config::PROPOSE).then(|| cx.request_id.to_owned());
             Some(answer.map(|result| ToolResult {
                 result,
-                pending_change_id: None,
+                pending_change_id: change,
             }))
         })
     }
