@@ -31,6 +31,19 @@ fn quantiles(mut v: Vec<Duration>) -> (f64, f64) {
     (at(0.5), at(0.99))
 }
 
+/// [`WARM`] calls of `tool` through the chain `cx` names, each timed.
+async fn warm(cx: &Ctx<'_>, tool: &str) -> Vec<Duration> {
+    let args = json!({});
+    let mut took = Vec::with_capacity(WARM);
+    for _ in 0..WARM {
+        let t0 = Instant::now();
+        let answer = cx.registry.handle_tool_call(cx, tool, &args).await;
+        took.push(t0.elapsed());
+        assert!(matches!(answer, Some(Ok(_))), "{answer:?}");
+    }
+    took
+}
+
 fn server_program() -> Option<std::path::PathBuf> {
     let args: Vec<String> = std::env::args().collect();
     args.iter()
@@ -129,15 +142,7 @@ async fn main() {
         registry: &tools,
         request_id: "bench",
     };
-    let args = json!({});
-    let mut warm = Vec::with_capacity(WARM);
-    for _ in 0..WARM {
-        let t0 = Instant::now();
-        let answer = tools.handle_tool_call(&cx, "mcp__kit__noop", &args).await;
-        warm.push(t0.elapsed());
-        assert!(matches!(answer, Some(Ok(_))), "{answer:?}");
-    }
-    let (p50, p99) = quantiles(warm);
+    let (p50, p99) = quantiles(warm(&cx, "mcp__kit__noop").await);
     println!(
         "stdio warm call (a no-op, through the user's chain): p50 {p50:.3} ms, p99 {p99:.3} ms ({WARM} calls)"
     );
@@ -167,14 +172,7 @@ async fn main() {
         registry: &tools,
         ..cx
     };
-    let mut warm = Vec::with_capacity(WARM);
-    for _ in 0..WARM {
-        let t0 = Instant::now();
-        let answer = tools.handle_tool_call(&cx, "mcp__web__noop", &args).await;
-        warm.push(t0.elapsed());
-        assert!(matches!(answer, Some(Ok(_))), "{answer:?}");
-    }
-    let (p50, p99) = quantiles(warm);
+    let (p50, p99) = quantiles(warm(&cx, "mcp__web__noop").await);
     println!(
         "HTTP warm call (a no-op, loopback, through the egress policy and the user's chain): p50 {p50:.3} ms, p99 {p99:.3} ms ({WARM} calls)"
     );

@@ -126,6 +126,7 @@ fn seal_json<T: Serialize>(dk: &SecretKey, aad: &str, v: &T) -> Result<Vec<u8>> 
     Ok(crypto::seal(dk, aad.as_bytes(), &bytes))
 }
 
+/// [`open_json_plain`], an empty seal (a listing not yet made) being the default.
 fn open_json<T: for<'de> Deserialize<'de> + Default>(
     dk: &SecretKey,
     aad: &str,
@@ -134,9 +135,7 @@ fn open_json<T: for<'de> Deserialize<'de> + Default>(
     if sealed.is_empty() {
         return Ok(T::default());
     }
-    let bytes = crypto::open(dk, aad.as_bytes(), sealed)?;
-    serde_json::from_slice(&bytes)
-        .map_err(|_| Error::Internal("an MCP server's row is unreadable".into()))
+    open_json_plain(dk, aad, sealed)
 }
 
 /// The danger a tool's annotations give it: `readOnlyHint` safe, `destructiveHint`
@@ -333,17 +332,7 @@ struct Opened {
 
 impl Opened {
     fn open(dk: &SecretKey, row: store::mcp::ServerRow) -> Result<Opened> {
-        let config: Option<McpTransport> = if row.config.is_empty() {
-            None
-        } else {
-            Some(open_json_plain(
-                dk,
-                &config_aad(row.user_id, row.id),
-                &row.config,
-            )?)
-        };
-        let config =
-            config.ok_or_else(|| Error::Internal("an MCP server has no configuration".into()))?;
+        let config = open_json_plain(dk, &config_aad(row.user_id, row.id), &row.config)?;
         let listing = open_json(dk, &listing_aad(row.user_id, row.id), &row.listing)?;
         Ok(Opened {
             row,
