@@ -35,6 +35,7 @@ printf 'mia-password\n' | "$bin" user add mia
 printf 'pia-password\n' | "$bin" user add pia
 printf 'olive-password\n' | "$bin" user add olive
 printf 'quinn-password\n' | "$bin" user add quinn
+printf 'rosa-password\n' | "$bin" user add rosa
 # Quinn (user 16) keeps an MCP server in her workspace (mcp.spec.ts), as she would put it
 # there with bash: the test server the Rust tests built.
 if [ -x "$root/target/debug/hero-test-plugin" ]; then

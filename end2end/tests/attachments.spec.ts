@@ -54,3 +54,25 @@ test("a file Hero does not read is refused with its reason", async ({ page }) =>
   await expect(page.getByRole("alert").filter({ hasText: "tool.exe is not a file Hero reads" })).toBeVisible();
   await expect(page.locator("[data-attached] .attachment-chip")).toHaveCount(0);
 });
+
+test("a file dropped on the composer is attached as one picked", async ({ page }) => {
+  await signIn(page, "carol", "carol-password");
+  await mockSession(page, `Dropped ${Date.now()}`);
+  // A drop as the browser makes it: a DataTransfer holding the file, on the composer.
+  const dropped = await page.evaluateHandle(() => {
+    const dt = new DataTransfer();
+    dt.items.add(new File(["a,b\n1,2\n"], "table.csv", { type: "text/csv" }));
+    return dt;
+  });
+  const composer = page.locator("form.composer");
+  await composer.dispatchEvent("dragover", { dataTransfer: dropped });
+  await composer.dispatchEvent("drop", { dataTransfer: dropped });
+  await expect(page.locator("[data-attached] .attachment-chip")).toHaveText([/table\.csv/]);
+  await send(page, `And this? ${mockSays("A table.")}`);
+  await expect(page.locator(".msg-agent:not(.live)").last()).toContainText("A table.");
+  const requests = await (await page.request.get(`${mock}/mock/requests`)).json();
+  const last = requests[requests.length - 1].body;
+  const turn = last.messages[last.messages.length - 1];
+  const text = typeof turn.content === "string" ? turn.content : turn.content.find((b: any) => b.type === "text").text;
+  expect(text).toContain('<attachment name="table.csv" type="text/csv">\na,b\n1,2\n');
+});

@@ -72,6 +72,7 @@ async fn exports(frames_n: usize) {
     )
     .await
     .expect("session");
+    let mut first = None;
     for i in 0..frames_n {
         let (author, role) = if i % 2 == 0 {
             (AuthorType::User, "user")
@@ -84,14 +85,43 @@ async fn exports(frames_n: usize) {
             None,
             serde_json::json!({"role": role, "content": message(i)}),
         );
-        frames::append(&t, &dk, f).await.expect("append");
+        let stored = frames::append(&t, &dk, f).await.expect("append");
+        first.get_or_insert(stored.id);
     }
     HEAP.start();
+    export_each_way(
+        &t,
+        &user,
+        session.id,
+        &format!("a {frames_n}-frame session"),
+    )
+    .await;
+    // The first message edited: every frame is then in the part of the log that holds
+    // versions, which the Markdown export compiles whole (the worst case for its memory).
+    let mut edit = NewFrame::message(
+        session.id,
+        AuthorType::User,
+        None,
+        serde_json::json!({"role": "user", "content": "the first message, edited"}),
+    );
+    edit.parent_id = first;
+    frames::append(&t, &dk, edit).await.expect("append");
+    let what = format!("a {frames_n}-frame session edited at its start");
+    export_each_way(&t, &user, session.id, &what).await;
+}
+
+/// The session exported as JSON and as Markdown: the time, the bytes and the heap's peak.
+async fn export_each_way(
+    t: &hero_backend::AppState,
+    user: &hero_backend::accounts::auth::AuthUser,
+    session: i64,
+    what: &str,
+) {
     for format in [Format::Json, Format::Markdown] {
         let began = Instant::now();
         HEAP.reset_peak();
         let before = HEAP.live_bytes();
-        let (_, stream) = export::session(&t, &user, session.id, format)
+        let (_, stream) = export::session(t, user, session, format)
             .await
             .expect("export");
         let mut stream = std::pin::pin!(stream);
@@ -102,7 +132,7 @@ async fn exports(frames_n: usize) {
         let took = began.elapsed();
         println!(
             "{:<62} {:>8.1} ms   {:>6.1} MiB written, heap at most +{:.1} MiB",
-            format!("export of a {frames_n}-frame session, {format:?}"),
+            format!("export of {what}, {format:?}"),
             took.as_secs_f64() * 1e3,
             bytes as f64 / (1 << 20) as f64,
             (HEAP.peak_bytes() - before) as f64 / (1 << 20) as f64

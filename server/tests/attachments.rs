@@ -162,6 +162,25 @@ async fn text_pdf_and_image_reach_the_provider_and_only_their_owner_reads_them()
         "the image is not in the later turn's request"
     );
 
+    // The session's agent changed to one whose provider reads no images: the image stays
+    // out of its requests, and the agent is told it is not sent.
+    let (_, compatible) = h.session_with("openai-compatible", &mock, KEY).await;
+    let (s, v) = h
+        .json(
+            Method::PATCH,
+            &format!("/api/sessions/{session}"),
+            Some(json!({ "agent_id": compatible })),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    h.stream(session, "And here? [[mock text=unseen]]").await;
+    let plain = last_request(&mock);
+    assert!(
+        !plain.to_string().contains(&b64) && !plain.to_string().contains("image_url"),
+        "an image reached a provider that reads none: {plain}"
+    );
+    assert!(plain.to_string().contains("dot.png is not sent"), "{plain}");
+
     // Sealed at rest: neither the name nor the text is in the database's bytes.
     let raw = hero_backend::store::testing::bytes(&h.st.db, "SELECT name FROM attachments", &[])
         .await
@@ -277,6 +296,34 @@ async fn bad_uploads_and_messages_are_refused_and_store_nothing() {
     assert_eq!(s, StatusCode::NOT_FOUND);
     let (s, _) = post(session, json!(["not-an-attachment"])).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
+    // Bob naming Alice's attachment in his own session: a missing one, and nothing sent.
+    let r = bob
+        .post(h.url("/api/sessions"))
+        .json(&json!({"name": "Bob's"}))
+        .send()
+        .await
+        .unwrap();
+    let bobs = r.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+    let r = bob
+        .post(h.url(&format!("/api/sessions/{bobs}/messages")))
+        .json(&json!({"content": "see", "attachments": [id]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = bob
+        .get(h.url(&format!("/api/sessions/{bobs}/frames")))
+        .send()
+        .await
+        .unwrap();
+    let page: Value = r.json().await.unwrap();
+    assert_eq!(page["frames"], json!([]), "nothing sent");
+    let r = bob
+        .get(h.url(&format!("/api/attachments/{}", id.as_str().unwrap())))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
     let (s, e) = h
         .json(
             Method::POST,

@@ -309,6 +309,30 @@ async fn everything_is_one_archive_whose_sessions_import_and_a_form_is_sent_on()
         h.frames(session).await.len()
     );
 
+    // Bob's archive holds only what is his: none of Alice's sessions, files, memory, skills
+    // or attachments.
+    let bob = bob_client(&h).await;
+    let r = bob.get(h.url("/api/export")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let bobs = r.bytes().await.unwrap();
+    let mut archive = tar::Archive::new(&bobs[..]);
+    let paths: Vec<String> = archive
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().display().to_string())
+        .collect();
+    assert!(paths.contains(&"agents.json".to_owned()), "{paths:?}");
+    assert!(
+        !paths.iter().any(|p| p.starts_with("sessions/")
+            || p.starts_with("attachments/")
+            || p.starts_with("skills/")),
+        "{paths:?}"
+    );
+    let text = String::from_utf8_lossy(&bobs);
+    for alices in ["green tea", "kettle", "sencha", "Green, no sugar"] {
+        assert!(!text.contains(alices), "{alices} in Bob's archive");
+    }
+
     // A browser's form (no script needed) sends its file and is sent on to the new session.
     let boundary = "hero-test-boundary-7d41";
     let mut form = format!(
@@ -413,8 +437,8 @@ async fn a_bad_import_says_what_is_wrong_and_stores_nothing() {
         ),
         (
             vec![b' '; 33 << 20],
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "length limit",
+            StatusCode::BAD_REQUEST,
+            "an import is at most 32 MiB",
         ),
     ];
     for (body, want, says) in cases {

@@ -333,6 +333,7 @@ async fn bad_version_requests_are_refused_and_change_nothing() {
         let r = req.send().await.unwrap();
         assert_eq!(r.status(), StatusCode::NOT_FOUND, "{path}");
     }
+    assert_eq!(h.frames(session).await.len(), count, "Bob changed nothing");
 
     // While a reply is in flight: 409, and nothing stored.
     let slow = h
@@ -345,10 +346,16 @@ async fn bad_version_requests_are_refused_and_change_nothing() {
     assert_eq!(slow.status(), StatusCode::OK);
     let mid = h.frames(session).await.len();
     let edited = view(&h, session).await[0].0.clone();
-    let (method, path, body) = edit(&edited);
-    let (s, e) = h.json(method, &path, body).await;
-    assert_eq!(s, StatusCode::CONFLICT, "{e}");
-    assert!(e["error"].as_str().unwrap().contains("in flight"), "{e}");
+    let answer = view(&h, session).await[1].0.clone();
+    // An edit, a regeneration and a switch alike.
+    for (method, path, body) in [edit(&edited), regenerate(&answer), current(&edited, 1)] {
+        let (s, e) = h.json(method, &path, body).await;
+        assert_eq!(s, StatusCode::CONFLICT, "{path}: {e}");
+        assert!(
+            e["error"].as_str().unwrap().contains("in flight"),
+            "{path}: {e}"
+        );
+    }
     assert_eq!(h.frames(session).await.len(), mid);
     slow.text().await.unwrap();
     assert!(h.frames(session).await.len() > count);

@@ -272,11 +272,13 @@ pub async fn for_message(
 /// `messages` with the bytes of the images they name (an image attached to a message is
 /// named there; its bytes stay in its row until a call is made): the latest
 /// [`MAX_IMAGES_PER_CALL`], older ones said in words. An image that cannot be read is left
-/// out, with a warning: the call goes on without it.
+/// out, with a warning: the call goes on without it. For a provider that reads no images
+/// (the session's agent changed since they were attached) none is sent, each said in words.
 pub async fn with_images(
     st: &AppState,
     user_id: i64,
     dk: &SecretKey,
+    provider: ProviderKind,
     mut messages: Vec<Arc<ChatMessage>>,
 ) -> Vec<Arc<ChatMessage>> {
     let mut sent = 0;
@@ -285,6 +287,15 @@ pub async fn with_images(
             continue;
         }
         let m = Arc::make_mut(m);
+        if !reads_images(provider) {
+            for image in m.images.drain(..) {
+                let name = image.name.replace(['[', ']'], "_");
+                m.content.push_str(&format!(
+                    "\n\n[the image {name} is not sent: this agent's provider reads no images]"
+                ));
+            }
+            continue;
+        }
         let room = MAX_IMAGES_PER_CALL.saturating_sub(sent);
         if m.images.len() > room {
             let older = m.images.len() - room;

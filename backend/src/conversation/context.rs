@@ -82,6 +82,7 @@ fn attached(content: &str, attachments: Option<&Value>) -> ChatMessage {
             }
             None if field("kind") == "image" => m.images.push(providers::Image {
                 attachment_id: field("id").to_owned(),
+                name: field("name").to_owned(),
                 media_type: field("media_type").to_owned(),
                 data: None,
             }),

@@ -115,6 +115,8 @@ pub struct ChatMessage {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Image {
     pub attachment_id: String,
+    /// The file's name, as the user's message names it.
+    pub name: String,
     pub media_type: String,
     pub data: Option<Arc<str>>,
 }

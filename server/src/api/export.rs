@@ -61,6 +61,19 @@ pub async fn everything(State(st): State<AppState>, Authed(user): Authed) -> Api
     ))
 }
 
+/// An import's body that could not be read: its reason, except that one too large is a
+/// 400 naming the limit, as the import's other problems are.
+fn unreadable(status: StatusCode, reason: String) -> ApiError {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        let most = hero_backend::conversation::export::MAX_IMPORT_BYTES >> 20;
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("an import is at most {most} MiB"),
+        );
+    }
+    ApiError::new(status, reason)
+}
+
 /// `POST /api/sessions/import`: a JSON export as the body (201 with the new session), or a
 /// form's `file` (`multipart/form-data`: sent on to the new session's page).
 pub async fn import(
@@ -76,18 +89,18 @@ pub async fn import(
     let data = if form {
         let mut parts = Multipart::from_request(req, &st)
             .await
-            .map_err(|e| ApiError::new(e.status(), e.body_text()))?;
+            .map_err(|e| unreadable(e.status(), e.body_text()))?;
         let mut file = None;
         while let Some(part) = parts
             .next_field()
             .await
-            .map_err(|e| ApiError::new(e.status(), e.body_text()))?
+            .map_err(|e| unreadable(e.status(), e.body_text()))?
         {
             if part.name() == Some("file") {
                 file = Some(
                     part.bytes()
                         .await
-                        .map_err(|e| ApiError::new(e.status(), e.body_text()))?,
+                        .map_err(|e| unreadable(e.status(), e.body_text()))?,
                 );
             }
         }
@@ -95,7 +108,7 @@ pub async fn import(
     } else {
         Bytes::from_request(req, &st)
             .await
-            .map_err(|e| ApiError::new(e.status(), e.body_text()))?
+            .map_err(|e| unreadable(e.status(), e.body_text()))?
     };
     let session = export::import(&st, &user, &data).await?;
     if form {

@@ -114,9 +114,14 @@ async fn converse(
     }
     loop {
         // The images attached to the conversation, read from their rows for this call.
-        messages =
-            crate::conversation::attachments::with_images(&out.st, t.user.id(), &t.dk, messages)
-                .await;
+        messages = crate::conversation::attachments::with_images(
+            &out.st,
+            t.user.id(),
+            &t.dk,
+            t.agent.endpoint.provider,
+            messages,
+        )
+        .await;
         // Boxed: the reply's future is what every token polls, and stays as small as it
         // was before the loop around it; the loop's own state is not walked per token.
         let (agent, live, cancel) = (&t.agent, t.live.clone(), t.cancel.clone());
