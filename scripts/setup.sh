@@ -68,9 +68,12 @@ if ! wasm-bindgen --version 2>/dev/null | grep -qF " $wbg"; then
 fi
 
 if ! cargo leptos --version 2>/dev/null | grep -qF "0.3.10"; then
-  echo "setup: installing cargo-leptos 0.3.10 (about 15 minutes)"
+  echo "setup: installing cargo-leptos 0.3.10 (about 10 minutes)"
   # no_downloads: a missing tool is a clear error instead of a failing download.
-  cargo install -q cargo-leptos@0.3.10 --locked --features no_downloads
+  # --debug: unoptimised, it builds in 9.5 minutes on two cores against 18 (its release
+  # profile, even without its LTO), and a build with it takes no longer: it mostly runs
+  # cargo and wasm-bindgen (docs/perf.md).
+  cargo install -q cargo-leptos@0.3.10 --locked --features no_downloads --debug
 fi
 
 # @playwright/test and binaryen's wasm-opt (Debian's binaryen breaks hydration).
