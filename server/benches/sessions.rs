@@ -104,9 +104,14 @@ async fn exports(frames_n: usize) {
         None,
         serde_json::json!({"role": "user", "content": "the first message, edited"}),
     );
-    edit.parent_id = first;
+    edit.parent_id = first.clone();
     frames::append(&t, &dk, edit).await.expect("append");
-    let what = format!("a {frames_n}-frame session edited at its start");
+    // The first version shown again, so that the Markdown holds every message.
+    let first = first.expect("a first message");
+    hero_backend::conversation::versions::switch(&t, &user, session.id, &first, 1)
+        .await
+        .expect("switch");
+    let what = format!("a {frames_n}-frame session edited at its start, the original shown");
     export_each_way(&t, &user, session.id, &what).await;
 }
 

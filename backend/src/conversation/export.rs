@@ -272,11 +272,28 @@ impl Shown {
             return Ok(true);
         };
         if self.part.as_ref().map(|(p, _)| *p) != Some(part) {
-            let frames: Vec<Frame> = store::frames::range(&st.db, sid, part.0, part.1)
-                .await?
-                .into_iter()
-                .map(|r| r.open(dk))
-                .collect::<Result<_>>()?;
+            // Read a page at a time, each frame kept without what a message or a request
+            // says: which frames the view shows depends on the frames' types, parents and
+            // the updates' and results' payloads alone, and the part may be long.
+            // (The part's end may be past the log's: read until a page comes back short.)
+            let mut frames: Vec<Frame> = Vec::new();
+            let mut after = part.0 - 1;
+            loop {
+                let rows = store::frames::list(&st.db, sid, after, None, PAGE).await?;
+                let last_page = (rows.len() as i64) < PAGE;
+                let past = rows.last().is_some_and(|r| r.seq >= part.1);
+                for row in rows.into_iter().take_while(|r| r.seq < part.1) {
+                    after = row.seq;
+                    let mut f = row.open(dk)?;
+                    if matches!(f.frame_type, FrameType::Message | FrameType::Request) {
+                        f.payload = Value::Null;
+                    }
+                    frames.push(f);
+                }
+                if last_page || past {
+                    break;
+                }
+            }
             let ids = hero_shared::frame::compile_frames(&frames)
                 .into_iter()
                 .map(|m| m.frame_id)
