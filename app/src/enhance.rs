@@ -105,7 +105,7 @@ pub(crate) use browser::{announce, busy, fetch_page_at, refresh, show_alert};
 
 #[cfg(feature = "hydrate")]
 mod browser {
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
     use std::collections::HashMap;
 
     use wasm_bindgen::JsCast;
@@ -119,6 +119,13 @@ mod browser {
     thread_local! {
         /// The agents' statuses the feed told, by agent id: shown again after a refresh.
         static STATUSES: RefCell<HashMap<i64, (String, String)>> = RefCell::new(HashMap::new());
+        /// A Tasks card is being dragged: `<main>` is not replaced under it (that would end
+        /// the drag with no drop), but read once the drag ends.
+        static DRAGGING: Cell<bool> = const { Cell::new(false) };
+        static REFRESH_AFTER_DRAG: Cell<bool> = const { Cell::new(false) };
+        /// The refreshes of `<main>` started: one whose page arrives after a later one's is
+        /// dropped, so an older page never replaces a newer one.
+        static REFRESHES: Cell<u64> = const { Cell::new(0) };
     }
 
     fn document() -> Option<Document> {
@@ -245,10 +252,21 @@ mod browser {
 
     /// Replaces the page's `<main>` with the one of the page fetched again.
     async fn refresh_main() -> Result<(), JsValue> {
+        if DRAGGING.get() {
+            REFRESH_AFTER_DRAG.set(true);
+            return Ok(());
+        }
+        let this = REFRESHES.get() + 1;
+        REFRESHES.set(this);
         let fresh = fetch_page()
             .await?
             .query_selector("main")?
             .ok_or(JsValue::NULL)?;
+        if REFRESHES.get() != this || DRAGGING.get() {
+            // A later refresh reads a newer page (or one waits for the drag's end).
+            REFRESH_AFTER_DRAG.set(DRAGGING.get() || REFRESH_AFTER_DRAG.get());
+            return Ok(());
+        }
         let doc = document().ok_or(JsValue::NULL)?;
         let old = doc.query_selector("main")?.ok_or(JsValue::NULL)?;
         old.replace_with_with_node_1(&fresh)?;
@@ -427,6 +445,14 @@ mod browser {
             {
                 let _ = dt.set_data("text/plain", &id);
                 dt.set_effect_allowed("move");
+                DRAGGING.set(true);
+            }
+        });
+        // Dropped or not: a refresh that waited for the drag runs now.
+        let on_end = Closure::<dyn FnMut(web_sys::DragEvent)>::new(|_: web_sys::DragEvent| {
+            DRAGGING.set(false);
+            if REFRESH_AFTER_DRAG.replace(false) {
+                leptos::task::spawn_local(refresh());
             }
         });
         let column_of = |e: &web_sys::DragEvent| {
@@ -476,12 +502,14 @@ mod browser {
             });
         for (name, f) in [
             ("dragstart", on_start.as_ref()),
+            ("dragend", on_end.as_ref()),
             ("dragover", on_over.as_ref()),
             ("drop", on_drop.as_ref()),
         ] {
             let _ = doc.add_event_listener_with_callback(name, f.unchecked_ref());
         }
         on_start.forget();
+        on_end.forget();
         on_over.forget();
         on_drop.forget();
     }

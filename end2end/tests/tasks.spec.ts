@@ -27,10 +27,28 @@ test("a card is made, dragged, moved by keyboard, opened and canceled", async ({
   await page.getByRole("button", { name: "Add" }).click();
   await expect(column(page, "todo").getByTestId("task-PER-1")).toContainText("Write the report");
 
+  // A change made elsewhere (another tab, an agent) has the board read itself again; that
+  // page is slow to come and arrives after the drag's own, newer, reading: it is not shown.
+  let slow = true;
+  let delivered = false;
+  await page.route(/\/tasks$/, async (route) => {
+    if (!slow || route.request().method() !== "GET") return route.continue();
+    slow = false;
+    const stale = await route.fetch();
+    await new Promise((r) => setTimeout(r, 2_000));
+    await route.fulfill({ response: stale });
+    delivered = true;
+  });
+  const changed = await page.request.patch("/api/tasks/PER-1", { data: { description: "Due Friday" } });
+  expect(changed.status()).toBe(200);
+  await expect.poll(() => slow).toBe(false);
   // Dragged onto In progress.
   await card(page, "PER-1").dragTo(column(page, "in_progress"));
   await expect(column(page, "in_progress").getByTestId("task-PER-1")).toBeVisible();
   await expect(column(page, "todo").getByTestId("task-PER-1")).toHaveCount(0);
+  await expect.poll(() => delivered, { timeout: 10_000 }).toBe(true);
+  await expect(column(page, "in_progress").getByTestId("task-PER-1")).toBeVisible();
+  await page.unroute(/\/tasks$/);
 
   // Moved to Done with the keyboard: the card's own form.
   const move = card(page, "PER-1").getByLabel("Move PER-1");
