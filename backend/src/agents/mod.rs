@@ -78,7 +78,7 @@ pub struct AgentRuntime {
     pub endpoint: crate::providers::Endpoint,
     pub kind: AgentKind,
     /// The system prompt of its calls in this turn ([`crate::agents::persona`]).
-    pub system: String,
+    pub system: crate::providers::SystemPrompt,
     /// When its sessions are summarised.
     pub compact: Thresholds,
     /// The session is in batch mode (`/stream off`): each reply is asked for whole
@@ -659,7 +659,7 @@ impl AgentRow {
                 api_key,
             },
             kind,
-            system: String::new(),
+            system: crate::providers::SystemPrompt::default(),
             batch: false,
             price,
             compact: Thresholds {

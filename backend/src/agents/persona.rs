@@ -12,6 +12,7 @@ use crate::accounts::auth::AuthUser;
 use crate::agents::AgentRuntime;
 use crate::agents::prompt::{self, Mode};
 use crate::crypto::SecretKey;
+use crate::providers::SystemPrompt;
 use crate::{AppState, Result, agents, agents::context_files, execution::functions};
 
 /// How to answer: Markdown and Hero Markup Language (section 2 of the prompt).
@@ -60,7 +61,12 @@ struct Kept {
 struct KeptPrompt {
     generation: i64,
     day: String,
-    prompt: String,
+    prompt: SystemPrompt,
+}
+
+/// What a kept prompt counts for: its text, and its JSON once a request was written.
+fn weight(prompt: &str) -> usize {
+    2 * prompt.len()
 }
 
 impl PromptCache {
@@ -69,25 +75,25 @@ impl PromptCache {
     }
 
     /// The prompt kept for `key`, if it was built under `generation` on `day`.
-    pub fn get(&self, key: PromptKey, generation: i64, day: &str) -> Option<String> {
+    pub fn get(&self, key: PromptKey, generation: i64, day: &str) -> Option<SystemPrompt> {
         let kept = self.lock();
         let p = kept.prompts.get(&key)?;
         (p.generation == generation && p.day == day).then(|| p.prompt.clone())
     }
 
     /// Keeps `prompt` for `key`, built under `generation` on `day`.
-    pub fn put(&self, key: PromptKey, generation: i64, day: String, prompt: &str) {
+    pub fn put(&self, key: PromptKey, generation: i64, day: String, prompt: &SystemPrompt) {
         let mut kept = self.lock();
         if let Some(old) = kept.prompts.remove(&key) {
-            kept.bytes -= old.prompt.len();
+            kept.bytes -= weight(&old.prompt);
         }
-        if kept.bytes + prompt.len() > PROMPT_CACHE_BYTES {
+        if kept.bytes + weight(prompt) > PROMPT_CACHE_BYTES {
             kept.prompts.clear();
             kept.bytes = 0;
         }
-        if prompt.len() <= PROMPT_CACHE_BYTES {
-            kept.bytes += prompt.len();
-            let prompt = prompt.to_owned();
+        if weight(prompt) <= PROMPT_CACHE_BYTES {
+            kept.bytes += weight(prompt);
+            let prompt = prompt.clone();
             kept.prompts.insert(
                 key,
                 KeptPrompt {
@@ -270,6 +276,7 @@ pub(crate) async fn prepared(
                 },
             )
             .await?;
+            let built = SystemPrompt::new(built);
             st.prompts.put(key, generation, stamp, &built);
             built
         }
@@ -286,7 +293,8 @@ pub async fn for_session(st: &AppState, user: &AuthUser, session_id: i64) -> Res
             Ok(prepared(tx, st, user, session_id, true, None)
                 .await?
                 .0
-                .system)
+                .system
+                .to_string())
         })
         .await
 }
@@ -390,7 +398,7 @@ mod tests {
             key,
             generation,
             stamp(&st.skills.roots_async(user.id()).await, None),
-            text,
+            &SystemPrompt::new(text),
         );
     }
 
@@ -462,8 +470,12 @@ mod tests {
             })
             .await
             .unwrap();
-        st.prompts
-            .put(key, generation, "1999-12-31".into(), "PLANTED");
+        st.prompts.put(
+            key,
+            generation,
+            "1999-12-31".into(),
+            &SystemPrompt::new("PLANTED"),
+        );
         assert!(prompt_of(&st, &alice, session).await.contains("Tea agent"));
         // Another user's change leaves this one's prompt kept.
         plant(&st, &alice, session, agent, "PLANTED").await;
@@ -482,7 +494,7 @@ mod tests {
     #[test]
     fn the_prompt_cache_is_bounded() {
         let cache = PromptCache::default();
-        let big = "x".repeat(1 << 20);
+        let big = SystemPrompt::new("x".repeat(1 << 20));
         for agent_id in 0..40 {
             let key = PromptKey {
                 user_id: 1,
@@ -503,7 +515,8 @@ mod tests {
             agent_id: 1,
             sub_session: false,
         };
-        cache.put(key, 0, "d".into(), &"y".repeat(PROMPT_CACHE_BYTES + 1));
+        let huge = SystemPrompt::new("y".repeat(PROMPT_CACHE_BYTES + 1));
+        cache.put(key, 0, "d".into(), &huge);
         assert!(cache.get(key, 0, "d").is_none());
         assert!(cache.bytes() <= PROMPT_CACHE_BYTES);
     }

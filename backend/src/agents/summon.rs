@@ -179,7 +179,7 @@ async fn write_with(
 ) -> std::result::Result<Vec<(&'static str, String)>, String> {
     let call = Call {
         endpoint: &caller.endpoint,
-        system: crate::agents::prompt::SUMMON.to_owned(),
+        system: crate::providers::SystemPrompt::new(crate::agents::prompt::SUMMON),
         messages: vec![std::sync::Arc::new(ChatMessage::text(
             Role::User,
             format!("Description: {description}"),

@@ -32,35 +32,14 @@ pub const WITHIN: std::time::Duration = std::time::Duration::from_secs(180);
 pub fn messages(kept: &[Kept]) -> u64 {
     // The startup processes a summary is followed by are not the conversation, nor is a
     // memory flush's exchange or its note.
-    kept.iter()
-        .filter(|k| {
-            let p = &k.frame.payload;
-            k.frame.frame_type == FrameType::Message
-                && p.get("startup").is_none()
-                && p.get("flush").is_none()
-                && p.get("memory_flush").is_none()
-        })
-        .count() as u64
+    kept.iter().filter(|k| k.counts.message).count() as u64
 }
 
 /// The conversation's size in tokens: what the provider counted for the last reply (its
 /// input and its output) when it said, else a quarter of the characters.
 pub fn tokens(kept: &[Kept]) -> u64 {
-    let reported = kept.iter().rev().find_map(|k| {
-        let u = k.frame.payload.get("usage")?;
-        let n = |f: &str| u.get(f).and_then(serde_json::Value::as_u64);
-        match (n("input_tokens"), n("output_tokens")) {
-            (None, None) => None,
-            (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
-        }
-    });
-    reported.unwrap_or_else(|| {
-        kept.iter()
-            .filter_map(|k| k.frame.payload.get("content")?.as_str())
-            .map(|c| c.len() as u64)
-            .sum::<u64>()
-            / 4
-    })
+    let reported = kept.iter().rev().find_map(|k| k.counts.usage);
+    reported.unwrap_or_else(|| kept.iter().map(|k| k.counts.content_len).sum::<u64>() / 4)
 }
 
 /// Whether a turn ending on `kept` starts a memory flush ([`crate::conversation::flush`]):
@@ -115,7 +94,10 @@ pub async fn compact(
     )));
     let call = Call {
         endpoint: &agent.endpoint,
-        system: crate::agents::prompt::with_task(&agent.system, crate::agents::prompt::COMPACT),
+        system: crate::providers::SystemPrompt::new(crate::agents::prompt::with_task(
+            &agent.system,
+            crate::agents::prompt::COMPACT,
+        )),
         messages,
         tools: Vec::new(),
         whole: false,
@@ -206,4 +188,101 @@ pub fn maybe(st: &AppState, user: &AuthUser, session_id: i64) {
             }
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hero_shared::frame::{AuthorType, Frame};
+    use serde_json::{Value, json};
+
+    fn kept(seq: i64, frame_type: FrameType, payload: Value) -> Kept {
+        Kept::new(
+            Frame {
+                id: format!("f{seq}"),
+                session_id: 1,
+                seq,
+                parent_id: None,
+                target_ids: Vec::new(),
+                timestamp: String::new(),
+                frame_type,
+                author_type: AuthorType::User,
+                author_id: None,
+                payload,
+            },
+            0,
+        )
+    }
+
+    /// The measures read what each frame's payload says, once: startup processes and a
+    /// memory flush's exchange are not messages, the last reported usage is the size, and
+    /// without one a quarter of the characters is.
+    #[test]
+    fn the_thresholds_measure_what_the_frames_say() {
+        let startup = kept(
+            1,
+            FrameType::Message,
+            json!({"content": "aaaa", "startup": true}),
+        );
+        let asked = kept(
+            2,
+            FrameType::Message,
+            json!({"role": "user", "content": "a".repeat(40)}),
+        );
+        let request = kept(3, FrameType::Request, json!({"content": "bbbb"}));
+        assert_eq!(
+            messages(&[startup.clone(), asked.clone(), request.clone()]),
+            1
+        );
+        assert_eq!(
+            tokens(&[startup.clone(), asked.clone(), request.clone()]),
+            (4 + 40 + 4) / 4
+        );
+
+        let reply = |seq, usage: Value| {
+            kept(
+                seq,
+                FrameType::Message,
+                json!({"role": "assistant", "content": "ok", "usage": usage}),
+            )
+        };
+        let said = vec![
+            asked.clone(),
+            reply(4, json!({"input_tokens": 900, "output_tokens": 100})),
+        ];
+        assert_eq!(tokens(&said), 1000);
+        // The latest report counts, one side of it alone too; a report of neither is none.
+        let later = vec![
+            said[0].clone(),
+            said[1].clone(),
+            reply(5, json!({"output_tokens": 7})),
+        ];
+        assert_eq!(tokens(&later), 7);
+        let neither = vec![said[0].clone(), said[1].clone(), reply(5, json!({}))];
+        assert_eq!(tokens(&neither), 1000);
+
+        let note = kept(
+            6,
+            FrameType::Message,
+            json!({"content": "Saved", "memory_flush": {}}),
+        );
+        let flush = kept(
+            7,
+            FrameType::Message,
+            json!({"content": "x", "flush": true}),
+        );
+        assert!(!crate::conversation::flush::flushed(&said));
+        assert!(crate::conversation::flush::flushed(&[
+            asked.clone(),
+            note.clone()
+        ]));
+        assert_eq!(messages(&[asked, note, flush]), 1);
+        let t = Thresholds {
+            messages: 10,
+            tokens: 1000,
+            ..Thresholds::default()
+        };
+        assert!(due(&said, t), "1,000 tokens reach the bound");
+        assert!(!due(&said[..1], t));
+    }
 }

@@ -83,8 +83,7 @@ impl Flushing {
 
 /// Whether the conversation since the last summary (`kept`) holds a flush's note.
 pub fn flushed(kept: &[Kept]) -> bool {
-    kept.iter()
-        .any(|k| k.frame.payload.get("memory_flush").is_some())
+    kept.iter().any(|k| k.counts.memory_flush)
 }
 
 /// How a flush ended: the memory files it wrote, and why it ended early, if it did.

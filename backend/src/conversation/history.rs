@@ -40,6 +40,50 @@ pub struct Kept {
     /// The frame compiled by itself, filled the first time a turn reads it and shared by
     /// every copy of this `Kept` ([`crate::conversation::context::messages`]).
     pub alone: Arc<OnceLock<Alone>>,
+    /// What the compaction thresholds read of it ([`crate::conversation::compact::due`]),
+    /// read from its payload once rather than at the end of every turn.
+    pub counts: Counts,
+}
+
+/// What one frame adds to the measures of a conversation that decide its compaction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// A message of the conversation: not a startup process's, nor a memory flush's
+    /// exchange or note.
+    pub message: bool,
+    /// The tokens the provider reported for the reply it holds (input and output), if it
+    /// said.
+    pub usage: Option<u64>,
+    /// The length of its `content`, when that is text.
+    pub content_len: u64,
+    /// A memory flush's note (`memory_flush` in its payload).
+    pub memory_flush: bool,
+}
+
+impl Counts {
+    pub fn of(frame: &Frame) -> Counts {
+        let p = &frame.payload;
+        let usage = p.get("usage").and_then(|u| {
+            let n = |f: &str| u.get(f).and_then(serde_json::Value::as_u64);
+            match (n("input_tokens"), n("output_tokens")) {
+                (None, None) => None,
+                (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
+            }
+        });
+        let memory_flush = p.get("memory_flush").is_some();
+        Counts {
+            message: frame.frame_type == FrameType::Message
+                && p.get("startup").is_none()
+                && p.get("flush").is_none()
+                && !memory_flush,
+            usage,
+            content_len: p
+                .get("content")
+                .and_then(serde_json::Value::as_str)
+                .map_or(0, |c| c.len() as u64),
+            memory_flush,
+        }
+    }
 }
 
 /// What one frame compiles to by itself: a conversation whose frames each compile alone
@@ -63,6 +107,7 @@ impl Kept {
     /// content, and the content as the model reads it.
     pub fn new(frame: Frame, sealed: usize) -> Self {
         Kept {
+            counts: Counts::of(&frame),
             frame: Arc::new(frame),
             bytes: 6 * sealed + PER_FRAME,
             alone: Arc::default(),
@@ -281,9 +326,8 @@ mod tests {
             payload: serde_json::json!({"role": "user", "content": "x"}),
         };
         Kept {
-            frame: Arc::new(frame),
             bytes: 100,
-            alone: Arc::default(),
+            ..Kept::new(frame, 0)
         }
     }
 

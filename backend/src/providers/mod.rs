@@ -287,9 +287,56 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
+/// A system prompt, shared by the prompt cache and every call made with it: its text, and
+/// the JSON string a request body writes it as, escaped the first time a body needs it and
+/// kept (a prompt of several kilobytes escaped again for every round was a tenth of writing
+/// a body).
+#[derive(Clone, Default)]
+pub struct SystemPrompt(Arc<Prompt>);
+
+#[derive(Default)]
+struct Prompt {
+    text: String,
+    json: std::sync::OnceLock<Option<Box<serde_json::value::RawValue>>>,
+}
+
+impl SystemPrompt {
+    pub fn new(text: impl Into<String>) -> Self {
+        SystemPrompt(Arc::new(Prompt {
+            text: text.into(),
+            json: std::sync::OnceLock::new(),
+        }))
+    }
+}
+
+impl std::ops::Deref for SystemPrompt {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0.text
+    }
+}
+
+impl std::fmt::Debug for SystemPrompt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.text.fmt(f)
+    }
+}
+
+/// As a JSON string: the one escaped once (a string always escapes; were it not to, the
+/// text is written as any string is).
+impl serde::Serialize for SystemPrompt {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let json = (self.0.json).get_or_init(|| serde_json::value::to_raw_value(&self.0.text).ok());
+        match json {
+            Some(raw) => raw.serialize(s),
+            None => s.serialize_str(&self.0.text),
+        }
+    }
+}
+
 pub struct Call<'a> {
     pub endpoint: &'a Endpoint,
-    pub system: String,
+    pub system: SystemPrompt,
     /// Shared with the conversation kept between turns ([`crate::conversation::context`]):
     /// a request is written from them as they are, nothing copied.
     pub messages: Vec<Arc<ChatMessage>>,
@@ -998,6 +1045,24 @@ fn sse_error<E: Transport>(e: sseer::errors::EventStreamError<E>) -> ProviderErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A system prompt is written as the JSON string of its text, each time the same (its
+    /// escaping kept from the first), inside a body as alone.
+    #[test]
+    fn a_system_prompt_is_written_as_its_text_escaped() {
+        let text = "You are \"Hero\".\n\tA back\\slash, a </script>, a \u{1} and é.";
+        let p = SystemPrompt::new(text);
+        let plain = serde_json::to_string(text).unwrap();
+        assert_eq!(serde_json::to_string(&p).unwrap(), plain);
+        assert_eq!(serde_json::to_string(&p).unwrap(), plain);
+        let body = serde_json::to_value(serde_json::json!({ "system": &p })).unwrap();
+        assert_eq!(body["system"], text);
+        assert_eq!(&*p, text);
+        assert_eq!(
+            serde_json::to_string(&SystemPrompt::default()).unwrap(),
+            "\"\""
+        );
+    }
 
     #[test]
     fn caps_count_lines_and_events_across_chunks() {

@@ -21,7 +21,7 @@ pub fn body(call: &Call<'_>) -> bytes::Bytes {
     let turned = normalize(&call.messages);
     let mut messages: Vec<Message<'_>> = Vec::with_capacity(turned.len() + 1);
     if !call.system.is_empty() {
-        messages.push(Message::Text {
+        messages.push(Message::System {
             role: "system",
             content: &call.system,
         });
@@ -149,6 +149,11 @@ enum Message<'a> {
     Text {
         role: &'static str,
         content: &'a str,
+    },
+    /// The system prompt, its JSON kept ([`super::SystemPrompt`]).
+    System {
+        role: &'static str,
+        content: &'a super::SystemPrompt,
     },
     /// A user's text with the images attached to it.
     Parts {

@@ -159,7 +159,7 @@ pub fn stream(call: &Call<'_>) -> DeltaStream {
         .collect();
     let results: Vec<&str> = results.iter().map(String::as_str).collect();
     // A summoning call: the persona comes from the description's own words.
-    if call.system == crate::agents::prompt::SUMMON {
+    if *call.system == *crate::agents::prompt::SUMMON {
         let description = last_user
             .strip_prefix("Description: ")
             .unwrap_or(&last_user);

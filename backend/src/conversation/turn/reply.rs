@@ -533,7 +533,7 @@ mod tests {
                 config: Default::default(),
             },
             kind: AgentKind::Open,
-            system: String::new(),
+            system: crate::providers::SystemPrompt::default(),
             compact: Thresholds::default(),
             batch: false,
             price: None,
