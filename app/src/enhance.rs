@@ -262,9 +262,13 @@ mod browser {
             .await?
             .query_selector("main")?
             .ok_or(JsValue::NULL)?;
-        if REFRESHES.get() != this || DRAGGING.get() {
-            // A later refresh reads a newer page (or one waits for the drag's end).
-            REFRESH_AFTER_DRAG.set(DRAGGING.get() || REFRESH_AFTER_DRAG.get());
+        if DRAGGING.get() {
+            // A drag began meanwhile: read again once it ends.
+            REFRESH_AFTER_DRAG.set(true);
+            return Ok(());
+        }
+        if REFRESHES.get() != this {
+            // A later refresh reads a newer page.
             return Ok(());
         }
         let doc = document().ok_or(JsValue::NULL)?;

@@ -159,3 +159,25 @@ pub fn pdf(text: &str) -> Vec<u8> {
     );
     out
 }
+
+/// A frame of session 1 at `seq` (id `f{seq}`), as the unit tests of the conversation
+/// build them.
+pub fn frame(
+    seq: i64,
+    frame_type: hero_shared::frame::FrameType,
+    author: hero_shared::frame::AuthorType,
+    payload: serde_json::Value,
+) -> hero_shared::frame::Frame {
+    hero_shared::frame::Frame {
+        id: format!("f{seq}"),
+        session_id: 1,
+        seq,
+        parent_id: None,
+        target_ids: Vec::new(),
+        timestamp: String::new(),
+        frame_type,
+        author_type: author,
+        author_id: None,
+        payload,
+    }
+}

@@ -193,25 +193,12 @@ pub fn maybe(st: &AppState, user: &AuthUser, session_id: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hero_shared::frame::{AuthorType, Frame};
+    use hero_shared::frame::AuthorType;
     use serde_json::{Value, json};
 
     fn kept(seq: i64, frame_type: FrameType, payload: Value) -> Kept {
-        Kept::new(
-            Frame {
-                id: format!("f{seq}"),
-                session_id: 1,
-                seq,
-                parent_id: None,
-                target_ids: Vec::new(),
-                timestamp: String::new(),
-                frame_type,
-                author_type: AuthorType::User,
-                author_id: None,
-                payload,
-            },
-            0,
-        )
+        let frame = crate::test_support::frame(seq, frame_type, AuthorType::User, payload);
+        Kept::new(frame, 0)
     }
 
     /// The measures read what each frame's payload says, once: startup processes and a

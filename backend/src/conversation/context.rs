@@ -380,6 +380,7 @@ pub(crate) async fn load(st: &AppState, dk: &SecretKey, session_id: i64) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::frame;
     use hero_shared::frame::{AuthorType, TargetId};
     use proptest::prelude::*;
     use serde_json::json;
@@ -441,21 +442,6 @@ mod tests {
             1 => (any::<u8>(), 1u8..4).prop_map(|(k, n)| Step::Switch(k, n)),
             1 => Just(Step::Compact),
         ]
-    }
-
-    fn frame(seq: i64, frame_type: FrameType, author: AuthorType, payload: Value) -> Frame {
-        Frame {
-            id: format!("f{seq}"),
-            session_id: 1,
-            seq,
-            parent_id: None,
-            target_ids: Vec::new(),
-            timestamp: String::new(),
-            frame_type,
-            author_type: author,
-            author_id: None,
-            payload,
-        }
     }
 
     /// Appends a frame with the next seq (its id `f{seq}`, given back).

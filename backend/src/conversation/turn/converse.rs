@@ -457,23 +457,13 @@ async fn again(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hero_shared::frame::Frame;
     use serde_json::json;
 
     fn kept(seq: i64, author: AuthorType, frame_type: FrameType, payload: Value) -> Kept {
-        let frame = Frame {
-            id: format!("f{seq}"),
-            session_id: 1,
-            seq,
-            parent_id: None,
-            target_ids: Vec::new(),
-            frame_type,
-            author_type: author,
-            author_id: None,
-            payload,
-            timestamp: String::new(),
-        };
-        Kept::new(frame, 0)
+        Kept::new(
+            crate::test_support::frame(seq, frame_type, author, payload),
+            0,
+        )
     }
 
     /// The calls found in the whole reply leave out those begun while it streamed, and the
